@@ -1,0 +1,102 @@
+"""The Python API: every pass takes and returns the model kind it was given.
+
+Accepted: ``onnx.ModelProto``, ``onnx_ir.Model``, a path (str or ``os.PathLike``), an
+``onnx_graphsurgeon.Graph``. The result is of the same kind: a new ModelProto, a new ir.Model
+(the input is cloned, never mutated), the path of the written model, a new graphsurgeon Graph.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import onnx
+import onnx_ir as ir
+
+from scatter_rewrite.errors import ScatterRewriteError
+from scatter_rewrite.pipeline import Outcome, Verb, VERBS, check_model, result_dict, rewrite_file, run_passes
+
+ModelLike = TypeVar("ModelLike")
+
+
+def _is_graphsurgeon(model: Any) -> bool:
+    return type(model).__module__.startswith("onnx_graphsurgeon")
+
+
+def _to_ir(model: Any) -> ir.Model:
+    if isinstance(model, ir.Model):
+        return model.clone()
+    if isinstance(model, onnx.ModelProto):
+        return ir.serde.deserialize_model(model)
+    if _is_graphsurgeon(model):
+        import onnx_graphsurgeon as gs
+
+        return ir.serde.deserialize_model(gs.export_onnx(model))
+    raise ScatterRewriteError(
+        f"cannot rewrite a {type(model).__name__}: pass an onnx.ModelProto, onnx_ir.Model, path or onnx_graphsurgeon.Graph"
+    )
+
+
+def _from_ir(model: ir.Model, like: Any) -> Any:
+    if isinstance(like, ir.Model):
+        return model
+    proto = ir.serde.serialize_model(model)
+    if _is_graphsurgeon(like):
+        import onnx_graphsurgeon as gs
+
+        return gs.import_onnx(proto)
+    return proto
+
+
+def rewrite(
+    model: ModelLike,
+    passes: Sequence[ir.passes.PassBase],
+    *,
+    validate: bool = False,
+    inputs: dict | None = None,
+    output: str | os.PathLike | None = None,
+    return_report: bool = False,
+    verb: str = "rewrite",
+) -> ModelLike | tuple[ModelLike, Outcome]:
+    """Run ``passes`` on ``model``; return the rewritten model, of the same kind as given.
+
+    ``validate=True`` proves the result equal to the original in onnxruntime (see
+    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise. For a path, the result
+    is written to ``output`` (default ``<stem>.<verb suffix>.onnx`` beside it) and its path returned.
+    With ``return_report=True`` the result comes with an :class:`~scatter_rewrite.pipeline.Outcome`.
+    """
+    if isinstance(model, (str, os.PathLike)):
+        outcome = rewrite_file(verb, model, passes=passes, output=output, validate=validate, inputs=inputs)
+        result: Any = Path(outcome.output)
+        return (result, outcome) if return_report else result
+
+    from scatter_rewrite import validate as validation
+
+    working = _to_ir(model)
+    plan = validation.plan_validation(working, inputs=inputs) if validate else None
+    original_proto = ir.serde.serialize_model(working) if validate else None
+    results = run_passes(working, passes)
+    outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
+    if plan is not None and any(r.modified for r in results):
+        with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
+            original_path, rewritten_path = Path(tmp, "original.onnx"), Path(tmp, "rewritten.onnx")
+            onnx.save(original_proto, original_path)
+            ir.save(working, rewritten_path)
+            check_model(rewritten_path)
+            outcome.validation = validation.validate(original_path, rewritten_path, plan).to_dict()
+    result = _from_ir(working, model)
+    return (result, outcome) if return_report else result
+
+
+def _verb(name: str, model: Any, options: dict, **kwargs: Any) -> Any:
+    verb: Verb = VERBS[name]
+    return rewrite(model, verb.make_passes(**options), verb=name, **kwargs)
+
+
+def upgrade(model: ModelLike, opset: int | None = None, **kwargs: Any) -> ModelLike:
+    """Every deprecated ``Scatter`` becomes ``ScatterElements``; the model moves to ``opset``
+    (default: its own if >= 11, else 11). See :mod:`scatter_rewrite.passes.upgrade`."""
+    return _verb("upgrade", model, {"opset": opset}, **kwargs)

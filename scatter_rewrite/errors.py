@@ -1,0 +1,35 @@
+"""The one error hierarchy for problems a user can fix.
+
+Declining to rewrite a node is *not* an error: passes report it as a skip reason.
+Messages name the node, the op, the opset and the fix, on one line.
+"""
+
+from __future__ import annotations
+
+
+class ScatterRewriteError(Exception):
+    """Base class: something the user can fix (bad file, bad option, invalid model)."""
+
+
+class ModelLoadError(ScatterRewriteError):
+    """The model file is missing, empty, truncated or not ONNX."""
+
+
+class InvalidModelError(ScatterRewriteError):
+    """The model is ONNX but breaks the operator spec (bad axis, rank mismatch, ...)."""
+
+
+class IndexOutOfRangeError(InvalidModelError):
+    """A scatter index lies outside the data's bounds (the spec makes this an error)."""
+
+
+class OptionError(ScatterRewriteError):
+    """An option value is invalid (opset out of range, unknown target, ...)."""
+
+
+class ValidationError(ScatterRewriteError):
+    """The rewritten model does not compute what the original computes."""
+
+
+class ConversionError(ScatterRewriteError):
+    """Opset conversion of the nodes we do not rewrite failed."""

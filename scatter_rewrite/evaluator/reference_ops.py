@@ -1,0 +1,36 @@
+"""``onnx.reference`` operators backed by our NumPy kernels.
+
+``onnx.reference`` has no ``Scatter`` (deprecated at 11) and loops in Python for the others;
+validation uses these when onnxruntime cannot run an original model.
+"""
+
+from __future__ import annotations
+
+from onnx.reference.op_run import OpRun
+
+from scatter_rewrite.evaluator import scatter, scatter_elements, scatter_nd
+
+
+class Scatter(OpRun):
+    op_domain = ""
+
+    def _run(self, data, indices, updates, axis=None):
+        return (scatter(data, indices, updates, axis=0 if axis is None else axis, node_name=self.onnx_node.name),)
+
+
+class ScatterElements(OpRun):
+    op_domain = ""
+
+    def _run(self, data, indices, updates, axis=None, reduction=None):
+        return (scatter_elements(data, indices, updates, axis=0 if axis is None else axis,
+                                 reduction=reduction or "none", node_name=self.onnx_node.name),)
+
+
+class ScatterND(OpRun):
+    op_domain = ""
+
+    def _run(self, data, indices, updates, reduction=None):
+        return (scatter_nd(data, indices, updates, reduction=reduction or "none", node_name=self.onnx_node.name),)
+
+
+REFERENCE_OPS = [Scatter, ScatterElements, ScatterND]

@@ -1,0 +1,88 @@
+"""The one traversal every pass uses: main graph, nested subgraphs, model-local functions.
+
+Each place that holds nodes is a :class:`Scope`, with the default-domain opset in force there:
+subgraphs (If/Loop/Scan bodies) inherit their parent's, a function uses its own ``opset_imports``
+and falls back to the model's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import onnx_ir as ir
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """A graph or function body, where its nodes live and which opset applies to them."""
+
+    body: ir.Graph | ir.Function
+    opset: int
+    where: str  # human-readable location: "main graph", "If 'cond' then_branch", "function local::F"
+
+    @property
+    def is_function(self) -> bool:
+        return isinstance(self.body, ir.Function)
+
+
+def default_opset(opset_imports: dict[str, int], fallback: int | None = None) -> int | None:
+    for domain in DEFAULT_DOMAINS:
+        if domain in opset_imports:
+            return opset_imports[domain]
+    return fallback
+
+
+def is_default_domain(node: ir.Node) -> bool:
+    return node.domain in DEFAULT_DOMAINS
+
+
+def _subgraphs(node: ir.Node) -> Iterator[tuple[str, ir.Graph]]:
+    for name, attr in node.attributes.items():
+        if not isinstance(attr, ir.Attr):
+            continue  # a reference attribute inside a function: no graph
+        if attr.type == ir.AttributeType.GRAPH:
+            yield name, attr.value
+        elif attr.type == ir.AttributeType.GRAPHS:
+            for i, graph in enumerate(attr.value):
+                yield f"{name}[{i}]", graph
+
+
+def _nested(body: ir.Graph | ir.Function, opset: int, where: str) -> Iterator[Scope]:
+    yield Scope(body, opset, where)
+    for node in list(body):
+        for attr_name, graph in _subgraphs(node):
+            label = node.name or node.op_type
+            yield from _nested(graph, opset, f"{where} > {node.op_type} '{label}' {attr_name}")
+
+
+def iter_scopes(model: ir.Model) -> Iterator[Scope]:
+    """Yield every scope, parents before their subgraphs, main graph before functions."""
+    model_opset = default_opset(model.opset_imports, fallback=1)
+    yield from _nested(model.graph, model_opset, "main graph")
+    for function in list(model.functions.values()):
+        opset = default_opset(function.opset_imports, fallback=model_opset)
+        yield from _nested(function, opset, f"function {function.domain}::{function.name}")
+
+
+def iter_nodes(model: ir.Model) -> Iterator[tuple[ir.Node, Scope]]:
+    """Every node with its scope. Each scope's node list is snapshotted, so callers may rewrite."""
+    for scope in iter_scopes(model):
+        for node in list(scope.body):
+            yield node, scope
+
+
+def describe(node: ir.Node, scope: Scope) -> str:
+    """``ScatterElements 'name' (opset 18, main graph)``: how messages and reports name a node."""
+    label = f" '{node.name}'" if node.name else ""
+    return f"{node.op_type}{label} (opset {scope.opset}, {scope.where})"
+
+
+def attr(node: ir.Node, name: str, default=None):
+    """An attribute's Python value, or the schema default the caller passes."""
+    a = node.attributes.get(name)
+    if a is None or not isinstance(a, ir.Attr):
+        return default
+    return a.value

@@ -1,0 +1,159 @@
+"""Move a model's default-domain opset to a target, converting the nodes we do not rewrite.
+
+``onnx.version_converter`` works on a whole ModelProto: it crashes on model-local functions,
+leaves a deprecated ``Scatter`` in place, cannot see a model over 2 GiB, and its cost grows with
+(nodes x nodes replaced). So we convert per node instead: only nodes whose operator schema differs
+between the source and the target opset are handed to the converter, each in a one-node model
+(cached by signature), and the result is spliced back. Every other node only needs the opset
+import changed. Cost: linear in the number of nodes.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import onnx
+import onnx.defs
+import onnx.helper
+import onnx.version_converter
+import onnx_ir as ir
+
+from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.graph import DEFAULT_DOMAINS, Scope, describe, is_default_domain, iter_scopes
+
+logger = logging.getLogger("scatter_rewrite")
+
+MIN_OPSET = 7  # oldest opset the converter's adapters start from that we accept as a source
+MAX_OPSET = onnx.defs.onnx_opset_version()
+
+# Control-flow nodes carry subgraphs; their own schema changes between 11 and 24 only widen types,
+# and their bodies are converted as scopes of their own.
+_CONTAINER_OPS = {"If", "Loop", "Scan"}
+
+
+@functools.lru_cache(maxsize=None)
+def since_version(op_type: str, opset: int) -> int | None:
+    """The version of ``op_type``'s schema in force at ``opset``, None if it does not exist."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, "").since_version
+    except onnx.defs.SchemaError:
+        return None
+
+
+def needs_conversion(op_type: str, source: int, target: int) -> bool:
+    """True when the node's schema at ``source`` is not the one in force at ``target``.
+
+    An op absent at ``source`` but present at ``target`` is already a target-level node (one a pass
+    just wrote, e.g. ScatterElements replacing Scatter at opset 10): nothing to do.
+    """
+    if op_type in _CONTAINER_OPS or source == target:
+        return False
+    src = since_version(op_type, source)
+    if src is None:
+        return since_version(op_type, target) is None
+    return src != since_version(op_type, target)
+
+
+def _signature(node: ir.Node) -> tuple:
+    attrs = tuple(sorted((k, repr(a.value)) for k, a in node.attributes.items()))
+    inputs = tuple(
+        None if v is None else (v.dtype, None if v.shape is None else len(v.shape), _const_bytes(v))
+        for v in node.inputs
+    )
+    return (node.op_type, attrs, inputs, len(node.outputs))
+
+
+def _const_bytes(value: ir.Value) -> bytes | None:
+    # Some adapters read constant inputs (Split's split, Reshape's shape...): small ones go along.
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is None or tensor.size > 64:
+        return None
+    return tensor.tobytes()
+
+
+def _one_node_model(node: ir.Node, source: int) -> onnx.ModelProto:
+    graph_inputs, initializers, input_names = [], [], []
+    for i, value in enumerate(node.inputs):
+        if value is None:
+            input_names.append("")
+            continue
+        name = f"in{i}"
+        input_names.append(name)
+        dtype = value.dtype.value if value.dtype is not None else onnx.TensorProto.FLOAT
+        const = _const_bytes(value)
+        if const is not None:
+            initializers.append(ir.serde.serialize_tensor(ir.Tensor(ir.convenience.get_const_tensor(value).numpy(), name=name)))
+        graph_inputs.append(onnx.helper.make_tensor_value_info(name, dtype, None))
+    outputs = [onnx.helper.make_tensor_value_info(f"out{i}", onnx.TensorProto.UNDEFINED, None) for i in range(len(node.outputs))]
+    proto_node = onnx.helper.make_node(node.op_type, input_names, [o.name for o in outputs])
+    proto_node.attribute.extend(ir.serde.serialize_node(node).attribute)
+    graph = onnx.helper.make_graph([proto_node], "one_node", graph_inputs, outputs, initializer=initializers)
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", source)])
+
+
+class _Converter:
+    def __init__(self, target: int):
+        self.target = target
+        self.cache: dict[tuple, onnx.ModelProto] = {}
+        self.converted = 0
+
+    def convert_node(self, node: ir.Node, scope: Scope) -> None:
+        key = (scope.opset, _signature(node))
+        converted = self.cache.get(key)
+        if converted is None:
+            try:
+                converted = onnx.version_converter.convert_version(_one_node_model(node, scope.opset), self.target)
+            except Exception as e:  # the converter raises RuntimeError/IndexError/... without a type of its own
+                raise ConversionError(
+                    f"onnx.version_converter cannot convert {describe(node, scope)} to opset {self.target}: "
+                    f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
+                ) from e
+            self.cache[key] = converted
+        self._splice(node, scope, ir.serde.deserialize_model(converted).graph)
+        self.converted += 1
+
+    @staticmethod
+    def _splice(node: ir.Node, scope: Scope, mini: ir.Graph) -> None:
+        by_name = {f"in{i}": v for i, v in enumerate(node.inputs) if v is not None}
+        new_nodes = list(mini)
+        mini.remove(new_nodes)
+        constants = []
+        for init_name, init in list(mini.initializers.items()):
+            if init_name in by_name:
+                continue  # one of our own constant inputs: keep using the original value
+            # A constant the adapter created: becomes a Constant node (valid in functions too).
+            const = ir.node("Constant", [], attributes={"value": init.const_value}, num_outputs=1)
+            by_name[init_name] = const.outputs[0]
+            constants.append(const)
+        for new in new_nodes:
+            for i, value in enumerate(new.inputs):
+                if value is not None and value.name in by_name and value.producer() is None:
+                    new.replace_input_with(i, by_name[value.name])
+        produced = {v.name: v for n in new_nodes for v in n.outputs}
+        new_outputs = [produced[o.name] for o in mini.outputs]
+        ir.convenience.replace_nodes_and_values(
+            scope.body, node, [node], constants + new_nodes, list(node.outputs), new_outputs
+        )
+
+
+def convert_opset(model: ir.Model, target: int) -> int:
+    """Set every default-domain opset import (model and functions) to ``target``, converting the
+    nodes whose schema changes. Returns the number of nodes handed to the converter."""
+    converter = _Converter(target)
+    for scope in list(iter_scopes(model)):
+        if scope.opset == target:
+            continue
+        for node in list(scope.body):
+            if is_default_domain(node) and needs_conversion(node.op_type, scope.opset, target):
+                converter.convert_node(node, scope)
+    for imports in [model.opset_imports] + [f.opset_imports for f in model.functions.values()]:
+        for domain in DEFAULT_DOMAINS:
+            if domain in imports:
+                imports[domain] = target
+    if not any(d in model.opset_imports for d in DEFAULT_DOMAINS):
+        model.opset_imports[""] = target
+    if model.ir_version is not None and model.ir_version < 7:
+        model.ir_version = 7  # opset >= 11 needs IR >= 6; 7 keeps training-free models loadable everywhere
+    logger.info("opset conversion to %d: %d node(s) converted", target, converter.converted)
+    return converter.converted

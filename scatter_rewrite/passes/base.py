@@ -1,0 +1,75 @@
+"""What every scatter-rewrite pass shares: its result, with what it rewrote and what it declined.
+
+A pass is an ``onnx_ir`` in-place pass. Its ``call`` returns a :class:`ScatterPassResult`, which is
+an ``ir.passes.PassResult`` plus one :class:`NodeNote` per node rewritten or left alone (with why).
+Declining a node is never an error: an unrewritable node stays as it is and its reason is reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import onnx_ir as ir
+
+from scatter_rewrite.graph import Scope, describe
+
+logger = logging.getLogger("scatter_rewrite")
+
+
+@dataclasses.dataclass
+class NodeNote:
+    node: str  # as graph.describe() names it
+    detail: str  # what became of it, or why it was left alone
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.detail}"
+
+
+@dataclasses.dataclass
+class ScatterPassResult(ir.passes.PassResult):
+    name: str = ""
+    rewritten: list[NodeNote] = dataclasses.field(default_factory=list)
+    skipped: list[NodeNote] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)  # model-level facts (opset change...)
+
+    def to_dict(self) -> dict:
+        return {
+            "pass": self.name,
+            "modified": self.modified,
+            "rewritten": [dataclasses.asdict(n) for n in self.rewritten],
+            "skipped": [dataclasses.asdict(n) for n in self.skipped],
+            "notes": list(self.notes),
+        }
+
+
+class ScatterPass(ir.passes.InPlacePass):
+    """Base of our passes: subclasses implement :meth:`run` and record with :meth:`rewrote`/:meth:`skip`."""
+
+    name = "scatter-pass"
+
+    def call(self, model: ir.Model) -> ScatterPassResult:
+        self.result = ScatterPassResult(model, False, name=self.name)
+        self.run(model)
+        r = self.result
+        logger.info("%s: %d rewritten, %d skipped", self.name, len(r.rewritten), len(r.skipped))
+        del self.result
+        return r
+
+    def run(self, model: ir.Model) -> None:
+        raise NotImplementedError
+
+    def rewrote(self, node: ir.Node, scope: Scope, detail: str) -> None:
+        note = NodeNote(describe(node, scope), detail)
+        logger.debug("%s rewrote %s", self.name, note)
+        self.result.rewritten.append(note)
+        self.result.modified = True
+
+    def skip(self, node: ir.Node, scope: Scope, reason: str) -> None:
+        note = NodeNote(describe(node, scope), reason)
+        logger.debug("%s skipped %s", self.name, note)
+        self.result.skipped.append(note)
+
+    def note(self, text: str, *, modified: bool = False) -> None:
+        self.result.notes.append(text)
+        self.result.modified |= modified

@@ -1,0 +1,93 @@
+"""Upgrade the deprecated ``Scatter`` to ``ScatterElements`` and move the model to a target opset.
+
+Rewrites: every default-domain ``Scatter`` (opset 9/10, and the deprecated one still found in
+models declaring opset >= 11, which the checker and onnxruntime reject) into ``ScatterElements``
+with the same ``axis`` and inputs; ``Scatter`` has exactly ScatterElements-11's semantics without
+a reduction. Then every other node is converted to the target opset (see :mod:`scatter_rewrite.opset`).
+
+Leaves alone: nodes of other domains. Raises InvalidModelError for a ``Scatter`` that breaks its
+spec where it can be seen statically (axis out of range, rank or shape mismatch).
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from scatter_rewrite.errors import InvalidModelError, OptionError
+from scatter_rewrite.graph import Scope, attr, default_opset, describe, is_default_domain, iter_nodes
+from scatter_rewrite.opset import MAX_OPSET, convert_opset
+from scatter_rewrite.passes.base import ScatterPass
+
+FIRST_SCATTER_ELEMENTS_OPSET = 11
+
+
+def check_scatter_elements_shapes(node: ir.Node, scope: Scope, axis: int) -> int:
+    """Check what the spec demands and the graph shows statically; return the normalized axis."""
+    data, indices, updates = node.inputs[0], node.inputs[1], node.inputs[2]
+    ranks = {name: len(v.shape) for name, v in (("data", data), ("indices", indices), ("updates", updates))
+             if v is not None and v.shape is not None}
+    rank = ranks.get("data") or ranks.get("indices") or ranks.get("updates")
+    if len(set(ranks.values())) > 1:
+        raise InvalidModelError(
+            f"{describe(node, scope)}: data, indices and updates must have the same rank, got "
+            + ", ".join(f"{k} rank {r}" for k, r in ranks.items()) + "; fix the exporter or the model"
+        )
+    if indices is not None and updates is not None and indices.shape is not None and updates.shape is not None:
+        for a, b in zip(indices.shape, updates.shape):
+            if isinstance(a, int) and isinstance(b, int) and a != b:
+                raise InvalidModelError(
+                    f"{describe(node, scope)}: indices shape {list(indices.shape)} differs from updates "
+                    f"shape {list(updates.shape)}; the spec requires them equal"
+                )
+    if rank is not None:
+        if not -rank <= axis < rank:
+            raise InvalidModelError(
+                f"{describe(node, scope)}: axis={axis} is out of range for rank {rank} "
+                f"(allowed {-rank}..{rank - 1}); fix the attribute"
+            )
+        return axis % rank
+    return axis
+
+
+class UpgradePass(ScatterPass):
+    """Scatter -> ScatterElements everywhere, then the default-domain opset becomes ``opset``."""
+
+    name = "upgrade"
+
+    def __init__(self, opset: int | None = None):
+        super().__init__()
+        if opset is not None and not FIRST_SCATTER_ELEMENTS_OPSET <= opset <= MAX_OPSET:
+            raise OptionError(
+                f"--opset {opset} is out of range: ScatterElements needs opset "
+                f">= {FIRST_SCATTER_ELEMENTS_OPSET} and this onnx knows up to {MAX_OPSET}"
+            )
+        self.opset = opset
+
+    def run(self, model: ir.Model) -> None:
+        current = default_opset(model.opset_imports, fallback=1)
+        target = self.opset or max(current, FIRST_SCATTER_ELEMENTS_OPSET)
+        for node, scope in iter_nodes(model):
+            if node.op_type == "Scatter" and is_default_domain(node):
+                self._rewrite(node, scope)
+        scope_opsets = {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
+        if scope_opsets != {target}:
+            converted = convert_opset(model, target)
+            self.note(
+                f"default-domain opset {', '.join(map(str, sorted(scope_opsets)))} -> {target} "
+                f"({converted} other node(s) converted)",
+                modified=True,
+            )
+
+    def _rewrite(self, node: ir.Node, scope: Scope) -> None:
+        if len(node.inputs) != 3 or any(v is None for v in node.inputs):
+            raise InvalidModelError(f"{describe(node, scope)}: Scatter needs 3 inputs (data, indices, updates)")
+        axis = check_scatter_elements_shapes(node, scope, attr(node, "axis", 0))
+        replacement = ir.node(
+            "ScatterElements", list(node.inputs), attributes={"axis": attr(node, "axis", 0)},
+            name=node.name, num_outputs=1,
+        )
+        replacement.metadata_props.update(node.metadata_props)
+        ir.convenience.replace_nodes_and_values(
+            scope.body, node, [node], [replacement], list(node.outputs), list(replacement.outputs)
+        )
+        self.rewrote(node, scope, f"-> ScatterElements(axis={axis})")

@@ -1,0 +1,157 @@
+"""The one path every rewriting verb takes: load, run passes, stage, check, validate, write.
+
+Order matters: the validation plan (contract-respecting inputs) is computed from the original
+before any pass mutates it; the rewritten model is staged beside its destination, checked with
+``onnx.checker`` (full) and validated against the original; only then is it renamed into place.
+Any failure leaves the destination and the input untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+from scatter_rewrite.errors import InvalidModelError, OptionError, ScatterRewriteError
+from scatter_rewrite.model_io import load_model, staged_save
+from scatter_rewrite.passes.base import ScatterPassResult
+
+logger = logging.getLogger("scatter_rewrite")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verb:
+    """A rewriting command: its output-name suffix and how its options become passes."""
+
+    name: str
+    suffix: str  # model.<suffix>.onnx
+    make_passes: Callable[..., list[ir.passes.PassBase]]
+
+
+def _upgrade_passes(opset: int | None = None) -> list[ir.passes.PassBase]:
+    from scatter_rewrite.passes.upgrade import UpgradePass
+
+    return [UpgradePass(opset)]
+
+
+# The verbs, in one place. Each maps the verb's own options (keyword arguments) to its passes.
+VERBS: dict[str, Verb] = {
+    "upgrade": Verb("upgrade", "upgraded", _upgrade_passes),
+}
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one model went through: the report the CLI prints and ``--report`` writes."""
+
+    input: str
+    output: str | None = None
+    passes: list[dict] = dataclasses.field(default_factory=list)
+    validation: dict | None = None
+    status: str = "FAILED"
+    error: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase]) -> list[ScatterPassResult | ir.passes.PassResult]:
+    """Run passes in order on ``model`` (in place). Unlike ``ir.passes.PassManager`` this keeps our
+    errors as they are instead of wrapping them, and keeps every pass's result."""
+    results = []
+    for p in passes:
+        result = p(model)
+        if result.model is not model:
+            raise RuntimeError(f"pass {p} is not in place")  # our passes all are: a bug if not
+        results.append(result)
+    return results
+
+
+def result_dict(result: ir.passes.PassResult) -> dict:
+    if isinstance(result, ScatterPassResult):
+        return result.to_dict()
+    return {"pass": type(result).__name__, "modified": result.modified, "rewritten": [], "skipped": [], "notes": []}
+
+
+def check_model(path: Path) -> None:
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InvalidModelError(f"the rewritten model fails onnx.checker: {first}") from e
+
+
+def default_output(source: Path, suffix: str, folder: Path | None = None) -> Path:
+    stem = source.name[: -len(".onnx")] if source.name.endswith(".onnx") else source.name
+    return (folder or source.parent) / f"{stem}.{suffix}.onnx"
+
+
+def resolve_output(source: Path, verb: Verb, output: str | os.PathLike | None, in_place: bool,
+                   output_is_folder: bool = False) -> Path:
+    if in_place:
+        if output is not None:
+            raise OptionError("--in-place and -o/--output exclude each other; pick one")
+        return source
+    if output is None:
+        return default_output(source, verb.suffix)
+    output = Path(output)
+    folder = output_is_folder or output.is_dir()
+    destination = default_output(source, verb.suffix, output) if folder else output
+    if destination.resolve() == source.resolve():
+        raise OptionError(f"{destination} is the input model; pass --in-place to overwrite it")
+    return destination
+
+
+def rewrite_file(
+    verb_name: str,
+    source: str | os.PathLike,
+    *,
+    options: dict[str, Any] | None = None,
+    passes: Sequence[ir.passes.PassBase] | None = None,
+    output: str | os.PathLike | None = None,
+    output_is_folder: bool = False,
+    in_place: bool = False,
+    validate: bool = True,
+    inputs: dict | None = None,
+    seed: int = 0,
+) -> Outcome:
+    """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix."""
+    from scatter_rewrite import validate as validation
+
+    started = time.perf_counter()
+    verb = VERBS[verb_name] if verb_name in VERBS else Verb(verb_name, verb_name, lambda: [])
+    source = Path(source)
+    destination = resolve_output(source, verb, output, in_place, output_is_folder)
+    if passes is None:
+        passes = verb.make_passes(**(options or {}))
+    model = load_model(source)
+    plan = validation.plan_validation(model, seed=seed, inputs=inputs) if validate else None
+    results = run_passes(model, passes)
+    outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results])
+    modified = any(r.modified for r in results)
+    with staged_save(model, destination) as staged:
+        check_model(staged)
+        if plan is not None and modified:
+            outcome.validation = validation.validate(source, staged, plan).to_dict()
+        elif plan is not None:
+            outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}
+    outcome.status = "PASSED"
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome:
+    """For worker processes: never raises for user errors, returns a FAILED outcome instead."""
+    started = time.perf_counter()
+    try:
+        return rewrite_file(verb_name, source, **kwargs)
+    except ScatterRewriteError as e:
+        return Outcome(str(source), None, status="FAILED", error=str(e), seconds=time.perf_counter() - started)

@@ -1,0 +1,121 @@
+"""Small scatter models built in code, for the tests and for the sample models in ``models/``.
+
+Every builder returns an ``onnx.ModelProto``. ``wrap`` puts a one-node graph where the tests want
+it: the main graph, both branches of an ``If``, a ``Loop`` body, or a model-local function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+from onnx import TensorProto
+
+LOCAL_DOMAIN = "local"
+
+
+def _vi(name: str, elem_type: int, shape: Sequence[int | str | None] | None):
+    return oh.make_tensor_value_info(name, elem_type, shape)
+
+
+def scatter_model(
+    op_type: str = "ScatterElements",
+    *,
+    opset: int = 18,
+    data_shape: Sequence[int | str] = (4, 5),
+    indices_shape: Sequence[int | str] = (2, 5),
+    updates_shape: Sequence[int | str] | None = None,
+    data_type: int = TensorProto.FLOAT,
+    indices_type: int = TensorProto.INT64,
+    where: str = "main",
+    **attributes,
+) -> onnx.ModelProto:
+    """A model whose inputs ``data``, ``indices``, ``updates`` feed one scatter node.
+
+    ``where``: "main", "if" (the node in both branches of an If on a bool input ``cond``),
+    "loop" (in a Loop body run twice, data carried), or "function" (in a local function).
+    For ScatterND pass ``indices_shape`` with the index tuple last and ``updates_shape``.
+    """
+    updates_shape = list(indices_shape if updates_shape is None else updates_shape)
+    inputs = [
+        _vi("data", data_type, list(data_shape)),
+        _vi("indices", indices_type, list(indices_shape)),
+        _vi("updates", data_type, updates_shape),
+    ]
+    output = _vi("output", data_type, list(data_shape))
+    node = oh.make_node(op_type, ["data", "indices", "updates"], ["output"], name=f"{op_type.lower()}_0", **attributes)
+    graph = wrap(node, inputs, output, where, opset)
+    functions = graph.pop("functions", [])
+    model = oh.make_model(
+        graph["graph"],
+        opset_imports=[oh.make_opsetid("", opset)] + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else []),
+        functions=functions,
+    )
+    model.ir_version = min(model.ir_version, 8) if opset <= 17 else model.ir_version
+    return model
+
+
+def wrap(node: onnx.NodeProto, inputs: list, output, where: str, opset: int) -> dict:
+    """A graph holding ``node`` at the place ``where`` names (see :func:`scatter_model`)."""
+    names = [i.name for i in inputs]
+    if where == "main":
+        return {"graph": oh.make_graph([node], "main", inputs, [output])}
+    if where == "if":
+        branches = []
+        for branch in ("then", "else"):
+            inner = onnx.NodeProto()
+            inner.CopyFrom(node)
+            inner.output[0] = f"{branch}_out"
+            inner.name = f"{node.name}_{branch}"
+            branches.append(oh.make_graph([inner], f"{branch}_branch", [], [_vi(f"{branch}_out", output.type.tensor_type.elem_type, None)]))
+        if_node = oh.make_node("If", ["cond"], [output.name], name="if_0", then_branch=branches[0], else_branch=branches[1])
+        return {"graph": oh.make_graph([if_node], "main", inputs + [_vi("cond", TensorProto.BOOL, [])], [output])}
+    if where == "loop":
+        elem = output.type.tensor_type.elem_type
+        inner = onnx.NodeProto()
+        inner.CopyFrom(node)
+        inner.input[0] = "carried_in"
+        inner.output[0] = "carried_out"
+        cond_out = oh.make_node("Identity", ["cond_in"], ["cond_out"])
+        body = oh.make_graph(
+            [inner, cond_out], "loop_body",
+            [_vi("iter", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("carried_in", elem, None)],
+            [_vi("cond_out", TensorProto.BOOL, []), _vi("carried_out", elem, None)],
+        )
+        trip = oh.make_node("Constant", [], ["trip"], value=oh.make_tensor("trip_v", TensorProto.INT64, [], [2]))
+        true = oh.make_node("Constant", [], ["true"], value=oh.make_tensor("true_v", TensorProto.BOOL, [], [True]))
+        loop = oh.make_node("Loop", ["trip", "true", names[0]], [output.name], name="loop_0", body=body)
+        return {"graph": oh.make_graph([trip, true, loop], "main", inputs, [output])}
+    if where == "function":
+        inner = onnx.NodeProto()
+        inner.CopyFrom(node)
+        inner.input[:] = ["d", "i", "u"]
+        inner.output[:] = ["o"]
+        function = oh.make_function(LOCAL_DOMAIN, "ScatterFn", ["d", "i", "u"], ["o"], [inner],
+                                    opset_imports=[oh.make_opsetid("", opset)])
+        call = oh.make_node("ScatterFn", names, [output.name], domain=LOCAL_DOMAIN, name="call_0")
+        return {"graph": oh.make_graph([call], "main", inputs, [output]), "functions": [function]}
+    raise ValueError(f"unknown place {where!r}")
+
+
+def legacy_chain_model(num_nodes: int, scatter_every: int = 10, opset: int = 10) -> onnx.ModelProto:
+    """A chain of Add/Mul on a 4x4 tensor with a ``Scatter`` every ``scatter_every`` nodes (issue 6)."""
+    nodes, inits = [], [
+        oh.make_tensor("one", TensorProto.FLOAT, [4, 4], np.ones(16, np.float32)),
+        oh.make_tensor("idx", TensorProto.INT64, [1, 4], [3, 2, 1, 0]),
+        oh.make_tensor("upd", TensorProto.FLOAT, [1, 4], [1, 2, 3, 4]),
+    ]
+    prev = "x"
+    for i in range(num_nodes):
+        out = f"t{i}" if i < num_nodes - 1 else "y"
+        if i % scatter_every == scatter_every - 1:
+            nodes.append(oh.make_node("Scatter", [prev, "idx", "upd"], [out], axis=0, name=f"scatter_{i}"))
+        else:
+            nodes.append(oh.make_node("Add" if i % 2 else "Mul", [prev, "one"], [out], name=f"op_{i}"))
+        prev = out
+    graph = oh.make_graph(nodes, "chain", [_vi("x", TensorProto.FLOAT, [4, 4])], [_vi("y", TensorProto.FLOAT, [4, 4])], inits)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    model.ir_version = 7
+    return model

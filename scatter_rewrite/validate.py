@@ -1,0 +1,401 @@
+"""Prove a rewrite changes nothing: run original and rewritten in onnxruntime on the same inputs.
+
+Inputs are seeded and respect each scatter's contract: a graph input that feeds scatter indices
+(directly or through value-preserving ops like Cast/Unsqueeze/Expand) gets in-range values,
+negative ones included, unique along the axis when the reduction is "none" (duplicates are
+undefined there); symbolic dimensions get small sizes.
+
+Comparison is exact (bit for bit, NaN positions included) for integers and for none/max/min; float
+outputs of a model holding a float add/mul scatter are compared within :data:`FLOAT_TOLERANCE`,
+because a lowering may sum in another order. Where onnxruntime cannot run the original (an invalid
+deprecated ``Scatter``, a reduction its CPU kernel lacks), the original is evaluated by
+``onnx.reference`` with our NumPy scatter kernels, and the result says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from scatter_rewrite.errors import ScatterRewriteError, ValidationError
+from scatter_rewrite.graph import attr, is_default_domain, iter_nodes
+
+# (rtol, atol) for float outputs of models with a float add/mul scatter: a few ulps of the partial
+# sums' magnitude. Everything else must be bit-exact.
+FLOAT_TOLERANCE = {
+    np.dtype(np.float16): (1e-2, 1e-2),
+    np.dtype(np.float32): (1e-5, 1e-5),
+    np.dtype(np.float64): (1e-12, 1e-12),
+}
+BFLOAT16_TOLERANCE = (4e-2, 4e-2)
+SYMBOLIC_DIM_SIZE = 4
+SCATTER_OPS = {"Scatter", "ScatterElements", "ScatterND", "TensorScatter"}
+# Ops through which an index tensor's values pass unchanged (only reshaped, broadcast or cast).
+_VALUE_PRESERVING = {"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Flatten", "Transpose"}
+
+
+@dataclasses.dataclass
+class IndexContract:
+    kind: str  # "elements" (bound along one axis) or "nd" (one bound per last-dim component)
+    bounds: tuple[int, ...]
+    unique: bool
+    axis: int = 0  # for "elements": the axis of the traced input along which values must be unique
+
+
+@dataclasses.dataclass
+class ValidationPlan:
+    """What validation needs to know about the *original* model, computed before any pass runs."""
+
+    inputs: dict[str, np.ndarray]
+    float_reduction: bool  # a float add/mul scatter: float outputs compared with tolerance
+    notes: list[str]
+
+
+@dataclasses.dataclass
+class ValidationResult:
+    checked_against: str
+    tolerance: str
+    max_abs_diff: float
+    outputs: dict[str, float]
+    notes: list[str]
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _np_dtype(dtype: ir.DataType | None):
+    if dtype is None:
+        return np.dtype(np.float32)
+    if dtype == ir.DataType.STRING:
+        return np.dtype(object)
+    return dtype.numpy()
+
+
+def _concrete_shape(shape: ir.Shape | None, sizes: dict[str, int]) -> tuple[int, ...]:
+    if shape is None:
+        return (SYMBOLIC_DIM_SIZE,)
+    dims = []
+    for d in shape:
+        if isinstance(d, int):
+            dims.append(d)
+        else:
+            key = str(d) if d is not None and d.value is not None else None
+            dims.append(sizes.setdefault(key, SYMBOLIC_DIM_SIZE) if key else SYMBOLIC_DIM_SIZE)
+    return tuple(dims)
+
+
+def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
+    """Static shapes of every value, with the graph inputs fixed to their concrete sizes."""
+    proto = ir.serde.serialize_model(model)
+    for value_info in proto.graph.input:
+        if value_info.name in input_shapes and value_info.type.HasField("tensor_type"):
+            shape = value_info.type.tensor_type.shape
+            shape.ClearField("dim")
+            for size in input_shapes[value_info.name]:
+                shape.dim.add().dim_value = size
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception:  # shape inference is best effort here
+        return {}
+    shapes = {}
+    graphs = [inferred.graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.value_info) + list(g.input) + list(g.output):
+            t = vi.type.tensor_type
+            if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+                shapes[vi.name] = tuple(d.dim_value for d in t.shape.dim)
+        for init in g.initializer:
+            shapes[init.name] = tuple(init.dims)
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    return shapes
+
+
+def _trace_to_input(value: ir.Value | None, graph_inputs: set[int], outer: dict[int, list]) -> ir.Value | None:
+    """The main-graph input whose values reach ``value`` unchanged, across body boundaries."""
+    while value is not None:
+        if id(value) in graph_inputs:
+            return value
+        producer = value.producer()
+        if producer is None:
+            value = _bound_outside(value, outer)
+        elif producer.op_type in _VALUE_PRESERVING and is_default_domain(producer):
+            value = producer.inputs[0]
+        else:
+            return None
+    return None
+
+
+def _outer_values(model: ir.Model) -> dict[int, list[ir.Value | None]]:
+    """For Loop/Scan bodies and functions: id(body) -> the values its inputs are bound to outside.
+
+    Loop body inputs are (iteration, condition, carried...) bound to the Loop's (M, cond, carried...);
+    Scan's state inputs are bound to its inputs; a function's inputs to its first call's inputs.
+    """
+    bound: dict[int, list[ir.Value | None]] = {}
+    calls = {}
+    for node, _scope in iter_nodes(model):
+        if (node.domain, node.op_type, node.overload) in model.functions and id(node) not in calls:
+            calls.setdefault((node.domain, node.op_type, node.overload), node)
+        body = node.attributes.get("body")
+        if isinstance(body, ir.Attr) and body.type == ir.AttributeType.GRAPH:
+            if node.op_type == "Loop":
+                bound[id(body.value)] = [None, None] + list(node.inputs[2:])
+            elif node.op_type == "Scan":
+                bound[id(body.value)] = list(node.inputs)
+    for key, function in model.functions.items():
+        if key in calls:
+            bound[id(function.graph)] = list(calls[key].inputs)
+    return bound
+
+
+def _bound_outside(value: ir.Value, outer: dict[int, list]) -> ir.Value | None:
+    """The outer value a body input is bound to, or None."""
+    body = value.graph
+    if value.producer() is not None or body is None or id(body) not in outer:
+        return None
+    inputs = list(body.inputs)
+    position = next((i for i, v in enumerate(inputs) if v is value), -1)
+    bindings = outer[id(body)]
+    return bindings[position] if 0 <= position < len(bindings) else None
+
+
+def _shape_of(value: ir.Value, shapes: dict[str, tuple], outer: dict[int, list]) -> tuple | None:
+    while value is not None:
+        if value.shape is not None and all(isinstance(d, int) for d in value.shape):
+            return tuple(value.shape)
+        if value.name in shapes:
+            return shapes[value.name]
+        value = _bound_outside(value, outer)
+    return None
+
+
+def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], bool]:
+    graph_inputs = {id(v) for v in model.graph.inputs}
+    shapes: dict[str, tuple] | None = None
+    outer = _outer_values(model)
+    contracts: dict[str, IndexContract] = {}
+    float_reduction = False
+    for node, _scope in iter_nodes(model):
+        if node.op_type not in SCATTER_OPS or not is_default_domain(node):
+            continue
+        reduction = attr(node, "reduction", "none")
+        data = node.inputs[0]
+        if reduction in ("add", "mul") and data is not None and data.dtype is not None and data.dtype.is_floating_point():
+            float_reduction = True
+        if node.op_type == "TensorScatter":
+            continue  # write_indices contract handled by the lower pass's own tests
+        source = _trace_to_input(node.inputs[1], graph_inputs, outer)
+        if source is None or data is None:
+            continue
+        if shapes is None:
+            shapes = _infer_shapes(model, input_shapes)
+        data_shape = _shape_of(data, shapes, outer)
+        if data_shape is None:
+            continue
+        unique = reduction == "none"
+        if node.op_type == "ScatterND":
+            k = input_shapes[source.name][-1] if input_shapes[source.name] else 1
+            contracts[source.name] = IndexContract("nd", tuple(data_shape[:k]), unique)
+        else:
+            axis = attr(node, "axis", 0) % max(len(data_shape), 1)
+            src_rank = len(input_shapes[source.name])
+            # The traced input may have fewer dims (GNN: dst[E] -> unsqueeze -> expand): its first
+            # axis is the scatter axis when ranks differ, else the same axis.
+            src_axis = axis if src_rank == len(data_shape) else 0
+            contracts[source.name] = IndexContract("elements", (data_shape[axis],), unique, src_axis)
+    return contracts, float_reduction
+
+
+def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng: np.random.Generator) -> np.ndarray:
+    if c.kind == "nd":
+        count = int(np.prod(shape[:-1], dtype=np.int64))
+        total = int(np.prod(c.bounds, dtype=np.int64))
+        flat = (rng.choice(total, size=count, replace=False) if c.unique and count <= total
+                else rng.integers(0, max(total, 1), size=count))
+        coords = np.stack(np.unravel_index(flat, c.bounds), axis=-1) if c.bounds else np.zeros((count, 0), np.int64)
+        negate = rng.random(coords.shape) < 0.3
+        coords = np.where(negate, coords - np.asarray(c.bounds), coords)
+        return coords.reshape(shape).astype(dtype)
+    bound = c.bounds[0]
+    if not shape:
+        values = np.asarray(rng.integers(0, bound))
+    elif c.unique and shape[c.axis] <= bound:
+        moved = (-1,) + shape[: c.axis] + shape[c.axis + 1 :]
+        columns = int(np.prod(moved[1:], dtype=np.int64))
+        keys = rng.random((columns, bound)).argsort(axis=1)[:, : shape[c.axis]].T  # a permutation per column
+        values = np.moveaxis(keys.reshape((shape[c.axis],) + shape[: c.axis] + shape[c.axis + 1 :]), 0, c.axis)
+    else:
+        values = rng.integers(0, bound, size=shape)
+    negate = rng.random(np.shape(values)) < 0.3
+    return np.where(negate, values - bound, values).astype(dtype)
+
+
+def _random_values(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    if dtype == np.dtype(object):
+        return np.array([f"s{v}" for v in rng.integers(0, 100, size=int(np.prod(shape)))], dtype=object).reshape(shape)
+    if dtype == np.bool_:
+        return np.asarray(rng.random(shape) < 0.5)
+    if np.issubdtype(dtype, np.complexfloating):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    if np.issubdtype(dtype, np.unsignedinteger):
+        return rng.integers(0, 20, size=shape).astype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-20, 20, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)  # float16/32/64 and ml_dtypes (bfloat16, float8)
+
+
+def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray] | None = None) -> ValidationPlan:
+    """Inputs for the original ``model`` (or the user's, checked), and how to compare outputs."""
+    rng = np.random.default_rng(seed)
+    sizes: dict[str, int] = {}
+    initializer_names = set(model.graph.initializers)
+    graph_inputs = [v for v in model.graph.inputs if v.name not in initializer_names]
+    input_shapes = {v.name: _concrete_shape(v.shape, sizes) for v in graph_inputs}
+    contracts, float_reduction = _contracts(model, input_shapes)
+    notes = []
+    if inputs is not None:
+        missing = [v.name for v in graph_inputs if v.name not in inputs]
+        if missing:
+            raise ValidationError(f"--inputs lacks the model input(s) {', '.join(missing)}; add them to the .npz")
+        return ValidationPlan({v.name: np.asarray(inputs[v.name]) for v in graph_inputs}, float_reduction, ["user inputs"])
+    generated = {}
+    for v in graph_inputs:
+        shape, dtype = input_shapes[v.name], _np_dtype(v.dtype)
+        if v.name in contracts:
+            generated[v.name] = _index_values(shape, dtype, contracts[v.name], rng)
+        else:
+            generated[v.name] = _random_values(shape, dtype, rng)
+    if contracts:
+        notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
+    return ValidationPlan(generated, float_reduction, notes)
+
+
+def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {k: archive[k] for k in archive.files}
+    except (OSError, ValueError) as e:
+        raise ValidationError(f"--inputs {path}: cannot read it as a .npz archive ({e})") from e
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    from scatter_rewrite import custom_ops
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    custom_ops.register(options)
+    source = str(model) if isinstance(model, (str, Path)) else model
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    return session.run(None, {k: v for k, v in inputs.items() if k in names})
+
+
+def run_reference(model_path: str | os.PathLike, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
+    from onnx.reference import ReferenceEvaluator
+
+    from scatter_rewrite.evaluator.reference_ops import REFERENCE_OPS
+
+    proto = onnx.load(str(model_path))
+    evaluator = ReferenceEvaluator(proto, new_ops=REFERENCE_OPS)
+    return evaluator.run(None, inputs)
+
+
+def _bit_exact_mismatch(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
+        af, bf = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
+        nan_a, nan_b = np.isnan(af), np.isnan(bf)
+        if not np.array_equal(nan_a, nan_b):
+            return True
+        ok = ~nan_a
+        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+            return not (np.array_equal(af[ok], bf[ok]) and np.array_equal(np.signbit(af[ok]), np.signbit(bf[ok])))
+        return not np.array_equal(af[ok], bf[ok])
+    return not np.array_equal(a, b)
+
+
+def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
+    if a.dtype == object or a.dtype == np.bool_ or a.size == 0:
+        return 0.0 if np.array_equal(a, b) else float("inf")
+    diff = np.abs(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) - b.astype(np.complex128 if b.dtype.kind == "c" else np.float64))
+    diff = diff[~np.isnan(diff)]
+    return float(diff.max()) if diff.size else 0.0
+
+
+def _tolerance(dtype: np.dtype) -> tuple[float, float] | None:
+    if dtype.name == "bfloat16":
+        return BFLOAT16_TOLERANCE
+    return FLOAT_TOLERANCE.get(dtype)
+
+
+def compare(names: list[str], expected: list[Any], actual: list[Any], float_reduction: bool) -> tuple[dict[str, float], list[str]]:
+    """Per-output max |difference|, and a list of failures (empty when they agree)."""
+    diffs, failures = {}, []
+    for name, e, a in zip(names, expected, actual):
+        e, a = np.asarray(e), np.asarray(a)
+        if e.shape != a.shape or e.dtype != a.dtype:
+            failures.append(f"output '{name}': expected {e.dtype}{list(e.shape)}, got {a.dtype}{list(a.shape)}")
+            continue
+        diffs[name] = _max_abs_diff(e, a)
+        tol = _tolerance(e.dtype) if float_reduction else None
+        if tol is not None:
+            rtol, atol = tol
+            ef, af = e.astype(np.float64), a.astype(np.float64)
+            if not np.allclose(af, ef, rtol=rtol, atol=atol, equal_nan=True):
+                failures.append(f"output '{name}': max |difference| {diffs[name]:.3g} exceeds rtol={rtol}, atol={atol}")
+        elif _bit_exact_mismatch(e, a):
+            failures.append(f"output '{name}': not bit-exact (max |difference| {diffs[name]:.3g})")
+    return diffs, failures
+
+
+def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:
+    """Run both models and compare; raise ValidationError on any difference."""
+    notes = list(plan.notes)
+    try:
+        expected = run_onnxruntime(original, plan.inputs)
+        checked_against = "onnxruntime on the original model"
+    except Exception as ort_error:  # ORT reports load/run failures through several exception types
+        reason = str(ort_error).strip().splitlines()[0][:200]
+        try:
+            expected = run_reference(original, plan.inputs)
+        except ScatterRewriteError:
+            raise
+        except Exception as ref_error:
+            raise ValidationError(
+                f"cannot evaluate the original model: onnxruntime says '{reason}', onnx.reference says "
+                f"'{str(ref_error).strip().splitlines()[0][:200] if str(ref_error).strip() else type(ref_error).__name__}'"
+                "; use --no-validate to skip"
+            ) from ref_error
+        checked_against = "onnx.reference with scatter-rewrite's NumPy kernels (onnxruntime cannot run the original: " + reason + ")"
+    try:
+        actual = run_onnxruntime(rewritten, plan.inputs)
+    except Exception as e:
+        raise ValidationError(f"onnxruntime cannot run the rewritten model: {str(e).strip().splitlines()[0][:300]}") from e
+    names = [o.name for o in onnx.load(str(rewritten), load_external_data=False).graph.output]
+    diffs, failures = compare(names, expected, actual, plan.float_reduction)
+    tolerance = "exact (bit for bit)" if not plan.float_reduction else (
+        "float outputs within " + ", ".join(f"{k}: rtol={r}, atol={a}" for k, (r, a) in FLOAT_TOLERANCE.items())
+        + f", bfloat16: rtol={BFLOAT16_TOLERANCE[0]}; everything else exact"
+    )
+    result = ValidationResult(checked_against, tolerance, max(diffs.values(), default=0.0), diffs, notes)
+    if failures:
+        raise ValidationError("validation failed, nothing written: " + "; ".join(failures))
+    return result

@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING
 _EXPORTS = {
     "rewrite": "scatter_rewrite.api",
     "upgrade": "scatter_rewrite.api",
+    "fold": "scatter_rewrite.api",
+    "lower": "scatter_rewrite.api",
+    "to_scatternd": "scatter_rewrite.api",
+    "prepare_for_tensorrt": "scatter_rewrite.api",
     "UpgradePass": "scatter_rewrite.passes.upgrade",
     "ScatterRewriteError": "scatter_rewrite.errors",
     "ModelLoadError": "scatter_rewrite.errors",
@@ -32,7 +36,7 @@ def __getattr__(name: str):
 
 
 if TYPE_CHECKING:
-    from scatter_rewrite.api import rewrite, upgrade  # noqa: F401
+    from scatter_rewrite.api import fold, lower, prepare_for_tensorrt, rewrite, to_scatternd, upgrade  # noqa: F401
     from scatter_rewrite.errors import (  # noqa: F401
         ConversionError, IndexOutOfRangeError, InvalidModelError, ModelLoadError, OptionError,
         ScatterRewriteError, ValidationError,

@@ -100,3 +100,28 @@ def upgrade(model: ModelLike, opset: int | None = None, **kwargs: Any) -> ModelL
     """Every deprecated ``Scatter`` becomes ``ScatterElements``; the model moves to ``opset``
     (default: its own if >= 11, else 11). See :mod:`scatter_rewrite.passes.upgrade`."""
     return _verb("upgrade", model, {"opset": opset}, **kwargs)
+
+
+def fold(model: ModelLike, size_limit: int | None = None, **kwargs: Any) -> ModelLike:
+    """Replace every scatter whose inputs are all constant by an initializer computed with our
+    NumPy evaluator (and the constant chains feeding it). See :mod:`scatter_rewrite.passes.fold`."""
+    return _verb("fold", model, {"size_limit": size_limit}, **kwargs)
+
+
+def lower(model: ModelLike, opset: int = 13, mode: str = "standard", **kwargs: Any) -> ModelLike:
+    """Lower scatter reductions (and TensorScatter) the target ``opset`` lacks into exact standard
+    ops (``mode="standard"``) or custom-domain nodes (``mode="custom"``); move the model to ``opset``.
+    See :mod:`scatter_rewrite.passes.lower`."""
+    return _verb("lower", model, {"opset": opset, "mode": mode}, **kwargs)
+
+
+def to_scatternd(model: ModelLike, **kwargs: Any) -> ModelLike:
+    """Every ScatterElements becomes an exactly equivalent ScatterND.
+    See :mod:`scatter_rewrite.passes.to_scatternd`."""
+    return _verb("to_scatternd", model, {}, **kwargs)
+
+
+def prepare_for_tensorrt(model: ModelLike, trt_version: str = "10", **kwargs: Any) -> ModelLike:
+    """The whole TensorRT preparation: upgrade, fold, lower TensorScatter, make every scatter
+    TensorRT-ready for ``trt_version``. See :mod:`scatter_rewrite.passes.tensorrt`."""
+    return _verb("tensorrt", model, {"trt_version": trt_version}, **kwargs)

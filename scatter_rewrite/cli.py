@@ -195,6 +195,50 @@ def upgrade(
     run_verb("upgrade", {"opset": opset}, models, output, validate, inputs, report, in_place, verbose)
 
 
+@app.command()
+def fold(
+    models: Models,
+    size_limit: Annotated[Optional[int], typer.Option("--size-limit", help="Leave scatters whose result exceeds BYTES unfolded.", metavar="BYTES")] = None,
+    output: Output = None, validate: Validate = True, inputs: Inputs = None, report: Report = None,
+    in_place: InPlace = False, verbose: Verbose = False,
+) -> None:
+    """Fold scatters whose inputs are all constant into initializers (our NumPy evaluator)."""
+    run_verb("fold", {"size_limit": size_limit}, models, output, validate, inputs, report, in_place, verbose)
+
+
+class LowerMode(str, enum.Enum):
+    standard = "standard"
+    custom = "custom"
+
+
+@app.command()
+def lower(
+    models: Models,
+    opset: Annotated[int, typer.Option(help="Target default-domain opset, 11 to 23.")] = 13,
+    mode: Annotated[LowerMode, typer.Option(help="standard: exact standard ops; custom: custom-domain nodes.")] = LowerMode.standard,
+    output: Output = None, validate: Validate = True, inputs: Inputs = None, report: Report = None,
+    in_place: InPlace = False, verbose: Verbose = False,
+) -> None:
+    """Lower scatter reductions and TensorScatter that an older opset lacks."""
+    run_verb("lower", {"opset": opset, "mode": mode.value}, models, output, validate, inputs, report, in_place, verbose)
+
+
+class TrtVersion(str, enum.Enum):
+    v8_6 = "8.6"
+    v10 = "10"
+
+
+@app.command()
+def tensorrt(
+    models: Models,
+    trt_version: Annotated[TrtVersion, typer.Option("--trt-version", help="The TensorRT version to prepare for.")] = TrtVersion.v10,
+    output: Output = None, validate: Validate = True, inputs: Inputs = None, report: Report = None,
+    in_place: InPlace = False, verbose: Verbose = False,
+) -> None:
+    """Prepare every scatter for TensorRT: upgrade, fold, lower, ScatterElements -> ScatterND."""
+    run_verb("tensorrt", {"trt_version": trt_version.value}, models, output, validate, inputs, report, in_place, verbose)
+
+
 def main() -> None:
     app()
 

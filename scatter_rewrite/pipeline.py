@@ -41,9 +41,37 @@ def _upgrade_passes(opset: int | None = None) -> list[ir.passes.PassBase]:
     return [UpgradePass(opset)]
 
 
+def _fold_passes(size_limit: int | None = None) -> list[ir.passes.PassBase]:
+    from scatter_rewrite.passes.fold import FoldPass
+
+    return [FoldPass(size_limit=size_limit)]
+
+
+def _lower_passes(opset: int = 13, mode: str = "standard") -> list[ir.passes.PassBase]:
+    from scatter_rewrite.passes.lower import LowerPass
+
+    return [LowerPass(opset=opset, mode=mode)]
+
+
+def _to_scatternd_passes() -> list[ir.passes.PassBase]:
+    from scatter_rewrite.passes.to_scatternd import ToScatterNDPass
+
+    return [ToScatterNDPass()]
+
+
+def _tensorrt_passes(trt_version: str = "10") -> list[ir.passes.PassBase]:
+    from scatter_rewrite.passes.tensorrt import tensorrt_passes
+
+    return tensorrt_passes(trt_version)
+
+
 # The verbs, in one place. Each maps the verb's own options (keyword arguments) to its passes.
 VERBS: dict[str, Verb] = {
     "upgrade": Verb("upgrade", "upgraded", _upgrade_passes),
+    "fold": Verb("fold", "folded", _fold_passes),
+    "lower": Verb("lower", "lowered", _lower_passes),
+    "to_scatternd": Verb("to_scatternd", "scatternd", _to_scatternd_passes),
+    "tensorrt": Verb("tensorrt", "tensorrt", _tensorrt_passes),
 }
 
 

@@ -1,0 +1,96 @@
+"""ONNX ScatterElements (opsets 11/13/16/18) and the deprecated Scatter (opset 9, removed at 11)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scatter_rewrite.evaluator._common import (
+    add_scaled_index,
+    check_index_dtype,
+    check_reduction,
+    check_same_type,
+    checked_index,
+    invalid,
+    normalize_axis,
+    scatter_flat,
+)
+
+
+def scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
+                     axis: int = 0, reduction: str = "none",
+                     node_name: str | None = None) -> np.ndarray:
+    """ONNX ScatterElements: a copy of ``data`` with ``updates`` written along ``axis``.
+
+    ``data``, ``indices`` and ``updates`` have the same rank r >= 1 and ``indices.shape ==
+    updates.shape``. For each position ``p`` of ``indices`` the target is ``p`` with
+    ``p[axis]`` replaced by ``indices[p]`` (negative values count from the end)::
+
+        output[..., indices[i][j][k], ...] = f(output[..., indices[i][j][k], ...], updates[i][j][k])
+
+    with ``f`` taking the update (``reduction="none"``) or ``+``, ``*``, max, min. Updates are
+    applied in C order over ``indices``: with duplicate targets and ``"none"`` (undefined by the
+    spec) the last one wins, as in onnxruntime. max/min follow onnxruntime's NaN rules (see
+    ``_common._apply_max_min``). ``indices.shape[d]`` may exceed ``data.shape[d]`` only along
+    ``axis``; elsewhere the entry's own coordinate would be out of range.
+
+    Raises IndexOutOfRangeError for an index outside ``[-data.shape[axis], data.shape[axis]-1]``
+    and InvalidModelError for rank/shape/axis/dtype/reduction violations. Inputs are not modified;
+    the result has ``data``'s dtype.
+    """
+    return _scatter_elements(data, indices, updates, axis, reduction, node_name, "ScatterElements")
+
+
+def scatter(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, axis: int = 0,
+            node_name: str | None = None) -> np.ndarray:
+    """ONNX Scatter (opset 9, deprecated at 11): ScatterElements with ``reduction="none"``."""
+    return _scatter_elements(data, indices, updates, axis, "none", node_name, "Scatter")
+
+
+def _scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int,
+                      reduction: str, node_name: str | None, op: str) -> np.ndarray:
+    data, indices, updates = np.asarray(data), np.asarray(indices), np.asarray(updates)
+    check_index_dtype(indices, op, node_name)
+    check_same_type(data, updates, op, node_name)
+    check_reduction(reduction, data.dtype, op, node_name)
+    rank = data.ndim
+    if rank < 1:
+        raise invalid(op, node_name, "data must have rank >= 1, got a scalar")
+    if indices.ndim != rank:
+        raise invalid(op, node_name, f"indices rank {indices.ndim} differs from data rank {rank}")
+    if updates.shape != indices.shape:
+        raise invalid(op, node_name, f"updates shape {updates.shape} differs from indices "
+                                     f"shape {indices.shape}")
+    axis = normalize_axis(axis, rank, op, node_name)
+    for d in range(rank):
+        if d != axis and indices.shape[d] > data.shape[d]:
+            raise invalid(op, node_name, f"indices dimension {d} has size {indices.shape[d]} > "
+                                         f"data's {data.shape[d]} (only axis {axis} may be larger)")
+
+    size = data.shape[axis]
+    idx, negative = checked_index(indices, size, op, node_name,
+                                  f"axis {axis} of data with shape {data.shape}")
+    flat = _flat_positions(idx, data.shape, axis, negative)
+    # Entries with first coordinate r only target data[r] unless we scatter along axis 0:
+    # lets scatter_flat copy and scatter cache-sized row blocks together.
+    rows = None
+    if axis != 0 and indices.size:
+        rows = (indices.shape[0], indices.size // indices.shape[0])
+    return scatter_flat(data, flat, updates, reduction, rows=rows)
+
+
+def _flat_positions(idx: np.ndarray, shape: tuple[int, ...], axis: int,
+                    negative: bool) -> np.ndarray:
+    """Flat C-order positions in ``data``: the entry's own coordinates except along ``axis``."""
+    strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+    # Offset of every entry's non-axis coordinates, built small (axis dimension kept at 1)
+    # and broadcast in the one full-size add below.
+    base: np.ndarray | None = None
+    for d, n in enumerate(idx.shape):
+        view = [1] * idx.ndim
+        view[d] = n
+        if d != axis and n > 1:
+            term = (np.arange(n, dtype=np.intp) * strides[d]).reshape(view)
+            base = term if base is None else base + term
+    if idx.ndim == 1 and idx.dtype == np.intp and not negative:
+        return idx.reshape(-1)  # 1-D data: the indices already are the positions
+    return add_scaled_index(base, idx, shape[axis], strides[axis], negative).reshape(-1)

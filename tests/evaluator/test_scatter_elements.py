@@ -1,0 +1,263 @@
+"""ScatterElements / Scatter: differential tests against onnxruntime and onnx.reference."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _evaluator_oracles import (
+    ADD_MUL_RTOL,
+    assert_same,
+    loop_scatter_elements,
+    run_ort,
+    run_reference,
+)
+from scatter_rewrite.evaluator import _common, scatter, scatter_elements
+
+INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+FLOATS = [np.float32, np.float64]
+# What onnxruntime's CPU ScatterElements (opset 18) implements, per reduction.
+ORT_DTYPES = {
+    "none": [np.bool_, *INTS, np.float16, *FLOATS, np.str_],
+    "add": [np.bool_, *INTS, *FLOATS, np.str_],
+    "mul": [np.bool_, *INTS, *FLOATS],
+    "max": [*INTS, np.float16, *FLOATS],
+    "min": [*INTS, np.float16, *FLOATS],
+}
+ORT_CASES = [(r, np.dtype(t)) for r, ts in ORT_DTYPES.items() for t in ts]
+
+
+def random_values(rng: np.random.Generator, shape, dtype: np.dtype, special: bool) -> np.ndarray:
+    """Random values of ``dtype``; ``special`` mixes in NaN, +-0.0 and +-inf for floats."""
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    if dtype.kind in "US":
+        return rng.choice(np.array(["", "a", "bc", "xyz", "é"]), shape).astype(dtype.kind)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    values = rng.choice(np.array([-2.5, -1.0, -0.5, 0.5, 1.0, 1.5, 2.0, 3.0]), shape)
+    values = values + rng.standard_normal(shape).round(2)
+    if special:
+        pick = rng.random(shape)
+        specials = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf])
+        values = np.where(pick < 0.25, rng.choice(specials, shape), values)
+    return values.astype(dtype)
+
+
+@st.composite
+def se_problems(draw, dtype: np.dtype, reduction: str, max_rank: int = 5):
+    """data, indices, updates, axis: unique targets for "none", duplicates otherwise."""
+    rank = draw(st.integers(1, max_rank))
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
+    axis = draw(st.integers(-rank, rank - 1))
+    ax = axis % rank
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    ishape = [draw(st.integers(0 if d != ax else 1, shape[d])) for d in range(rank)]
+    n = shape[ax]
+    if reduction == "none":
+        # unique per line along the axis: the first ishape[ax] of a random permutation
+        keys = rng.random(tuple(ishape[:ax]) + (n,) + tuple(ishape[ax + 1:]))
+        idx = np.argsort(keys, axis=ax).take(np.arange(ishape[ax]), axis=ax)
+    else:
+        ishape[ax] = draw(st.integers(1, n + 3))
+        idx = rng.integers(0, n, tuple(ishape))
+    idx = np.where(rng.random(idx.shape) < 0.3, idx - n, idx)  # negative indices
+    idx = idx.astype(draw(st.sampled_from([np.int32, np.int64])))
+    special = reduction in ("max", "min") and draw(st.booleans())
+    data = random_values(rng, shape, dtype, special)
+    updates = random_values(rng, idx.shape, dtype, special)
+    return data, idx, updates, axis
+
+
+def check_against(expected: np.ndarray, got: np.ndarray, reduction: str) -> None:
+    """Exact, except float add/mul which may sum in another order (named tolerances)."""
+    is_float = got.dtype.kind in "fc" or got.dtype == ml_dtypes.bfloat16
+    if reduction in ("add", "mul") and is_float:
+        assert got.dtype == expected.dtype
+        rtol = ADD_MUL_RTOL["bfloat16" if got.dtype == ml_dtypes.bfloat16 else got.dtype]
+        wide = np.complex128 if got.dtype.kind == "c" else np.float64
+        np.testing.assert_allclose(got.astype(wide), expected.astype(wide),
+                                   rtol=rtol, atol=rtol, equal_nan=True)
+    else:
+        assert_same(got, expected)
+
+
+def assert_bits(got: np.ndarray, expected: np.ndarray) -> None:
+    """Bit-for-bit float equality: signed zeros and NaN payloads included."""
+    assert got.dtype == expected.dtype
+    view = {2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
+    np.testing.assert_array_equal(got.view(view), expected.view(view))
+
+
+@pytest.mark.parametrize(("reduction", "dtype"), ORT_CASES, ids=[f"{r}-{t}" for r, t in ORT_CASES])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_matches_onnxruntime(reduction, dtype, data):
+    d, idx, upd, axis = data.draw(se_problems(dtype, reduction))
+    small_blocks = data.draw(st.booleans())
+    copies = [d.copy(), idx.copy(), upd.copy()]
+    expected = run_ort("ScatterElements", [d, idx, upd], axis=axis, reduction=reduction)
+    # Tiny blocks force the blocked copy+scatter path on these small shapes too.
+    with mock.patch.object(_common, "_BLOCK_BYTES", 8 if small_blocks else _common._BLOCK_BYTES):
+        with mock.patch.object(_common, "_BLOCKED_MIN_BYTES", 0 if small_blocks else _common._BLOCKED_MIN_BYTES):
+            got = scatter_elements(d, idx, upd, axis=axis, reduction=reduction, node_name="n0")
+    check_against(expected, got, reduction)
+    if reduction in ("max", "min") and dtype.kind == "f":
+        assert_bits(got, expected)
+    for a, c in zip([d, idx, upd], copies):
+        assert_same(a, c)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_float32_matches_onnxruntime(reduction, data):
+    """The main dtype gets the full example budget."""
+    d, idx, upd, axis = data.draw(se_problems(np.dtype(np.float32), reduction))
+    expected = run_ort("ScatterElements", [d, idx, upd], axis=axis, reduction=reduction)
+    got = scatter_elements(d, idx, upd, axis=axis, reduction=reduction)
+    check_against(expected, got, reduction)
+    if reduction in ("max", "min"):
+        assert_bits(got, expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_deprecated_scatter_matches_onnxruntime_opset10(data):
+    dtype = np.dtype(data.draw(st.sampled_from([np.float32, np.int64, np.bool_, np.uint8])))
+    d, idx, upd, axis = data.draw(se_problems(dtype, "none"))
+    expected = run_ort("Scatter", [d, idx, upd], opset=10, axis=axis)
+    assert_same(scatter(d, idx, upd, axis=axis), expected)
+
+
+# dtypes onnxruntime lacks for some reduction: onnx.reference, or a loop with onnxruntime's fold
+REFERENCE_CASES = [
+    ("none", np.complex64), ("add", np.complex128), ("mul", np.complex64),
+    ("none", ml_dtypes.bfloat16), ("max", np.bool_), ("min", np.bool_),
+    ("max", np.str_), ("min", np.str_),
+]
+
+
+@pytest.mark.parametrize(("reduction", "dtype"), REFERENCE_CASES,
+                         ids=[f"{r}-{np.dtype(t)}" for r, t in REFERENCE_CASES])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_matches_onnx_reference(reduction, dtype, data):
+    d, idx, upd, axis = data.draw(se_problems(np.dtype(dtype), reduction, max_rank=3))
+    expected = run_reference("ScatterElements", [d, idx, upd], axis=axis, reduction=reduction)
+    got = scatter_elements(d, idx, upd, axis=axis, reduction=reduction)
+    if np.dtype(dtype).kind == "U":
+        expected = expected.astype(str)
+    check_against(expected.astype(got.dtype), got, reduction)
+
+
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.complex64])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_max_min_follow_onnxruntime_fold_where_ort_lacks_dtype(reduction, dtype, data):
+    d, idx, upd, axis = data.draw(se_problems(np.dtype(dtype), reduction, max_rank=3))
+    expected = loop_scatter_elements(d, idx, upd, axis=axis, reduction=reduction)
+    got = scatter_elements(d, idx, upd, axis=axis, reduction=reduction)
+    assert got.dtype == expected.dtype
+    if np.dtype(dtype).kind == "c":
+        np.testing.assert_array_equal(got, expected)
+    else:
+        assert_bits(got, expected)
+
+
+@pytest.mark.parametrize("reduction", ["add", "mul"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_low_precision_add_mul_against_float64(reduction, dtype, data):
+    """onnxruntime has no float16 add/mul: compare with float64 computed then cast back."""
+    d, idx, upd, axis = data.draw(se_problems(np.dtype(dtype), reduction, max_rank=3))
+    if reduction == "mul":  # keep products representable in float16
+        d, upd = np.clip(d, -1.5, 1.5).astype(dtype), np.clip(upd, -1.5, 1.5).astype(dtype)
+    expected = loop_scatter_elements(d.astype(np.float64), idx, upd.astype(np.float64),
+                                     axis=axis, reduction=reduction).astype(dtype)
+    got = scatter_elements(d, idx, upd, axis=axis, reduction=reduction)
+    check_against(expected, got, reduction)
+
+
+# ---------------------------------------------------------------- explicit behaviours
+
+
+def test_duplicates_with_reduction_none_last_write_wins_like_onnxruntime():
+    rng = np.random.default_rng(0)
+    data = np.zeros((3, 50), np.float32)
+    idx = rng.integers(-50, 50, (3, 2000))
+    upd = np.arange(3 * 2000, dtype=np.float32).reshape(3, 2000)
+    got = scatter_elements(data, idx, upd, axis=1)
+    assert_same(got, run_ort("ScatterElements", [data, idx, upd], axis=1))
+    assert_same(got, loop_scatter_elements(data, idx, upd, axis=1))
+
+
+def test_nan_max_min_rules_match_onnxruntime():
+    nan = np.nan
+    data = np.array([nan, 1, 2, 3, nan, 0.0], np.float32)
+    idx = np.array([0, 1, 1, 2, 3, 3, 4, 5, 5])
+    upd = np.array([5, nan, 7, nan, nan, 9, nan, -0.0, 0.0], np.float32)
+    for reduction in ("max", "min"):
+        got = scatter_elements(data, idx, upd, reduction=reduction)
+        assert_bits(got, run_ort("ScatterElements", [data, idx, upd], reduction=reduction))
+    # NaN data is replaced, a NaN update sticks unless a later update follows, ties take the update
+    got = scatter_elements(data, idx, upd, reduction="max")
+    assert_bits(got, np.array([5, 7, nan, 9, nan, 0.0], np.float32))
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_large_blocked_path_matches_onnxruntime(reduction):
+    """Big enough data for the real cache-blocked path; fewer index rows than data rows."""
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal((700, 600)).astype(np.float32)
+    data[rng.random(data.shape) < 0.01] = np.nan
+    if reduction == "none":
+        idx = np.argsort(rng.random((650, 600)), axis=1)[:, :40]
+    else:
+        idx = rng.integers(-600, 600, (650, 80))
+    upd = rng.standard_normal(idx.shape).astype(np.float32)
+    upd[rng.random(upd.shape) < 0.01] = np.nan
+    got = scatter_elements(data, idx, upd, axis=-1, reduction=reduction)
+    expected = run_ort("ScatterElements", [data, idx, upd], axis=-1, reduction=reduction)
+    if reduction in ("add", "mul"):
+        np.testing.assert_allclose(got, expected, rtol=ADD_MUL_RTOL[np.dtype(np.float32)], equal_nan=True)
+    else:
+        assert_bits(got, expected)
+
+
+def test_string_data_object_and_str():
+    data = np.array([["a", "b", "c"], ["d", "e", "f"]], dtype=object)
+    idx = np.array([[2, 0], [1, 1]])
+    upd = np.array([["X", "Y"], ["long string", "Z"]], dtype=object)
+    got = scatter_elements(data, idx, upd, axis=1)
+    assert got.dtype == object
+    assert got.tolist() == [["Y", "b", "X"], ["d", "Z", "f"]]
+    got_str = scatter_elements(data.astype(str), idx, upd.astype(str), axis=1)
+    assert got_str.dtype.kind == "U"  # widened, never truncated
+    assert got_str.tolist() == [["Y", "b", "X"], ["d", "Z", "f"]]
+    got_add = scatter_elements(data, idx, upd, axis=1, reduction="add")
+    assert got_add.tolist() == [["aY", "b", "cX"], ["d", "elong stringZ", "f"]]
+    assert got_add.tolist() == run_ort("ScatterElements", [data, idx, upd], axis=1, reduction="add").tolist()
+
+
+def test_float16_add_where_onnxruntime_has_no_kernel():
+    data = np.array([1.0, 2.0, 3.0], np.float16)
+    idx = np.array([0, 0, 2, 2, 2])
+    upd = np.array([0.1, 0.2, 1000.0, 0.3, 0.4], np.float16)
+    got = scatter_elements(data, idx, upd, reduction="add")
+    expected = data.astype(np.float64)
+    np.add.at(expected, idx, upd.astype(np.float64))
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float16).astype(np.float64),
+                               rtol=ADD_MUL_RTOL[np.dtype(np.float16)])

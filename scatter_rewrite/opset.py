@@ -132,6 +132,7 @@ class _Converter:
                     new.replace_input_with(i, by_name[value.name])
         produced = {v.name: v for n in new_nodes for v in n.outputs}
         new_outputs = [produced[o.name] for o in mini.outputs]
+        mini.outputs.clear()  # a value may be the output of one graph only
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], constants + new_nodes, list(node.outputs), new_outputs
         )

@@ -310,13 +310,9 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
 
 def run_reference(model_path: str | os.PathLike, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
-    from onnx.reference import ReferenceEvaluator
+    from scatter_rewrite.evaluator.reference_ops import make_evaluator
 
-    from scatter_rewrite.evaluator.reference_ops import REFERENCE_OPS
-
-    proto = onnx.load(str(model_path))
-    evaluator = ReferenceEvaluator(proto, new_ops=REFERENCE_OPS)
-    return evaluator.run(None, inputs)
+    return make_evaluator(onnx.load(str(model_path))).run(None, inputs)
 
 
 def _bit_exact_mismatch(a: np.ndarray, b: np.ndarray) -> bool:
@@ -366,29 +362,41 @@ def compare(names: list[str], expected: list[Any], actual: list[Any], float_redu
     return diffs, failures
 
 
+def _first_line(e: BaseException, limit: int = 200) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:limit] if text else type(e).__name__
+
+
 def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:
     """Run both models and compare; raise ValidationError on any difference."""
     notes = list(plan.notes)
+    ort_cannot_run_original = None
     try:
         expected = run_onnxruntime(original, plan.inputs)
         checked_against = "onnxruntime on the original model"
     except Exception as ort_error:  # ORT reports load/run failures through several exception types
-        reason = str(ort_error).strip().splitlines()[0][:200]
+        ort_cannot_run_original = _first_line(ort_error)
         try:
             expected = run_reference(original, plan.inputs)
         except ScatterRewriteError:
             raise
         except Exception as ref_error:
             raise ValidationError(
-                f"cannot evaluate the original model: onnxruntime says '{reason}', onnx.reference says "
-                f"'{str(ref_error).strip().splitlines()[0][:200] if str(ref_error).strip() else type(ref_error).__name__}'"
-                "; use --no-validate to skip"
+                f"cannot evaluate the original model: onnxruntime says '{ort_cannot_run_original}', "
+                f"onnx.reference says '{_first_line(ref_error)}'; use --no-validate to skip"
             ) from ref_error
-        checked_against = "onnx.reference with scatter-rewrite's NumPy kernels (onnxruntime cannot run the original: " + reason + ")"
+        checked_against = ("onnx.reference with scatter-rewrite's NumPy kernels (onnxruntime cannot run the "
+                           f"original: {ort_cannot_run_original})")
     try:
         actual = run_onnxruntime(rewritten, plan.inputs)
     except Exception as e:
-        raise ValidationError(f"onnxruntime cannot run the rewritten model: {str(e).strip().splitlines()[0][:300]}") from e
+        if ort_cannot_run_original is None:
+            raise ValidationError(f"onnxruntime cannot run the rewritten model: {_first_line(e, 300)}") from e
+        # Neither runs in onnxruntime (a dtype its CPU kernels lack, e.g. bfloat16): compare both in
+        # the reference evaluator, and say so.
+        actual = run_reference(rewritten, plan.inputs)
+        checked_against = ("onnx.reference with scatter-rewrite's NumPy kernels, for both models (onnxruntime "
+                           f"cannot run either: {ort_cannot_run_original})")
     names = [o.name for o in onnx.load(str(rewritten), load_external_data=False).graph.output]
     diffs, failures = compare(names, expected, actual, plan.float_reduction)
     tolerance = "exact (bit for bit)" if not plan.float_reduction else (

@@ -34,3 +34,18 @@ class ScatterND(OpRun):
 
 
 REFERENCE_OPS = [Scatter, ScatterElements, ScatterND]
+
+
+def make_evaluator(proto):
+    """A ReferenceEvaluator using our kernels everywhere: in the main graph, in subgraphs and in
+    local functions (onnx.reference builds those with ``self.__class__`` and no ``new_ops``)."""
+    from onnx.reference import ReferenceEvaluator
+
+    class _WithOurKernels(ReferenceEvaluator):
+        def __init__(self, *args, **kwargs):
+            kwargs["new_ops"] = list(kwargs.get("new_ops") or []) + [
+                op for op in REFERENCE_OPS if op not in (kwargs.get("new_ops") or [])
+            ]
+            super().__init__(*args, **kwargs)
+
+    return _WithOurKernels(proto)

@@ -68,7 +68,7 @@ class UpgradePass(ScatterPass):
         target = self.opset or max(current, FIRST_SCATTER_ELEMENTS_OPSET)
         for node, scope in iter_nodes(model):
             if node.op_type == "Scatter" and is_default_domain(node):
-                self._rewrite(node, scope)
+                self._rewrite(node, scope, target)
         scope_opsets = {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
         if scope_opsets != {target}:
             converted = convert_opset(model, target)
@@ -78,9 +78,13 @@ class UpgradePass(ScatterPass):
                 modified=True,
             )
 
-    def _rewrite(self, node: ir.Node, scope: Scope) -> None:
+    def _rewrite(self, node: ir.Node, scope: Scope, target: int) -> None:
         if len(node.inputs) != 3 or any(v is None for v in node.inputs):
             raise InvalidModelError(f"{describe(node, scope)}: Scatter needs 3 inputs (data, indices, updates)")
+        if node.inputs[0].dtype == ir.DataType.BFLOAT16 and target < 13:
+            raise InvalidModelError(
+                f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass --opset 13"
+            )
         axis = check_scatter_elements_shapes(node, scope, attr(node, "axis", 0))
         replacement = ir.node(
             "ScatterElements", list(node.inputs), attributes={"axis": attr(node, "axis", 0)},

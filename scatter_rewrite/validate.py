@@ -181,6 +181,16 @@ def _shape_of(value: ir.Value, shapes: dict[str, tuple], outer: dict[int, list])
     return None
 
 
+def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexContract) -> None:
+    """One input feeding several scatters must satisfy all: the tightest bounds, unique if any wants it."""
+    old = contracts.get(name)
+    if old is None or old.kind != new.kind or len(old.bounds) != len(new.bounds):
+        contracts[name] = new if old is None or new.kind == "nd" else old
+        return
+    bounds = tuple(min(a, b) for a, b in zip(old.bounds, new.bounds))
+    contracts[name] = IndexContract(old.kind, bounds, old.unique or new.unique, old.axis)
+
+
 def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], bool]:
     graph_inputs = {id(v) for v in model.graph.inputs}
     shapes: dict[str, tuple] | None = None
@@ -207,14 +217,14 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         unique = reduction == "none"
         if node.op_type == "ScatterND":
             k = input_shapes[source.name][-1] if input_shapes[source.name] else 1
-            contracts[source.name] = IndexContract("nd", tuple(data_shape[:k]), unique)
+            _add_contract(contracts, source.name, IndexContract("nd", tuple(data_shape[:k]), unique))
         else:
             axis = attr(node, "axis", 0) % max(len(data_shape), 1)
             src_rank = len(input_shapes[source.name])
             # The traced input may have fewer dims (GNN: dst[E] -> unsqueeze -> expand): its first
             # axis is the scatter axis when ranks differ, else the same axis.
             src_axis = axis if src_rank == len(data_shape) else 0
-            contracts[source.name] = IndexContract("elements", (data_shape[axis],), unique, src_axis)
+            _add_contract(contracts, source.name, IndexContract("elements", (data_shape[axis],), unique, src_axis))
     return contracts, float_reduction
 
 

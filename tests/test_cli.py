@@ -1,0 +1,182 @@
+"""The CLI contract shared by every rewriting verb, exercised through `upgrade`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import onnx
+import pytest
+from typer.testing import CliRunner
+
+from scatter_rewrite.cli import app
+from scatter_rewrite.testing import scatter_model
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def legacy(tmp_path):
+    path = tmp_path / "legacy.onnx"
+    onnx.save(scatter_model("Scatter", opset=13, where="if", axis=1), path)
+    return path
+
+
+def test_upgrade_writes_beside_the_input(legacy):
+    before = digest(legacy)
+    result = invoke("upgrade", legacy)
+    assert result.exit_code == 0, result.output
+    out = legacy.with_name("legacy.upgraded.onnx")
+    onnx.checker.check_model(str(out), full_check=True)
+    assert digest(legacy) == before
+    assert "upgrade: 2 rewritten, 0 left alone" in result.stdout
+    assert "validation: onnx.reference" in result.stdout  # ORT cannot run the invalid original
+    assert result.stdout.strip().splitlines()[-1].startswith("PASSED")
+
+
+def test_output_report_and_inputs(legacy, tmp_path):
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, data=np.zeros((4, 5), np.float32), indices=np.array([[0, 1, 2, 3, 0], [1, 2, 3, 0, 1]]),
+             updates=np.ones((2, 5), np.float32), cond=np.array(True))
+    out, report = tmp_path / "out" / "model.onnx", tmp_path / "report.json"
+    result = invoke("upgrade", legacy, "-o", out, "--report", report, "--inputs", inputs, "--opset", "16")
+    assert result.exit_code == 0, result.output
+    data = json.loads(report.read_text())
+    (entry,) = data["models"]
+    assert data["verb"] == "upgrade" and entry["status"] == "PASSED" and entry["output"] == str(out)
+    assert len(entry["passes"][0]["rewritten"]) == 2
+    assert entry["validation"]["notes"] == ["user inputs"]
+    assert {o.version for o in onnx.load(out).opset_import if o.domain == ""} == {16}
+
+
+def test_inputs_missing_a_name_is_an_error(legacy, tmp_path):
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, data=np.zeros((4, 5), np.float32))
+    result = invoke("upgrade", legacy, "--inputs", inputs)
+    assert result.exit_code == 1
+    assert "lacks the model input(s) indices, updates, cond" in result.stderr
+    assert not legacy.with_name("legacy.upgraded.onnx").exists()
+
+
+def test_no_validate(legacy):
+    result = invoke("upgrade", legacy, "--no-validate")
+    assert result.exit_code == 0 and "validation: skipped" in result.stdout
+
+
+def test_in_place(legacy):
+    result = invoke("upgrade", legacy, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert [n.op_type for n in onnx.load(legacy).graph.node] == ["If"]
+    assert not list(legacy.parent.glob(".scatter-rewrite-*"))  # no staging left behind
+
+
+def test_output_equal_to_input_needs_in_place(legacy):
+    result = invoke("upgrade", legacy, "-o", legacy)
+    assert result.exit_code == 1 and "--in-place" in result.stderr
+
+
+def test_second_run_changes_nothing(legacy):
+    first = legacy.with_name("legacy.upgraded.onnx")
+    assert invoke("upgrade", legacy).exit_code == 0
+    result = invoke("upgrade", first, "-o", legacy.with_name("again.onnx"))
+    assert result.exit_code == 0
+    assert "0 rewritten" in result.stdout and "nothing rewritten" in result.stdout
+
+
+# ---- bad input: one line on stderr, exit 1, nothing written, input untouched ----------------
+
+def _bad_files(tmp_path):
+    good = scatter_model("Scatter", opset=10).SerializeToString()
+    files = {
+        "empty": b"",
+        "not onnx": b"this is not a model\n" * 10,
+        "truncated": good[: len(good) // 2],
+    }
+    paths = {}
+    for name, content in files.items():
+        p = tmp_path / f"{name.replace(' ', '_')}.onnx"
+        p.write_bytes(content)
+        paths[name] = p
+    bad_axis = tmp_path / "bad_axis.onnx"
+    onnx.save(scatter_model("Scatter", opset=10, axis=5), bad_axis)
+    paths["invalid model"] = bad_axis
+    return paths
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("empty", "the file is empty"),
+    ("not onnx", "not a readable ONNX model"),
+    ("truncated", "ONNX model"),
+    ("invalid model", "axis=5 is out of range for rank 2"),
+])
+def test_bad_model_files(tmp_path, kind, message):
+    path = _bad_files(tmp_path)[kind]
+    before = digest(path)
+    result = invoke("upgrade", path)
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("scatter-rewrite: error:"), result.stderr
+    assert message in lines[0]
+    assert "Traceback" not in result.output
+    assert digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in _bad_files(tmp_path).values())
+
+
+def test_missing_file(tmp_path):
+    result = invoke("upgrade", tmp_path / "nope.onnx")
+    assert result.exit_code == 1 and "no such file" in result.stderr and "Traceback" not in result.output
+
+
+def test_verbose_shows_the_traceback(tmp_path):
+    result = invoke("upgrade", tmp_path / "nope.onnx", "-v")
+    assert result.exit_code == 1 and "Traceback" in result.stderr
+
+
+def test_bad_option_value(legacy):
+    result = invoke("upgrade", legacy, "--opset", "7")
+    assert result.exit_code == 1 and "--opset 7 is out of range" in result.stderr
+    assert not legacy.with_name("legacy.upgraded.onnx").exists()
+
+
+def test_bad_usage_exits_2(legacy):
+    assert invoke("upgrade").exit_code == 2
+    assert invoke("upgrade", legacy, "--opset", "eleven").exit_code == 2
+    assert invoke("frobnicate", legacy).exit_code == 2
+
+
+# ---- several models at once -----------------------------------------------------------------
+
+def test_folder_in_parallel_one_failure_does_not_stop_the_others(tmp_path):
+    src, out = tmp_path / "models", tmp_path / "out"
+    src.mkdir()
+    for opset in (9, 10, 13):
+        onnx.save(scatter_model("Scatter", opset=opset, where="function"), src / f"m{opset}.onnx")
+    (src / "broken.onnx").write_bytes(b"")
+    result = invoke("upgrade", src, "-o", out)
+    assert result.exit_code == 1
+    assert "3 of 4 model(s) PASSED" in result.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["m10.upgraded.onnx", "m13.upgraded.onnx", "m9.upgraded.onnx"]
+    assert "broken.onnx" in result.stderr and "empty" in result.stderr
+    for p in out.iterdir():
+        onnx.checker.check_model(str(p), full_check=True)
+
+
+def test_several_files_all_pass(tmp_path):
+    paths = []
+    for opset in (10, 11):
+        p = tmp_path / f"m{opset}.onnx"
+        onnx.save(scatter_model("Scatter", opset=opset), p)
+        paths.append(p)
+    result = invoke("upgrade", *paths)
+    assert result.exit_code == 0, result.output
+    assert "2 of 2 model(s) PASSED" in result.stdout
+    assert all(p.with_name(p.stem + ".upgraded.onnx").exists() for p in paths)

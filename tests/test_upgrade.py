@@ -250,3 +250,13 @@ def test_failed_validation_writes_nothing(tmp_path):
         rewrite_file("upgrade", source, passes=[Negate()], output=tmp_path / "out.onnx")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
     assert source.read_bytes() == before
+
+
+@pytest.mark.parametrize("where", ["main", "if", "loop", "function"])
+def test_dynamic_shapes_get_in_range_indices(where):
+    model = scatter_model("Scatter", opset=10, data_shape=("N", 5), indices_shape=("M", 5), where=where, axis=0)
+    upgraded, outcome = sr.upgrade(model, validate=True, return_report=True)
+    assert outcome.validation["notes"] == ["in-range scatter indices generated for indices"]
+    assert outcome.validation["checked_against"] == "onnxruntime on the original model"
+    out_input = upgraded.graph.input[0].type.tensor_type.shape.dim[0]
+    assert out_input.dim_param == "N"  # symbolic dims survive the rewrite

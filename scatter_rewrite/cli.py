@@ -10,6 +10,8 @@ happen inside the commands so ``--help`` is instant.
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 import json
 import logging
 import os
@@ -183,27 +185,49 @@ def _stderr_console():
 
 # ---- the verbs --------------------------------------------------------------------------------
 
+_SHARED = [  # (name, annotation, default): every rewriting verb takes these, after its own options
+    ("output", Output, None), ("validate", Validate, True), ("inputs", Inputs, None),
+    ("report", Report, None), ("in_place", InPlace, False), ("verbose", Verbose, False),
+]
 
-@app.command()
+
+def rewriting_verb(verb: str):
+    """Register a rewriting verb. The decorated function takes the verb's own options and returns
+    them as the pass options; the MODEL... argument and the shared options are added here, once."""
+
+    def decorate(own_options):
+        kw = inspect.Parameter.KEYWORD_ONLY
+        own = [p.replace(kind=kw) for p in inspect.signature(own_options, eval_str=True).parameters.values()]
+        parameters = ([inspect.Parameter("models", kw, annotation=Models)] + own
+                      + [inspect.Parameter(n, kw, annotation=a, default=d) for n, a, d in _SHARED])
+
+        @functools.wraps(own_options)
+        def command(**kwargs: Any) -> None:
+            shared = {name: kwargs.pop(name) for name, _, _ in _SHARED}
+            models = kwargs.pop("models")
+            run_verb(verb, own_options(**kwargs), models, **shared)
+
+        command.__signature__ = inspect.Signature(parameters)
+        del command.__wrapped__  # Typer must see the new signature, not the wrapped one
+        return app.command(name=verb)(command)
+
+    return decorate
+
+
+@rewriting_verb("upgrade")
 def upgrade(
-    models: Models,
     opset: Annotated[Optional[int], typer.Option(help="Target default-domain opset (>= 11). Default: the model's own if >= 11, else 11.")] = None,
-    output: Output = None, validate: Validate = True, inputs: Inputs = None, report: Report = None,
-    in_place: InPlace = False, verbose: Verbose = False,
-) -> None:
+) -> dict:
     """Upgrade deprecated Scatter to ScatterElements (main graph, subgraphs, functions)."""
-    run_verb("upgrade", {"opset": opset}, models, output, validate, inputs, report, in_place, verbose)
+    return {"opset": opset}
 
 
-@app.command()
+@rewriting_verb("fold")
 def fold(
-    models: Models,
     size_limit: Annotated[Optional[int], typer.Option("--size-limit", help="Leave scatters whose result exceeds BYTES unfolded.", metavar="BYTES")] = None,
-    output: Output = None, validate: Validate = True, inputs: Inputs = None, report: Report = None,
-    in_place: InPlace = False, verbose: Verbose = False,
-) -> None:
+) -> dict:
     """Fold scatters whose inputs are all constant into initializers (our NumPy evaluator)."""
-    run_verb("fold", {"size_limit": size_limit}, models, output, validate, inputs, report, in_place, verbose)
+    return {"size_limit": size_limit}
 
 
 class LowerMode(str, enum.Enum):
@@ -211,16 +235,13 @@ class LowerMode(str, enum.Enum):
     custom = "custom"
 
 
-@app.command()
+@rewriting_verb("lower")
 def lower(
-    models: Models,
     opset: Annotated[int, typer.Option(help="Target default-domain opset, 11 to 23.")] = 13,
     mode: Annotated[LowerMode, typer.Option(help="standard: exact standard ops; custom: custom-domain nodes.")] = LowerMode.standard,
-    output: Output = None, validate: Validate = True, inputs: Inputs = None, report: Report = None,
-    in_place: InPlace = False, verbose: Verbose = False,
-) -> None:
+) -> dict:
     """Lower scatter reductions and TensorScatter that an older opset lacks."""
-    run_verb("lower", {"opset": opset, "mode": mode.value}, models, output, validate, inputs, report, in_place, verbose)
+    return {"opset": opset, "mode": mode.value}
 
 
 class TrtVersion(str, enum.Enum):
@@ -228,15 +249,12 @@ class TrtVersion(str, enum.Enum):
     v10 = "10"
 
 
-@app.command()
+@rewriting_verb("tensorrt")
 def tensorrt(
-    models: Models,
     trt_version: Annotated[TrtVersion, typer.Option("--trt-version", help="The TensorRT version to prepare for.")] = TrtVersion.v10,
-    output: Output = None, validate: Validate = True, inputs: Inputs = None, report: Report = None,
-    in_place: InPlace = False, verbose: Verbose = False,
-) -> None:
+) -> dict:
     """Prepare every scatter for TensorRT: upgrade, fold, lower, ScatterElements -> ScatterND."""
-    run_verb("tensorrt", {"trt_version": trt_version.value}, models, output, validate, inputs, report, in_place, verbose)
+    return {"trt_version": trt_version.value}
 
 
 def main() -> None:

@@ -155,7 +155,7 @@ def rewrite_file(
     from scatter_rewrite import validate as validation
 
     started = time.perf_counter()
-    verb = VERBS[verb_name] if verb_name in VERBS else Verb(verb_name, verb_name, lambda: [])
+    verb = VERBS[verb_name] if verb_name in VERBS else Verb(verb_name, "rewritten", lambda: [])
     source = Path(source)
     destination = resolve_output(source, verb, output, in_place, output_is_folder)
     if passes is None:

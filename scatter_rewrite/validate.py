@@ -377,6 +377,15 @@ def _first_line(e: BaseException, limit: int = 200) -> str:
     return text.splitlines()[0][:limit] if text else type(e).__name__
 
 
+def _ort_reason(e: BaseException) -> str:
+    """onnxruntime's messages bury the reason after the node dump: keep the reason."""
+    text = _first_line(e, 10_000)
+    for marker in (" Error ", "Status Message: "):
+        if marker in text:
+            return text.rsplit(marker, 1)[1][:200]
+    return text[:200]
+
+
 def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:
     """Run both models and compare; raise ValidationError on any difference."""
     notes = list(plan.notes)
@@ -385,7 +394,7 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
         expected = run_onnxruntime(original, plan.inputs)
         checked_against = "onnxruntime on the original model"
     except Exception as ort_error:  # ORT reports load/run failures through several exception types
-        ort_cannot_run_original = _first_line(ort_error)
+        ort_cannot_run_original = _ort_reason(ort_error)
         try:
             expected = run_reference(original, plan.inputs)
         except ScatterRewriteError:

@@ -119,3 +119,56 @@ def legacy_chain_model(num_nodes: int, scatter_every: int = 10, opset: int = 10)
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
     model.ir_version = 7
     return model
+
+
+def external_weights_model(
+    folder,
+    total_bytes: int,
+    *,
+    num_weights: int = 4,
+    rows: int = 16,
+    opset: int = 10,
+    name: str = "big.onnx",
+    data_name: str = "big.weights",
+):
+    """Write a model whose float32 weights (``num_weights`` initializers, ``total_bytes`` in all)
+    sit in the external data file ``data_name`` beside ``name`` in ``folder``; return its path.
+
+    The weights are only read through cheap ops: ``y = Scatter(x + W0[k0] + W1[k1] + ..., idx, upd,
+    axis=1)`` with ``x`` [1, C], ``idx`` [1, 4] and ``upd`` [1, 4] graph inputs, so running it touches
+    one row per weight. Weights are written in chunks (a deterministic pattern, different per
+    weight and row), so building a multi-GiB model needs little memory.
+    """
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    cols = max(total_bytes // (4 * rows * num_weights), 4)
+    row_bytes = cols * 4
+    nodes, inits = [], []
+    prev = "x"
+    with open(folder / data_name, "wb") as data:
+        for w in range(num_weights):
+            offset = data.tell()
+            for r in range(rows):
+                data.write((np.arange(cols, dtype=np.float32) * np.float32(1e-6) + np.float32(w * rows + r)).tobytes())
+            tensor = onnx.TensorProto(name=f"W{w}", data_type=TensorProto.FLOAT, dims=[rows, cols])
+            tensor.data_location = TensorProto.EXTERNAL
+            for key, value in (("location", data_name), ("offset", str(offset)), ("length", str(rows * row_bytes))):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
+            inits.append(tensor)
+            inits.append(oh.make_tensor(f"k{w}", TensorProto.INT64, [1], [(3 * w + 1) % rows]))
+            nodes.append(oh.make_node("Gather", [f"W{w}", f"k{w}"], [f"row{w}"], axis=0, name=f"gather_{w}"))
+            nodes.append(oh.make_node("Add", [prev, f"row{w}"], [f"sum{w}"], name=f"add_{w}"))
+            prev = f"sum{w}"
+    nodes.append(oh.make_node("Scatter", [prev, "idx", "upd"], ["y"], axis=1, name="scatter_0"))
+    graph = oh.make_graph(
+        nodes, "external_weights",
+        [_vi("x", TensorProto.FLOAT, [1, cols]), _vi("idx", TensorProto.INT64, [1, 4]), _vi("upd", TensorProto.FLOAT, [1, 4])],
+        [_vi("y", TensorProto.FLOAT, [1, cols])], inits,
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    model.ir_version = 7
+    onnx.save(model, folder / name)
+    return folder / name

@@ -95,7 +95,7 @@ def _concrete_shape(shape: ir.Shape | None, sizes: dict[str, int]) -> tuple[int,
 
 def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
     """Static shapes of every value, with the graph inputs fixed to their concrete sizes."""
-    proto = ir.serde.serialize_model(model)
+    proto = _serialize_without_weights(model)
     for value_info in proto.graph.input:
         if value_info.name in input_shapes and value_info.type.HasField("tensor_type"):
             shape = value_info.type.tensor_type.shape
@@ -120,6 +120,36 @@ def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> 
             for a in node.attribute:
                 graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
     return shapes
+
+
+_SHAPE_ONLY_BYTES = 4096  # bigger in-memory initializers reach shape inference as dtype + dims only
+
+
+def _serialize_without_weights(model: ir.Model) -> onnx.ModelProto:
+    """``model`` as a ModelProto for shape inference, without copying its weights.
+
+    External weights serialize as references (never read). In-memory initializers over
+    :data:`_SHAPE_ONLY_BYTES` are swapped for an external reference to a file that does not exist
+    while serializing (shape inference needs only dtype and dims; data propagation only reads small
+    shape tensors), then restored: a model loaded with inline weights is not copied three times
+    (proto, bytes for the C++ side, and back).
+    """
+    swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
+    try:
+        for graph in model.graphs():
+            for value in graph.initializers.values():
+                tensor = value.const_value
+                if tensor is None or isinstance(tensor, ir.ExternalTensor) or tensor.nbytes <= _SHAPE_ONLY_BYTES:
+                    continue
+                swapped.append((value, tensor))
+                value.const_value = ir.ExternalTensor(
+                    "scatter-rewrite-shape-only", 0, tensor.nbytes, tensor.dtype, shape=tensor.shape,
+                    name=value.name or tensor.name or "",
+                )
+        return ir.serde.serialize_model(model)
+    finally:
+        for value, tensor in swapped:
+            value.const_value = tensor
 
 
 def _trace_to_input(value: ir.Value | None, graph_inputs: set[int], outer: dict[int, list]) -> ir.Value | None:
@@ -244,7 +274,10 @@ def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng
     elif c.unique and shape[c.axis] <= bound:
         moved = (-1,) + shape[: c.axis] + shape[c.axis + 1 :]
         columns = int(np.prod(moved[1:], dtype=np.int64))
-        keys = rng.random((columns, bound)).argsort(axis=1)[:, : shape[c.axis]].T  # a permutation per column
+        if columns * bound <= 2**20:
+            keys = rng.random((columns, bound)).argsort(axis=1)[:, : shape[c.axis]].T  # a permutation per column
+        else:  # a big axis: draw without replacement per column, O(indices) memory instead of O(columns x bound)
+            keys = np.stack([rng.choice(bound, size=shape[c.axis], replace=False) for _ in range(columns)], axis=1)
         values = np.moveaxis(keys.reshape((shape[c.axis],) + shape[: c.axis] + shape[c.axis + 1 :]), 0, c.axis)
     else:
         values = rng.integers(0, bound, size=shape)
@@ -311,6 +344,13 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.log_severity_level = 3
+    # Validation checks kernels, not ORT's graph optimizer. ORT memory-maps external initializers on
+    # CPU, but constant folding and MatMul weight prepacking copy them into the heap: measured with
+    # ORT 1.32 on a 2.2 GiB external-data model, a session holds 1286 MB after creation with the
+    # default level and 54 MB with optimizations off (benchmarks/RESULTS-scale.md). Off also makes
+    # session creation ~30% faster on a 50k-node graph.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.add_session_config_entry("session.disable_prepacking", "1")
     custom_ops.register(options)
     source = str(model) if isinstance(model, (str, Path)) else model
     session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])

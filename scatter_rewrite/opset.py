@@ -133,6 +133,19 @@ class _Converter:
         produced = {v.name: v for n in new_nodes for v in n.outputs}
         new_outputs = [produced[o.name] for o in mini.outputs]
         mini.outputs.clear()  # a value may be the output of one graph only
+        # Values the adapter made inside the one-node model (e.g. Clip-11's min/max Constants, "_v_4")
+        # would repeat at every converted node: unnamed, the graph names them uniquely on insertion.
+        # The final outputs take the old names below. The node of the original's op keeps its name.
+        final = {id(v) for v in new_outputs}
+        named = False
+        for new in new_nodes:
+            for v in new.outputs:
+                if id(v) not in final:
+                    v.name = None
+            if not named and new.op_type == node.op_type:
+                new.name, named = node.name, True
+            else:
+                new.name = None
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], constants + new_nodes, list(node.outputs), new_outputs
         )

@@ -187,7 +187,7 @@ def test_over_2gib_of_in_memory_weights_written_with_external_data(tmp_path: Pat
         a[:, 0] = np.arange(a.shape[0], dtype=np.float32) + k
     assert sum(a.nbytes for a in arrays) > 2**31
     x = ir.val("x", ir.DataType.FLOAT, [1, 4096])
-    graph = ir.Graph([x], [], nodes=[], name="big")
+    graph = ir.Graph([x], [], nodes=[], name="big", opset_imports={"": 18})
     prev = x
     for k, a in enumerate(arrays):
         w = ir.Value(name=f"W{k}", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape(a.shape),
@@ -198,7 +198,7 @@ def test_over_2gib_of_in_memory_weights_written_with_external_data(tmp_path: Pat
         prev = node.outputs[0]
     prev.name = "y"
     graph.outputs.append(prev)
-    model = ir.Model(graph, ir_version=8, opset_imports={"": 18})
+    model = ir.Model(graph, ir_version=8)
     output = model_io.save_model(model, tmp_path / "big.onnx")
     assert set(_external_locations(output)) == {"W0", "W1", "W2"}
     assert (tmp_path / model_io.data_file_name(output)).stat().st_size == sum(a.nbytes for a in arrays)

@@ -1,0 +1,354 @@
+"""Fold scatters whose inputs are all constant into constants, with our NumPy evaluator.
+
+Rewrites: every default-domain ``Scatter``, ``ScatterElements``, ``ScatterND`` and
+``TensorScatter`` (main graph, If/Loop/Scan bodies, model-local functions) whose inputs are all
+constant, into an initializer holding its result (in a function body, where initializers do not
+exist, into a ``Constant`` node). The result keeps the scatter output's name, so graph outputs keep
+theirs. Results are computed by :mod:`scatter_rewrite.evaluator`, which has every reduction for
+every dtype, including the float16 ``add``/``mul`` that onnxruntime's CPU kernels lack and that
+ORT-based folders (onnx-graphsurgeon ``fold_constants``, onnxsim, Polygraphy) therefore leave in
+the graph.
+
+Constant means: an initializer that is not also a graph input (a graph input with an initializer
+is a default that callers may override), a subgraph initializer or outer-scope constant, a
+``Constant`` node, or the output of a small constant-only chain of :data:`CHAIN_OPS` (``Cast``,
+``Reshape``, ``Unsqueeze``, ``Expand``, ``Range``, ``Gather``, ``Shape`` of a static shape, ...)
+as real exporters emit in front of scatter indices and updates. Chain nodes are evaluated
+(``onnx.reference``'s per-op implementations) only as far as they feed a scatter being folded;
+nodes and initializers that folding leaves unused are removed, nothing else in the graph is.
+
+Leaves alone (reported with the reason): scatters with a non-constant input, results bigger than
+``size_limit`` bytes, inputs a chain op cannot evaluate. Raises IndexOutOfRangeError for a constant
+index out of range and InvalidModelError for a constant scatter that breaks its spec: folding
+must not silently bake an undefined result into the model.
+
+External weights that no folded scatter reads are never read (the IR memory-maps them); the result
+is an ``ir.Tensor`` over the evaluator's array (no copy), written as external data when needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import numpy as np
+import onnx_ir as ir
+
+from scatter_rewrite import evaluator
+from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
+from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes
+from scatter_rewrite.passes.base import ScatterPass
+
+logger = logging.getLogger("scatter_rewrite")
+
+SCATTER_OPS = frozenset({"Scatter", "ScatterElements", "ScatterND", "TensorScatter"})
+# The attributes each scatter may carry (any other one: we do not know its meaning, so no fold).
+SCATTER_ATTRIBUTES = {
+    "Scatter": {"axis"},
+    "ScatterElements": {"axis", "reduction"},
+    "ScatterND": {"reduction"},
+    "TensorScatter": {"axis", "mode"},
+}
+# Ops evaluated when they sit on a constant-only chain feeding a scatter: shape/index plumbing and
+# the elementwise arithmetic exporters put in front of indices, masks and updates. None has a
+# subgraph; all are deterministic.
+CHAIN_OPS = frozenset({
+    "Constant", "Identity", "Cast", "CastLike", "Reshape", "Unsqueeze", "Squeeze", "Flatten",
+    "Concat", "Split", "Expand", "Tile", "Pad", "Range", "Gather", "GatherElements", "GatherND",
+    "Slice", "Transpose", "ConstantOfShape", "Shape", "Size", "Add", "Sub", "Mul", "Div", "Mod",
+    "Neg", "Abs", "Sign", "Floor", "Ceil", "Round", "Min", "Max", "Clip", "Where", "Equal", "Less",
+    "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "ReduceSum",
+    "ReduceProd", "ReduceMax", "ReduceMin", "CumSum", "ArgMax", "ArgMin", "OneHot", "Trilu",
+    "EyeLike", "NonZero",
+})
+# These read only their input's static shape, never its values.
+SHAPE_OPS = frozenset({"Shape", "Size"})
+
+
+class FoldPass(ScatterPass):
+    """Replace constant scatters (and the constant chains feeding them) by their value."""
+
+    name = "fold"
+
+    def __init__(self, size_limit: int | None = None):
+        super().__init__()
+        if size_limit is not None and (isinstance(size_limit, bool) or not isinstance(size_limit, int)
+                                       or size_limit < 0):
+            raise OptionError(f"--size-limit {size_limit!r} must be a number of bytes >= 0")
+        self.size_limit = size_limit
+
+    # ---- the pass ------------------------------------------------------------------------------
+
+    def run(self, model: ir.Model) -> None:
+        self._reasons: dict[ir.Value, str | None] = {}  # value -> why it is not constant (None: it is)
+        self._arrays: dict[ir.Value, np.ndarray] = {}  # evaluated chain-node outputs
+        try:
+            for node, scope in iter_nodes(model):
+                if node.graph is None:
+                    continue  # removed by an earlier fold (a chain node it used up)
+                if node.op_type in SCATTER_OPS and is_default_domain(node):
+                    self._fold(node, scope)
+        finally:
+            self._reasons.clear()
+            self._arrays.clear()
+
+    def _fold(self, node: ir.Node, scope: Scope) -> None:
+        reason = self._unfoldable_attributes(node, scope)
+        if reason is None:
+            reason = next((f"input {i} ('{v.name}') is not constant: {why}"
+                           for i, v in enumerate(node.inputs) if (why := self._not_constant(v))), None)
+        if reason is not None:
+            self.skip(node, scope, reason)
+            return
+        out = node.outputs[0]
+        dtype, shape = self._result_type(node)
+        if shape is not None and (reason := self._too_big(dtype, shape)):
+            self.skip(node, scope, reason)  # decided before reading any input
+            return
+        try:
+            inputs = [None if v is None else self._evaluate(v, scope) for v in node.inputs]
+        except _CannotEvaluate as e:
+            self.skip(node, scope, f"cannot evaluate its constant inputs: {e}")
+            return
+        result = self._compute(node, scope, inputs)
+        del inputs
+        if dtype is None:
+            dtype = ir.DataType.from_numpy(result.dtype) if result.dtype.kind not in "OUS" else ir.DataType.STRING
+        if shape is None and (reason := self._too_big(dtype, result.shape)):
+            self.skip(node, scope, reason)
+            return
+        name = out.name
+        feeding = [v for v in node.inputs if v is not None]
+        self._replace(node, scope, self._tensor(result, dtype, name))
+        removed = self._prune(feeding)
+        nbytes = _nbytes(dtype, result.shape)
+        extra = f"; {removed} constant node(s)/initializer(s) it used removed" if removed else ""
+        kind = "Constant node" if scope.is_function else "initializer"
+        self.rewrote(node, scope, f"-> {kind} '{name}' ({dtype.name} {list(result.shape)}, {nbytes} bytes){extra}")
+
+    # ---- what can be folded --------------------------------------------------------------------
+
+    def _unfoldable_attributes(self, node: ir.Node, scope: Scope) -> str | None:
+        allowed = SCATTER_ATTRIBUTES[node.op_type]
+        for name, a in node.attributes.items():
+            if not isinstance(a, ir.Attr):
+                return f"attribute '{name}' refers to the function's attribute '{a.ref_attr_name}', unknown until called"
+            if name not in allowed:
+                raise InvalidModelError(
+                    f"{describe(node, scope)}: unknown attribute '{name}' (the op has {', '.join(sorted(allowed))}); "
+                    "remove it or fix the exporter"
+                )
+        return None
+
+    def _not_constant(self, value: ir.Value | None) -> str | None:
+        """Why ``value`` is not a compile-time constant, or None when it is."""
+        if value is None:
+            return None  # an omitted optional input
+        if value in self._reasons:
+            return self._reasons[value]
+        try:
+            reason = self._why_not_constant(value)
+        except RecursionError:
+            reason = "its constant chain is too deep to evaluate"
+        self._reasons[value] = reason
+        return reason
+
+    def _why_not_constant(self, value: ir.Value) -> str | None:
+        producer = value.producer()
+        if producer is None:
+            if value.is_graph_input():
+                if value.is_initializer():
+                    return (f"graph input '{value.name}' has an initializer, but callers may override it; "
+                            "remove it from the graph inputs to make it constant")
+                return f"'{value.name}' is a graph input"
+            if value.is_initializer() and value.const_value is not None:
+                return None
+            return f"'{value.name}' is a function input or comes from outside the graph"
+        label = f"{producer.op_type} '{producer.name}'" if producer.name else producer.op_type
+        if producer.op_type in SCATTER_OPS and is_default_domain(producer):
+            return f"it comes from {label}, which was left unfolded"
+        if producer.op_type not in CHAIN_OPS or not is_default_domain(producer):
+            return f"it comes from {label}, which is not a constant-chain op"
+        for name, a in producer.attributes.items():
+            if not isinstance(a, ir.Attr):
+                return f"it comes from {label}, whose attribute '{name}' refers to a function attribute"
+            if a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+                return f"it comes from {label}, which has a subgraph"
+        if producer.op_type == "Constant":
+            names = set(producer.attributes)
+            if names & {"sparse_value"} or len(names) != 1:
+                return f"it comes from {label}, a sparse or malformed Constant"
+            return None
+        if producer.op_type in SHAPE_OPS:
+            source = producer.inputs[0] if producer.inputs else None
+            if source is None or source.shape is None or not source.shape.is_static():
+                return f"it comes from {label} of a dynamic shape"
+            return None
+        for v in producer.inputs:
+            if (why := self._not_constant(v)) is not None:
+                return f"it comes from {label}, whose input '{v.name}' is not constant ({why})"
+        return None
+
+    def _result_type(self, node: ir.Node) -> tuple[ir.DataType | None, tuple[int, ...] | None]:
+        """The result's dtype and shape, known without evaluating when ``data`` is typed and static."""
+        data = node.inputs[0] if node.inputs else None
+        if data is None:
+            return None, None
+        tensor = data.const_value if (data.producer() is None and data.is_initializer()) else None
+        if tensor is not None:
+            return tensor.dtype, tuple(tensor.shape.numpy())
+        shape = tuple(data.shape.numpy()) if data.shape is not None and data.shape.is_static() else None
+        return data.dtype, (shape if data.dtype is not None else None)
+
+    def _too_big(self, dtype: ir.DataType, shape: tuple[int, ...]) -> str | None:
+        if self.size_limit is None:
+            return None
+        nbytes = _nbytes(dtype, shape)
+        if nbytes > self.size_limit:
+            return f"its result would be {nbytes} bytes, over the size limit of {self.size_limit} bytes"
+        return None
+
+    # ---- evaluating ----------------------------------------------------------------------------
+
+    def _evaluate(self, value: ir.Value, scope: Scope) -> np.ndarray:
+        producer = value.producer()
+        if producer is None:  # an initializer: memory-mapped or in the proto, read here
+            return value.const_value.numpy()
+        if value in self._arrays:
+            return self._arrays[value]
+        if producer.op_type == "Constant":
+            outputs = [_constant_array(producer)]
+        elif producer.op_type in SHAPE_OPS:
+            outputs = [_shape_op(producer)]
+        else:
+            inputs = [None if v is None else self._evaluate(v, scope) for v in producer.inputs]
+            outputs = _run_reference(producer, scope.opset, inputs)
+        for v, array in zip(producer.outputs, outputs):
+            self._arrays[v] = array
+        return self._arrays[value]
+
+    def _compute(self, node: ir.Node, scope: Scope, inputs: list) -> np.ndarray:
+        op, name = node.op_type, node.name or None
+        try:
+            if op == "Scatter":
+                return evaluator.scatter(*inputs[:3], axis=attr(node, "axis", 0), node_name=name)
+            if op == "ScatterElements":
+                return evaluator.scatter_elements(*inputs[:3], axis=attr(node, "axis", 0),
+                                                  reduction=attr(node, "reduction", "none"), node_name=name)
+            if op == "ScatterND":
+                return evaluator.scatter_nd(*inputs[:3], reduction=attr(node, "reduction", "none"), node_name=name)
+            write_indices = inputs[2] if len(inputs) > 2 else None
+            return evaluator.tensor_scatter(inputs[0], inputs[1], write_indices, axis=attr(node, "axis", -2),
+                                            mode=attr(node, "mode", "linear"), node_name=name)
+        except IndexOutOfRangeError as e:
+            raise IndexOutOfRangeError(
+                f"{describe(node, scope)}: {_detail(e)}; its inputs are constant, so fix the model's index values"
+            ) from e
+        except InvalidModelError as e:
+            raise InvalidModelError(f"{describe(node, scope)}: {_detail(e)}; fix the model") from e
+
+    # ---- rewriting -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _tensor(array: np.ndarray, dtype: ir.DataType, name: str | None) -> ir.TensorProtocol:
+        if dtype == ir.DataType.STRING:
+            flat = [s.encode() if isinstance(s, str) else bytes(s) for s in array.ravel().tolist()]
+            return ir.StringTensor(flat, shape=ir.Shape(array.shape), name=name)
+        return ir.Tensor(array, dtype=dtype, name=name)  # wraps the array: no copy
+
+    def _replace(self, node: ir.Node, scope: Scope, tensor: ir.TensorProtocol) -> None:
+        out = node.outputs[0]
+        if scope.is_function:
+            new_nodes = [ir.node("Constant", [], attributes={"value": tensor}, name=node.name or None)]
+            new_value = new_nodes[0].outputs[0]
+        else:
+            new_nodes, new_value = [], ir.Value()
+        ir.convenience.replace_nodes_and_values(scope.body, node, [node], new_nodes, [out], [new_value])
+        new_value.type = ir.TensorType(tensor.dtype)
+        new_value.shape = ir.Shape(tensor.shape)
+        if not scope.is_function:
+            new_value.const_value = tensor
+            scope.body.register_initializer(new_value)
+        self._arrays.pop(out, None)
+
+    def _prune(self, values: list[ir.Value]) -> int:
+        """Remove the nodes and initializers among ``values``' producers that folding left unused."""
+        removed, stack = 0, list(values)
+        while stack:
+            value = stack.pop()
+            if value.uses() or value.is_graph_output() or value.is_graph_input():
+                continue
+            producer = value.producer()
+            if producer is None:
+                graph = value.graph
+                if value.is_initializer() and graph is not None and graph.initializers.get(value.name) is value:
+                    graph.initializers.pop(value.name)
+                    removed += 1
+                continue
+            if producer.graph is None or any(o.uses() or o.is_graph_output() for o in producer.outputs):
+                continue
+            inputs = [v for v in producer.inputs if v is not None]
+            producer.graph.remove(producer, safe=True)
+            for o in producer.outputs:
+                self._arrays.pop(o, None)
+                self._reasons.pop(o, None)
+            removed += 1
+            stack.extend(inputs)
+        return removed
+
+
+class _CannotEvaluate(Exception):
+    """A chain op the reference implementation could not run (reported as a skip reason)."""
+
+
+def _detail(e: Exception) -> str:
+    """The kernel's message without its own "Op node 'name':" prefix (describe() says more)."""
+    text = str(e)
+    return text.split(": ", 1)[1] if ": " in text and text.split(": ", 1)[0].endswith(("'", ">")) else text
+
+
+def _nbytes(dtype: ir.DataType | None, shape: tuple[int, ...]) -> int:
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if dtype is None or dtype == ir.DataType.STRING:
+        return count * 8
+    return (count * dtype.bitwidth + 7) // 8
+
+
+def _constant_array(node: ir.Node) -> np.ndarray:
+    ((name, a),) = node.attributes.items()
+    value = a.value
+    if name == "value":
+        return value.numpy()
+    if name in ("value_float", "value_floats"):
+        return np.array(value, dtype=np.float32)
+    if name in ("value_int", "value_ints"):
+        return np.array(value, dtype=np.int64)
+    if name in ("value_string", "value_strings"):
+        return np.array(value, dtype=object)
+    raise _CannotEvaluate(f"Constant '{node.name}' has an unknown attribute '{name}'")
+
+
+def _shape_op(node: ir.Node) -> np.ndarray:
+    dims = np.array(node.inputs[0].shape.numpy(), dtype=np.int64)
+    if node.op_type == "Size":
+        return np.array(np.prod(dims, dtype=np.int64), dtype=np.int64)
+    rank = len(dims)
+    start, end = attr(node, "start", 0), attr(node, "end", rank)
+    return dims[slice(start, end)]  # Shape-15 clamps start/end exactly as Python slicing does
+
+
+def _run_reference(node: ir.Node, opset: int, inputs: list) -> list[np.ndarray]:
+    """Run one chain node with onnx.reference's implementation of its op at ``opset``."""
+    from onnx.reference import ReferenceEvaluator
+    from onnx.reference.ops import load_op
+
+    proto = ir.serde.serialize_node(node)
+    try:
+        cls = load_op("", node.op_type, opset)
+        params = {"log": lambda *a: None, "opsets": {"": opset}, "verbose": 0, "new_ops": None,
+                  "existing_functions": {}, "evaluator_cls": ReferenceEvaluator}
+        outputs = cls(proto, params).run(*inputs)
+    except Exception as e:  # the reference op rejects these inputs: not ours to fix, a skip reason
+        label = f"{node.op_type} '{node.name}'" if node.name else node.op_type
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise _CannotEvaluate(f"{label} failed in onnx.reference ({first[:200]})") from e
+    return [np.asarray(o) for o in outputs]
+

@@ -98,6 +98,16 @@ def _all_initializers(model: ir.Model):
             yield scope.body.initializers.values()
 
 
+def _release_mapped_weights(model: ir.Model) -> None:
+    """Unmap the external weights a pass read: once written, validation (two onnxruntime
+    sessions, which map the files themselves) must not find them still resident in this process.
+    A tensor read again is mapped again on demand."""
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                value.const_value.release()
+
+
 def data_file_name(path: Path) -> str:
     return path.name + ".data"
 
@@ -119,6 +129,7 @@ def staged_save(model: ir.Model, destination: str | os.PathLike) -> Iterator[Pat
                     size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES)
         else:
             ir.save(model, staged)
+        _release_mapped_weights(model)
         yield staged
         # The data file first: the model file that points at it appears last.
         for name in sorted(os.listdir(staging), key=lambda n: n == destination.name):

@@ -172,3 +172,90 @@ def external_weights_model(
     model.ir_version = 7
     onnx.save(model, folder / name)
     return folder / name
+
+
+def constant_scatter_model(
+    op_type: str = "ScatterElements",
+    *,
+    data: np.ndarray,
+    indices: np.ndarray,
+    updates: np.ndarray,
+    opset: int = 18,
+    where: str = "main",
+    **attributes,
+) -> onnx.ModelProto:
+    """A model whose one scatter (``op_type`` with ``attributes``) has only constant inputs.
+
+    The model has one input ``x`` (shaped like ``data``) and computes ``y = x + scatter(...)``
+    (``Or`` for bool, so every dtype with Add works), so there is something to run and vary.
+    ``where`` puts the scatter: "main" (inputs are main-graph initializers), "if" (then branch:
+    data from the outer scope, indices/updates Constant nodes; else branch: the branch's own
+    initializers; both branches hold the scatter), "loop" (in a Loop body run twice: data from
+    the outer scope, indices a Constant node, updates a body initializer), "function" (in a
+    model-local function, every input a Constant node). For TensorScatter pass ``indices`` as the
+    write_indices (or None to omit them) and ``updates`` as the update.
+    """
+    elem = oh.np_dtype_to_tensor_dtype(data.dtype)
+    combine = "Or" if data.dtype == np.bool_ else "Add"
+    names = ["data", "indices", "updates"]
+    if op_type == "TensorScatter":
+        names = ["data", "updates"] + ([] if indices is None else ["indices"])
+    arrays = {"data": data, "indices": indices, "updates": updates}
+
+    def scatter(out: str, renames: dict | None = None, name: str = "scatter_0") -> onnx.NodeProto:
+        renames = renames or {}
+        return oh.make_node(op_type, [renames.get(n, n) for n in names], [out], name=name, **attributes)
+
+    def tensor(name: str, source: str) -> onnx.TensorProto:
+        return onnx.numpy_helper.from_array(arrays[source], name)
+
+    def constant(out: str, source: str) -> onnx.NodeProto:
+        return oh.make_node("Constant", [], [out], value=tensor(f"{out}_value", source))
+
+    used = [n for n in names if n]
+    x = _vi("x", elem, list(data.shape))
+    y = _vi("y", elem, list(data.shape))
+    nodes, inits, functions, extra_inputs = [], [], [], []
+    if where == "main":
+        inits = [tensor(n, n) for n in used]
+        nodes = [scatter("s")]
+    elif where == "if":
+        then_nodes = [constant(f"then_{n}", n) for n in used if n != "data"]
+        then_nodes.append(scatter("then_out", {n: f"then_{n}" for n in used if n != "data"}, "scatter_then"))
+        else_graph = oh.make_graph(
+            [scatter("else_out", {n: f"else_{n}" for n in used}, "scatter_else")], "else_branch", [],
+            [_vi("else_out", elem, None)], [tensor(f"else_{n}", n) for n in used])
+        then_graph = oh.make_graph(then_nodes, "then_branch", [], [_vi("then_out", elem, None)])
+        inits = [tensor("data", "data")]
+        nodes = [oh.make_node("If", ["cond"], ["s"], name="if_0", then_branch=then_graph, else_branch=else_graph)]
+        extra_inputs = [_vi("cond", TensorProto.BOOL, [])]
+    elif where == "loop":
+        renames = {"indices": "body_indices", "updates": "body_updates"}
+        body_nodes = [constant("body_indices", "indices")] if "indices" in used else []
+        body_nodes += [scatter("scattered", renames), oh.make_node("Identity", ["cond_in"], ["cond_out"]),
+                       oh.make_node(combine, ["carried_in", "scattered"], ["carried_out"])]
+        body = oh.make_graph(
+            body_nodes, "loop_body",
+            [_vi("iter", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("carried_in", elem, None)],
+            [_vi("cond_out", TensorProto.BOOL, []), _vi("carried_out", elem, None)],
+            [tensor("body_updates", "updates")])
+        inits = [tensor("data", "data"), onnx.numpy_helper.from_array(np.zeros_like(data), "zeros"),
+                 oh.make_tensor("trip", TensorProto.INT64, [], [2]), oh.make_tensor("true", TensorProto.BOOL, [], [True])]
+        nodes = [oh.make_node("Loop", ["trip", "true", "zeros"], ["s"], name="loop_0", body=body)]
+    elif where == "function":
+        body = [constant(f"f_{n}", n) for n in used]
+        body.append(scatter("o", {n: f"f_{n}" for n in used}))
+        functions = [oh.make_function(LOCAL_DOMAIN, "ConstScatter", [], ["o"], body,
+                                      opset_imports=[oh.make_opsetid("", opset)])]
+        nodes = [oh.make_node("ConstScatter", [], ["s"], domain=LOCAL_DOMAIN, name="call_0")]
+    else:
+        raise ValueError(f"unknown place {where!r}")
+    nodes.append(oh.make_node(combine, ["x", "s"], ["y"], name="combine"))
+    graph = oh.make_graph(nodes, "constant_scatter", [x] + extra_inputs, [y], inits)
+    model = oh.make_model(
+        graph,
+        opset_imports=[oh.make_opsetid("", opset)] + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else []),
+        functions=functions,
+    )
+    model.ir_version = min(model.ir_version, 8) if opset <= 17 else model.ir_version
+    return model

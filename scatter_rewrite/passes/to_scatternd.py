@@ -1,0 +1,310 @@
+"""ScatterElements -> an exactly equivalent ScatterND; explicit ``reduction="none"`` dropped from ScatterND.
+
+Rewrites: every default-domain ``ScatterElements`` (any axis, negative axis, int32/int64 indices,
+every dtype, every reduction) in the main graph, If/Loop/Scan bodies and model-local functions into
+``ScatterND(data, coords, updates)`` with the same reduction (``"none"`` is not written), where
+``coords[p] = (p_0, ..., p_{axis-1}, norm(indices[p]), p_{axis+1}, ..., p_{r-1})`` for every
+position ``p`` of ``indices``: each update lands on exactly the element ScatterElements writes, in
+the same order, so the result is identical for every reduction. ``norm`` is
+``Where(idx < 0, idx + data.shape[axis], idx)`` on int64 indices (a ``Cast`` first for int32):
+ScatterND-18 does not promise negative indices, and whether TensorRT's scatter layer accepts them
+is unverified (/work/shared/reference/tensorrt-and-exporters.md), so none reach it.
+
+``coords`` is built as ``Concat(grid[..., :axis], Unsqueeze(norm, -1), grid[..., axis+1:], axis=-1)``:
+the grid is a constant when the shape of ``indices`` is static (and at most
+:data:`GRID_BYTES_LIMIT`), else a small ``Shape``/``Gather``/``Range``/``Unsqueeze``/``Expand``
+subgraph per other axis. Constant indices become one constant ``coords``. Constants are
+initializers in the main graph and ``Constant`` nodes in subgraphs and functions.
+
+Also: a ``ScatterND`` with an explicit ``reduction="none"`` loses the attribute (same meaning;
+TensorRT 10.0-10.8 rejects the attribute, even "none": onnx/onnx-tensorrt#957,
+microsoft/onnxruntime#23618).
+
+Leaves alone (with the reason): a ScatterElements whose rank is unknown (in a function: no call
+site with a known rank), a ``max``/``min`` reduction below opset 18 (ScatterND has them from 18
+only; the TorchScript exporter emits them on ScatterElements at 16/17), nodes of other domains.
+Raises IndexOutOfRangeError for constant indices out of range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
+from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes, iter_scopes
+from scatter_rewrite.passes.base import ScatterPass
+
+# A static grid (or constant coords) bigger than this is computed at run time instead.
+GRID_BYTES_LIMIT = 64 << 20
+# The first opset where ScatterND has each reduction (onnx.defs: ScatterND-16 add/mul, -18 max/min).
+REDUCTION_OPSET = {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}
+
+
+# --------------------------------------------------------------------------- shared building blocks
+
+
+class Names:
+    """Fresh value and node names, unique across the whole model (all scopes)."""
+
+    def __init__(self, model: ir.Model):
+        self.taken: set[str] = set()
+        for scope in iter_scopes(model):
+            body = scope.body
+            self.taken.update(v.name for v in body.inputs if v.name)
+            if isinstance(body, ir.Graph):
+                self.taken.update(body.initializers)
+            for node in body:
+                self.taken.update(o.name for o in node.outputs if o.name)
+                if node.name:
+                    self.taken.add(node.name)
+
+    def __call__(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.taken:
+            name, i = f"{base}_{i}", i + 1
+        self.taken.add(name)
+        return name
+
+
+class Builder:
+    """Collects the replacement nodes of one scatter; constants become initializers of the main
+    graph, ``Constant`` nodes elsewhere (function bodies have no initializers; subgraph initializers
+    are avoided for TensorRT's sake)."""
+
+    def __init__(self, model: ir.Model, scope: Scope, names: Names, prefix: str):
+        self.model, self.scope, self.names, self.prefix = model, scope, names, prefix
+        self.nodes: list[ir.Node] = []
+
+    @property
+    def opset(self) -> int:
+        return self.scope.opset
+
+    def op(self, op_type: str, inputs, attributes=None, *, dtype: ir.DataType | None = None,
+           shape=None, suffix: str | None = None) -> ir.Value:
+        name = self.names(f"{self.prefix}_{suffix or op_type.lower()}")
+        out = ir.Value(name=name, type=ir.TensorType(dtype) if dtype is not None else None,
+                       shape=ir.Shape(shape) if shape is not None else None)
+        self.nodes.append(ir.node(op_type, list(inputs), attributes or {}, outputs=[out],
+                                  name=self.names(f"{self.prefix}_{op_type}")))
+        return out
+
+    def const(self, array: np.ndarray, suffix: str = "const") -> ir.Value:
+        array = np.asarray(array)
+        name = self.names(f"{self.prefix}_{suffix}")
+        tensor = ir.tensor(array, name=name)
+        if self.scope.body is self.model.graph:
+            value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=ir.Shape(array.shape),
+                             const_value=tensor)
+            self.model.graph.register_initializer(value)
+            return value
+        return self.op("Constant", [], {"value": tensor}, dtype=tensor.dtype, shape=array.shape, suffix=suffix)
+
+    def unsqueeze(self, value: ir.Value, axes: list[int], suffix: str = "unsqueeze") -> ir.Value:
+        if self.opset >= 13:
+            return self.op("Unsqueeze", [value, self.const(np.array(axes, np.int64), "axes")], suffix=suffix)
+        return self.op("Unsqueeze", [value], {"axes": axes}, suffix=suffix)
+
+    def dim(self, value: ir.Value, axis: int, *, scalar: bool = False) -> ir.Value:
+        """``value.shape[axis]`` as int64 (a constant when static): shape [1], or a scalar."""
+        if value.shape is not None and axis < len(value.shape) and isinstance(value.shape[axis], int):
+            size = value.shape[axis]
+            return self.const(np.array(size if scalar else [size], np.int64), "dim")
+        shape = self.op("Shape", [value], dtype=ir.DataType.INT64, suffix="shape")
+        index = np.array(axis if scalar else [axis], np.int64)
+        return self.op("Gather", [shape, self.const(index, "dim_index")], {"axis": 0}, dtype=ir.DataType.INT64,
+                       suffix="dim")
+
+    def to_int64(self, value: ir.Value) -> ir.Value:
+        if value.dtype == ir.DataType.INT64:
+            return value
+        return self.op("Cast", [value], {"to": ir.DataType.INT64}, dtype=ir.DataType.INT64, suffix="int64")
+
+    def normalize(self, indices: ir.Value, size: ir.Value) -> ir.Value:
+        """``Where(idx < 0, idx + size, idx)`` on int64 ``indices`` (``size`` broadcasts)."""
+        zero = self.const(np.array(0, np.int64), "zero")
+        negative = self.op("Less", [indices, zero], dtype=ir.DataType.BOOL, suffix="negative")
+        shifted = self.op("Add", [indices, size], dtype=ir.DataType.INT64, suffix="shifted")
+        return self.op("Where", [negative, shifted, indices], dtype=ir.DataType.INT64, suffix="normalized")
+
+    def replace(self, node: ir.Node, final: ir.Node) -> None:
+        """Swap ``node`` for the built nodes (``final`` last), keeping the output's name and type."""
+        final.name = node.name or final.name
+        final.metadata_props.update(node.metadata_props)
+        self.nodes.append(final)
+        ir.convenience.replace_nodes_and_values(
+            self.scope.body, node, [node], self.nodes, list(node.outputs), list(final.outputs)
+        )
+
+
+def const_array(value: ir.Value | None) -> np.ndarray | None:
+    """The value's array when it is a true constant (not an overridable graph input)."""
+    if value is None:
+        return None
+    if value.is_initializer() and not value.is_graph_input() and value.const_value is not None:
+        return value.const_value.numpy()
+    producer = value.producer()
+    if producer is not None and producer.op_type == "Constant" and is_default_domain(producer):
+        tensor = attr(producer, "value")
+        if tensor is not None:
+            return tensor.numpy()
+    return None
+
+
+def _call_site_rank(model: ir.Model, scope: Scope, value: ir.Value) -> int | None:
+    """Inside a function, the rank every call site gives the function input ``value``."""
+    function = scope.body
+    if not isinstance(function, ir.Function) or value not in function.inputs:
+        return None
+    position = list(function.inputs).index(value)
+    ranks = set()
+    for node, _ in iter_nodes(model):
+        if (node.op_type, node.domain, node.overload) != (function.name, function.domain, function.overload):
+            continue
+        arg = node.inputs[position] if position < len(node.inputs) else None
+        if arg is None or arg.shape is None:
+            return None
+        ranks.add(len(arg.shape))
+    return ranks.pop() if len(ranks) == 1 else None
+
+
+def known_rank(model: ir.Model, scope: Scope, values) -> int | None:
+    for v in values:
+        if v is not None and v.shape is not None:
+            return len(v.shape)
+    for v in values:
+        rank = _call_site_rank(model, scope, v) if v is not None else None
+        if rank is not None:
+            return rank
+    return None
+
+
+def static_shape(value: ir.Value, scope: Scope) -> tuple[int, ...] | None:
+    """The value's static shape, trusted only outside functions (a function may be called with others)."""
+    if scope.is_function or value.shape is None or not all(isinstance(d, int) for d in value.shape):
+        return None
+    return tuple(value.shape)
+
+
+# --------------------------------------------------------------------------- the conversion
+
+
+@dataclasses.dataclass
+class Coordinates:
+    value: ir.Value  # int64 [*indices.shape, rank]
+    how: str  # for the report
+
+
+def coordinates(b: Builder, node: ir.Node, rank: int, axis: int) -> Coordinates:
+    """ScatterND coordinates of every element of a ScatterElements node's indices (see module doc)."""
+    data, indices = node.inputs[0], node.inputs[1]
+    constant = const_array(indices)
+    size = data.shape[axis] if data.shape is not None and isinstance(data.shape[axis], int) else None
+    if constant is not None and size is not None and constant.size * rank * 8 <= GRID_BYTES_LIMIT:
+        idx = constant.astype(np.int64)
+        if idx.size and (idx.min() < -size or idx.max() >= size):
+            raise IndexOutOfRangeError(
+                f"{describe(node, b.scope)}: constant index {int(idx.min() if idx.min() < -size else idx.max())} "
+                f"is out of range for axis {axis} of size {size}; fix the model"
+            )
+        coords = np.moveaxis(np.indices(idx.shape, dtype=np.int64), 0, -1).copy()
+        coords[..., axis] = np.where(idx < 0, idx + size, idx)
+        return Coordinates(b.const(coords, "coords"), "constant coordinates")
+    normalized = b.normalize(b.to_int64(indices), b.dim(data, axis))
+    column = b.unsqueeze(normalized, [-1], "axis_coords")
+    shape = static_shape(indices, b.scope)
+    if shape is not None and int(np.prod(shape, dtype=np.int64)) * (rank - 1) * 8 <= GRID_BYTES_LIMIT:
+        grid = np.moveaxis(np.indices(shape, dtype=np.int64), 0, -1)
+        parts = ([b.const(np.ascontiguousarray(grid[..., :axis]), "grid_before")] if axis > 0 else []) + [column] + (
+            [b.const(np.ascontiguousarray(grid[..., axis + 1:]), "grid_after")] if axis < rank - 1 else [])
+        how = "constant grid"
+    else:
+        indices_shape = b.op("Shape", [node.inputs[1]], dtype=ir.DataType.INT64, suffix="indices_shape")
+        target = b.op("Concat", [indices_shape, b.const(np.array([1], np.int64), "one")], {"axis": 0},
+                      dtype=ir.DataType.INT64, suffix="grid_shape")
+        zero, one = b.const(np.array(0, np.int64), "start"), b.const(np.array(1, np.int64), "step")
+        parts = []
+        for d in range(rank):
+            if d == axis:
+                parts.append(column)
+                continue
+            size_d = b.op("Gather", [indices_shape, b.const(np.array(d, np.int64), "axis_index")], {"axis": 0},
+                          dtype=ir.DataType.INT64, suffix=f"size{d}")
+            steps = b.op("Range", [zero, size_d, one], dtype=ir.DataType.INT64, suffix=f"range{d}")
+            placed = b.unsqueeze(steps, [j for j in range(rank + 1) if j != d], f"range{d}_placed")
+            parts.append(b.op("Expand", [placed, target], dtype=ir.DataType.INT64, suffix=f"coords{d}"))
+        how = "run-time grid (Shape/Range/Expand)"
+    value = parts[0] if len(parts) == 1 else b.op("Concat", parts, {"axis": -1}, dtype=ir.DataType.INT64,
+                                                    suffix="coords")
+    return Coordinates(value, how)
+
+
+def scatter_elements_rank_axis(model: ir.Model, node: ir.Node, scope: Scope) -> tuple[int, int] | str:
+    """(rank, normalized axis) of a ScatterElements, or why it cannot be known."""
+    if len(node.inputs) != 3 or any(v is None for v in node.inputs):
+        raise InvalidModelError(f"{describe(node, scope)}: ScatterElements needs 3 inputs (data, indices, updates)")
+    rank = known_rank(model, scope, node.inputs)
+    if rank is None:
+        return "the rank of data/indices is unknown (no shape information here or at the call sites)"
+    axis = attr(node, "axis", 0)
+    if not -rank <= axis < rank:
+        raise InvalidModelError(f"{describe(node, scope)}: axis={axis} is out of range for rank {rank}; fix the attribute")
+    return rank, axis % rank
+
+
+def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Names,
+                         reduction: str | None = None) -> str:
+    """Replace ScatterElements ``node`` by ScatterND; return the detail for the report, or raise
+    :class:`Decline` with the reason. ``reduction`` overrides the node's (the TensorRT pass uses
+    ``"none"`` only for nodes whose reduction is none)."""
+    reduction = reduction or attr(node, "reduction", "none")
+    if reduction not in REDUCTION_OPSET:
+        raise Decline(f"unknown reduction {reduction!r}")
+    if scope.opset < REDUCTION_OPSET[reduction]:
+        raise Decline(f"ScatterND has reduction={reduction!r} only from opset {REDUCTION_OPSET[reduction]} "
+                      f"(the model has {scope.opset}); run 'scatter-rewrite upgrade --opset "
+                      f"{REDUCTION_OPSET[reduction]}' first")
+    found = scatter_elements_rank_axis(model, node, scope)
+    if isinstance(found, str):
+        raise Decline(found)
+    rank, axis = found
+    b = Builder(model, scope, names, node.name or "scatter")
+    coords = coordinates(b, node, rank, axis)
+    attributes = {} if reduction == "none" else {"reduction": reduction}
+    final = ir.node("ScatterND", [node.inputs[0], coords.value, node.inputs[2]], attributes, num_outputs=1)
+    b.replace(node, final)
+    label = "" if reduction == "none" else f"reduction={reduction}, "
+    return f"-> ScatterND({label}{coords.how}, axis {axis} of rank {rank})"
+
+
+class Decline(Exception):
+    """Internal: a node is left alone, with this reason (never escapes a pass)."""
+
+
+def drop_none_reduction(node: ir.Node) -> bool:
+    """Remove an explicit ``reduction="none"`` (the default) from a ScatterND; True if removed."""
+    if node.op_type == "ScatterND" and "reduction" in node.attributes and attr(node, "reduction") == "none":
+        del node.attributes["reduction"]
+        return True
+    return False
+
+
+class ToScatterNDPass(ScatterPass):
+    """Every ScatterElements -> ScatterND (same reduction); ScatterND loses ``reduction="none"``."""
+
+    name = "to_scatternd"
+
+    def run(self, model: ir.Model) -> None:
+        names = Names(model)
+        for node, scope in iter_nodes(model):
+            if not is_default_domain(node):
+                continue
+            if node.op_type == "ScatterND" and drop_none_reduction(node):
+                self.rewrote(node, scope, 'explicit reduction="none" dropped (TensorRT 10.0-10.8 rejects it)')
+            elif node.op_type == "ScatterElements":
+                try:
+                    self.rewrote(node, scope, convert_to_scatternd(model, node, scope, names))
+                except Decline as reason:
+                    self.skip(node, scope, str(reason))

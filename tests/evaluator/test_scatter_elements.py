@@ -34,6 +34,10 @@ ORT_CASES = [(r, np.dtype(t)) for r, ts in ORT_DTYPES.items() for t in ts]
 
 def random_values(rng: np.random.Generator, shape, dtype: np.dtype, special: bool) -> np.ndarray:
     """Random values of ``dtype``; ``special`` mixes in NaN, +-0.0 and +-inf for floats."""
+    return np.asarray(_random_values(rng, shape, dtype, special))
+
+
+def _random_values(rng: np.random.Generator, shape, dtype: np.dtype, special: bool):
     if dtype.kind == "b":
         return rng.integers(0, 2, shape).astype(bool)
     if dtype.kind in "iu":

@@ -257,6 +257,52 @@ def tensorrt(
     return {"trt_version": trt_version.value}
 
 
+@app.command(name="check")
+def check(
+    model: Annotated[Path, typer.Argument(help="The ONNX model to inspect.", show_default=False)],
+    target: Annotated[str, typer.Option("--target", help="tensorrt-10, tensorrt-8.6 or opset-N.")] = "tensorrt-10",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON (for CI).")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Report every scatter node's readiness for a target; exit 1 if any is blocked (writes nothing)."""
+    _setup_logging(verbose)
+    try:
+        from scatter_rewrite.check import check as run_check
+        from scatter_rewrite.errors import ScatterRewriteError
+        from scatter_rewrite.model_io import load_model
+
+        findings = run_check(load_model(model), target)
+    except ScatterRewriteError as e:
+        _error(str(e), e, verbose)
+        raise typer.Exit(1) from None
+    blocked = [f for f in findings if f.blocked]
+    if as_json:
+        typer.echo(json.dumps({"model": str(model), "target": target, "blocked": len(blocked),
+                               "findings": [f.to_dict() for f in findings]}, indent=2))
+    else:
+        _print_findings(str(model), target, findings)
+    if blocked:
+        raise typer.Exit(1)
+
+
+def _print_findings(model: str, target: str, findings: list) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"{model}: scatter readiness for {target}", show_lines=True)
+    for column in ("node", "reduction", "dtypes (data / indices)", "blocks on target", "fix"):
+        table.add_column(column, overflow="fold")
+    for f in findings:
+        table.add_row(f.node, f.reduction or "-", f"{f.data_type or '?'} / {f.indices_type or '-'}",
+                      "\n".join(f.blockers + [f"note: {n}" for n in f.notes]) or "ready",
+                      f.fix or ("-" if not f.blocked else "none known"))
+    console.print(table)
+    blocked = sum(f.blocked for f in findings)
+    console.print(f"{len(findings)} scatter node(s), {blocked} blocked on {target}: "
+                  + ("BLOCKED" if blocked else "READY"), highlight=False)
+
+
 def main() -> None:
     app()
 

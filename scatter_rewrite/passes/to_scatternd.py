@@ -153,21 +153,40 @@ def const_array(value: ir.Value | None) -> np.ndarray | None:
     return None
 
 
-def _call_site_rank(model: ir.Model, scope: Scope, value: ir.Value) -> int | None:
-    """Inside a function, the rank every call site gives the function input ``value``."""
+def call_site_values(model: ir.Model, scope: Scope, value: ir.Value) -> list[ir.Value] | None:
+    """Inside a function, the values every call site binds to the function input ``value``
+    (None: not a function input, or some call site leaves it out)."""
     function = scope.body
     if not isinstance(function, ir.Function) or value not in function.inputs:
         return None
     position = list(function.inputs).index(value)
-    ranks = set()
+    bound = []
     for node, _ in iter_nodes(model):
         if (node.op_type, node.domain, node.overload) != (function.name, function.domain, function.overload):
             continue
         arg = node.inputs[position] if position < len(node.inputs) else None
-        if arg is None or arg.shape is None:
+        if arg is None:
             return None
-        ranks.add(len(arg.shape))
+        bound.append(arg)
+    return bound or None
+
+
+def _call_site_rank(model: ir.Model, scope: Scope, value: ir.Value) -> int | None:
+    """Inside a function, the rank every call site gives the function input ``value``."""
+    bound = call_site_values(model, scope, value)
+    if not bound or any(v.shape is None for v in bound):
+        return None
+    ranks = {len(v.shape) for v in bound}
     return ranks.pop() if len(ranks) == 1 else None
+
+
+def value_dtype(model: ir.Model, scope: Scope, value: ir.Value | None) -> ir.DataType | None:
+    """The value's element type; inside a function, the one every call site agrees on."""
+    if value is None or value.dtype is not None:
+        return value.dtype if value is not None else None
+    bound = call_site_values(model, scope, value) or []
+    types = {v.dtype for v in bound}
+    return types.pop() if len(types) == 1 else None
 
 
 def known_rank(model: ir.Model, scope: Scope, values) -> int | None:

@@ -1,0 +1,177 @@
+"""Readiness report: what blocks each scatter node on a target, and which command fixes it.
+
+``check(model, target)`` returns one :class:`Finding` per scatter node (``Scatter``,
+``ScatterElements``, ``ScatterND``, ``TensorScatter`` of the default domain) in the main graph,
+every If/Loop/Scan body and every model-local function, with its op, opset, reduction, dtypes, the
+blockers found on the target (empty: ready) and the command that fixes them.
+
+Targets:
+
+``tensorrt-10`` / ``tensorrt-8.6``
+    What TensorRT's ONNX parser rejects or silently gets wrong (sources in
+    /work/shared/reference/tensorrt-and-exporters.md and :mod:`scatter_rewrite.passes.tensorrt`):
+    the deprecated ``Scatter``; ``TensorScatter`` (opset 24: no parser supports it); ScatterND with
+    any ``reduction`` attribute on 10 (10.0-10.8 reject even "none", onnx/onnx-tensorrt#957); any
+    add/mul/max/min on 8.6 (silently ignored, NVIDIA/TensorRT#3750) and ScatterND reductions on 10
+    (no support in any version); a ScatterElements reduction on 10 whose indices are not int64 or
+    whose data type the ScatterElements plugin lacks; UINT8 data; a ScatterElements on the
+    ``reduction="none"`` path whose static indices/updates dimensions exceed data's
+    ("Indices dimensions must be less than data dimensions!", NVIDIA/TensorRT#3650).
+``opset-N``
+    What opset N lacks: ``Scatter`` at N >= 11 (deprecated), ScatterElements/ScatterND below 11,
+    reductions add/mul below 16 and max/min below 18, TensorScatter below 24.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import onnx_ir as ir
+
+from scatter_rewrite.errors import OptionError
+from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
+from scatter_rewrite.passes.to_scatternd import value_dtype
+
+SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
+TARGETS_HELP = "tensorrt-10, tensorrt-8.6 or opset-N (N from 9 to 24)"
+# NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: INT64 indices; BF16/INT8 data unsupported.
+PLUGIN_DATA_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64}
+PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
+REDUCTION_OPSET = {"add": 16, "mul": 16, "max": 18, "min": 18}
+
+
+@dataclasses.dataclass
+class Finding:
+    node: str  # graph.describe(): op, name, opset, where
+    op: str
+    opset: int
+    where: str
+    reduction: str | None
+    data_type: str | None
+    indices_type: str | None
+    blockers: list[str] = dataclasses.field(default_factory=list)
+    fix: str | None = None  # the command that removes the blockers (None: none known)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.blockers)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self) | {"blocked": self.blocked}
+
+
+def parse_target(target: str) -> tuple[str, object]:
+    """("tensorrt", "10"|"8.6") or ("opset", N); OptionError otherwise."""
+    t = target.strip().lower()
+    if t in ("tensorrt-10", "tensorrt-8.6"):
+        return "tensorrt", t.split("-", 1)[1]
+    m = re.fullmatch(r"opset-(\d+)", t)
+    if m and 9 <= int(m.group(1)) <= 24:
+        return "opset", int(m.group(1))
+    raise OptionError(f"--target {target!r} is unknown: pick {TARGETS_HELP}")
+
+
+def _dtype(model: ir.Model, scope, value: ir.Value | None) -> str | None:
+    dtype = value_dtype(model, scope, value)
+    return dtype.name if dtype is not None else None
+
+
+def _static_dims(value: ir.Value | None):
+    if value is None or value.shape is None:
+        return None
+    return [d if isinstance(d, int) else None for d in value.shape]
+
+
+def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
+    """One finding per scatter node; ``finding.blocked`` says whether it blocks ``target``."""
+    kind, version = parse_target(target)
+    findings = []
+    for node, scope in iter_nodes(model):
+        if node.op_type not in SCATTER_OPS or not is_default_domain(node):
+            continue
+        inputs = list(node.inputs) + [None, None, None]
+        reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
+        finding = Finding(describe(node, scope), node.op_type, scope.opset, scope.where, reduction,
+                          _dtype(model, scope, inputs[0]),
+                          _dtype(model, scope, inputs[1] if node.op_type != "TensorScatter" else inputs[2]))
+        if kind == "tensorrt":
+            _tensorrt(node, finding, str(version))
+        else:
+            _opset(node, finding, int(version))
+        findings.append(finding)
+    return findings
+
+
+def _tensorrt(node: ir.Node, f: Finding, version: str) -> None:
+    fix = f"scatter-rewrite tensorrt --trt-version {version}"
+    op, reduction = node.op_type, f.reduction or "none"
+    data, indices, updates = (list(node.inputs) + [None, None, None])[:3]
+    if op == "Scatter":
+        f.blockers.append("deprecated Scatter (opset 9/10): TensorRT's parser expects ScatterElements")
+        f.fix = f"scatter-rewrite upgrade (or {fix})"
+        return
+    if op == "TensorScatter":
+        f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser")
+        f.fix = f"{fix} (lowers it to ScatterElements; or scatter-rewrite lower --opset 20)"
+        return
+    fixable = True
+    if f.data_type == "UINT8":
+        f.blockers.append("UINT8 data: TensorRT's scatter importer rejects it")
+        fixable = False
+    if op == "ScatterND":
+        if reduction == "none" and f.reduction is not None and version == "10":
+            f.blockers.append('explicit reduction="none": TensorRT 10.0-10.8 rejects any reduction attribute on ScatterND')
+        elif reduction != "none":
+            f.blockers.append(f"ScatterND reduction={reduction}: no TensorRT version supports it"
+                              + (" (8.6 silently ignores it: wrong results)" if version == "8.6" else ""))
+            if version == "8.6" or f.data_type not in PLUGIN_DATA_TYPE_NAMES:
+                fixable = False
+    else:  # ScatterElements
+        if reduction != "none" and version == "8.6":
+            f.blockers.append(f"reduction={reduction} is silently ignored by TensorRT 8.6 (wrong results, NVIDIA/TensorRT#3750)")
+            fixable = False
+        elif reduction != "none":
+            f.notes.append("runs through TensorRT's ScatterElements plugin: the application must load the "
+                           "standard plugins (trt.init_libnvinfer_plugins)")
+            if f.indices_type not in ("INT64", None):
+                f.blockers.append(f"{f.indices_type} indices: the ScatterElements plugin takes INT64 only")
+            if f.data_type is not None and f.data_type not in PLUGIN_DATA_TYPE_NAMES:
+                f.blockers.append(f"{f.data_type} data: the ScatterElements plugin takes FP32, FP16, INT32, INT64")
+                fixable = False
+        if reduction == "none" or version == "8.6":
+            limit = _static_dims(data)
+            for name, value in (("indices", indices), ("updates", updates)):
+                dims = _static_dims(value)
+                if limit is None or dims is None or len(dims) != len(limit):
+                    continue
+                over = [i for i, (a, b) in enumerate(zip(dims, limit)) if a is not None and b is not None and a > b]
+                if over:
+                    f.blockers.append(f"{name} dimension {over[0]} ({dims[over[0]]}) exceeds data's ({limit[over[0]]}): "
+                                      "TensorRT asserts 'Indices dimensions must be less than data dimensions!'")
+    if f.blockers:
+        f.fix = fix if fixable else None
+        if not fixable:
+            f.notes.append(f"no exact rewrite TensorRT {version} accepts is known for this node")
+
+
+def _opset(node: ir.Node, f: Finding, n: int) -> None:
+    op, reduction = node.op_type, f.reduction or "none"
+    if op == "Scatter":
+        if n >= 11:
+            f.blockers.append(f"Scatter is deprecated from opset 11 (the checker and onnxruntime reject it at {n})")
+            f.fix = f"scatter-rewrite upgrade --opset {n}"
+        return
+    if op == "TensorScatter":
+        if n < 24:
+            f.blockers.append(f"TensorScatter exists from opset 24 only")
+            f.fix = f"scatter-rewrite lower --opset {n}" if 11 <= n <= 23 else None
+        return
+    if n < 11:
+        f.blockers.append(f"{op} exists from opset 11 only")
+        return
+    first = REDUCTION_OPSET.get(reduction)
+    if first is not None and n < first:
+        f.blockers.append(f"{op} reduction={reduction} exists from opset {first} only")
+        f.fix = f"scatter-rewrite lower --opset {n}"

@@ -1,0 +1,181 @@
+"""check: the readiness report finds each blocker, reports clean after the fix, and its CLI."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import onnx.helper as oh
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+from typer.testing import CliRunner
+
+import scatter_rewrite as sr
+from scatter_rewrite.check import check, parse_target
+from scatter_rewrite.cli import app
+from scatter_rewrite.testing import scatter_model
+
+runner = CliRunner()
+
+
+def findings(model: onnx.ModelProto, target: str):
+    return check(ir.serde.deserialize_model(model), target)
+
+
+def blockers(model: onnx.ModelProto, target: str) -> list[str]:
+    return [b for f in findings(model, target) for b in f.blockers]
+
+
+def nd(opset=18, **kw):
+    return scatter_model("ScatterND", opset=opset, data_shape=(4, 5), indices_shape=(2, 1), updates_shape=(2, 5), **kw)
+
+
+def tensor_scatter_model() -> onnx.ModelProto:
+    node = oh.make_node("TensorScatter", ["cache", "update", "write"], ["out"], axis=-2, name="kv")
+    graph = oh.make_graph(
+        [node], "g",
+        [oh.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 3, 8, 4]),
+         oh.make_tensor_value_info("update", TensorProto.FLOAT, [2, 3, 2, 4]),
+         oh.make_tensor_value_info("write", TensorProto.INT64, [2])],
+        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3, 8, 4])],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+
+
+# (model, target, a phrase of the blocker, the fix command or None)
+BLOCKERS = {
+    "deprecated Scatter": (lambda: scatter_model("Scatter", opset=10), "tensorrt-10", "deprecated Scatter",
+                           "scatter-rewrite upgrade"),
+    "ScatterND none attr on 10": (lambda: nd(reduction="none"), "tensorrt-10", 'explicit reduction="none"',
+                                  "scatter-rewrite tensorrt --trt-version 10"),
+    "ScatterND add on 10": (lambda: nd(reduction="add"), "tensorrt-10", "ScatterND reduction=add",
+                            "scatter-rewrite tensorrt --trt-version 10"),
+    "ScatterND max on 8.6": (lambda: nd(reduction="max"), "tensorrt-8.6", "8.6 silently ignores", None),
+    "reduction on 8.6": (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "tensorrt-8.6",
+                         "silently ignored by TensorRT 8.6", None),
+    "int32 indices plugin": (lambda: scatter_model("ScatterElements", opset=18, reduction="max",
+                                                   indices_type=TensorProto.INT32), "tensorrt-10",
+                             "INT32 indices: the ScatterElements plugin takes INT64 only",
+                             "scatter-rewrite tensorrt --trt-version 10"),
+    "plugin dtype": (lambda: scatter_model("ScatterElements", opset=18, reduction="mul", data_type=TensorProto.DOUBLE),
+                     "tensorrt-10", "DOUBLE data: the ScatterElements plugin", None),
+    "uint8": (lambda: scatter_model("ScatterElements", opset=18, data_type=TensorProto.UINT8), "tensorrt-10",
+              "UINT8 data", None),
+    "TensorScatter": (tensor_scatter_model, "tensorrt-10", "TensorScatter (opset 24) is not supported",
+                      "scatter-rewrite tensorrt --trt-version 10"),
+    "more updates than rows": (lambda: scatter_model("ScatterElements", opset=18, data_shape=(3, 5),
+                                                     indices_shape=(6, 5)), "tensorrt-10",
+                               "indices dimension 0 (6) exceeds data's (3)", "scatter-rewrite tensorrt --trt-version 10"),
+    "more updates on 8.6": (lambda: scatter_model("ScatterElements", opset=18, data_shape=(3, 5),
+                                                  indices_shape=(6, 5)), "tensorrt-8.6",
+                            "Indices dimensions must be less than data dimensions", "scatter-rewrite tensorrt --trt-version 8.6"),
+    "Scatter at opset 13": (lambda: scatter_model("Scatter", opset=13), "opset-13", "deprecated from opset 11",
+                            "scatter-rewrite upgrade --opset 13"),
+    "ScatterElements below 11": (lambda: scatter_model("ScatterElements", opset=11), "opset-10",
+                                 "exists from opset 11 only", None),
+    "add below 16": (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "opset-13",
+                     "reduction=add exists from opset 16", "scatter-rewrite lower --opset 13"),
+    "max below 18": (lambda: nd(reduction="max"), "opset-17", "reduction=max exists from opset 18",
+                     "scatter-rewrite lower --opset 17"),
+    "TensorScatter below 24": (tensor_scatter_model, "opset-20", "TensorScatter exists from opset 24",
+                               "scatter-rewrite lower --opset 20"),
+}
+
+
+@pytest.mark.parametrize("name", BLOCKERS)
+def test_finds_each_blocker(name):
+    make, target, phrase, fix = BLOCKERS[name]
+    (finding,) = findings(make(), target)
+    assert finding.blocked
+    assert any(phrase in b for b in finding.blockers), finding.blockers
+    assert finding.fix == fix or (fix and finding.fix.startswith(fix))
+
+
+@pytest.mark.parametrize("make, target", [
+    (lambda: scatter_model("ScatterElements", opset=18), "tensorrt-10"),
+    (lambda: scatter_model("ScatterElements", opset=18), "tensorrt-8.6"),
+    (lambda: scatter_model("ScatterElements", opset=18, reduction="max"), "tensorrt-10"),
+    (lambda: nd(reduction="none"), "tensorrt-8.6"),  # 8.6 never reads the attribute
+    (lambda: nd(reduction="none"), "opset-18"),
+    (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "opset-16"),
+    (lambda: scatter_model("Scatter", opset=10), "opset-10"),
+])
+def test_clean_models(make, target):
+    result = findings(make(), target)
+    assert result and not any(f.blocked for f in result)
+
+
+def test_reports_op_opset_reduction_dtypes_and_containers():
+    model = scatter_model("ScatterElements", opset=16, where="function", reduction="add", indices_type=TensorProto.INT32)
+    (f,) = findings(model, "tensorrt-10")
+    assert (f.op, f.opset, f.reduction, f.data_type, f.indices_type) == ("ScatterElements", 16, "add", "FLOAT", "INT32")
+    assert f.where == "function local::ScatterFn"
+    assert len(findings(scatter_model("Scatter", opset=10, where="if"), "tensorrt-10")) == 2
+    assert len(findings(scatter_model("Scatter", opset=10, where="loop"), "tensorrt-10")) == 1
+
+
+@pytest.mark.parametrize("target", ["tensorrt-11", "opset-30", "opset-x", "tensorrt"])
+def test_unknown_target(target):
+    with pytest.raises(sr.OptionError, match="--target"):
+        parse_target(target)
+
+
+# ---- clean after the fix ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["deprecated Scatter", "ScatterND none attr on 10", "ScatterND add on 10",
+                                  "int32 indices plugin", "TensorScatter", "more updates than rows"])
+def test_clean_after_tensorrt_10(name):
+    make, target, _, _ = BLOCKERS[name]
+    fixed = sr.prepare_for_tensorrt(make(), trt_version="10", validate=True)
+    assert not any(f.blocked for f in findings(fixed, target))
+
+
+@pytest.mark.parametrize("where", ["main", "if", "loop", "function"])
+def test_clean_after_tensorrt_8_6(where):
+    model = scatter_model("Scatter", opset=10, where=where, data_shape=(3, 5), indices_shape=(3, 5))
+    assert any(f.blocked for f in findings(model, "tensorrt-8.6"))
+    fixed = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True)
+    result = findings(fixed, "tensorrt-8.6")
+    assert result and not any(f.blocked for f in result)
+
+
+def test_clean_after_lower_and_upgrade():
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    assert blockers(sr.lower(model, opset=13), "opset-13") == []
+    assert blockers(sr.upgrade(scatter_model("Scatter", opset=13), opset=13), "opset-13") == []
+
+
+# ---- CLI -----------------------------------------------------------------------------------------
+
+def test_cli_table_and_exit_codes(tmp_path):
+    blocked, clean = tmp_path / "blocked.onnx", tmp_path / "clean.onnx"
+    onnx.save(nd(reduction="none"), blocked)
+    onnx.save(scatter_model("ScatterElements", opset=18), clean)
+    result = runner.invoke(app, ["check", str(blocked)])
+    assert result.exit_code == 1, result.output
+    assert "1 blocked on tensorrt-10: BLOCKED" in result.stdout and "scatternd_0" in result.stdout
+    result = runner.invoke(app, ["check", str(clean), "--target", "tensorrt-8.6"])
+    assert result.exit_code == 0, result.output
+    assert "READY" in result.stdout
+    assert not list(tmp_path.glob("*.*.onnx"))  # check writes nothing
+
+
+def test_cli_json(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(scatter_model("ScatterElements", opset=16, reduction="add", where="if"), path)
+    result = runner.invoke(app, ["check", str(path), "--target", "opset-13", "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["target"] == "opset-13" and report["blocked"] == 2
+    assert {f["fix"] for f in report["findings"]} == {"scatter-rewrite lower --opset 13"}
+    assert all(f["where"].startswith("main graph > If") for f in report["findings"])
+
+
+def test_cli_errors(tmp_path):
+    result = runner.invoke(app, ["check", str(tmp_path / "missing.onnx")])
+    assert result.exit_code == 1 and "no such file" in result.stderr
+    path = tmp_path / "m.onnx"
+    onnx.save(scatter_model("ScatterElements", opset=18), path)
+    result = runner.invoke(app, ["check", str(path), "--target", "tensorrt-7"])
+    assert result.exit_code == 1 and "--target 'tensorrt-7' is unknown" in result.stderr

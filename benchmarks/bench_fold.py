@@ -1,0 +1,224 @@
+"""Fold benchmark: whole-process time and peak memory, side by side with onnx-graphsurgeon and onnxsim.
+
+    python benchmarks/bench_fold.py            # 5 runs per tool (about a minute)
+    python benchmarks/bench_fold.py --runs 3
+
+1. A 64 MiB constant scatter: float32 ``data`` 4096x4096 initializer, constant int64 indices and
+   float32 updates (4096x256: 256 distinct columns per row), ``ScatterElements(axis=1)``, then
+   ``y = x + scatter``. Each tool is a whole process timed and measured by ``/usr/bin/time -v``
+   (wall clock, "Maximum resident set size"), runs alternating between tools, medians reported:
+   - ours: ``scatter-rewrite fold MODEL -o OUT --no-validate`` (load, fold, save, onnx.checker);
+   - onnx-graphsurgeon: a python process doing ``import_onnx``, ``fold_constants().cleanup()``,
+     ``export_onnx``, ``onnx.save``;
+   - onnxsim: ``onnxsim MODEL OUT`` with its defaults (it also optimizes; reported if installed).
+   Also the interpreter alone with our imports (the floor every run of ours pays) and ours with
+   validation on.
+2. The float16 ``ScatterElements(reduction="add")`` that onnxruntime's CPU kernels lack: which tool
+   folds it (scatter nodes left in each output).
+
+Everything is built in benchmarks/work/fold/ (gitignored) and deleted afterwards. Writes
+benchmarks/RESULTS-fold.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORK = HERE / "work" / "fold"
+RESULTS = HERE / "RESULTS-fold.md"
+PYTHON = sys.executable
+CLI = str(Path(PYTHON).parent / "scatter-rewrite")
+ONNXSIM = str(Path(PYTHON).parent / "onnxsim")
+TIME = "/usr/bin/time"
+N, K = 4096, 256
+
+GRAPHSURGEON = textwrap.dedent("""
+    import sys, onnx, onnx_graphsurgeon as gs
+    graph = gs.import_onnx(onnx.load(sys.argv[1]))
+    graph.fold_constants().cleanup()
+    onnx.save(gs.export_onnx(graph), sys.argv[2])
+""")
+
+IMPORTS_ONLY = "import scatter_rewrite.cli, scatter_rewrite.pipeline, scatter_rewrite.validate, scatter_rewrite.passes.fold"
+
+COUNT_SCATTERS = textwrap.dedent("""
+    import sys, onnx_ir as ir
+    from scatter_rewrite.model_io import load_model
+    from scatter_rewrite.graph import iter_nodes
+    from scatter_rewrite.passes.fold import SCATTER_OPS
+    print(sum(n.op_type in SCATTER_OPS for n, _ in iter_nodes(load_model(sys.argv[1]))))
+""")
+
+
+def build_models() -> tuple[Path, Path]:
+    import numpy as np
+    import onnx
+    import onnx.helper as oh
+    from onnx import TensorProto
+    from onnx import numpy_helper as nh
+
+    from scatter_rewrite.testing import constant_scatter_model
+
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((N, N), dtype=np.float32)
+    indices = np.argsort(rng.random((N, N), dtype=np.float32), axis=1)[:, :K].astype(np.int64)
+    updates = rng.standard_normal((N, K), dtype=np.float32)
+    graph = oh.make_graph(
+        [oh.make_node("ScatterElements", ["data", "indices", "updates"], ["s"], axis=1, name="patch"),
+         oh.make_node("Add", ["x", "s"], ["y"])], "constant_scatter",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [N, N])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [N, N])],
+        [nh.from_array(data, "data"), nh.from_array(indices, "indices"), nh.from_array(updates, "updates")])
+    big = WORK / "big.onnx"
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), big)
+
+    half = (rng.standard_normal((256, 256)) * 10).astype(np.float16)
+    f16 = constant_scatter_model(
+        "ScatterElements", data=half, indices=rng.integers(-256, 256, size=(256, 64)),
+        updates=(rng.standard_normal((256, 64)) * 10).astype(np.float16), axis=1, reduction="add")
+    small = WORK / "float16_add.onnx"
+    onnx.save(f16, small)
+    return big, small
+
+
+def tools(model: Path) -> dict[str, list[str]]:
+    out = WORK / "out"
+    found = {
+        "scatter-rewrite fold --no-validate": [CLI, "fold", str(model), "-o", str(out / "ours.onnx"), "--no-validate"],
+        "onnx-graphsurgeon fold_constants": [PYTHON, str(WORK / "gs_fold.py"), str(model), str(out / "gs.onnx")],
+    }
+    if Path(ONNXSIM).exists():
+        found["onnxsim"] = [ONNXSIM, str(model), str(out / "onnxsim.onnx")]
+    return found
+
+
+def measure(command: list[str]) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS bytes (from /usr/bin/time -v), and the first error line if it failed."""
+    proc = subprocess.run([TIME, "-v"] + command, capture_output=True, text=True)
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", proc.stderr)
+    h, m, s = wall.groups()
+    seconds = int(h or 0) * 3600 + int(m) * 60 + float(s)
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1)) * 1024
+    error = ""
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines()
+                 if ln.strip() and not ln.startswith(("\t", "Command exited"))]
+        error = lines[-1][:160] if lines else f"exit {proc.returncode}"
+    return seconds, rss, error
+
+
+def scatters_left(path: Path) -> str:
+    if not path.exists():
+        return "no output"
+    proc = subprocess.run([PYTHON, "-c", COUNT_SCATTERS, str(path)], capture_output=True, text=True)
+    return proc.stdout.strip() or proc.stderr.strip().splitlines()[-1]
+
+
+def machine() -> str:
+    import numpy
+    import onnx
+    import onnxruntime
+
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.processor())
+    cores = len([ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("processor")])
+    versions = [f"python {platform.python_version()}", f"numpy {numpy.__version__}", f"onnx {onnx.__version__}",
+                f"onnxruntime {onnxruntime.__version__}"]
+    for name in ("onnx_graphsurgeon", "onnxsim"):
+        try:
+            versions.append(f"{name} {__import__(name).__version__}")
+        except ImportError:
+            versions.append(f"{name} not installed")
+    return f"{cpu}, {cores} cores; " + ", ".join(versions)
+
+
+def mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.0f} MiB"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    if not Path(TIME).exists():
+        print(f"{TIME} is missing: apt-get update && apt-get install -y time", file=sys.stderr)
+        return 1
+    shutil.rmtree(WORK, ignore_errors=True)
+    (WORK / "out").mkdir(parents=True)
+    (WORK / "gs_fold.py").write_text(GRAPHSURGEON)
+    try:
+        big, small = build_models()
+        size = big.stat().st_size
+        runners = tools(big)
+        runners["python + our imports only (floor)"] = [PYTHON, "-c", IMPORTS_ONLY]
+        runners["scatter-rewrite fold (validated)"] = [CLI, "fold", str(big), "-o", str(WORK / "out" / "v.onnx")]
+        samples: dict[str, list[tuple[float, int, str]]] = {name: [] for name in runners}
+        for run in range(args.runs):
+            for name, command in runners.items():  # alternating, so drift hits every tool alike
+                samples[name].append(measure(command))
+                print(f"run {run + 1}/{args.runs} {name}: {samples[name][-1][0]:.2f} s, "
+                      f"{mib(samples[name][-1][1])} {samples[name][-1][2]}", flush=True)
+        outputs = {"scatter-rewrite fold --no-validate": "ours.onnx", "onnx-graphsurgeon fold_constants": "gs.onnx",
+                   "onnxsim": "onnxsim.onnx"}
+        left_big = {name: scatters_left(WORK / "out" / file) for name, file in outputs.items() if name in runners}
+        for f in (WORK / "out").iterdir():
+            f.unlink()
+        f16_rows = []
+        for name, command in tools(small).items():
+            _, _, error = measure(command)
+            f16_rows.append((name, scatters_left(WORK / "out" / outputs[name]), error))
+        write_results(size, samples, left_big, f16_rows, args.runs)
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
+    print(RESULTS.read_text())
+    return 0
+
+
+def write_results(size: int, samples: dict, left_big: dict, f16_rows: list, runs: int) -> None:
+    med = {name: (statistics.median(s[0] for s in runs_), statistics.median(s[1] for s in runs_),
+                  next((s[2] for s in runs_ if s[2]), "")) for name, runs_ in samples.items()}
+    ours_t, ours_m, _ = med["scatter-rewrite fold --no-validate"]
+    gs_t, _, _ = med["onnx-graphsurgeon fold_constants"]
+    floor_t, floor_m, _ = med["python + our imports only (floor)"]
+    lines = [
+        "### fold: a 64 MiB constant scatter",
+        "",
+        f"Model: float32 data {N}x{N} initializer, constant int64 indices and float32 updates {N}x{K}, "
+        f"`ScatterElements(axis=1)` then `y = x + scatter`; file {mib(size)} ({size} bytes). Whole processes, "
+        f"medians of {runs} runs (tools alternating), wall time and peak RSS from `/usr/bin/time -v`.",
+        "",
+        "| tool | wall time | peak RSS | peak RSS / model size | scatters left | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, (t, m, err) in med.items():
+        left = left_big.get(name, "")
+        lines.append(f"| {name} | {t:.2f} s | {mib(m)} | {m / size:.2f}x | {left} | {err} |")
+    lines += [
+        "",
+        f"- Time: ours / graphsurgeon = **{ours_t / gs_t:.2f}x** (target <= 0.75x: "
+        f"{'met' if ours_t <= 0.75 * gs_t else 'MISSED'}).",
+        f"- Memory: ours peaks at **{ours_m / size:.2f}x** the model size (target <= 2x: "
+        f"{'met' if ours_m <= 2 * size else 'MISSED'}); above the interpreter with our imports "
+        f"({mib(floor_m)}, {floor_t:.2f} s before any work) it uses {(ours_m - floor_m) / size:.2f}x.",
+        "",
+        "### fold: float16 ScatterElements(reduction=\"add\"), which onnxruntime's CPU kernels lack",
+        "",
+        "| tool | scatter nodes left (of 1) | error |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {name} | {left} | {err} |" for name, left, err in f16_rows]
+    lines += ["", f"Machine: {machine()}.", ""]
+    RESULTS.write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""The tensorrt flow: upgrade, fold, lower TensorScatter, make every scatter TensorRT-ready."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+from typer.testing import CliRunner
+
+import scatter_rewrite as sr
+from scatter_rewrite.check import check
+from scatter_rewrite.cli import app
+from scatter_rewrite.graph import attr, iter_nodes
+from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_passes, tensorrt_violations
+from scatter_rewrite.testing import scatter_model
+
+SCATTERS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
+
+
+def scatter_nodes(model: onnx.ModelProto) -> list[ir.Node]:
+    return [n for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTERS]
+
+
+def prepare(model, version, **kw):
+    out, outcome = sr.prepare_for_tensorrt(model, trt_version=version, validate=True, return_report=True, **kw)
+    onnx.checker.check_model(out, full_check=True)
+    return out, outcome
+
+
+def pass_report(outcome, name="tensorrt") -> dict:
+    (report,) = [p for p in outcome.passes if p["pass"] == name]
+    return report
+
+
+def nd(reduction, data_shape=(4, 5, 3), indices_shape=(6, 2), updates_shape=(6, 3), **kw):
+    return scatter_model("ScatterND", opset=18, data_shape=data_shape, indices_shape=indices_shape,
+                         updates_shape=updates_shape, reduction=reduction, **kw)
+
+
+# ---- reduction none: ScatterElements -> ScatterND, the attribute dropped ------------------------------
+
+@pytest.mark.parametrize("version", ["8.6", "10"])
+@pytest.mark.parametrize("where", ["main", "if", "loop", "function"])
+def test_none_becomes_scatternd_everywhere(version, where):
+    model = scatter_model("ScatterElements", opset=13, where=where, axis=-1, indices_type=TensorProto.INT32)
+    out, outcome = prepare(model, version)
+    nodes = scatter_nodes(out)
+    assert nodes and all(n.op_type == "ScatterND" and not n.attributes for n in nodes)
+    assert outcome.validation["max_abs_diff"] == 0.0
+    assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), f"tensorrt-{version}"))
+
+
+@pytest.mark.parametrize("version", ["8.6", "10"])
+def test_more_updates_than_rows_passes_through_nd(version):
+    """IScatterLayer's ELEMENT mode asserts indices.d[i] <= data.d[i] (NVIDIA/TensorRT#3650); ND mode does not."""
+    model = scatter_model("ScatterElements", opset=18, data_shape=(3, 8), indices_shape=(3, 6), axis=1)
+    out, _ = prepare(model, version)
+    (node,) = scatter_nodes(out)
+    assert node.op_type == "ScatterND"
+
+
+@pytest.mark.parametrize("version", ["8.6", "10"])
+def test_explicit_none_dropped(version):
+    out, outcome = prepare(nd("none", indices_shape=(3, 1), updates_shape=(3, 5, 3)), version)
+    (node,) = scatter_nodes(out)
+    assert node.op_type == "ScatterND" and "reduction" not in node.attributes
+    assert 'reduction="none" dropped' in pass_report(outcome)["rewritten"][0]["detail"]
+
+
+def test_deprecated_scatter_upgraded_then_scatternd():
+    out, outcome = prepare(scatter_model("Scatter", opset=10, axis=1), "8.6")
+    assert [n.op_type for n in scatter_nodes(out)] == ["ScatterND"]
+    assert pass_report(outcome, "upgrade")["rewritten"]
+
+
+def test_constant_scatter_is_folded():
+    model = scatter_model("ScatterElements", opset=18, data_shape=(4, 3), indices_shape=(1, 3))
+    for name, array in (("indices", np.array([[0, 3, 1]], np.int64)), ("updates", np.ones((1, 3), np.float32))):
+        model.graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+    del model.graph.input[1:]
+    add = oh.make_node("Add", ["output", "data"], ["sum"])
+    model.graph.node.append(add)
+    model.graph.output[0].name = "sum"
+    model.graph.node[0].input[0] = "base"
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros((4, 3), np.float32), "base"))
+    out, outcome = prepare(model, "10")
+    assert scatter_nodes(out) == []
+    assert pass_report(outcome, "fold")["rewritten"]
+
+
+# ---- reductions on TensorRT 10 -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+def test_trt10_scatter_elements_reduction_kept_with_int64_indices(reduction):
+    model = scatter_model("ScatterElements", opset=18, data_shape=(4, 5), indices_shape=(7, 5), reduction=reduction,
+                          indices_type=TensorProto.INT32, data_type=TensorProto.INT32)
+    out, outcome = prepare(model, "10")
+    (node,) = scatter_nodes(out)
+    assert node.op_type == "ScatterElements" and attr(node, "reduction") == reduction
+    assert node.inputs[1].producer().op_type == "Cast"  # the plugin takes INT64 indices only
+    assert outcome.validation["max_abs_diff"] == 0.0
+
+
+def test_trt10_int64_reduction_needs_nothing():
+    model = ir.serde.deserialize_model(scatter_model("ScatterElements", opset=18, reduction="add"))
+    result = TensorRTPass("10")(model)
+    assert not result.modified and not result.skipped
+
+
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+@pytest.mark.parametrize("shapes", [
+    ((4, 5, 3), (6, 2), (6, 3)),  # k=2: rows are the last dim
+    ((4, 5, 3), (2, 3, 1), (2, 3, 5, 3)),  # k=1, batched indices
+    ((4, 5), (7, 2), (7,)),  # k=rank: single elements
+])
+def test_trt10_scatternd_reduction_becomes_scatter_elements(reduction, shapes):
+    data_shape, indices_shape, updates_shape = shapes
+    model = nd(reduction, data_shape, indices_shape, updates_shape, data_type=TensorProto.FLOAT)
+    out, outcome = prepare(model, "10")
+    (node,) = scatter_nodes(out)
+    assert node.op_type == "ScatterElements" and attr(node, "axis") == 0 and attr(node, "reduction") == reduction
+    assert "checked_against" in outcome.validation
+    assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-10"))
+
+
+def test_trt10_scatternd_reduction_dynamic_shapes():
+    model = nd("add", ("N", 5, 3), ("M", 2), ("M", 3), data_type=TensorProto.INT64)
+    out, outcome = prepare(model, "10")
+    assert [n.op_type for n in scatter_nodes(out)] == ["ScatterElements"]
+    assert outcome.validation["max_abs_diff"] == 0.0
+
+
+def test_trt10_scatternd_reduction_in_function():
+    model = scatter_model("ScatterND", opset=18, data_shape=(4, 5), indices_shape=(3, 1), updates_shape=(3, 5),
+                          reduction="max", where="function")
+    out, outcome = prepare(model, "10")
+    # in a function the index tuple length is unknown (no shapes): left alone, reported
+    (skip,) = pass_report(outcome)["skipped"]
+    assert "index tuple length" in skip["detail"]
+
+
+def test_trt10_plugin_dtype_missing_is_left_alone_with_the_reason():
+    model = scatter_model("ScatterElements", opset=18, reduction="add", data_type=TensorProto.DOUBLE)
+    out, outcome = prepare(model, "10")
+    assert [n.op_type for n in scatter_nodes(out)] == ["ScatterElements"]
+    (skip,) = pass_report(outcome)["skipped"]
+    assert "data type DOUBLE" in skip["detail"] and "TopK's K is computed at run time" in skip["detail"]
+    assert any("TopK" in note for note in pass_report(outcome)["notes"])
+
+
+# ---- reductions on TensorRT 8.6: silently ignored, so never left as they are without saying so ----------
+
+@pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
+def test_trt86_reductions_are_reported_not_emitted_in_a_form_trt_rejects(op):
+    model = scatter_model("ScatterElements", opset=18, reduction="max") if op == "ScatterElements" else nd("mul")
+    out, outcome = prepare(model, "8.6")
+    (node,) = scatter_nodes(out)
+    assert node.op_type == op  # nothing TensorRT 8.6 would reject was emitted
+    assert "TopK" not in [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))]
+    (skip,) = pass_report(outcome)["skipped"]
+    assert "NVIDIA/TensorRT#3750" in skip["detail"] and "left alone" in skip["detail"]
+    assert any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))
+
+
+def test_uint8_is_reported():
+    model = scatter_model("ScatterElements", opset=18, data_type=TensorProto.UINT8)
+    out, outcome = prepare(model, "10")
+    assert [n.op_type for n in scatter_nodes(out)] == ["ScatterElements"]
+    assert "UINT8" in pass_report(outcome)["skipped"][0]["detail"]
+
+
+# ---- TensorScatter ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version, opset", [("10", 20), ("8.6", 17)])
+def test_tensor_scatter_lowered(version, opset):
+    node = oh.make_node("TensorScatter", ["cache", "update", "write"], ["out"], axis=-2, name="kv")
+    graph = oh.make_graph(
+        [node], "g",
+        [oh.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 3, 8, 4]),
+         oh.make_tensor_value_info("update", TensorProto.FLOAT, [2, 3, 2, 4]),
+         oh.make_tensor_value_info("write", TensorProto.INT64, [2])],
+        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3, 8, 4])],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+    feeds = {"cache": np.random.default_rng(0).standard_normal((2, 3, 8, 4)).astype(np.float32),
+             "update": np.ones((2, 3, 2, 4), np.float32), "write": np.array([1, 6], np.int64)}
+    out, outcome = prepare(model, version, inputs=feeds)
+    assert [n.op_type for n in scatter_nodes(out)] == ["ScatterND"]
+    assert {o.version for o in out.opset_import if o.domain == ""} == {opset}
+    assert outcome.validation["max_abs_diff"] == 0.0
+
+
+# ---- the restriction check and options ------------------------------------------------------------------
+
+def test_tensorrt_violations():
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([5]))
+    k_const = ir.node("Constant", [], {"value": ir.tensor(np.array([2], np.int64))}).outputs[0]
+    assert tensorrt_violations([ir.node("TopK", [x, k_const], num_outputs=2)], "8.6") == []
+    k_run = ir.node("Size", [x]).outputs[0]
+    (v,) = tensorrt_violations([ir.node("TopK", [x, k_run], num_outputs=2)], "10")
+    assert "K is computed at run time" in v
+    inner = ir.Graph([], [], nodes=[ir.node("Compress", [x, x])], name="body")
+    assert tensorrt_violations([ir.node("If", [x], {"then_branch": inner, "else_branch": inner})], "10")
+
+
+@pytest.mark.parametrize("version", ["9", "7.0", "11"])
+def test_unknown_version(version):
+    with pytest.raises(sr.OptionError, match="--trt-version"):
+        tensorrt_passes(version)
+
+
+def test_idempotent():
+    model = ir.serde.deserialize_model(scatter_model("ScatterElements", opset=18, where="if"))
+    for p in tensorrt_passes("10"):
+        p(model)
+    assert not any(p(model).modified for p in tensorrt_passes("10"))
+
+
+# ---- CLI ----------------------------------------------------------------------------------------------
+
+def test_cli(tmp_path):
+    source, target = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(scatter_model("Scatter", opset=10, where="loop", axis=1), source)
+    result = CliRunner().invoke(app, ["tensorrt", str(source), "-o", str(target), "--trt-version", "8.6"])
+    assert result.exit_code == 0, result.output
+    assert "tensorrt: 1 rewritten, 0 left alone" in result.stdout and "PASSED" in result.stdout
+    assert [n.op_type for n in scatter_nodes(onnx.load(target))] == ["ScatterND"]
+    result = CliRunner().invoke(app, ["check", str(target), "--target", "tensorrt-8.6"])
+    assert result.exit_code == 0, result.output

@@ -31,7 +31,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
-from scatter_rewrite.passes.to_scatternd import value_dtype
+from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 
 SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 TARGETS_HELP = "tensorrt-10, tensorrt-8.6 or opset-N (N from 9 to 24)"
@@ -87,6 +87,7 @@ def _static_dims(value: ir.Value | None):
 def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
     """One finding per scatter node; ``finding.blocked`` says whether it blocks ``target``."""
     kind, version = parse_target(target)
+    infer_missing_shapes(model)  # dtypes and static dims of values the exporter left unannotated
     findings = []
     for node, scope in iter_nodes(model):
         if node.op_type not in SCATTER_OPS or not is_default_domain(node):

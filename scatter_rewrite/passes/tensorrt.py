@@ -43,7 +43,8 @@ from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import Scope, attr, is_default_domain, iter_nodes
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (
-    Builder, Decline, Names, convert_to_scatternd, drop_none_reduction, known_rank, value_dtype,
+    Builder, Decline, Names, convert_to_scatternd, drop_none_reduction, infer_missing_shapes, known_rank,
+    value_dtype,
 )
 
 TRT_VERSIONS = ("8.6", "10")
@@ -125,6 +126,7 @@ class TensorRTPass(ScatterPass):
         self.trt_version = check_trt_version(trt_version)
 
     def run(self, model: ir.Model) -> None:
+        infer_missing_shapes(model)
         names = Names(model)
         for node, scope in iter_nodes(model):
             if not is_default_domain(node) or node.op_type not in ("ScatterElements", "ScatterND", "TensorScatter", "Scatter"):
@@ -178,9 +180,7 @@ class TensorRTPass(ScatterPass):
                 return "the index tuple length (last dimension of indices) is not static"
             if known_rank(model, scope, [data]) is None:
                 return "the rank of data is unknown"
-        elif known_rank(model, scope, node.inputs) is None:
-            return "the rank of data/indices is unknown"
-        return None
+        return None  # a ScatterElements needs nothing else: the plugin reads axis and reduction as they are
 
     def _to_plugin_form(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names) -> str | None:
         data, indices, updates = node.inputs

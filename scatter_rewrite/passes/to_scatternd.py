@@ -32,11 +32,13 @@ import dataclasses
 
 import numpy as np
 import onnx_ir as ir
+import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes, iter_scopes
 from scatter_rewrite.passes.base import ScatterPass
 
+SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 # A static grid (or constant coords) bigger than this is computed at run time instead.
 GRID_BYTES_LIMIT = 64 << 20
 # The first opset where ScatterND has each reduction (onnx.defs: ScatterND-16 add/mul, -18 max/min).
@@ -137,6 +139,19 @@ class Builder:
         ir.convenience.replace_nodes_and_values(
             self.scope.body, node, [node], self.nodes, list(node.outputs), list(final.outputs)
         )
+
+
+def infer_missing_shapes(model: ir.Model) -> None:
+    """Run onnx shape inference (weights kept out of it by onnx_ir) when a scatter's inputs lack a
+    shape or type: exporters often write no value_info for intermediate values (the TorchScript
+    exporter with dynamic axes does), and converting needs ranks and dtypes. Adds shape
+    information only; failures leave the model as it is. Function bodies are not inferred (their
+    call sites are used instead)."""
+    for node, scope in iter_nodes(model):
+        if (node.op_type in SCATTER_OPS and is_default_domain(node) and not scope.is_function
+                and any(v is not None and (v.shape is None or v.dtype is None) for v in node.inputs)):
+            ir.passes.common.ShapeInferencePass(strict_mode=False)(model)
+            return
 
 
 def const_array(value: ir.Value | None) -> np.ndarray | None:
@@ -316,6 +331,7 @@ class ToScatterNDPass(ScatterPass):
     name = "to_scatternd"
 
     def run(self, model: ir.Model) -> None:
+        infer_missing_shapes(model)
         names = Names(model)
         for node, scope in iter_nodes(model):
             if not is_default_domain(node):

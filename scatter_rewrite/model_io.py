@@ -19,6 +19,7 @@ import google.protobuf.message
 import onnx
 import onnx_ir as ir
 
+from scatter_rewrite import _protowire
 from scatter_rewrite.errors import ModelLoadError
 
 # The protobuf limit is 2 GiB; stay clear of it so that metadata and graph fit alongside weights.
@@ -36,7 +37,10 @@ def load_model(path: str | os.PathLike) -> ir.Model:
     if path.stat().st_size == 0:
         raise ModelLoadError(f"{path}: the file is empty (0 bytes); re-export the model")
     try:
-        proto = onnx.load(path, load_external_data=False)
+        try:  # big inline weights mapped, not read (see _protowire)
+            proto = _protowire.load_proto(path)
+        except _protowire.WireError:
+            proto = onnx.load(path, load_external_data=False)  # says what is wrong with the file
     except (google.protobuf.message.DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as e:
         raise ModelLoadError(
             f"{path}: not a readable ONNX model (truncated or not protobuf: {_first_line(e)}); re-export it"
@@ -84,7 +88,7 @@ def _needs_external_data(model: ir.Model) -> bool:
             tensor = value.const_value
             if tensor is None:
                 continue
-            if isinstance(tensor, ir.ExternalTensor):
+            if isinstance(tensor, ir.ExternalTensor) and not _protowire.is_self_mapped(tensor):
                 return True  # it came with external data: keep it that way
             total += tensor.nbytes
     return total > PROTO_LIMIT_BYTES
@@ -128,7 +132,7 @@ def staged_save(model: ir.Model, destination: str | os.PathLike) -> Iterator[Pat
             ir.save(model, staged, external_data=data_file_name(destination),
                     size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES)
         else:
-            ir.save(model, staged)
+            _protowire.save_inline(model, staged)  # big weights written from their buffers
         _release_mapped_weights(model)
         yield staged
         # The data file first: the model file that points at it appears last.

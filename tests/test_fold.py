@@ -388,3 +388,60 @@ def test_external_data_model_folds_and_keeps_weights_external(tmp_path):
     (got,) = ort.InferenceSession(str(tmp_path / "out" / "f.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     (want,) = ort.InferenceSession(str(tmp_path / "ext.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_array_equal(got, want)
+
+
+# ---- big inline weights: mapped from the model file on load, streamed on save (_protowire) -----
+
+def _big_inline_model(path) -> dict[str, np.ndarray]:
+    """~4 MiB inline: the scatter's data (2 MiB), an unrelated weight W (1 MiB, raw_data) and an
+    unrelated float_data weight F (1 MiB, typed field: parsed as usual, never mapped)."""
+    arrays = {"data": RNG.standard_normal((512, 1024)).astype(np.float32),
+              "W": RNG.standard_normal((1024, 256)).astype(np.float32),
+              "F": RNG.standard_normal((256, 1024)).astype(np.float32)}
+    nodes = [oh.make_node("ScatterElements", ["data", "idx", "upd"], ["s"], axis=1, name="patch"),
+             oh.make_node("MatMul", ["s", "W"], ["sw"]), oh.make_node("MatMul", ["x", "F"], ["xf"]),
+             oh.make_node("Add", ["xf", "s"], ["y"])]
+    inits = [nh.from_array(arrays["data"], "data"), nh.from_array(arrays["W"], "W"),
+             oh.make_tensor("F", TensorProto.FLOAT, [256, 1024], arrays["F"].ravel().tolist()),
+             nh.from_array(np.tile(np.arange(4, dtype=np.int64) * 100, (512, 1)), "idx"),
+             nh.from_array(np.full((512, 4), 9.0, np.float32), "upd")]
+    graph = oh.make_graph(nodes, "big", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [512, 256])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [512, 1024]),
+                           oh.make_tensor_value_info("sw", TensorProto.FLOAT, [512, 256])], inits)
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), path)
+    return arrays
+
+
+def test_big_inline_weights_are_mapped_not_parsed(tmp_path):
+    from scatter_rewrite._protowire import is_self_mapped
+
+    _big_inline_model(tmp_path / "big.onnx")
+    model = load_model(tmp_path / "big.onnx")
+    consts = {name: v.const_value for name, v in model.graph.initializers.items()}
+    assert is_self_mapped(consts["data"]) and is_self_mapped(consts["W"])
+    assert not isinstance(consts["F"], ir.ExternalTensor) and not isinstance(consts["idx"], ir.ExternalTensor)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_big_inline_model_folds_and_stays_inline(tmp_path, in_place):
+    path = tmp_path / "big.onnx"
+    arrays = _big_inline_model(path)
+    x = RNG.standard_normal((512, 256)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    args = ["fold", str(path)] + (["--in-place"] if in_place else ["-o", str(tmp_path / "out.onnx")])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = path if in_place else tmp_path / "out.onnx"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"big.onnx", out.name})  # no .data file
+    folded = onnx.load(out, load_external_data=False)
+    onnx.checker.check_model(folded, full_check=True)
+    inits = {t.name: t for t in folded.graph.initializer}
+    assert set(inits) == {"s", "W", "F"} and not any(_external(t) for t in inits.values())
+    np.testing.assert_array_equal(nh.to_array(inits["W"]), arrays["W"])
+    np.testing.assert_array_equal(nh.to_array(inits["F"]), arrays["F"])
+    expected = arrays["data"].copy()
+    expected[:, [0, 100, 200, 300]] = 9.0
+    np.testing.assert_array_equal(nh.to_array(inits["s"]), expected)
+    got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

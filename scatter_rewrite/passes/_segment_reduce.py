@@ -1,0 +1,529 @@
+"""Exact standard-op lowerings of reducing scatters and of TensorScatter (used by the lower pass).
+
+Public entry points (the ``tensorrt`` pass reuses them):
+
+* :func:`reduction_blocker` ``(node, opset) -> str | None``: why a ScatterElements/ScatterND
+  with ``reduction`` add/mul/max/min cannot be lowered (None: it can).
+* :func:`lower_reduction` ``(node, opset, names=None) -> (nodes, output)``: standard ONNX nodes,
+  every one valid at ``opset`` (11..17), computing exactly what ``node`` computes; ``output``
+  replaces ``node.outputs[0]`` (splice with ``ir.convenience.replace_nodes_and_values``). The
+  nodes hold ``If``/``Loop`` subgraphs: build them after any opset conversion of the scope (the
+  converter would otherwise re-convert them).
+* :func:`tensor_scatter_blocker` / :func:`lower_tensor_scatter`: TensorScatter (opset 24) as one
+  ``ScatterElements`` (reduction none, unique targets) valid at opset >= 11.
+
+How a reduction is lowered (cost ~ sorting the updates + touching the data once; nothing of size
+data x updates is ever built):
+
+1. Every update gets a *key*: the linear index of the data row it lands in. A "row" is one
+   element in general; it is a whole trailing slice when the indices are the same along every
+   dimension after the axis (the GNN pattern ``Expand(Unsqueeze(dst))`` feeding ScatterElements
+   on axis 0: only the E edge keys are sorted and rows of F features move together), and for
+   ScatterND it is the slice ``data[i0..ik]``. Negative indices are normalized (``Where``/``Add``).
+2. ``TopK(keys, K=n, largest=0, sorted=1)`` sorts the keys; its tie rule ("the lower index
+   appears first", TopK-11 spec) keeps duplicates in update order, which max/min need for exact
+   ties (-0.0/+0.0) and NaN placement.
+3. Segmented tree reduction in a ``Loop``: each round combines every element at an even rank of
+   its key run with its successor (order kept: earlier op later) and drops the successor, so a
+   run of length L needs ceil(log2 L) rounds and the total work is ~2n rows. Loop-carried values
+   shrink from round to round (ONNX Loop allows it).
+4. The one value per distinct key is combined with ``data`` gathered at those rows and written
+   back with ``ScatterND`` (reduction none: the keys are unique, so it is well defined).
+
+Exactness: integers (any width; 8/16-bit computed in int32 and cast back, which wraps like
+onnxruntime's kernel), bool (add/max = Or, mul/min = And) and max/min are bit for bit. Float
+add/mul sum in tree order instead of sequentially (float16/bfloat16 in float32, rounded once):
+within :data:`scatter_rewrite.validate.FLOAT_TOLERANCE`.
+
+max/min follow onnxruntime's CPU kernel, measured in onnxruntime 1.32: the accumulator is
+replaced by the update unless the update is strictly less (max) / greater (min), i.e.
+``acc = u < acc ? acc : u``. So a NaN update replaces the accumulator, a NaN accumulator is
+replaced by the next update, and among equal values (-0.0/+0.0) the later one wins. That fold
+is not associative when updates hold NaN; with a per-element "a NaN came after" flag it is
+((v1,f1) . (v2,f2) = f2 or not v2<v1 ? v2 : v1, f1 or f2). The flagged reduction runs only when
+the updates hold a NaN (an ``If`` on ``IsNaN(ReduceSum(updates))``, which may fire spuriously on
+inf-inf but never misses a NaN); otherwise the plain one.
+
+onnxruntime 1.32 CPU kernels lack ``Where`` for int16/uint16/uint64/bool and ``Add``/``Mul`` for
+8/16-bit integers (checked by creating sessions, opset 11 and 13), hence the int32 compute type
+and the arithmetic select for uint64 (``b + (a - b) * cond``, exact modulo 2^64).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import onnx_ir as ir
+
+from scatter_rewrite.graph import attr
+
+REDUCTIONS = ("add", "mul", "max", "min")
+INT64 = ir.DataType.INT64
+_SMALL_INTS = {ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16}
+_NATIVE = {ir.DataType.INT32, ir.DataType.UINT32, ir.DataType.INT64, ir.DataType.UINT64,
+           ir.DataType.FLOAT, ir.DataType.DOUBLE}
+_FLOATS = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
+SUPPORTED_DTYPES = _SMALL_INTS | _NATIVE | _FLOATS | {ir.DataType.BOOL}
+
+
+def first_opset_with(reduction: str) -> int:
+    """The first opset whose ScatterElements/ScatterND has ``reduction``."""
+    return {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}[reduction]
+
+
+def compute_dtype(dtype: ir.DataType, reduction: str) -> ir.DataType:
+    if dtype in _SMALL_INTS:
+        return ir.DataType.INT32
+    if dtype == ir.DataType.BFLOAT16 or (dtype == ir.DataType.FLOAT16 and reduction in ("add", "mul")):
+        return ir.DataType.FLOAT
+    return dtype
+
+
+# --------------------------------------------------------------------------- naming and building
+
+
+class Names:
+    """Fresh value names, unique against ``taken`` (every name already in the model)."""
+
+    def __init__(self, taken: set[str] | None = None, prefix: str = "lower"):
+        self.taken = taken if taken is not None else set()
+        self.prefix = prefix
+        self._counter = itertools.count()
+
+    def new(self, hint: str) -> str:
+        while True:
+            name = f"{self.prefix}_{hint}_{next(self._counter)}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+class Builder:
+    """Collects nodes for one graph (the main body, or a Loop/If subgraph)."""
+
+    def __init__(self, names: Names):
+        self.names = names
+        self.nodes: list[ir.Node] = []
+        self._consts: dict[tuple, ir.Value] = {}
+
+    def op(self, op_type: str, *inputs: ir.Value | None, outputs: int = 1, domain: str = "",
+           dtype: ir.DataType | None = None, **attributes) -> ir.Value | tuple[ir.Value, ...]:
+        node = ir.node(op_type, list(inputs), attributes=attributes or None, domain=domain,
+                       num_outputs=outputs)
+        for out in node.outputs:
+            out.name = self.names.new(op_type.lower())
+        if dtype is not None:
+            node.outputs[0].dtype = dtype
+        self.nodes.append(node)
+        return node.outputs[0] if outputs == 1 else tuple(node.outputs)
+
+    def const(self, value, dtype=np.int64) -> ir.Value:
+        array = np.asarray(value, dtype=dtype)
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key not in self._consts:
+            out = self.op("Constant", value=ir.tensor(array))
+            out.dtype = ir.DataType.from_numpy(array.dtype)
+            out.shape = ir.Shape(array.shape)
+            self._consts[key] = out
+        return self._consts[key]
+
+    # small conveniences
+    def shape(self, value: ir.Value) -> ir.Value:
+        return self.op("Shape", value, dtype=INT64)
+
+    def dim(self, value: ir.Value, k: int) -> ir.Value:
+        """Dimension ``k`` of ``value`` as an int64 scalar (a constant when static)."""
+        if value.shape is not None and isinstance(value.shape[k], int):
+            return self.const(value.shape[k])
+        return self.op("Gather", self.shape(value), self.const(k), dtype=INT64)
+
+    def dims(self, value: ir.Value, start: int, stop: int) -> ir.Value:
+        """Dimensions ``start:stop`` of ``value`` as a 1-D int64 tensor."""
+        if value.shape is not None and all(isinstance(d, int) for d in value.shape[start:stop]):
+            return self.const(list(value.shape[start:stop]))
+        return self.op("Slice", self.shape(value), self.const([start]), self.const([stop]), dtype=INT64)
+
+    def cast(self, value: ir.Value, to: ir.DataType, frm: ir.DataType | None) -> ir.Value:
+        if frm == to:
+            return value
+        return self.op("Cast", value, to=to.value, dtype=to)
+
+    def select(self, cond: ir.Value, a: ir.Value, b: ir.Value, dtype: ir.DataType, exact: bool = False) -> ir.Value:
+        """``cond ? a : b``; arithmetic for uint64, which onnxruntime's Where lacks.
+
+        onnxruntime 1.32's CPU Where returns +0.0 where it selects a -0.0 from its X input (Y is
+        copied exactly; measured for float and double). ``exact=True`` makes the result right on
+        such a runtime and on an exact one: where ``cond`` picks a -0.0 the picked p (+-0.0) goes
+        through (p * 0 + 0) * -1 = -0.0; elsewhere through (p * 1 + -0.0) * 1 = p, exact for every
+        p (x + -0.0 == x bit for bit). The constants are selected so no -0.0 passes through X."""
+        if dtype != ir.DataType.UINT64:
+            picked = self.op("Where", cond, a, b, dtype=dtype)
+            if not exact or dtype not in _FLOATS:
+                return picked
+            np_dtype = np.float32 if dtype in (ir.DataType.FLOAT, ir.DataType.BFLOAT16) else dtype.numpy()
+            zero = self.const(0, np_dtype)
+            mask = self.op("And", cond, self.op("And", self.op("Equal", a, zero),
+                                                self.op("Less", self.op("Reciprocal", a, dtype=dtype), zero)))
+            f = self.op("Where", mask, zero, self.const(1, np_dtype), dtype=dtype)
+            g = self.op("Where", mask, zero, self.const(-0.0, np_dtype), dtype=dtype)
+            h = self.op("Where", mask, self.const(-1, np_dtype), self.const(1, np_dtype), dtype=dtype)
+            return self.op("Mul", self.op("Add", self.op("Mul", picked, f, dtype=dtype), g, dtype=dtype), h, dtype=dtype)
+        c = self.cast(cond, dtype, ir.DataType.BOOL)
+        return self.op("Add", b, self.op("Mul", self.op("Sub", a, b), c), dtype=dtype)
+
+
+def _static_rank(*values: ir.Value | None) -> int | None:
+    for v in values:
+        if v is not None and v.shape is not None:
+            return len(v.shape)
+    return None
+
+
+def _same_dims(a, b) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, int) and isinstance(y, int):
+            if x != y:
+                return False
+        elif isinstance(x, int) or isinstance(y, int) or x is None or y is None or x.value is None or x.value != y.value:
+            return False
+    return True
+
+
+def _hint(node: ir.Node) -> str:
+    base = re.sub(r"[^A-Za-z0-9_]", "_", node.name or node.op_type.lower())
+    return base[:40] or "scatter"
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def _normalize(b: Builder, idx: ir.Value, size: ir.Value) -> ir.Value:
+    """Negative index -> index + size (int64 in, int64 out)."""
+    neg = b.op("Less", idx, b.const(0))
+    return b.op("Where", neg, b.op("Add", idx, size), idx, dtype=INT64)
+
+
+def _horner(b: Builder, coords: list[ir.Value | None], sizes: list[ir.Value]) -> ir.Value:
+    """sum_k coords[k] * prod(sizes[k+1:]) as ((c0 * s1 + c1) * s2 + c2)...; None = zero."""
+    lin = None
+    for k, c in enumerate(coords):
+        if lin is not None:
+            lin = b.op("Mul", lin, sizes[k], dtype=INT64)
+        if c is not None:
+            lin = c if lin is None else b.op("Add", lin, c, dtype=INT64)
+    return lin if lin is not None else b.const(0)
+
+
+def _row_broadcast_source(indices: ir.Value, rank: int, axis: int) -> ir.Value | None:
+    """If ``indices = Expand(X, shape)`` with X constant along every dimension after ``axis``
+    (X's dims there are statically 1), return X: the row keys, without materializing the Expand."""
+    producer = indices.producer()
+    if producer is None or producer.op_type != "Expand" or producer.domain != "" or axis >= rank - 1:
+        return None
+    x = producer.inputs[0]
+    if x is None or x.shape is None or len(x.shape) > rank:
+        return None
+    padded = [1] * (rank - len(x.shape)) + list(x.shape)
+    if all(d == 1 for d in padded[axis + 1:]):
+        return x
+    return None
+
+
+# --------------------------------------------------------------------------- blockers
+
+
+def reduction_blocker(node: ir.Node, opset: int) -> str | None:
+    """Why ``node`` (ScatterElements/ScatterND with a reduction) cannot be lowered, or None."""
+    if opset < 11:
+        return f"opset {opset} has no ScatterElements/ScatterND to write back with (need >= 11)"
+    if len(node.inputs) != 3 or any(v is None for v in node.inputs):
+        return "needs exactly 3 inputs (data, indices, updates)"
+    reduction = attr(node, "reduction", "none")
+    if reduction not in REDUCTIONS:
+        return f"reduction {reduction!r} is not one of add, mul, max, min"
+    data, indices, updates = node.inputs
+    dtype = data.dtype
+    if dtype is None:
+        return "the data type is unknown (run shape inference first)"
+    if dtype not in SUPPORTED_DTYPES:
+        return f"data type {dtype.name} has no exact standard-op reduction here"
+    if dtype == ir.DataType.BFLOAT16 and opset < 13:
+        return "bfloat16 needs opset >= 13 (Cast/ScatterND-13); pass --opset 13"
+    if node.op_type == "ScatterElements":
+        if _static_rank(data, indices, updates) is None:
+            return "the rank of data/indices/updates is unknown"
+    elif node.op_type == "ScatterND":
+        if indices.shape is None or not isinstance(indices.shape[-1] if len(indices.shape) else None, int):
+            return "the last dimension of indices (index tuple length) is not static"
+        if indices.shape[-1] < 1:
+            return "an empty index tuple (indices.shape[-1] == 0) is not lowered"
+    else:
+        return f"{node.op_type} is not a ScatterElements/ScatterND"
+    return None
+
+
+# --------------------------------------------------------------------------- lowering
+
+
+def lower_reduction(node: ir.Node, opset: int, names: Names | None = None) -> tuple[list[ir.Node], ir.Value]:
+    """Standard nodes valid at ``opset`` computing ``node`` (see the module docstring).
+
+    Call :func:`reduction_blocker` first; this assumes it returned None.
+    """
+    names = names or Names()
+    names.prefix = _hint(node)
+    b = Builder(names)
+    data, indices, updates = node.inputs
+    reduction = attr(node, "reduction", "none")
+    if node.op_type == "ScatterElements":
+        rows, keys, vals, row_axis = _scatter_elements_rows(b, data, indices, updates, attr(node, "axis", 0))
+    else:
+        rows, keys, vals, row_axis = _scatter_nd_rows(b, data, indices, updates)
+    out_rows = segment_reduce(b, rows, keys, vals, reduction, data.dtype)
+    out = b.op("Reshape", out_rows, b.shape(data), dtype=data.dtype)
+    return b.nodes, out
+
+
+def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
+    rank = _static_rank(data, indices, updates)
+    axis = axis % rank
+    idx_dtype = indices.dtype
+    source = _row_broadcast_source(indices, rank, axis)
+    if source is not None and not (
+        data.shape is not None and updates.shape is not None
+        and _same_dims(list(data.shape)[axis + 1:], list(updates.shape)[axis + 1:])
+    ):
+        source = None  # rows only when each update row covers a whole data row
+    shape_src = updates if updates.shape is not None else indices
+    if source is not None:
+        last = axis  # key dims 0..axis; rows are the trailing slices
+        ones = [1] * (rank - axis - 1)
+        target = b.op("Concat", b.dims(shape_src, 0, axis + 1), b.const(ones), axis=0, dtype=INT64)
+        idx = b.op("Expand", source, target, dtype=idx_dtype)
+    else:
+        last = rank - 1
+        idx = indices
+    idx = b.cast(idx, INT64, idx_dtype)
+    sizes = [b.dim(data, k) for k in range(last + 1)]
+    coords: list[ir.Value | None] = []
+    for k in range(last + 1):
+        if k == axis:
+            coords.append(_normalize(b, idx, sizes[k]))
+            continue
+        if shape_src.shape is not None and shape_src.shape[k] == 1:
+            coords.append(None)  # coordinate always 0
+            continue
+        pattern = [1] * rank
+        pattern[k] = -1
+        rng = b.op("Range", b.const(0), b.dim(shape_src, k), b.const(1), dtype=INT64)
+        coords.append(b.op("Reshape", rng, b.const(pattern), dtype=INT64))
+    lin = _horner(b, coords, sizes)
+    keys = b.op("Reshape", lin, b.const([-1]), dtype=INT64)
+    rows = b.op("Flatten", data, axis=last + 1, dtype=data.dtype)
+    vals = b.op("Flatten", updates, axis=last + 1, dtype=data.dtype)
+    return rows, keys, vals, last + 1
+
+
+def _scatter_nd_rows(b: Builder, data, indices, updates):
+    q = len(indices.shape)
+    k = indices.shape[-1]
+    idx2 = b.cast(b.op("Flatten", indices, axis=q - 1), INT64, indices.dtype)
+    sizes = [b.dim(data, j) for j in range(k)]
+    coords = []
+    for j in range(k):
+        col = (b.op("Reshape", idx2, b.const([-1]), dtype=INT64) if k == 1
+               else b.op("Gather", idx2, b.const(j), axis=1, dtype=INT64))
+        coords.append(_normalize(b, col, sizes[j]))
+    keys = _horner(b, coords, sizes)
+    rows = b.op("Flatten", data, axis=k, dtype=data.dtype)
+    vals = b.op("Flatten", updates, axis=q - 1, dtype=data.dtype)
+    return rows, keys, vals, k
+
+
+def segment_reduce(b: Builder, rows: ir.Value, keys: ir.Value, vals: ir.Value, reduction: str,
+                   dtype: ir.DataType) -> ir.Value:
+    """``rows`` [R, w] with ``vals`` [n, w] folded into row ``keys[i]`` (int64 in [0, R)) in order."""
+    ct = compute_dtype(dtype, reduction)
+    n = b.op("Size", keys, dtype=INT64)
+    k = b.op("Reshape", n, b.const([1]), dtype=INT64)
+    sorted_keys, perm = b.op("TopK", keys, k, outputs=2, axis=0, largest=0, sorted=1)
+    sorted_keys.dtype = perm.dtype = INT64
+    shifted = b.op("Concat", b.const([-1]), b.op("Slice", sorted_keys, b.const([0]), b.const([-1])), axis=0, dtype=INT64)
+    starts_flag = b.op("Not", b.op("Equal", sorted_keys, shifted))
+    starts = b.op("Reshape", b.op("NonZero", starts_flag), b.const([-1]), dtype=INT64)
+    segments = b.op("Size", starts, dtype=INT64)
+    seg_id = b.op("Sub", b.op("CumSum", b.cast(starts_flag, INT64, ir.DataType.BOOL), b.const(0)), b.const(1), dtype=INT64)
+    rank_in_run = b.op("Sub", b.op("Range", b.const(0), n, b.const(1)), b.op("Gather", starts, seg_id), dtype=INT64)
+    values = b.cast(b.op("Gather", vals, perm, axis=0, dtype=dtype), ct, dtype)
+    go = b.op("Greater", n, segments)
+    kind = _Kind(reduction, ct)
+
+    def branch(bb: Builder, flagged: bool) -> ir.Value:
+        carried = [sorted_keys, values, rank_in_run]
+        if flagged:
+            carried.append(bb.op("IsNaN", values))
+        body = _round_body(bb.names, kind, segments, flagged)
+        outs = bb.op("Loop", None, go, *carried, outputs=len(carried), body=body)
+        final_keys, final_vals = outs[0], outs[1]
+        final_keys.dtype, final_vals.dtype = INT64, ct
+        current = bb.cast(bb.op("Gather", rows, final_keys, axis=0, dtype=dtype), ct, dtype)
+        new = kind.final(bb, current, final_vals, outs[3] if flagged else None)
+        return final_keys, new
+
+    def write_back(final_keys, new):
+        where = b.op("Reshape", final_keys, b.const([-1, 1]), dtype=INT64)
+        return b.op("ScatterND", rows, where, b.cast(new, dtype, ct), dtype=dtype)
+
+    if not kind.nan_aware:
+        return write_back(*branch(b, False))
+    # The exact path is needed when the updates hold a NaN (the fold is not associative then) or
+    # updates/data hold a -0.0 (Where's sign loss, see Builder.select). sum(1/x) over both is
+    # -inf or NaN in those cases (1/-0.0 = -inf), and may also be so spuriously (overflow), which
+    # only costs time.
+    total = None
+    for part in (values, rows):
+        part_dtype = ct if part is values else dtype
+        probe = b.cast(part, ir.DataType.FLOAT, part_dtype) if part_dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16) else part
+        term = b.op("ReduceSum", b.op("Reciprocal", probe), keepdims=0)
+        total = term if total is None else b.op("Add", total, term)
+    probe_dtype = np.float64 if ct == ir.DataType.DOUBLE else np.float32
+    any_nan = b.op("Not", b.op("Greater", total, b.const(-np.inf, probe_dtype)))
+    graphs = []
+    for flagged in (True, False):
+        sub = Builder(b.names)
+        outs = branch(sub, flagged)
+        graphs.append(ir.Graph([], list(outs), nodes=sub.nodes, name=b.names.new("exact" if flagged else "plain")))
+    final_keys, new = b.op("If", any_nan, outputs=2, then_branch=graphs[0], else_branch=graphs[1])
+    final_keys.dtype, new.dtype = INT64, ct
+    return write_back(final_keys, new)
+
+
+class _Kind:
+    """How one reduction combines values of the compute dtype."""
+
+    def __init__(self, reduction: str, dtype: ir.DataType):
+        self.reduction, self.dtype = reduction, dtype
+        self.nan_aware = reduction in ("max", "min") and dtype in _FLOATS
+        self.compare = "Less" if reduction == "max" else "Greater"  # "update loses to the accumulator"
+
+    def merge(self, b: Builder, early, late, has, no_partner, early_flag=None, late_flag=None):
+        """One round: ``early op late`` where ``has`` ([m,1] bool) says a partner exists."""
+        dt = self.dtype
+        if dt == ir.DataType.BOOL:
+            if self.reduction in ("add", "max"):
+                return b.op("Or", early, b.op("And", late, has)), None
+            return b.op("And", early, b.op("Or", late, no_partner)), None
+        if self.reduction in ("add", "mul"):
+            op = "Add" if self.reduction == "add" else "Mul"
+            return b.select(has, b.op(op, early, late, dtype=dt), early, dt), None
+        loses = b.op(self.compare, late, early)
+        if late_flag is not None:
+            loses = b.op("And", loses, b.op("Not", late_flag))
+        keep = b.op("Or", loses, no_partner)
+        merged = b.select(keep, early, late, dt, exact=late_flag is not None)
+        flag = None
+        if late_flag is not None:
+            flag = b.op("Or", early_flag, b.op("And", late_flag, has))
+        return merged, flag
+
+    def final(self, b: Builder, current, total, total_flag):
+        dt = self.dtype
+        if dt == ir.DataType.BOOL:
+            return b.op("Or" if self.reduction in ("add", "max") else "And", current, total)
+        if self.reduction in ("add", "mul"):
+            return b.op("Add" if self.reduction == "add" else "Mul", current, total, dtype=dt)
+        loses = b.op(self.compare, total, current)
+        if total_flag is not None:
+            loses = b.op("And", loses, b.op("Not", total_flag))
+        return b.select(loses, current, total, dt, exact=total_flag is not None)
+
+
+def _round_body(names: Names, kind: _Kind, segments: ir.Value, flagged: bool) -> ir.Graph:
+    """Loop body: pair every even-rank element with its successor in the same key run."""
+    b = Builder(names)
+
+    def inp(hint, dtype, shape=None):
+        return ir.Value(name=names.new(hint), type=ir.TensorType(dtype), shape=ir.Shape(shape) if shape is not None else None)
+
+    it, cond = inp("iter", INT64, []), inp("cond", ir.DataType.BOOL, [])
+    keys, vals, ranks = inp("keys", INT64, [None]), inp("vals", kind.dtype), inp("ranks", INT64, [None])
+    flags = inp("flags", ir.DataType.BOOL) if flagged else None
+    m = b.op("Size", keys, dtype=INT64)
+    even = b.op("Equal", b.op("Mod", ranks, b.const(2)), b.const(0))
+    ie = b.op("Reshape", b.op("NonZero", even), b.const([-1]), dtype=INT64)
+    nxt = b.op("Add", ie, b.const(1), dtype=INT64)
+    inside = b.op("Less", nxt, m)
+    partner = b.op("Where", inside, nxt, ie, dtype=INT64)
+    new_keys = b.op("Gather", keys, ie, axis=0, dtype=INT64)
+    has = b.op("And", inside, b.op("Equal", b.op("Gather", keys, partner, axis=0, dtype=INT64), new_keys))
+    has_col = b.op("Reshape", has, b.const([-1, 1]), dtype=ir.DataType.BOOL)
+    no_partner = b.op("Not", has_col)
+    early = b.op("Gather", vals, ie, axis=0, dtype=kind.dtype)
+    late = b.op("Gather", vals, partner, axis=0, dtype=kind.dtype)
+    early_flag = late_flag = None
+    if flagged:
+        early_flag = b.op("Gather", flags, ie, axis=0, dtype=ir.DataType.BOOL)
+        late_flag = b.op("Gather", flags, partner, axis=0, dtype=ir.DataType.BOOL)
+    merged, merged_flag = kind.merge(b, early, late, has_col, no_partner, early_flag, late_flag)
+    new_ranks = b.op("Div", b.op("Gather", ranks, ie, axis=0, dtype=INT64), b.const(2), dtype=INT64)
+    go_on = b.op("Greater", b.op("Size", new_keys, dtype=INT64), segments)
+    outputs = [go_on, new_keys, merged, new_ranks] + ([merged_flag] if flagged else [])
+    inputs = [it, cond, keys, vals, ranks] + ([flags] if flagged else [])
+    return ir.Graph(inputs, outputs, nodes=b.nodes, name=names.new("round"))
+
+
+# --------------------------------------------------------------------------- TensorScatter
+
+
+def tensor_scatter_blocker(node: ir.Node, opset: int) -> str | None:
+    if opset < 11:
+        return "opset < 11 has no ScatterElements"
+    if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
+        return "needs past_cache and update inputs"
+    cache = node.inputs[0]
+    rank = _static_rank(cache, node.inputs[1])
+    if rank is None:
+        return "the rank of past_cache/update is unknown"
+    if rank < 2:
+        return f"past_cache rank {rank} < 2"
+    axis = attr(node, "axis", -2)
+    if not -rank <= axis < rank or axis % rank == 0:
+        return f"axis={axis} is invalid for rank {rank} (must name a dimension >= 1)"
+    if cache.dtype == ir.DataType.BFLOAT16 and opset < 13:
+        return "bfloat16 needs ScatterElements-13; pass --opset 13"
+    if cache.dtype is not None and cache.dtype not in SUPPORTED_DTYPES | {ir.DataType.STRING, ir.DataType.COMPLEX64, ir.DataType.COMPLEX128}:
+        return f"data type {cache.dtype.name} is not a ScatterElements type at opset {opset}"
+    return None
+
+
+def lower_tensor_scatter(node: ir.Node, opset: int, names: Names | None = None) -> tuple[list[ir.Node], ir.Value]:
+    """TensorScatter -> ScatterElements(past_cache, positions, update, axis) with
+    positions[b, ..., s, ...] = write_indices[b] + s (mod max_sequence_length if circular)."""
+    names = names or Names()
+    names.prefix = _hint(node)
+    b = Builder(names)
+    cache, update = node.inputs[0], node.inputs[1]
+    write = node.inputs[2] if len(node.inputs) > 2 else None
+    rank = _static_rank(cache, update)
+    axis = attr(node, "axis", -2) % rank
+    mode = attr(node, "mode", "linear")
+    seq = b.dim(update, axis)
+    pos = b.op("Range", b.const(0), seq, b.const(1), dtype=INT64)  # [S]
+    if write is not None:
+        starts = b.op("Reshape", b.cast(write, INT64, write.dtype), b.const([-1, 1]), dtype=INT64)
+        pos = b.op("Add", starts, pos, dtype=INT64)  # [B, S]
+    else:
+        pos = b.op("Reshape", pos, b.const([1, -1]), dtype=INT64)  # [1, S]
+    if mode == "circular":
+        pos = b.op("Mod", pos, b.dim(cache, axis), dtype=INT64)
+    # [B or 1, 1, ..., S, 1, ...]: batch first, sequence at `axis`
+    pattern = b.op("Concat", b.op("Slice", b.op("Shape", pos, dtype=INT64), b.const([0]), b.const([1])),
+                   b.const([1] * (axis - 1)), b.dims(update, axis, axis + 1), b.const([1] * (rank - axis - 1)),
+                   axis=0, dtype=INT64)
+    positions = b.op("Expand", b.op("Reshape", pos, pattern, dtype=INT64), b.shape(update), dtype=INT64)
+    out = b.op("ScatterElements", cache, positions, update, axis=axis, dtype=cache.dtype)
+    return b.nodes, out

@@ -1,0 +1,375 @@
+"""Lower scatter reductions (and TensorScatter) that a target opset lacks; move the model there.
+
+Rewrites, in the main graph, every If/Loop/Scan body and every model-local function:
+
+* ``ScatterElements``/``ScatterND`` with ``reduction`` add/mul (opset 16) or max/min (opset 18)
+  when the target opset (11..23) lacks that reduction. Reductions the target has are kept
+  (add/mul at 16-17, everything at 18+); ``reduction="none"`` needs no lowering.
+* ``TensorScatter`` (opset 24, KV-cache update, linear or circular, optional ``write_indices``)
+  into one ``ScatterElements`` (reduction none, unique targets) for every target below 24.
+
+Then every other node is converted to the target opset (:func:`scatter_rewrite.opset.convert_opset`;
+the nodes to lower are hidden from it and replaced afterwards, so they are never handed to
+``onnx.version_converter``, which asserts on max/min below 18 and fails on add/mul below 16).
+
+Modes (how a reduction is lowered):
+
+``standard``
+    Exact standard ONNX ops valid at the target (TopK sort of the row keys, a segmented tree
+    reduction in a Loop, one ScatterND write-back): see :mod:`scatter_rewrite.passes._segment_reduce`
+    for the construction, its cost and its exactness (max/min and integers bit for bit,
+    float add/mul within the validation tolerance).
+``custom``
+    One custom-domain node per reduction, which a runtime implements natively:
+    ``ai.onnx.contrib::ScatterElements(data, indices, updates)`` with attributes ``axis`` (int,
+    default 0) and ``reduction`` (string: add, mul, max, min), and
+    ``ai.onnx.contrib::ScatterND(data, indices, updates)`` with ``reduction``. Their semantics are
+    exactly ONNX ScatterElements-18/ScatterND-18 (onnxruntime's NaN rules for max/min). The domain
+    is onnxruntime-extensions' custom-op domain, so :mod:`scatter_rewrite.custom_ops` runs them in
+    onnxruntime (validation does). Opset import ``ai.onnx.contrib`` version 1. See docs/custom-ops.md.
+``tensorrt-plugin``
+    The form TensorRT's ONNX parser sends to its ``ScatterElements`` plugin (TensorRT >= 10):
+    ``ai.onnx.contrib::ScatterElements`` as above, indices cast to int64 (the plugin takes INT64
+    only), plus ``plugin_version="2"`` and ``plugin_namespace=""``. The parser dispatches on
+    op_type only and ignores the domain, so the node reaches the built-in ScatterElements importer,
+    which routes any reduction to the plugin. ScatterND reductions (no TensorRT support in any
+    version) become that ScatterElements form on the data viewed as [rows, row size]. Data types
+    the plugin lacks (only FP32, FP16, INT32, INT64, BF16) are lowered with standard ops instead.
+
+TensorScatter is lowered to ScatterElements in every mode.
+
+Leaves alone: nodes of other domains, reductions the target has. A node that cannot be lowered
+(unknown rank, a data type without an exact lowering, ...) makes the target unreachable: the pass
+raises ConversionError naming it and why. ``opset`` outside 11..23 or an unknown ``mode`` raise
+OptionError.
+"""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+
+from scatter_rewrite.errors import ConversionError, OptionError
+from scatter_rewrite.graph import Scope, attr, default_opset, describe, is_default_domain, iter_nodes, iter_scopes
+from scatter_rewrite.opset import convert_opset
+from scatter_rewrite.passes import _segment_reduce as seg
+from scatter_rewrite.passes.base import ScatterPass
+
+MIN_TARGET, MAX_TARGET = 11, 23
+MODES = ("standard", "custom", "tensorrt-plugin")
+CUSTOM_DOMAIN = "ai.onnx.contrib"
+CUSTOM_DOMAIN_VERSION = 1
+# TensorRT's ScatterElements plugin (plugin/scatterElementsPlugin, TensorRT >= 10): version 2,
+# namespace "", data FP32/FP16/INT32/INT64/BF16, indices INT64 only.
+TRT_PLUGIN_DTYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64, ir.DataType.BFLOAT16}
+_PENDING_DOMAIN = "scatter_rewrite.pending"  # hides a node from convert_opset until it is replaced
+
+
+def _function_values(function: ir.Function):
+    yield from function.inputs
+    for node in _all_nodes(function):
+        yield from node.outputs
+
+
+def _annotate_function_types(model: ir.Model, function: ir.Function) -> list[ir.Value]:
+    """Give a function's untyped values the dtype and rank they have at every call site (ONNX
+    shape inference on the body with the callers' input types); returns what was annotated, so
+    the pass can clear it again (a function's values stay untyped in the saved model)."""
+    key = (function.domain, function.name, function.overload)
+    calls = [n for n, _ in iter_nodes(model) if (n.domain, n.op_type, n.overload) == key]
+    if not calls:
+        return []
+    proto = ir.serde.serialize_function(function)
+    found: dict[str, tuple] = {}
+    for call in calls:
+        inputs = []
+        for formal, actual in zip(proto.input, call.inputs):
+            dtype = actual.dtype.value if actual is not None and actual.dtype is not None else 0
+            shape = None if actual is None or actual.shape is None else [
+                d if isinstance(d, int) else None for d in actual.shape]
+            inputs.append(onnx.helper.make_tensor_value_info(formal, dtype, shape))
+        outputs = [onnx.helper.make_tensor_value_info(o, 0, None) for o in proto.output]
+        graph = onnx.helper.make_graph(list(proto.node), "body", inputs, outputs)
+        imports = dict(model.opset_imports)
+        imports.update(function.opset_imports)
+        tmp = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in imports.items()],
+                                     functions=[ir.serde.serialize_function(f) for f in model.functions.values()])
+        try:
+            inferred = onnx.shape_inference.infer_shapes(tmp)
+        except Exception:  # best effort: an untyped value only makes the pass decline the node
+            return []
+        seen: dict[str, tuple] = {}
+        for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+            t = vi.type.tensor_type
+            if t.elem_type:
+                dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim) if t.HasField("shape") else None
+                seen[vi.name] = (t.elem_type, dims)
+        for name, (elem, dims) in seen.items():
+            if name not in found:
+                found[name] = (elem, dims)
+                continue
+            old_elem, old_dims = found[name]
+            if old_elem != elem or old_dims is None or dims is None or len(old_dims) != len(dims):
+                found[name] = (old_elem if old_elem == elem else None, None)
+            else:  # several call sites: keep the dims they agree on
+                found[name] = (elem, tuple(a if a == b else None for a, b in zip(old_dims, dims)))
+        found.update({n: (None, None) for n in found if n not in seen})
+    annotated = []
+    for value in _function_values(function):
+        if value is None or value.type is not None or value.name not in found:
+            continue
+        elem, dims = found[value.name]
+        if elem:
+            annotated.append((value, (None, value.shape)))
+            value.dtype = ir.DataType(elem)
+            if dims is not None and value.shape is None:
+                value.shape = ir.Shape(list(dims))
+    return annotated
+
+
+def _borrow_inferred_types(model: ir.Model) -> list[tuple[ir.Value, tuple]]:
+    """Set ONNX-inferred dtype/shape on main-graph and subgraph values that lack them; return
+    (value, (dtype it had, shape it had)) for each, so the caller can restore them."""
+    proto = ir.serde.serialize_model(model)
+    for init in proto.graph.initializer:  # shapes suffice; do not hand weights to inference
+        init.ClearField("raw_data")
+        for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
+            init.ClearField(field)
+        init.ClearField("external_data")
+        init.data_location = onnx.TensorProto.DEFAULT
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # best effort: without it the pass only declines more
+        return []
+    found: dict[str, onnx.TypeProto] = {}
+    graphs = [inferred.graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.value_info) + list(g.output):
+            if vi.type.HasField("tensor_type"):
+                found[vi.name] = vi.type.tensor_type
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    borrowed = []
+    for scope in iter_scopes(model):
+        if scope.is_function:
+            continue
+        for node in scope.body:
+            for value in node.outputs:
+                t = found.get(value.name)
+                if t is None or (value.dtype is not None and value.shape is not None):
+                    continue
+                borrowed.append((value, (value.dtype, value.shape)))
+                if value.dtype is None and t.elem_type:
+                    value.dtype = ir.DataType(t.elem_type)
+                if value.shape is None and t.HasField("shape"):
+                    value.shape = ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                                            for d in t.shape.dim])
+    return borrowed
+
+
+def _taken_names(model: ir.Model) -> set[str]:
+    names: set[str] = set()
+    for scope in iter_scopes(model):
+        body = scope.body
+        values = list(body.inputs) + list(body.outputs)
+        if isinstance(body, ir.Graph):
+            values += list(body.initializers.values())
+        for node in body:
+            values += list(node.outputs)
+        names.update(v.name for v in values if v is not None and v.name)
+    return names
+
+
+class LowerPass(ScatterPass):
+    """Lower what the target opset lacks (see the module docstring); move the model to ``opset``."""
+
+    name = "lower"
+
+    def __init__(self, opset: int = 13, mode: str = "standard"):
+        super().__init__()
+        if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_TARGET <= opset <= MAX_TARGET:
+            raise OptionError(
+                f"--opset {opset} is out of range for lower: pick {MIN_TARGET} to {MAX_TARGET} "
+                f"(ScatterElements starts at 11; from 24 on TensorScatter needs no lowering)"
+            )
+        if mode not in MODES:
+            raise OptionError(f"--mode {mode!r} is unknown for lower: pick one of {', '.join(MODES)}")
+        self.opset, self.mode = opset, mode
+
+    # ---------------------------------------------------------------- what to do with a node
+
+    def _needs_lowering(self, node: ir.Node) -> str | None:
+        """'reduction' / 'tensor_scatter' / None."""
+        if not is_default_domain(node):
+            return None
+        if node.op_type in ("ScatterElements", "ScatterND"):
+            reduction = attr(node, "reduction", "none")
+            if reduction == "none":
+                return None
+            if reduction in seg.REDUCTIONS and seg.first_opset_with(reduction) <= self.opset:
+                return None  # the target has it
+            return "reduction"
+        if node.op_type == "TensorScatter" and self.opset < 24:
+            return "tensor_scatter"
+        return None
+
+    def _blocker(self, kind: str, node: ir.Node) -> str | None:
+        if kind == "tensor_scatter":
+            return seg.tensor_scatter_blocker(node, self.opset)
+        if self.mode == "custom":
+            return None if attr(node, "reduction", "none") in seg.REDUCTIONS else "unknown reduction"
+        return seg.reduction_blocker(node, self.opset)
+
+    def run(self, model: ir.Model) -> None:
+        target = self.opset
+        pending: list[tuple[str, ir.Node, Scope]] = []
+        blocked: list[str] = []
+        # Decisions need dtypes and shapes the model may not record (values inside functions, the
+        # Expand source of a GNN index): borrow them from ONNX shape inference for as long as the
+        # pass runs, then leave every value as it came (nothing is added to the saved model).
+        if not any(self._needs_lowering(n) for n, _ in iter_nodes(model)):
+            self._run(model, pending, blocked)
+            return
+        borrowed = _borrow_inferred_types(model)
+        for function in model.functions.values():
+            if any(self._needs_lowering(n) for n in _all_nodes(function)):
+                borrowed += _annotate_function_types(model, function)
+        try:
+            self._run(model, pending, blocked)
+        finally:
+            for value, (dtype_was, shape_was) in borrowed:
+                value.type = None if dtype_was is None else value.type
+                value.shape = shape_was
+
+    def _run(self, model: ir.Model, pending: list, blocked: list) -> None:
+        target = self.opset
+        for node, scope in iter_nodes(model):
+            kind = self._needs_lowering(node)
+            if kind is None:
+                continue
+            reason = self._blocker(kind, node)
+            if reason is not None:
+                self.skip(node, scope, reason)
+                blocked.append(f"{describe(node, scope)}: {reason}")
+            else:
+                pending.append((kind, node, scope))
+        if blocked:
+            more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
+            raise ConversionError(
+                f"cannot lower to opset {target}: {blocked[0]}{more}; fix the model or pick a "
+                f"target opset that has the op (max/min: 18, add/mul: 16)"
+            )
+        for _, node, _ in pending:
+            node.domain = _PENDING_DOMAIN
+        current = default_opset(model.opset_imports, fallback=1)
+        scope_opsets = {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
+        if scope_opsets != {target}:
+            converted = convert_opset(model, target)
+            self.note(
+                f"default-domain opset {', '.join(map(str, sorted(scope_opsets)))} -> {target} "
+                f"({converted} other node(s) converted)",
+                modified=True,
+            )
+        names = seg.Names(_taken_names(model))
+        uses_custom: list[ir.Graph | ir.Function] = []
+        for kind, node, scope in pending:
+            node.domain = ""
+            if kind == "tensor_scatter":
+                nodes, out = seg.lower_tensor_scatter(node, target, names)
+                detail = f"-> ScatterElements(axis={attr(node, 'axis', -2)}) ({len(nodes)} nodes)"
+            else:
+                nodes, out, detail = self._lower(node, target, names)
+                if any(n.domain == CUSTOM_DOMAIN for n in nodes):
+                    uses_custom.append(scope.body)
+            original = Scope(scope.body, scope.opset, scope.where)
+            ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
+            if isinstance(scope.body, ir.Function):  # function values stay untyped, like the rest
+                for new_node in _all_nodes_of(nodes):
+                    for value in new_node.outputs:
+                        value.type, value.shape = None, None
+            self.rewrote(node, original, detail)
+        if uses_custom:
+            model.opset_imports[CUSTOM_DOMAIN] = CUSTOM_DOMAIN_VERSION
+            for body in uses_custom:
+                if isinstance(body, ir.Function):
+                    body.opset_imports[CUSTOM_DOMAIN] = CUSTOM_DOMAIN_VERSION
+            for function in model.functions.values():
+                if any(n.domain == CUSTOM_DOMAIN for n in _all_nodes(function)):
+                    function.opset_imports[CUSTOM_DOMAIN] = CUSTOM_DOMAIN_VERSION
+
+    # ---------------------------------------------------------------- one reduction
+
+    def _lower(self, node: ir.Node, target: int, names: seg.Names) -> tuple[list[ir.Node], ir.Value, str]:
+        reduction = attr(node, "reduction", "none")
+        if self.mode == "custom":
+            nodes, out = custom_reduction(node, names)
+            return nodes, out, f"-> {CUSTOM_DOMAIN}::{node.op_type}(reduction={reduction})"
+        if self.mode == "tensorrt-plugin":
+            reason = tensorrt_plugin_blocker(node)
+            if reason is None:
+                nodes, out = tensorrt_plugin_reduction(node, names)
+                return nodes, out, f"-> TensorRT ScatterElements plugin form (reduction={reduction})"
+            nodes, out = seg.lower_reduction(node, target, names)
+            return nodes, out, f"-> {len(nodes)} standard nodes (the TensorRT plugin cannot: {reason})"
+        nodes, out = seg.lower_reduction(node, target, names)
+        return nodes, out, f"-> {len(nodes)} standard nodes (sort + segmented {reduction} + ScatterND)"
+
+
+def _all_nodes(body):
+    for node in body:
+        yield node
+        for a in node.attributes.values():
+            if isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPH:
+                yield from _all_nodes(a.value)
+            elif isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPHS:
+                for g in a.value:
+                    yield from _all_nodes(g)
+
+
+def _all_nodes_of(nodes):
+    for node in nodes:
+        yield node
+        for a in node.attributes.values():
+            if isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPH:
+                yield from _all_nodes(a.value)
+
+
+def custom_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir.Value]:
+    """``ai.onnx.contrib::ScatterElements``/``ScatterND`` with the node's own inputs and attributes."""
+    attributes = {"reduction": attr(node, "reduction", "none")}
+    if node.op_type == "ScatterElements":
+        attributes["axis"] = attr(node, "axis", 0)
+    b = seg.Builder(names)
+    names.prefix = seg._hint(node)
+    out = b.op(node.op_type, *node.inputs, domain=CUSTOM_DOMAIN, dtype=node.inputs[0].dtype, **attributes)
+    return b.nodes, out
+
+
+def tensorrt_plugin_blocker(node: ir.Node) -> str | None:
+    dtype = node.inputs[0].dtype
+    if dtype not in TRT_PLUGIN_DTYPES:
+        return f"data type {dtype.name if dtype else 'unknown'} (the plugin takes FP32, FP16, INT32, INT64, BF16)"
+    if node.op_type == "ScatterND":
+        return seg.reduction_blocker(node, 11)  # needs the static index-tuple length
+    return None
+
+
+def tensorrt_plugin_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir.Value]:
+    names.prefix = seg._hint(node)
+    b = seg.Builder(names)
+    data, indices, updates = node.inputs
+    trt = {"reduction": attr(node, "reduction", "none"), "plugin_version": "2", "plugin_namespace": ""}
+    if node.op_type == "ScatterElements":
+        idx = b.cast(indices, seg.INT64, indices.dtype)
+        out = b.op("ScatterElements", data, idx, updates, domain=CUSTOM_DOMAIN, dtype=data.dtype,
+                   axis=attr(node, "axis", 0), **trt)
+        return b.nodes, out
+    # ScatterND on [rows, row size]: every update row lands on one data row, in update order,
+    # exactly what ScatterElements(axis=0) does with the row key repeated along the row.
+    rows, keys, vals, _ = seg._scatter_nd_rows(b, data, indices, updates)
+    expanded = b.op("Expand", b.op("Reshape", keys, b.const([-1, 1]), dtype=seg.INT64), b.shape(vals), dtype=seg.INT64)
+    scattered = b.op("ScatterElements", rows, expanded, vals, domain=CUSTOM_DOMAIN, dtype=data.dtype, axis=0, **trt)
+    out = b.op("Reshape", scattered, b.shape(data), dtype=data.dtype)
+    return b.nodes, out

@@ -42,7 +42,7 @@ _VALUE_PRESERVING = {"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Exp
 
 @dataclasses.dataclass
 class IndexContract:
-    kind: str  # "elements" (bound along one axis) or "nd" (one bound per last-dim component)
+    kind: str  # "elements" (bound along one axis), "nd" (one bound per last-dim component), "start" (in [0, bound))
     bounds: tuple[int, ...]
     unique: bool
     axis: int = 0  # for "elements": the axis of the traced input along which values must be unique
@@ -236,7 +236,9 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         if reduction in ("add", "mul") and (data is None or data.dtype is None or data.dtype.is_floating_point()):
             float_reduction = True
         if node.op_type == "TensorScatter":
-            continue  # write_indices contract handled by the lower pass's own tests
+            _tensor_scatter_contract(node, graph_inputs, outer, contracts, lambda: shapes if shapes is not None
+                                     else _infer_shapes(model, input_shapes))
+            continue
         source = _trace_to_input(node.inputs[1], graph_inputs, outer)
         if source is None or data is None:
             continue
@@ -259,7 +261,28 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
     return contracts, float_reduction
 
 
+def _tensor_scatter_contract(node, graph_inputs, outer, contracts, get_shapes) -> None:
+    """write_indices: one start per batch entry in [0, max_len - seq_len] (linear; onnxruntime
+    rejects a window past the end) or [0, 2 * max_len) (circular wraps)."""
+    if len(node.inputs) < 3 or node.inputs[2] is None:
+        return
+    source = _trace_to_input(node.inputs[2], graph_inputs, outer)
+    if source is None:
+        return
+    shapes = get_shapes()
+    cache, update = _shape_of(node.inputs[0], shapes, outer), _shape_of(node.inputs[1], shapes, outer)
+    if cache is None or update is None:
+        return
+    axis = attr(node, "axis", -2) % len(cache)
+    max_len, seq_len = cache[axis], update[axis]
+    bound = 2 * max_len if attr(node, "mode", "linear") == "circular" else max_len - seq_len + 1
+    old = contracts.get(source.name)
+    contracts[source.name] = IndexContract("start", (min(bound, old.bounds[0]) if old and old.kind == "start" else bound,), False)
+
+
 def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng: np.random.Generator) -> np.ndarray:
+    if c.kind == "start":
+        return rng.integers(0, max(c.bounds[0], 1), size=shape).astype(dtype)
     if c.kind == "nd":
         count = int(np.prod(shape[:-1], dtype=np.int64))
         total = int(np.prod(c.bounds, dtype=np.int64))

@@ -282,3 +282,21 @@ def test_pytorch_exports(name, flow):
         blocked = any(f.blocked for f in check(ir.serde.deserialize_model(out), f"tensorrt-{flow}"))
         reductions_left = any("(" in op for op in found)
         assert blocked == (flow == "8.6" and reductions_left)
+
+
+def test_tensor_scatter_not_lowered_when_that_would_lower_max_into_topk():
+    cache_update = [oh.make_node("TensorScatter", ["cache", "update"], ["kv"], axis=-2),
+                    oh.make_node("ScatterElements", ["kv", "idx", "upd"], ["out"], axis=0, reduction="max")]
+    graph = oh.make_graph(
+        cache_update, "g",
+        [oh.make_tensor_value_info("cache", TensorProto.FLOAT, [1, 8, 4]),
+         oh.make_tensor_value_info("update", TensorProto.FLOAT, [1, 2, 4]),
+         oh.make_tensor_value_info("idx", TensorProto.INT64, [1, 8, 4]),
+         oh.make_tensor_value_info("upd", TensorProto.FLOAT, [1, 8, 4])],
+        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 4])],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+    out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True)
+    assert sorted(n.op_type for n in scatter_nodes(out)) == ["ScatterElements", "TensorScatter"]
+    assert "would also lower 1 max/min" in pass_report(outcome, "lower-tensorscatter")["skipped"][0]["detail"]
+    assert "TopK" not in [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))]

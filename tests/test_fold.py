@@ -445,3 +445,22 @@ def test_big_inline_model_folds_and_stays_inline(tmp_path, in_place):
     got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_a_scatter_fed_by_a_constant_scatter_folds_too():
+    """data -> patch_1 -> Identity -> patch_2: the first fold makes the second one's data constant."""
+    data = np.zeros((3, 4), np.float32)
+    nodes = [oh.make_node("ScatterElements", ["data", "i1", "u1"], ["p1"], axis=1, name="patch_1"),
+             oh.make_node("Identity", ["p1"], ["p1_id"]),
+             oh.make_node("ScatterND", ["p1_id", "i2", "u2"], ["p2"], reduction="add", name="patch_2"),
+             oh.make_node("Add", ["x", "p2"], ["y"])]
+    inits = [nh.from_array(data, "data"), nh.from_array(np.array([[1], [2], [3]], np.int64), "i1"),
+             nh.from_array(np.array([[1.0], [2.0], [3.0]], np.float32), "u1"),
+             nh.from_array(np.array([[0, 1], [0, 1]], np.int64), "i2"), nh.from_array(np.array([10.0, 5.0], np.float32), "u2")]
+    graph = oh.make_graph(nodes, "two", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])], inits)
+    folded, outcome = fold(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]))
+    assert [n["node"].split()[1] for n in outcome.passes[0]["rewritten"]] == ["'patch_1'", "'patch_2'"]
+    assert op_types(folded) == ["Add"] and [i.name for i in folded.graph.initializer] == ["p2"]
+    expected = np.array([[0, 16, 0, 0], [0, 0, 2, 0], [0, 0, 0, 3]], np.float32)
+    np.testing.assert_array_equal(nh.to_array(folded.graph.initializer[0]), expected)

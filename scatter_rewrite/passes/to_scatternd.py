@@ -17,6 +17,11 @@ the grid is a constant when the shape of ``indices`` is static (and at most
 subgraph per other axis. Constant indices become one constant ``coords``. Constants are
 initializers in the main graph and ``Constant`` nodes in subgraphs and functions.
 
+Ranks and dtypes come from the model's shape information; when a scatter's inputs have none (the
+TorchScript exporter writes no value_info with dynamic axes) onnx shape inference is run first
+(:func:`infer_missing_shapes`: it only adds shape information), and inside functions the call
+sites are consulted.
+
 Also: a ``ScatterND`` with an explicit ``reduction="none"`` loses the attribute (same meaning;
 TensorRT 10.0-10.8 rejects the attribute, even "none": onnx/onnx-tensorrt#957,
 microsoft/onnxruntime#23618).

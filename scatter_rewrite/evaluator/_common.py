@@ -30,7 +30,7 @@ _WIDEN_TO_F32 = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 # Scatter into blocks of about this many output bytes at a time (fits L2 with room for the
 # index and update streams), so the copy of `data` and the random writes hit cache together.
-_BLOCK_BYTES = 256 * 1024
+_BLOCK_BYTES = 512 * 1024
 _BLOCKED_MIN_BYTES = 1 << 20  # below this, one copy then one scatter is as fast
 
 
@@ -134,6 +134,21 @@ def add_scaled_index(acc: np.ndarray | None, idx: np.ndarray, size: int, stride:
     if acc is not None:
         np.add(out, acc, out=out)
     return out
+
+
+def horner_index(acc: np.ndarray | None, idx: np.ndarray, size: int,
+                 negative: bool) -> np.ndarray:
+    """``acc * size + normalize(idx)``: one step of a row-major ravel, in place in ``acc``
+    (a fresh intp array when ``acc`` is None). In place because fresh multi-MB temporaries
+    cost page faults that dominate these cheap passes."""
+    if acc is None:
+        acc = idx.astype(np.intp, copy=True)
+    else:
+        acc *= size
+        acc += idx
+    if negative:
+        np.add(acc, size, out=acc, where=idx < 0)
+    return acc
 
 
 # --------------------------------------------------------------------------- the core

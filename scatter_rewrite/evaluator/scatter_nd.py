@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from scatter_rewrite.evaluator._common import (
-    add_scaled_index,
     check_index_dtype,
     check_reduction,
     check_same_type,
     checked_index,
+    horner_index,
     invalid,
     is_string,
     scatter_flat,
@@ -64,13 +64,11 @@ def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
     # Position of each addressed slice among the prod(data.shape[:k]) slices, in C order.
     tuples = indices.reshape(n_slices, k)
     slot: np.ndarray | None = None
-    stride = 1
-    for j in reversed(range(k)):  # loops over the k index columns, not over elements
+    for j in range(k):  # loops over the k index columns, not over elements
         column, negative = checked_index(tuples[:, j], data.shape[j], op, node_name,
                                          f"dimension {j} (indices[..., {j}]) of data with shape "
                                          f"{data.shape}")
-        slot = add_scaled_index(slot, column, data.shape[j], stride, negative)
-        stride *= data.shape[j]
+        slot = horner_index(slot, column, data.shape[j], negative)
     if slot is None:  # k == 0: every update is the whole of data
         slot = np.zeros(n_slices, dtype=np.intp)
 

@@ -111,9 +111,10 @@ def test_matches_onnxruntime(reduction, dtype, data):
     copies = [d.copy(), idx.copy(), upd.copy()]
     expected = run_ort("ScatterElements", [d, idx, upd], axis=axis, reduction=reduction)
     # Tiny blocks force the blocked copy+scatter path on these small shapes too.
-    with mock.patch.object(_common, "_BLOCK_BYTES", 8 if small_blocks else _common._BLOCK_BYTES):
-        with mock.patch.object(_common, "_BLOCKED_MIN_BYTES", 0 if small_blocks else _common._BLOCKED_MIN_BYTES):
-            got = scatter_elements(d, idx, upd, axis=axis, reduction=reduction, node_name="n0")
+    block, floor = (8, 0) if small_blocks else (_common._BLOCK_BYTES, _common._BLOCKED_MIN_BYTES)
+    with mock.patch.object(_common, "_BLOCK_BYTES", block), \
+            mock.patch.object(_common, "_BLOCKED_MIN_BYTES", floor):
+        got = scatter_elements(d, idx, upd, axis=axis, reduction=reduction, node_name="n0")
     check_against(expected, got, reduction)
     if reduction in ("max", "min") and dtype.kind == "f":
         assert_bits(got, expected)

@@ -80,7 +80,8 @@ def test_circular_wraps_and_linear_window():
 def test_write_index_out_of_range():
     past = np.zeros((2, 5, 3), np.float32)
     update = np.ones((2, 3, 3), np.float32)
-    with pytest.raises(IndexOutOfRangeError, match=r"TensorScatter node 'kv'.*write_indices\[1\]=3.*\[0, 2\]"):
+    message = r"TensorScatter node 'kv'.*write_indices\[1\]=3.*\[0, 2\]"
+    with pytest.raises(IndexOutOfRangeError, match=message):
         tensor_scatter(past, update, np.array([0, 3]), axis=1, node_name="kv")
     with pytest.raises(IndexOutOfRangeError, match=r"write_indices\[0\]=-1"):
         tensor_scatter(past, update, np.array([-1, 0]), axis=1, mode="circular", node_name="kv")

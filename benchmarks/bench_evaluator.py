@@ -1,0 +1,200 @@
+"""Benchmark the evaluator's NumPy scatter kernels against onnxruntime and onnx.reference.
+
+Run:  PYTHONPATH=. python benchmarks/bench_evaluator.py [--quick] [--runs N]
+
+Every case runs in this one process: our kernel, onnxruntime's CPU kernel with one intra-op
+thread (session built once, only ``run`` timed), onnx.reference's ReferenceEvaluator, and the
+memory floor (``np.copy`` of data, indices and updates once each). Times are medians of
+``--runs`` runs (default 7) after one warm-up, ours/ORT/floor timed round-robin.
+onnx.reference loops in Python: it runs once, and twice more
+(median of 3) only if that first run took under 20 s; a case whose reference run would take
+over ~60 s runs the reference on a size scaled down by ``scale`` and multiplies its time back
+(stated in the table's notes). Prints a Markdown table with the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from scatter_rewrite.evaluator import scatter_elements, scatter_nd
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    op: str
+    inputs: list[np.ndarray]
+    attrs: dict
+    ours: Callable[[], np.ndarray]
+
+
+def one_node_model(op: str, inputs: list[np.ndarray], **attrs) -> onnx.ModelProto:
+    names = ["data", "indices", "updates"]
+    node = helper.make_node(op, names, ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], "bench",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in zip(names, inputs)],
+        [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(inputs[0].dtype), None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    return model
+
+
+def interleaved_medians_ms(fns: list[Callable[[], object]], runs: int) -> list[float]:
+    """Median wall time of each function, timed round-robin so that load from other
+    processes on the machine hits every contender alike."""
+    for fn in fns:
+        fn()  # warm-up: allocator, caches, lazy initialisation
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(runs):
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) * 1e3 for ts in times]
+
+
+def reference_ms(case: Case, scale: int) -> tuple[float, int]:
+    """onnx.reference time for ``case`` (scaled back up if run on 1/scale of the indices)."""
+    inputs = case.inputs
+    if scale > 1:  # same data, 1/scale of the indices/updates
+        n = inputs[1].shape[0] // scale
+        inputs = [inputs[0], inputs[1][:n], inputs[2][:n]]
+    model = one_node_model(case.op, inputs, **case.attrs)
+    ref = ReferenceEvaluator(model)
+    feeds = dict(zip(["data", "indices", "updates"], inputs))
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        ref.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+        if times[0] > 20:
+            break
+    return statistics.median(times) * 1e3 * scale, len(times)
+
+
+def build_cases(quick: bool) -> list[Case]:
+    rng = np.random.default_rng(0)
+    cases: list[Case] = []
+
+    # ScatterElements: float32 data 4096x4096, indices 4096x256 along axis 1.
+    rows, cols, per_row = (512, 4096, 256) if quick else (4096, 4096, 256)
+    data = rng.standard_normal((rows, cols)).astype(np.float32)
+    unique = np.empty((rows, per_row), np.int64)
+    for r0 in range(0, rows, 256):  # unique per row: a prefix of a random permutation
+        block = rng.random((min(256, rows - r0), cols))
+        unique[r0:r0 + 256] = np.argpartition(block, per_row, axis=1)[:, :per_row]
+    dup = rng.integers(0, cols, (rows, per_row), dtype=np.int64)
+    updates = rng.standard_normal((rows, per_row)).astype(np.float32)
+    for reduction in ("none", "add", "mul", "max", "min"):
+        idx = unique if reduction == "none" else dup
+        cases.append(Case(
+            f"ScatterElements {reduction} f32 {rows}x{cols}, idx {rows}x{per_row}, axis 1",
+            "ScatterElements", [data, idx, updates], {"axis": 1, "reduction": reduction},
+            lambda d=data, idx=idx, u=updates, r=reduction: scatter_elements(d, idx, u, axis=1, reduction=r)))
+
+    # ScatterND: 4M-element float32 data, 1M element indices (k = rank).
+    n_data, n_idx = (1 << 20, 1 << 18) if quick else (1 << 22, 1 << 20)
+    side = int(np.sqrt(n_data))
+    for shape in [(n_data,), (side, side)]:
+        data = rng.standard_normal(shape).astype(np.float32)
+        updates = rng.standard_normal(n_idx).astype(np.float32)
+        for reduction in ("none", "add", "max"):
+            if reduction == "none":
+                flat = rng.permutation(n_data)[:n_idx]
+            else:
+                flat = rng.integers(0, n_data, n_idx)  # ~1M targets hit, many twice or more
+            idx = np.stack(np.unravel_index(flat, shape), axis=-1).astype(np.int64)
+            label = "x".join(map(str, shape))
+            cases.append(Case(
+                f"ScatterND {reduction} f32 {label}, idx {n_idx}x{len(shape)}",
+                "ScatterND", [data, idx, updates], {"reduction": reduction},
+                lambda d=data, idx=idx, u=updates, r=reduction: scatter_nd(d, idx, u, reduction=r)))
+    return cases
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per measurement")
+    parser.add_argument("--no-reference", action="store_true", help="skip onnx.reference")
+    args = parser.parse_args()
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+
+    lines = [
+        "| case | ours ms | ORT 1-thread ms | onnx.reference ms | floor ms | ours/ORT | reference/ours |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes = []
+    for case in build_cases(args.quick):
+        model = one_node_model(case.op, case.inputs, **case.attrs)
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        feeds = dict(zip(["data", "indices", "updates"], case.inputs))
+        expected = sess.run(None, feeds)[0]
+        got = case.ours()
+        if case.attrs["reduction"] in ("add", "mul"):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+        else:
+            np.testing.assert_array_equal(got, expected)
+
+        ours, ort_ms, floor = interleaved_medians_ms(
+            [case.ours, lambda: sess.run(None, feeds), lambda: [np.copy(a) for a in case.inputs]],
+            args.runs)
+        if args.no_reference:
+            ref_cell, ratio_cell = "-", "-"
+        else:
+            # About 5 us per index in onnx.reference's Python loop: keep one run under ~60 s.
+            per_index_s = 6e-6 if case.op == "ScatterElements" else 10e-6
+            k = 1 if case.op == "ScatterElements" else case.inputs[1].shape[-1]
+            n_slices = case.inputs[1].size // k
+            scale = max(1, int(np.ceil(n_slices * per_index_s / 60)))
+            ref, n_runs = reference_ms(case, scale)
+            ref_cell = f"{ref:,.0f}"
+            ratio_cell = f"{ref / ours:,.0f}x"
+            note = f"{n_runs} run{'s' if n_runs > 1 else ''}"
+            if scale > 1:
+                note += f", on 1/{scale} of the indices, time x{scale}"
+            notes.append(f"- {case.name}: onnx.reference {note}")
+        lines.append(f"| {case.name} | {ours:.1f} | {ort_ms:.1f} | {ref_cell} | {floor:.1f} | "
+                     f"{ours / ort_ms:.2f} | {ratio_cell} |")
+        print(lines[-1], file=sys.stderr, flush=True)
+
+    print(f"Machine: {platform.platform()}, {cpu_model()}, Python {platform.python_version()}, "
+          f"numpy {np.__version__}, onnxruntime {ort.__version__}, onnx {onnx.__version__}\n")
+    print(f"Medians of {args.runs} runs (after one warm-up run, ours/ORT/floor round-robin); "
+          "ORT with intra_op_num_threads=1; floor = np.copy of data, indices and updates once each.\n")
+    print("\n".join(lines))
+    if notes:
+        print("\nonnx.reference runs:\n" + "\n".join(notes))
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,8 @@ Public entry points (the ``tensorrt`` pass reuses them):
   every one valid at ``opset`` (11..17), computing exactly what ``node`` computes; ``output``
   replaces ``node.outputs[0]`` (splice with ``ir.convenience.replace_nodes_and_values``). The
   nodes hold ``If``/``Loop`` subgraphs: build them after any opset conversion of the scope (the
-  converter would otherwise re-convert them).
+  converter would otherwise re-convert them). It reads the inputs' dtype and shape from the IR
+  values: run ONNX shape inference first (LowerPass does, see ``_borrow_inferred_types``).
 * :func:`tensor_scatter_blocker` / :func:`lower_tensor_scatter`: TensorScatter (opset 24) as one
   ``ScatterElements`` (reduction none, unique targets) valid at opset >= 11.
 

@@ -1,0 +1,83 @@
+"""The lower pass on models PyTorch exported (tests/data/torch/make.py), against PyTorch's outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+
+import scatter_rewrite as sr
+from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.graph import attr, iter_nodes
+from scatter_rewrite.passes._segment_reduce import lower_reduction, reduction_blocker
+from scatter_rewrite.validate import run_onnxruntime
+
+ort.set_default_logger_severity(3)
+DATA = Path(__file__).parent / "data" / "torch"
+
+
+def load(name: str):
+    model = onnx.load(DATA / f"{name}.onnx")
+    arrays = np.load(DATA / f"{name}.npz")
+    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
+    return model, feeds, arrays["out_y"]
+
+
+def reductions(model: onnx.ModelProto) -> list[str]:
+    return [attr(n, "reduction", "none") for n, _ in iter_nodes(ir.serde.deserialize_model(model))
+            if n.op_type in ("ScatterElements", "ScatterND") and n.domain == ""]
+
+
+@pytest.mark.parametrize("opset", [11, 13, 16, 17])
+@pytest.mark.parametrize("reduce", ["amax", "amin", "sum", "prod"])
+def test_scatter_reduce_dynamo(reduce, opset):
+    model, feeds, torch_out = load(f"scatter_reduce_{reduce}_dynamo18")
+    assert reductions(model) == [{"amax": "max", "amin": "min", "sum": "add", "prod": "mul"}[reduce]]
+    lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds, return_report=True)
+    onnx.checker.check_model(lowered, full_check=True)
+    kept = reduce in ("sum", "prod") and opset >= 16
+    assert reductions(lowered) == (reductions(model) if kept else ["none"])
+    got = run_onnxruntime(lowered.SerializeToString(), feeds)[0]
+    if reduce in ("amax", "amin"):
+        np.testing.assert_array_equal(got, torch_out)
+    else:
+        np.testing.assert_allclose(got, torch_out, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [16, 17])
+def test_gnn_max_inside_torch_cond(opset):
+    """torch.cond -> If; the max aggregation inside a branch is lowered (the model's other ops,
+    Mul-14 and Constant-13, cannot be taken below 16/13 by onnx.version_converter)."""
+    model, feeds, torch_out = load("gnn_amax_cond_dynamo18")
+    lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds, return_report=True)
+    (note,) = outcome.passes[0]["rewritten"]
+    assert "If" in note["node"] and "max" in note["detail"]
+    np.testing.assert_array_equal(run_onnxruntime(lowered.SerializeToString(), feeds)[0], torch_out)
+
+
+@pytest.mark.parametrize("name", ["index_put_acc_dynamo18", "index_add_dynamo18"])
+def test_index_put_and_index_add_lowering(name):
+    """ScatterND(add) from index_put(accumulate=True)/index_add, lowered with lower_reduction in
+    place (the model stays at opset 18: its Shape-15 nodes are beyond onnx.version_converter)."""
+    model, feeds, torch_out = load(name)
+    working = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))  # lower_reduction reads dtypes
+    (node, scope), = [(n, s) for n, s in iter_nodes(working) if n.op_type == "ScatterND"]
+    assert attr(node, "reduction") == "add" and reduction_blocker(node, 13) is None
+    nodes, out = lower_reduction(node, 13)
+    ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
+    proto = ir.serde.serialize_model(working)
+    onnx.checker.check_model(proto, full_check=True)
+    assert reductions(proto) == ["none"]
+    np.testing.assert_allclose(run_onnxruntime(proto.SerializeToString(), feeds)[0], torch_out, rtol=1e-5, atol=1e-6)
+
+
+def test_torchscript_rank_zero_wrapper_is_declined_by_name():
+    """TorchScript wraps scatter_reduce in If nodes for the rank-0 case, so the scatter's rank is
+    unknown to ONNX: the pass names the node and why (constant-fold the If first)."""
+    model, _, _ = load("scatter_reduce_amax_ts16")
+    with pytest.raises(ConversionError, match=r"ScatterElements '/ScatterElements' \(opset 16.*rank"):
+        sr.lower(model, opset=13)

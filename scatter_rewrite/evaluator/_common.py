@@ -54,6 +54,15 @@ def is_string(dtype: np.dtype) -> bool:
     return dtype.kind in "OUS"
 
 
+def restore_string_dtype(out: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Turn an object-array result back into ``dtype``'s kind: np.str_/np.bytes_ results get
+    ``dtype``'s width or their longest element's, whichever is wider (never truncate)."""
+    if dtype.kind == "O":
+        return out
+    fitted = out.astype(dtype.kind)
+    return fitted if fitted.dtype.itemsize >= dtype.itemsize else fitted.astype(dtype)
+
+
 def has_nan(dtype: np.dtype) -> bool:
     """Whether values of this dtype can be NaN (so max/min need onnxruntime's NaN rules)."""
     return dtype.kind in "fc" or dtype == _WIDEN_TO_F32[1]
@@ -168,8 +177,7 @@ def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray, reduct
     if is_string(dtype):
         out = np.array(data, dtype=object, order="C")
         _apply(out.reshape(-1), flat, upd.astype(object, copy=False), reduction)
-        # np.str_/np.bytes_ results get the width of their longest element: never truncate.
-        return out if dtype.kind == "O" else out.astype(dtype.kind)
+        return restore_string_dtype(out, dtype)
     if reduction != "none" and dtype in _WIDEN_TO_F32:
         work = data.astype(np.float32, order="C")
         _apply(work.reshape(-1), flat, upd.astype(np.float32), reduction)

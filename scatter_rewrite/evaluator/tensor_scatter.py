@@ -9,6 +9,7 @@ from scatter_rewrite.evaluator._common import (
     check_same_type,
     invalid,
     normalize_axis,
+    restore_string_dtype,
     where,
 )
 
@@ -37,7 +38,8 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
     As in onnxruntime, a negative write index, or in ``"linear"`` mode one with
     ``write_index + sequence_length > max_sequence_length``, raises IndexOutOfRangeError (the
     spec's pseudocode would index out of bounds); ``"circular"`` wraps any write index >= 0.
-    Shape/axis/mode/dtype violations raise InvalidModelError. Any dtype is copied bit for bit.
+    Shape/axis/mode/dtype violations raise InvalidModelError. Any dtype is copied bit for bit;
+    np.str_/np.bytes_ results are widened to fit the longest update instead of truncating it.
     """
     op = "TensorScatter"
     past_cache, update = np.asarray(past_cache), np.asarray(update)
@@ -74,9 +76,10 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
         starts = starts.astype(np.int64)
         _check_starts(starts, max_len, seq_len, mode, op, node_name)
 
-    present = np.array(past_cache, order="C", copy=True)
+    widen = past_cache.dtype.kind in "US"  # fixed-width strings: never truncate an update
+    present = np.array(past_cache, dtype=object if widen else None, order="C", copy=True)
     if seq_len == 0 or present.size == 0:
-        return present
+        return restore_string_dtype(present, past_cache.dtype) if widen else present
     # View both as (batch, prefix, sequence, suffix) with the sequence axis moved second.
     prefix = int(np.prod(present.shape[1:axis], dtype=np.int64))
     out4 = present.reshape(batch, prefix, max_len, -1).transpose(0, 2, 1, 3)
@@ -84,12 +87,12 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
     first = int(starts[0])
     if (starts == first).all() and first + seq_len <= max_len:
         out4[:, first:first + seq_len] = upd4  # one window for every batch entry: a slice
-        return present
-    positions = starts[:, None] + np.arange(seq_len, dtype=np.int64)  # (batch, seq_len)
-    if mode == "circular":
-        positions %= max_len
-    out4[np.arange(batch)[:, None], positions] = upd4  # distinct per row since seq_len <= max_len
-    return present
+    else:
+        positions = starts[:, None] + np.arange(seq_len, dtype=np.int64)  # (batch, seq_len)
+        if mode == "circular":
+            positions %= max_len
+        out4[np.arange(batch)[:, None], positions] = upd4  # distinct: seq_len <= max_len
+    return restore_string_dtype(present, past_cache.dtype) if widen else present
 
 
 def _check_starts(starts: np.ndarray, max_len: int, seq_len: int, mode: str, op: str,

@@ -198,12 +198,16 @@ def test_low_precision_add_mul_against_float64(reduction, dtype, data):
 # ---------------------------------------------------------------- explicit behaviours
 
 
-def test_duplicates_with_reduction_none_last_write_wins_like_onnxruntime():
+@pytest.mark.parametrize("small_blocks", [False, True])
+def test_duplicates_with_reduction_none_last_write_wins_like_onnxruntime(small_blocks):
     rng = np.random.default_rng(0)
     data = np.zeros((3, 50), np.float32)
     idx = rng.integers(-50, 50, (3, 2000))
     upd = np.arange(3 * 2000, dtype=np.float32).reshape(3, 2000)
-    got = scatter_elements(data, idx, upd, axis=1)
+    block, floor = (8, 0) if small_blocks else (_common._BLOCK_BYTES, _common._BLOCKED_MIN_BYTES)
+    with mock.patch.object(_common, "_BLOCK_BYTES", block), \
+            mock.patch.object(_common, "_BLOCKED_MIN_BYTES", floor):
+        got = scatter_elements(data, idx, upd, axis=1)
     assert_same(got, run_ort("ScatterElements", [data, idx, upd], axis=1))
     assert_same(got, loop_scatter_elements(data, idx, upd, axis=1))
 

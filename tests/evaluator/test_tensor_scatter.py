@@ -77,6 +77,14 @@ def test_circular_wraps_and_linear_window():
     assert_same(got, np.array([[1, 2, 3, 0, 0], [4, 5, 6, 0, 0]]))
 
 
+def test_strings_are_not_truncated():
+    past = np.array([["a", "b", "c"]])
+    got = tensor_scatter(past, np.array([["longer"]]), np.array([1]), axis=1)
+    assert got.tolist() == [["a", "longer", "c"]]
+    got = tensor_scatter(past.astype(object), np.array([["longer"]], dtype=object), axis=1)
+    assert got.dtype == object and got.tolist() == [["longer", "b", "c"]]
+
+
 def test_write_index_out_of_range():
     past = np.zeros((2, 5, 3), np.float32)
     update = np.ones((2, 3, 3), np.float32)

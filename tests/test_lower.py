@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -268,14 +267,14 @@ def test_gnn_rows_sorted_not_elements(reduction):
              "msg": rng.standard_normal((e, 8)).astype(np.float32)}
     feeds["msg"][rng.random((e, 8)) < 0.05] = np.nan
     assert_same(ort_run(model, feeds), ort_run(lowered, feeds), float_reduction=reduction in ("add", "mul"))
-    session = ort.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"])
+    # the original Expand to [E, F] is gone (dead after lowering); only the [E, 1] one remains
+    assert [n.op_type for n in lowered.graph.node].count("Expand") == 1
     topk = [node for node in lowered.graph.node if node.op_type == "TopK"]
     assert len(topk) == 1
     probe = onnx.helper.make_tensor_value_info(topk[0].input[0], TensorProto.INT64, None)
     lowered.graph.output.append(probe)
     keys = ort_run(lowered, feeds)[-1]
     assert keys.shape == (e,)
-    del session
 
 
 # ---- model-level behaviour -------------------------------------------------------------------
@@ -348,4 +347,4 @@ def test_bfloat16_lowered_in_the_reference_evaluator():
     model = scatter_model("ScatterElements", opset=18, reduction="max", data_type=TensorProto.BFLOAT16)
     lowered, outcome = sr.lower(model, opset=13, validate=True, return_report=True)
     assert "onnx.reference" in outcome.validation["checked_against"]
-    assert ml_dtypes.bfloat16  # the dtype validation generated
+    assert outcome.validation["max_abs_diff"] == 0.0

@@ -223,7 +223,6 @@ class LowerPass(ScatterPass):
         return seg.reduction_blocker(node, self.opset)
 
     def run(self, model: ir.Model) -> None:
-        target = self.opset
         pending: list[tuple[str, ir.Node, Scope]] = []
         blocked: list[str] = []
         # Decisions need dtypes and shapes the model may not record (values inside functions, the
@@ -283,13 +282,14 @@ class LowerPass(ScatterPass):
                 nodes, out, detail = self._lower(node, target, names)
                 if any(n.domain == CUSTOM_DOMAIN for n in nodes):
                     uses_custom.append(scope.body)
-            original = Scope(scope.body, scope.opset, scope.where)
+            old_inputs = list(node.inputs)
             ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
+            _drop_if_dead(scope.body, old_inputs)
             if isinstance(scope.body, ir.Function):  # function values stay untyped, like the rest
                 for new_node in _all_nodes_of(nodes):
                     for value in new_node.outputs:
                         value.type, value.shape = None, None
-            self.rewrote(node, original, detail)
+            self.rewrote(node, scope, detail)  # named as it was found (source opset)
         if uses_custom:
             model.opset_imports[CUSTOM_DOMAIN] = CUSTOM_DOMAIN_VERSION
             for body in uses_custom:
@@ -326,6 +326,17 @@ def _all_nodes(body):
             elif isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPHS:
                 for g in a.value:
                     yield from _all_nodes(g)
+
+
+def _drop_if_dead(body, values) -> None:
+    """Remove the producer of a replaced node's input when nothing uses it any more (the GNN
+    ``Expand`` of the row keys to [E, F], which the lowering reads around): one level only."""
+    for value in values:
+        producer = value.producer() if value is not None else None
+        if producer is None or producer.graph is not body or producer.op_type != "Expand":
+            continue
+        if all(not v.uses() and not v.is_graph_output() for v in producer.outputs):
+            body.remove(producer, safe=True)
 
 
 def _all_nodes_of(nodes):

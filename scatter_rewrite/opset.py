@@ -6,6 +6,14 @@ leaves a deprecated ``Scatter`` in place, cannot see a model over 2 GiB, and its
 between the source and the target opset are handed to the converter, each in a one-node model
 (cached by signature), and the result is spliced back. Every other node only needs the opset
 import changed. Cost: linear in the number of nodes.
+
+The converter has no down-adapter for many schema changes that only widened types or added an
+optional attribute (Add/Mul-14, Reshape-14, Shape-15, Identity-16, Constant-13 -> 11, ...), so
+lowering a realistic opset-18 export to 13 would fail on them. When it refuses a downgrade, a node
+is kept as it is if the older schema accepts it unchanged (:func:`fits_schema`): its op is one
+whose semantics did not change across 11..24 (:data:`SAME_SEMANTICS_OPS`), every attribute exists
+in the older schema (or equals the newer default, and is dropped), its input/output counts fit,
+and every input/output dtype is one the older schema allows.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 
+import numpy as np
 import onnx
 import onnx.defs
 import onnx.helper
@@ -26,6 +35,21 @@ logger = logging.getLogger("scatter_rewrite")
 
 MIN_OPSET = 7  # oldest opset the converter's adapters start from that we accept as a source
 MAX_OPSET = onnx.defs.onnx_opset_version()
+
+# Ops whose schema changes from opset 11 to 24 only widened types or added attributes/inputs
+# whose absence keeps the old meaning (checked per node by fits_schema). Not here on purpose:
+# Softmax/LogSoftmax/Hardmax (13 changed what ``axis`` means), Resize, Pad, GridSample (new values
+# of existing attributes), Quantize/DequantizeLinear (wider scale shapes), BatchNormalization,
+# Dropout, Split, Squeeze/Unsqueeze and the Reduce* ops (attributes moved to inputs: the converter's
+# adapters handle those).
+SAME_SEMANTICS_OPS = frozenset({
+    "Abs", "Add", "And", "ArgMax", "ArgMin", "Cast", "CastLike", "Ceil", "Clip", "Concat", "Constant",
+    "ConstantOfShape", "CumSum", "Div", "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather",
+    "GatherElements", "GatherND", "Gemm", "Greater", "GreaterOrEqual", "Identity", "IsInf", "IsNaN",
+    "Less", "LessOrEqual", "Log", "MatMul", "Max", "Min", "Mod", "Mul", "Neg", "NonZero", "Not", "Or",
+    "Pow", "Range", "Reciprocal", "Relu", "Reshape", "Round", "Shape", "Sigmoid", "Sign", "Size",
+    "Slice", "Sqrt", "Sub", "Sum", "Tanh", "Tile", "TopK", "Transpose", "Where", "Xor",
+})
 
 # Control-flow nodes carry subgraphs; their own schema changes between 11 and 24 only widen types,
 # and their bodies are converted as scopes of their own.
@@ -53,6 +77,97 @@ def needs_conversion(op_type: str, source: int, target: int) -> bool:
     if src is None:
         return since_version(op_type, target) is None
     return src != since_version(op_type, target)
+
+
+def _allowed_types(schema, formal) -> set[str]:
+    for constraint in schema.type_constraints:
+        if constraint.type_param_str == formal.type_str:
+            return set(constraint.allowed_type_strs)
+    return {formal.type_str}
+
+
+def _types_fit(schema, formals, dtypes: list[ir.DataType | None]) -> bool:
+    variadic = formals and formals[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+    for i, dtype in enumerate(dtypes):
+        if dtype is None:
+            return False  # unknown or non-tensor type: cannot prove the older schema accepts it
+        if i >= len(formals) and not variadic:
+            return False
+        formal = formals[min(i, len(formals) - 1)]
+        if f"tensor({dtype.name.lower()})" not in _allowed_types(schema, formal):
+            return False
+    return True
+
+
+def _dtype(value: ir.Value | None, node: ir.Node) -> ir.DataType | None:
+    if value is not None and isinstance(value.type, ir.TensorType) and value.dtype is not None:
+        return value.dtype
+    if node.op_type == "Constant" and "value" in node.attributes:  # its output type is the tensor's
+        return node.attributes["value"].value.dtype
+    return None
+
+
+def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
+    """For a downgrade the converter refuses: the attributes to drop (their values are the newer
+    schema's defaults) if ``node`` is valid and means the same under ``target``'s schema; None if not."""
+    if node.op_type not in SAME_SEMANTICS_OPS or target > source:
+        return None
+    try:
+        old = onnx.defs.get_schema(node.op_type, target, "")
+        new = onnx.defs.get_schema(node.op_type, source, "")
+    except onnx.defs.SchemaError:
+        return None
+    drop = []
+    for name, value in node.attributes.items():
+        if name in old.attributes:
+            continue
+        if not _is_default(new, name, value.value):
+            return None
+        drop.append(name)
+    inputs = len(node.inputs)
+    if not old.min_input <= inputs <= old.max_input or len(node.outputs) > old.max_output:
+        return None
+    inputs = [_dtype(v, node) for v in node.inputs if v is not None]
+    outputs = [_dtype(v, node) for v in node.outputs]
+    if not _types_fit(old, old.inputs, inputs) or not _types_fit(old, old.outputs, outputs):
+        return None
+    return drop
+
+
+_CONSTANT_KINDS = {"value_int": np.int64, "value_ints": np.int64, "value_float": np.float32,
+                   "value_floats": np.float32, "value_string": np.str_, "value_strings": np.str_}
+
+
+def _constant_as_value_tensor(node: ir.Node) -> None:
+    """Constant-12 added value_int(s)/value_float(s)/value_string(s); opset 11 has only ``value``."""
+    for name, np_type in _CONSTANT_KINDS.items():
+        if name in node.attributes:
+            array = np.array(node.attributes.pop(name).value, dtype=np_type if np_type is not np.str_ else object)
+            node.attributes["value"] = ir.AttrTensor("value", ir.tensor(array))
+            return
+
+
+def _drop_default_attributes(converted: onnx.ModelProto, source: int, target: int) -> None:
+    """The converter sometimes keeps an attribute the older schema lacks (ReduceSum-13's
+    ``noop_with_empty_axes`` going to 12): drop it when it holds the newer schema's default."""
+    for proto in converted.graph.node:
+        try:
+            old = onnx.defs.get_schema(proto.op_type, target, "")
+            new = onnx.defs.get_schema(proto.op_type, source, "")
+        except onnx.defs.SchemaError:
+            continue
+        for a in list(proto.attribute):
+            if a.name not in old.attributes and _is_default(new, a.name, onnx.helper.get_attribute_value(a)):
+                proto.attribute.remove(a)
+
+
+def _is_default(schema, name: str, value) -> bool:
+    default = schema.attributes[name].default_value if name in schema.attributes else None
+    if default is None or not default.name:
+        return False
+    default_value = onnx.helper.get_attribute_value(default)
+    normalize = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+    return normalize(default_value) == normalize(value)
 
 
 def _signature(node: ir.Node) -> tuple:
@@ -95,8 +210,9 @@ def _one_node_model(node: ir.Node, source: int) -> onnx.ModelProto:
 class _Converter:
     def __init__(self, target: int):
         self.target = target
-        self.cache: dict[tuple, onnx.ModelProto] = {}
+        self.cache: dict[tuple, onnx.ModelProto | list[str]] = {}  # list: attributes to drop, node kept
         self.converted = 0
+        self.kept = 0  # downgrades the converter refused but the older schema accepts as is
 
     def convert_node(self, node: ir.Node, scope: Scope) -> None:
         key = (scope.opset, _signature(node))
@@ -105,11 +221,24 @@ class _Converter:
             try:
                 converted = onnx.version_converter.convert_version(_one_node_model(node, scope.opset), self.target)
             except Exception as e:  # the converter raises RuntimeError/IndexError/... without a type of its own
-                raise ConversionError(
-                    f"onnx.version_converter cannot convert {describe(node, scope)} to opset {self.target}: "
-                    f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
-                ) from e
+                if node.op_type == "Constant" and self.target < 12:
+                    _constant_as_value_tensor(node)  # key stays: same signature, same rewrite
+                converted = fits_schema(node, scope.opset, self.target)
+                if converted is None:
+                    raise ConversionError(
+                        f"onnx.version_converter cannot convert {describe(node, scope)} to opset {self.target}: "
+                        f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
+                    ) from e
+            else:
+                _drop_default_attributes(converted, scope.opset, self.target)
             self.cache[key] = converted
+        if isinstance(converted, list):  # valid and the same under the older schema: kept as it is
+            if node.op_type == "Constant" and self.target < 12:
+                _constant_as_value_tensor(node)
+            for name in converted:
+                del node.attributes[name]
+            self.kept += 1
+            return
         self._splice(node, scope, ir.serde.deserialize_model(converted).graph)
         self.converted += 1
 
@@ -169,5 +298,6 @@ def convert_opset(model: ir.Model, target: int) -> int:
         model.opset_imports[""] = target
     if model.ir_version is not None and model.ir_version < 7:
         model.ir_version = 7  # opset >= 11 needs IR >= 6; 7 keeps training-free models loadable everywhere
-    logger.info("opset conversion to %d: %d node(s) converted", target, converter.converted)
+    logger.info("opset conversion to %d: %d node(s) converted, %d kept as they are (the older schema "
+                "accepts them unchanged)", target, converter.converted, converter.kept)
     return converter.converted

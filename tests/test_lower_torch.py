@@ -48,22 +48,35 @@ def test_scatter_reduce_dynamo(reduce, opset):
         np.testing.assert_allclose(got, torch_out, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("opset", [16, 17])
+@pytest.mark.parametrize("opset", [11, 13, 16, 17])
 def test_gnn_max_inside_torch_cond(opset):
-    """torch.cond -> If; the max aggregation inside a branch is lowered (the model's other ops,
-    Mul-14 and Constant-13, cannot be taken below 16/13 by onnx.version_converter)."""
+    """torch.cond -> If; the max aggregation inside a branch is lowered, and the model's other ops
+    (Mul-14, Constant-13, ReduceSum-13...) are taken down to the target too."""
     model, feeds, torch_out = load("gnn_amax_cond_dynamo18")
     lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds, return_report=True)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert lowered.opset_import[0].version == opset
     (note,) = outcome.passes[0]["rewritten"]
     assert "If" in note["node"] and "max" in note["detail"]
     np.testing.assert_array_equal(run_onnxruntime(lowered.SerializeToString(), feeds)[0], torch_out)
 
 
+@pytest.mark.parametrize("opset", [11, 13, 16, 17])
 @pytest.mark.parametrize("name", ["index_put_acc_dynamo18", "index_add_dynamo18"])
-def test_index_put_and_index_add_lowering(name):
-    """ScatterND(add) from index_put(accumulate=True)/index_add, lowered with lower_reduction in
-    place (the model stays at opset 18: its Shape-15 nodes are beyond onnx.version_converter)."""
+def test_index_put_and_index_add(name, opset):
+    """ScatterND(add) from index_put(accumulate=True)/index_add: lowered below 16, kept at 16/17; the
+    model's Shape-15/Constant-13/... nodes are taken to the target."""
     model, feeds, torch_out = load(name)
+    lowered = sr.lower(model, opset=opset, validate=True, inputs=feeds)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert lowered.opset_import[0].version == opset
+    assert reductions(lowered) == (["add"] if opset >= 16 else ["none"])
+    np.testing.assert_allclose(run_onnxruntime(lowered.SerializeToString(), feeds)[0], torch_out, rtol=1e-5, atol=1e-6)
+
+
+def test_index_put_lowered_in_place_with_lower_reduction():
+    """lower_reduction on its own (what the tensorrt pass reuses), spliced into the opset-18 model."""
+    model, feeds, torch_out = load("index_put_acc_dynamo18")
     working = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))  # lower_reduction reads dtypes
     (node, scope), = [(n, s) for n, s in iter_nodes(working) if n.op_type == "ScatterND"]
     assert attr(node, "reduction") == "add" and reduction_blocker(node, 13) is None

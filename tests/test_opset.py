@@ -1,0 +1,94 @@
+"""opset.py: per-node conversion, and keeping the nodes onnx.version_converter refuses to downgrade
+although the older schema accepts them unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+
+from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.opset import convert_opset, fits_schema
+from scatter_rewrite.validate import run_onnxruntime
+
+
+def one_node(op, inputs, attrs=None, opset=18, dtype=TensorProto.FLOAT, shapes=None, initializers=(), out_dtype=None,
+             out_shape=()):
+    vi = oh.make_tensor_value_info
+    shapes = shapes or {}
+    graph = oh.make_graph(
+        [oh.make_node(op, [i for i in inputs], ["y"], **(attrs or {}))], "g",
+        [vi(i, dtype if i != "shape" else TensorProto.INT64, shapes.get(i)) for i in inputs
+         if i not in {t.name for t in initializers}],
+        [vi("y", out_dtype if out_dtype is not None else dtype, out_shape)], initializer=list(initializers))
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+def converted(proto, target):
+    model = ir.serde.deserialize_model(proto)
+    convert_opset(model, target)
+    out = ir.serde.serialize_model(model)
+    onnx.checker.check_model(out, full_check=True)
+    return out
+
+
+@pytest.mark.parametrize("target", [11, 13])
+def test_add_14_float_kept_at_older_opset(target):
+    out = converted(one_node("Add", ["a", "b"], shapes={"a": [3], "b": [3]}, out_shape=[3]), target)
+    assert out.opset_import[0].version == target and out.graph.node[0].op_type == "Add"
+    feeds = {"a": np.arange(3, dtype=np.float32), "b": np.ones(3, np.float32)}
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], feeds["a"] + 1)
+
+
+def test_add_14_int8_refused_below_14():
+    """Add-13 has no int8: the node cannot be kept, and the error names it."""
+    with pytest.raises(ConversionError, match=r"Add .*opset 13"):
+        converted(one_node("Add", ["a", "b"], dtype=TensorProto.INT8, shapes={"a": [3], "b": [3]}), 13)
+
+
+def test_reshape_allowzero_default_dropped_and_set_refused():
+    shape = oh.make_tensor("shape", TensorProto.INT64, [2], [2, 3])
+    plain = converted(one_node("Reshape", ["x", "shape"], {"allowzero": 0}, initializers=[shape], shapes={"x": [6]}, out_shape=[2, 3]), 13)
+    assert [a.name for a in plain.graph.node[0].attribute] == []
+    with pytest.raises(ConversionError, match="Reshape"):
+        converted(one_node("Reshape", ["x", "shape"], {"allowzero": 1}, initializers=[shape], shapes={"x": [6]}, out_shape=[2, 3]), 13)
+
+
+def test_shape_15_start_end_refused_plain_kept():
+    assert converted(one_node("Shape", ["x"], shapes={"x": [2, 3]}, out_dtype=TensorProto.INT64, out_shape=[2]), 13).graph.node[0].op_type == "Shape"
+    with pytest.raises(ConversionError, match="Shape"):
+        converted(one_node("Shape", ["x"], {"start": 1}, shapes={"x": [2, 3]}, out_dtype=TensorProto.INT64, out_shape=[1]), 13)
+
+
+@pytest.mark.parametrize("attr,value,expected", [("value_ints", [1, 2], np.array([1, 2])), ("value_float", 2.5, np.float32(2.5)),
+                                                 ("value_int", 7, np.int64(7))])
+def test_constant_value_attributes_become_a_tensor_at_opset_11(attr, value, expected):
+    graph = oh.make_graph([oh.make_node("Constant", [], ["y"], **{attr: value})], "g", [],
+                          [oh.make_tensor_value_info("y", onnx.helper.np_dtype_to_tensor_dtype(expected.dtype),
+                                                     expected.shape)])
+    out = converted(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), 11)
+    (a,) = out.graph.node[0].attribute
+    assert a.name == "value"
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(a.t), expected)
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), {})[0], expected)
+
+
+def test_softmax_is_never_kept_unchanged():
+    """Softmax-13 changed what axis means: it is not on the same-semantics list."""
+    node = ir.node("Softmax", [ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT))], {"axis": -1})
+    assert fits_schema(node, 13, 11) is None
+    relu = ir.node("Relu", [ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT))])
+    relu.outputs[0].type = ir.TensorType(ir.DataType.FLOAT)
+    assert fits_schema(relu, 14, 13) == []
+    assert fits_schema(relu, 13, 14) is None  # only downgrades
+
+
+def test_converter_leftover_default_attribute_dropped():
+    """onnx.version_converter keeps ReduceSum-13's noop_with_empty_axes when going to 12."""
+    out = converted(one_node("ReduceSum", ["x"], {"noop_with_empty_axes": 0, "keepdims": 0}, opset=13, shapes={"x": [2, 3]}), 12)
+    assert {a.name for a in out.graph.node[0].attribute} <= {"keepdims", "axes"}
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], np.float32(15))

@@ -233,12 +233,15 @@ def fold(
 class LowerMode(str, enum.Enum):
     standard = "standard"
     custom = "custom"
+    tensorrt_plugin = "tensorrt-plugin"
 
 
 @rewriting_verb("lower")
 def lower(
     opset: Annotated[int, typer.Option(help="Target default-domain opset, 11 to 23.")] = 13,
-    mode: Annotated[LowerMode, typer.Option(help="standard: exact standard ops; custom: custom-domain nodes.")] = LowerMode.standard,
+    mode: Annotated[LowerMode, typer.Option(
+        help="standard: exact standard ops; custom: ai.onnx.contrib nodes (docs/custom-ops.md); "
+             "tensorrt-plugin: the form TensorRT 10's ScatterElements plugin takes.")] = LowerMode.standard,
 ) -> dict:
     """Lower scatter reductions and TensorScatter that an older opset lacks."""
     return {"opset": opset, "mode": mode.value}

@@ -134,3 +134,17 @@ def test_cli_lower(tmp_path):
     assert {o.version for o in out.opset_import if o.domain == ""} == {11}
     bad = CliRunner().invoke(app, ["lower", str(source), "--opset", "24"])
     assert bad.exit_code == 1 and "out of range" in bad.output and "Traceback" not in bad.output
+
+
+@pytest.mark.parametrize("mode,domain", [("custom", "ai.onnx.contrib"), ("tensorrt-plugin", "ai.onnx.contrib")])
+def test_cli_lower_modes(tmp_path, mode, domain):
+    source = tmp_path / "m.onnx"
+    onnx.save(scatter_model("ScatterElements", opset=18, reduction="max", **_kw("ScatterElements")), source)
+    result = CliRunner().invoke(app, ["lower", str(source), "--opset", "13", "--mode", mode])
+    assert result.exit_code == 0, result.output
+    out = onnx.load(tmp_path / "m.lowered.onnx")
+    (custom,) = [n for n in out.graph.node if n.domain == domain]
+    attrs = {a.name for a in custom.attribute}
+    assert ("plugin_version" in attrs) == (mode == "tensorrt-plugin")
+    bad = CliRunner().invoke(app, ["lower", str(source), "--mode", "plugin"])
+    assert bad.exit_code == 2 and "tensorrt-plugin" in bad.output

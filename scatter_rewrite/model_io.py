@@ -134,6 +134,7 @@ def staged_save(model: ir.Model, destination: str | os.PathLike) -> Iterator[Pat
         else:
             _protowire.save_inline(model, staged)  # big weights written from their buffers
         _release_mapped_weights(model)
+        del model  # validation of the staged file need not find the rewritten weights still held here
         yield staged
         # The data file first: the model file that points at it appears last.
         for name in sorted(os.listdir(staging), key=lambda n: n == destination.name):

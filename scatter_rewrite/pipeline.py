@@ -168,7 +168,9 @@ def rewrite_file(
     results = run_passes(model, passes)
     outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results])
     modified = any(r.modified for r in results)
+    del results  # they hold the model too
     with staged_save(model, destination) as staged:
+        del model  # written: free the rewritten weights (a folded result, say) before validation runs
         check_model(staged)
         if plan is not None and modified:
             outcome.validation = validation.validate(source, staged, plan).to_dict()

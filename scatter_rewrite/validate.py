@@ -1,9 +1,20 @@
 """Prove a rewrite changes nothing: run original and rewritten in onnxruntime on the same inputs.
 
 Inputs are seeded and respect each scatter's contract: a graph input that feeds scatter indices
-(directly or through value-preserving ops like Cast/Unsqueeze/Expand) gets in-range values,
-negative ones included, unique along the axis when the reduction is "none" (duplicates are
-undefined there); symbolic dimensions get small sizes.
+(directly or through value-preserving ops like Cast/Unsqueeze/Expand, and PyTorch's negative-index
+normalization ``Where(Less(i, 0), Add(i, n), i)``) gets in-range values, negative ones included,
+unique along the axis when the reduction is "none" (duplicates are undefined there); symbolic
+dimensions get small sizes.
+
+ScatterND index tuples ``[..., k]`` may be built, as PyTorch's exporters build them for
+``index_put``/``index_add``, by a Concat along the last axis of several index tensors (each
+Unsqueezed, or itself ``[..., w]``): each Concat input gets the bounds of the data dimensions its
+components index. For reduction "none", each such input is made unique on its own (its tuples
+distinct) where its size allows. That makes the full tuples unique whenever one input is one-to-one
+with them (same-shape indices, ``x[i, j]``), and also when the inputs are broadcast against each
+other (``x[i[:, None], j]``: every input unique gives every pair once). It does not when no input
+alone has room for all tuples (5 updates through ``x[i, j]`` into a 2 x 3 ``x``): the plan's notes say
+so, and such a validation may fail on write order.
 
 Comparison is exact (bit for bit, NaN positions included) for integers and for none/max/min; float
 outputs of a model holding a float add/mul scatter are compared within :data:`FLOAT_TOLERANCE`,
@@ -15,6 +26,7 @@ deprecated ``Scatter``, a reduction its CPU kernel lacks), the original is evalu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -42,7 +54,10 @@ _VALUE_PRESERVING = {"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Exp
 
 @dataclasses.dataclass
 class IndexContract:
-    kind: str  # "elements" (bound along one axis), "nd" (one bound per last-dim component), "start" (in [0, bound))
+    # "elements": every value in [-bound, bound), unique along `axis`; "start": in [0, bound);
+    # "nd": tuples of len(bounds) components, each in [-bound, bound) of its own, along the last
+    # axis (with one bound, every value is a 1-tuple whatever the shape), unique tuples.
+    kind: str
     bounds: tuple[int, ...]
     unique: bool
     axis: int = 0  # for "elements": the axis of the traced input along which values must be unique
@@ -94,7 +109,8 @@ def _concrete_shape(shape: ir.Shape | None, sizes: dict[str, int]) -> tuple[int,
 
 
 def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
-    """Static shapes of every value, with the graph inputs fixed to their concrete sizes."""
+    """Static shapes of every value (None for a dim inference could not fix), with the graph inputs
+    fixed to their concrete sizes."""
     proto = _serialize_without_weights(model)
     for value_info in proto.graph.input:
         if value_info.name in input_shapes and value_info.type.HasField("tensor_type"):
@@ -112,8 +128,8 @@ def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> 
         g = graphs.pop()
         for vi in list(g.value_info) + list(g.input) + list(g.output):
             t = vi.type.tensor_type
-            if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
-                shapes[vi.name] = tuple(d.dim_value for d in t.shape.dim)
+            if t.HasField("shape"):
+                shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
         for init in g.initializer:
             shapes[init.name] = tuple(init.dims)
         for node in g.node:
@@ -154,17 +170,78 @@ def _serialize_without_weights(model: ir.Model) -> onnx.ModelProto:
 
 def _trace_to_input(value: ir.Value | None, graph_inputs: set[int], outer: dict[int, list]) -> ir.Value | None:
     """The main-graph input whose values reach ``value`` unchanged, across body boundaries."""
+    origin = _trace(value, outer)
+    return origin if origin is not None and id(origin) in graph_inputs else None
+
+
+def _trace(value: ir.Value | None, outer: dict[int, list], width: int = 1, shape_of=None) -> ir.Value | None:
+    """Where ``value``'s index values come from: up through :func:`_index_source` and out of
+    bodies, to a graph input (or whatever stops the walk: a Concat, a constant, arithmetic)."""
     while value is not None:
-        if id(value) in graph_inputs:
-            return value
         producer = value.producer()
-        if producer is None:
-            value = _bound_outside(value, outer)
-        elif producer.op_type in _VALUE_PRESERVING and is_default_domain(producer):
-            value = producer.inputs[0]
-        else:
-            return None
+        source = _bound_outside(value, outer) if producer is None else _index_source(producer, width, shape_of)
+        if source is None:
+            return value
+        value = source
     return None
+
+
+def _index_source(node: ir.Node, width: int, shape_of) -> ir.Value | None:
+    """The input of ``node`` whose values its output carries, as far as index bounds go, or None.
+
+    Value-preserving ops, and ``Where(Less(x, 0), Add(x, n), x)``: it maps [-n, n) onto [0, n) and
+    keeps values unique mod n, which the generated indices are. With ``width`` > 1 (ScatterND tuples
+    of that many components along the last axis), only where the input's last axis is that same
+    axis: same size, not moved by a Transpose (``shape_of`` gives a value's static shape or None).
+    """
+    if not is_default_domain(node) or not node.inputs:
+        return None
+    source = node.inputs[0] if node.op_type in _VALUE_PRESERVING else None
+    if node.op_type == "Where" and len(node.inputs) == 3:
+        cond, shifted, x = node.inputs
+        less, add = (v.producer() if v is not None else None for v in (cond, shifted))
+        if (less is not None and less.op_type == "Less" and list(less.inputs[:1]) == [x] and _is_zero(less.inputs[1])
+                and add is not None and add.op_type == "Add" and x in add.inputs):
+            source = x
+    if source is None or width == 1:
+        return source
+    perm = attr(node, "perm")
+    shape = shape_of(source)
+    if shape and shape[-1] == width and not (node.op_type == "Transpose" and (perm is None or perm[-1] != len(perm) - 1)):
+        return source
+    return None
+
+
+def _is_zero(value: ir.Value | None) -> bool:
+    tensor = ir.convenience.get_const_tensor(value) if value is not None else None
+    return tensor is not None and tensor.size == 1 and tensor.numpy().item() == 0
+
+
+def _nd_sources(value: ir.Value, first: int, width: int, graph_inputs: set[int], outer: dict[int, list],
+                shape_of) -> list[tuple[ir.Value, int, int]]:
+    """(graph input, first component, number of components) for every input whose values become
+    components ``first .. first + width - 1`` of ScatterND index tuples ``value[..., :width]``:
+    traced like any index, and split at a Concat along the last axis, whose inputs cover
+    successive components."""
+    origin = _trace(value, outer, width, shape_of)
+    if origin is None:
+        return []
+    if id(origin) in graph_inputs:
+        return [(origin, first, width)]
+    concat = origin.producer()
+    shape = shape_of(origin)
+    if concat is None or concat.op_type != "Concat" or not is_default_domain(concat) or not shape:
+        return []
+    if attr(concat, "axis") not in (-1, len(shape) - 1):
+        return []
+    found = []
+    for part in concat.inputs:
+        part_shape = shape_of(part) if part is not None else None
+        if not part_shape or part_shape[-1] is None:
+            break  # the components of the parts after it are unknown
+        found += _nd_sources(part, first, part_shape[-1], graph_inputs, outer, shape_of)
+        first += part_shape[-1]
+    return found
 
 
 def _outer_values(model: ir.Model) -> dict[int, list[ir.Value | None]]:
@@ -201,12 +278,18 @@ def _bound_outside(value: ir.Value, outer: dict[int, list]) -> ir.Value | None:
     return bindings[position] if 0 <= position < len(bindings) else None
 
 
-def _shape_of(value: ir.Value, shapes: dict[str, tuple], outer: dict[int, list]) -> tuple | None:
+def _shape_of(value: ir.Value, shapes, outer: dict[int, list], partial: bool = False) -> tuple | None:
+    """``value``'s static shape: declared, else inferred (``shapes()``, computed on first need).
+    With ``partial``, a shape of known rank with unknown dims (None) rather than no shape."""
     while value is not None:
-        if value.shape is not None and all(isinstance(d, int) for d in value.shape):
-            return tuple(value.shape)
-        if value.name in shapes:
-            return shapes[value.name]
+        declared = None if value.shape is None else tuple(d if isinstance(d, int) else None for d in value.shape)
+        if declared is not None and None not in declared:
+            return declared
+        inferred = shapes().get(value.name)
+        if inferred is not None and None not in inferred:
+            return inferred
+        if partial and (inferred or declared):
+            return inferred or declared
         value = _bound_outside(value, outer)
     return None
 
@@ -221,12 +304,19 @@ def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexCont
     contracts[name] = IndexContract(old.kind, bounds, old.unique or new.unique, old.axis)
 
 
-def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], bool]:
+def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], bool, list[str]]:
     graph_inputs = {id(v) for v in model.graph.inputs}
-    shapes: dict[str, tuple] | None = None
+    shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
     outer = _outer_values(model)
+
+    def shape_of(value: ir.Value) -> tuple | None:
+        return _shape_of(value, shapes, outer)
+
+    def rank_and_last_dim(value: ir.Value) -> tuple | None:  # enough to place ScatterND tuple components
+        return _shape_of(value, shapes, outer, partial=True)
+
     contracts: dict[str, IndexContract] = {}
-    float_reduction = False
+    float_reduction, notes = False, []
     for node, _scope in iter_nodes(model):
         if node.op_type not in SCATTER_OPS or not is_default_domain(node):
             continue
@@ -236,32 +326,37 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         if reduction in ("add", "mul") and (data is None or data.dtype is None or data.dtype.is_floating_point()):
             float_reduction = True
         if node.op_type == "TensorScatter":
-            _tensor_scatter_contract(node, graph_inputs, outer, contracts, lambda: shapes if shapes is not None
-                                     else _infer_shapes(model, input_shapes))
-            continue
-        source = _trace_to_input(node.inputs[1], graph_inputs, outer)
-        if source is None or data is None:
-            continue
-        if shapes is None:
-            shapes = _infer_shapes(model, input_shapes)
-        data_shape = _shape_of(data, shapes, outer)
-        if data_shape is None:
+            _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of)
             continue
         unique = reduction == "none"
         if node.op_type == "ScatterND":
-            k = input_shapes[source.name][-1] if input_shapes[source.name] else 1
-            _add_contract(contracts, source.name, IndexContract("nd", tuple(data_shape[:k]), unique))
-        else:
-            axis = attr(node, "axis", 0) % max(len(data_shape), 1)
-            src_rank = len(input_shapes[source.name])
-            # The traced input may have fewer dims (GNN: dst[E] -> unsqueeze -> expand): its first
-            # axis is the scatter axis when ranks differ, else the same axis.
-            src_axis = axis if src_rank == len(data_shape) else 0
-            _add_contract(contracts, source.name, IndexContract("elements", (data_shape[axis],), unique, src_axis))
-    return contracts, float_reduction
+            indices_shape = rank_and_last_dim(node.inputs[1]) if node.inputs[1] is not None else None
+            width = indices_shape[-1] if indices_shape else None
+            sources = [] if width is None else _nd_sources(node.inputs[1], 0, width, graph_inputs, outer, rank_and_last_dim)
+            data_shape = shape_of(data) if sources and data is not None else None
+            if data_shape is None:
+                continue
+            for source, first, width in sources:
+                _add_contract(contracts, source.name, IndexContract("nd", tuple(data_shape[first : first + width]), unique))
+            if unique and len(sources) > 1 and not any(_fits(input_shapes[v.name], contracts[v.name]) for v, _, _ in sources):
+                notes.append(f"ScatterND{f' {node.name!r}' if node.name else ''}: no one of "
+                             f"{', '.join(v.name for v, _, _ in sources)} has room for all its index tuples: "
+                             "they may repeat, and reduction none then depends on write order")
+            continue
+        source = _trace_to_input(node.inputs[1], graph_inputs, outer)
+        data_shape = shape_of(data) if source is not None and data is not None else None
+        if data_shape is None:
+            continue
+        axis = attr(node, "axis", 0) % max(len(data_shape), 1)
+        src_rank = len(input_shapes[source.name])
+        # The traced input may have fewer dims (GNN: dst[E] -> unsqueeze -> expand): its first
+        # axis is the scatter axis when ranks differ, else the same axis.
+        src_axis = axis if src_rank == len(data_shape) else 0
+        _add_contract(contracts, source.name, IndexContract("elements", (data_shape[axis],), unique, src_axis))
+    return contracts, float_reduction, notes
 
 
-def _tensor_scatter_contract(node, graph_inputs, outer, contracts, get_shapes) -> None:
+def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of) -> None:
     """write_indices: one start per batch entry in [0, max_len - seq_len] (linear; onnxruntime
     rejects a window past the end) or [0, 2 * max_len) (circular wraps)."""
     if len(node.inputs) < 3 or node.inputs[2] is None:
@@ -269,8 +364,7 @@ def _tensor_scatter_contract(node, graph_inputs, outer, contracts, get_shapes) -
     source = _trace_to_input(node.inputs[2], graph_inputs, outer)
     if source is None:
         return
-    shapes = get_shapes()
-    cache, update = _shape_of(node.inputs[0], shapes, outer), _shape_of(node.inputs[1], shapes, outer)
+    cache, update = shape_of(node.inputs[0]), shape_of(node.inputs[1])
     if cache is None or update is None:
         return
     axis = attr(node, "axis", -2) % len(cache)
@@ -280,13 +374,20 @@ def _tensor_scatter_contract(node, graph_inputs, outer, contracts, get_shapes) -
     contracts[source.name] = IndexContract("start", (min(bound, old.bounds[0]) if old and old.kind == "start" else bound,), False)
 
 
+def _fits(shape: tuple[int, ...], c: IndexContract) -> bool:
+    """Whether an index input of ``shape`` can have the unique values contract ``c`` asks for."""
+    if c.kind == "nd":
+        return int(np.prod(shape, dtype=np.int64)) // max(len(c.bounds), 1) <= int(np.prod(c.bounds, dtype=np.int64))
+    return not shape or shape[c.axis] <= c.bounds[0]
+
+
 def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng: np.random.Generator) -> np.ndarray:
     if c.kind == "start":
         return rng.integers(0, max(c.bounds[0], 1), size=shape).astype(dtype)
     if c.kind == "nd":
-        count = int(np.prod(shape[:-1], dtype=np.int64))
+        count = int(np.prod(shape, dtype=np.int64)) // max(len(c.bounds), 1)
         total = int(np.prod(c.bounds, dtype=np.int64))
-        flat = (rng.choice(total, size=count, replace=False) if c.unique and count <= total
+        flat = (rng.choice(total, size=count, replace=False) if c.unique and _fits(shape, c)
                 else rng.integers(0, max(total, 1), size=count))
         coords = np.stack(np.unravel_index(flat, c.bounds), axis=-1) if c.bounds else np.zeros((count, 0), np.int64)
         negate = rng.random(coords.shape) < 0.3
@@ -295,7 +396,7 @@ def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng
     bound = c.bounds[0]
     if not shape:
         values = np.asarray(rng.integers(0, bound))
-    elif c.unique and shape[c.axis] <= bound:
+    elif c.unique and _fits(shape, c):
         moved = (-1,) + shape[: c.axis] + shape[c.axis + 1 :]
         columns = int(np.prod(moved[1:], dtype=np.int64))
         if columns * bound <= 2**20:
@@ -330,8 +431,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     initializer_names = set(model.graph.initializers)
     graph_inputs = [v for v in model.graph.inputs if v.name not in initializer_names]
     input_shapes = {v.name: _concrete_shape(v.shape, sizes) for v in graph_inputs}
-    contracts, float_reduction = _contracts(model, input_shapes)
-    notes = []
+    contracts, float_reduction, notes = _contracts(model, input_shapes)
     if inputs is not None:
         missing = [v.name for v in graph_inputs if v.name not in inputs]
         if missing:
@@ -375,6 +475,9 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
     # session creation ~30% faster on a 50k-node graph.
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.add_session_config_entry("session.disable_prepacking", "1")
+    # Without the arena, buffers go back as soon as a run is done instead of staying reserved for
+    # the next run (there is none): measured 0.8 -> 0.5 GB peak validating a 76 MiB model.
+    options.enable_cpu_mem_arena = False
     custom_ops.register(options)
     source = str(model) if isinstance(model, (str, Path)) else model
     session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
@@ -389,25 +492,51 @@ def run_reference(model_path: str | os.PathLike, inputs: dict[str, np.ndarray]) 
     return make_evaluator(onnx.load(str(model_path))).run(None, inputs)
 
 
+_BLOCK = 1 << 20  # elements compared at a time: temporaries stay ~8 MiB whatever the output's size
+
+
+def _blocks(e: np.ndarray, a: np.ndarray):
+    """The two arrays as matching flat blocks (no copy of either whole array)."""
+    e, a = e.reshape(-1), a.reshape(-1)
+    for start in range(0, max(e.size, 1), _BLOCK):
+        yield e[start:start + _BLOCK], a[start:start + _BLOCK]
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
 def _bit_exact_mismatch(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
-        af, bf = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
-        nan_a, nan_b = np.isnan(af), np.isnan(bf)
-        if not np.array_equal(nan_a, nan_b):
+    """Different values, NaN positions or zero signs (NaN payloads may differ)."""
+    if not (a.dtype.kind in "fc" or a.dtype.name == "bfloat16"):
+        return not np.array_equal(a, b)
+    for ea, eb in _blocks(a, b):
+        af, bf = _wide(ea), _wide(eb)
+        nan_a = np.isnan(af)
+        if not np.array_equal(nan_a, np.isnan(bf)):
             return True
         ok = ~nan_a
-        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-            return not (np.array_equal(af[ok], bf[ok]) and np.array_equal(np.signbit(af[ok]), np.signbit(bf[ok])))
-        return not np.array_equal(af[ok], bf[ok])
-    return not np.array_equal(a, b)
+        if not np.array_equal(af[ok], bf[ok]):
+            return True
+        if a.dtype.kind != "c" and not np.array_equal(np.signbit(af[ok]), np.signbit(bf[ok])):
+            return True
+    return False
 
 
 def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
     if a.dtype == object or a.dtype == np.bool_ or a.size == 0:
         return 0.0 if np.array_equal(a, b) else float("inf")
-    diff = np.abs(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) - b.astype(np.complex128 if b.dtype.kind == "c" else np.float64))
-    diff = diff[~np.isnan(diff)]
-    return float(diff.max()) if diff.size else 0.0
+    worst = 0.0
+    for ea, eb in _blocks(a, b):
+        diff = np.abs(_wide(ea) - _wide(eb))
+        diff = diff[~np.isnan(diff)]
+        if diff.size:
+            worst = max(worst, float(diff.max()))
+    return worst
+
+
+def _within_tolerance(e: np.ndarray, a: np.ndarray, rtol: float, atol: float) -> bool:
+    return all(np.allclose(_wide(ab), _wide(eb), rtol=rtol, atol=atol, equal_nan=True) for eb, ab in _blocks(e, a))
 
 
 def _tolerance(dtype: np.dtype) -> tuple[float, float] | None:
@@ -428,8 +557,7 @@ def compare(names: list[str], expected: list[Any], actual: list[Any], float_redu
         tol = _tolerance(e.dtype) if float_reduction else None
         if tol is not None:
             rtol, atol = tol
-            ef, af = e.astype(np.float64), a.astype(np.float64)
-            if not np.allclose(af, ef, rtol=rtol, atol=atol, equal_nan=True):
+            if not _within_tolerance(e, a, rtol, atol):
                 failures.append(f"output '{name}': max |difference| {diffs[name]:.3g} exceeds rtol={rtol}, atol={atol}")
         elif _bit_exact_mismatch(e, a):
             failures.append(f"output '{name}': not bit-exact (max |difference| {diffs[name]:.3g})")

@@ -12,6 +12,7 @@ from scatter_rewrite.evaluator._common import (
     checked_index,
     invalid,
     normalize_axis,
+    release_pages,
     scatter_flat,
 )
 
@@ -70,6 +71,7 @@ def _scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray
     idx, negative = checked_index(indices, size, op, node_name,
                                   f"axis {axis} of data with shape {data.shape}")
     flat = _flat_positions(idx, data.shape, axis, negative)
+    release_pages(indices)  # read for the last time: a mapped weight's pages may go
     # Entries with first coordinate r only target data[r] unless we scatter along axis 0:
     # lets scatter_flat copy and scatter cache-sized row blocks together.
     rows = None

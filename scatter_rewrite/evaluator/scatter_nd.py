@@ -9,6 +9,7 @@ from scatter_rewrite.evaluator._common import (
     check_reduction,
     check_same_type,
     checked_index,
+    copy_releasing,
     horner_index,
     invalid,
     is_string,
@@ -75,7 +76,7 @@ def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
     if slice_len == 1:
         return scatter_flat(data, slot, updates, reduction)
     if reduction == "none" and slice_len >= _ROW_COPY_MIN_SLICE and not is_string(data.dtype):
-        out = np.array(data, order="C", copy=True)
+        out = copy_releasing(data)
         # In-order row writes: duplicate slots keep the last slice, like the flat path.
         out.reshape(-1, slice_len)[slot] = updates.reshape(n_slices, slice_len)
         return out

@@ -305,7 +305,7 @@ def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexCont
 
 
 def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], bool, list[str]]:
-    graph_inputs = {id(v) for v in model.graph.inputs}
+    graph_inputs = {id(v) for v in model.graph.inputs if v.name in input_shapes}  # not those with an initializer
     shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
     outer = _outer_values(model)
 
@@ -331,17 +331,21 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         unique = reduction == "none"
         if node.op_type == "ScatterND":
             indices_shape = rank_and_last_dim(node.inputs[1]) if node.inputs[1] is not None else None
-            width = indices_shape[-1] if indices_shape else None
-            sources = [] if width is None else _nd_sources(node.inputs[1], 0, width, graph_inputs, outer, rank_and_last_dim)
+            k = indices_shape[-1] if indices_shape else None
+            sources = [] if k is None else _nd_sources(node.inputs[1], 0, k, graph_inputs, outer, rank_and_last_dim)
             data_shape = shape_of(data) if sources and data is not None else None
             if data_shape is None:
                 continue
             for source, first, width in sources:
                 _add_contract(contracts, source.name, IndexContract("nd", tuple(data_shape[first : first + width]), unique))
-            if unique and len(sources) > 1 and not any(_fits(input_shapes[v.name], contracts[v.name]) for v, _, _ in sources):
-                notes.append(f"ScatterND{f' {node.name!r}' if node.name else ''}: no one of "
-                             f"{', '.join(v.name for v, _, _ in sources)} has room for all its index tuples: "
-                             "they may repeat, and reduction none then depends on write order")
+            # Unique tuples: one input unique and one-to-one with them, or all unique (broadcast against each other).
+            tuples = int(np.prod(indices_shape[:-1])) if None not in indices_shape else -1
+            fits = [(_fits(input_shapes[v.name], contracts[v.name]),
+                     int(np.prod(input_shapes[v.name])) // max(w, 1) == tuples) for v, _, w in sources]
+            if unique and not (all(f for f, _ in fits) or any(f and whole for f, whole in fits)):
+                names = ", ".join(sorted({v.name for v, _, _ in sources}))
+                notes.append(f"ScatterND {node.name!r}: the data has too few slots for unique indices from {names}: "
+                             "index tuples may repeat, and reduction none then depends on write order")
             continue
         source = _trace_to_input(node.inputs[1], graph_inputs, outer)
         data_shape = shape_of(data) if source is not None and data is not None else None

@@ -61,13 +61,17 @@ def test_gnn_max_inside_torch_cond(opset):
     np.testing.assert_array_equal(run_onnxruntime(lowered.SerializeToString(), feeds)[0], torch_out)
 
 
+@pytest.mark.parametrize("user_inputs", [True, False], ids=["feeds", "generated"])
 @pytest.mark.parametrize("opset", [11, 13, 16, 17])
 @pytest.mark.parametrize("name", ["index_put_acc_dynamo18", "index_add_dynamo18"])
-def test_index_put_and_index_add(name, opset):
+def test_index_put_and_index_add(name, opset, user_inputs):
     """ScatterND(add) from index_put(accumulate=True)/index_add: lowered below 16, kept at 16/17; the
-    model's Shape-15/Constant-13/... nodes are taken to the target."""
+    model's Shape-15/Constant-13/... nodes are taken to the target. Validated on PyTorch's inputs, or
+    on generated ones (the index reaches ScatterND through Unsqueeze and Concat)."""
     model, feeds, torch_out = load(name)
-    lowered = sr.lower(model, opset=opset, validate=True, inputs=feeds)
+    lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds if user_inputs else None,
+                                return_report=True)
+    assert ("user inputs" in outcome.validation["notes"]) == user_inputs
     onnx.checker.check_model(lowered, full_check=True)
     assert lowered.opset_import[0].version == opset
     assert reductions(lowered) == (["add"] if opset >= 16 else ["none"])

@@ -74,6 +74,26 @@ def iter_nodes(model: ir.Model) -> Iterator[tuple[ir.Node, Scope]]:
             yield node, scope
 
 
+def body_nodes(body: ir.Graph | ir.Function) -> Iterator[ir.Node]:
+    """Every node of one graph or function body, its subgraphs' nodes included (snapshotted)."""
+    for scope in _nested(body, 0, ""):
+        yield from list(scope.body)
+
+
+def value_names(model: ir.Model) -> set[str]:
+    """Every value name in the model: inputs, outputs, initializers and node outputs of every scope."""
+    names: set[str] = set()
+    for scope in iter_scopes(model):
+        body = scope.body
+        values = list(body.inputs) + list(body.outputs)
+        if isinstance(body, ir.Graph):
+            values += list(body.initializers.values())
+        for node in body:
+            values += list(node.outputs)
+        names.update(v.name for v in values if v is not None and v.name)
+    return names
+
+
 def describe(node: ir.Node, scope: Scope) -> str:
     """``ScatterElements 'name' (opset 18, main graph)``: how messages and reports name a node."""
     label = f" '{node.name}'" if node.name else ""

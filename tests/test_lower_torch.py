@@ -92,9 +92,35 @@ def test_index_put_lowered_in_place_with_lower_reduction():
     np.testing.assert_allclose(run_onnxruntime(proto.SerializeToString(), feeds)[0], torch_out, rtol=1e-5, atol=1e-6)
 
 
-def test_torchscript_rank_zero_wrapper_is_declined_by_name():
-    """TorchScript wraps scatter_reduce in If nodes for the rank-0 case, so the scatter's rank is
-    unknown to ONNX: the pass names the node and why (constant-fold the If first)."""
+@pytest.mark.parametrize("opset", [11, 13, 16, 17])
+def test_torchscript_rank_zero_wrapper_is_inlined_and_lowered(opset):
+    """TorchScript wraps scatter_reduce in two Ifs on "is x rank 0?" (Equal(Size(Shape(x)), 0)); x's
+    rank is known, so the pass inlines both (their else branches) and lowers the max it then sees.
+    The export declares y float[12] for the [4, 3] result (onnxruntime without graph optimizations
+    refuses to run it, so validation evaluates the original with onnx.reference); the pass replaces
+    that declaration by the inferred [4, 3] and says so, and y then equals PyTorch's bit for bit."""
+    model, feeds, torch_out = load("scatter_reduce_amax_ts16")
+    assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [12]
+    lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds, return_report=True)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert lowered.opset_import[0].version == opset
+    notes = outcome.passes[0]["notes"]
+    assert [n.split(":")[0] for n in notes if "_branch inlined" in n] == [
+        "If '/If' (opset 16, main graph)", "If '/If_1' (opset 16, main graph)"]
+    assert any("'y'" in n and "declared [12]" in n and "[4, 3]" in n for n in notes)
+    assert [d.dim_value for d in lowered.graph.output[0].type.tensor_type.shape.dim] == [4, 3]
+    assert reductions(lowered) == ["none"]
+    names = {n.name for n, _ in iter_nodes(ir.serde.deserialize_model(lowered))}
+    assert not {"/If", "/If_1", "/Equal", "/Size", "/Shape"} & names
+    got = run_onnxruntime(lowered.SerializeToString(), feeds)[0]
+    assert got.shape == torch_out.shape
+    np.testing.assert_array_equal(got, torch_out)
+
+
+def test_torchscript_wrapper_on_an_unknown_rank_is_still_declined():
+    """With x's rank unknown, "is x rank 0?" is a run-time question: the Ifs stay, the scatter's rank
+    stays unknown, and the pass names the node and why."""
     model, _, _ = load("scatter_reduce_amax_ts16")
-    with pytest.raises(ConversionError, match=r"ScatterElements '/ScatterElements' \(opset 16.*rank"):
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+    with pytest.raises(ConversionError, match=r"ScatterElements '/ScatterElements' \(opset 16, main graph\).*rank"):
         sr.lower(model, opset=13)

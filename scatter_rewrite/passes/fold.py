@@ -12,8 +12,9 @@ the graph.
 Constant means: an initializer that is not also a graph input (a graph input with an initializer
 is a default that callers may override), a subgraph initializer or outer-scope constant, a
 ``Constant`` node, or the output of a small constant-only chain of :data:`CHAIN_OPS` (``Cast``,
-``Reshape``, ``Unsqueeze``, ``Expand``, ``Range``, ``Gather``, ``Shape`` of a static shape, ...)
-as real exporters emit in front of scatter indices and updates. Chain nodes are evaluated
+``Reshape``, ``Unsqueeze``, ``Expand``, ``Range``, ``Gather``, ``Shape`` of static dims, ``Size``
+of a ``Shape`` of known rank, ...) as real exporters emit in front of scatter indices and updates
+(:class:`ConstantChains`, which the inline-If helper shares). Chain nodes are evaluated
 (``onnx.reference``'s per-op implementations) only as far as they feed a scatter being folded;
 nodes and initializers that folding leaves unused are removed, nothing else in the graph is.
 
@@ -78,8 +79,7 @@ class FoldPass(ScatterPass):
     # ---- the pass ------------------------------------------------------------------------------
 
     def run(self, model: ir.Model) -> None:
-        self._reasons: dict[ir.Value, str | None] = {}  # value -> why it is not constant (None: it is)
-        self._arrays: dict[ir.Value, np.ndarray] = {}  # evaluated chain-node outputs
+        self._chains = ConstantChains()
         try:
             for node, scope in iter_nodes(model):
                 if node.graph is None:
@@ -87,14 +87,13 @@ class FoldPass(ScatterPass):
                 if node.op_type in SCATTER_OPS and is_default_domain(node):
                     self._fold(node, scope)
         finally:
-            self._reasons.clear()
-            self._arrays.clear()
+            self._chains.clear()
 
     def _fold(self, node: ir.Node, scope: Scope) -> None:
         reason = self._unfoldable_attributes(node, scope)
         if reason is None:
             reason = next((f"input {i} ('{v.name}') is not constant: {why}"
-                           for i, v in enumerate(node.inputs) if (why := self._not_constant(v))), None)
+                           for i, v in enumerate(node.inputs) if (why := self._chains.why_not(v))), None)
         if reason is not None:
             self.skip(node, scope, reason)
             return
@@ -104,8 +103,8 @@ class FoldPass(ScatterPass):
             self.skip(node, scope, reason)  # decided before reading any input
             return
         try:
-            inputs = [None if v is None else self._evaluate(v, scope) for v in node.inputs]
-        except _CannotEvaluate as e:
+            inputs = [None if v is None else self._chains.evaluate(v, scope.opset) for v in node.inputs]
+        except CannotEvaluate as e:
             self.skip(node, scope, f"cannot evaluate its constant inputs: {e}")
             return
         result = self._compute(node, scope, inputs)
@@ -118,7 +117,7 @@ class FoldPass(ScatterPass):
         name = out.name
         feeding = [v for v in node.inputs if v is not None]
         self._replace(node, scope, self._tensor(result, dtype, name))
-        removed = self._prune(feeding)
+        removed = self._chains.prune(feeding)
         nbytes = _nbytes(dtype, result.shape)
         extra = f"; {removed} constant node(s)/initializer(s) it used removed" if removed else ""
         kind = "Constant node" if scope.is_function else "initializer"
@@ -136,55 +135,6 @@ class FoldPass(ScatterPass):
                     f"{describe(node, scope)}: unknown attribute '{name}' (the op has {', '.join(sorted(allowed))}); "
                     "remove it or fix the exporter"
                 )
-        return None
-
-    def _not_constant(self, value: ir.Value | None) -> str | None:
-        """Why ``value`` is not a compile-time constant, or None when it is."""
-        if value is None:
-            return None  # an omitted optional input
-        if value in self._reasons:
-            return self._reasons[value]
-        try:
-            reason = self._why_not_constant(value)
-        except RecursionError:
-            reason = "its constant chain is too deep to evaluate"
-        self._reasons[value] = reason
-        return reason
-
-    def _why_not_constant(self, value: ir.Value) -> str | None:
-        producer = value.producer()
-        if producer is None:
-            if value.is_graph_input():
-                if value.is_initializer():
-                    return (f"graph input '{value.name}' has an initializer, but callers may override it; "
-                            "remove it from the graph inputs to make it constant")
-                return f"'{value.name}' is a graph input"
-            if value.is_initializer() and value.const_value is not None:
-                return None
-            return f"'{value.name}' is a function input or comes from outside the graph"
-        label = f"{producer.op_type} '{producer.name}'" if producer.name else producer.op_type
-        if producer.op_type in SCATTER_OPS and is_default_domain(producer):
-            return f"it comes from {label}, which was left unfolded"
-        if producer.op_type not in CHAIN_OPS or not is_default_domain(producer):
-            return f"it comes from {label}, which is not a constant-chain op"
-        for name, a in producer.attributes.items():
-            if not isinstance(a, ir.Attr):
-                return f"it comes from {label}, whose attribute '{name}' refers to a function attribute"
-            if a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
-                return f"it comes from {label}, which has a subgraph"
-        if producer.op_type == "Constant":
-            names = set(producer.attributes)
-            if names & {"sparse_value"} or len(names) != 1:
-                return f"it comes from {label}, a sparse or malformed Constant"
-            return None
-        if producer.op_type in SHAPE_OPS:
-            source = producer.inputs[0] if producer.inputs else None
-            if source is None or source.shape is None or not source.shape.is_static():
-                return f"it comes from {label} of a dynamic shape"
-            return None
-        for v in producer.inputs:
-            if (why := self._not_constant(v)) is not None:
-                return f"it comes from {label}, whose input '{v.name}' is not constant ({why})"
         return None
 
     def _result_type(self, node: ir.Node) -> tuple[ir.DataType | None, tuple[int, ...] | None]:
@@ -205,25 +155,6 @@ class FoldPass(ScatterPass):
         if nbytes > self.size_limit:
             return f"its result would be {nbytes} bytes, over the size limit of {self.size_limit} bytes"
         return None
-
-    # ---- evaluating ----------------------------------------------------------------------------
-
-    def _evaluate(self, value: ir.Value, scope: Scope) -> np.ndarray:
-        producer = value.producer()
-        if producer is None:  # an initializer: memory-mapped or in the proto, read here
-            return value.const_value.numpy()
-        if value in self._arrays:
-            return self._arrays[value]
-        if producer.op_type == "Constant":
-            outputs = [_constant_array(producer)]
-        elif producer.op_type in SHAPE_OPS:
-            outputs = [_shape_op(producer)]
-        else:
-            inputs = [None if v is None else self._evaluate(v, scope) for v in producer.inputs]
-            outputs = _run_reference(producer, scope.opset, inputs)
-        for v, array in zip(producer.outputs, outputs):
-            self._arrays[v] = array
-        return self._arrays[value]
 
     def _compute(self, node: ir.Node, scope: Scope, inputs: list) -> np.ndarray:
         op, name = node.op_type, node.name or None
@@ -267,10 +198,105 @@ class FoldPass(ScatterPass):
         if not scope.is_function:
             new_value.const_value = tensor
             scope.body.register_initializer(new_value)
-        self._arrays.pop(out, None)
+        self._chains.forget(out)
 
-    def _prune(self, values: list[ir.Value]) -> int:
-        """Remove the nodes and initializers among ``values``' producers that folding left unused."""
+
+class ConstantChains:
+    """Which values are compile-time constants, and their values (FoldPass's inputs, the inline-If
+    helper's conditions).
+
+    Constant: an initializer that is not also a graph input, a ``Constant`` node, or the output of a
+    chain of :data:`CHAIN_OPS` over constants. ``Shape`` and ``Size`` read no values, only what is
+    known of their input's shape: ``Shape`` is constant when the dims it returns are static (all of
+    them, or its ``start:end`` slice), ``Size`` when every dim is static; the output of a ``Shape``
+    has a known length whenever its input's rank is known, so ``Size(Shape(x))`` (x's rank) is
+    constant even when x's dims are dynamic. Shapes are read from the values as they are (run ONNX
+    shape inference first to know more). Answers are cached: make a new instance after the graph
+    or its recorded shapes change, or :meth:`forget` the values that changed.
+    """
+
+    def __init__(self) -> None:
+        self._reasons: dict[ir.Value, str | None] = {}  # value -> why it is not constant (None: it is)
+        self._arrays: dict[ir.Value, np.ndarray] = {}  # evaluated chain-node outputs
+
+    def clear(self) -> None:
+        self._reasons.clear()
+        self._arrays.clear()
+
+    def forget(self, value: ir.Value) -> None:
+        self._arrays.pop(value, None)
+        self._reasons.pop(value, None)
+
+    def why_not(self, value: ir.Value | None) -> str | None:
+        """Why ``value`` is not a compile-time constant, or None when it is."""
+        if value is None:
+            return None  # an omitted optional input
+        if value in self._reasons:
+            return self._reasons[value]
+        try:
+            reason = self._why_not(value)
+        except RecursionError:
+            reason = "its constant chain is too deep to evaluate"
+        self._reasons[value] = reason
+        return reason
+
+    def _why_not(self, value: ir.Value) -> str | None:
+        producer = value.producer()
+        if producer is None:
+            if value.is_graph_input():
+                if value.is_initializer():
+                    return (f"graph input '{value.name}' has an initializer, but callers may override it; "
+                            "remove it from the graph inputs to make it constant")
+                return f"'{value.name}' is a graph input"
+            if value.is_initializer() and value.const_value is not None:
+                return None
+            return f"'{value.name}' is a function input or comes from outside the graph"
+        label = f"{producer.op_type} '{producer.name}'" if producer.name else producer.op_type
+        if producer.op_type in SCATTER_OPS and is_default_domain(producer):
+            return f"it comes from {label}, which was left unfolded"
+        if producer.op_type not in CHAIN_OPS or not is_default_domain(producer):
+            return f"it comes from {label}, which is not a constant-chain op"
+        for name, a in producer.attributes.items():
+            if not isinstance(a, ir.Attr):
+                return f"it comes from {label}, whose attribute '{name}' refers to a function attribute"
+            if a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+                return f"it comes from {label}, which has a subgraph"
+        if producer.op_type == "Constant":
+            names = set(producer.attributes)
+            if names & {"sparse_value"} or len(names) != 1:
+                return f"it comes from {label}, a sparse or malformed Constant"
+            return None
+        if producer.op_type in SHAPE_OPS:
+            if _shape_op_dims(producer) is None:
+                return f"it comes from {label} of a dynamic shape"
+            return None
+        for v in producer.inputs:
+            if (why := self.why_not(v)) is not None:
+                return f"it comes from {label}, whose input '{v.name}' is not constant ({why})"
+        return None
+
+    def evaluate(self, value: ir.Value, opset: int) -> np.ndarray:
+        """The value of a constant (:meth:`why_not` said None); chain ops run at ``opset``.
+        Raises :class:`CannotEvaluate` when onnx.reference rejects a chain op's inputs."""
+        producer = value.producer()
+        if producer is None:  # an initializer: memory-mapped or in the proto, read here
+            return value.const_value.numpy()
+        if value in self._arrays:
+            return self._arrays[value]
+        if producer.op_type == "Constant":
+            outputs = [_constant_array(producer)]
+        elif producer.op_type in SHAPE_OPS:
+            outputs = [_shape_op(producer)]
+        else:
+            inputs = [None if v is None else self.evaluate(v, opset) for v in producer.inputs]
+            outputs = _run_reference(producer, opset, inputs)
+        for v, array in zip(producer.outputs, outputs):
+            self._arrays[v] = array
+        return self._arrays[value]
+
+    def prune(self, values: list[ir.Value]) -> int:
+        """Remove the nodes and initializers among ``values``' producers (and theirs, transitively)
+        that nothing uses any more; returns how many were removed. Graph inputs stay."""
         removed, stack = 0, list(values)
         while stack:
             value = stack.pop()
@@ -288,14 +314,13 @@ class FoldPass(ScatterPass):
             inputs = [v for v in producer.inputs if v is not None]
             producer.graph.remove(producer, safe=True)
             for o in producer.outputs:
-                self._arrays.pop(o, None)
-                self._reasons.pop(o, None)
+                self.forget(o)
             removed += 1
             stack.extend(inputs)
         return removed
 
 
-class _CannotEvaluate(Exception):
+class CannotEvaluate(Exception):
     """A chain op the reference implementation could not run (reported as a skip reason)."""
 
 
@@ -323,16 +348,42 @@ def _constant_array(node: ir.Node) -> np.ndarray:
         return np.array(value, dtype=np.int64)
     if name in ("value_string", "value_strings"):
         return np.array(value, dtype=object)
-    raise _CannotEvaluate(f"Constant '{node.name}' has an unknown attribute '{name}'")
+    raise CannotEvaluate(f"Constant '{node.name}' has an unknown attribute '{name}'")
+
+
+def known_dims(value: ir.Value | None) -> list[int | None] | None:
+    """What is known of ``value``'s shape: its dims (None where dynamic), or None when its rank is
+    unknown. A ``Shape`` output with no recorded shape still has a known length when the rank of
+    the ``Shape``'s input is known."""
+    if value is None:
+        return None
+    if value.shape is not None:
+        return [d if isinstance(d, int) else None for d in value.shape]
+    producer = value.producer()
+    if producer is not None and producer.op_type == "Shape" and is_default_domain(producer):
+        source = known_dims(producer.inputs[0] if producer.inputs else None)
+        if source is not None:
+            start, end = attr(producer, "start", 0), attr(producer, "end", len(source))
+            if isinstance(start, int) and isinstance(end, int):
+                return [len(source[slice(start, end)])]
+    return None
+
+
+def _shape_op_dims(node: ir.Node) -> list[int] | None:
+    """The dims a ``Shape``/``Size`` node reads (all static), or None when some is unknown."""
+    dims = known_dims(node.inputs[0] if node.inputs else None)
+    if dims is None:
+        return None
+    if node.op_type == "Shape":  # Shape-15 clamps start/end exactly as Python slicing does
+        dims = dims[slice(attr(node, "start", 0), attr(node, "end", len(dims)))]
+    return None if any(d is None for d in dims) else dims
 
 
 def _shape_op(node: ir.Node) -> np.ndarray:
-    dims = np.array(node.inputs[0].shape.numpy(), dtype=np.int64)
+    dims = np.array(_shape_op_dims(node), dtype=np.int64)
     if node.op_type == "Size":
         return np.array(np.prod(dims, dtype=np.int64), dtype=np.int64)
-    rank = len(dims)
-    start, end = attr(node, "start", 0), attr(node, "end", rank)
-    return dims[slice(start, end)]  # Shape-15 clamps start/end exactly as Python slicing does
+    return dims
 
 
 def _run_reference(node: ir.Node, opset: int, inputs: list) -> list[np.ndarray]:
@@ -349,6 +400,6 @@ def _run_reference(node: ir.Node, opset: int, inputs: list) -> list[np.ndarray]:
     except Exception as e:  # the reference op rejects these inputs: not ours to fix, a skip reason
         label = f"{node.op_type} '{node.name}'" if node.name else node.op_type
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise _CannotEvaluate(f"{label} failed in onnx.reference ({first[:200]})") from e
+        raise CannotEvaluate(f"{label} failed in onnx.reference ({first[:200]})") from e
     return [np.asarray(o) for o in outputs]
 

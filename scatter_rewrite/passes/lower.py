@@ -38,6 +38,12 @@ Modes (how a reduction is lowered):
 
 TensorScatter is lowered to ScatterElements in every mode.
 
+Before lowering, an ``If`` whose condition is a compile-time constant and which feeds a node that
+could not be lowered as it stands, or reads its output, is replaced by the branch it always takes
+(:mod:`scatter_rewrite.passes._inline_if`), and each such If is reported in the notes. That is
+PyTorch's TorchScript export of ``scatter_reduce``: Ifs on "is x rank 0?" hide the scatter's rank.
+Other Ifs stay.
+
 Leaves alone: nodes of other domains, reductions the target has. A node that cannot be lowered
 (unknown rank, a data type without an exact lowering, ...) makes the target unreachable: the pass
 raises ConversionError naming it and why. ``opset`` outside 11..23 or an unknown ``mode`` raise
@@ -46,13 +52,14 @@ OptionError.
 
 from __future__ import annotations
 
-import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError, OptionError
-from scatter_rewrite.graph import Scope, attr, default_opset, describe, is_default_domain, iter_nodes, iter_scopes
+from scatter_rewrite.graph import Scope, attr, body_nodes, default_opset, describe, is_default_domain, iter_nodes, value_names
 from scatter_rewrite.opset import convert_opset
 from scatter_rewrite.passes import _segment_reduce as seg
+from scatter_rewrite.passes._inference import annotate_function_types, borrow_inferred_types, restore_types
+from scatter_rewrite.passes._inline_if import inline_constant_ifs
 from scatter_rewrite.passes.base import ScatterPass
 
 MIN_TARGET, MAX_TARGET = 11, 23
@@ -63,123 +70,6 @@ CUSTOM_DOMAIN_VERSION = 1
 # namespace "", data FP32/FP16/INT32/INT64/BF16, indices INT64 only.
 TRT_PLUGIN_DTYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64, ir.DataType.BFLOAT16}
 _PENDING_DOMAIN = "scatter_rewrite.pending"  # hides a node from convert_opset until it is replaced
-
-
-def _function_values(function: ir.Function):
-    yield from function.inputs
-    for node in _all_nodes(function):
-        yield from node.outputs
-
-
-def _annotate_function_types(model: ir.Model, function: ir.Function) -> list[ir.Value]:
-    """Give a function's untyped values the dtype and rank they have at every call site (ONNX
-    shape inference on the body with the callers' input types); returns what was annotated, so
-    the pass can clear it again (a function's values stay untyped in the saved model)."""
-    key = (function.domain, function.name, function.overload)
-    calls = [n for n, _ in iter_nodes(model) if (n.domain, n.op_type, n.overload) == key]
-    if not calls:
-        return []
-    proto = ir.serde.serialize_function(function)
-    found: dict[str, tuple] = {}
-    for call in calls:
-        inputs = []
-        for formal, actual in zip(proto.input, call.inputs):
-            dtype = actual.dtype.value if actual is not None and actual.dtype is not None else 0
-            shape = None if actual is None or actual.shape is None else [
-                d if isinstance(d, int) else None for d in actual.shape]
-            inputs.append(onnx.helper.make_tensor_value_info(formal, dtype, shape))
-        outputs = [onnx.helper.make_tensor_value_info(o, 0, None) for o in proto.output]
-        graph = onnx.helper.make_graph(list(proto.node), "body", inputs, outputs)
-        imports = dict(model.opset_imports)
-        imports.update(function.opset_imports)
-        tmp = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in imports.items()],
-                                     functions=[ir.serde.serialize_function(f) for f in model.functions.values()])
-        try:
-            inferred = onnx.shape_inference.infer_shapes(tmp)
-        except Exception:  # best effort: an untyped value only makes the pass decline the node
-            return []
-        seen: dict[str, tuple] = {}
-        for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
-            t = vi.type.tensor_type
-            if t.elem_type:
-                dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim) if t.HasField("shape") else None
-                seen[vi.name] = (t.elem_type, dims)
-        for name, (elem, dims) in seen.items():
-            if name not in found:
-                found[name] = (elem, dims)
-                continue
-            old_elem, old_dims = found[name]
-            if old_elem != elem or old_dims is None or dims is None or len(old_dims) != len(dims):
-                found[name] = (old_elem if old_elem == elem else None, None)
-            else:  # several call sites: keep the dims they agree on
-                found[name] = (elem, tuple(a if a == b else None for a, b in zip(old_dims, dims)))
-        found.update({n: (None, None) for n in found if n not in seen})
-    annotated = []
-    for value in _function_values(function):
-        if value is None or value.type is not None or value.name not in found:
-            continue
-        elem, dims = found[value.name]
-        if elem:
-            annotated.append((value, (None, value.shape)))
-            value.dtype = ir.DataType(elem)
-            if dims is not None and value.shape is None:
-                value.shape = ir.Shape(list(dims))
-    return annotated
-
-
-def _borrow_inferred_types(model: ir.Model) -> list[tuple[ir.Value, tuple]]:
-    """Set ONNX-inferred dtype/shape on main-graph and subgraph values that lack them; return
-    (value, (dtype it had, shape it had)) for each, so the caller can restore them."""
-    proto = ir.serde.serialize_model(model)
-    for init in proto.graph.initializer:  # shapes suffice; do not hand weights to inference
-        init.ClearField("raw_data")
-        for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
-            init.ClearField(field)
-        init.ClearField("external_data")
-        init.data_location = onnx.TensorProto.DEFAULT
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
-    except Exception:  # best effort: without it the pass only declines more
-        return []
-    found: dict[str, onnx.TypeProto] = {}
-    graphs = [inferred.graph]
-    while graphs:
-        g = graphs.pop()
-        for vi in list(g.value_info) + list(g.output):
-            if vi.type.HasField("tensor_type"):
-                found[vi.name] = vi.type.tensor_type
-        for node in g.node:
-            for a in node.attribute:
-                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
-    borrowed = []
-    for scope in iter_scopes(model):
-        if scope.is_function:
-            continue
-        for node in scope.body:
-            for value in node.outputs:
-                t = found.get(value.name)
-                if t is None or (value.dtype is not None and value.shape is not None):
-                    continue
-                borrowed.append((value, (value.dtype, value.shape)))
-                if value.dtype is None and t.elem_type:
-                    value.dtype = ir.DataType(t.elem_type)
-                if value.shape is None and t.HasField("shape"):
-                    value.shape = ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                                            for d in t.shape.dim])
-    return borrowed
-
-
-def _taken_names(model: ir.Model) -> set[str]:
-    names: set[str] = set()
-    for scope in iter_scopes(model):
-        body = scope.body
-        values = list(body.inputs) + list(body.outputs)
-        if isinstance(body, ir.Graph):
-            values += list(body.initializers.values())
-        for node in body:
-            values += list(node.outputs)
-        names.update(v.name for v in values if v is not None and v.name)
-    return names
 
 
 class LowerPass(ScatterPass):
@@ -231,16 +121,22 @@ class LowerPass(ScatterPass):
         if not any(self._needs_lowering(n) for n, _ in iter_nodes(model)):
             self._run(model, pending, blocked)
             return
-        borrowed = _borrow_inferred_types(model)
+        # An If with a constant condition in front of (or behind) a node that cannot be lowered as
+        # it stands (TorchScript's rank-0 wrapper hides the scatter's rank) becomes its taken branch.
+        for text in inline_constant_ifs(model, near=self._blocked):
+            self.note(text, modified=True)
+        borrowed = borrow_inferred_types(model)
         for function in model.functions.values():
-            if any(self._needs_lowering(n) for n in _all_nodes(function)):
-                borrowed += _annotate_function_types(model, function)
+            if any(self._needs_lowering(n) for n in body_nodes(function)):
+                borrowed += annotate_function_types(model, function)
         try:
             self._run(model, pending, blocked)
         finally:
-            for value, (dtype_was, shape_was) in borrowed:
-                value.type = None if dtype_was is None else value.type
-                value.shape = shape_was
+            restore_types(borrowed)
+
+    def _blocked(self, node: ir.Node) -> bool:
+        kind = self._needs_lowering(node)
+        return kind is not None and self._blocker(kind, node) is not None
 
     def _run(self, model: ir.Model, pending: list, blocked: list) -> None:
         target = self.opset
@@ -271,7 +167,7 @@ class LowerPass(ScatterPass):
                 f"({converted} other node(s) converted)",
                 modified=True,
             )
-        names = seg.Names(_taken_names(model))
+        names = seg.Names(value_names(model))
         uses_custom: list[ir.Graph | ir.Function] = []
         for kind, node, scope in pending:
             node.domain = ""
@@ -296,7 +192,7 @@ class LowerPass(ScatterPass):
                 if isinstance(body, ir.Function):
                     body.opset_imports[CUSTOM_DOMAIN] = CUSTOM_DOMAIN_VERSION
             for function in model.functions.values():
-                if any(n.domain == CUSTOM_DOMAIN for n in _all_nodes(function)):
+                if any(n.domain == CUSTOM_DOMAIN for n in body_nodes(function)):
                     function.opset_imports[CUSTOM_DOMAIN] = CUSTOM_DOMAIN_VERSION
 
     # ---------------------------------------------------------------- one reduction
@@ -317,17 +213,6 @@ class LowerPass(ScatterPass):
         return nodes, out, f"-> {len(nodes)} standard nodes (sort + segmented {reduction} + ScatterND)"
 
 
-def _all_nodes(body):
-    for node in body:
-        yield node
-        for a in node.attributes.values():
-            if isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPH:
-                yield from _all_nodes(a.value)
-            elif isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPHS:
-                for g in a.value:
-                    yield from _all_nodes(g)
-
-
 def _drop_if_dead(body, values) -> None:
     """Remove the producer of a replaced node's input when nothing uses it any more (the GNN
     ``Expand`` of the row keys to [E, F], which the lowering reads around): one level only."""
@@ -344,7 +229,7 @@ def _all_nodes_of(nodes):
         yield node
         for a in node.attributes.values():
             if isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPH:
-                yield from _all_nodes(a.value)
+                yield from body_nodes(a.value)
 
 
 def custom_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir.Value]:

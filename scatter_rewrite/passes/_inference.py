@@ -1,0 +1,141 @@
+"""Borrow ONNX shape inference's dtypes and shapes for as long as a pass decides, then give them back.
+
+Exporters often record no type for intermediate values (TorchScript writes no value_info) and a
+function's values are untyped by design, yet a pass needs ranks and dtypes to decide. These helpers
+set what ONNX shape inference finds on the values that lack it and return what they changed, so
+:func:`restore_types` leaves every value as it came (nothing is added to the saved model).
+Inference is best effort: when it fails, nothing is borrowed and the caller only declines more.
+"""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+
+from scatter_rewrite.graph import body_nodes, iter_nodes, iter_scopes
+
+Borrowed = list[tuple[ir.Value, tuple]]  # (value, (dtype it had, shape it had))
+
+
+def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] | None:
+    """ONNX shape inference's tensor type of every value of the main graph and its subgraphs, by
+    name (weights are kept out of it); None when inference fails."""
+    proto = ir.serde.serialize_model(model)
+    for init in proto.graph.initializer:  # shapes suffice; do not hand weights to inference
+        init.ClearField("raw_data")
+        for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
+            init.ClearField(field)
+        init.ClearField("external_data")
+        init.data_location = onnx.TensorProto.DEFAULT
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # best effort
+        return None
+    found: dict[str, onnx.TypeProto.Tensor] = {}
+    graphs = [inferred.graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.value_info) + list(g.output):
+            if vi.type.HasField("tensor_type"):
+                found[vi.name] = vi.type.tensor_type
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    return found
+
+
+def shape_of(t: onnx.TypeProto.Tensor) -> ir.Shape | None:
+    if not t.HasField("shape"):
+        return None
+    return ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim])
+
+
+def borrow_inferred_types(model: ir.Model) -> Borrowed:
+    """Set ONNX-inferred dtype/shape on main-graph and subgraph values that lack them; return
+    (value, (dtype it had, shape it had)) for each, for :func:`restore_types`."""
+    found = inferred_tensor_types(model)
+    if not found:
+        return []
+    borrowed = []
+    for scope in iter_scopes(model):
+        if scope.is_function:
+            continue
+        for node in scope.body:
+            for value in node.outputs:
+                t = found.get(value.name)
+                if t is None or (value.dtype is not None and value.shape is not None):
+                    continue
+                borrowed.append((value, (value.dtype, value.shape)))
+                if value.dtype is None and t.elem_type:
+                    value.dtype = ir.DataType(t.elem_type)
+                if value.shape is None:
+                    value.shape = shape_of(t)
+    return borrowed
+
+
+def restore_types(borrowed: Borrowed) -> None:
+    for value, (dtype_was, shape_was) in borrowed:
+        value.type = None if dtype_was is None else value.type
+        value.shape = shape_was
+
+
+def _function_values(function: ir.Function):
+    yield from function.inputs
+    for node in body_nodes(function):
+        yield from node.outputs
+
+
+def annotate_function_types(model: ir.Model, function: ir.Function) -> Borrowed:
+    """Give a function's untyped values the dtype and rank they have at every call site (ONNX
+    shape inference on the body with the callers' input types); returns what was annotated, for
+    :func:`restore_types` (a function's values stay untyped in the saved model)."""
+    key = (function.domain, function.name, function.overload)
+    calls = [n for n, _ in iter_nodes(model) if (n.domain, n.op_type, n.overload) == key]
+    if not calls:
+        return []
+    proto = ir.serde.serialize_function(function)
+    found: dict[str, tuple] = {}
+    for call in calls:
+        inputs = []
+        for formal, actual in zip(proto.input, call.inputs):
+            dtype = actual.dtype.value if actual is not None and actual.dtype is not None else 0
+            shape = None if actual is None or actual.shape is None else [
+                d if isinstance(d, int) else None for d in actual.shape]
+            inputs.append(onnx.helper.make_tensor_value_info(formal, dtype, shape))
+        outputs = [onnx.helper.make_tensor_value_info(o, 0, None) for o in proto.output]
+        graph = onnx.helper.make_graph(list(proto.node), "body", inputs, outputs)
+        imports = dict(model.opset_imports)
+        imports.update(function.opset_imports)
+        tmp = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in imports.items()],
+                                     functions=[ir.serde.serialize_function(f) for f in model.functions.values()])
+        try:
+            inferred = onnx.shape_inference.infer_shapes(tmp)
+        except Exception:  # best effort: an untyped value only makes the pass decline the node
+            return []
+        seen: dict[str, tuple] = {}
+        for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+            t = vi.type.tensor_type
+            if t.elem_type:
+                dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim) if t.HasField("shape") else None
+                seen[vi.name] = (t.elem_type, dims)
+        for name, (elem, dims) in seen.items():
+            if name not in found:
+                found[name] = (elem, dims)
+                continue
+            old_elem, old_dims = found[name]
+            if old_elem != elem or old_dims is None or dims is None or len(old_dims) != len(dims):
+                found[name] = (old_elem if old_elem == elem else None, None)
+            else:  # several call sites: keep the dims they agree on
+                found[name] = (elem, tuple(a if a == b else None for a, b in zip(old_dims, dims)))
+        found.update({n: (None, None) for n in found if n not in seen})
+    annotated = []
+    for value in _function_values(function):
+        if value is None or value.type is not None or value.name not in found:
+            continue
+        elem, dims = found[value.name]
+        if elem:
+            annotated.append((value, (None, value.shape)))
+            value.dtype = ir.DataType(elem)
+            if dims is not None and value.shape is None:
+                value.shape = ir.Shape(list(dims))
+    return annotated

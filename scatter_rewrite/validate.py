@@ -12,9 +12,12 @@ Unsqueezed, or itself ``[..., w]``): each Concat input gets the bounds of the da
 components index. For reduction "none", each such input is made unique on its own (its tuples
 distinct) where its size allows. That makes the full tuples unique whenever one input is one-to-one
 with them (same-shape indices, ``x[i, j]``), and also when the inputs are broadcast against each
-other (``x[i[:, None], j]``: every input unique gives every pair once). It does not when no input
-alone has room for all tuples (5 updates through ``x[i, j]`` into a 2 x 3 ``x``): the plan's notes say
-so, and such a validation may fail on write order.
+other (``x[i[:, None], j]``: every input unique gives every pair once; a constant component, like
+the row ``arange`` TorchScript emits for ``x[:, i]``, is assumed distinct). When neither holds (5
+updates through ``x[i, j]`` into a 2 x 3 ``x``; a 5 x 5 grid into 3 rows) the tuples may repeat: the
+plan's notes say so, and such a validation may fail on write order. Joint generation (unique flat
+indices over the product of the bounds, split between the inputs) would cover the same-shape case
+too; not done, to keep one contract per input.
 
 Comparison is exact (bit for bit, NaN positions included) for integers and for none/max/min; float
 outputs of a model holding a float add/mul scatter are compared within :data:`FLOAT_TOLERANCE`,

@@ -283,13 +283,23 @@ class _Converter:
 def convert_opset(model: ir.Model, target: int) -> int:
     """Set every default-domain opset import (model and functions) to ``target``, converting the
     nodes whose schema changes. Returns the number of nodes handed to the converter."""
+    from scatter_rewrite.passes._inference import annotate_function_types, borrow_inferred_types, restore_types
+
     converter = _Converter(target)
-    for scope in list(iter_scopes(model)):
-        if scope.opset == target:
-            continue
-        for node in list(scope.body):
-            if is_default_domain(node) and needs_conversion(node.op_type, scope.opset, target):
-                converter.convert_node(node, scope)
+    work = [(node, scope) for scope in list(iter_scopes(model)) if scope.opset != target for node in list(scope.body)
+            if is_default_domain(node) and needs_conversion(node.op_type, scope.opset, target)]
+    borrowed = []
+    if any(v is not None and v.dtype is None for node, _ in work for v in (*node.inputs, *node.outputs)):
+        # The converter and fits_schema need dtypes that exporters often leave unrecorded (TorchScript
+        # writes no value_info): borrow ONNX shape inference's for the conversion, then give them back.
+        borrowed = borrow_inferred_types(model)
+        for function in {id(s.body): s.body for _, s in work if s.is_function}.values():
+            borrowed += annotate_function_types(model, function)
+    try:
+        for node, scope in work:
+            converter.convert_node(node, scope)
+    finally:
+        restore_types(borrowed)
     for imports in [model.opset_imports] + [f.opset_imports for f in model.functions.values()]:
         for domain in DEFAULT_DOMAINS:
             if domain in imports:

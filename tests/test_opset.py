@@ -92,3 +92,17 @@ def test_converter_leftover_default_attribute_dropped():
     assert {a.name for a in out.graph.node[0].attribute} <= {"keepdims", "axes"}
     feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
     np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], np.float32(15))
+
+
+def test_untyped_intermediates_get_inferred_types_for_the_downgrade():
+    """TorchScript records no value_info: the dtypes fits_schema needs come from shape inference,
+    and are given back afterwards (nothing added to the saved model)."""
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph(
+        [oh.make_node("Add", ["i", "one"], ["t"]), oh.make_node("Mul", ["t", "t"], ["y"])], "g",
+        [vi("i", TensorProto.INT64, [2])], [vi("y", TensorProto.INT64, [2])],
+        initializer=[oh.make_tensor("one", TensorProto.INT64, [], [1])])
+    out = converted(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 16)]), 13)
+    assert [n.op_type for n in out.graph.node] == ["Add", "Mul"] and "t" not in {v.name for v in out.graph.value_info}
+    feeds = {"i": np.array([2, -3], np.int64)}
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], (feeds["i"] + 1) ** 2)

@@ -289,8 +289,9 @@ def convert_opset(model: ir.Model, target: int) -> int:
     work = [(node, scope) for scope in list(iter_scopes(model)) if scope.opset != target for node in list(scope.body)
             if is_default_domain(node) and needs_conversion(node.op_type, scope.opset, target)]
     borrowed = []
-    if any(v is not None and v.dtype is None for node, _ in work for v in (*node.inputs, *node.outputs)):
-        # The converter and fits_schema need dtypes that exporters often leave unrecorded (TorchScript
+    if any(scope.opset > target and any(v is not None and v.dtype is None for v in (*node.inputs, *node.outputs))
+           for node, scope in work):
+        # Downgrades: the converter and fits_schema need dtypes that exporters often leave unrecorded (TorchScript
         # writes no value_info): borrow ONNX shape inference's for the conversion, then give them back.
         borrowed = borrow_inferred_types(model)
         for function in {id(s.body): s.body for _, s in work if s.is_function}.values():

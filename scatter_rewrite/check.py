@@ -17,6 +17,10 @@ Targets:
     whose data type the ScatterElements plugin lacks; UINT8 data; a ScatterElements on the
     ``reduction="none"`` path whose static indices/updates dimensions exceed data's
     ("Indices dimensions must be less than data dimensions!", NVIDIA/TensorRT#3650).
+    A reduction TensorRT cannot run (any on 8.6; on 10 those the plugin cannot take) is fixed by
+    ``scatter-rewrite tensorrt`` when the TensorRT-safe lowering applies
+    (:func:`scatter_rewrite.passes._network_reduce.network_blocker`: a static number of updates,
+    ...); otherwise no fix is given and the notes say why.
 ``opset-N``
     What opset N lacks: ``Scatter`` at N >= 11 (deprecated), ScatterElements/ScatterND below 11,
     reductions add/mul below 16 and max/min below 18, TensorScatter below 24.
@@ -31,6 +35,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
+from scatter_rewrite.passes._network_reduce import network_blocker
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 
 SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
@@ -88,6 +93,7 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
     """One finding per scatter node; ``finding.blocked`` says whether it blocks ``target``."""
     kind, version = parse_target(target)
     infer_missing_shapes(model)  # dtypes and static dims of values the exporter left unannotated
+    inlined = _Inlined(model)
     findings = []
     for node, scope in iter_nodes(model):
         if node.op_type not in SCATTER_OPS or not is_default_domain(node):
@@ -98,14 +104,34 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
                           _dtype(model, scope, inputs[0]),
                           _dtype(model, scope, inputs[1] if node.op_type != "TensorScatter" else inputs[2]))
         if kind == "tensorrt":
-            _tensorrt(node, finding, str(version))
+            _tensorrt(node, finding, str(version), inlined)
         else:
             _opset(node, finding, int(version))
         findings.append(finding)
     return findings
 
 
-def _tensorrt(node: ir.Node, f: Finding, version: str) -> None:
+class _Inlined:
+    """The model as ``scatter-rewrite tensorrt`` sees it before lowering: a copy with the constant
+    Ifs that hide a reducing scatter's rank inlined (made on first use)."""
+
+    def __init__(self, model: ir.Model):
+        self.model, self._copy = model, None
+
+    def twin(self, node: ir.Node) -> ir.Node | None:
+        """``node`` in the copy (found by op and name), None when it has no name or is not found."""
+        if not node.name:
+            return None
+        if self._copy is None:
+            from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
+
+            self._copy = ir.serde.deserialize_model(ir.serde.serialize_model(self.model))
+            if inline_rank_hiding_ifs(self._copy):
+                infer_missing_shapes(self._copy)
+        return next((n for n, _ in iter_nodes(self._copy) if n.op_type == node.op_type and n.name == node.name), None)
+
+
+def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> None:
     fix = f"scatter-rewrite tensorrt --trt-version {version}"
     op, reduction = node.op_type, f.reduction or "none"
     data, indices, updates = (list(node.inputs) + [None, None, None])[:3]
@@ -128,19 +154,20 @@ def _tensorrt(node: ir.Node, f: Finding, version: str) -> None:
             f.blockers.append(f"ScatterND reduction={reduction}: no TensorRT version supports it"
                               + (" (8.6 silently ignores it: wrong results)" if version == "8.6" else ""))
             if version == "8.6" or f.data_type not in PLUGIN_DATA_TYPE_NAMES:
-                fixable = False
+                fixable = fixable and _lowerable(node, f, inlined)
     else:  # ScatterElements
         if reduction != "none" and version == "8.6":
             f.blockers.append(f"reduction={reduction} is silently ignored by TensorRT 8.6 (wrong results, NVIDIA/TensorRT#3750)")
-            fixable = False
+            fixable = fixable and _lowerable(node, f, inlined)
         elif reduction != "none":
-            f.notes.append("runs through TensorRT's ScatterElements plugin: the application must load the "
-                           "standard plugins (trt.init_libnvinfer_plugins)")
             if f.indices_type not in ("INT64", None):
                 f.blockers.append(f"{f.indices_type} indices: the ScatterElements plugin takes INT64 only")
             if f.data_type is not None and f.data_type not in PLUGIN_DATA_TYPE_NAMES:
                 f.blockers.append(f"{f.data_type} data: the ScatterElements plugin takes FP32, FP16, INT32, INT64")
-                fixable = False
+                fixable = fixable and _lowerable(node, f, inlined)
+            else:
+                f.notes.append("runs through TensorRT's ScatterElements plugin: the application must load the "
+                               "standard plugins (trt.init_libnvinfer_plugins)")
         if reduction == "none" or version == "8.6":
             limit = _static_dims(data)
             for name, value in (("indices", indices), ("updates", updates)):
@@ -155,6 +182,22 @@ def _tensorrt(node: ir.Node, f: Finding, version: str) -> None:
         f.fix = fix if fixable else None
         if not fixable:
             f.notes.append(f"no exact rewrite TensorRT {version} accepts is known for this node")
+
+
+def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined) -> bool:
+    """Whether ``scatter-rewrite tensorrt`` lowers this reduction TensorRT-safely; the notes say
+    how, or why not."""
+    reason = network_blocker(node, f.opset)
+    if reason is not None and any(v is not None and v.shape is None for v in node.inputs):
+        twin = inlined.twin(node)  # the rank may be hidden by an If the tensorrt pass inlines
+        if twin is not None:
+            reason = network_blocker(twin, f.opset)
+    if reason is None:
+        f.notes.append("scatter-rewrite tensorrt lowers it to standard ops TensorRT accepts (bitonic sort of "
+                       "the keys, segmented scan, one ScatterND with unique targets)")
+        return True
+    f.notes.append(f"cannot be lowered TensorRT-safely: {reason}")
+    return False
 
 
 def _opset(node: ir.Node, f: Finding, n: int) -> None:

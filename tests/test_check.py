@@ -51,15 +51,25 @@ BLOCKERS = {
                                   "scatter-rewrite tensorrt --trt-version 10"),
     "ScatterND add on 10": (lambda: nd(reduction="add"), "tensorrt-10", "ScatterND reduction=add",
                             "scatter-rewrite tensorrt --trt-version 10"),
-    "ScatterND max on 8.6": (lambda: nd(reduction="max"), "tensorrt-8.6", "8.6 silently ignores", None),
+    "ScatterND max on 8.6": (lambda: nd(reduction="max"), "tensorrt-8.6", "8.6 silently ignores",
+                             "scatter-rewrite tensorrt --trt-version 8.6"),
     "reduction on 8.6": (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "tensorrt-8.6",
-                         "silently ignored by TensorRT 8.6", None),
+                         "silently ignored by TensorRT 8.6", "scatter-rewrite tensorrt --trt-version 8.6"),
+    "dynamic count on 8.6": (lambda: scatter_model("ScatterElements", opset=16, reduction="add", data_shape=(4, 5),
+                                                   indices_shape=("e", 5)), "tensorrt-8.6",
+                             "silently ignored by TensorRT 8.6", None),
+    "ScatterND dynamic count on 8.6": (lambda: scatter_model("ScatterND", opset=18, data_shape=(4, 5), reduction="min",
+                                                             indices_shape=("m", 1), updates_shape=("m", 5)),
+                                       "tensorrt-8.6", "8.6 silently ignores", None),
     "int32 indices plugin": (lambda: scatter_model("ScatterElements", opset=18, reduction="max",
                                                    indices_type=TensorProto.INT32), "tensorrt-10",
                              "INT32 indices: the ScatterElements plugin takes INT64 only",
                              "scatter-rewrite tensorrt --trt-version 10"),
     "plugin dtype": (lambda: scatter_model("ScatterElements", opset=18, reduction="mul", data_type=TensorProto.DOUBLE),
-                     "tensorrt-10", "DOUBLE data: the ScatterElements plugin", None),
+                     "tensorrt-10", "DOUBLE data: the ScatterElements plugin", "scatter-rewrite tensorrt --trt-version 10"),
+    "plugin dtype, dynamic count": (lambda: scatter_model("ScatterElements", opset=18, reduction="mul",
+                                                          data_type=TensorProto.DOUBLE, indices_shape=("e", 3)),
+                                    "tensorrt-10", "DOUBLE data: the ScatterElements plugin", None),
     "uint8": (lambda: scatter_model("ScatterElements", opset=18, data_type=TensorProto.UINT8), "tensorrt-10",
               "UINT8 data", None),
     "TensorScatter": (tensor_scatter_model, "tensorrt-10", "TensorScatter (opset 24) is not supported",
@@ -90,6 +100,8 @@ def test_finds_each_blocker(name):
     assert finding.blocked
     assert any(phrase in b for b in finding.blockers), finding.blockers
     assert finding.fix == fix or (fix and finding.fix.startswith(fix))
+    if "dynamic count" in name:  # the notes say why no fix
+        assert any("number of updates is not static" in note for note in finding.notes), finding.notes
 
 
 @pytest.mark.parametrize("make, target", [
@@ -124,7 +136,7 @@ def test_unknown_target(target):
 # ---- clean after the fix ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["deprecated Scatter", "ScatterND none attr on 10", "ScatterND add on 10",
-                                  "int32 indices plugin", "TensorScatter", "more updates than rows"])
+                                  "int32 indices plugin", "TensorScatter", "more updates than rows", "plugin dtype"])
 def test_clean_after_tensorrt_10(name):
     make, target, _, _ = BLOCKERS[name]
     fixed = sr.prepare_for_tensorrt(make(), trt_version="10", validate=True)
@@ -137,6 +149,15 @@ def test_clean_after_tensorrt_8_6(where):
     assert any(f.blocked for f in findings(model, "tensorrt-8.6"))
     fixed = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True)
     result = findings(fixed, "tensorrt-8.6")
+    assert result and not any(f.blocked for f in result)
+
+
+@pytest.mark.parametrize("name", ["ScatterND max on 8.6", "reduction on 8.6", "more updates on 8.6"])
+def test_clean_after_tensorrt_8_6_for_reductions(name):
+    make, target, _, fix = BLOCKERS[name]
+    assert fix == "scatter-rewrite tensorrt --trt-version 8.6"
+    fixed = sr.prepare_for_tensorrt(make(), trt_version="8.6", validate=True)
+    result = findings(fixed, target)
     assert result and not any(f.blocked for f in result)
 
 

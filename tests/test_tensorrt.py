@@ -144,27 +144,54 @@ def test_trt10_scatternd_reduction_in_function():
     assert "index tuple length" in skip["detail"]
 
 
-def test_trt10_plugin_dtype_missing_is_left_alone_with_the_reason():
+def test_trt10_plugin_dtype_missing_is_lowered_tensorrt_safe():
     model = scatter_model("ScatterElements", opset=18, reduction="add", data_type=TensorProto.DOUBLE)
+    out, outcome = prepare(model, "10")
+    ops = [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))]
+    assert [n.op_type for n in scatter_nodes(out)] == ["ScatterND"] and not {"TopK", "Loop", "NonZero"} & set(ops)
+    (done,) = pass_report(outcome)["rewritten"]
+    assert "data type DOUBLE" in done["detail"] and "TensorRT-safe" in done["detail"]
+    assert "checked_against" in outcome.validation
+    assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-10"))
+
+
+def test_trt10_plugin_dtype_missing_and_dynamic_count_is_left_alone_with_the_reason():
+    model = scatter_model("ScatterElements", opset=18, reduction="add", data_type=TensorProto.DOUBLE,
+                          data_shape=(4, 5), indices_shape=("e", 5))
     out, outcome = prepare(model, "10")
     assert [n.op_type for n in scatter_nodes(out)] == ["ScatterElements"]
     (skip,) = pass_report(outcome)["skipped"]
-    assert "data type DOUBLE" in skip["detail"] and "TopK's K is computed at run time" in skip["detail"]
-    assert any("TopK" in note for note in pass_report(outcome)["notes"])
+    assert "data type DOUBLE" in skip["detail"] and "number of updates is not static" in skip["detail"]
+    assert any("left alone" in note for note in pass_report(outcome)["notes"])
 
 
-# ---- reductions on TensorRT 8.6: silently ignored, so never left as they are without saying so ----------
+# ---- reductions on TensorRT 8.6: silently ignored, so lowered TensorRT-safely or reported -------------
 
 @pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
-def test_trt86_reductions_are_reported_not_emitted_in_a_form_trt_rejects(op):
+def test_trt86_reductions_are_lowered_to_what_trt_accepts(op):
     model = scatter_model("ScatterElements", opset=18, reduction="max") if op == "ScatterElements" else nd("mul")
+    out, outcome = prepare(model, "8.6")
+    (node,) = scatter_nodes(out)
+    assert node.op_type == "ScatterND" and "reduction" not in node.attributes
+    ops = {n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))}
+    assert not {"TopK", "Loop", "NonZero", "If"} & ops
+    (done,) = pass_report(outcome)["rewritten"]
+    assert "NVIDIA/TensorRT#3750" in done["detail"] and "TensorRT-safe" in done["detail"]
+    assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))
+
+
+@pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
+def test_trt86_reductions_with_a_dynamic_count_are_reported_not_emitted_in_a_form_trt_rejects(op):
+    model = (scatter_model("ScatterElements", opset=18, reduction="max", data_shape=(4, 5), indices_shape=("e", 5))
+             if op == "ScatterElements" else nd("mul", indices_shape=("m", 2), updates_shape=("m", 3)))
     out, outcome = prepare(model, "8.6")
     (node,) = scatter_nodes(out)
     assert node.op_type == op  # nothing TensorRT 8.6 would reject was emitted
     assert "TopK" not in [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))]
     (skip,) = pass_report(outcome)["skipped"]
-    assert "NVIDIA/TensorRT#3750" in skip["detail"] and "left alone" in skip["detail"]
-    assert any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))
+    assert "NVIDIA/TensorRT#3750" in skip["detail"] and "number of updates is not static" in skip["detail"]
+    (finding,) = check(ir.serde.deserialize_model(out), "tensorrt-8.6")
+    assert finding.blocked and finding.fix is None
 
 
 def test_uint8_is_reported():
@@ -241,12 +268,12 @@ TORCH = Path(__file__).parent / "data" / "torch_trt"
 TORCH_EXPECTED = {
     "scatter_ts16": {"to_scatternd": ["ScatterND"], "10": ["ScatterND"], "8.6": ["ScatterND"]},
     "scatter_add_gnn_ts16": {"to_scatternd": ["ScatterND(add)"], "10": ["ScatterElements(add)"],
-                             "8.6": ["ScatterElements(add)"]},
+                             "8.6": ["ScatterElements(add)"]},  # dynamic edge count: left alone on 8.6
     "scatter_amax_ts16": {"to_scatternd": ["ScatterElements(max)"], "10": ["ScatterElements(max)"],
-                          "8.6": ["ScatterElements(max)"]},
+                          "8.6": ["ScatterND"]},  # its rank-hiding Ifs inlined, then lowered TensorRT-safely
     "index_put_ts16": {"to_scatternd": ["ScatterND"], "10": ["ScatterND"], "8.6": ["ScatterND"]},
     "index_put_dynamo18": {"to_scatternd": ["ScatterND(add)", "ScatterND"], "10": ["ScatterElements(add)", "ScatterND"],
-                           "8.6": ["ScatterND(add)", "ScatterND"]},
+                           "8.6": ["ScatterND", "ScatterND"]},  # the add lowered TensorRT-safely
 }
 
 
@@ -290,19 +317,37 @@ def test_pytorch_exports(name, flow, user_inputs):
         assert blocked == (flow == "8.6" and reductions_left)
 
 
-def test_tensor_scatter_not_lowered_when_that_would_lower_max_into_topk():
+def tensor_scatter_then_max(idx_rows="1") -> onnx.ModelProto:
     cache_update = [oh.make_node("TensorScatter", ["cache", "update"], ["kv"], axis=-2),
                     oh.make_node("ScatterElements", ["kv", "idx", "upd"], ["out"], axis=0, reduction="max")]
+    rows = 1 if idx_rows == "1" else idx_rows
     graph = oh.make_graph(
         cache_update, "g",
         [oh.make_tensor_value_info("cache", TensorProto.FLOAT, [1, 8, 4]),
          oh.make_tensor_value_info("update", TensorProto.FLOAT, [1, 2, 4]),
-         oh.make_tensor_value_info("idx", TensorProto.INT64, [1, 8, 4]),
-         oh.make_tensor_value_info("upd", TensorProto.FLOAT, [1, 8, 4])],
+         oh.make_tensor_value_info("idx", TensorProto.INT64, [rows, 8, 4]),
+         oh.make_tensor_value_info("upd", TensorProto.FLOAT, [rows, 8, 4])],
         [oh.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 4])],
     )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
-    out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+
+
+def test_tensor_scatter_lowered_with_max_made_tensorrt_safe_first():
+    """Moving to opset 17 would make LowerPass sort the max with a run-time TopK: it is lowered with
+    the sorting network first, then the TensorScatter and the model go to opset 17."""
+    out, outcome = prepare(tensor_scatter_then_max(), "8.6")
+    assert [n.op_type for n in scatter_nodes(out)] == ["ScatterND", "ScatterND"]
+    assert {o.version for o in out.opset_import if o.domain == ""} == {17}
+    ops = {n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))}
+    assert not {"TopK", "Loop", "NonZero"} & ops
+    assert "TensorRT-safe" in pass_report(outcome, "lower-tensorscatter")["rewritten"][0]["detail"]
+    assert outcome.validation["max_abs_diff"] == 0.0
+    assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))
+
+
+def test_tensor_scatter_not_lowered_when_the_max_cannot_be_made_tensorrt_safe():
+    out, outcome = sr.prepare_for_tensorrt(tensor_scatter_then_max(idx_rows="r"), trt_version="8.6", return_report=True)
     assert sorted(n.op_type for n in scatter_nodes(out)) == ["ScatterElements", "TensorScatter"]
-    assert "would also lower 1 max/min" in pass_report(outcome, "lower-tensorscatter")["skipped"][0]["detail"]
+    detail = pass_report(outcome, "lower-tensorscatter")["skipped"][0]["detail"]
+    assert "cannot be lowered TensorRT-safely" in detail and "number of updates is not static" in detail
     assert "TopK" not in [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))]

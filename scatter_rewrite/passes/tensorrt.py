@@ -23,13 +23,16 @@ plugin/scatterElementsPlugin/README.md):
   form: ScatterElements(axis=0, same reduction) on the data viewed as [rows, row size] (exact: every
   update row lands on one data row, in update order).
 * TensorRT 8.6: the importer never reads ``reduction``: add/mul/max/min are silently ignored
-  (wrong results, NVIDIA/TensorRT#3750). Every reduction must be lowered to ops TensorRT 8.6
-  accepts. The standard lowering (:func:`scatter_rewrite.passes._segment_reduce.lower_reduction`)
-  is tried and its nodes are checked against the parser's documented restrictions
-  (:func:`tensorrt_violations`); today it sorts with ``TopK`` whose ``K`` is computed at run time,
-  which TensorRT's parser rejects ("K input must be an initializer", onnx-tensorrt
-  docs/operators.md), so such nodes are left alone with that reason rather than emitting a model
-  TensorRT refuses. The same applies on TensorRT 10 to reductions the plugin cannot take.
+  (wrong results, NVIDIA/TensorRT#3750). Every reduction is lowered to ops TensorRT 8.6 accepts:
+  :func:`scatter_rewrite.passes._network_reduce.lower_reduction_network` (keys sorted by a bitonic
+  network of static shape, a segmented scan, one ScatterND with unique targets; no TopK, Loop,
+  NonZero or If). It needs a static number of updates (and a static ScatterND index tuple length);
+  nodes it cannot take are left alone with the reason. The same lowering serves TensorRT 10 for
+  reductions the plugin cannot take (data other than FP32/FP16/INT32/INT64). The standard lowering
+  (:mod:`._segment_reduce`) is not used here: it sorts with a ``TopK`` whose K is computed at run
+  time (the parser needs K as an initializer, and K <= 1024 on 8.6, 3840 on 10) and reduces in a
+  ``Loop`` whose carried values shrink (TensorRT's ILoop needs fixed-shape recurrences).
+  :func:`tensorrt_violations` checks every emitted node against the documented restrictions.
 
 Everything rewritten is exact (the pipeline validates it in onnxruntime).
 """
@@ -40,11 +43,11 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.graph import Scope, attr, is_default_domain, iter_nodes
+from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (
-    Builder, Decline, Names, convert_to_scatternd, drop_none_reduction, infer_missing_shapes, known_rank,
-    value_dtype,
+    Builder, Decline, Names, const_array, convert_to_scatternd, drop_none_reduction, infer_missing_shapes,
+    known_rank, value_dtype,
 )
 
 TRT_VERSIONS = ("8.6", "10")
@@ -58,6 +61,11 @@ REJECTED_DATA_TYPES = {ir.DataType.UINT8}
 MAX_OPSET = {"8.6": 17, "10": 20}
 # Ops the parser does not support at all (onnx-tensorrt docs/operators.md, 8.x and 10.x tables).
 UNSUPPORTED_OPS = {"Compress", "Unique", "StringNormalizer", "TfIdfVectorizer"}
+# The largest K TensorRT's TopK takes (docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html:
+# 1024 in 8.6, 3840 in 10.x).
+TOPK_MAX_K = {"8.6": 1024, "10": 3840}
+# Ops whose output size depends on input values (a Loop may not carry what they shape).
+VALUE_SIZED_OPS = {"NonZero", "Compress", "Unique"}
 
 
 def check_trt_version(trt_version: str) -> str:
@@ -87,12 +95,53 @@ def _all(nodes):
                     yield from _all(g)
 
 
+def _loop_shape_changes(node: ir.Node) -> list[str]:
+    """The loop-carried values of a ``Loop`` whose shape may change from one iteration to the next:
+    the body's output shape differs statically from its input's, or the output depends on an op
+    whose output size depends on values (NonZero, Compress, Unique, TopK with a run-time K).
+    A heuristic: a scatter's output is traced through its data input only."""
+    body = attr(node, "body")
+    if not isinstance(body, ir.Graph):
+        return []
+    carried = max(len(node.inputs) - 2, 0)
+    found = []
+    for i in range(carried):
+        if 2 + i >= len(body.inputs) or 1 + i >= len(body.outputs):
+            break
+        before, after = body.inputs[2 + i], body.outputs[1 + i]
+        changes = (before.shape is not None and after.shape is not None and (
+            len(before.shape) != len(after.shape)
+            or any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(before.shape, after.shape))))
+        if changes or _value_sized(after, body):
+            found.append(f"Loop carried value '{after.name}' changes shape between iterations "
+                         "(TensorRT's ILoop needs fixed-shape recurrences)")
+    return found
+
+
+def _value_sized(value: ir.Value, body: ir.Graph) -> bool:
+    seen, stack = set(), [value]
+    while stack:
+        producer = stack.pop().producer()
+        if producer is None or producer.graph is not body or id(producer) in seen:
+            continue
+        seen.add(id(producer))
+        op = producer.op_type
+        if op in VALUE_SIZED_OPS or (op == "TopK" and len(producer.inputs) > 1 and not _is_constant(producer.inputs[1])):
+            return True
+        inputs = producer.inputs[:1] if op in ("ScatterND", "ScatterElements", "Scatter") else producer.inputs
+        stack.extend(v for v in inputs if v is not None)
+    return False
+
+
 def tensorrt_violations(nodes, trt_version: str) -> list[str]:
     """Why TensorRT's ONNX parser would reject any of ``nodes`` (and their subgraphs); [] if none known.
 
-    Only documented restrictions are checked (onnx-tensorrt docs/operators.md): TopK needs K as an
-    initializer (and FP32/FP16 data on 8.x), Compress/Unique/... are unsupported, scatter data
-    may not be UINT8, ScatterND may not carry a reduction, ScatterElements reductions are ignored on 8.6.
+    Only documented restrictions are checked (onnx-tensorrt docs/operators.md; the TensorRT
+    operator docs for TopK): TopK needs K as an initializer, K <= 1024 on 8.6 and 3840 on 10,
+    and FP32/FP16 data on 8.x; NonZero takes FP32/FP16 on 8.x; Compress/Unique/... are
+    unsupported; a Loop may not carry a value whose shape changes (ILoop recurrences have a fixed
+    shape: see :func:`_loop_shape_changes`); scatter data may not be UINT8, ScatterND may not carry
+    a reduction, ScatterElements reductions are ignored on 8.6.
     """
     found = []
     for node in _all(nodes):
@@ -102,9 +151,17 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
         elif op == "TopK":
             if len(node.inputs) > 1 and not _is_constant(node.inputs[1]):
                 found.append("TopK's K is computed at run time; TensorRT's parser needs K as an initializer")
+            elif len(node.inputs) > 1 and (k := const_array(node.inputs[1])) is not None and k.size and int(k.max()) > TOPK_MAX_K[trt_version]:
+                found.append(f"TopK with K={int(k.max())} (TensorRT {trt_version}: K <= {TOPK_MAX_K[trt_version]})")
             if trt_version == "8.6" and node.inputs[0] is not None and node.inputs[0].dtype not in (
                     ir.DataType.FLOAT, ir.DataType.FLOAT16, None):
                 found.append(f"TopK on {node.inputs[0].dtype.name} (TensorRT 8.x: FP32/FP16 only)")
+        elif op == "NonZero":
+            if trt_version == "8.6" and node.inputs and node.inputs[0] is not None and node.inputs[0].dtype not in (
+                    ir.DataType.FLOAT, ir.DataType.FLOAT16, None):
+                found.append(f"NonZero on {node.inputs[0].dtype.name} (TensorRT 8.x: FP32/FP16 only)")
+        elif op == "Loop":
+            found.extend(_loop_shape_changes(node))
         elif op in ("ScatterND", "ScatterElements"):
             if node.inputs[0] is not None and node.inputs[0].dtype in REJECTED_DATA_TYPES:
                 found.append(f"{op} on UINT8 data")
@@ -126,6 +183,8 @@ class TensorRTPass(ScatterPass):
         self.trt_version = check_trt_version(trt_version)
 
     def run(self, model: ir.Model) -> None:
+        for text in inline_rank_hiding_ifs(model):
+            self.note(text, modified=True)
         infer_missing_shapes(model)
         names = Names(model)
         for node, scope in iter_nodes(model):
@@ -138,10 +197,11 @@ class TensorRTPass(ScatterPass):
                 continue
             if detail is not None:
                 self.rewrote(node, scope, detail)
-        if any("TopK" in s.detail for s in self.result.skipped):
-            self.note("reductions left alone: the standard lowering sorts with a run-time TopK K, which "
-                      "TensorRT's parser rejects; on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), "
-                      "on 8.6 upgrade TensorRT or compute the scatter outside the engine")
+        if any(_UNLOWERABLE in s.detail for s in self.result.skipped):
+            self.note("reductions left alone: TensorRT cannot run them and they cannot be lowered TensorRT-safely "
+                      "(reasons per node); fix the number of updates to a static size (the sorting network "
+                      "needs it), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or compute the "
+                      "scatter outside the engine")
 
     def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names) -> str | None:
         op, reduction = node.op_type, attr(node, "reduction", "none")
@@ -225,25 +285,53 @@ class TensorRTPass(ScatterPass):
     # ---- lowering to standard ops -------------------------------------------------------------
 
     def _lower(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names, why: str) -> str:
-        try:
-            from scatter_rewrite.passes import _segment_reduce as seg
-        except ImportError as e:  # the lowering module is another pass's; report, never crash
-            raise Decline(f"{why}; the standard lowering is unavailable ({e})") from None
-        blocker = seg.reduction_blocker(node, scope.opset)
-        if blocker is not None:
-            raise Decline(f"{why}; it cannot be lowered either: {blocker}")
-        nodes, out = seg.lower_reduction(node, scope.opset, seg.Names(names.taken, prefix="trt"))
-        violations = tensorrt_violations(nodes, self.trt_version)
-        if violations:
-            # Nothing was spliced in: detach the built nodes from the values they read, so no
-            # orphan consumer stays registered on the model's values, and leave the node alone.
-            for built in _all(nodes):
-                for i in range(len(built.inputs)):
-                    built.replace_input_with(i, None)
-            raise Decline(f"{why}; the standard lowering would emit what TensorRT {self.trt_version} "
-                          f"rejects ({'; '.join(violations)}), so the node is left alone")
-        ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
-        return f"lowered to {len(nodes)} standard nodes ({why})"
+        return lower_tensorrt_safe(node, scope, names, self.trt_version, why)
+
+
+_UNLOWERABLE = "cannot be lowered TensorRT-safely"
+
+
+def inline_rank_hiding_ifs(model: ir.Model) -> list[str]:
+    """Inline, in place, the Ifs with a constant condition around a reducing scatter whose rank is
+    unknown (TorchScript's rank-0 wrapper of ``scatter_reduce``): the lowering needs the rank, and
+    TensorRT would fold such an If at build time anyway. Returns what was done, for the notes
+    (:func:`scatter_rewrite.passes._inline_if.inline_constant_ifs`)."""
+    from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
+
+    def near(node: ir.Node) -> bool:
+        return attr(node, "reduction", "none") in REDUCTIONS and scatter_of_unknown_rank(node)
+
+    if not any(n.op_type == "If" for n, _ in iter_nodes(model)):
+        return []
+    return inline_constant_ifs(model, near=near)
+
+
+def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: Names, trt_version: str, why: str) -> str:
+    """Replace the reducing ``node`` by its sorting-network lowering and return what was done;
+    Decline with the reason (the model unchanged) when the lowering does not apply or would emit
+    what TensorRT ``trt_version`` rejects."""
+    from scatter_rewrite.passes import _network_reduce as net
+    from scatter_rewrite.passes import _segment_reduce as seg
+    from scatter_rewrite.passes.lower import _drop_if_dead
+
+    blocker = net.network_blocker(node, scope.opset)
+    if blocker is not None:
+        raise Decline(f"{why}; it {_UNLOWERABLE} either: {blocker}")
+    nodes, out = net.lower_reduction_network(node, scope.opset, seg.Names(names.taken, prefix="trt"))
+    violations = tensorrt_violations(nodes, trt_version)
+    if violations:
+        # Nothing was spliced in: detach the built nodes from the values they read, so no
+        # orphan consumer stays registered on the model's values, and leave the node alone.
+        for built in _all(nodes):
+            for i in range(len(built.inputs)):
+                built.replace_input_with(i, None)
+        raise Decline(f"{why}; it {_UNLOWERABLE}: the lowering would emit what TensorRT {trt_version} "
+                      f"rejects ({'; '.join(violations)}), so the node is left alone")
+    old_inputs = list(node.inputs)
+    ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
+    _drop_if_dead(scope.body, old_inputs)  # the GNN index Expand the lowering reads around
+    return (f"lowered to {len(nodes)} TensorRT-safe standard nodes (bitonic sort of the keys, "
+            f"segmented scan, one ScatterND with unique targets) ({why})")
 
 
 class _LowerTensorScatter(ScatterPass):
@@ -261,15 +349,35 @@ class _LowerTensorScatter(ScatterPass):
         if not found:
             return
         target = MAX_OPSET[self.trt_version]
-        lacking = [n for n, _ in iter_nodes(model) if n.op_type in ("ScatterElements", "ScatterND")
+        lacking = [(n, s) for n, s in iter_nodes(model) if n.op_type in ("ScatterElements", "ScatterND")
                    and is_default_domain(n) and attr(n, "reduction", "none") in ("max", "min") and target < 18]
         if lacking:
-            # Moving to opset 17 would lower these max/min reductions with a run-time TopK, which
-            # TensorRT's parser rejects: leave the TensorScatter (check reports it) instead.
-            for node, scope in found:
-                self.skip(node, scope, f"not lowered: moving the model to opset {target} would also lower "
-                          f"{len(lacking)} max/min scatter(s) into ops TensorRT {self.trt_version} rejects")
-            return
+            # Moving to opset 17 would make LowerPass lower these max/min reductions with a run-time
+            # TopK and a shrinking Loop, which TensorRT rejects: lower them TensorRT-safely first
+            # (the converter then takes their nodes to opset 17), or, if one cannot be, leave the
+            # TensorScatter (check reports it).
+            from scatter_rewrite.passes._network_reduce import network_blocker
+
+            infer_missing_shapes(model)
+            blocked = [(n, s, network_blocker(n, s.opset)) for n, s in lacking]
+            blocked = [(n, s, reason) for n, s, reason in blocked if reason is not None]
+            if blocked:
+                node, scope, reason = blocked[0]
+                for ts, ts_scope in found:
+                    self.skip(ts, ts_scope, f"not lowered: moving the model to opset {target} needs the "
+                              f"{len(lacking)} max/min scatter(s) lowered too, and {describe(node, scope)} "
+                              f"{_UNLOWERABLE}: {reason}")
+                return
+            names = Names(model)
+            for node, scope in lacking:
+                try:
+                    detail = lower_tensorrt_safe(node, scope, names, self.trt_version,
+                                                 f"opset {target} has no max/min reduction")
+                except Decline as reason:
+                    for ts, ts_scope in found:
+                        self.skip(ts, ts_scope, f"not lowered: {describe(node, scope)}: {reason}")
+                    return
+                self.rewrote(node, scope, detail)
         from scatter_rewrite.passes.lower import LowerPass
 
         inner = LowerPass(opset=target, mode="standard")(model)

@@ -1,0 +1,226 @@
+"""A TensorRT-safe exact lowering of reducing scatters: a sorting network, no TopK, Loop or NonZero.
+
+Used by the ``tensorrt`` pass where TensorRT cannot run a ScatterElements/ScatterND reduction:
+on TensorRT 8.6 always (its parser silently ignores ``reduction``, NVIDIA/TensorRT#3750), on
+TensorRT 10 when the ScatterElements plugin cannot take the node (data other than
+FP32/FP16/INT32/INT64). The standard lowering (:mod:`._segment_reduce`) cannot serve there: it
+sorts with a ``TopK`` whose K is computed at run time (TensorRT needs K as an initializer, and
+K <= 1024 on 8.6, 3840 on 10: docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html)
+and reduces in a ``Loop`` whose carried values shrink (``ILoop`` needs fixed-shape recurrences).
+
+Public entry points:
+
+* :func:`network_blocker` ``(node, opset) -> str | None``: why the node cannot be lowered here
+  (None: it can).
+* :func:`lower_reduction_network` ``(node, opset, names=None) -> (nodes, output)``: nodes valid
+  at ``opset`` (11..24) computing exactly what ``node`` computes; every shape in them is static
+  where the node's input shapes are, except what depends on the data's (dynamic) shape, which
+  comes from ``Shape`` ops.
+
+Construction, for n updates on data viewed as R rows of width w (cost: the sort is
+O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updates):
+
+1. Keys as in :mod:`._segment_reduce` (its code, :func:`~._segment_reduce.update_rows`): the
+   linear index of the data row each update lands in (whole trailing rows for the GNN pattern and
+   for ScatterND, single elements otherwise; negative indices normalized), cast to int32.
+2. Sort the pairs (key, position) with a bitonic network over n padded to a power of two N (pad
+   keys = R, a sentinel above every real key; positions are unique), in the variant whose
+   comparators all point one way: for each block size 2k, first compare each element of a block
+   with its mirror (``Reshape`` to [N/2k, 2, k], ``Slice`` the halves, reverse the second with a
+   step -1 ``Slice``, compare, reverse the larger half back), then half-cleaners of half size
+   k/2, ..., 1 (``Reshape`` [N/2j, 2, j], lower/upper halves). The comparison is lexicographic
+   on (key, position), a total order, so the sort is stable: duplicates keep update order, which
+   max/min need for exact ties (-0.0/+0.0) and NaN placement. Keys move with ``Min``/``Max`` (opset
+   >= 12; arithmetic below), positions with integer arithmetic (onnxruntime's ``Where`` costs
+   ~8 ns per int32 element, its ``Add``/``Mul`` < 1 ns). The update rows are then gathered once
+   by the sorted positions.
+3. Segmented inclusive scan (Hillis-Steele, ceil(log2 n) unrolled steps) over the sorted rows
+   plus one identity row at the end (:meth:`~._segment_reduce.Kind.identity`): step d computes
+   ``V = combine(Gather(V, src), V)`` with ``src[t] = t - d`` where key[t - d] == key[t], else
+   the identity row, so every step is one row ``Gather`` and the combine, all of static shape.
+   ``combine`` is :class:`~._segment_reduce.Kind`'s (order kept: earlier op later; float16 and
+   bfloat16 add/mul in float32, 8/16-bit integers in int32, bool as Or/And). For float max/min
+   it always carries the "a NaN came after" flag and uses the exact select (the standard
+   lowering chooses at run time with an ``If``; here there is no control flow at all).
+4. At each run end (key != next key) the run total is folded into the data row it lands on
+   (data first, then the updates in order, as onnxruntime's kernel folds), and ONE ``ScatterND``
+   (no reduction attribute) writes every position's row into the data padded with n extra rows
+   (``Concat``): run ends to their key, every other position t to the dummy row R + t. All
+   targets are unique (TensorRT's IScatterLayer leaves duplicate writes undefined). The padding
+   is sliced off and the result reshaped to the data's shape. Bool data is written back as int32
+   (TensorRT 8.x's ScatterND takes FP32/FP16/INT8/INT32).
+
+Exactness: as :mod:`._segment_reduce` (integers, bool and max/min bit for bit; float add/mul in
+scan order, within :data:`scatter_rewrite.validate.FLOAT_TOLERANCE`).
+
+Limits (the blocker names them): n must be static (the network is built for it) and so must the
+ScatterND index tuple length; keys, dummy rows and positions are int32, so R + N must fit in
+int32 (checked when R is static; with a dynamic data shape it is assumed: TensorRT 8.x tensors
+hold fewer than 2^31 elements, and the padded data holds (R + n) w of them). What TensorRT itself
+does with DOUBLE (cast to FP32 on 8.x and 10) or INT8 data is outside this lowering.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from scatter_rewrite.graph import attr
+from scatter_rewrite.passes import _segment_reduce as seg
+
+INT32 = ir.DataType.INT32
+BOOL = ir.DataType.BOOL
+INT32_MAX = 2**31 - 1
+
+
+def padded_size(n: int) -> int:
+    """The sorting network's width: n rounded up to a power of two."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def network_blocker(node: ir.Node, opset: int) -> str | None:
+    """Why :func:`lower_reduction_network` cannot lower ``node``, or None."""
+    reason = seg.reduction_blocker(node, opset)
+    if reason is not None:
+        return reason
+    n, rows, _ = seg.row_counts(node)
+    if n is None:
+        return ("the number of updates is not static (the sorting network is built for a fixed count: "
+                "export with static shapes or fix the input dimensions)")
+    if rows is not None and rows + padded_size(n) > INT32_MAX:
+        return (f"{rows} data rows + {padded_size(n)} sort slots exceed int32 (keys and positions are "
+                f"int32 for TensorRT)")
+    return None
+
+
+def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None = None) -> tuple[list[ir.Node], ir.Value]:
+    """Nodes computing ``node`` exactly (see the module docstring). Call :func:`network_blocker` first."""
+    names = names or seg.Names()
+    names.prefix = seg._hint(node)
+    b = seg.Builder(names)
+    data = node.inputs[0]
+    dtype = data.dtype
+    reduction = attr(node, "reduction", "none")
+    n, r_static, w_static = seg.row_counts(node)
+    if n == 0:  # nothing to scatter
+        return b.nodes, b.op("Identity", data, dtype=dtype)
+    ct = seg.compute_dtype(dtype, reduction)
+    kind = seg.Kind(reduction, ct, int_minmax=opset >= 12)
+    rows, keys64, vals = seg.update_rows(b, node)
+    keys = b.cast(keys64, INT32, seg.INT64)
+    if r_static is not None:
+        r32, r64 = b.const([r_static], np.int32), b.const([r_static])
+    else:
+        r64 = b.op("Slice", b.shape(rows), b.const([0]), b.const([1]), dtype=seg.INT64)
+        r32 = b.cast(r64, INT32, seg.INT64)
+    width = b.const([1, w_static]) if w_static is not None else b.op(
+        "Concat", b.const([1]), b.op("Slice", b.shape(vals), b.const([1]), b.const([2]), dtype=seg.INT64),
+        axis=0, dtype=seg.INT64)
+
+    sorted_keys, perm = _sort(b, keys, r32, n, opset >= 12)
+
+    # 3. segmented scan over the sorted rows + one identity row (index n)
+    identity = b.op("Expand", b.const(kind.identity().reshape(1, 1), kind.identity().dtype), width, dtype=ct)
+    values = b.cast(b.op("Gather", vals, perm, axis=0, dtype=dtype), ct, dtype)
+    scan = b.op("Concat", values, identity, axis=0, dtype=ct)
+    flags = None
+    if kind.nan_aware:
+        flags = b.op("IsNaN", scan, dtype=BOOL)
+    ext_keys = b.op("Concat", sorted_keys, b.const([-1], np.int32), axis=0, dtype=INT32)  # identity row: key -1
+    t_minus_n = b.op("Range", b.const(-n, np.int32), b.const(1, np.int32), b.const(1, np.int32), dtype=INT32)
+    d = 1
+    while d < n:
+        before = b.op("Expand", b.const([-2], np.int32), b.const([d]), dtype=INT32)  # no key is -2
+        shifted = b.op("Concat", before, b.op("Slice", ext_keys, b.const([0]), b.const([n + 1 - d]), dtype=INT32),
+                       axis=0, dtype=INT32)
+        same = b.cast(b.op("Equal", ext_keys, shifted), INT32, BOOL)
+        # src = t - d where the key d places earlier is the same, else n (the identity row)
+        src = b.op("Add", b.op("Mul", b.op("Sub", t_minus_n, b.const(d, np.int32), dtype=INT32), same, dtype=INT32),
+                   b.const(n, np.int32), dtype=INT32)
+        early = b.op("Gather", scan, src, axis=0, dtype=ct)
+        early_flag = b.op("Gather", flags, src, axis=0, dtype=BOOL) if flags is not None else None
+        scan, flags = kind.combine(b, early, scan, None, early_flag, flags)
+        d *= 2
+
+    # 4. fold each run total into its data row; one ScatterND with unique targets
+    first_n = (b.const([0]), b.const([n]))
+    totals = b.op("Slice", scan, *first_n, dtype=ct)
+    total_flags = b.op("Slice", flags, *first_n, dtype=BOOL) if flags is not None else None
+    current = b.cast(b.op("Gather", rows, sorted_keys, axis=0, dtype=dtype), ct, dtype)
+    final, _ = kind.combine(b, current, totals, late_flag=total_flags)
+    final = b.cast(final, dtype, ct)
+    following = b.op("Concat", b.op("Slice", sorted_keys, b.const([1]), b.const([n]), dtype=INT32),
+                     b.const([-1], np.int32), axis=0, dtype=INT32)
+    is_end = b.cast(b.op("Not", b.op("Equal", sorted_keys, following)), INT32, BOOL)
+    dummy = b.op("Add", b.op("Add", t_minus_n, b.const(n, np.int32), dtype=INT32), r32, dtype=INT32)
+    dummy = b.op("Slice", dummy, *first_n, dtype=INT32)
+    targets = b.op("Add", dummy, b.op("Mul", b.op("Sub", sorted_keys, dummy, dtype=INT32), is_end, dtype=INT32),
+                   dtype=INT32)
+    targets = b.op("Reshape", b.cast(targets, seg.INT64, INT32), b.const([n, 1]), dtype=seg.INT64)
+    write = INT32 if dtype == BOOL else dtype
+    base, final = b.cast(rows, write, dtype), b.cast(final, write, dtype)
+    padded = b.op("Concat", base, final, axis=0, dtype=write)
+    scattered = b.op("ScatterND", padded, targets, final, dtype=write)
+    out_rows = b.cast(b.op("Slice", scattered, b.const([0]), r64, b.const([0]), dtype=write), dtype, write)
+    shape = (b.const(list(data.shape)) if data.shape is not None and all(isinstance(x, int) for x in data.shape)
+             else b.shape(data))
+    out = b.op("Reshape", out_rows, shape, dtype=dtype)
+    return b.nodes, out
+
+
+def _sort(b: seg.Builder, keys: ir.Value, sentinel: ir.Value, n: int, minmax: bool) -> tuple[ir.Value, ir.Value]:
+    """Sort the pairs (keys[i], i) (int32 [n]) lexicographically; return the sorted keys and positions."""
+    size = padded_size(n)
+    positions = b.op("Range", b.const(0, np.int32), b.const(size, np.int32), b.const(1, np.int32), dtype=INT32)
+    if size > n:
+        keys = b.op("Concat", keys, b.op("Expand", sentinel, b.const([size - n]), dtype=INT32), axis=0, dtype=INT32)
+    k = 1
+    while k < size:
+        keys, positions = _compare_exchange(b, keys, positions, size, k, mirror=k > 1, minmax=minmax)
+        j = k // 2
+        while j >= 1:
+            keys, positions = _compare_exchange(b, keys, positions, size, j, mirror=False, minmax=minmax)
+            j //= 2
+        k *= 2
+    if size > n:
+        keys = b.op("Slice", keys, b.const([0]), b.const([n]), dtype=INT32)
+        positions = b.op("Slice", positions, b.const([0]), b.const([n]), dtype=INT32)
+    return keys, positions
+
+
+def _compare_exchange(b: seg.Builder, keys, positions, size: int, half: int, mirror: bool, minmax: bool):
+    """One network step on blocks of 2 * ``half``: element j of the first half against element j of
+    the second (``mirror``: against element half-1-j), the smaller pair first."""
+    blocks = b.const([size // (2 * half), 2, half])
+
+    def halves(value):
+        grid = b.op("Reshape", value, blocks, dtype=INT32)
+        lower = b.op("Slice", grid, b.const([0]), b.const([1]), b.const([1]), dtype=INT32)
+        upper = b.op("Slice", grid, b.const([1]), b.const([2]), b.const([1]), dtype=INT32)
+        return lower, (_reverse(b, upper, half) if mirror else upper)
+
+    (ka, kb), (pa, pb) = halves(keys), halves(positions)
+    a_first = b.op("Or", b.op("Less", ka, kb), b.op("And", b.op("Equal", ka, kb), b.op("Less", pa, pb)))
+    a_first = b.cast(a_first, INT32, BOOL)
+    if minmax:
+        k_lo, k_hi = b.op("Min", ka, kb, dtype=INT32), b.op("Max", ka, kb, dtype=INT32)
+    else:
+        k_lo, k_hi = _exchange(b, ka, kb, a_first)
+    p_lo, p_hi = _exchange(b, pa, pb, a_first)
+    if mirror:
+        k_hi, p_hi = _reverse(b, k_hi, half), _reverse(b, p_hi, half)
+    flat = b.const([size])
+    keys = b.op("Reshape", b.op("Concat", k_lo, k_hi, axis=1, dtype=INT32), flat, dtype=INT32)
+    positions = b.op("Reshape", b.op("Concat", p_lo, p_hi, axis=1, dtype=INT32), flat, dtype=INT32)
+    return keys, positions
+
+
+def _exchange(b: seg.Builder, a, c, a_first):
+    """(a_first ? a : c, a_first ? c : a) for int32, with a_first as 0/1: exact integer arithmetic."""
+    delta = b.op("Mul", b.op("Sub", a, c, dtype=INT32), a_first, dtype=INT32)
+    return b.op("Add", c, delta, dtype=INT32), b.op("Sub", a, delta, dtype=INT32)
+
+
+def _reverse(b: seg.Builder, value, length: int):
+    """``value[..., ::-1]`` along the last axis (of static ``length``): a step -1 Slice."""
+    return b.op("Slice", value, b.const([length - 1]), b.const([-length - 1]), b.const([2]), b.const([-1]), dtype=INT32)

@@ -413,8 +413,7 @@ def test_pytorch_gnn_export_with_dynamic_edges_is_left_alone():
 
 # ---- size: far beyond what a TopK sort could take on TensorRT (K <= 1024 on 8.6) ----------------------
 
-@pytest.mark.slow
-@pytest.mark.parametrize("reduction", ["add", "max"])
+@pytest.mark.parametrize("reduction", ["add", pytest.param("max", marks=pytest.mark.slow)])
 def test_200000_updates_on_20000x64(reduction):
     model = gnn_model(reduction, 20000, 200000, 64)
     rng = np.random.default_rng(0)

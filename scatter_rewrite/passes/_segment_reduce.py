@@ -12,6 +12,9 @@ Public entry points (the ``tensorrt`` pass reuses them):
   values: run ONNX shape inference first (LowerPass does, see ``_borrow_inferred_types``).
 * :func:`tensor_scatter_blocker` / :func:`lower_tensor_scatter`: TensorScatter (opset 24) as one
   ``ScatterElements`` (reduction none, unique targets) valid at opset >= 11.
+* Shared with the TensorRT-safe lowering (:mod:`._network_reduce`): :func:`update_rows` and
+  :func:`row_counts` (step 1 below), :class:`Kind` (how a reduction combines two values, exactly,
+  and its identity element), :class:`Builder` (with its exact ``select``).
 
 How a reduction is lowered (cost ~ sorting the updates + touching the data once; nothing of size
 data x updates is ever built):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto
 from onnx.backend.test.case.node import collect_testcases
+from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite as sr
 from scatter_rewrite.check import check
@@ -254,6 +256,22 @@ def test_nan_and_signed_zero_rules_exactly():
                                 + [-0.0, 0.0] * 8 + [-0.0], np.float32),
         }
         run_case("ScatterElements", model, feeds, {"axis": 0, "reduction": reduction}, TensorProto.FLOAT)
+        # and on a runtime whose Where copies -0.0 exactly (onnxruntime's does not: Builder.select)
+        lowered, _ = lower_network(model)
+        assert_same(ort_run(model, feeds), ReferenceEvaluator(lowered).run(None, feeds), float_reduction=False)
+
+
+def test_bfloat16_in_the_reference_evaluator():
+    """onnxruntime lacks bfloat16 kernels: both models run in onnx.reference, bit for bit for max."""
+    model = scatter_model("ScatterElements", opset=18, data_shape=[5, 3], indices_shape=[9, 3], reduction="max",
+                          data_type=TensorProto.BFLOAT16)
+    rng = np.random.default_rng(0)
+    feeds = {"data": rng.choice(SPECIAL, (5, 3)).astype(ml_dtypes.bfloat16), "indices": rng.integers(-5, 5, (9, 3)),
+             "updates": rng.choice(SPECIAL, (9, 3)).astype(ml_dtypes.bfloat16)}
+    lowered, emitted = lower_network(model, opset=13)
+    assert tensorrt_violations(emitted, "10") == []
+    want = [scatter_elements(feeds["data"], feeds["indices"], feeds["updates"], axis=0, reduction="max")]
+    assert_same(want, ReferenceEvaluator(lowered).run(None, feeds), float_reduction=False)
 
 
 def test_no_updates_and_one_update():

@@ -33,6 +33,11 @@ plugin/scatterElementsPlugin/README.md):
   time (the parser needs K as an initializer, and K <= 1024 on 8.6, 3840 on 10) and reduces in a
   ``Loop`` whose carried values shrink (TensorRT's ILoop needs fixed-shape recurrences).
   :func:`tensorrt_violations` checks every emitted node against the documented restrictions.
+  The lowering needs the scatter's rank: Ifs with a constant condition that hide it (TorchScript's
+  rank-0 wrapper of ``scatter_reduce``) are inlined first (:func:`inline_rank_hiding_ifs`; TensorRT
+  would fold them at build time anyway). When a TensorScatter takes the model to opset 17 on 8.6,
+  its max/min reductions are lowered this way before LowerPass runs (else LowerPass would sort them
+  with TopK); if one cannot be, the TensorScatter is left alone with the reason.
 
 Everything rewritten is exact (the pipeline validates it in onnxruntime).
 """

@@ -77,18 +77,23 @@ def timed(sess: ort.InferenceSession, feeds: dict) -> float:
     return time.perf_counter() - started
 
 
-def bench(name: str, original: onnx.ModelProto, runs: int, feeds: dict) -> dict:
-    rewritten = sr.to_scatternd(original)
-    ops = [n.op_type for n in rewritten.graph.node]
-    a, b = session(original), session(rewritten)
-    np.testing.assert_array_equal(a.run(None, feeds)[0], b.run(None, feeds)[0])
+def alternate(a: ort.InferenceSession, b: ort.InferenceSession, feeds: dict, runs: int) -> tuple[float, float]:
+    """Median seconds of ``a`` and ``b`` over ``runs`` alternating runs after 3 warm-ups each."""
     for _ in range(3):
         timed(a, feeds), timed(b, feeds)
     ta, tb = [], []
     for _ in range(runs):
         ta.append(timed(a, feeds))
         tb.append(timed(b, feeds))
-    ma, mb = statistics.median(ta), statistics.median(tb)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def bench(name: str, original: onnx.ModelProto, runs: int, feeds: dict) -> dict:
+    rewritten = sr.to_scatternd(original)
+    ops = [n.op_type for n in rewritten.graph.node]
+    a, b = session(original), session(rewritten)
+    np.testing.assert_array_equal(a.run(None, feeds)[0], b.run(None, feeds)[0])
+    ma, mb = alternate(a, b, feeds, runs)
     row = {"case": name, "original": ma * 1e3, "rewritten": mb * 1e3, "ratio": mb / ma, "ops": " -> ".join(ops)}
     print(f"{name}: ScatterElements {row['original']:.2f} ms, ScatterND form {row['rewritten']:.2f} ms, "
           f"ratio {row['ratio']:.2f}x ({row['ops']})", flush=True)
@@ -100,6 +105,14 @@ def machine_line(load_before: float) -> str:
             f"onnxruntime {ort.__version__}, onnx {onnx.__version__}; {os.cpu_count()} cores, 1-minute load average "
             f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after the run (other jobs share the machine: "
             "compare the ratio, measured with alternating runs, more than the absolute times).")
+
+
+def table_section(heading: str, intro: str, columns: list[str], rows: list[list[str]], notes: list[str]) -> list[str]:
+    """A RESULTS section: heading, how it was run, the table, the machine and the notes."""
+    lines = [heading, "", intro, "", "| " + " | ".join(columns) + " |",
+             "|---|" + "---:|" * (len(columns) - 2) + ("---|" if columns[-1] == "rewritten graph" else "---:|")]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines + [line for note in notes for line in ("", note)]
 
 
 def write_section(lines: list[str]) -> None:
@@ -138,26 +151,18 @@ def bench_nd(runs: int) -> None:
     static = scatter_model("ScatterElements", opset=18, data_shape=(N, N), indices_shape=(N, K), axis=1)
     dynamic = scatter_model("ScatterElements", opset=18, data_shape=("n", "m"), indices_shape=("r", "k"), axis=1)
     rows = [bench("static shapes", static, runs, feeds), bench("dynamic shapes", dynamic, runs, feeds)]
-    lines = [
+    lines = table_section(
         "### to_scatternd: ScatterND form vs the original ScatterElements (onnxruntime, 1 thread)",
-        "",
         f"`python benchmarks/bench_tensorrt.py --part nd --runs {runs}`: float32 data {N}x{N}, {K} updates per row "
-        "along axis 1 (int64 indices, a quarter negative), median of "
-        f"{runs} alternating runs after 3 warm-ups, outputs checked bit-identical. Target: <= {TARGET}x.",
-        "",
-        "| shapes | ScatterElements (ms) | ScatterND form (ms) | ratio | rewritten graph |",
-        "|---|---:|---:|---:|---|",
-    ]
-    lines += [f"| {r['case']} | {r['original']:.2f} | {r['rewritten']:.2f} | {r['ratio']:.2f}x | {r['ops']} |" for r in rows]
-    lines += [
-        "",
-        machine_line(load_before),
-        "",
-        "Where the time goes (onnxruntime profiling of the static case): the ScatterND kernel itself is ~1.15-1.3x "
-        "the ScatterElements kernel; building the [4096, 256, 2] coordinates costs a Concat (~7 ms, a last-axis "
-        "interleave) and the negative-index normalization ~4 ms (Less/Cast/Mul/Add; the same formula with `Where` "
-        "took 13.6 ms for `Where` alone). The dynamic form adds an Expand of the row coordinates (~2-3 ms).",
-    ]
+        f"along axis 1 (int64 indices, a quarter negative), median of {runs} alternating runs after 3 warm-ups, "
+        f"outputs checked bit-identical. Target: <= {TARGET}x.",
+        ["shapes", "ScatterElements (ms)", "ScatterND form (ms)", "ratio", "rewritten graph"],
+        [[r["case"], f"{r['original']:.2f}", f"{r['rewritten']:.2f}", f"{r['ratio']:.2f}x", r["ops"]] for r in rows],
+        [machine_line(load_before),
+         "Where the time goes (onnxruntime profiling of the static case): the ScatterND kernel itself is ~1.15-1.3x "
+         "the ScatterElements kernel; building the [4096, 256, 2] coordinates costs a Concat (~7 ms, a last-axis "
+         "interleave) and the negative-index normalization ~4 ms (Less/Cast/Mul/Add; the same formula with `Where` "
+         "took 13.6 ms for `Where` alone). The dynamic form adds an Expand of the row coordinates (~2-3 ms)."])
     write_section(lines)
     worst = max(r["ratio"] for r in rows)
     if worst > TARGET:
@@ -211,43 +216,29 @@ def bench_trt86(runs: int) -> None:
         a, b = session(original), session(rewritten)
         _, failures = compare(["y"], a.run(None, feeds), b.run(None, feeds), float_reduction=reduction == "add")
         assert not failures, failures
-        for _ in range(3):
-            timed(a, feeds), timed(b, feeds)
-        ta, tb = [], []
-        for _ in range(runs):
-            ta.append(timed(a, feeds))
-            tb.append(timed(b, feeds))
-        ma, mb = statistics.median(ta), statistics.median(tb)
+        ma, mb = alternate(a, b, feeds, runs)
         rows.append({"case": name, "native": ma * 1e3, "form": mb * 1e3, "ratio": mb / ma, "nodes": len(ops)})
         print(f"{name}: ScatterElements {ma * 1e3:.1f} ms, 8.6 form {mb * 1e3:.1f} ms, ratio {mb / ma:.2f}x "
               f"({len(ops)} nodes)", flush=True)
-    lines = [
+    lines = table_section(
         "### tensorrt --trt-version 8.6: reductions as a sorting network vs the native ScatterElements (onnxruntime, 1 thread)",
-        "",
         f"`python benchmarks/bench_tensorrt.py --part trt86 --runs {runs}`: float32 data {ROWS}x{FEATURES}, "
         f"{UPDATES} updates (GNN-shaped: {UPDATES} edge rows of {FEATURES} features, so {UPDATES} keys sorted; "
         f"arbitrary: a [{UPDATES // FEATURES}, {FEATURES}] index tensor of random rows on axis 0, {UPDATES} element "
         f"keys), median of {runs} alternating runs after 3 warm-ups, outputs checked (max bit for bit, add within "
         "the validation tolerance). No target: this is the price of running the reduction at all on TensorRT 8.6 "
         "(which silently ignores the attribute); onnxruntime only measures the form's cost on a CPU.",
-        "",
-        "| case | ScatterElements (ms) | 8.6 form (ms) | ratio | nodes |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    lines += [f"| {r['case']} | {r['native']:.1f} | {r['form']:.1f} | {r['ratio']:.2f}x | {r['nodes']} |" for r in rows]
-    lines += [
-        "",
-        machine_line(load_before),
-        "",
-        "Where the time goes (onnxruntime profiling): the GNN cases spend it in the segmented scan, ceil(log2 200000) = 18 "
-        "steps over [200001, 64] (a row Gather and the combine each); for max the combine carries the NaN flag and "
-        "the -0.0-exact select (onnxruntime's Where drops the sign of a -0.0 it takes from X), and Where alone "
-        "(~2.5 ns per element) is ~40% of the time. The arbitrary cases are the sort of 262144 slots: 171 network "
-        "steps of Split/Concat/Min/Max on int32 halves, ~200 ms whatever the row width, against a native kernel "
-        "that needs 3 ms for 200000 elements. Memory: onnxruntime's peak resident set grows by ~1 KB per sort slot "
-        "(measured 0.43 GB at 2^18 and 1.4 GB at 2^20 element keys), so validating a 12.8M-element scatter "
-        "(2^24 slots) did not fit in this machine's 24 GiB.",
-    ]
+        ["case", "ScatterElements (ms)", "8.6 form (ms)", "ratio", "nodes"],
+        [[r["case"], f"{r['native']:.1f}", f"{r['form']:.1f}", f"{r['ratio']:.2f}x", str(r["nodes"])] for r in rows],
+        [machine_line(load_before),
+         "Where the time goes (onnxruntime profiling): the GNN cases spend it in the segmented scan, ceil(log2 200000) "
+         "= 18 steps over [200001, 64] (a row Gather and the combine each); for max the combine carries the NaN flag "
+         "and the -0.0-exact select (onnxruntime's Where drops the sign of a -0.0 it takes from X), and Where alone "
+         "(~2.5 ns per element) is ~40% of the time. The arbitrary cases are the sort of 262144 slots: 171 network "
+         "steps of Split/Concat/Min/Max on int32 halves, ~200 ms whatever the row width, against a native kernel "
+         "that needs 3 ms for 200000 elements. Memory: onnxruntime's peak resident set grows by ~1 KB per sort slot "
+         "(measured 0.43 GB at 2^18 and 1.4 GB at 2^20 element keys), so validating a 12.8M-element scatter "
+         "(2^24 slots) did not fit in this machine's 24 GiB."])
     write_section(lines)
 
 

@@ -215,8 +215,10 @@ def write_results(size: int, samples: dict, left_big: dict, f16_rows: list, runs
         "imports sympy, ~0.2 s). Inline weights of 1 MiB and more are mapped from the model file on load, "
         "written straight from their buffers on save and not re-read by the checker "
         "(`scatter_rewrite/_protowire.py`); before that (commit 2eea9c0) the same benchmark measured "
-        "0.85x graphsurgeon's time and 4.5x the model size in memory. The remaining peak is the fold "
-        "itself: the mapped data, indices and updates, the 64 MiB result and the kernel's index temporaries.",
+        "0.85x graphsurgeon's time and 4.5x the model size in memory. The kernel copies mapped data in "
+        "blocks and releases the mapped pages it has consumed (`evaluator/_common.py: copy_releasing`; "
+        "before commit f182691: 3.17x). What remains above the floor is the fold itself: the 64 MiB "
+        "result, the int64 flat positions of the 1M updates and the indices and updates while read.",
         "",
         "### fold: float16 ScatterElements(reduction=\"add\"), which onnxruntime's CPU kernels lack",
         "",

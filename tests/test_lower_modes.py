@@ -68,10 +68,20 @@ def test_tensorrt_plugin_form(op):
 
 
 def test_tensorrt_plugin_form_falls_back_for_types_the_plugin_lacks():
+    """A dtype the plugin lacks gets the TensorRT-safe sorting network (static number of updates),
+    else the TopK lowering, and the report says TensorRT's parser rejects that one."""
+    from scatter_rewrite.passes.tensorrt import tensorrt_violations
+
     model = scatter_model("ScatterElements", opset=18, reduction="max", data_type=TensorProto.DOUBLE)
     lowered, outcome = sr.lower(model, opset=13, mode="tensorrt-plugin", validate=True, return_report=True)
-    assert all(d == "" for d, _ in nodes(lowered)) and ("", "TopK") in nodes(lowered)
-    assert "plugin cannot" in outcome.passes[0]["rewritten"][0]["detail"]
+    assert all(d == "" for d, _ in nodes(lowered)) and ("", "TopK") not in nodes(lowered)
+    assert "sorting network" in outcome.passes[0]["rewritten"][0]["detail"]
+    assert tensorrt_violations(ir.serde.deserialize_model(lowered).graph, "8.6") == []
+    dynamic = scatter_model("ScatterElements", opset=18, reduction="max", data_type=TensorProto.DOUBLE,
+                            indices_shape=("n", 5))
+    lowered, outcome = sr.lower(dynamic, opset=13, mode="tensorrt-plugin", validate=True, return_report=True)
+    assert ("", "TopK") in nodes(lowered)
+    assert "TensorRT's parser rejects" in outcome.passes[0]["rewritten"][0]["detail"]
 
 
 # ---- TensorScatter ---------------------------------------------------------------------------

@@ -207,8 +207,15 @@ class LowerPass(ScatterPass):
             if reason is None:
                 nodes, out = tensorrt_plugin_reduction(node, names)
                 return nodes, out, f"-> TensorRT ScatterElements plugin form (reduction={reduction})"
+            from scatter_rewrite.passes._network_reduce import lower_reduction_network, network_blocker
+
+            if network_blocker(node, target) is None:  # ops TensorRT's parser takes (no TopK/Loop)
+                nodes, out = lower_reduction_network(node, target, names)
+                return nodes, out, (f"-> {len(nodes)} TensorRT-safe standard nodes (sorting network; "
+                                    f"the TensorRT plugin cannot: {reason})")
             nodes, out = seg.lower_reduction(node, target, names)
-            return nodes, out, f"-> {len(nodes)} standard nodes (the TensorRT plugin cannot: {reason})"
+            return nodes, out, (f"-> {len(nodes)} standard nodes with a run-time TopK, which TensorRT's parser "
+                                f"rejects (the TensorRT plugin cannot: {reason}; the number of updates is not static)")
         nodes, out = seg.lower_reduction(node, target, names)
         return nodes, out, f"-> {len(nodes)} standard nodes (sort + segmented {reduction} + ScatterND)"
 

@@ -209,7 +209,7 @@ def _opset(node: ir.Node, f: Finding, n: int) -> None:
         return
     if op == "TensorScatter":
         if n < 24:
-            f.blockers.append(f"TensorScatter exists from opset 24 only")
+            f.blockers.append("TensorScatter exists from opset 24 only")
             f.fix = f"scatter-rewrite lower --opset {n}" if 11 <= n <= 23 else None
         return
     if n < 11:

@@ -8,7 +8,7 @@ and falls back to the model's.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import onnx_ir as ir
 
@@ -78,6 +78,14 @@ def body_nodes(body: ir.Graph | ir.Function) -> Iterator[ir.Node]:
     """Every node of one graph or function body, its subgraphs' nodes included (snapshotted)."""
     for scope in _nested(body, 0, ""):
         yield from list(scope.body)
+
+
+def nodes_within(nodes: Iterable[ir.Node]) -> Iterator[ir.Node]:
+    """``nodes`` and every node of their subgraphs (nested), e.g. of nodes not yet in a graph."""
+    for node in nodes:
+        yield node
+        for _, graph in _subgraphs(node):
+            yield from body_nodes(graph)
 
 
 def value_names(model: ir.Model) -> set[str]:

@@ -29,7 +29,7 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.graph import DEFAULT_DOMAINS, Scope, describe, is_default_domain, iter_scopes
+from scatter_rewrite.graph import DEFAULT_DOMAINS, Scope, default_opset, describe, is_default_domain, iter_scopes
 
 logger = logging.getLogger("scatter_rewrite")
 
@@ -312,3 +312,15 @@ def convert_opset(model: ir.Model, target: int) -> int:
     logger.info("opset conversion to %d: %d node(s) converted, %d kept as they are (the older schema "
                 "accepts them unchanged)", target, converter.converted, converter.kept)
     return converter.converted
+
+
+def move_to_opset(model: ir.Model, target: int) -> str | None:
+    """:func:`convert_opset` when the model or a function is not at ``target`` yet; a line for the
+    pass's notes saying what moved, or None when nothing had to."""
+    current = default_opset(model.opset_imports, fallback=1)
+    scope_opsets = {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
+    if scope_opsets == {target}:
+        return None
+    converted = convert_opset(model, target)
+    return (f"default-domain opset {', '.join(map(str, sorted(scope_opsets)))} -> {target} "
+            f"({converted} other node(s) converted)")

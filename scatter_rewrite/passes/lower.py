@@ -55,8 +55,10 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError, OptionError
-from scatter_rewrite.graph import Scope, attr, body_nodes, default_opset, describe, is_default_domain, iter_nodes, value_names
-from scatter_rewrite.opset import convert_opset
+from scatter_rewrite.graph import (
+    Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within, value_names,
+)
+from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes import _segment_reduce as seg
 from scatter_rewrite.passes._inference import annotate_function_types, borrow_inferred_types, restore_types
 from scatter_rewrite.passes._inline_if import inline_constant_ifs
@@ -158,15 +160,8 @@ class LowerPass(ScatterPass):
             )
         for _, node, _ in pending:
             node.domain = _PENDING_DOMAIN
-        current = default_opset(model.opset_imports, fallback=1)
-        scope_opsets = {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
-        if scope_opsets != {target}:
-            converted = convert_opset(model, target)
-            self.note(
-                f"default-domain opset {', '.join(map(str, sorted(scope_opsets)))} -> {target} "
-                f"({converted} other node(s) converted)",
-                modified=True,
-            )
+        if (text := move_to_opset(model, target)) is not None:
+            self.note(text, modified=True)
         names = seg.Names(value_names(model))
         uses_custom: list[ir.Graph | ir.Function] = []
         for kind, node, scope in pending:
@@ -182,7 +177,7 @@ class LowerPass(ScatterPass):
             ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
             _drop_if_dead(scope.body, old_inputs)
             if isinstance(scope.body, ir.Function):  # function values stay untyped, like the rest
-                for new_node in _all_nodes_of(nodes):
+                for new_node in nodes_within(nodes):
                     for value in new_node.outputs:
                         value.type, value.shape = None, None
             self.rewrote(node, scope, detail)  # named as it was found (source opset)
@@ -229,14 +224,6 @@ def _drop_if_dead(body, values) -> None:
             continue
         if all(not v.uses() and not v.is_graph_output() for v in producer.outputs):
             body.remove(producer, safe=True)
-
-
-def _all_nodes_of(nodes):
-    for node in nodes:
-        yield node
-        for a in node.attributes.values():
-            if isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPH:
-                yield from body_nodes(a.value)
 
 
 def custom_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir.Value]:

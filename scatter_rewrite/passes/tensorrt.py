@@ -48,7 +48,7 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes
+from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes, nodes_within
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (
     Builder, Decline, Names, const_array, convert_to_scatternd, drop_none_reduction, infer_missing_shapes,
@@ -87,17 +87,6 @@ def _is_constant(value: ir.Value | None) -> bool:
         return True
     producer = value.producer()
     return producer is not None and producer.op_type == "Constant"
-
-
-def _all(nodes):
-    for node in nodes:
-        yield node
-        for a in node.attributes.values():
-            if isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPH:
-                yield from _all(a.value)
-            elif isinstance(a, ir.Attr) and a.type == ir.AttributeType.GRAPHS:
-                for g in a.value:
-                    yield from _all(g)
 
 
 def _loop_shape_changes(node: ir.Node) -> list[str]:
@@ -149,7 +138,7 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
     a reduction, ScatterElements reductions are ignored on 8.6.
     """
     found = []
-    for node in _all(nodes):
+    for node in nodes_within(nodes):
         op = node.op_type
         if op in UNSUPPORTED_OPS:
             found.append(f"{op} is not supported by TensorRT's ONNX parser")
@@ -327,7 +316,7 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: Names, trt_version: 
     if violations:
         # Nothing was spliced in: detach the built nodes from the values they read, so no
         # orphan consumer stays registered on the model's values, and leave the node alone.
-        for built in _all(nodes):
+        for built in nodes_within(nodes):
             for i in range(len(built.inputs)):
                 built.replace_input_with(i, None)
         raise Decline(f"{why}; it {_UNLOWERABLE}: the lowering would emit what TensorRT {trt_version} "

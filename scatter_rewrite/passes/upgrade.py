@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError, OptionError
 from scatter_rewrite.graph import Scope, attr, default_opset, describe, is_default_domain, iter_nodes
-from scatter_rewrite.opset import MAX_OPSET, convert_opset
+from scatter_rewrite.opset import MAX_OPSET, move_to_opset
 from scatter_rewrite.passes.base import ScatterPass
 
 FIRST_SCATTER_ELEMENTS_OPSET = 11
@@ -69,14 +69,8 @@ class UpgradePass(ScatterPass):
         for node, scope in iter_nodes(model):
             if node.op_type == "Scatter" and is_default_domain(node):
                 self._rewrite(node, scope, target)
-        scope_opsets = {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
-        if scope_opsets != {target}:
-            converted = convert_opset(model, target)
-            self.note(
-                f"default-domain opset {', '.join(map(str, sorted(scope_opsets)))} -> {target} "
-                f"({converted} other node(s) converted)",
-                modified=True,
-            )
+        if (text := move_to_opset(model, target)) is not None:
+            self.note(text, modified=True)
 
     def _rewrite(self, node: ir.Node, scope: Scope, target: int) -> None:
         if len(node.inputs) != 3 or any(v is None for v in node.inputs):

@@ -9,18 +9,21 @@ memory floor (``np.copy`` of data, indices and updates once each). Times are med
 onnx.reference loops in Python: it runs once, and twice more
 (median of 3) only if that first run took under 20 s; a case whose reference run would take
 over ~60 s runs the reference on a size scaled down by ``scale`` and multiplies its time back
-(stated in the table's notes). Prints a Markdown table with the machine it ran on.
+(stated in the table's notes). Prints a Markdown table with the machine it ran on and writes it to
+benchmarks/RESULTS-evaluator.md (not with --quick).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import dataclasses
 import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -153,7 +156,7 @@ def main() -> None:
         "| case | ours ms | ORT 1-thread ms | onnx.reference ms | floor ms | ours/ORT | reference/ours |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    notes = []
+    notes, rows = [], []
     for case in build_cases(args.quick):
         model = one_node_model(case.op, case.inputs, **case.attrs)
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
@@ -185,15 +188,49 @@ def main() -> None:
             notes.append(f"- {case.name}: onnx.reference {note}")
         lines.append(f"| {case.name} | {ours:.1f} | {ort_ms:.1f} | {ref_cell} | {floor:.1f} | "
                      f"{ours / ort_ms:.2f} | {ratio_cell} |")
+        rows.append((case.op, ours, ort_ms, None if args.no_reference else ref, floor))
         print(lines[-1], file=sys.stderr, flush=True)
 
-    print(f"Machine: {platform.platform()}, {cpu_model()}, Python {platform.python_version()}, "
-          f"numpy {np.__version__}, onnxruntime {ort.__version__}, onnx {onnx.__version__}\n")
-    print(f"Medians of {args.runs} runs (after one warm-up run, ours/ORT/floor round-robin); "
-          "ORT with intra_op_num_threads=1; floor = np.copy of data, indices and updates once each.\n")
-    print("\n".join(lines))
-    if notes:
-        print("\nonnx.reference runs:\n" + "\n".join(notes))
+    text = "\n".join([
+        "### Evaluator: NumPy kernels vs onnxruntime vs onnx.reference",
+        "",
+        f"`python benchmarks/bench_evaluator.py`, one process. Medians of {args.runs} runs (after one warm-up "
+        "run, ours/ORT/floor round-robin); ORT with intra_op_num_threads=1; floor = np.copy of data, indices "
+        "and updates once each.",
+        "",
+        *lines,
+        *(["", "onnx.reference runs:", *notes] if notes else []),
+        "",
+        *reading(rows),
+        "",
+        f"Machine: {platform.platform()}, {cpu_model()}, {os.cpu_count()} cores, load average "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; Python {platform.python_version()}, "
+        f"numpy {np.__version__}, onnxruntime {ort.__version__}, onnx {onnx.__version__}.",
+        "",
+    ])
+    print(text)
+    if not args.quick:
+        (Path(__file__).parent / "RESULTS-evaluator.md").write_text(text)
+
+
+def reading(rows) -> list[str]:
+    """What the table says against the targets (ours <= ORT; >= 50x faster than onnx.reference)."""
+    worst = max(ours / ort_ms for _, ours, ort_ms, _, _ in rows)
+    out = [f"- ours/ORT: {min(o / t for _, o, t, _, _ in rows):.2f}-{worst:.2f} (target <= 1.0: "
+           f"{'met' if worst <= 1.0 else 'MISSED'} on every kernel)." if worst <= 1.0 else
+           f"- ours/ORT: {min(o / t for _, o, t, _, _ in rows):.2f}-{worst:.2f} (target <= 1.0: MISSED "
+           f"on {sum(o > t for _, o, t, _, _ in rows)} kernel(s))."]
+    for op in ("ScatterElements", "ScatterND"):
+        mine = [r for r in rows if r[0] == op and r[3] is not None]
+        if not mine:
+            continue
+        low, high = min(r[3] / r[1] for r in mine), max(r[3] / r[1] for r in mine)
+        slowest = min(mine, key=lambda r: r[3] / r[1])
+        out.append(f"- {op}: {low:.0f}-{high:.0f}x faster than onnx.reference (target >= 50x: "
+                   f"{'met' if low >= 50 else 'MISSED'}); in the case at {low:.0f}x, a kernel costing no more "
+                   f"than the floor (copying its inputs once) would be {slowest[3] / slowest[4]:.0f}x faster, "
+                   f"ours costs {slowest[1] / slowest[4]:.1f}x the floor.")
+    return out
 
 
 if __name__ == "__main__":

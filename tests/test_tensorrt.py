@@ -293,13 +293,11 @@ def run_default(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
 def test_pytorch_exports(name, flow, user_inputs):
     """Validated on PyTorch's inputs or on generated ones (index_put's index reaches ScatterND through
     an Unsqueeze), then compared with PyTorch's eager outputs."""
-    if name == "scatter_amax_ts16" and not user_inputs:
-        pytest.skip("not validated (onnxruntime needs its optimizer for this export's output shape)")
     model = onnx.load(TORCH / f"{name}.onnx")
     arrays = np.load(TORCH / f"{name}.npz")
     feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
     expected = [arrays[f"out_{o.name}"] for o in model.graph.output]
-    options = {"validate": name != "scatter_amax_ts16", "inputs": feeds if user_inputs else None}
+    options = {"validate": True, "inputs": feeds if user_inputs else None}
     if flow == "to_scatternd":
         out = sr.to_scatternd(model, **options)
     else:

@@ -53,6 +53,8 @@ def _subgraphs(node: ir.Node) -> Iterator[tuple[str, ir.Graph]]:
 def _nested(body: ir.Graph | ir.Function, opset: int, where: str) -> Iterator[Scope]:
     yield Scope(body, opset, where)
     for node in list(body):
+        if not node.attributes:
+            continue  # most nodes: nothing to look into (keeps big-graph walks cheap)
         for attr_name, graph in _subgraphs(node):
             label = node.name or node.op_type
             yield from _nested(graph, opset, f"{where} > {node.op_type} '{label}' {attr_name}")

@@ -137,6 +137,11 @@ def checked_index(idx: np.ndarray, size: int, op: str, node_name: str | None,
 def add_scaled_index(acc: np.ndarray | None, idx: np.ndarray, size: int, stride: int,
                      negative: bool) -> np.ndarray:
     """``acc + normalize(idx) * stride`` as a fresh intp array (``acc`` may broadcast)."""
+    if stride == 1 and acc is not None:  # the last axis: one pass instead of a multiply by 1, then the add
+        out = np.add(idx, acc, dtype=np.intp)
+        if negative:
+            np.add(out, size, out=out, where=idx < 0)
+        return out
     out = np.multiply(idx, stride, dtype=np.intp)
     if negative:
         # Negative indices count from the end of the axis.

@@ -178,6 +178,10 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
                 if over:
                     f.blockers.append(f"{name} dimension {over[0]} ({dims[over[0]]}) exceeds data's ({limit[over[0]]}): "
                                       "TensorRT asserts 'Indices dimensions must be less than data dimensions!'")
+    from scatter_rewrite.passes.tensorrt import MAX_OPSET
+
+    if f.opset > MAX_OPSET[version]:  # the scatter's own schema is then one the parser does not document
+        f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to {MAX_OPSET[version]}")
     if f.blockers:
         f.fix = fix if fixable else None
         if not fixable:

@@ -45,6 +45,9 @@ def tensor_scatter_model() -> onnx.ModelProto:
 
 # (model, target, a phrase of the blocker, the fix command or None)
 BLOCKERS = {
+    "opset above 8.6's parser": (lambda: scatter_model("ScatterElements", opset=18), "tensorrt-8.6",
+                                 "TensorRT 8.6's parser documents opsets up to 17",
+                                 "scatter-rewrite tensorrt --trt-version 8.6"),
     "deprecated Scatter": (lambda: scatter_model("Scatter", opset=10), "tensorrt-10", "deprecated Scatter",
                            "scatter-rewrite upgrade"),
     "ScatterND none attr on 10": (lambda: nd(reduction="none"), "tensorrt-10", 'explicit reduction="none"',
@@ -106,9 +109,9 @@ def test_finds_each_blocker(name):
 
 @pytest.mark.parametrize("make, target", [
     (lambda: scatter_model("ScatterElements", opset=18), "tensorrt-10"),
-    (lambda: scatter_model("ScatterElements", opset=18), "tensorrt-8.6"),
+    (lambda: scatter_model("ScatterElements", opset=17), "tensorrt-8.6"),
     (lambda: scatter_model("ScatterElements", opset=18, reduction="max"), "tensorrt-10"),
-    (lambda: nd(reduction="none"), "tensorrt-8.6"),  # 8.6 never reads the attribute
+    (lambda: nd(reduction="none", opset=17), "tensorrt-8.6"),  # 8.6 never reads the attribute
     (lambda: nd(reduction="none"), "opset-18"),
     (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "opset-16"),
     (lambda: scatter_model("Scatter", opset=10), "opset-10"),
@@ -172,7 +175,7 @@ def test_clean_after_lower_and_upgrade():
 def test_cli_table_and_exit_codes(tmp_path):
     blocked, clean = tmp_path / "blocked.onnx", tmp_path / "clean.onnx"
     onnx.save(nd(reduction="none"), blocked)
-    onnx.save(scatter_model("ScatterElements", opset=18), clean)
+    onnx.save(scatter_model("ScatterElements", opset=17), clean)
     result = runner.invoke(app, ["check", str(blocked)])
     assert result.exit_code == 1, result.output
     assert "1 blocked on tensorrt-10: BLOCKED" in result.stdout and "scatternd_0" in result.stdout

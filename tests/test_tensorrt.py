@@ -349,3 +349,24 @@ def test_tensor_scatter_not_lowered_when_the_max_cannot_be_made_tensorrt_safe():
     detail = pass_report(outcome, "lower-tensorscatter")["skipped"][0]["detail"]
     assert "cannot be lowered TensorRT-safely" in detail and "number of updates is not static" in detail
     assert "TopK" not in [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))]
+
+
+@pytest.mark.parametrize("version, source, expected", [("8.6", 18, 17), ("10", 21, 20), ("10", 18, 18)])
+def test_model_moved_to_the_parsers_highest_opset(version, source, expected):
+    model = scatter_model("ScatterElements", opset=source, data_shape=(4, 5), indices_shape=(2, 5), axis=1)
+    out, outcome = sr.prepare_for_tensorrt(model, trt_version=version, validate=True, return_report=True)
+    onnx.checker.check_model(out, full_check=True)
+    assert out.opset_import[0].version == expected
+    notes = pass_report(outcome, "opset-cap")["notes"]
+    assert (f"-> {expected}" in notes[0]) if source != expected else not notes
+
+
+def test_opset_kept_when_a_reduction_stays():
+    """A max with a dynamic update count cannot be lowered TensorRT-safely: the model stays at 18
+    (ScatterElements max does not exist at 17) and the report says why."""
+    model = scatter_model("ScatterElements", opset=18, reduction="max", data_shape=(4, 5), indices_shape=("n", 5))
+    out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True)
+    assert out.opset_import[0].version == 18
+    (note,) = pass_report(outcome, "opset-cap")["notes"]
+    assert "left at opset 18" in note and "keeps a reduction" in note
+    assert any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))

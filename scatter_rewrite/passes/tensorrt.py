@@ -2,7 +2,8 @@
 
 :func:`tensorrt_passes` is the whole flow: upgrade the deprecated ``Scatter`` (UpgradePass), fold
 constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass, only when the model has one),
-then :class:`TensorRTPass` for the chosen TensorRT version.
+then :class:`TensorRTPass` for the chosen TensorRT version, and last the model moves down to the
+highest opset that version's parser documents (:data:`MAX_OPSET`) when it is above it.
 
 What TensorRT accepts (facts and sources: /work/shared/reference/tensorrt-and-exporters.md; the
 onnx-tensorrt importer ``addScatterLayer`` in onnx2trt_utils.cpp; NVIDIA/TensorRT
@@ -381,11 +382,49 @@ class _LowerTensorScatter(ScatterPass):
         self.result.modified |= inner.modified
 
 
+class _CapOpset(ScatterPass):
+    """Move a model above the highest opset the TensorRT version's parser documents (8.6: 17, 10: 20)
+    down to it, once its scatters are TensorRT-ready; left as it is, with a note saying why, when a
+    scatter kept a reduction that the lower opset lacks or a node cannot be converted."""
+
+    name = "opset-cap"
+
+    def __init__(self, trt_version: str):
+        super().__init__()
+        self.trt_version = trt_version
+
+    def run(self, model: ir.Model) -> None:
+        from scatter_rewrite.errors import ConversionError
+        from scatter_rewrite.graph import iter_scopes
+        from scatter_rewrite.opset import move_to_opset
+        from scatter_rewrite.passes._segment_reduce import first_opset_with
+
+        target = MAX_OPSET[self.trt_version]
+        highest = max(scope.opset for scope in iter_scopes(model))
+        if highest <= target:
+            return
+        kept = [(n, s) for n, s in iter_nodes(model) if n.op_type in ("ScatterElements", "ScatterND")
+                and is_default_domain(n) and first_opset_with(attr(n, "reduction", "none")) > target]
+        why = f"TensorRT {self.trt_version}'s parser documents opsets up to {target}"
+        if kept:
+            node, scope = kept[0]
+            self.note(f"left at opset {highest} ({why}): {describe(node, scope)} keeps a reduction opset "
+                      f"{target} lacks")
+            return
+        try:
+            text = move_to_opset(model, target)
+        except ConversionError as e:
+            self.note(f"left at opset {highest} ({why}): {e}")
+            return
+        if text is not None:
+            self.note(f"{text} ({why})", modified=True)
+
+
 def tensorrt_passes(trt_version: str = "10") -> list[ir.passes.PassBase]:
     """The whole TensorRT preparation for ``trt_version`` ("8.6" or "10"), in order."""
     version = check_trt_version(trt_version)
     from scatter_rewrite.passes.fold import FoldPass
     from scatter_rewrite.passes.upgrade import UpgradePass
 
-    return [UpgradePass(), FoldPass(), _LowerTensorScatter(version), TensorRTPass(version)]
+    return [UpgradePass(), FoldPass(), _LowerTensorScatter(version), TensorRTPass(version), _CapOpset(version)]
 

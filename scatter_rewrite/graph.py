@@ -106,8 +106,13 @@ def value_names(model: ir.Model) -> set[str]:
 
 def describe(node: ir.Node, scope: Scope) -> str:
     """``ScatterElements 'name' (opset 18, main graph)``: how messages and reports name a node."""
-    label = f" '{node.name}'" if node.name else ""
-    return f"{node.op_type}{label} (opset {scope.opset}, {scope.where})"
+    return describe_parts(node.op_type, node.name, scope.opset, scope.where)
+
+
+def describe_parts(op_type: str, name: str | None, opset: int, where: str) -> str:
+    """:func:`describe` from its parts (for a node not in the IR: a ``NodeProto``)."""
+    label = f" '{name}'" if name else ""
+    return f"{op_type}{label} (opset {opset}, {where})"
 
 
 def attr(node: ir.Node, name: str, default=None):

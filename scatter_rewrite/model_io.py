@@ -29,6 +29,12 @@ EXTERNAL_THRESHOLD_BYTES = 1024  # tensors at least this big go to the external 
 
 def load_model(path: str | os.PathLike) -> ir.Model:
     """Load ``path`` as an ``ir.Model`` without reading external weights, or raise ModelLoadError."""
+    return to_ir(load_proto(path), path)
+
+
+def load_proto(path: str | os.PathLike) -> onnx.ModelProto:
+    """The parsed file (big inline weights as references into it, external ones unread), checked to
+    be an ONNX model whose external data files exist; ModelLoadError otherwise."""
     path = Path(path)
     if not path.exists():
         raise ModelLoadError(f"{path}: no such file; check the path")
@@ -50,11 +56,16 @@ def load_model(path: str | os.PathLike) -> ir.Model:
             f"{path}: not an ONNX model (no graph, IR version or opset import); is it truncated?"
         )
     _check_external_files(proto, path)
+    return proto
+
+
+def to_ir(proto: onnx.ModelProto, path: str | os.PathLike) -> ir.Model:
+    """``proto`` (from :func:`load_proto` of ``path``) as an ``ir.Model``; ModelLoadError if the IR rejects it."""
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as e:  # the IR rejects structurally broken graphs
         raise ModelLoadError(f"{path}: invalid ONNX model: {_first_line(e)}") from e
-    ir.external_data.set_base_dir(model.graph, path.parent)
+    ir.external_data.set_base_dir(model.graph, Path(path).parent)
     return model
 
 
@@ -66,6 +77,11 @@ def _check_external_files(proto: onnx.ModelProto, path: Path) -> None:
                 f"{path}: external data file '{location}' for tensor '{tensor.name}' is missing; "
                 "keep it beside the model"
             )
+
+
+def has_external_data(proto: onnx.ModelProto) -> bool:
+    """Whether any tensor of ``proto`` (subgraphs included) has its data outside the protobuf."""
+    return next(_external_tensors(proto), None) is not None
 
 
 def _external_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
@@ -117,8 +133,9 @@ def data_file_name(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def staged_save(model: ir.Model, destination: str | os.PathLike) -> Iterator[Path]:
+def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLike) -> Iterator[Path]:
     """Write ``model`` into a temporary folder beside ``destination``; yield the staged model path.
+    (A ModelProto, one without external data, is written as it is: see ``passes.upgrade.upgrade_proto``.)
 
     When the ``with`` body returns (after checks and validation on the staged file), the files are
     renamed into place; if it raises, they are deleted and nothing at ``destination`` changes.
@@ -128,12 +145,15 @@ def staged_save(model: ir.Model, destination: str | os.PathLike) -> Iterator[Pat
     staging = Path(tempfile.mkdtemp(prefix=".scatter-rewrite-", dir=destination.parent))
     try:
         staged = staging / destination.name
-        if _needs_external_data(model):
+        if isinstance(model, onnx.ModelProto):
+            onnx.save(model, staged)
+        elif _needs_external_data(model):
             ir.save(model, staged, external_data=data_file_name(destination),
                     size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES)
         else:
             _protowire.save_inline(model, staged)  # big weights written from their buffers
-        _release_mapped_weights(model)
+        if not isinstance(model, onnx.ModelProto):
+            _release_mapped_weights(model)
         del model  # validation of the staged file need not find the rewritten weights still held here
         yield staged
         # The data file first: the model file that points at it appears last.

@@ -33,6 +33,7 @@ from scatter_rewrite.graph import DEFAULT_DOMAINS, Scope, default_opset, describ
 
 logger = logging.getLogger("scatter_rewrite")
 
+MIN_IR_VERSION = 7  # opset >= 11 needs IR >= 6; 7 keeps training-free models loadable everywhere
 MIN_OPSET = 7  # oldest opset the converter's adapters start from that we accept as a source
 MAX_OPSET = onnx.defs.onnx_opset_version()
 
@@ -307,8 +308,8 @@ def convert_opset(model: ir.Model, target: int) -> int:
                 imports[domain] = target
     if not any(d in model.opset_imports for d in DEFAULT_DOMAINS):
         model.opset_imports[""] = target
-    if model.ir_version is not None and model.ir_version < 7:
-        model.ir_version = 7  # opset >= 11 needs IR >= 6; 7 keeps training-free models loadable everywhere
+    if model.ir_version is not None and model.ir_version < MIN_IR_VERSION:
+        model.ir_version = MIN_IR_VERSION
     logger.info("opset conversion to %d: %d node(s) converted, %d kept as they are (the older schema "
                 "accepts them unchanged)", target, converter.converted, converter.kept)
     return converter.converted
@@ -321,6 +322,9 @@ def move_to_opset(model: ir.Model, target: int) -> str | None:
     scope_opsets = {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
     if scope_opsets == {target}:
         return None
-    converted = convert_opset(model, target)
-    return (f"default-domain opset {', '.join(map(str, sorted(scope_opsets)))} -> {target} "
-            f"({converted} other node(s) converted)")
+    return opset_note(scope_opsets, target, convert_opset(model, target))
+
+
+def opset_note(opsets: set[int], target: int, converted: int) -> str:
+    """The report line for a model whose scopes were at ``opsets`` and are now at ``target``."""
+    return f"default-domain opset {', '.join(map(str, sorted(opsets)))} -> {target} ({converted} other node(s) converted)"

@@ -20,7 +20,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError, OptionError, ScatterRewriteError
-from scatter_rewrite.model_io import load_model, staged_save
+from scatter_rewrite.model_io import load_proto, staged_save, to_ir
 from scatter_rewrite.passes.base import ScatterPassResult
 
 logger = logging.getLogger("scatter_rewrite")
@@ -33,12 +33,21 @@ class Verb:
     name: str
     suffix: str  # model.<suffix>.onnx
     make_passes: Callable[..., list[ir.passes.PassBase]]
+    # The same rewrite done on the parsed file when the model allows (None: it does not), taken
+    # when nothing needs the IR afterwards (no validation); called with the verb's options.
+    on_proto: Callable[..., ScatterPassResult | None] | None = None
 
 
 def _upgrade_passes(opset: int | None = None) -> list[ir.passes.PassBase]:
     from scatter_rewrite.passes.upgrade import UpgradePass
 
     return [UpgradePass(opset)]
+
+
+def _upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPassResult | None:
+    from scatter_rewrite.passes.upgrade import upgrade_proto
+
+    return upgrade_proto(proto, opset)
 
 
 def _fold_passes(size_limit: int | None = None) -> list[ir.passes.PassBase]:
@@ -67,7 +76,7 @@ def _tensorrt_passes(trt_version: str = "10") -> list[ir.passes.PassBase]:
 
 # The verbs, in one place. Each maps the verb's own options (keyword arguments) to its passes.
 VERBS: dict[str, Verb] = {
-    "upgrade": Verb("upgrade", "upgraded", _upgrade_passes),
+    "upgrade": Verb("upgrade", "upgraded", _upgrade_passes, on_proto=_upgrade_proto),
     "fold": Verb("fold", "folded", _fold_passes),
     "lower": Verb("lower", "lowered", _lower_passes),
     "to_scatternd": Verb("to_scatternd", "scatternd", _to_scatternd_passes),
@@ -163,7 +172,20 @@ def rewrite_file(
     destination = resolve_output(source, verb, output, in_place, output_is_folder)
     if passes is None:
         passes = verb.make_passes(**(options or {}))
-    model = load_model(source)
+        on_proto = verb.on_proto if not validate else None
+    else:
+        on_proto = None  # the caller's own passes
+    proto = load_proto(source)
+    result = on_proto(proto, **(options or {})) if on_proto is not None else None
+    if result is not None:  # done on the parsed file (see Verb.on_proto): save, check, rename
+        outcome = Outcome(str(source), str(destination), [result.to_dict()])
+        with staged_save(proto, destination) as staged:
+            del proto
+            check_model(staged)
+        outcome.status, outcome.seconds = "PASSED", time.perf_counter() - started
+        return outcome
+    model = to_ir(proto, source)
+    del proto
     plan = validation.plan_validation(model, seed=seed, inputs=inputs) if validate else None
     results = run_passes(model, passes)
     outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results])

@@ -168,14 +168,18 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-class TensorRTPass(ScatterPass):
-    """Make every scatter TensorRT-ready for ``trt_version`` (see the module docstring)."""
-
-    name = "tensorrt"
+class _ForTensorRT(ScatterPass):
+    """A pass of the TensorRT flow: it knows which TensorRT version it prepares for."""
 
     def __init__(self, trt_version: str = "10"):
         super().__init__()
         self.trt_version = check_trt_version(trt_version)
+
+
+class TensorRTPass(_ForTensorRT):
+    """Make every scatter TensorRT-ready for ``trt_version`` (see the module docstring)."""
+
+    name = "tensorrt"
 
     def run(self, model: ir.Model) -> None:
         for text in inline_rank_hiding_ifs(model):
@@ -329,15 +333,11 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: Names, trt_version: 
             f"segmented scan, one ScatterND with unique targets) ({why})")
 
 
-class _LowerTensorScatter(ScatterPass):
+class _LowerTensorScatter(_ForTensorRT):
     """Run LowerPass only when the model holds a TensorScatter (opset 24, which no TensorRT parses):
     it becomes ScatterElements and the model moves to the highest opset the TensorRT version documents."""
 
     name = "lower-tensorscatter"
-
-    def __init__(self, trt_version: str):
-        super().__init__()
-        self.trt_version = trt_version
 
     def run(self, model: ir.Model) -> None:
         found = [(n, s) for n, s in iter_nodes(model) if n.op_type == "TensorScatter" and is_default_domain(n)]
@@ -382,16 +382,12 @@ class _LowerTensorScatter(ScatterPass):
         self.result.modified |= inner.modified
 
 
-class _CapOpset(ScatterPass):
+class _CapOpset(_ForTensorRT):
     """Move a model above the highest opset the TensorRT version's parser documents (8.6: 17, 10: 20)
     down to it, once its scatters are TensorRT-ready; left as it is, with a note saying why, when a
     scatter kept a reduction that the lower opset lacks or a node cannot be converted."""
 
     name = "opset-cap"
-
-    def __init__(self, trt_version: str):
-        super().__init__()
-        self.trt_version = trt_version
 
     def run(self, model: ir.Model) -> None:
         from scatter_rewrite.errors import ConversionError

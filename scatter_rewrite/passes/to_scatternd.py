@@ -8,8 +8,10 @@ position ``p`` of ``indices``: each update lands on exactly the element ScatterE
 the same order, so the result is identical for every reduction. ``norm`` is
 ``Where(idx < 0, idx + data.shape[axis], idx)`` (computed as ``idx + Cast(idx < 0) * size``, see
 :meth:`Builder.normalize`) on int64 indices (a ``Cast`` first for int32):
-ScatterND-18 does not promise negative indices, and whether TensorRT's scatter layer accepts them
-is unverified (/work/shared/reference/tensorrt-and-exporters.md), so none reach it.
+the ScatterND spec allows negative index values (every version, 11 to 18), but whether TensorRT's
+scatter layer does is unverified (/work/shared/reference/tensorrt-and-exporters.md; its IScatterLayer
+documentation is silent), so none reach it. The normalization is about 10% of the rewritten
+scatter's onnxruntime time (benchmarks/RESULTS-tensorrt.md).
 
 ``coords`` is built as ``Concat(grid[..., :axis], Unsqueeze(norm, -1), grid[..., axis+1:], axis=-1)``:
 the grid is a constant when the shape of ``indices`` is static (and at most

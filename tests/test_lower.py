@@ -351,3 +351,15 @@ def test_bfloat16_lowered_in_the_reference_evaluator():
     lowered, outcome = sr.lower(model, opset=13, validate=True, return_report=True)
     assert "onnx.reference" in outcome.validation["checked_against"]
     assert outcome.validation["max_abs_diff"] == 0.0
+
+
+@pytest.mark.parametrize("source", [10, 13])
+def test_deprecated_scatter_is_upgraded_on_the_way(source):
+    """lower on a model still carrying Scatter (opset 10, or the invalid one at 13): it becomes
+    ScatterElements, reported with the lowering, and the result is valid at the target."""
+    model = scatter_model("Scatter", opset=source, where="if", axis=1)
+    lowered, outcome = sr.lower(model, opset=13, validate=True, return_report=True)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert "Scatter" not in op_types(lowered)
+    rewritten = outcome.passes[0]["rewritten"]
+    assert len(rewritten) == 2 and all(r["detail"] == "-> ScatterElements(axis=1)" for r in rewritten)

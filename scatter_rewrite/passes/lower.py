@@ -7,6 +7,7 @@ Rewrites, in the main graph, every If/Loop/Scan body and every model-local funct
   (add/mul at 16-17, everything at 18+); ``reduction="none"`` needs no lowering.
 * ``TensorScatter`` (opset 24, KV-cache update, linear or circular, optional ``write_indices``)
   into one ``ScatterElements`` (reduction none, unique targets) for every target below 24.
+* the deprecated ``Scatter``, first, into ``ScatterElements`` (:class:`~.upgrade.UpgradePass`).
 
 Then every other node is converted to the target opset (:func:`scatter_rewrite.opset.convert_opset`;
 the nodes to lower are hidden from it and replaced afterwards, so they are never handed to
@@ -115,6 +116,15 @@ class LowerPass(ScatterPass):
         return seg.reduction_blocker(node, self.opset)
 
     def run(self, model: ir.Model) -> None:
+        if any(n.op_type == "Scatter" and is_default_domain(n) for n, _ in iter_nodes(model)):
+            # The deprecated Scatter (which no opset >= 11 accepts) is ScatterElements(none): upgrade
+            # it first, as `scatter-rewrite upgrade` would, and report it with the rest.
+            from scatter_rewrite.passes.upgrade import UpgradePass
+
+            inner = UpgradePass()(model)
+            self.result.rewritten += inner.rewritten
+            self.result.notes += inner.notes
+            self.result.modified |= inner.modified
         pending: list[tuple[str, ir.Node, Scope]] = []
         blocked: list[str] = []
         # Decisions need dtypes and shapes the model may not record (values inside functions, the

@@ -280,3 +280,19 @@ def test_differential(case):
     want = expected_scatter_elements(feeds["data"], indices, feeds["updates"], axis, reduction)
     np.testing.assert_array_equal(run(model, feeds)[0], want)
     np.testing.assert_array_equal(run(rewritten, feeds)[0], want)
+
+
+@pytest.mark.parametrize("op, verb", [("Scatter", "upgrade"), ("TensorScatter", "lower")])
+def test_other_scatter_ops_are_reported_not_silently_kept(op, verb):
+    if op == "Scatter":
+        model = scatter_model("Scatter", opset=10, axis=1)
+    else:
+        node = onnx.helper.make_node("TensorScatter", ["cache", "update"], ["out"], axis=-2)
+        vi = onnx.helper.make_tensor_value_info
+        model = onnx.helper.make_model(onnx.helper.make_graph(
+            [node], "g", [vi("cache", onnx.TensorProto.FLOAT, [1, 8, 4]), vi("update", onnx.TensorProto.FLOAT, [1, 2, 4])],
+            [vi("out", onnx.TensorProto.FLOAT, [1, 8, 4])]), opset_imports=[onnx.helper.make_opsetid("", 24)])
+    out, outcome = sr.to_scatternd(model, return_report=True)
+    (skip,) = outcome.passes[0]["skipped"]
+    assert skip["node"].startswith(op) and f"scatter-rewrite {verb}" in skip["detail"]
+    assert [n.op_type for n in out.graph.node] == [op]

@@ -355,3 +355,7 @@ class ToScatterNDPass(ScatterPass):
                     self.rewrote(node, scope, convert_to_scatternd(model, node, scope, names))
                 except Decline as reason:
                     self.skip(node, scope, str(reason))
+            elif node.op_type in ("Scatter", "TensorScatter"):
+                verb = "upgrade" if node.op_type == "Scatter" else "lower --opset N"
+                self.skip(node, scope, f"{node.op_type} is not converted here: run scatter-rewrite {verb} "
+                                       "first (scatter-rewrite tensorrt does both)")

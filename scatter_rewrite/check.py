@@ -125,7 +125,9 @@ class _Inlined:
         if self._copy is None:
             from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
 
-            self._copy = ir.serde.deserialize_model(ir.serde.serialize_model(self.model))
+            from scatter_rewrite.passes._inference import weightless_copy
+
+            self._copy = weightless_copy(self.model)
             if inline_rank_hiding_ifs(self._copy):
                 infer_missing_shapes(self._copy)
         return next((n for n, _ in iter_nodes(self._copy) if n.op_type == node.op_type and n.name == node.name), None)

@@ -40,6 +40,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ScatterRewriteError, ValidationError
 from scatter_rewrite.graph import attr, is_default_domain, iter_nodes
+from scatter_rewrite.passes._inference import serialize_without_weights, weightless_copy
 
 # (rtol, atol) for float outputs of models with a float add/mul scatter: a few ulps of the partial
 # sums' magnitude. Everything else must be bit-exact.
@@ -115,7 +116,7 @@ def _concrete_shape(shape: ir.Shape | None, sizes: dict[str, int]) -> tuple[int,
 def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
     """Static shapes of every value (None for a dim inference could not fix), with the graph inputs
     fixed to their concrete sizes."""
-    proto = _serialize_without_weights(model)
+    proto = serialize_without_weights(model)
     for value_info in proto.graph.input:
         if value_info.name in input_shapes and value_info.type.HasField("tensor_type"):
             shape = value_info.type.tensor_type.shape
@@ -140,36 +141,6 @@ def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> 
             for a in node.attribute:
                 graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
     return shapes
-
-
-_SHAPE_ONLY_BYTES = 4096  # bigger in-memory initializers reach shape inference as dtype + dims only
-
-
-def _serialize_without_weights(model: ir.Model) -> onnx.ModelProto:
-    """``model`` as a ModelProto for shape inference, without copying its weights.
-
-    External weights serialize as references (never read). In-memory initializers over
-    :data:`_SHAPE_ONLY_BYTES` are swapped for an external reference to a file that does not exist
-    while serializing (shape inference needs only dtype and dims; data propagation only reads small
-    shape tensors), then restored: a model loaded with inline weights is not copied three times
-    (proto, bytes for the C++ side, and back).
-    """
-    swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
-    try:
-        for graph in model.graphs():
-            for value in graph.initializers.values():
-                tensor = value.const_value
-                if tensor is None or isinstance(tensor, ir.ExternalTensor) or tensor.nbytes <= _SHAPE_ONLY_BYTES:
-                    continue
-                swapped.append((value, tensor))
-                value.const_value = ir.ExternalTensor(
-                    "scatter-rewrite-shape-only", 0, tensor.nbytes, tensor.dtype, shape=tensor.shape,
-                    name=value.name or tensor.name or "",
-                )
-        return ir.serde.serialize_model(model)
-    finally:
-        for value, tensor in swapped:
-            value.const_value = tensor
 
 
 def _trace_to_input(value: ir.Value | None, graph_inputs: set[int], outer: dict[int, list]) -> ir.Value | None:
@@ -440,7 +411,7 @@ def _without_constant_ifs(model: ir.Model) -> ir.Model:
         return model
     from scatter_rewrite.passes._inline_if import inline_constant_ifs
 
-    copy = ir.serde.deserialize_model(_serialize_without_weights(model))
+    copy = weightless_copy(model)
     return copy if inline_constant_ifs(copy) else model
 
 

@@ -21,6 +21,7 @@ from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.fold import ConstantChains
 from scatter_rewrite.validate import run_onnxruntime
+from test_lower import ort_run  # onnxruntime with its defaults, as the other lower tests run it
 
 ort.set_default_logger_severity(3)
 TORCH_TRT = Path(__file__).parent / "data" / "torch_trt"
@@ -29,14 +30,6 @@ FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 def vi(name, elem, shape):
     return oh.make_tensor_value_info(name, elem, shape)
-
-
-def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = {i.name for i in session.get_inputs()}
-    return session.run(None, {k: v for k, v in feeds.items() if k in names})
 
 
 def inline(model: onnx.ModelProto, **kwargs) -> tuple[onnx.ModelProto, list[str]]:
@@ -120,8 +113,8 @@ def test_wrapper_becomes_its_else_branch_and_computes_the_same():
     assert ops == ["Identity", "Identity", "Identity", "ScatterElements", "Identity"]  # condition nodes gone
     assert [o.name for o in inlined.graph.output] == ["y"]
     onnx.checker.check_model(inlined, full_check=True)
-    np.testing.assert_array_equal(run(inlined, feeds)[0], run(model, feeds)[0])
-    np.testing.assert_array_equal(run(inlined, feeds)[0], expected_amax(feeds))
+    np.testing.assert_array_equal(ort_run(inlined, feeds)[0], ort_run(model, feeds)[0])
+    np.testing.assert_array_equal(ort_run(inlined, feeds)[0], expected_amax(feeds))
     assert inline(inlined) == (inlined, [])  # idempotent: nothing left to inline
 
 
@@ -134,7 +127,7 @@ def test_rank_known_with_dynamic_dims_is_enough():
     assert len([m for m in messages if "_branch inlined" in m]) == 2
     assert "If" not in [n.op_type for n in inlined.graph.node]
     feeds = wrapper_feeds(rows=6, n=11, seed=1)
-    np.testing.assert_array_equal(run(inlined, feeds)[0], expected_amax(feeds))
+    np.testing.assert_array_equal(ort_run(inlined, feeds)[0], expected_amax(feeds))
 
 
 def test_constant_chains_read_only_what_shape_and_size_need():
@@ -220,7 +213,7 @@ def test_constant_condition_sources(source):
     assert [n.op_type for n in inlined.graph.node] == ["Neg"] and not inlined.graph.initializer
     assert inlined.graph.node[0].output == ["y"]
     x = np.array([1.5, -2.0, 0.0], np.float32)
-    np.testing.assert_array_equal(run(inlined, {"x": x})[0], -x)
+    np.testing.assert_array_equal(ort_run(inlined, {"x": x})[0], -x)
 
 
 def test_branch_initializer_outer_value_and_name_clash():
@@ -248,7 +241,7 @@ def test_branch_initializer_outer_value_and_name_clash():
     # onnxruntime refuses the original (a branch returns an outer value directly); the result runs.
     x = np.array([1.5, -2.0, 0.0], np.float32)
     for flag in (True, False):
-        y, y2, y3 = run(inlined, {"x": x, "flag": np.array(flag)})
+        y, y2, y3 = ort_run(inlined, {"x": x, "flag": np.array(flag)})
         np.testing.assert_array_equal(y, x + 2)
         np.testing.assert_array_equal(y2, x)
         np.testing.assert_array_equal(y3, -x if flag else np.abs(x))
@@ -270,7 +263,7 @@ def test_branch_value_renamed_when_its_name_is_taken():
     assert inlined.graph.node[0].output == ["t_1"] and inlined.graph.node[1].input == ["t_1"]
     onnx.checker.check_model(inlined, full_check=True)
     feeds = {"x": np.array([1.5, -2.0, 0.0], np.float32), "flag": np.array(True)}
-    for got, want in zip(run(inlined, feeds), run(model, feeds)):
+    for got, want in zip(ort_run(inlined, feeds), ort_run(model, feeds)):
         np.testing.assert_array_equal(got, want)
 
 
@@ -290,7 +283,7 @@ def test_nested_constant_ifs_come_up_round_by_round():
                                                     "If 'inner' (opset 16, main graph)"]
     assert [n.op_type for n in inlined.graph.node] == ["Abs", "Sin"]
     x = np.array([1.5, -2.0, 0.0], np.float32)
-    np.testing.assert_array_equal(run(inlined, {"x": x})[0], run(model, {"x": x})[0])
+    np.testing.assert_array_equal(ort_run(inlined, {"x": x})[0], ort_run(model, {"x": x})[0])
 
 
 def test_inside_a_function_the_branch_initializer_becomes_a_constant():
@@ -311,7 +304,7 @@ def test_inside_a_function_the_branch_initializer_becomes_a_constant():
     assert list(inlined.functions[0].output) == ["b"] and inlined.functions[0].node[1].output == ["b"]
     onnx.checker.check_model(inlined, full_check=True)
     x = np.array([1.5, -2.0, 0.0], np.float32)
-    np.testing.assert_array_equal(run(inlined, {"x": x})[0], x + 2)
+    np.testing.assert_array_equal(ort_run(inlined, {"x": x})[0], x + 2)
 
 
 # ---- in the lower pass -----------------------------------------------------------------------

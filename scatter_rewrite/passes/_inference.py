@@ -17,10 +17,45 @@ from scatter_rewrite.graph import body_nodes, iter_nodes, iter_scopes
 Borrowed = list[tuple[ir.Value, tuple]]  # (value, (dtype it had, shape it had))
 
 
+SHAPE_ONLY_BYTES = 4096  # bigger in-memory initializers reach shape inference as dtype + dims only
+
+
+def serialize_without_weights(model: ir.Model) -> onnx.ModelProto:
+    """``model`` as a ModelProto for shape inference or a structural copy, without copying its weights.
+
+    External weights serialize as references (never read). In-memory initializers over
+    :data:`SHAPE_ONLY_BYTES` are swapped for an external reference to a file that does not exist
+    while serializing (shape inference needs only dtype and dims; data propagation only reads small
+    shape tensors), then restored: a model loaded with inline weights is not copied three times
+    (proto, bytes for the C++ side, and back).
+    """
+    swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
+    try:
+        for graph in model.graphs():
+            for value in graph.initializers.values():
+                tensor = value.const_value
+                if tensor is None or isinstance(tensor, ir.ExternalTensor) or tensor.nbytes <= SHAPE_ONLY_BYTES:
+                    continue
+                swapped.append((value, tensor))
+                value.const_value = ir.ExternalTensor(
+                    "scatter-rewrite-shape-only", 0, tensor.nbytes, tensor.dtype, shape=tensor.shape,
+                    name=value.name or tensor.name or "",
+                )
+        return ir.serde.serialize_model(model)
+    finally:
+        for value, tensor in swapped:
+            value.const_value = tensor
+
+
+def weightless_copy(model: ir.Model) -> ir.Model:
+    """A copy of ``model`` to decide on (inline Ifs, trace, infer), without its big weights."""
+    return ir.serde.deserialize_model(serialize_without_weights(model))
+
+
 def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] | None:
     """ONNX shape inference's tensor type of every value of the main graph and its subgraphs, by
     name (weights are kept out of it); None when inference fails."""
-    proto = ir.serde.serialize_model(model)
+    proto = serialize_without_weights(model)
     for init in proto.graph.initializer:  # shapes suffice; do not hand weights to inference
         init.ClearField("raw_data")
         for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):

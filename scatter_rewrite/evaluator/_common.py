@@ -12,6 +12,7 @@ kernels do.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from typing import Literal
 
 import ml_dtypes
@@ -29,10 +30,12 @@ INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 # because the float32 round trip is exact).
 _WIDEN_TO_F32 = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
-# Scatter into blocks of about this many output bytes at a time (fits L2 with room for the
-# index and update streams), so the copy of `data` and the random writes hit cache together.
-_BLOCK_BYTES = 512 * 1024
-_BLOCKED_MIN_BYTES = 1 << 20  # below this, one copy then one scatter is as fast
+# scatter_rows copies and scatters blocks of about this many output bytes at a time. Measured
+# on 4096x4096 float32 (2-core AMD EPYC, 1 MiB L2, 32 MiB L3): 512 KiB 12.0 ms, 1 MiB 9.6,
+# 2 MiB 8.7, 4 MiB 9.0, 16 MiB 10.2. Fresh output memory is faulted in as 2 MiB huge pages
+# (numpy asks for them), so smaller blocks evict themselves when the next huge page is zeroed.
+_BLOCK_BYTES = 2 << 20
+_BLOCKED_MIN_BYTES = 4 << 20  # below this, one copy then one scatter is as fast
 
 
 # --------------------------------------------------------------------------- messages
@@ -125,6 +128,8 @@ def checked_index(idx: np.ndarray, size: int, op: str, node_name: str | None,
     """
     if idx.size == 0:
         return idx, False
+    if idx.view(np.dtype(f"u{idx.itemsize}")).max() < size:
+        return idx, False  # one pass: viewed unsigned, a negative index is huge
     lo, hi = idx.min(), idx.max()
     if lo < -size or hi >= size:
         bad = idx[(idx < -size) | (idx >= size)].flat[0]
@@ -135,14 +140,15 @@ def checked_index(idx: np.ndarray, size: int, op: str, node_name: str | None,
 
 
 def add_scaled_index(acc: np.ndarray | None, idx: np.ndarray, size: int, stride: int,
-                     negative: bool) -> np.ndarray:
-    """``acc + normalize(idx) * stride`` as a fresh intp array (``acc`` may broadcast)."""
+                     negative: bool, out: np.ndarray | None = None) -> np.ndarray:
+    """``acc + normalize(idx) * stride`` as an intp array of ``idx``'s shape (``acc`` may
+    broadcast), written into ``out`` when given, else fresh."""
     if stride == 1 and acc is not None:  # the last axis: one pass instead of a multiply by 1, then the add
-        out = np.add(idx, acc, dtype=np.intp)
+        out = np.add(idx, acc, dtype=np.intp, out=out)
         if negative:
             np.add(out, size, out=out, where=idx < 0)
         return out
-    out = np.multiply(idx, stride, dtype=np.intp)
+    out = np.multiply(idx, stride, dtype=np.intp, out=out)
     if negative:
         # Negative indices count from the end of the axis.
         np.add(out, size * stride, out=out, where=idx < 0)
@@ -211,14 +217,12 @@ def copy_releasing(data: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- the core
 
 
-def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray, reduction: str,
-                 *, rows: tuple[int, int] | None = None) -> np.ndarray:
+def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray,
+                 reduction: str) -> np.ndarray:
     """Return a C-ordered copy of ``data`` with ``updates.ravel()`` scattered into ``flat``.
 
     ``flat`` holds intp positions into ``data.ravel()``, already normalized and checked, in
-    the spec's iteration order. ``rows=(n, per_row)`` says entries ``[r*per_row, (r+1)*per_row)``
-    only target ``data[r]`` for ``r < n``; the copy and the scatter are then done in cache-sized
-    blocks of rows (about 20% faster than copy-then-scatter on large data).
+    the spec's iteration order.
     """
     upd = updates.reshape(-1)
     dtype = data.dtype
@@ -230,27 +234,38 @@ def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray, reduct
         work = data.astype(np.float32, order="C")
         _apply(work.reshape(-1), flat, upd.astype(np.float32), reduction)
         return work.astype(dtype)
-    if rows is not None and data.ndim >= 1 and data.nbytes >= _BLOCKED_MIN_BYTES:
-        return _blocked(data, flat, upd, reduction, *rows)
     out = copy_releasing(data)
     _apply(out.reshape(-1), flat, upd, reduction)
     return out
 
 
-def _blocked(data: np.ndarray, flat: np.ndarray, upd: np.ndarray, reduction: str,
-             n_rows: int, per_row: int) -> np.ndarray:
-    out = np.empty(data.shape, dtype=data.dtype)
-    out_flat = out.reshape(-1)
-    row_bytes = max(1, data[0].nbytes)
-    step = max(1, _BLOCK_BYTES // row_bytes)
+def scatter_rows(data: np.ndarray, updates: np.ndarray, reduction: str, n_rows: int,
+                 positions: Callable[[int, int], np.ndarray]) -> np.ndarray:
+    """:func:`scatter_flat` for scatters whose entries go row by row: the ``updates`` of rows
+    ``[r0, r1)`` (``r1 <= n_rows``, C order) only target ``data[r0:r1]``, at
+    ``positions(r0, r1)``, flat positions counted from the start of ``data[r0]``.
+
+    Large data is then copied and scattered in blocks of rows, each block's random writes
+    landing while its fresh copy is still in cache. That takes ScatterElements along axis 1 on
+    4096x4096 float32 from 13 ms (copy, then scatter) to about 9 ms, the copy alone being 7 ms.
+    """
+    upd = updates.reshape(-1)
+    dtype = data.dtype
+    if (data.ndim == 0 or data.nbytes < _BLOCKED_MIN_BYTES or is_string(dtype)
+            or (reduction != "none" and dtype in _WIDEN_TO_F32)):
+        return scatter_flat(data, positions(0, n_rows), updates, reduction)
+    out = np.empty(data.shape, dtype=dtype)
+    per_row = upd.size // n_rows if n_rows else 0
+    step = max(1, _BLOCK_BYTES // max(1, data[0].nbytes))
     for r0 in range(0, data.shape[0], step):  # loops over blocks of rows, not elements
         r1 = min(r0 + step, data.shape[0])
         out[r0:r1] = data[r0:r1]
         release_pages(data[r0:r1])
-        e0, e1 = min(r0, n_rows) * per_row, min(r1, n_rows) * per_row
-        if e1 > e0:
-            _apply(out_flat, flat[e0:e1], upd[e0:e1], reduction)
-            release_pages(upd[e0:e1])
+        e1 = min(r1, n_rows)
+        if e1 > r0:
+            block_updates = upd[r0 * per_row:e1 * per_row]
+            _apply(out[r0:r1].reshape(-1), positions(r0, e1), block_updates, reduction)
+            release_pages(block_updates)
     return out
 
 

@@ -14,6 +14,7 @@ from scatter_rewrite.evaluator._common import (
     normalize_axis,
     release_pages,
     scatter_flat,
+    scatter_rows,
 )
 
 
@@ -68,31 +69,59 @@ def _scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray
                                          f"data's {data.shape[d]} (only axis {axis} may be larger)")
 
     size = data.shape[axis]
-    idx, negative = checked_index(indices, size, op, node_name,
-                                  f"axis {axis} of data with shape {data.shape}")
-    flat = _flat_positions(idx, data.shape, axis, negative)
-    release_pages(indices)  # read for the last time: a mapped weight's pages may go
-    # Entries with first coordinate r only target data[r] unless we scatter along axis 0:
-    # lets scatter_flat copy and scatter cache-sized row blocks together.
-    rows = None
-    if axis != 0 and indices.size:
-        rows = (indices.shape[0], indices.size // indices.shape[0])
-    return scatter_flat(data, flat, updates, reduction, rows=rows)
+    what = f"axis {axis} of data with shape {data.shape}"
+    if axis == 0 or indices.size == 0:
+        idx, negative = checked_index(indices, size, op, node_name, what)
+        flat = _flat_positions(idx, data.shape, axis, negative)
+        release_pages(indices)  # read for the last time: a mapped weight's pages may go
+        return scatter_flat(data, flat, updates, reduction)
+
+    stride, buffer, offsets = _stride(data.shape, axis), None, None
+
+    def positions(r0: int, r1: int) -> np.ndarray:
+        # Not scattering along axis 0, entries in indices[r] target data[r] only: their
+        # positions within data[r0:r1] are those of a scatter into that block alone. The
+        # block's indices are checked here, while they are in cache; the offsets of the
+        # first (largest) block serve every block, and its positions go to one reused
+        # buffer (fresh ones cost page faults and cache misses).
+        nonlocal buffer, offsets
+        idx, negative = checked_index(indices[r0:r1], size, op, node_name, what)
+        if buffer is None:
+            offsets = _offsets(idx.shape, data.shape, axis)
+            buffer = np.empty(idx.size, dtype=np.intp)
+        block_offsets = offsets
+        if offsets is not None and offsets.shape[0] > 1:
+            block_offsets = offsets[:r1 - r0]
+        block = add_scaled_index(block_offsets, idx, size, stride, negative,
+                                 out=buffer[:idx.size].reshape(idx.shape))
+        release_pages(indices[r0:r1])
+        return block.reshape(-1)
+
+    return scatter_rows(data, updates, reduction, indices.shape[0], positions)
 
 
 def _flat_positions(idx: np.ndarray, shape: tuple[int, ...], axis: int,
                     negative: bool) -> np.ndarray:
     """Flat C-order positions in ``data``: the entry's own coordinates except along ``axis``."""
-    strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
-    # Offset of every entry's non-axis coordinates, built small (axis dimension kept at 1)
-    # and broadcast in the one full-size add below.
-    base: np.ndarray | None = None
-    for d, n in enumerate(idx.shape):
-        view = [1] * idx.ndim
-        view[d] = n
-        if d != axis and n > 1:
-            term = (np.arange(n, dtype=np.intp) * strides[d]).reshape(view)
-            base = term if base is None else base + term
     if idx.ndim == 1 and idx.dtype == np.intp and not negative:
         return idx.reshape(-1)  # 1-D data: the indices already are the positions
-    return add_scaled_index(base, idx, shape[axis], strides[axis], negative).reshape(-1)
+    return add_scaled_index(_offsets(idx.shape, shape, axis), idx, shape[axis],
+                            _stride(shape, axis), negative).reshape(-1)
+
+
+def _stride(shape: tuple[int, ...], axis: int) -> int:
+    return int(np.prod(shape[axis + 1:], dtype=np.int64))
+
+
+def _offsets(idx_shape: tuple[int, ...], shape: tuple[int, ...], axis: int) -> np.ndarray | None:
+    """Flat offset of every entry's non-axis coordinates, built small (the axis dimension
+    and every size-1 dimension kept at 1) to broadcast in one full-size add; None if all
+    are 0."""
+    base: np.ndarray | None = None
+    for d, n in enumerate(idx_shape):
+        if d != axis and n > 1:
+            view = [1] * len(idx_shape)
+            view[d] = n
+            term = (np.arange(n, dtype=np.intp) * _stride(shape, d)).reshape(view)
+            base = term if base is None else base + term
+    return base

@@ -17,6 +17,7 @@ from _evaluator_oracles import (
     run_ort,
     run_reference,
 )
+from scatter_rewrite.errors import IndexOutOfRangeError
 from scatter_rewrite.evaluator import _common, scatter, scatter_elements
 
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -229,12 +230,15 @@ def test_nan_max_min_rules_match_onnxruntime():
 def test_large_blocked_path_matches_onnxruntime(reduction):
     """Big enough data for the real cache-blocked path; fewer index rows than data rows."""
     rng = np.random.default_rng(1)
-    data = rng.standard_normal((700, 600)).astype(np.float32)
+    data = rng.standard_normal((1900, 600)).astype(np.float32)
+    assert data.nbytes > max(_common._BLOCKED_MIN_BYTES, 2 * _common._BLOCK_BYTES)
     data[rng.random(data.shape) < 0.01] = np.nan
     if reduction == "none":
-        idx = np.argsort(rng.random((650, 600)), axis=1)[:, :40]
+        idx = np.argsort(rng.random((1850, 600)), axis=1)[:, :40]
+        idx[rng.random(idx.shape) < 0.5] -= 600
+        idx[:300] %= 600  # the first block has no negative index, later ones do
     else:
-        idx = rng.integers(-600, 600, (650, 80))
+        idx = rng.integers(-600, 600, (1850, 80))
     upd = rng.standard_normal(idx.shape).astype(np.float32)
     upd[rng.random(upd.shape) < 0.01] = np.nan
     got = scatter_elements(data, idx, upd, axis=-1, reduction=reduction)
@@ -270,3 +274,11 @@ def test_float16_add_where_onnxruntime_has_no_kernel():
     assert got.dtype == np.float16
     np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float16).astype(np.float64),
                                rtol=ADD_MUL_RTOL[np.dtype(np.float16)])
+
+
+def test_large_blocked_path_reports_an_index_out_of_range_in_a_later_block():
+    data = np.zeros((1900, 600), np.float32)
+    idx = np.zeros((1900, 8), np.int64)
+    idx[1800, 3] = 600  # far past the first block of rows
+    with pytest.raises(IndexOutOfRangeError, match="index 600 is out of range"):
+        scatter_elements(data, idx, np.ones(idx.shape, np.float32), axis=1, node_name="n9")

@@ -1,0 +1,59 @@
+"""What a command imports: the heavy modules a run does not need stay out of the process.
+
+`fold --no-validate` must not load onnxruntime (validation's) nor pydantic (typer 0.29 and later
+import it for every command): either takes the fold of a 64 MiB scatter past twice the model's
+size in memory (benchmarks/RESULTS-fold.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+
+from scatter_rewrite.testing import constant_scatter_model
+
+RUN_AND_LIST_MODULES = """
+import json, sys
+from scatter_rewrite.cli import main
+sys.argv = ["scatter-rewrite", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def _modules_after(*argv: str) -> tuple[int, set[str]]:
+    done = subprocess.run([sys.executable, "-c", RUN_AND_LIST_MODULES, *argv],
+                          capture_output=True, text=True, check=True)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return report["code"], {name.split(".")[0] for name in report["modules"]}
+
+
+def test_fold_without_validation_loads_neither_onnxruntime_nor_pydantic(tmp_path):
+    model = tmp_path / "m.onnx"
+    onnx.save(constant_scatter_model("ScatterElements", data=np.zeros((4, 4), np.float32),
+                                     indices=np.zeros((1, 4), np.int64),
+                                     updates=np.ones((1, 4), np.float32)), model)
+    code, modules = _modules_after("fold", str(model), "-o", str(tmp_path / "out.onnx"), "--no-validate")
+    assert code in (0, None)
+    assert (tmp_path / "out.onnx").exists()
+    assert "onnx" in modules  # it did run the fold
+    assert "onnxruntime" not in modules
+    assert "pydantic" not in modules
+
+
+def test_validated_fold_does_load_onnxruntime(tmp_path):
+    """The check above is not vacuous: the same run with validation imports onnxruntime."""
+    model = tmp_path / "m.onnx"
+    onnx.save(constant_scatter_model("ScatterElements", data=np.zeros((4, 4), np.float32),
+                                     indices=np.zeros((1, 4), np.int64),
+                                     updates=np.ones((1, 4), np.float32)), model)
+    code, modules = _modules_after("fold", str(model), "-o", str(tmp_path / "out.onnx"))
+    assert code in (0, None)
+    assert "onnxruntime" in modules

@@ -90,6 +90,18 @@ def nodes_within(nodes: Iterable[ir.Node]) -> Iterator[ir.Node]:
             yield from body_nodes(graph)
 
 
+def remove_unused_expands(body: ir.Graph | ir.Function, values: Iterable[ir.Value | None]) -> None:
+    """Remove each of ``values``' producers in ``body`` that is an ``Expand`` nothing uses any more
+    (after a splice, the GNN ``Expand`` of the row keys to [E, F] that a lowering reads around):
+    one level only."""
+    for value in values:
+        producer = value.producer() if value is not None else None
+        if producer is None or producer.graph is not body or producer.op_type != "Expand":
+            continue
+        if all(not v.uses() and not v.is_graph_output() for v in producer.outputs):
+            body.remove(producer, safe=True)
+
+
 def value_names(model: ir.Model) -> set[str]:
     """Every value name in the model: inputs, outputs, initializers and node outputs of every scope."""
     names: set[str] = set()

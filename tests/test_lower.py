@@ -11,16 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto
-from onnx.backend.test.case.node import collect_testcases
 from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite as sr
+from _lower_oracles import BACKEND_CASES, assert_same, expected_outputs, ort_run
 from scatter_rewrite.errors import ConversionError, OptionError
-from scatter_rewrite.evaluator import scatter_elements, scatter_nd
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.lower import LowerPass
 from scatter_rewrite.testing import scatter_model
-from scatter_rewrite.validate import compare
 
 ort.set_default_logger_severity(3)
 
@@ -38,27 +36,7 @@ def op_types(model: onnx.ModelProto) -> list[str]:
     return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
 
 
-def ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = {i.name for i in session.get_inputs()}
-    return session.run(None, {k: v for k, v in feeds.items() if k in names})
-
-
-def assert_same(expected, actual, float_reduction: bool):
-    names = [f"out{i}" for i in range(len(expected))]
-    _, failures = compare(names, list(expected), list(actual), float_reduction)
-    assert not failures, failures
-
-
 # ---- ONNX's own backend cases --------------------------------------------------------------
-
-BACKEND_CASES = [c for c in collect_testcases() if c.model is not None
-                 and any(n.op_type in ("ScatterElements", "ScatterND")
-                         and any(a.name == "reduction" and a.s != b"none" for a in n.attribute)
-                         for n in c.model.graph.node)]
-
 
 def test_backend_reduction_cases_were_found():
     names = " ".join(c.name for c in BACKEND_CASES)
@@ -102,16 +80,6 @@ def _values(rng, shape, dtype, reduction):
     return rng.integers(max(info.min, -4), min(info.max, 4), size=shape, endpoint=True, dtype=dtype)
 
 
-def _expected(model, feeds, op, attrs):
-    """onnxruntime on the original; our evaluator where onnxruntime lacks the kernel (float16
-    add/mul, bool max/min)."""
-    try:
-        return ort_run(model, feeds)
-    except Exception:
-        fn = scatter_elements if op == "ScatterElements" else scatter_nd
-        return [fn(feeds["data"], feeds["indices"], feeds["updates"], **attrs)]
-
-
 @st.composite
 def elements_case(draw):
     rank = draw(st.integers(1, 3))
@@ -153,7 +121,7 @@ def _check(op, model, feeds, attrs, opset, reduction, dtype):
         assert ops == [op]  # kept: the target has this reduction
         return
     assert "TopK" in ops and op not in ops[-1:]
-    assert_same(_expected(model, feeds, op, attrs), ort_run(lowered, feeds),
+    assert_same(expected_outputs(model, feeds, op, attrs), ort_run(lowered, feeds),
                 float_reduction=reduction in ("add", "mul") and np.dtype(DTYPES[dtype]).kind == "f")
 
 

@@ -19,6 +19,7 @@ from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite as sr
+from _lower_oracles import BACKEND_CASES, assert_same, expected_outputs, ort_run
 from scatter_rewrite.check import check
 from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.graph import attr, iter_nodes
@@ -26,8 +27,6 @@ from scatter_rewrite.passes import _network_reduce as net
 from scatter_rewrite.passes import _segment_reduce as seg
 from scatter_rewrite.passes.tensorrt import tensorrt_violations
 from scatter_rewrite.testing import scatter_model
-from test_lower import BACKEND_CASES, assert_same, ort_run  # ONNX's reduction cases; onnxruntime helpers
-from test_lower import _expected as expected  # onnxruntime, or our evaluator where it lacks the kernel
 
 ort.set_default_logger_severity(3)
 
@@ -97,7 +96,7 @@ def run_case(op, model, feeds, attrs, dtype, opset=None, static=True):
     lowered, emitted = lower_network(model, opset)
     assert_tensorrt_safe(lowered, emitted, static)
     float_reduction = attrs["reduction"] in ("add", "mul") and np.dtype(DTYPES[dtype]).kind == "f"
-    assert_same(expected(model, feeds, op, attrs), ort_run(lowered, feeds), float_reduction)
+    assert_same(expected_outputs(model, feeds, op, attrs), ort_run(lowered, feeds), float_reduction)
 
 
 # ---- ONNX's own backend cases ----------------------------------------------------------------------

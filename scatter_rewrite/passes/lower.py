@@ -57,7 +57,8 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.graph import (
-    Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within, value_names,
+    Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within, remove_unused_expands,
+    value_names,
 )
 from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes import _segment_reduce as seg
@@ -185,7 +186,7 @@ class LowerPass(ScatterPass):
                     uses_custom.append(scope.body)
             old_inputs = list(node.inputs)
             ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
-            _drop_if_dead(scope.body, old_inputs)
+            remove_unused_expands(scope.body, old_inputs)
             if isinstance(scope.body, ir.Function):  # function values stay untyped, like the rest
                 for new_node in nodes_within(nodes):
                     for value in new_node.outputs:
@@ -223,17 +224,6 @@ class LowerPass(ScatterPass):
                                 f"rejects (the TensorRT plugin cannot: {reason}; the number of updates is not static)")
         nodes, out = seg.lower_reduction(node, target, names)
         return nodes, out, f"-> {len(nodes)} standard nodes (sort + segmented {reduction} + ScatterND)"
-
-
-def _drop_if_dead(body, values) -> None:
-    """Remove the producer of a replaced node's input when nothing uses it any more (the GNN
-    ``Expand`` of the row keys to [E, F], which the lowering reads around): one level only."""
-    for value in values:
-        producer = value.producer() if value is not None else None
-        if producer is None or producer.graph is not body or producer.op_type != "Expand":
-            continue
-        if all(not v.uses() and not v.is_graph_output() for v in producer.outputs):
-            body.remove(producer, safe=True)
 
 
 def custom_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir.Value]:

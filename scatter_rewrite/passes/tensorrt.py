@@ -49,7 +49,9 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes, nodes_within
+from scatter_rewrite.graph import (
+    Scope, attr, describe, is_default_domain, iter_nodes, nodes_within, remove_unused_expands,
+)
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (
     Builder, Decline, Names, const_array, convert_to_scatternd, drop_none_reduction, infer_missing_shapes,
@@ -311,7 +313,6 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: Names, trt_version: 
     what TensorRT ``trt_version`` rejects."""
     from scatter_rewrite.passes import _network_reduce as net
     from scatter_rewrite.passes import _segment_reduce as seg
-    from scatter_rewrite.passes.lower import _drop_if_dead
 
     blocker = net.network_blocker(node, scope.opset)
     if blocker is not None:
@@ -328,7 +329,7 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: Names, trt_version: 
                       f"rejects ({'; '.join(violations)}), so the node is left alone")
     old_inputs = list(node.inputs)
     ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
-    _drop_if_dead(scope.body, old_inputs)  # the GNN index Expand the lowering reads around
+    remove_unused_expands(scope.body, old_inputs)  # the GNN index Expand the lowering reads around
     return (f"lowered to {len(nodes)} TensorRT-safe standard nodes (bitonic sort of the keys, "
             f"segmented scan, one ScatterND with unique targets) ({why})")
 

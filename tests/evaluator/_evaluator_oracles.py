@@ -3,11 +3,15 @@ and plain Python loops that spell out the spec (with onnxruntime's max/min fold)
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
+
+INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+FLOATS = [np.float32, np.float64]
 
 # Tolerances for float add/mul, whose summation order may differ from onnxruntime's.
 ADD_MUL_RTOL = {
@@ -108,3 +112,50 @@ def assert_same(actual: np.ndarray, expected: np.ndarray) -> None:
         assert actual.tolist() == expected.tolist()
         return
     np.testing.assert_array_equal(actual, expected, strict=True)
+
+
+# --------------------------------------------------------------------------- shared by the kernel tests
+
+
+def random_values(rng: np.random.Generator, shape, dtype: np.dtype, special: bool) -> np.ndarray:
+    """Random values of ``dtype``; ``special`` mixes in NaN, +-0.0 and +-inf for floats."""
+    return np.asarray(_random_values(rng, shape, dtype, special))
+
+
+def _random_values(rng: np.random.Generator, shape, dtype: np.dtype, special: bool):
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    if dtype.kind in "US":
+        return rng.choice(np.array(["", "a", "bc", "xyz", "é"]), shape).astype(dtype.kind)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    values = rng.choice(np.array([-2.5, -1.0, -0.5, 0.5, 1.0, 1.5, 2.0, 3.0]), shape)
+    values = values + rng.standard_normal(shape).round(2)
+    if special:
+        pick = rng.random(shape)
+        specials = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf])
+        values = np.where(pick < 0.25, rng.choice(specials, shape), values)
+    return values.astype(dtype)
+
+
+def check_against(expected: np.ndarray, got: np.ndarray, reduction: str) -> None:
+    """Exact, except float add/mul which may sum in another order (named tolerances)."""
+    is_float = got.dtype.kind in "fc" or got.dtype == ml_dtypes.bfloat16
+    if reduction in ("add", "mul") and is_float:
+        assert got.dtype == expected.dtype
+        rtol = ADD_MUL_RTOL["bfloat16" if got.dtype == ml_dtypes.bfloat16 else got.dtype]
+        wide = np.complex128 if got.dtype.kind == "c" else np.float64
+        np.testing.assert_allclose(got.astype(wide), expected.astype(wide),
+                                   rtol=rtol, atol=rtol, equal_nan=True)
+    else:
+        assert_same(got, expected)
+
+
+def assert_bits(got: np.ndarray, expected: np.ndarray) -> None:
+    """Bit-for-bit float equality: signed zeros and NaN payloads included."""
+    assert got.dtype == expected.dtype
+    view = {2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
+    np.testing.assert_array_equal(got.view(view), expected.view(view))

@@ -12,16 +12,19 @@ from hypothesis import strategies as st
 
 from _evaluator_oracles import (
     ADD_MUL_RTOL,
+    FLOATS,
+    INTS,
+    assert_bits,
     assert_same,
+    check_against,
     loop_scatter_elements,
+    random_values,
     run_ort,
     run_reference,
 )
 from scatter_rewrite.errors import IndexOutOfRangeError
 from scatter_rewrite.evaluator import _common, scatter, scatter_elements
 
-INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
-FLOATS = [np.float32, np.float64]
 # What onnxruntime's CPU ScatterElements (opset 18) implements, per reduction.
 ORT_DTYPES = {
     "none": [np.bool_, *INTS, np.float16, *FLOATS, np.str_],
@@ -31,30 +34,6 @@ ORT_DTYPES = {
     "min": [*INTS, np.float16, *FLOATS],
 }
 ORT_CASES = [(r, np.dtype(t)) for r, ts in ORT_DTYPES.items() for t in ts]
-
-
-def random_values(rng: np.random.Generator, shape, dtype: np.dtype, special: bool) -> np.ndarray:
-    """Random values of ``dtype``; ``special`` mixes in NaN, +-0.0 and +-inf for floats."""
-    return np.asarray(_random_values(rng, shape, dtype, special))
-
-
-def _random_values(rng: np.random.Generator, shape, dtype: np.dtype, special: bool):
-    if dtype.kind == "b":
-        return rng.integers(0, 2, shape).astype(bool)
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
-    if dtype.kind in "US":
-        return rng.choice(np.array(["", "a", "bc", "xyz", "é"]), shape).astype(dtype.kind)
-    if dtype.kind == "c":
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
-    values = rng.choice(np.array([-2.5, -1.0, -0.5, 0.5, 1.0, 1.5, 2.0, 3.0]), shape)
-    values = values + rng.standard_normal(shape).round(2)
-    if special:
-        pick = rng.random(shape)
-        specials = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf])
-        values = np.where(pick < 0.25, rng.choice(specials, shape), values)
-    return values.astype(dtype)
 
 
 @st.composite
@@ -81,26 +60,6 @@ def se_problems(draw, dtype: np.dtype, reduction: str, max_rank: int = 5):
     data = random_values(rng, shape, dtype, special)
     updates = random_values(rng, idx.shape, dtype, special)
     return data, idx, updates, axis
-
-
-def check_against(expected: np.ndarray, got: np.ndarray, reduction: str) -> None:
-    """Exact, except float add/mul which may sum in another order (named tolerances)."""
-    is_float = got.dtype.kind in "fc" or got.dtype == ml_dtypes.bfloat16
-    if reduction in ("add", "mul") and is_float:
-        assert got.dtype == expected.dtype
-        rtol = ADD_MUL_RTOL["bfloat16" if got.dtype == ml_dtypes.bfloat16 else got.dtype]
-        wide = np.complex128 if got.dtype.kind == "c" else np.float64
-        np.testing.assert_allclose(got.astype(wide), expected.astype(wide),
-                                   rtol=rtol, atol=rtol, equal_nan=True)
-    else:
-        assert_same(got, expected)
-
-
-def assert_bits(got: np.ndarray, expected: np.ndarray) -> None:
-    """Bit-for-bit float equality: signed zeros and NaN payloads included."""
-    assert got.dtype == expected.dtype
-    view = {2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
-    np.testing.assert_array_equal(got.view(view), expected.view(view))
 
 
 @pytest.mark.parametrize(("reduction", "dtype"), ORT_CASES, ids=[f"{r}-{t}" for r, t in ORT_CASES])

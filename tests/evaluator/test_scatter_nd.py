@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from _evaluator_oracles import ADD_MUL_RTOL, assert_same, loop_scatter_nd, run_ort, run_reference
 from scatter_rewrite.evaluator import scatter_nd
-from test_scatter_elements import INTS, FLOATS, assert_bits, check_against, random_values
+from _evaluator_oracles import FLOATS, INTS, assert_bits, check_against, random_values
 
 # What onnxruntime's CPU ScatterND (opset 18) implements, per reduction (no float16 reductions).
 ORT_DTYPES = {

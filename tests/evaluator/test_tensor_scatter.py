@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from _evaluator_oracles import assert_same, run_ort, run_reference
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.evaluator import tensor_scatter
-from test_scatter_elements import random_values
+from _evaluator_oracles import random_values
 
 DTYPES = [np.float32, np.float16, np.int64, np.uint8, np.bool_, np.str_, ml_dtypes.bfloat16]
 

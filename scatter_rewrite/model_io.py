@@ -4,6 +4,11 @@ Loading goes through ``onnx_ir``, which maps external weights instead of reading
 that never looks at a weight never pages it in. Saving writes the model (and its external data)
 into a temporary folder beside the destination and renames into place only once everything is
 written and checked, so a failure never leaves a half-written file nor touches the input.
+
+External data is written to ``<output>.data``, or, when a model is rewritten in place, to the
+input's own data file if it had exactly one (:func:`in_place_data_name`). Tensors count towards the
+2 GiB protobuf limit, and go to the data file, wherever they are: initializers and tensor attributes
+(a Constant's ``value``) of the main graph, subgraphs and local functions.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ def to_ir(proto: onnx.ModelProto, path: str | os.PathLike) -> ir.Model:
 
 def _check_external_files(proto: onnx.ModelProto, path: Path) -> None:
     for tensor in _external_tensors(proto):
-        location = next((e.value for e in tensor.external_data if e.key == "location"), None)
+        location = _location(tensor)
         if location is not None and not (path.parent / location).exists():
             raise ModelLoadError(
                 f"{path}: external data file '{location}' for tensor '{tensor.name}' is missing; "
@@ -92,73 +97,168 @@ def _external_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
             yield tensor
 
 
+def _location(tensor: onnx.TensorProto) -> str | None:
+    return next((e.value for e in tensor.external_data if e.key == "location"), None)
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def _needs_external_data(model: ir.Model) -> bool:
+def _needs_external_data(tensors: list[ir.TensorProtocol]) -> bool:
+    """Whether a model whose tensors are ``tensors`` (:func:`_all_tensors`: initializers and tensor
+    attributes such as a Constant's ``value``, in every graph, subgraph and function) must be written
+    with external data: some tensor came with it (kept that way), or they would not fit in one protobuf."""
     total = 0
-    for scope_initializers in _all_initializers(model):
-        for value in scope_initializers:
-            tensor = value.const_value
-            if tensor is None:
-                continue
-            if isinstance(tensor, ir.ExternalTensor) and not _protowire.is_self_mapped(tensor):
-                return True  # it came with external data: keep it that way
-            total += tensor.nbytes
+    for tensor in tensors:
+        if isinstance(tensor, ir.ExternalTensor) and not _protowire.is_self_mapped(tensor):
+            return True  # it came with external data: keep it that way
+        total += tensor.nbytes
     return total > PROTO_LIMIT_BYTES
 
 
-def _all_initializers(model: ir.Model):
+def _initializer_values(model: ir.Model) -> Iterator[ir.Value]:
+    """Every initializer with a value, of the main graph and every subgraph (functions' included)."""
     from scatter_rewrite.graph import iter_scopes
 
     for scope in iter_scopes(model):
         if isinstance(scope.body, ir.Graph):
-            yield scope.body.initializers.values()
+            yield from (v for v in scope.body.initializers.values() if v.const_value is not None)
 
 
-def _release_mapped_weights(model: ir.Model) -> None:
+def _tensor_attributes(model: ir.Model) -> Iterator[tuple[ir.Node, str, ir.Attr]]:
+    """(node, attribute name, attribute) for every tensor attribute (a Constant's ``value``,
+    ConstantOfShape's ``value``...) of every node of every graph, subgraph and function."""
+    from scatter_rewrite.graph import iter_nodes
+
+    for node, _ in iter_nodes(model):
+        if not node.attributes:
+            continue
+        for name, attr in node.attributes.items():
+            if isinstance(attr, ir.Attr) and attr.type == ir.AttributeType.TENSOR and attr.value is not None:
+                yield node, name, attr
+
+
+def _all_tensors(model: ir.Model) -> Iterator[ir.TensorProtocol]:
+    yield from (value.const_value for value in _initializer_values(model))
+    yield from (attr.value for _, _, attr in _tensor_attributes(model))
+
+
+def _release_mapped_weights(tensors: list[ir.TensorProtocol]) -> None:
     """Unmap the external weights a pass read: once written, validation (two onnxruntime
     sessions, which map the files themselves) must not find them still resident in this process.
     A tensor read again is mapped again on demand."""
-    for graph in model.graphs():
-        for value in graph.initializers.values():
-            if isinstance(value.const_value, ir.ExternalTensor):
-                value.const_value.release()
+    for tensor in tensors:
+        if isinstance(tensor, ir.ExternalTensor):
+            tensor.release()
+
+
+def _save_with_external_data(model: ir.Model, path: Path, data_name: str) -> None:
+    """``ir.save(model, path, external_data=data_name, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES)``,
+    tensor attributes included (``ir.save`` moves initializers only, so a big Constant would stay
+    in the protobuf): every initializer, then every tensor attribute, over the threshold is written to
+    ``data_name`` beside ``path`` in that order (initializers densely, in declaration order); smaller
+    external ones are read back inline. No data file is written when no tensor is over the threshold.
+    ``model`` is unchanged afterwards."""
+    values = list(_initializer_values(model))
+    attributes = list(_tensor_attributes(model))
+    tensors = [v.const_value for v in values] + [attr.value for _, _, attr in attributes]
+    written = list(tensors)
+    big = [i for i, t in enumerate(tensors) if t.nbytes > EXTERNAL_THRESHOLD_BYTES]
+    small = [i for i, t in enumerate(tensors)
+             if t.nbytes <= EXTERNAL_THRESHOLD_BYTES and isinstance(t, ir.ExternalTensor)]
+    for i, tensor in zip(small, ir.external_data.convert_tensors_from_external([tensors[i] for i in small])):
+        written[i] = tensor
+    if big:
+        external = ir.external_data.convert_tensors_to_external([tensors[i] for i in big], path.parent, data_name)
+        for i, tensor in zip(big, external):
+            written[i] = tensor
+    try:
+        for value, tensor in zip(values, written):
+            value.const_value = tensor
+        for (node, name, attr), tensor in zip(attributes, written[len(values):]):
+            node.attributes[name] = ir.AttrTensor(name, tensor, doc_string=attr.doc_string)
+        onnx.save(ir.serde.serialize_model(model), path)
+    finally:
+        for value, tensor in zip(values, tensors):
+            value.const_value = tensor
+        for node, name, attr in attributes:
+            node.attributes[name] = attr
 
 
 def data_file_name(path: Path) -> str:
+    """The external data file of a model written to ``path`` (``-o OUT``: ``OUT.data``)."""
     return path.name + ".data"
 
 
+def external_data_files(proto: onnx.ModelProto, path: str | os.PathLike) -> list[str]:
+    """The external data files ``proto`` (as :func:`load_proto` read it from ``path``) keeps its
+    tensors in, as locations relative to the model's folder, in order of first use. Big inline
+    weights that :func:`load_proto` maps from the model file itself are not external data."""
+    own = Path(path).name
+    files: dict[str, None] = {}
+    for tensor in _external_tensors(proto):
+        location = _location(tensor)
+        if location is not None and os.path.normpath(location) != own:
+            files.setdefault(os.path.normpath(location), None)
+    return list(files)
+
+
+def in_place_data_name(model_path: Path, input_files: list[str]) -> str:
+    """The external data file for an in-place rewrite of ``model_path``, whose tensors were in
+    ``input_files`` (:func:`external_data_files`): that file's own name when there is exactly one
+    (it is then replaced by the new one, atomically, as the model file is: --in-place overwrites the
+    input's external data too, so another model sharing that file would lose it), else
+    :func:`data_file_name`; the input's other data files are then left where they are (see
+    :func:`staged_save`), since they may be another model's too."""
+    if len(input_files) == 1:
+        location = input_files[0]
+        parts = Path(location).parts
+        if not Path(location).is_absolute() and ".." not in parts and location != model_path.name:
+            return location
+    return data_file_name(model_path)
+
+
 @contextlib.contextmanager
-def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLike) -> Iterator[Path]:
+def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLike,
+                data_name: str | None = None) -> Iterator[Path]:
     """Write ``model`` into a temporary folder beside ``destination``; yield the staged model path.
     (A ModelProto, one without external data, is written as it is: see ``passes.upgrade.upgrade_proto``.)
 
+    External data, when the model needs it (it came with some, or it would not fit in one protobuf),
+    goes to ``data_name`` (a path relative to ``destination``'s folder; default
+    :func:`data_file_name`). Whether it was written: ``(staged.parent / data_name).is_file()``.
+
     When the ``with`` body returns (after checks and validation on the staged file), the files are
-    renamed into place; if it raises, they are deleted and nothing at ``destination`` changes.
+    renamed into place, the data file first, each replacing any file of its name atomically; if it
+    raises, they are deleted and nothing at ``destination`` changes. No other file is touched: a data
+    file the previous model at ``destination`` used under another name stays where it is.
     """
     destination = Path(destination)
+    data_name = data_name or data_file_name(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".scatter-rewrite-", dir=destination.parent))
     try:
         staged = staging / destination.name
         if isinstance(model, onnx.ModelProto):
             onnx.save(model, staged)
-        elif _needs_external_data(model):
-            ir.save(model, staged, external_data=data_file_name(destination),
-                    size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES)
         else:
-            _protowire.save_inline(model, staged)  # big weights written from their buffers
-        if not isinstance(model, onnx.ModelProto):
-            _release_mapped_weights(model)
+            tensors = list(_all_tensors(model))
+            if _needs_external_data(tensors):
+                (staging / data_name).parent.mkdir(parents=True, exist_ok=True)
+                _save_with_external_data(model, staged, data_name)
+            else:
+                _protowire.save_inline(model, staged)  # big weights written from their buffers
+            _release_mapped_weights(tensors)  # (the model's own tensors: saving leaves it unchanged)
+            del tensors
         del model  # validation of the staged file need not find the rewritten weights still held here
         yield staged
         # The data file first: the model file that points at it appears last.
-        for name in sorted(os.listdir(staging), key=lambda n: n == destination.name):
-            os.replace(staging / name, destination.parent / name)
+        if (staging / data_name).is_file():
+            (destination.parent / data_name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / data_name, destination.parent / data_name)
+        os.replace(staged, destination)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -20,7 +20,8 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError, OptionError, ScatterRewriteError
-from scatter_rewrite.model_io import load_proto, staged_save, to_ir
+from scatter_rewrite.model_io import (data_file_name, external_data_files, in_place_data_name, load_proto,
+                                      staged_save, to_ir)
 from scatter_rewrite.passes.base import ScatterPassResult
 
 logger = logging.getLogger("scatter_rewrite")
@@ -95,6 +96,7 @@ class Outcome:
     status: str = "FAILED"
     error: str | None = None
     seconds: float = 0.0
+    notes: list[str] = dataclasses.field(default_factory=list)  # about the files, not any pass
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -176,6 +178,8 @@ def rewrite_file(
     else:
         on_proto = None  # the caller's own passes
     proto = load_proto(source)
+    input_data = external_data_files(proto, source)
+    data_name = _data_name(source, destination, input_data, in_place)
     result = on_proto(proto, **(options or {})) if on_proto is not None else None
     if result is not None:  # done on the parsed file (see Verb.on_proto): save, check, rename
         outcome = Outcome(str(source), str(destination), [result.to_dict()])
@@ -191,16 +195,50 @@ def rewrite_file(
     outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results])
     modified = any(r.modified for r in results)
     del results  # they hold the model too
-    with staged_save(model, destination) as staged:
+    with staged_save(model, destination, data_name) as staged:
         del model  # written: free the rewritten weights (a folded result, say) before validation runs
         check_model(staged)
         if plan is not None and modified:
             outcome.validation = validation.validate(source, staged, plan).to_dict()
         elif plan is not None:
             outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}
+        written = data_name if (staged.parent / data_name).is_file() else None
+    if in_place:
+        outcome.notes += _left_data_notes(input_data, written)
+    for note in outcome.notes:
+        logger.warning("%s: %s", source, note)
     outcome.status = "PASSED"
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def _data_name(source: Path, destination: Path, input_data: list[str], in_place: bool) -> str:
+    """Where the rewritten model's external data goes (if it has any), relative to its folder.
+
+    In place: the input's one data file is replaced (see :func:`model_io.in_place_data_name`).
+    Otherwise ``<output>.data``, which must not be one of the input's data files (the input is
+    never touched without --in-place).
+    """
+    if in_place:
+        return in_place_data_name(destination, input_data)
+    name = data_file_name(destination)
+    inputs = {os.path.realpath(source.parent / f) for f in input_data}
+    for target, what in ((destination, "is"), (destination.parent / name, "would write its external data to")):
+        if os.path.realpath(target) in inputs:
+            raise OptionError(f"{destination} {what} the input's external data file {os.path.realpath(target)}; "
+                              "write the output elsewhere, or pass --in-place to overwrite the input")
+    return name
+
+
+def _left_data_notes(input_data: list[str], written: str | None) -> list[str]:
+    """After an in-place rewrite: the input's data files the new model no longer references.
+    They are left where they are (another model may use them too); the note says so."""
+    left = [f for f in input_data if f != written]
+    if not left:
+        return []
+    now = f"keeps all its external data in {written}" if written else "has no external data"
+    return [f"the rewritten model {now}; the input's data file(s) {', '.join(left)} are no longer "
+            "referenced by it and were left in place: delete them if no other model uses them"]
 
 
 def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome:

@@ -2,9 +2,22 @@
 
 Inputs are seeded and respect each scatter's contract: a graph input that feeds scatter indices
 (directly or through value-preserving ops like Cast/Unsqueeze/Expand, and PyTorch's negative-index
-normalization ``Where(Less(i, 0), Add(i, n), i)``) gets in-range values, negative ones included,
+normalization ``Where(Less(i, 0), Add(i, c), i)``) gets in-range values, negative ones included,
 unique along the axis when the reduction is "none" (duplicates are undefined there); symbolic
-dimensions get small sizes.
+dimensions get small sizes. Values are drawn as the slots they must reach: a negative value is
+``slot - c`` for a normalization adding ``c`` (a constant, or a static dim read by ``Shape``), so the
+normalized value is that slot whatever ``c`` is (only slots below ``c`` get one), and ``slot - n``
+without one; where ``c`` is not known before run time, or an input feeds scatters that disagree on
+it, only non-negative values are drawn (the plan's notes say which).
+
+ScatterElements (and ``Scatter``) indices may be a Concat of several inputs: each gets the bound of
+the scatter axis. For reduction "none", a Concat along another axis than the scatter axis leaves
+every column of indices within one input, which is made unique along that axis on its own; a Concat
+along the scatter axis splits each column between the inputs, so each input gets its own part of
+the slots (sized by its share of the column), which makes the column unique. Where that cannot hold
+(more indices than slots, sizes not static, a part that is not a graph input, an input used twice,
+an axis that cannot be followed through a Reshape), the inputs keep the axis bound, and the plan's
+notes say the targets may repeat.
 
 ScatterND index tuples ``[..., k]`` may be built, as PyTorch's exporters build them for
 ``index_put``/``index_add``, by a Concat along the last axis of several index tensors (each
@@ -65,6 +78,21 @@ class IndexContract:
     bounds: tuple[int, ...]
     unique: bool
     axis: int = 0  # for "elements": the axis of the traced input along which values must be unique
+    # Per component: a negative value is drawn as slot - shift, for slots below shift (no negative
+    # value for a shift <= 0). Empty: the bounds (the scatter's own wrap-around).
+    shifts: tuple[int, ...] = ()
+    window: tuple[int, int] | None = None  # for "elements": the slots [lo, hi) drawn from; None: all
+
+    @property
+    def negative_shifts(self) -> tuple[int, ...]:
+        return self.shifts or self.bounds
+
+    @property
+    def slots(self) -> tuple[int, int]:
+        """For "elements": the slots [lo, hi) values are drawn from, within [0, bound); empty when
+        the scatters an input feeds want disjoint slots of it."""
+        lo, hi = self.window or (0, self.bounds[0])
+        return max(lo, 0), min(hi, self.bounds[0])
 
 
 @dataclasses.dataclass
@@ -149,14 +177,19 @@ def _trace_to_input(value: ir.Value | None, graph_inputs: set[int], outer: dict[
     return origin if origin is not None and id(origin) in graph_inputs else None
 
 
-def _trace(value: ir.Value | None, outer: dict[int, list], width: int = 1, shape_of=None) -> ir.Value | None:
+def _trace(value: ir.Value | None, outer: dict[int, list], width: int = 1, shape_of=None,
+           steps: list | None = None) -> ir.Value | None:
     """Where ``value``'s index values come from: up through :func:`_index_source` and out of
-    bodies, to a graph input (or whatever stops the walk: a Concat, a constant, arithmetic)."""
+    bodies, to a graph input (or whatever stops the walk: a Concat, a constant, arithmetic).
+    ``steps`` gets each step taken, from the scatter's side: (node, its input, its output), with
+    node None for a body input bound outside."""
     while value is not None:
         producer = value.producer()
         source = _bound_outside(value, outer) if producer is None else _index_source(producer, width, shape_of)
         if source is None:
             return value
+        if steps is not None:
+            steps.append((producer, source, value))
         value = source
     return None
 
@@ -192,17 +225,185 @@ def _is_zero(value: ir.Value | None) -> bool:
     return tensor is not None and tensor.size == 1 and tensor.numpy().item() == 0
 
 
+def _named(node: ir.Node) -> str:
+    return f"{node.op_type} {node.name!r}" if node.name else f"a {node.op_type}"
+
+
+def _constant_ints(value: ir.Value | None, shape_of) -> np.ndarray | None:
+    """The integers ``value`` holds before run time, flattened: a constant, or static dims read by
+    ``Shape`` (then Gather/Cast/Squeeze/Unsqueeze/Reshape), as exporters compute a dim size."""
+    if value is None:
+        return None
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is not None:
+        array = tensor.numpy()
+        return array.reshape(-1).astype(np.int64) if np.issubdtype(array.dtype, np.integer) else None
+    node = value.producer()
+    if node is None or not is_default_domain(node) or not node.inputs:
+        return None
+    if node.op_type == "Shape":
+        shape = shape_of(node.inputs[0]) if node.inputs[0] is not None else None
+        return None if shape is None else np.array(shape, np.int64)[attr(node, "start", 0):attr(node, "end", None)]
+    if node.op_type in ("Cast", "Identity", "Squeeze", "Unsqueeze", "Reshape", "Flatten"):
+        return _constant_ints(node.inputs[0], shape_of)
+    if node.op_type == "Gather" and attr(node, "axis", 0) == 0 and len(node.inputs) == 2:
+        data, positions = (_constant_ints(v, shape_of) for v in node.inputs)
+        if data is None or positions is None or np.any((positions < -data.size) | (positions >= data.size)):
+            return None
+        return data[positions]
+    return None
+
+
+def _normalization_shifts(steps: list, width: int, shape_of) -> tuple[tuple[int, ...] | None, str | None]:
+    """The ``c`` of the index normalization ``Where(i < 0, i + c, i)`` nearest the input on the
+    traced ``steps`` (it is the one that sees the negative values; the others then see slots), per
+    component: None without one. Zeros (no negative values) where ``c`` is not known, or not one
+    number, with the reason."""
+    for node, source, _value in reversed(steps):
+        if node is None or node.op_type != "Where":
+            continue
+        add = node.inputs[1].producer()
+        others = [v for v in add.inputs if v is not source]
+        c = _constant_ints(others[0], shape_of) if len(others) == 1 else None
+        if c is None or c.size != 1:
+            return (0,) * width, (f"the normalization Where(i < 0, i + c, i) ({_named(node)}) adds a c that is not "
+                                  "one number known before run time")
+        return (int(c[0]),) * width, None
+    return None, None
+
+
+_NO_AXIS = -1  # the scatter axis is one of size 1 the traced input lacks (an Unsqueeze made it)
+
+
+def _axes(node: ir.Node) -> list[int] | None:
+    """Unsqueeze/Squeeze axes: the input (opset >= 13) or the attribute; None if not constant."""
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        tensor = ir.convenience.get_const_tensor(node.inputs[1])
+        return None if tensor is None else [int(a) for a in tensor.numpy().reshape(-1)]
+    axes = attr(node, "axes")
+    return None if axes is None else list(axes)
+
+
+def _map_axis(steps: list, axis: int | None, rank_of) -> int | None:
+    """The axis of the input reached by ``steps`` (from :func:`_trace`) that becomes ``axis`` of
+    the first step's output: :data:`_NO_AXIS` if that is an axis of size 1 the input lacks, None
+    when not known (Reshape, Flatten, an Expand along it, unknown ranks)."""
+    for node, source, value in steps:
+        if axis is None or axis == _NO_AXIS:
+            return axis
+        out_shape, in_shape = rank_of(value), rank_of(source)
+        if out_shape is None or in_shape is None:
+            return None
+        op = "Identity" if node is None else node.op_type
+        if op in ("Cast", "Identity", "Where", "Reshape", "Flatten"):
+            if len(in_shape) != len(out_shape):
+                return None
+            if op in ("Reshape", "Flatten") and (in_shape != out_shape or None in in_shape):
+                return None
+        elif op == "Transpose":
+            perm = attr(node, "perm") or list(reversed(range(len(out_shape))))
+            axis = perm[axis]
+        elif op == "Unsqueeze":
+            axes = _axes(node)
+            if axes is None:
+                return None
+            axes = [a % len(out_shape) for a in axes]
+            axis = _NO_AXIS if axis in axes else axis - sum(a < axis for a in axes)
+        elif op == "Squeeze":
+            axes = _axes(node)
+            if axes is None and None in in_shape:
+                return None
+            axes = [i for i, d in enumerate(in_shape) if d == 1] if axes is None else [a % len(in_shape) for a in axes]
+            kept = [i for i in range(len(in_shape)) if i not in axes]
+            if len(kept) != len(out_shape):
+                return None
+            axis = kept[axis]
+        elif op == "Expand":
+            k = axis - (len(out_shape) - len(in_shape))
+            if k < 0 or in_shape[k] == 1:  # a new or size-1 axis: broadcast along it unless it stays 1
+                if out_shape[axis] != 1:
+                    return None
+                axis = _NO_AXIS if k < 0 else k
+            else:
+                axis = k
+        else:
+            return None
+    return axis
+
+
+@dataclasses.dataclass
+class _Leaf:
+    value: ir.Value  # where tracing stopped: a graph input, or not (then no contract)
+    steps: list  # from the scatter's indices to value, Concats included
+    axis: int | None  # the scatter axis in value's frame (_NO_AXIS, or None when not known)
+    window: tuple[int, int]  # the slots value's indices may take
+
+
+def _element_leaves(value: ir.Value, axis: int | None, window: tuple[int, int], unique: bool, graph_inputs: set[int],
+                    outer: dict[int, list], rank_of, problems: list[str], before: list | None = None) -> list[_Leaf]:
+    """Where ScatterElements indices ``value`` come from, split at each Concat, with the slots each
+    part may take: all of ``window`` for a Concat along another axis than the scatter ``axis``, a
+    share of it (in order, sized by the part's length, so the parts' slots are disjoint) for one
+    along it when ``unique``. What keeps the targets from being unique goes to ``problems``."""
+    steps: list = []
+    origin = _trace(value, outer, steps=steps)
+    if origin is None:
+        return []
+    here = _map_axis(steps, axis, rank_of)
+    path = list(before or []) + steps
+    concat = origin.producer()
+    if id(origin) in graph_inputs or concat is None or concat.op_type != "Concat" or not is_default_domain(concat):
+        return [_Leaf(origin, path, here, window)]
+    parts = [part for part in concat.inputs if part is not None]
+    windows = [window] * len(parts)
+    cat_axis = None
+    if unique and here is not None and here != _NO_AXIS:
+        shape = rank_of(origin)
+        cat_axis = attr(concat, "axis") % len(shape) if shape and attr(concat, "axis") is not None else None
+    split = cat_axis is not None and here == cat_axis
+    if unique and (here is None or (here != _NO_AXIS and cat_axis is None)):
+        problems.append(f"the scatter axis cannot be followed to {_named(concat)}")
+    elif split:
+        lengths = [(rank_of(part) or (None,) * (cat_axis + 1))[cat_axis] for part in parts]
+        lo, hi = window
+        if None in lengths:
+            problems.append(f"{_named(concat)} along the scatter axis has parts of unknown length")
+            split = False
+        elif sum(lengths) > hi - lo:
+            problems.append(f"{_named(concat)} puts {sum(lengths)} indices along the scatter axis into {hi - lo} slots")
+            split = False
+        else:
+            slack, windows = hi - lo - sum(lengths), []
+            for i, length in enumerate(lengths):
+                size = length + slack // len(parts) + (i < slack % len(parts))
+                windows.append((lo, lo + size))
+                lo += size
+    leaves_per_part = [_element_leaves(part, here, w, unique, graph_inputs, outer, rank_of, problems,
+                                       path + [(concat, part, origin)]) for part, w in zip(parts, windows)]
+    leaves = [leaf for part_leaves in leaves_per_part for leaf in part_leaves]
+    if split:
+        if any(id(leaf.value) not in graph_inputs for leaf in leaves):
+            problems.append(f"{_named(concat)} along the scatter axis has a part that is not a graph input")
+        per_part = [{id(leaf.value) for leaf in part_leaves} for part_leaves in leaves_per_part]
+        if sum(map(len, per_part)) != len(set().union(*per_part)):
+            problems.append(f"{_named(concat)} along the scatter axis has an input in two parts")
+            for leaf in leaves:  # its slot shares would not meet: back to the whole window
+                leaf.window = window
+    return leaves
+
+
 def _nd_sources(value: ir.Value, first: int, width: int, graph_inputs: set[int], outer: dict[int, list],
-                shape_of) -> list[tuple[ir.Value, int, int]]:
-    """(graph input, first component, number of components) for every input whose values become
-    components ``first .. first + width - 1`` of ScatterND index tuples ``value[..., :width]``:
+                shape_of, before: list | None = None) -> list[tuple[ir.Value, int, int, list]]:
+    """(graph input, first component, number of components, steps) for every input whose values
+    become components ``first .. first + width - 1`` of ScatterND index tuples ``value[..., :width]``:
     traced like any index, and split at a Concat along the last axis, whose inputs cover
-    successive components."""
-    origin = _trace(value, outer, width, shape_of)
+    successive components. The steps (see :func:`_trace`) go from the scatter to the input."""
+    steps = list(before or [])
+    origin = _trace(value, outer, width, shape_of, steps)
     if origin is None:
         return []
     if id(origin) in graph_inputs:
-        return [(origin, first, width)]
+        return [(origin, first, width, steps)]
     concat = origin.producer()
     shape = shape_of(origin)
     if concat is None or concat.op_type != "Concat" or not is_default_domain(concat) or not shape:
@@ -214,7 +415,7 @@ def _nd_sources(value: ir.Value, first: int, width: int, graph_inputs: set[int],
         part_shape = shape_of(part) if part is not None else None
         if not part_shape or part_shape[-1] is None:
             break  # the components of the parts after it are unknown
-        found += _nd_sources(part, first, part_shape[-1], graph_inputs, outer, shape_of)
+        found += _nd_sources(part, first, part_shape[-1], graph_inputs, outer, shape_of, steps + [(concat, part, origin)])
         first += part_shape[-1]
     return found
 
@@ -270,13 +471,20 @@ def _shape_of(value: ir.Value, shapes, outer: dict[int, list], partial: bool = F
 
 
 def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexContract) -> None:
-    """One input feeding several scatters must satisfy all: the tightest bounds, unique if any wants it."""
+    """One input feeding several scatters must satisfy all: the tightest bounds and slots, unique if
+    any wants it, and negative values only where every scatter maps them to the same slot (the same
+    shift: with shifts 7 and 4, -4 would be slot 3 of the one and slot 0 of the other)."""
     old = contracts.get(name)
     if old is None or old.kind != new.kind or len(old.bounds) != len(new.bounds):
         contracts[name] = new if old is None or new.kind == "nd" else old
         return
     bounds = tuple(min(a, b) for a, b in zip(old.bounds, new.bounds))
-    contracts[name] = IndexContract(old.kind, bounds, old.unique or new.unique, old.axis)
+    shifts = tuple(a if a == b else 0 for a, b in zip(old.negative_shifts, new.negative_shifts))
+    window = None
+    if old.window is not None or new.window is not None:
+        (old_lo, old_hi), (new_lo, new_hi) = (c.window or (0, c.bounds[0]) for c in (old, new))
+        window = (max(old_lo, new_lo), min(old_hi, new_hi))
+    contracts[name] = IndexContract(old.kind, bounds, old.unique or new.unique, old.axis, shifts, window)
 
 
 def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], bool, list[str]]:
@@ -311,27 +519,57 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
             data_shape = shape_of(data) if sources and data is not None else None
             if data_shape is None:
                 continue
-            for source, first, width in sources:
-                _add_contract(contracts, source.name, IndexContract("nd", tuple(data_shape[first : first + width]), unique))
+            for source, first, width, steps in sources:
+                shifts, reason = _normalization_shifts(steps, width, shape_of)
+                if reason:
+                    notes.append(f"{source.name}: {reason}: only non-negative indices generated")
+                _add_contract(contracts, source.name,
+                              IndexContract("nd", tuple(data_shape[first : first + width]), unique, shifts=shifts or ()))
             # Unique tuples: one input unique and one-to-one with them, or all unique (broadcast against each other).
             tuples = int(np.prod(indices_shape[:-1])) if None not in indices_shape else -1
             fits = [(_fits(input_shapes[v.name], contracts[v.name]),
-                     int(np.prod(input_shapes[v.name])) // max(w, 1) == tuples) for v, _, w in sources]
+                     int(np.prod(input_shapes[v.name])) // max(w, 1) == tuples) for v, _, w, _ in sources]
             if unique and not (all(f for f, _ in fits) or any(f and whole for f, whole in fits)):
-                names = ", ".join(sorted({v.name for v, _, _ in sources}))
+                names = ", ".join(sorted({v.name for v, _, _, _ in sources}))
                 notes.append(f"ScatterND {node.name!r}: the data has too few slots for unique indices from {names}: "
                              "index tuples may repeat, and reduction none then depends on write order")
             continue
-        source = _trace_to_input(node.inputs[1], graph_inputs, outer)
-        data_shape = shape_of(data) if source is not None and data is not None else None
-        if data_shape is None:
+        # A first pass without axes (no shape inference): on only if some graph input feeds the indices.
+        reached = [] if node.inputs[1] is None else _element_leaves(
+            node.inputs[1], None, (0, 0), False, graph_inputs, outer, rank_and_last_dim, [])
+        if data is None or not any(id(leaf.value) in graph_inputs for leaf in reached):
             continue
-        axis = attr(node, "axis", 0) % max(len(data_shape), 1)
-        src_rank = len(input_shapes[source.name])
-        # The traced input may have fewer dims (GNN: dst[E] -> unsqueeze -> expand): its first
-        # axis is the scatter axis when ranks differ, else the same axis.
-        src_axis = axis if src_rank == len(data_shape) else 0
-        _add_contract(contracts, source.name, IndexContract("elements", (data_shape[axis],), unique, src_axis))
+        data_shape = shape_of(data)
+        if not data_shape:
+            continue
+        axis = attr(node, "axis", 0) % len(data_shape)
+        bound = data_shape[axis]
+        problems: list[str] = []
+        leaves = _element_leaves(node.inputs[1], axis, (0, bound), unique, graph_inputs, outer, rank_and_last_dim, problems)
+        names = sorted({leaf.value.name for leaf in leaves if id(leaf.value) in graph_inputs})
+        for leaf in leaves:
+            if id(leaf.value) not in graph_inputs:
+                continue
+            name = leaf.value.name
+            shifts, reason = _normalization_shifts(leaf.steps, 1, shape_of)
+            if reason:
+                notes.append(f"{name}: {reason}: only non-negative indices generated")
+            if leaf.axis is None:
+                # Not followed (a Reshape): the input's first axis is the scatter axis when ranks
+                # differ (GNN: dst[E] -> unsqueeze -> expand), else the same axis.
+                src_axis, leaf_unique = (axis if len(input_shapes[name]) == len(data_shape) else 0), unique
+            else:  # an axis of size 1 the input lacks holds one of its values per column: nothing to keep unique
+                src_axis, leaf_unique = (0, False) if leaf.axis == _NO_AXIS else (leaf.axis, unique)
+            window = None if leaf.window == (0, bound) else leaf.window
+            _add_contract(contracts, name, IndexContract("elements", (bound,), leaf_unique, src_axis, shifts or (), window))
+            contract = contracts[name]
+            if contract.kind == "elements" and contract.unique and not _fits(input_shapes[name], contract):
+                lo, hi = contract.slots
+                along = input_shapes[name][contract.axis] if input_shapes[name] else 1
+                problems.append(f"{name} has {along} indices along the scatter axis for {max(hi - lo, 0)} slots")
+        if unique and problems and names:  # (constant indices are the model's own business)
+            notes.append(f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
+                         f"{', '.join(names)} may repeat, and reduction none then depends on write order")
     return contracts, float_reduction, notes
 
 
@@ -357,7 +595,17 @@ def _fits(shape: tuple[int, ...], c: IndexContract) -> bool:
     """Whether an index input of ``shape`` can have the unique values contract ``c`` asks for."""
     if c.kind == "nd":
         return int(np.prod(shape, dtype=np.int64)) // max(len(c.bounds), 1) <= int(np.prod(c.bounds, dtype=np.int64))
-    return not shape or shape[c.axis] <= c.bounds[0]
+    lo, hi = c.slots
+    return lo < hi and (not shape or shape[c.axis] <= hi - lo)
+
+
+def _negated(slots: np.ndarray, shifts, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """About 30% of ``slots`` drawn as the negative value ``slot - shift`` that reaches them (those
+    below their shift, and where ``dtype`` holds it: none for an unsigned input)."""
+    shifts = np.asarray(shifts, np.int64)
+    lowest = np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else -np.inf
+    negate = (rng.random(np.shape(slots)) < 0.3) & (slots < shifts) & (slots - shifts >= lowest)
+    return np.where(negate, slots - shifts, slots)
 
 
 def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng: np.random.Generator) -> np.ndarray:
@@ -369,24 +617,23 @@ def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng
         flat = (rng.choice(total, size=count, replace=False) if c.unique and _fits(shape, c)
                 else rng.integers(0, max(total, 1), size=count))
         coords = np.stack(np.unravel_index(flat, c.bounds), axis=-1) if c.bounds else np.zeros((count, 0), np.int64)
-        negate = rng.random(coords.shape) < 0.3
-        coords = np.where(negate, coords - np.asarray(c.bounds), coords)
-        return coords.reshape(shape).astype(dtype)
-    bound = c.bounds[0]
+        return _negated(coords, c.negative_shifts, dtype, rng).reshape(shape).astype(dtype)
+    lo, hi = c.slots
+    if lo >= hi:  # no slot suits every scatter (the notes say the targets may repeat): any in range
+        lo, hi = 0, c.bounds[0]
     if not shape:
-        values = np.asarray(rng.integers(0, bound))
+        values = np.asarray(rng.integers(lo, hi))
     elif c.unique and _fits(shape, c):
         moved = (-1,) + shape[: c.axis] + shape[c.axis + 1 :]
         columns = int(np.prod(moved[1:], dtype=np.int64))
-        if columns * bound <= 2**20:
-            keys = rng.random((columns, bound)).argsort(axis=1)[:, : shape[c.axis]].T  # a permutation per column
-        else:  # a big axis: draw without replacement per column, O(indices) memory instead of O(columns x bound)
-            keys = np.stack([rng.choice(bound, size=shape[c.axis], replace=False) for _ in range(columns)], axis=1)
-        values = np.moveaxis(keys.reshape((shape[c.axis],) + shape[: c.axis] + shape[c.axis + 1 :]), 0, c.axis)
+        if columns * (hi - lo) <= 2**20:
+            keys = rng.random((columns, hi - lo)).argsort(axis=1)[:, : shape[c.axis]].T  # a permutation per column
+        else:  # a big axis: draw without replacement per column, O(indices) memory instead of O(columns x slots)
+            keys = np.stack([rng.choice(hi - lo, size=shape[c.axis], replace=False) for _ in range(columns)], axis=1)
+        values = lo + np.moveaxis(keys.reshape((shape[c.axis],) + shape[: c.axis] + shape[c.axis + 1 :]), 0, c.axis)
     else:
-        values = rng.integers(0, bound, size=shape)
-    negate = rng.random(np.shape(values)) < 0.3
-    return np.where(negate, values - bound, values).astype(dtype)
+        values = rng.integers(lo, hi, size=shape)
+    return _negated(values, c.negative_shifts, dtype, rng).astype(dtype)
 
 
 def _random_values(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:

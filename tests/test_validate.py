@@ -216,3 +216,208 @@ def test_contracts_see_through_constant_if_wrappers(name, index, data):
     assert ifs == (2 if "amax" in name else 0)  # scatter_add has no wrapper; the model itself is untouched
     lowered, outcome = sr.lower(model, opset=13, validate=True, return_report=True)  # no user inputs
     assert "in-range scatter indices generated for " + index in outcome.validation["notes"]
+
+
+# ---- hand-built: ScatterElements/Scatter(data, Concat(a, b), updates) --------------------------------------
+
+def elements_concat_model(a_shape, b_shape, data_shape, cat_axis: int, axis: int, reduction: str = "none", *,
+                          op: str = "ScatterElements", opset: int = 18, unsqueeze: int | None = None,
+                          cast: bool = True, same_input: bool = False) -> onnx.ModelProto:
+    """``op(data, Concat(a, b, axis=cat_axis), upd, axis=axis)``. unsqueeze: a and b are
+    Unsqueezed at that axis before the Concat (and, with cast, are int32 Cast to int64 first).
+    same_input: Concat(a, a)."""
+    nodes, parts = [], ["a", "a" if same_input else "b"]
+    if unsqueeze is not None:
+        for name in sorted(set(parts)):
+            wide = f"{name}64" if cast else name
+            nodes += [oh.make_node("Cast", [name], [wide], to=TensorProto.INT64)] if cast else []
+            if opset >= 13:
+                nodes += [oh.make_node("Constant", [], [f"{name}_axes"], value_ints=[unsqueeze]),
+                          oh.make_node("Unsqueeze", [wide, f"{name}_axes"], [f"{name}_u"])]
+            else:
+                nodes.append(oh.make_node("Unsqueeze", [wide], [f"{name}_u"], axes=[unsqueeze]))
+        parts = [f"{name}_u" for name in parts]
+    part_shapes = [list(s) for s in (a_shape, a_shape if same_input else b_shape)]
+    if unsqueeze is not None:
+        for s in part_shapes:
+            s.insert(unsqueeze, 1)
+    indices_shape = list(part_shapes[0])
+    indices_shape[cat_axis] += part_shapes[1][cat_axis]
+    kwargs = {"axis": axis} if op == "Scatter" else {"axis": axis, "reduction": reduction}
+    nodes += [oh.make_node("Concat", parts, ["idx"], axis=cat_axis, name="cat"),
+              oh.make_node(op, ["data", "idx", "upd"], ["out"], name="put", **kwargs)]
+    index_type = TensorProto.INT32 if unsqueeze is not None and cast else TensorProto.INT64
+    inputs = [oh.make_tensor_value_info("data", TensorProto.FLOAT, data_shape),
+              oh.make_tensor_value_info("a", index_type, a_shape)]
+    inputs += [] if same_input else [oh.make_tensor_value_info("b", index_type, b_shape)]
+    inputs.append(oh.make_tensor_value_info("upd", TensorProto.FLOAT, indices_shape))
+    graph = oh.make_graph(nodes, "g", inputs, [oh.make_tensor_value_info("out", TensorProto.FLOAT, data_shape)])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+def concatenated(inputs: dict, cat_axis: int, unsqueeze: int | None, same_input: bool = False) -> np.ndarray:
+    """The indices the scatter sees (before its own wrap-around of negative values)."""
+    parts = [inputs["a"], inputs["a" if same_input else "b"]]
+    if unsqueeze is not None:
+        parts = [np.expand_dims(p, unsqueeze) for p in parts]
+    return np.concatenate(parts, axis=cat_axis)
+
+
+def assert_unique_along(indices: np.ndarray, axis: int, bound: int) -> None:
+    """Every column along ``axis`` targets distinct slots (-1 and bound-1 are the same slot)."""
+    slots = np.sort(np.mod(indices, bound), axis=axis)
+    assert not np.any(np.diff(slots, axis=axis) == 0), indices
+
+
+@pytest.mark.parametrize("a_shape, b_shape, data_shape, cat_axis, axis, unsqueeze", [
+    ((2, 3), (3, 3), (6, 3), 0, 0, None),  # along the scatter axis: a column holds 2 from a, 3 from b
+    ((3, 2), (3, 3), (4, 7), 1, 1, None),  # the same along axis 1
+    ((4, 2), (4, 1), (5, 3), 1, 0, None),  # along another axis: each column within one input
+    ((5,), (5,), (3, 5), 0, 0, 0),  # int32 [5] -> Cast -> Unsqueeze(0) -> [1, 5], Concat -> [2, 5]
+    ((4,), (4,), (4, 3), 1, 0, 1),  # [4] -> [4, 1], Concat along axis 1 -> [4, 2]: a and b unique on their own
+])
+def test_elements_concat_parts_get_in_range_unique_indices(a_shape, b_shape, data_shape, cat_axis, axis, unsqueeze,
+                                                           tmp_path):
+    model = elements_concat_model(a_shape, b_shape, data_shape, cat_axis, axis, unsqueeze=unsqueeze)
+    the_plan = plan(model)
+    bound = data_shape[axis]
+    for name in ("a", "b"):
+        values = the_plan.inputs[name]
+        assert values.min() >= -bound and values.max() < bound, (name, values)
+    assert the_plan.inputs["a"].dtype == (np.int32 if unsqueeze is not None else np.int64)
+    assert_unique_along(concatenated(the_plan.inputs, cat_axis, unsqueeze), axis, bound)
+    assert not any("may repeat" in note for note in the_plan.notes), the_plan.notes
+    assert self_validated(model, {}, tmp_path).checked_against == "onnxruntime on the original model"
+    with pytest.raises(ScatterRewriteError, match="out of range"):  # the model does check the bound of a
+        self_validated(model, {"a": np.full_like(the_plan.inputs["a"], bound)}, tmp_path)
+    _, outcome = sr.to_scatternd(model, validate=True, return_report=True)
+    assert outcome.validation is not None and outcome.validation["checked_against"] == "onnxruntime on the original model"
+    assert "in-range scatter indices generated for a, b" in outcome.validation["notes"]
+
+
+@pytest.mark.parametrize("reduction", ["max", "add"])
+def test_elements_concat_parts_for_a_reduction_are_lowered_and_validated(reduction):
+    """Repeats allowed (and wanted) for a reduction: only the bound, on both parts."""
+    model = elements_concat_model((6, 2), (5, 2), (4, 2), 0, 0, reduction, opset=18)
+    the_plan = plan(model)
+    indices = concatenated(the_plan.inputs, 0, None)
+    assert indices.min() >= -4 and indices.max() < 4, indices
+    assert not any("may repeat" in note for note in the_plan.notes)
+    _, outcome = sr.lower(model, opset=13, validate=True, return_report=True)
+    assert outcome.validation is not None and "in-range scatter indices generated for a, b" in outcome.validation["notes"]
+
+
+def test_deprecated_scatter_with_concat_indices_is_upgraded_and_validated():
+    """Scatter (opset 10, Unsqueeze with an axes attribute) with Concat(Unsqueeze(a), Unsqueeze(b)).
+    (Not Cast(a): upgrade then writes float value types for the Unsqueeze outputs, which the checker
+    rejects; a bug of the upgrade, not of validation.)"""
+    model = elements_concat_model((6,), (6,), (5, 6), 0, 0, op="Scatter", opset=10, unsqueeze=0, cast=False)
+    the_plan = plan(model)
+    indices = concatenated(the_plan.inputs, 0, 0)
+    assert indices.min() >= -5 and indices.max() < 5, indices
+    assert_unique_along(indices, 0, 5)
+    _, outcome = sr.upgrade(model, opset=11, validate=True, return_report=True)
+    assert outcome.validation is not None and outcome.validation["checked_against"] == "onnxruntime on the original model"
+    assert "in-range scatter indices generated for a, b" in outcome.validation["notes"]
+
+
+@pytest.mark.parametrize("same_input, data_shape, why", [
+    (False, (4, 2), "puts 6 indices along the scatter axis into 4 slots"),
+    (True, (8, 2), "an input in two parts"),
+])
+def test_elements_concat_that_cannot_be_unique_is_noted(same_input, data_shape, why):
+    """Concat along the scatter axis of 3 + 3 rows into 4 rows, or Concat(a, a): the parts keep the
+    bound, and the notes say the targets may repeat."""
+    model = elements_concat_model((3, 2), (3, 2), data_shape, 0, 0, same_input=same_input)
+    the_plan = plan(model)
+    indices = concatenated(the_plan.inputs, 0, None, same_input)
+    assert indices.min() >= -data_shape[0] and indices.max() < data_shape[0], indices
+    (note,) = [note for note in the_plan.notes if "may repeat" in note]
+    assert "ScatterElements 'put'" in note and why in note, note
+
+
+def test_elements_concat_behind_a_reshape_keeps_the_bound_and_is_noted():
+    """Concat(a[1, 6], b[1, 6]) -> [2, 6] -> Reshape [4, 3]: the scatter axis cannot be followed back
+    to the Concat, so the parts are not given shares of the slots; they keep the bound, and the note says so."""
+    nodes = [oh.make_node("Constant", [], ["shape"], value_ints=[4, 3]),
+             oh.make_node("Concat", ["a", "b"], ["ab"], axis=0, name="cat"),
+             oh.make_node("Reshape", ["ab", "shape"], ["idx"]),
+             oh.make_node("ScatterElements", ["data", "idx", "upd"], ["out"], name="put", axis=0)]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("data", TensorProto.FLOAT, [5, 3]),
+                                       oh.make_tensor_value_info("a", TensorProto.INT64, [1, 6]),
+                                       oh.make_tensor_value_info("b", TensorProto.INT64, [1, 6]),
+                                       oh.make_tensor_value_info("upd", TensorProto.FLOAT, [4, 3])],
+                          [oh.make_tensor_value_info("out", TensorProto.FLOAT, [5, 3])])
+    the_plan = plan(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]))
+    for name in ("a", "b"):
+        assert the_plan.inputs[name].min() >= -5 and the_plan.inputs[name].max() < 5, the_plan.inputs[name]
+    (note,) = [note for note in the_plan.notes if "may repeat" in note]
+    assert "the scatter axis cannot be followed to Concat 'cat'" in note and "from a, b" in note, note
+
+
+# ---- the normalization Where(i < 0, i + c, i) with c other than the dim ------------------------------------
+
+def where_model(c: int | str, rows: int = 12, n: int = 10, cols: int = 8) -> onnx.ModelProto:
+    """``ScatterElements(data[rows, cols], Where(Less(i, 0), Add(i, c), i), upd)`` (reduction none).
+    c: a constant, "shape" (Gather(Shape(data), 0), which is rows) or "input" (ReduceMax of an input)."""
+    def const(name, value):
+        return oh.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(np.array(value, np.int64)))
+
+    nodes = [const("zero", 0)]
+    if c == "shape":
+        nodes += [oh.make_node("Shape", ["data"], ["shape"]), const("first", 0),
+                  oh.make_node("Gather", ["shape", "first"], ["c"])]
+    elif c == "input":
+        nodes.append(oh.make_node("ReduceMax", ["n"], ["c"], keepdims=0))
+    else:
+        nodes.append(const("c", c))
+    nodes += [oh.make_node("Less", ["i", "zero"], ["negative"]), oh.make_node("Add", ["i", "c"], ["shifted"]),
+              oh.make_node("Where", ["negative", "shifted", "i"], ["i_norm"], name="normalize"),
+              oh.make_node("ScatterElements", ["data", "i_norm", "upd"], ["out"], name="put", axis=0)]
+    inputs = [oh.make_tensor_value_info("data", TensorProto.FLOAT, [rows, cols]),
+              oh.make_tensor_value_info("i", TensorProto.INT64, [n, cols]),
+              oh.make_tensor_value_info("upd", TensorProto.FLOAT, [n, cols])]
+    inputs += [oh.make_tensor_value_info("n", TensorProto.INT64, [2])] if c == "input" else []
+    graph = oh.make_graph(nodes, "g", inputs, [oh.make_tensor_value_info("out", TensorProto.FLOAT, [rows, cols])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("c", [9, 12, 15, "shape"])  # rows = 12
+def test_where_normalization_constant_other_than_the_dim(c):
+    """The normalized values are slots in [0, 12), unique along the axis, whatever c: a negative i
+    is drawn as slot - c (for c = 15, -3 would become 12, out of range; for c = 9, -12 would stay
+    negative and wrap onto slot 9 again)."""
+    model = where_model(c)
+    shift = 12 if c == "shape" else c
+    i = plan(model).inputs["i"]
+    normalized = np.where(i < 0, i + shift, i)
+    assert normalized.min() >= 0 and normalized.max() < 12, (i, normalized)
+    assert_unique_along(normalized, 0, 12)
+    assert (i < 0).any() and i.min() >= -shift, i  # negative values are exercised, each reaching its slot
+    _, outcome = sr.to_scatternd(model, validate=True, return_report=True)
+    assert outcome.validation is not None and "in-range scatter indices generated for i" in outcome.validation["notes"]
+
+
+def test_where_normalization_by_a_run_time_value_gets_non_negative_indices():
+    """c computed at run time (ReduceMax of an input): only slots, no negative value, and a note why."""
+    the_plan = plan(where_model("input"))
+    i = the_plan.inputs["i"]
+    assert i.min() >= 0 and i.max() < 12, i
+    assert_unique_along(i, 0, 12)
+    assert any(note.startswith("i: the normalization Where(i < 0, i + c, i) (Where 'normalize')") and "non-negative" in note
+               for note in the_plan.notes), the_plan.notes
+
+
+@pytest.mark.parametrize("shift", [4, 10])  # D1 = 7
+def test_where_normalization_constant_in_scatternd_tuples(shift):
+    """ScatterND (index_put-like): i1's normalization adds 4 or 10 instead of D1 = 7."""
+    model = concat_model("none", (3, 7, 2), 5, normalize=True)
+    (d1,) = [n for n in model.graph.node if n.output[0] == "d1"]
+    d1.attribute[0].t.CopyFrom(onnx.numpy_helper.from_array(np.array(shift, np.int64)))
+    inputs = plan(model).inputs
+    i0, i1 = inputs["i0"], inputs["i1"]
+    normalized = np.where(i1 < 0, i1 + shift, i1)
+    assert normalized.min() >= 0 and normalized.max() < 7, (i1, normalized)
+    assert_unique_tuples((i0, 3), (normalized, 7))
+    _, outcome = sr.lower(model, opset=17, validate=True, return_report=True)
+    assert outcome.validation is not None

@@ -267,11 +267,16 @@ class _Converter:
         # would repeat at every converted node: unnamed, the graph names them uniquely on insertion.
         # The final outputs take the old names below. The node of the original's op keeps its name.
         final = {id(v) for v in new_outputs}
+        # An input of unknown dtype went into the one-node model as float (_one_node_model): the types
+        # inferred from it are guesses, so none is kept (the outputs keep the original's own below).
+        guessed = any(v is not None and v.dtype is None for v in node.inputs)
         named = False
         for new in new_nodes:
             for v in new.outputs:
                 if id(v) not in final:
                     v.name = None
+                if guessed:
+                    v.type, v.shape = None, None
             if not named and new.op_type == node.op_type:
                 new.name, named = node.name, True
             else:

@@ -106,3 +106,34 @@ def test_untyped_intermediates_get_inferred_types_for_the_downgrade():
     assert [n.op_type for n in out.graph.node] == ["Add", "Mul"] and "t" not in {v.name for v in out.graph.value_info}
     feeds = {"i": np.array([2, -3], np.int64)}
     np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], (feeds["i"] + 1) ** 2)
+
+
+def test_untyped_input_does_not_give_converted_outputs_a_guessed_dtype():
+    """Unsqueeze-1 -> 11 with an untyped int64 input (no value_info, as exporters write it): the
+    one-node conversion feeds it as float, which must not become the output's declared dtype
+    (it did, and the Scatter's indices then failed onnx.checker as float)."""
+    import scatter_rewrite as sr
+
+    nodes = [oh.make_node("Cast", ["i"], ["ic"], to=TensorProto.INT64),
+             oh.make_node("Unsqueeze", ["ic"], ["iu"], axes=[0]),
+             oh.make_node("Scatter", ["x", "iu", "u"], ["y"], axis=1)]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5]),
+                                       oh.make_tensor_value_info("i", TensorProto.INT32, [3]),
+                                       oh.make_tensor_value_info("u", TensorProto.FLOAT, [1, 3])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 10)])
+    model.ir_version = 5
+
+    converted = ir.serde.deserialize_model(model)
+    assert convert_opset(converted, 11) >= 1
+    unsqueezed = next(n for n in converted.graph if n.op_type == "Unsqueeze").outputs[0]
+    assert unsqueezed.dtype in (None, ir.DataType.INT64)
+
+    upgraded = sr.upgrade(model, opset=11, validate=True)  # checker and onnxruntime, vs the original
+    onnx.checker.check_model(upgraded, full_check=True)
+    x = np.arange(10, dtype=np.float32).reshape(2, 5)
+    feeds = {"x": x, "i": np.array([4, 0, 2], np.int32), "u": np.array([[7, 8, 9]], np.float32)}
+    (y,) = run_onnxruntime(upgraded.SerializeToString(), feeds)
+    expected = x.copy()
+    expected[0, [4, 0, 2]] = [7, 8, 9]
+    np.testing.assert_array_equal(y, expected)

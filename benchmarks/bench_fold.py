@@ -223,16 +223,18 @@ def write_results(size: int, samples: dict, left_big: dict, f16_rows: list, runs
         f"- Memory: ours peaks at **{ours_m / size:.2f}x** the model size (target <= 2x: "
         f"{'met' if ours_m <= 2 * size else 'MISSED'}); the floor, the same command on a 16-element scatter, "
         f"peaks at {mib(floor_m)} ({floor_m / size:.2f}x; {floor_t:.2f} s), so the fold itself adds "
-        f"{(ours_m - floor_m) / size:.2f}x, of which the 64 MiB result is {64 * 2**20 / size:.2f}x: with this "
-        "floor (Typer alone brings pydantic, ~17 MiB) no fold that holds its result in memory fits in 2x.",
+        f"{(ours_m - floor_m) / size:.2f}x, of which the 64 MiB result is {64 * 2**20 / size:.2f}x. The floor "
+        "is the interpreter and imports: onnx_ir imports sympy (~32 MiB); typer is kept below 0.29, which "
+        "imports pydantic for every command (~17 MiB more: 2.09x with typer 0.29.2, measured on this machine at commit 8572a2e).",
         "- Where the time goes: ours is mostly the interpreter and imports (the floor row; onnx_ir alone "
         "imports sympy, ~0.2 s). Inline weights of 1 MiB and more are mapped from the model file on load, "
         "written straight from their buffers on save and not re-read by the checker "
         "(`scatter_rewrite/_protowire.py`); before that (commit 2eea9c0) the same benchmark measured "
-        "0.85x graphsurgeon's time and 4.5x the model size in memory. The kernel copies mapped data in "
-        "blocks and releases the mapped pages it has consumed (`evaluator/_common.py: copy_releasing`; "
-        "before commit f182691: 3.17x). What remains above the floor is the fold itself: the 64 MiB "
-        "result, the int64 flat positions of the 1M updates and the indices and updates while read.",
+        "0.85x graphsurgeon's time and 4.5x the model size in memory. The kernel copies and scatters "
+        "the data in blocks of rows, releasing the mapped pages it has consumed and computing the "
+        "positions of each block's updates into one reused buffer (`evaluator/_common.py: scatter_rows`; "
+        "before commit f182691: 3.17x; before 8572a2e the 1M int64 positions were one 8 MiB array). "
+        "What remains above the floor is the fold itself: the 64 MiB result.",
         "",
         "### fold: float16 ScatterElements(reduction=\"add\"), which onnxruntime's CPU kernels lack",
         "",

@@ -23,6 +23,7 @@ from onnx import TensorProto
 from typer.testing import CliRunner
 
 import scatter_rewrite.model_io as model_io
+from _wrong_passes import NegateScatterOutputs
 from scatter_rewrite import testing
 from scatter_rewrite.cli import app
 from scatter_rewrite.errors import OptionError
@@ -102,22 +103,6 @@ def _move_to_file(model_path: Path, moves: dict[str, str]) -> None:
     onnx.save(model, model_path)
 
 
-class Negate(ScatterPass):
-    """A wrong rewrite on purpose: negates every ScatterElements output (validation must catch it)."""
-
-    name = "negate-output"
-
-    def run(self, model):
-        for node, scope in iter_nodes(model):
-            if node.op_type == "ScatterElements":
-                neg = ir.node("Neg", [node.outputs[0]])
-                neg.outputs[0].type, neg.outputs[0].shape = node.outputs[0].type, node.outputs[0].shape
-                ir.convenience.replace_all_uses_with(node.outputs[0], neg.outputs[0], replace_graph_outputs=True)
-                neg.replace_input_with(0, node.outputs[0])
-                scope.body.insert_after(node, neg)
-                self.rewrote(node, scope, "negated (wrong on purpose)")
-
-
 class Unregistered(ScatterPass):
     """An invalid rewrite on purpose: an Add becomes an op no opset has (onnx.checker must catch it)."""
 
@@ -169,7 +154,7 @@ def test_in_place_report_has_no_notes_when_the_data_file_is_reused(tmp_path: Pat
 def test_failed_in_place_rewrite_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wrong: str):
     source = _external_model(tmp_path, "weights.bin")
     before = _tree(tmp_path)
-    breaker = Negate() if wrong == "validation" else Unregistered()
+    breaker = NegateScatterOutputs() if wrong == "validation" else Unregistered()
     monkeypatch.setitem(VERBS, "upgrade", Verb("upgrade", "upgraded", lambda opset=None: [UpgradePass(opset), breaker]))
     result = invoke("upgrade", source, "--in-place")
     assert result.exit_code == 1

@@ -227,27 +227,15 @@ def test_validation_catches_a_wrong_rewrite():
 
 
 def test_failed_validation_writes_nothing(tmp_path):
-    from scatter_rewrite.passes.base import ScatterPass
+    from _wrong_passes import NegateScatterOutputs
+
     from scatter_rewrite.pipeline import rewrite_file
-
-    class Negate(ScatterPass):
-        name = "negate-output"
-
-        def run(self, model):
-            for node, scope in iter_nodes(model):
-                if node.op_type == "ScatterElements":
-                    neg = ir.node("Neg", [node.outputs[0]])
-                    neg.outputs[0].type, neg.outputs[0].shape = node.outputs[0].type, node.outputs[0].shape
-                    ir.convenience.replace_all_uses_with(node.outputs[0], neg.outputs[0], replace_graph_outputs=True)
-                    neg.replace_input_with(0, node.outputs[0])
-                    scope.body.insert_after(node, neg)
-                    self.rewrote(node, scope, "negated (wrong on purpose)")
 
     source = tmp_path / "m.onnx"
     onnx.save(scatter_model("ScatterElements", opset=13), source)
     before = source.read_bytes()
     with pytest.raises(sr.ValidationError, match="validation failed, nothing written"):
-        rewrite_file("upgrade", source, passes=[Negate()], output=tmp_path / "out.onnx")
+        rewrite_file("upgrade", source, passes=[NegateScatterOutputs()], output=tmp_path / "out.onnx")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
     assert source.read_bytes() == before
 

@@ -1,0 +1,24 @@
+"""Passes that rewrite wrongly on purpose, to show that validation catches a wrong rewrite."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from scatter_rewrite.graph import iter_nodes
+from scatter_rewrite.passes.base import ScatterPass
+
+
+class NegateScatterOutputs(ScatterPass):
+    """Negates every ScatterElements output (validation must catch it)."""
+
+    name = "negate-output"
+
+    def run(self, model):
+        for node, scope in iter_nodes(model):
+            if node.op_type == "ScatterElements":
+                neg = ir.node("Neg", [node.outputs[0]])
+                neg.outputs[0].type, neg.outputs[0].shape = node.outputs[0].type, node.outputs[0].shape
+                ir.convenience.replace_all_uses_with(node.outputs[0], neg.outputs[0], replace_graph_outputs=True)
+                neg.replace_input_with(0, node.outputs[0])
+                scope.body.insert_after(node, neg)
+                self.rewrote(node, scope, "negated (wrong on purpose)")

@@ -17,7 +17,9 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ScatterRewriteError
-from scatter_rewrite.pipeline import Outcome, Verb, VERBS, check_model, result_dict, rewrite_file, run_passes
+from scatter_rewrite.pipeline import (
+    Outcome, Verb, VERBS, check_model, fixed_dim_sizes, result_dict, rewrite_file, run_passes,
+)
 
 ModelLike = TypeVar("ModelLike")
 
@@ -76,7 +78,7 @@ def rewrite(
     from scatter_rewrite import validate as validation
 
     working = _to_ir(model)
-    plan = validation.plan_validation(working, inputs=inputs) if validate else None
+    plan = validation.plan_validation(working, inputs=inputs, dim_sizes=fixed_dim_sizes(passes)) if validate else None
     original_proto = ir.serde.serialize_model(working) if validate else None
     results = run_passes(working, passes)
     outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
@@ -121,7 +123,10 @@ def to_scatternd(model: ModelLike, **kwargs: Any) -> ModelLike:
     return _verb("to_scatternd", model, {}, **kwargs)
 
 
-def prepare_for_tensorrt(model: ModelLike, trt_version: str = "10", **kwargs: Any) -> ModelLike:
+def prepare_for_tensorrt(model: ModelLike, trt_version: str = "10", fix_dims: dict[str, int] | None = None,
+                         **kwargs: Any) -> ModelLike:
     """The whole TensorRT preparation: upgrade, fold, lower TensorScatter, make every scatter
-    TensorRT-ready for ``trt_version``. See :mod:`scatter_rewrite.passes.tensorrt`."""
-    return _verb("tensorrt", model, {"trt_version": trt_version}, **kwargs)
+    TensorRT-ready for ``trt_version``. See :mod:`scatter_rewrite.passes.tensorrt`. ``fix_dims``
+    (symbolic dimension name -> size) fixes those input dimensions first, so that a reduction with a
+    dynamic number of updates can be lowered for TensorRT 8.6 (:mod:`scatter_rewrite.passes.fix_dims`)."""
+    return _verb("tensorrt", model, {"trt_version": trt_version, "fix_dims": fix_dims}, **kwargs)

@@ -35,7 +35,9 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
-from scatter_rewrite.passes._network_reduce import network_blocker
+from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
+from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
+from scatter_rewrite.passes.tensorrt import is_reducing_scatter
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 
 SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
@@ -93,6 +95,15 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
     """One finding per scatter node; ``finding.blocked`` says whether it blocks ``target``."""
     kind, version = parse_target(target)
     infer_missing_shapes(model)  # dtypes and static dims of values the exporter left unannotated
+    # As the tensorrt pass sees a function's reductions: with the types its call sites agree on.
+    borrowed = annotate_functions_with(model, is_reducing_scatter) if kind == "tensorrt" else []
+    try:
+        return _findings(model, kind, version)
+    finally:
+        restore_types(borrowed)
+
+
+def _findings(model: ir.Model, kind: str, version) -> list[Finding]:
     inlined = _Inlined(model)
     findings = []
     for node, scope in iter_nodes(model):
@@ -135,6 +146,7 @@ class _Inlined:
 
 def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> None:
     fix = f"scatter-rewrite tensorrt --trt-version {version}"
+    fix_options: list[str] = []  # what the fix command needs besides the version (--fix-dim ...)
     op, reduction = node.op_type, f.reduction or "none"
     data, indices, updates = (list(node.inputs) + [None, None, None])[:3]
     if op == "Scatter":
@@ -156,17 +168,17 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
             f.blockers.append(f"ScatterND reduction={reduction}: no TensorRT version supports it"
                               + (" (8.6 silently ignores it: wrong results)" if version == "8.6" else ""))
             if version == "8.6" or f.data_type not in PLUGIN_DATA_TYPE_NAMES:
-                fixable = fixable and _lowerable(node, f, inlined)
+                fixable = fixable and _lowerable(node, f, inlined, fix_options)
     else:  # ScatterElements
         if reduction != "none" and version == "8.6":
             f.blockers.append(f"reduction={reduction} is silently ignored by TensorRT 8.6 (wrong results, NVIDIA/TensorRT#3750)")
-            fixable = fixable and _lowerable(node, f, inlined)
+            fixable = fixable and _lowerable(node, f, inlined, fix_options)
         elif reduction != "none":
             if f.indices_type not in ("INT64", None):
                 f.blockers.append(f"{f.indices_type} indices: the ScatterElements plugin takes INT64 only")
             if f.data_type is not None and f.data_type not in PLUGIN_DATA_TYPE_NAMES:
                 f.blockers.append(f"{f.data_type} data: the ScatterElements plugin takes FP32, FP16, INT32, INT64")
-                fixable = fixable and _lowerable(node, f, inlined)
+                fixable = fixable and _lowerable(node, f, inlined, fix_options)
             else:
                 f.notes.append("runs through TensorRT's ScatterElements plugin: the application must load the "
                                "standard plugins (trt.init_libnvinfer_plugins)")
@@ -185,22 +197,28 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
     if f.opset > MAX_OPSET[version]:  # the scatter's own schema is then one the parser does not document
         f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to {MAX_OPSET[version]}")
     if f.blockers:
-        f.fix = fix if fixable else None
+        f.fix = " ".join([fix, *fix_options]) if fixable else None
         if not fixable:
             f.notes.append(f"no exact rewrite TensorRT {version} accepts is known for this node")
 
 
-def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined) -> bool:
-    """Whether ``scatter-rewrite tensorrt`` lowers this reduction TensorRT-safely; the notes say
-    how, or why not."""
+def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined, fix_options: list[str]) -> bool:
+    """Whether ``scatter-rewrite tensorrt`` lowers this reduction TensorRT-safely (with the options
+    it adds to ``fix_options``); the notes say how, or why not."""
     reason = network_blocker(node, f.opset)
     if reason is not None and any(v is not None and v.shape is None for v in node.inputs):
         twin = inlined.twin(node)  # the rank may be hidden by an If the tensorrt pass inlines
         if twin is not None:
             reason = network_blocker(twin, f.opset)
+    lowers = ("scatter-rewrite tensorrt lowers it to standard ops TensorRT accepts (bitonic sort of the keys, "
+              "segmented scan, one ScatterND with unique targets)")
     if reason is None:
-        f.notes.append("scatter-rewrite tensorrt lowers it to standard ops TensorRT accepts (bitonic sort of "
-                       "the keys, segmented scan, one ScatterND with unique targets)")
+        f.notes.append(lowers)
+        return True
+    dims = _fixing_dims(inlined.model, node, f.opset) if reason.startswith(NOT_STATIC) else []
+    if dims:
+        fix_options += [f"--fix-dim {name}=SIZE" for name in dims if f"--fix-dim {name}=SIZE" not in fix_options]
+        f.notes.append(f"{lowers} once the number of updates is static: fix {', '.join(dims)} with --fix-dim")
         return True
     f.notes.append(f"cannot be lowered TensorRT-safely: {reason}")
     return False
@@ -225,3 +243,41 @@ def _opset(node: ir.Node, f: Finding, n: int) -> None:
     if first is not None and n < first:
         f.blockers.append(f"{op} reduction={reduction} exists from opset {first} only")
         f.fix = f"scatter-rewrite lower --opset {n}"
+
+
+def _fixing_dims(model: ir.Model, node: ir.Node, opset: int) -> list[str]:
+    """The named model-input dimensions whose fixing (``tensorrt --fix-dim``) makes the node's
+    number of updates static: those its indices and updates come from, tried on a weightless copy
+    (fixed to 2, shapes inferred again, as the tensorrt pass would see them); [] when that fails."""
+    names = _ancestor_input_dims(model, node)
+    if not names or not node.name:
+        return []
+    from scatter_rewrite.passes._inference import weightless_copy
+    from scatter_rewrite.passes.fix_dims import FixDimsPass
+    from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
+
+    copy = weightless_copy(model)
+    FixDimsPass({name: 2 for name in names})(copy)
+    inline_rank_hiding_ifs(copy)
+    for value in (v for n, scope in iter_nodes(copy) if not scope.is_function for v in n.outputs):
+        value.shape = None  # inferred again from the fixed inputs
+    ir.passes.common.ShapeInferencePass(strict_mode=False)(copy)
+    annotate_functions_with(copy, is_reducing_scatter)
+    twin = next((n for n, _ in iter_nodes(copy) if n.op_type == node.op_type and n.name == node.name), None)
+    return names if twin is not None and network_blocker(twin, opset) is None else []
+
+
+def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
+    """The named dimensions of the main-graph inputs the node's indices and updates come from."""
+    inputs = {id(v) for v in model.graph.inputs}
+    names, seen, stack = set(), set(), [v for v in node.inputs[1:3] if v is not None]
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if id(value) in inputs:
+            names |= {d.value for d in value.shape or () if isinstance(d, ir.SymbolicDim) and d.value}
+        elif value.producer() is not None:
+            stack += [v for v in value.producer().inputs if v is not None]
+    return sorted(names)

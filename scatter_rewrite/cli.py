@@ -252,12 +252,27 @@ class TrtVersion(str, enum.Enum):
     v10 = "10"
 
 
+def _dim_sizes(values: Optional[list[str]]) -> dict[str, int]:
+    sizes = {}
+    for text in values or []:
+        name, _, size = text.partition("=")
+        if not name or not size.strip().isdigit() or int(size) < 1:
+            raise typer.BadParameter(f"{text!r}: expected NAME=SIZE, a symbolic dimension name and a positive integer",
+                                     param_hint="--fix-dim")
+        sizes[name] = int(size)
+    return sizes
+
+
 @rewriting_verb("tensorrt")
 def tensorrt(
     trt_version: Annotated[TrtVersion, typer.Option("--trt-version", help="The TensorRT version to prepare for.")] = TrtVersion.v10,
+    fix_dim: Annotated[Optional[list[str]], typer.Option(
+        "--fix-dim", metavar="NAME=SIZE",
+        help="Fix the symbolic input dimension NAME to SIZE first (repeatable): on TensorRT 8.6 a reduction "
+             "with a dynamic number of updates is lowered only once that number is static.")] = None,
 ) -> dict:
     """Prepare every scatter for TensorRT: upgrade, fold, lower, ScatterElements -> ScatterND."""
-    return {"trt_version": trt_version.value}
+    return {"trt_version": trt_version.value, "fix_dims": _dim_sizes(fix_dim)}
 
 
 @app.command(name="check")

@@ -69,10 +69,19 @@ def _to_scatternd_passes() -> list[ir.passes.PassBase]:
     return [ToScatterNDPass()]
 
 
-def _tensorrt_passes(trt_version: str = "10") -> list[ir.passes.PassBase]:
+def _tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list[ir.passes.PassBase]:
     from scatter_rewrite.passes.tensorrt import tensorrt_passes
 
-    return tensorrt_passes(trt_version)
+    return tensorrt_passes(trt_version, fix_dims)
+
+
+def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
+    """The sizes the passes give symbolic dimensions (``FixDimsPass.dim_sizes``): validation feeds
+    both models inputs of those sizes, which the rewritten model then requires."""
+    sizes: dict[str, int] = {}
+    for p in passes:
+        sizes.update(getattr(p, "dim_sizes", None) or {})
+    return sizes
 
 
 # The verbs, in one place. Each maps the verb's own options (keyword arguments) to its passes.
@@ -190,7 +199,8 @@ def rewrite_file(
         return outcome
     model = to_ir(proto, source)
     del proto
-    plan = validation.plan_validation(model, seed=seed, inputs=inputs) if validate else None
+    plan = (validation.plan_validation(model, seed=seed, inputs=inputs, dim_sizes=fixed_dim_sizes(passes))
+            if validate else None)
     results = run_passes(model, passes)
     outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results])
     modified = any(r.modified for r in results)

@@ -662,10 +662,13 @@ def _without_constant_ifs(model: ir.Model) -> ir.Model:
     return copy if inline_constant_ifs(copy) else model
 
 
-def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray] | None = None) -> ValidationPlan:
-    """Inputs for the original ``model`` (or the user's, checked), and how to compare outputs."""
+def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
+                    dim_sizes: dict[str, int] | None = None) -> ValidationPlan:
+    """Inputs for the original ``model`` (or the user's, checked), and how to compare outputs.
+    Symbolic dimensions get ``dim_sizes[name]`` where given (the sizes a pass fixed them to),
+    else a small size."""
     rng = np.random.default_rng(seed)
-    sizes: dict[str, int] = {}
+    sizes: dict[str, int] = dict(dim_sizes or {})
     initializer_names = set(model.graph.initializers)
     graph_inputs = [v for v in model.graph.inputs if v.name not in initializer_names]
     input_shapes = {v.name: _concrete_shape(v.shape, sizes) for v in graph_inputs}

@@ -60,10 +60,14 @@ BLOCKERS = {
                          "silently ignored by TensorRT 8.6", "scatter-rewrite tensorrt --trt-version 8.6"),
     "dynamic count on 8.6": (lambda: scatter_model("ScatterElements", opset=16, reduction="add", data_shape=(4, 5),
                                                    indices_shape=("e", 5)), "tensorrt-8.6",
-                             "silently ignored by TensorRT 8.6", None),
+                             "silently ignored by TensorRT 8.6", "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim e=SIZE"),
+    "unnamed dynamic count on 8.6": (lambda: scatter_model("ScatterElements", opset=16, reduction="add",
+                                                           data_shape=(4, 5), indices_shape=(None, 5)), "tensorrt-8.6",
+                                     "silently ignored by TensorRT 8.6", None),
     "ScatterND dynamic count on 8.6": (lambda: scatter_model("ScatterND", opset=18, data_shape=(4, 5), reduction="min",
                                                              indices_shape=("m", 1), updates_shape=("m", 5)),
-                                       "tensorrt-8.6", "8.6 silently ignores", None),
+                                       "tensorrt-8.6", "8.6 silently ignores",
+                                       "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim m=SIZE"),
     "int32 indices plugin": (lambda: scatter_model("ScatterElements", opset=18, reduction="max",
                                                    indices_type=TensorProto.INT32), "tensorrt-10",
                              "INT32 indices: the ScatterElements plugin takes INT64 only",
@@ -72,7 +76,8 @@ BLOCKERS = {
                      "tensorrt-10", "DOUBLE data: the ScatterElements plugin", "scatter-rewrite tensorrt --trt-version 10"),
     "plugin dtype, dynamic count": (lambda: scatter_model("ScatterElements", opset=18, reduction="mul",
                                                           data_type=TensorProto.DOUBLE, indices_shape=("e", 3)),
-                                    "tensorrt-10", "DOUBLE data: the ScatterElements plugin", None),
+                                    "tensorrt-10", "DOUBLE data: the ScatterElements plugin",
+                                    "scatter-rewrite tensorrt --trt-version 10 --fix-dim e=SIZE"),
     "uint8": (lambda: scatter_model("ScatterElements", opset=18, data_type=TensorProto.UINT8), "tensorrt-10",
               "UINT8 data", None),
     "TensorScatter": (tensor_scatter_model, "tensorrt-10", "TensorScatter (opset 24) is not supported",
@@ -103,8 +108,9 @@ def test_finds_each_blocker(name):
     assert finding.blocked
     assert any(phrase in b for b in finding.blockers), finding.blockers
     assert finding.fix == fix or (fix and finding.fix.startswith(fix))
-    if "dynamic count" in name:  # the notes say why no fix
-        assert any("number of updates is not static" in note for note in finding.notes), finding.notes
+    if "dynamic count" in name:  # the notes say why no fix, or which dimension the fix fixes
+        why = "once the number of updates is static" if fix else "number of updates is not static"
+        assert any(why in note for note in finding.notes), finding.notes
 
 
 @pytest.mark.parametrize("make, target", [

@@ -139,9 +139,11 @@ def test_trt10_scatternd_reduction_in_function():
     model = scatter_model("ScatterND", opset=18, data_shape=(4, 5), indices_shape=(3, 1), updates_shape=(3, 5),
                           reduction="max", where="function")
     out, outcome = prepare(model, "10")
-    # in a function the index tuple length is unknown (no shapes): left alone, reported
-    (skip,) = pass_report(outcome)["skipped"]
-    assert "index tuple length" in skip["detail"]
+    # the function's values are untyped; the call site gives the index tuple length (borrowed for the pass)
+    (done,) = pass_report(outcome)["rewritten"]
+    assert "function local::ScatterFn" in done["node"] and "ScatterElements(axis=0, reduction=max)" in done["detail"]
+    assert outcome.validation["tolerance"] == "exact (bit for bit)"
+    assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-10"))
 
 
 def test_trt10_plugin_dtype_missing_is_lowered_tensorrt_safe():
@@ -191,7 +193,11 @@ def test_trt86_reductions_with_a_dynamic_count_are_reported_not_emitted_in_a_for
     (skip,) = pass_report(outcome)["skipped"]
     assert "NVIDIA/TensorRT#3750" in skip["detail"] and "number of updates is not static" in skip["detail"]
     (finding,) = check(ir.serde.deserialize_model(out), "tensorrt-8.6")
-    assert finding.blocked and finding.fix is None
+    dim = "e" if op == "ScatterElements" else "m"
+    assert finding.blocked and finding.fix == f"scatter-rewrite tensorrt --trt-version 8.6 --fix-dim {dim}=SIZE"
+    fixed, outcome = prepare(model, "8.6", fix_dims={dim: 7})  # the fix check names, validated
+    assert pass_report(outcome)["rewritten"] and not pass_report(outcome)["skipped"]
+    assert not any(f.blocked for f in check(ir.serde.deserialize_model(fixed), "tensorrt-8.6"))
 
 
 def test_uint8_is_reported():

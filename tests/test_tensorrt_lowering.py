@@ -324,11 +324,31 @@ def test_subgraphs_lowered_and_clean(version, where):
     assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), f"tensorrt-{version}"))
 
 
-def test_function_left_alone_with_the_reason():
+def test_function_lowered_with_the_types_its_call_site_gives():
     model = scatter_model("ScatterElements", opset=18, where="function", reduction="max")
-    out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True)
+    (before,) = check(ir.serde.deserialize_model(model), "tensorrt-8.6")
+    assert before.blocked and before.fix == "scatter-rewrite tensorrt --trt-version 8.6"
+    out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True, validate=True)
     (report,) = [p for p in outcome.passes if p["pass"] == "tensorrt"]
-    assert "cannot be lowered TensorRT-safely" in report["skipped"][0]["detail"]
+    (done,) = report["rewritten"]
+    assert "function local::ScatterFn" in done["node"] and "TensorRT-safe" in done["detail"]
+    assert outcome.validation["tolerance"] == "exact (bit for bit)"
+    assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))
+
+
+def test_function_called_with_two_update_counts_left_alone_with_the_reason():
+    """The network is built for one count: call sites that disagree leave it dynamic in the body."""
+    model = scatter_model("ScatterElements", opset=18, where="function", reduction="max",
+                          data_shape=(4, 5), indices_shape=(2, 5))
+    vi = oh.make_tensor_value_info
+    model.graph.input.extend([vi("indices2", TensorProto.INT64, [3, 5]), vi("updates2", TensorProto.FLOAT, [3, 5])])
+    model.graph.node.append(oh.make_node("ScatterFn", ["data", "indices2", "updates2"], ["output2"],
+                                         domain="local", name="call_1"))
+    model.graph.output.append(vi("output2", TensorProto.FLOAT, [4, 5]))
+    out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True, validate=True)
+    (report,) = [p for p in outcome.passes if p["pass"] == "tensorrt"]
+    (skip,) = report["skipped"]
+    assert "number of updates is not static" in skip["detail"]
     (finding,) = check(ir.serde.deserialize_model(out), "tensorrt-8.6")
     assert finding.blocked and finding.fix is None
 

@@ -120,6 +120,15 @@ def _function_values(function: ir.Function):
         yield from node.outputs
 
 
+def annotate_functions_with(model: ir.Model, wanted) -> Borrowed:
+    """:func:`annotate_function_types` for every function with a node ``wanted(node)`` holds for."""
+    borrowed: Borrowed = []
+    for function in model.functions.values():
+        if any(wanted(node) for node in body_nodes(function)):
+            borrowed += annotate_function_types(model, function)
+    return borrowed
+
+
 def annotate_function_types(model: ir.Model, function: ir.Function) -> Borrowed:
     """Give a function's untyped values the dtype and rank they have at every call site (ONNX
     shape inference on the body with the callers' input types); returns what was annotated, for

@@ -71,6 +71,7 @@ from scatter_rewrite.passes import _segment_reduce as seg
 INT32 = ir.DataType.INT32
 BOOL = ir.DataType.BOOL
 INT32_MAX = 2**31 - 1
+NOT_STATIC = "the number of updates is not static"  # how network_blocker's reason starts for it
 
 
 def padded_size(n: int) -> int:
@@ -85,8 +86,8 @@ def network_blocker(node: ir.Node, opset: int) -> str | None:
         return reason
     n, rows, _ = seg.row_counts(node)
     if n is None:
-        return ("the number of updates is not static (the sorting network is built for a fixed count: "
-                "export with static shapes or fix the input dimensions)")
+        return (f"{NOT_STATIC} (the sorting network is built for a fixed count: export with static shapes, "
+                "or fix the input dimensions: scatter-rewrite tensorrt --fix-dim NAME=SIZE)")
     if rows is not None and rows + padded_size(n) > INT32_MAX:
         return (f"{rows} data rows + {padded_size(n)} sort slots exceed int32 (keys and positions are "
                 f"int32 for TensorRT)")

@@ -62,7 +62,7 @@ from scatter_rewrite.graph import (
 )
 from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes import _segment_reduce as seg
-from scatter_rewrite.passes._inference import annotate_function_types, borrow_inferred_types, restore_types
+from scatter_rewrite.passes._inference import annotate_functions_with, borrow_inferred_types, restore_types
 from scatter_rewrite.passes._inline_if import inline_constant_ifs
 from scatter_rewrite.passes.base import ScatterPass
 
@@ -138,10 +138,7 @@ class LowerPass(ScatterPass):
         # it stands (TorchScript's rank-0 wrapper hides the scatter's rank) becomes its taken branch.
         for text in inline_constant_ifs(model, near=self._blocked):
             self.note(text, modified=True)
-        borrowed = borrow_inferred_types(model)
-        for function in model.functions.values():
-            if any(self._needs_lowering(n) for n in body_nodes(function)):
-                borrowed += annotate_function_types(model, function)
+        borrowed = borrow_inferred_types(model) + annotate_functions_with(model, self._needs_lowering)
         try:
             self._run(model, pending, blocked)
         finally:

@@ -52,6 +52,7 @@ from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import (
     Scope, attr, describe, is_default_domain, iter_nodes, nodes_within, remove_unused_expands,
 )
+from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (
     Builder, Decline, Names, const_array, convert_to_scatternd, drop_none_reduction, infer_missing_shapes,
@@ -170,6 +171,11 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def is_reducing_scatter(node: ir.Node) -> bool:
+    return (is_default_domain(node) and node.op_type in ("ScatterElements", "ScatterND")
+            and attr(node, "reduction", "none") != "none")
+
+
 class _ForTensorRT(ScatterPass):
     """A pass of the TensorRT flow: it knows which TensorRT version it prepares for."""
 
@@ -188,20 +194,26 @@ class TensorRTPass(_ForTensorRT):
             self.note(text, modified=True)
         infer_missing_shapes(model)
         names = Names(model)
-        for node, scope in iter_nodes(model):
-            if not is_default_domain(node) or node.op_type not in ("ScatterElements", "ScatterND", "TensorScatter", "Scatter"):
-                continue
-            try:
-                detail = self._prepare(model, node, scope, names)
-            except Decline as reason:
-                self.skip(node, scope, str(reason))
-                continue
-            if detail is not None:
-                self.rewrote(node, scope, detail)
+        # A reduction in a function is lowered with the dtype and shapes all its call sites agree on
+        # (borrowed for the pass: the function's values stay untyped in the saved model).
+        borrowed = annotate_functions_with(model, is_reducing_scatter)
+        try:
+            for node, scope in iter_nodes(model):
+                if not is_default_domain(node) or node.op_type not in ("ScatterElements", "ScatterND", "TensorScatter", "Scatter"):
+                    continue
+                try:
+                    detail = self._prepare(model, node, scope, names)
+                except Decline as reason:
+                    self.skip(node, scope, str(reason))
+                    continue
+                if detail is not None:
+                    self.rewrote(node, scope, detail)
+        finally:
+            restore_types(borrowed)
         if any(_UNLOWERABLE in s.detail for s in self.result.skipped):
             self.note("reductions left alone: TensorRT cannot run them and they cannot be lowered TensorRT-safely "
                       "(reasons per node); fix the number of updates to a static size (the sorting network "
-                      "needs it), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or compute the "
+                      "needs it: --fix-dim NAME=SIZE), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or compute the "
                       "scatter outside the engine")
 
     def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names) -> str | None:
@@ -417,11 +429,14 @@ class _CapOpset(_ForTensorRT):
             self.note(f"{text} ({why})", modified=True)
 
 
-def tensorrt_passes(trt_version: str = "10") -> list[ir.passes.PassBase]:
-    """The whole TensorRT preparation for ``trt_version`` ("8.6" or "10"), in order."""
+def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list[ir.passes.PassBase]:
+    """The whole TensorRT preparation for ``trt_version`` ("8.6" or "10"), in order; first, when
+    given, ``fix_dims`` (symbolic dimension name -> size: :mod:`.fix_dims`)."""
     version = check_trt_version(trt_version)
+    from scatter_rewrite.passes.fix_dims import FixDimsPass
     from scatter_rewrite.passes.fold import FoldPass
     from scatter_rewrite.passes.upgrade import UpgradePass
 
-    return [UpgradePass(), FoldPass(), _LowerTensorScatter(version), TensorRTPass(version), _CapOpset(version)]
+    fixed = [FixDimsPass(fix_dims)] if fix_dims else []
+    return [*fixed, UpgradePass(), FoldPass(), _LowerTensorScatter(version), TensorRTPass(version), _CapOpset(version)]
 

@@ -1,0 +1,122 @@
+"""``tensorrt --fix-dim NAME=SIZE``: a reduction whose number of updates is dynamic is lowered for
+TensorRT 8.6 once that dimension is fixed, and validated on inputs of that size."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from onnx import TensorProto
+from typer.testing import CliRunner
+
+import scatter_rewrite as sr
+from scatter_rewrite.check import check
+from scatter_rewrite.cli import app
+from scatter_rewrite.evaluator import scatter_elements
+from scatter_rewrite.model_io import load_model
+from scatter_rewrite.testing import scatter_model
+from scatter_rewrite.validate import run_onnxruntime
+
+runner = CliRunner()
+ROWS, FEATURES = 10, 3
+
+
+def gnn_model(reduction: str) -> onnx.ModelProto:
+    """index_add-style: dst[E] -> Unsqueeze -> Expand -> ScatterElements along axis 0, E dynamic."""
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph([
+        oh.make_node("Constant", [], ["one"], value=oh.make_tensor("one", TensorProto.INT64, [1], [1])),
+        oh.make_node("Unsqueeze", ["dst", "one"], ["dst2"]),
+        oh.make_node("Shape", ["msg"], ["msg_shape"]),
+        oh.make_node("Expand", ["dst2", "msg_shape"], ["index"]),
+        oh.make_node("ScatterElements", ["x", "index", "msg"], ["y"], axis=0, reduction=reduction, name="gather_edges"),
+    ], "gnn", [vi("x", TensorProto.FLOAT, [ROWS, FEATURES]), vi("dst", TensorProto.INT64, ["E"]),
+               vi("msg", TensorProto.FLOAT, ["E", FEATURES])], [vi("y", TensorProto.FLOAT, [ROWS, FEATURES])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def scatter_ops(model: onnx.ModelProto) -> list[tuple[str, str]]:
+    found = []
+    for node in model.graph.node:
+        if node.op_type.startswith("Scatter"):
+            reduction = next((a.s.decode() for a in node.attribute if a.name == "reduction"), "none")
+            found.append((node.op_type, reduction))
+    return found
+
+
+@pytest.mark.parametrize("reduction", ["add", "max"])
+def test_cli_fixes_the_edge_count_and_lowers_for_tensorrt_86(tmp_path, reduction):
+    source, out, report = tmp_path / "gnn.onnx", tmp_path / "gnn.trt.onnx", tmp_path / "r.json"
+    onnx.save(gnn_model(reduction), source)
+    before = source.read_bytes()
+
+    left = runner.invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "-o", str(tmp_path / "no.onnx")])
+    assert left.exit_code == 0, left.output
+    assert "number of updates is not static" in left.output and "--fix-dim" in left.output
+    assert not check(load_model(source), "tensorrt-8.6")[0].fix is None  # check names the fix
+
+    done = runner.invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "--fix-dim", "E=40",
+                               "-o", str(out), "--report", str(report)])
+    assert done.exit_code == 0, done.output
+    assert source.read_bytes() == before
+    lowered = onnx.load(out)
+    assert scatter_ops(lowered) == [("ScatterND", "none")]  # the one unique-target ScatterND of the network
+    dims = {v.name: [d.dim_value or d.dim_param for d in v.type.tensor_type.shape.dim] for v in lowered.graph.input}
+    assert dims["dst"] == [40] and dims["msg"] == [40, FEATURES]
+    validation = json.loads(report.read_text())["models"][0]["validation"]
+    assert validation and "max_abs_diff" in validation  # proven in onnxruntime on E = 40 inputs
+    assert runner.invoke(app, ["check", str(out), "--target", "tensorrt-8.6"]).exit_code == 0
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((ROWS, FEATURES)).astype(np.float32)
+    dst = rng.integers(-ROWS, ROWS, 40)
+    msg = rng.standard_normal((40, FEATURES)).astype(np.float32)
+    (y,) = run_onnxruntime(str(out), {"x": x, "dst": dst, "msg": msg})
+    index = np.broadcast_to(dst[:, None], msg.shape)
+    expected = scatter_elements(x, index, msg, axis=0, reduction=reduction)
+    if reduction == "max":
+        np.testing.assert_array_equal(y, expected)
+    else:
+        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("where", ["if", "function"])
+def test_api_fixes_dims_seen_in_subgraphs_and_functions(where):
+    model = scatter_model("ScatterElements", opset=18, reduction="min", data_shape=(6, 4),
+                          indices_shape=("n", 4), where=where)
+    kept = sr.prepare_for_tensorrt(model, trt_version="8.6")
+    assert any(n.op_type == "ScatterElements" for g in _graphs(kept) for n in g.node)
+    lowered = sr.prepare_for_tensorrt(model, trt_version="8.6", fix_dims={"n": 5}, validate=True)
+    assert not any(n.op_type == "ScatterElements" for g in _graphs(lowered) for n in g.node)
+
+
+def _graphs(model: onnx.ModelProto):
+    yield model.graph
+    for node in model.graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield a.g
+    for function in model.functions:
+        yield function
+
+
+def test_unknown_dimension_name_is_a_one_line_error_and_writes_nothing(tmp_path):
+    source = tmp_path / "gnn.onnx"
+    onnx.save(gnn_model("add"), source)
+    result = runner.invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "--fix-dim", "N=40"])
+    assert result.exit_code == 1
+    assert "no model input has a dimension named 'N'" in result.output and "are: E" in result.output
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gnn.onnx"]
+
+
+@pytest.mark.parametrize("bad", ["E", "E=", "E=0", "E=-3", "E=x", "=4"])
+def test_malformed_fix_dim_is_bad_usage(tmp_path, bad):
+    source = tmp_path / "gnn.onnx"
+    onnx.save(gnn_model("add"), source)
+    result = runner.invoke(app, ["tensorrt", str(source), "--fix-dim", bad])
+    assert result.exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gnn.onnx"]

@@ -248,7 +248,7 @@ def _opset(node: ir.Node, f: Finding, n: int) -> None:
 def _fixing_dims(model: ir.Model, node: ir.Node, opset: int) -> list[str]:
     """The named model-input dimensions whose fixing (``tensorrt --fix-dim``) makes the node's
     number of updates static: those its indices and updates come from, tried on a weightless copy
-    (fixed to 2, shapes inferred again, as the tensorrt pass would see them); [] when that fails."""
+    (fixed to 2, as the tensorrt pass would see them); [] when that fails."""
     names = _ancestor_input_dims(model, node)
     if not names or not node.name:
         return []
@@ -257,11 +257,9 @@ def _fixing_dims(model: ir.Model, node: ir.Node, opset: int) -> list[str]:
     from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
 
     copy = weightless_copy(model)
-    FixDimsPass({name: 2 for name in names})(copy)
-    inline_rank_hiding_ifs(copy)
-    for value in (v for n, scope in iter_nodes(copy) if not scope.is_function for v in n.outputs):
-        value.shape = None  # inferred again from the fixed inputs
-    ir.passes.common.ShapeInferencePass(strict_mode=False)(copy)
+    FixDimsPass({name: 2 for name in names})(copy)  # shapes inferred again, shape arithmetic folded
+    if inline_rank_hiding_ifs(copy):
+        infer_missing_shapes(copy)
     annotate_functions_with(copy, is_reducing_scatter)
     twin = next((n for n, _ in iter_nodes(copy) if n.op_type == node.op_type and n.name == node.name), None)
     return names if twin is not None and network_blocker(twin, opset) is None else []

@@ -120,3 +120,36 @@ def test_malformed_fix_dim_is_bad_usage(tmp_path, bad):
     result = runner.invoke(app, ["tensorrt", str(source), "--fix-dim", bad])
     assert result.exit_code == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gnn.onnx"]
+
+
+def test_shape_arithmetic_is_folded_and_nothing_else():
+    """Expand to Concat(Gather(Shape(x), 0), [3]): static once E is fixed. The float weight's Reshape
+    and an integer computation that reads no shape stay as they are."""
+    import onnx_ir as ir
+    from onnx import numpy_helper
+
+    from scatter_rewrite.passes.fix_dims import FixDimsPass
+
+    vi = oh.make_tensor_value_info
+    ints = {"zero": [0], "three": [3], "pair": [2, 3]}
+    graph = oh.make_graph([
+        oh.make_node("Shape", ["x"], ["sx"]),
+        oh.make_node("Gather", ["sx", "zero"], ["rows"], axis=0),
+        oh.make_node("Concat", ["rows", "three"], ["target"], axis=0),
+        oh.make_node("Expand", ["row", "target"], ["grid"]),
+        oh.make_node("Reshape", ["w", "pair"], ["w2"]),
+        oh.make_node("Sub", ["pair", "zero"], ["pair2"]),
+        oh.make_node("Reshape", ["w2", "pair2"], ["w3"], allowzero=0),
+    ], "g", [vi("x", TensorProto.FLOAT, ["E", 3]), vi("row", TensorProto.FLOAT, [1, 3])],
+        [vi("grid", TensorProto.FLOAT, None), vi("w3", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.arange(6, dtype=np.float32), "w")]
+        + [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in ints.items()])
+    model = ir.serde.deserialize_model(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]))
+    result = FixDimsPass({"E": 4})(model)
+    ops = [n.op_type for n in model.graph]
+    assert "Shape" not in ops and "Concat" not in ops and "Gather" not in ops  # folded into 'target'
+    assert model.graph.initializers["target"].const_value.numpy().tolist() == [4, 3]
+    grid = next(n for n in model.graph if n.op_type == "Expand").outputs[0]
+    assert list(grid.shape) == [4, 3]
+    assert ops.count("Reshape") == 2 and "Sub" in ops  # no Shape upstream: not this pass's business
+    assert any("1 shape computation(s) folded" in note for note in result.notes), result.notes

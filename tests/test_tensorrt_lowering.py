@@ -410,13 +410,26 @@ def test_pytorch_exports_on_8_6(name):
     assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))
 
 
-def test_pytorch_gnn_export_with_dynamic_edges_is_left_alone():
-    model, feeds, _ = torch_case("scatter_add_gnn_ts16")
+def test_pytorch_gnn_export_with_dynamic_edges_is_lowered_once_the_edge_count_is_fixed():
+    """TorchScript computes the update shapes at run time (Shape -> Gather -> Concat -> Expand,
+    Slice to Shape(...)): fixing num_edges alone makes them static once that arithmetic is folded."""
+    model, feeds, want = torch_case("scatter_add_gnn_ts16")
     out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True)
     (report,) = [p for p in outcome.passes if p["pass"] == "tensorrt"]
     assert "number of updates is not static" in report["skipped"][0]["detail"]
     (finding,) = check(ir.serde.deserialize_model(out), "tensorrt-8.6")
-    assert finding.blocked and finding.fix is None
+    assert finding.blocked and finding.fix == "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim num_edges=SIZE"
+
+    edges = feeds["dst"].shape[0]
+    fixed, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", fix_dims={"num_edges": edges},
+                                             validate=True, inputs=feeds, return_report=True)
+    (report,) = [p for p in outcome.passes if p["pass"] == "tensorrt"]
+    assert report["rewritten"] and not report["skipped"]
+    assert not FORBIDDEN & {n.op_type for n in fixed.graph.node}
+    assert outcome.validation["checked_against"] == "onnxruntime on the original model"
+    assert not any(f.blocked for f in check(ir.serde.deserialize_model(fixed), "tensorrt-8.6"))
+    (got,) = ort_run(fixed, feeds)
+    np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-5)  # PyTorch's own output
 
 
 # ---- size: far beyond what a TopK sort could take on TensorRT (K <= 1024 on 8.6) ----------------------

@@ -7,15 +7,26 @@ replaces the symbolic dimension ``NAME`` by ``SIZE`` wherever a value's shape de
 main graph's inputs and outputs, and every value of every graph, subgraph and function. The model
 then accepts inputs of that size only. Validation feeds both models inputs of that size
 (:attr:`FixDimsPass.dim_sizes`).
+
+Exporters often compute shapes at run time (TorchScript: ``Shape -> Gather -> Concat -> Expand``),
+which ONNX shape inference does not follow. So shapes are then inferred again, and the small
+integer computations that now read only static shapes are folded into constants (the fold pass's
+:class:`~.fold.ConstantChains`), round after round until nothing changes: the shapes downstream of
+a fixed dimension become static where they can.
 """
 
 from __future__ import annotations
 
 import onnx_ir as ir
+import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.graph import iter_scopes
+from scatter_rewrite.graph import is_default_domain, iter_nodes, iter_scopes
 from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.passes.fold import CHAIN_OPS, SHAPE_OPS, CannotEvaluate, ConstantChains
+
+_MAX_ROUNDS = 16  # each round may make the next Shape static; real exports settle in 2-3
+_MAX_FOLDED_ELEMENTS = 4096  # shape arithmetic is small: nothing bigger (no weight) is folded here
 
 
 class FixDimsPass(ScatterPass):
@@ -44,7 +55,82 @@ class FixDimsPass(ScatterPass):
             changed += 1
         for name, size in sorted(self.dim_sizes.items()):
             self.note(f"dimension {name!r} fixed to {size}", modified=True)
-        self.note(f"{changed} value shape(s) now static in the fixed dimension(s)")
+        folded = _settle_shapes(model)
+        self.note(f"{changed} value shape(s) now static in the fixed dimension(s); {folded} shape "
+                  "computation(s) folded to constants")
+
+
+def _settle_shapes(model: ir.Model) -> int:
+    """Infer shapes again and fold the shape computations that became constant, until nothing
+    changes; returns how many values were folded."""
+    folded = 0
+    for _ in range(_MAX_ROUNDS):
+        _infer_again(model)
+        chains, round_folded = ConstantChains(), 0
+        for node, scope in iter_nodes(model):
+            if node.graph is None or scope.is_function or _is_constant_chain_node(node, chains):
+                continue  # a chain node is folded as part of what its consumer reads
+            for value in node.inputs:
+                if value is not None and _fold_input(value, scope, chains):
+                    round_folded += 1
+        folded += round_folded
+        if not round_folded:
+            break
+    return folded
+
+
+def _is_constant_chain_node(node: ir.Node, chains: ConstantChains) -> bool:
+    return (is_default_domain(node) and node.op_type in CHAIN_OPS
+            and all(chains.why_not(v) is None for v in node.outputs))
+
+
+def _fold_input(value: ir.Value, scope, chains: ConstantChains) -> bool:
+    """Replace ``value``, read by a node that is not constant, by an initializer when it is small
+    integer shape arithmetic that has become constant; whether it was."""
+    producer = value.producer()
+    if (producer is None or producer.op_type == "Constant" or not is_default_domain(producer)
+            or chains.why_not(value) is not None or not _reads_a_shape(value)):
+        return False
+    try:
+        array = chains.evaluate(value, scope.opset)
+    except CannotEvaluate:
+        return False
+    if array.dtype.kind not in "iub" or array.size > _MAX_FOLDED_ELEMENTS:
+        return False
+    constant = ir.Value(name=value.name, type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+                        shape=ir.Shape(array.shape), const_value=ir.Tensor(array))
+    value.name = None  # the initializer takes its name
+    ir.convenience.replace_all_uses_with(value, constant)
+    scope.body.register_initializer(constant)
+    chains.prune([value])
+    return True
+
+
+def _reads_a_shape(value: ir.Value, seen: set[int] | None = None) -> bool:
+    """Whether a Shape/Size node is among the producers of ``value`` (shape arithmetic, not weights)."""
+    seen = set() if seen is None else seen
+    producer = value.producer()
+    if producer is None or id(producer) in seen:
+        return False
+    seen.add(id(producer))
+    return producer.op_type in SHAPE_OPS or any(_reads_a_shape(v, seen) for v in producer.inputs if v is not None)
+
+
+def _infer_again(model: ir.Model) -> None:
+    """ONNX shape inference from the graph inputs' shapes as they now are. The shapes it infers
+    replace those recorded on node outputs (which may hold the dims it could not follow before);
+    a value it cannot infer keeps its recorded shape."""
+    recorded = {}
+    for node, scope in iter_nodes(model):
+        if scope.is_function or not is_default_domain(node):
+            continue
+        for value in node.outputs:
+            recorded[value] = value.shape
+            value.shape = None
+    ir.passes.common.ShapeInferencePass(strict_mode=False)(model)
+    for value, shape in recorded.items():
+        if value.shape is None:
+            value.shape = shape
 
 
 def _name(dim) -> str | None:

@@ -116,7 +116,8 @@ class FoldPass(ScatterPass):
             return
         name = out.name
         feeding = [v for v in node.inputs if v is not None]
-        self._replace(node, scope, self._tensor(result, dtype, name))
+        replace_by_constant(node, scope, self._tensor(result, dtype, name))
+        self._chains.forget(node.outputs[0])
         removed = self._chains.prune(feeding)
         nbytes = _nbytes(dtype, result.shape)
         extra = f"; {removed} constant node(s)/initializer(s) it used removed" if removed else ""
@@ -185,20 +186,22 @@ class FoldPass(ScatterPass):
             return ir.StringTensor(flat, shape=ir.Shape(array.shape), name=name)
         return ir.Tensor(array, dtype=dtype, name=name)  # wraps the array: no copy
 
-    def _replace(self, node: ir.Node, scope: Scope, tensor: ir.TensorProtocol) -> None:
-        out = node.outputs[0]
-        if scope.is_function:
-            new_nodes = [ir.node("Constant", [], attributes={"value": tensor}, name=node.name or None)]
-            new_value = new_nodes[0].outputs[0]
-        else:
-            new_nodes, new_value = [], ir.Value()
-        ir.convenience.replace_nodes_and_values(scope.body, node, [node], new_nodes, [out], [new_value])
-        new_value.type = ir.TensorType(tensor.dtype)
-        new_value.shape = ir.Shape(tensor.shape)
-        if not scope.is_function:
-            new_value.const_value = tensor
-            scope.body.register_initializer(new_value)
-        self._chains.forget(out)
+
+def replace_by_constant(node: ir.Node, scope: Scope, tensor: ir.TensorProtocol) -> None:
+    """Replace the single-output ``node`` by ``tensor``: an initializer of the same name in a graph,
+    a ``Constant`` node in a function (which has no initializers)."""
+    out = node.outputs[0]
+    if scope.is_function:
+        new_nodes = [ir.node("Constant", [], attributes={"value": tensor}, name=node.name or None)]
+        new_value = new_nodes[0].outputs[0]
+    else:
+        new_nodes, new_value = [], ir.Value()
+    ir.convenience.replace_nodes_and_values(scope.body, node, [node], new_nodes, [out], [new_value])
+    new_value.type = ir.TensorType(tensor.dtype)
+    new_value.shape = ir.Shape(tensor.shape)
+    if not scope.is_function:
+        new_value.const_value = tensor
+        scope.body.register_initializer(new_value)
 
 
 class ConstantChains:

@@ -89,7 +89,7 @@ def _fold_input(value: ir.Value, scope, chains: ConstantChains) -> bool:
     integer shape arithmetic that has become constant; whether it was."""
     producer = value.producer()
     if (producer is None or producer.op_type == "Constant" or not is_default_domain(producer)
-            or chains.why_not(value) is not None or not _reads_a_shape(value)):
+            or value.is_graph_output() or chains.why_not(value) is not None or not _reads_a_shape(value)):
         return False
     try:
         array = chains.evaluate(value, scope.opset)

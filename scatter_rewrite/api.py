@@ -87,7 +87,7 @@ def rewrite(
             original_path, rewritten_path = Path(tmp, "original.onnx"), Path(tmp, "rewritten.onnx")
             onnx.save(original_proto, original_path)
             ir.save(working, rewritten_path)
-            check_model(rewritten_path)
+            check_model(rewritten_path, original_path)
             outcome.validation = validation.validate(original_path, rewritten_path, plan).to_dict()
     result = _from_ir(working, model)
     return (result, outcome) if return_report else result

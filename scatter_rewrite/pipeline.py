@@ -129,15 +129,28 @@ def result_dict(result: ir.passes.PassResult) -> dict:
     return {"pass": type(result).__name__, "modified": result.modified, "rewritten": [], "skipped": [], "notes": []}
 
 
-def check_model(path: Path) -> None:
+def check_model(path: Path, source: Path | None = None) -> None:
+    """``onnx.checker`` (full) on the rewritten model at ``path``; InvalidModelError if it fails,
+    saying so of the input too when ``source`` fails it the same way (the rewrite did not cause it)."""
+    failure = _checker_failure(path)
+    if failure is None:
+        return
+    if source is not None and _checker_failure(source) == failure:
+        hint = "; scatter-rewrite upgrade replaces a deprecated Scatter" if "Scatter is deprecated" in failure else ""
+        raise InvalidModelError(f"{source} fails onnx.checker before any rewrite, and this rewrite does not "
+                                f"fix it: {failure}{hint}")
+    raise InvalidModelError(f"the rewritten model fails onnx.checker: {failure}")
+
+
+def _checker_failure(path: Path) -> str | None:
     from scatter_rewrite._protowire import checkable
 
     try:
         with checkable(path) as target:  # big inline weights: checked without reading them again
             onnx.checker.check_model(target, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise InvalidModelError(f"the rewritten model fails onnx.checker: {first}") from e
+        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return None
 
 
 def default_output(source: Path, suffix: str, folder: Path | None = None) -> Path:
@@ -194,7 +207,7 @@ def rewrite_file(
         outcome = Outcome(str(source), str(destination), [result.to_dict()])
         with staged_save(proto, destination) as staged:
             del proto
-            check_model(staged)
+            check_model(staged, source)
         outcome.status, outcome.seconds = "PASSED", time.perf_counter() - started
         return outcome
     model = to_ir(proto, source)
@@ -207,7 +220,7 @@ def rewrite_file(
     del results  # they hold the model too
     with staged_save(model, destination, data_name) as staged:
         del model  # written: free the rewritten weights (a folded result, say) before validation runs
-        check_model(staged)
+        check_model(staged, source)
         if plan is not None and modified:
             outcome.validation = validation.validate(source, staged, plan).to_dict()
         elif plan is not None:

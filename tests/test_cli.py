@@ -180,3 +180,15 @@ def test_several_files_all_pass(tmp_path):
     assert result.exit_code == 0, result.output
     assert "2 of 2 model(s) PASSED" in result.stdout
     assert all(p.with_name(p.stem + ".upgraded.onnx").exists() for p in paths)
+
+
+def test_checker_failure_the_input_already_has_is_not_blamed_on_the_rewrite(legacy):
+    """fold leaves a non-constant deprecated Scatter at opset 13 as it is: the model fails the checker
+    as the input did, and the message says so and names the verb that fixes it."""
+    before = digest(legacy)
+    result = invoke("fold", legacy)
+    assert result.exit_code == 1
+    assert "fails onnx.checker before any rewrite" in result.output
+    assert "scatter-rewrite upgrade" in result.output
+    assert sorted(p.name for p in legacy.parent.iterdir()) == ["legacy.onnx"]
+    assert digest(legacy) == before

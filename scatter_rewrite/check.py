@@ -37,6 +37,7 @@ from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
+from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
 from scatter_rewrite.passes.tensorrt import is_reducing_scatter
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 
@@ -253,7 +254,6 @@ def _fixing_dims(model: ir.Model, node: ir.Node, opset: int) -> list[str]:
     if not names or not node.name:
         return []
     from scatter_rewrite.passes._inference import weightless_copy
-    from scatter_rewrite.passes.fix_dims import FixDimsPass
     from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
 
     copy = weightless_copy(model)
@@ -275,7 +275,7 @@ def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
             continue
         seen.add(id(value))
         if id(value) in inputs:
-            names |= {d.value for d in value.shape or () if isinstance(d, ir.SymbolicDim) and d.value}
+            names |= {dim_name(d) for d in value.shape or ()} - {None}
         elif value.producer() is not None:
             stack += [v for v in value.producer().inputs if v is not None]
     return sorted(names)

@@ -49,9 +49,9 @@ class FixDimsPass(ScatterPass):
         changed = 0
         for value in _all_values(model):
             shape = value.shape
-            if shape is None or not any(_name(d) in self.dim_sizes for d in shape):
+            if shape is None or not any(dim_name(d) in self.dim_sizes for d in shape):
                 continue
-            value.shape = ir.Shape([self.dim_sizes.get(_name(d), d) if _name(d) else d for d in shape])
+            value.shape = ir.Shape([self.dim_sizes.get(dim_name(d), d) if dim_name(d) else d for d in shape])
             changed += 1
         for name, size in sorted(self.dim_sizes.items()):
             self.note(f"dimension {name!r} fixed to {size}", modified=True)
@@ -133,12 +133,13 @@ def _infer_again(model: ir.Model) -> None:
             value.shape = shape
 
 
-def _name(dim) -> str | None:
+def dim_name(dim) -> str | None:
+    """A symbolic dimension's name (None: a static or unnamed dimension)."""
     return dim.value if isinstance(dim, ir.SymbolicDim) and dim.value else None
 
 
 def _input_dim_names(model: ir.Model) -> set[str]:
-    return {_name(d) for v in model.graph.inputs if v.shape is not None for d in v.shape} - {None}
+    return {dim_name(d) for v in model.graph.inputs if v.shape is not None for d in v.shape} - {None}
 
 
 def _all_values(model: ir.Model):

@@ -125,24 +125,31 @@ def _findings(model: ir.Model, kind: str, version) -> list[Finding]:
 
 class _Inlined:
     """The model as ``scatter-rewrite tensorrt`` sees it before lowering: a copy with the constant
-    Ifs that hide a reducing scatter's rank inlined (made on first use)."""
+    Ifs that hide a reducing scatter's rank inlined, and, per set of dimension names, one with those
+    dimensions fixed first (``--fix-dim``); each made on first use."""
 
     def __init__(self, model: ir.Model):
-        self.model, self._copy = model, None
+        self.model = model
+        self._copies: dict[tuple[str, ...], ir.Model] = {}
 
-    def twin(self, node: ir.Node) -> ir.Node | None:
-        """``node`` in the copy (found by op and name), None when it has no name or is not found."""
+    def twin(self, node: ir.Node, fixed: tuple[str, ...] = ()) -> ir.Node | None:
+        """``node`` in the copy with the ``fixed`` dimensions fixed (found by op and name), None
+        when it has no name or is not found."""
         if not node.name:
             return None
-        if self._copy is None:
+        copy = self._copies.get(fixed)
+        if copy is None:
+            from scatter_rewrite.passes._inference import weightless_copy
             from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
 
-            from scatter_rewrite.passes._inference import weightless_copy
-
-            self._copy = weightless_copy(self.model)
-            if inline_rank_hiding_ifs(self._copy):
-                infer_missing_shapes(self._copy)
-        return next((n for n, _ in iter_nodes(self._copy) if n.op_type == node.op_type and n.name == node.name), None)
+            copy = self._copies[fixed] = weightless_copy(self.model)
+            if fixed:  # fixed to 2: shapes inferred again, shape arithmetic folded (fix_dims)
+                FixDimsPass({name: 2 for name in fixed})(copy)
+            if inline_rank_hiding_ifs(copy):
+                infer_missing_shapes(copy)
+            if fixed:
+                annotate_functions_with(copy, is_reducing_scatter)
+        return next((n for n, _ in iter_nodes(copy) if n.op_type == node.op_type and n.name == node.name), None)
 
 
 def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> None:
@@ -216,7 +223,7 @@ def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined, fix_options: list[s
     if reason is None:
         f.notes.append(lowers)
         return True
-    dims = _fixing_dims(inlined.model, node, f.opset) if reason.startswith(NOT_STATIC) else []
+    dims = _fixing_dims(inlined, node, f.opset) if reason.startswith(NOT_STATIC) else []
     if dims:
         fix_options += [f"--fix-dim {name}=SIZE" for name in dims if f"--fix-dim {name}=SIZE" not in fix_options]
         f.notes.append(f"{lowers} once the number of updates is static: fix {', '.join(dims)} with --fix-dim")
@@ -246,22 +253,12 @@ def _opset(node: ir.Node, f: Finding, n: int) -> None:
         f.fix = f"scatter-rewrite lower --opset {n}"
 
 
-def _fixing_dims(model: ir.Model, node: ir.Node, opset: int) -> list[str]:
+def _fixing_dims(inlined: _Inlined, node: ir.Node, opset: int) -> list[str]:
     """The named model-input dimensions whose fixing (``tensorrt --fix-dim``) makes the node's
     number of updates static: those its indices and updates come from, tried on a weightless copy
-    (fixed to 2, as the tensorrt pass would see them); [] when that fails."""
-    names = _ancestor_input_dims(model, node)
-    if not names or not node.name:
-        return []
-    from scatter_rewrite.passes._inference import weightless_copy
-    from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
-
-    copy = weightless_copy(model)
-    FixDimsPass({name: 2 for name in names})(copy)  # shapes inferred again, shape arithmetic folded
-    if inline_rank_hiding_ifs(copy):
-        infer_missing_shapes(copy)
-    annotate_functions_with(copy, is_reducing_scatter)
-    twin = next((n for n, _ in iter_nodes(copy) if n.op_type == node.op_type and n.name == node.name), None)
+    (as the tensorrt pass would see it); [] when that fails."""
+    names = _ancestor_input_dims(inlined.model, node)
+    twin = inlined.twin(node, tuple(names)) if names else None
     return names if twin is not None and network_blocker(twin, opset) is None else []
 
 

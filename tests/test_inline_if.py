@@ -172,8 +172,8 @@ def test_condition_known_only_at_run_time_is_not_inlined(how):
     assert messages == [] and "cond" in node_names(inlined)
 
 
-def test_near_selects_only_ifs_around_a_scatter_of_unknown_rank():
-    """What the tensorrt pass can pass as ``near``: the wrapper goes, an unrelated constant If stays."""
+def wrapper_model_with_an_unrelated_constant_if() -> onnx.ModelProto:
+    """The wrapper model plus a constant If 'unrelated' (output z) that touches no scatter."""
     model = wrapper_model()
     then = oh.make_graph([oh.make_node("Neg", ["x"], ["t"])], "ut", [], [vi("t", FLOAT, [4, 3])])
     other = oh.make_graph([oh.make_node("Abs", ["x"], ["e"])], "ue", [], [vi("e", FLOAT, [4, 3])])
@@ -181,6 +181,12 @@ def test_near_selects_only_ifs_around_a_scatter_of_unknown_rank():
         oh.make_node("Constant", [], ["always"], value=nh.from_array(np.array(True))),
         oh.make_node("If", ["always"], ["z"], name="unrelated", then_branch=then, else_branch=other)])
     model.graph.output.append(vi("z", FLOAT, [4, 3]))
+    return model
+
+
+def test_near_selects_only_ifs_around_a_scatter_of_unknown_rank():
+    """What the tensorrt pass can pass as ``near``: the wrapper goes, an unrelated constant If stays."""
+    model = wrapper_model_with_an_unrelated_constant_if()
     inlined, messages = inline(model, near=scatter_of_unknown_rank)
     assert [m.split(":")[0] for m in messages] == ["If 'w_If' (opset 16, main graph)", "If 'w_If_1' (opset 16, main graph)"]
     assert "unrelated" in node_names(inlined) and "w_If" not in node_names(inlined)
@@ -359,13 +365,7 @@ def test_lower_inlines_the_wrapper(where, opset):
 
 def test_lower_leaves_a_constant_if_that_has_nothing_to_do_with_a_scatter():
     """The policy: only Ifs that feed, or read, a scatter that cannot be lowered as it stands."""
-    model = wrapper_model()
-    unrelated_then = oh.make_graph([oh.make_node("Neg", ["x"], ["t"])], "ut", [], [vi("t", FLOAT, [4, 3])])
-    unrelated_else = oh.make_graph([oh.make_node("Abs", ["x"], ["e"])], "ue", [], [vi("e", FLOAT, [4, 3])])
-    model.graph.node.extend([
-        oh.make_node("Constant", [], ["always"], value=nh.from_array(np.array(True))),
-        oh.make_node("If", ["always"], ["z"], name="unrelated", then_branch=unrelated_then, else_branch=unrelated_else)])
-    model.graph.output.append(vi("z", FLOAT, [4, 3]))
+    model = wrapper_model_with_an_unrelated_constant_if()
     feeds = wrapper_feeds()
     lowered, outcome = sr.lower(model, opset=13, validate=True, inputs=feeds, return_report=True)
     names = node_names(lowered)

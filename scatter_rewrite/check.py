@@ -99,13 +99,13 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
     # As the tensorrt pass sees a function's reductions: with the types its call sites agree on.
     borrowed = annotate_functions_with(model, is_reducing_scatter) if kind == "tensorrt" else []
     try:
-        return _findings(model, kind, version)
+        return _findings(model, kind, version, borrowed)
     finally:
         restore_types(borrowed)
 
 
-def _findings(model: ir.Model, kind: str, version) -> list[Finding]:
-    inlined = _Inlined(model)
+def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
+    inlined = _Inlined(model, borrowed)
     findings = []
     for node, scope in iter_nodes(model):
         if node.op_type not in SCATTER_OPS or not is_default_domain(node):
@@ -126,10 +126,13 @@ def _findings(model: ir.Model, kind: str, version) -> list[Finding]:
 class _Inlined:
     """The model as ``scatter-rewrite tensorrt`` sees it before lowering: a copy with the constant
     Ifs that hide a reducing scatter's rank inlined, and, per set of dimension names, one with those
-    dimensions fixed first (``--fix-dim``); each made on first use."""
+    dimensions fixed first (``--fix-dim``); each made on first use. The copies are made without
+    the function types ``borrowed`` from the call sites, and get them again from their own call
+    sites (whose shapes fixing a dimension may have made static)."""
 
-    def __init__(self, model: ir.Model):
+    def __init__(self, model: ir.Model, borrowed):
         self.model = model
+        self._borrowed = borrowed
         self._copies: dict[tuple[str, ...], ir.Model] = {}
 
     def twin(self, node: ir.Node, fixed: tuple[str, ...] = ()) -> ir.Node | None:
@@ -142,13 +145,18 @@ class _Inlined:
             from scatter_rewrite.passes._inference import weightless_copy
             from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
 
-            copy = self._copies[fixed] = weightless_copy(self.model)
+            annotated = [(value, value.type, value.shape) for value, _ in self._borrowed]
+            restore_types(self._borrowed)
+            try:
+                copy = self._copies[fixed] = weightless_copy(self.model)
+            finally:
+                for value, type_, shape in annotated:
+                    value.type, value.shape = type_, shape
             if fixed:  # fixed to 2: shapes inferred again, shape arithmetic folded (fix_dims)
                 FixDimsPass({name: 2 for name in fixed})(copy)
             if inline_rank_hiding_ifs(copy):
                 infer_missing_shapes(copy)
-            if fixed:
-                annotate_functions_with(copy, is_reducing_scatter)
+            annotate_functions_with(copy, is_reducing_scatter)
         return next((n for n, _ in iter_nodes(copy) if n.op_type == node.op_type and n.name == node.name), None)
 
 
@@ -263,8 +271,11 @@ def _fixing_dims(inlined: _Inlined, node: ir.Node, opset: int) -> list[str]:
 
 
 def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
-    """The named dimensions of the main-graph inputs the node's indices and updates come from."""
+    """The named dimensions of the main-graph inputs the node's indices and updates come from,
+    followed out of a function through the inputs of its call sites."""
     inputs = {id(v) for v in model.graph.inputs}
+    formal = {id(v): (key, i) for key, function in model.functions.items() for i, v in enumerate(function.inputs)}
+    calls: dict[tuple, list[ir.Node]] | None = None
     names, seen, stack = set(), set(), [v for v in node.inputs[1:3] if v is not None]
     while stack:
         value = stack.pop()
@@ -275,4 +286,11 @@ def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
             names |= {dim_name(d) for d in value.shape or ()} - {None}
         elif value.producer() is not None:
             stack += [v for v in value.producer().inputs if v is not None]
+        elif id(value) in formal:
+            if calls is None:
+                calls = {}
+                for n, _ in iter_nodes(model):
+                    calls.setdefault((n.domain, n.op_type, n.overload), []).append(n)
+            key, i = formal[id(value)]
+            stack += [c.inputs[i] for c in calls.get(key, []) if i < len(c.inputs) and c.inputs[i] is not None]
     return sorted(names)

@@ -61,6 +61,10 @@ BLOCKERS = {
     "dynamic count on 8.6": (lambda: scatter_model("ScatterElements", opset=16, reduction="add", data_shape=(4, 5),
                                                    indices_shape=("e", 5)), "tensorrt-8.6",
                              "silently ignored by TensorRT 8.6", "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim e=SIZE"),
+    "dynamic count in a function on 8.6": (
+        lambda: scatter_model("ScatterElements", opset=16, reduction="add", data_shape=(4, 5), indices_shape=("e", 5),
+                              where="function"), "tensorrt-8.6",
+        "silently ignored by TensorRT 8.6", "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim e=SIZE"),
     "unnamed dynamic count on 8.6": (lambda: scatter_model("ScatterElements", opset=16, reduction="add",
                                                            data_shape=(4, 5), indices_shape=(None, 5)), "tensorrt-8.6",
                                      "silently ignored by TensorRT 8.6", None),

@@ -182,10 +182,12 @@ def test_trt86_reductions_are_lowered_to_what_trt_accepts(op):
     assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))
 
 
+@pytest.mark.parametrize("where", ["main", "function"])
 @pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
-def test_trt86_reductions_with_a_dynamic_count_are_reported_not_emitted_in_a_form_trt_rejects(op):
-    model = (scatter_model("ScatterElements", opset=18, reduction="max", data_shape=(4, 5), indices_shape=("e", 5))
-             if op == "ScatterElements" else nd("mul", indices_shape=("m", 2), updates_shape=("m", 3)))
+def test_trt86_reductions_with_a_dynamic_count_are_reported_not_emitted_in_a_form_trt_rejects(op, where):
+    model = (scatter_model("ScatterElements", opset=18, reduction="max", data_shape=(4, 5), indices_shape=("e", 5),
+                           where=where)
+             if op == "ScatterElements" else nd("mul", indices_shape=("m", 2), updates_shape=("m", 3), where=where))
     out, outcome = prepare(model, "8.6")
     (node,) = scatter_nodes(out)
     assert node.op_type == op  # nothing TensorRT 8.6 would reject was emitted

@@ -41,7 +41,7 @@ def is_default_domain(node: ir.Node) -> bool:
 
 def _subgraphs(node: ir.Node) -> Iterator[tuple[str, ir.Graph]]:
     for name, attr in node.attributes.items():
-        if not isinstance(attr, ir.Attr):
+        if is_reference(attr):
             continue  # a reference attribute inside a function: no graph
         if attr.type == ir.AttributeType.GRAPH:
             yield name, attr.value
@@ -128,8 +128,29 @@ def describe_parts(op_type: str, name: str | None, opset: int, where: str) -> st
 
 
 def attr(node: ir.Node, name: str, default=None):
-    """An attribute's Python value, or the schema default the caller passes."""
+    """An attribute's Python value, or the schema default the caller passes when it is absent.
+    None for an attribute that refers to an attribute of the enclosing function (its value is known
+    only at a call site): never the default, which could silently mean something else. Passes
+    decline such nodes first (:func:`reference_reason`)."""
     a = node.attributes.get(name)
-    if a is None or not isinstance(a, ir.Attr):
+    if a is None:
         return default
+    if is_reference(a):
+        return None
     return a.value
+
+
+def is_reference(a) -> bool:
+    """Whether attribute ``a`` refers to an attribute of the enclosing function (``axis = @ax``).
+    onnx_ir >= 0.1.x represents it as an ``ir.Attr`` with ``is_ref()`` true (older: ``RefAttr``)."""
+    return not isinstance(a, ir.Attr) or a.is_ref()
+
+
+def reference_reason(node: ir.Node, names=None) -> str | None:
+    """Why ``node`` cannot be rewritten as it stands when one of its attributes (of ``names``, or
+    any) refers to an attribute of the enclosing function; None when all are known."""
+    for name, a in node.attributes.items():
+        if (names is None or name in names) and is_reference(a):
+            return (f"attribute '{name}' refers to the function's attribute '{a.ref_attr_name}', "
+                    "whose value is known only at a call site")
+    return None

@@ -29,7 +29,9 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.graph import DEFAULT_DOMAINS, Scope, default_opset, describe, is_default_domain, iter_scopes
+from scatter_rewrite.graph import (
+    DEFAULT_DOMAINS, Scope, default_opset, describe, is_default_domain, is_reference, iter_scopes,
+)
 
 logger = logging.getLogger("scatter_rewrite")
 
@@ -50,6 +52,9 @@ SAME_SEMANTICS_OPS = frozenset({
     "Less", "LessOrEqual", "Log", "MatMul", "Max", "Min", "Mod", "Mul", "Neg", "NonZero", "Not", "Or",
     "Pow", "Range", "Reciprocal", "Relu", "Reshape", "Round", "Shape", "Sigmoid", "Sign", "Size",
     "Slice", "Sqrt", "Sub", "Sum", "Tanh", "Tile", "TopK", "Transpose", "Where", "Xor",
+    # reduction="none" (the default, dropped) means the same from 11 on; the converter's 16 -> 15
+    # adapter refuses bfloat16, which ScatterElements-13/ScatterND-13 accept.
+    "ScatterElements", "ScatterND",
 })
 
 # Control-flow nodes carry subgraphs; their own schema changes between 11 and 24 only widen types,
@@ -172,7 +177,8 @@ def _is_default(schema, name: str, value) -> bool:
 
 
 def _signature(node: ir.Node) -> tuple:
-    attrs = tuple(sorted((k, repr(a.value)) for k, a in node.attributes.items()))
+    attrs = tuple(sorted((k, f"@{a.ref_attr_name}" if is_reference(a) else repr(a.value))
+                         for k, a in node.attributes.items()))
     inputs = tuple(
         None if v is None else (v.dtype, None if v.shape is None else len(v.shape), _const_bytes(v))
         for v in node.inputs
@@ -203,7 +209,8 @@ def _one_node_model(node: ir.Node, source: int) -> onnx.ModelProto:
         graph_inputs.append(onnx.helper.make_tensor_value_info(name, dtype, None))
     outputs = [onnx.helper.make_tensor_value_info(f"out{i}", onnx.TensorProto.UNDEFINED, None) for i in range(len(node.outputs))]
     proto_node = onnx.helper.make_node(node.op_type, input_names, [o.name for o in outputs])
-    proto_node.attribute.extend(ir.serde.serialize_node(node).attribute)
+    # A reference to a function attribute has no value to convert: left out, put back after (_Converter).
+    proto_node.attribute.extend(a for a in ir.serde.serialize_node(node).attribute if not a.ref_attr_name)
     graph = onnx.helper.make_graph([proto_node], "one_node", graph_inputs, outputs, initializer=initializers)
     return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", source)])
 
@@ -240,11 +247,33 @@ class _Converter:
                 del node.attributes[name]
             self.kept += 1
             return
-        self._splice(node, scope, ir.serde.deserialize_model(converted).graph)
+        refs = {name: a for name, a in node.attributes.items() if is_reference(a)}
+        mini = ir.serde.deserialize_model(converted).graph
+        if refs:
+            self._check_references(node, scope, refs, mini)
+        self._splice(node, scope, mini, refs)
         self.converted += 1
 
+    def _check_references(self, node: ir.Node, scope: Scope, refs: dict, mini: ir.Graph) -> None:
+        """A node whose attributes refer to function attributes is converted without them and gets
+        them back: only when the converter left it one node of the same op whose target schema has
+        each of them, with the same type (else its value might have needed converting too)."""
+        same = [n for n in mini if n.op_type == node.op_type]
+        try:
+            old = onnx.defs.get_schema(node.op_type, self.target, "").attributes
+            new = onnx.defs.get_schema(node.op_type, scope.opset, "").attributes
+        except onnx.defs.SchemaError:
+            old = new = {}
+        for name, a in refs.items():
+            if (len(same) != 1 or name not in old or name not in new or old[name].type != new[name].type
+                    or name in same[0].attributes):
+                raise ConversionError(
+                    f"cannot convert {describe(node, scope)} to opset {self.target}: its attribute '{name}' refers "
+                    f"to the function's attribute '{a.ref_attr_name}', whose value is known only at a call site"
+                )
+
     @staticmethod
-    def _splice(node: ir.Node, scope: Scope, mini: ir.Graph) -> None:
+    def _splice(node: ir.Node, scope: Scope, mini: ir.Graph, refs: dict | None = None) -> None:
         by_name = {f"in{i}": v for i, v in enumerate(node.inputs) if v is not None}
         new_nodes = list(mini)
         mini.remove(new_nodes)
@@ -279,6 +308,8 @@ class _Converter:
                     v.type, v.shape = None, None
             if not named and new.op_type == node.op_type:
                 new.name, named = node.name, True
+                for name, a in (refs or {}).items():  # the function-attribute references it was converted without
+                    new.attributes[name] = ir.RefAttr(name, a.ref_attr_name, a.type)
             else:
                 new.name = None
         ir.convenience.replace_nodes_and_values(

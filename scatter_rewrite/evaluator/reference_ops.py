@@ -33,7 +33,32 @@ class ScatterND(OpRun):
         return (scatter_nd(data, indices, updates, reduction=reduction or "none", node_name=self.onnx_node.name),)
 
 
-REFERENCE_OPS = [Scatter, ScatterElements, ScatterND]
+# The custom-domain nodes of ``lower --mode custom|tensorrt-plugin`` (scatter_rewrite.custom_ops runs
+# them in onnxruntime, for the dtypes onnxruntime-extensions' Python ops take): same semantics as
+# ONNX ScatterElements-18/ScatterND-18; the TensorRT form's plugin_version/plugin_namespace are ignored.
+CUSTOM_DOMAIN = "ai.onnx.contrib"
+
+
+class _ContribScatterElements(OpRun):
+    op_domain = CUSTOM_DOMAIN
+
+    def _run(self, data, indices, updates, axis=None, reduction=None, plugin_version=None, plugin_namespace=None):
+        return (scatter_elements(data, indices, updates, axis=0 if axis is None else axis,
+                                 reduction=reduction or "none", node_name=self.onnx_node.name),)
+
+
+class _ContribScatterND(OpRun):
+    op_domain = CUSTOM_DOMAIN
+
+    def _run(self, data, indices, updates, reduction=None):
+        return (scatter_nd(data, indices, updates, reduction=reduction or "none", node_name=self.onnx_node.name),)
+
+
+# onnx.reference finds an op by its class name (and op_domain).
+ContribScatterElements = type("ScatterElements", (_ContribScatterElements,), {})
+ContribScatterND = type("ScatterND", (_ContribScatterND,), {})
+
+REFERENCE_OPS = [Scatter, ScatterElements, ScatterND, ContribScatterElements, ContribScatterND]
 
 
 def make_evaluator(proto):

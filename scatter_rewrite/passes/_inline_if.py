@@ -38,7 +38,9 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, body_nodes, describe, is_default_domain, iter_nodes, iter_scopes
+from scatter_rewrite.graph import (
+    Scope, body_nodes, describe, is_default_domain, is_reference, iter_nodes, iter_scopes,
+)
 from scatter_rewrite.passes._inference import (
     annotate_function_types, borrow_inferred_types, inferred_tensor_types, restore_types, shape_of,
 )
@@ -159,7 +161,7 @@ def _constant_branch(node: ir.Node, scope: Scope, chains: ConstantChains) -> tup
         return None
     for name in BRANCHES:
         a = node.attributes.get(name)
-        if not isinstance(a, ir.Attr) or a.type != ir.AttributeType.GRAPH:
+        if a is None or is_reference(a) or a.type != ir.AttributeType.GRAPH:
             return None  # a reference to a function attribute: unknown until called
         if len(a.value.outputs) != len(node.outputs):
             return None  # malformed: leave it to the checker
@@ -181,7 +183,7 @@ def _constant_branch(node: ir.Node, scope: Scope, chains: ConstantChains) -> tup
 def _graphs_within(node: ir.Node, nested: bool = True):
     """The node's subgraphs, and (``nested``) theirs."""
     for a in node.attributes.values():
-        if not isinstance(a, ir.Attr):
+        if is_reference(a):
             continue
         graphs = [a.value] if a.type == ir.AttributeType.GRAPH else (
             list(a.value) if a.type == ir.AttributeType.GRAPHS else [])

@@ -103,7 +103,7 @@ def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None =
     dtype = data.dtype
     reduction = attr(node, "reduction", "none")
     n, r_static, w_static = seg.row_counts(node)
-    if n == 0:  # nothing to scatter
+    if n == 0 or seg.is_empty(data):  # nothing to scatter (no updates, or no element to write to)
         return b.nodes, b.op("Identity", data, dtype=dtype)
     ct = seg.compute_dtype(dtype, reduction)
     kind = seg.Kind(reduction, ct, int_minmax=opset >= 12)
@@ -163,10 +163,7 @@ def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None =
     padded = b.op("Concat", base, final, axis=0, dtype=write)
     scattered = b.op("ScatterND", padded, targets, final, dtype=write)
     out_rows = b.cast(b.op("Slice", scattered, b.const([0]), r64, b.const([0]), dtype=write), dtype, write)
-    shape = (b.const(list(data.shape)) if data.shape is not None and all(isinstance(x, int) for x in data.shape)
-             else b.shape(data))
-    out = b.op("Reshape", out_rows, shape, dtype=dtype)
-    return b.nodes, out
+    return b.nodes, b.reshape_like(out_rows, data, opset)
 
 
 def _sort(b: seg.Builder, keys: ir.Value, sentinel: ir.Value, n: int, minmax: bool) -> tuple[ir.Value, ir.Value]:

@@ -149,6 +149,28 @@ class Builder:
             return self.const(list(value.shape[start:stop]))
         return self.op("Slice", self.shape(value), self.const([start]), self.const([stop]), dtype=INT64)
 
+    def reshape_like(self, value: ir.Value, like: ir.Value, opset: int) -> ir.Value:
+        """``value`` (as many elements as ``like``) reshaped to ``like``'s shape, right when that shape
+        holds a 0: Reshape reads a 0 in its shape input as "copy the input's dimension" unless
+        ``allowzero=1`` (opset >= 14), so ``Reshape(rows [0, 1], Shape(data [4, 0]))`` fails. Static
+        shapes go as a constant (the caller handles a static 0 itself: an empty ``like``); dynamic
+        ones with ``allowzero=1`` from opset 14, below it through a Reshape with the first 0 written
+        as -1 and every other dimension as 1 when ``like`` is empty, then an Expand to its shape."""
+        dims = like.shape
+        if dims is not None and all(isinstance(d, int) for d in dims) and 0 not in dims:
+            return self.op("Reshape", value, self.const(list(dims)), dtype=like.dtype)
+        shape = self.shape(like)
+        if opset >= 14:
+            return self.op("Reshape", value, shape, dtype=like.dtype, allowzero=1)
+        zero = self.cast(self.op("Equal", shape, self.const(0)), INT64, ir.DataType.BOOL)  # 1 where the dim is 0
+        first = self.op("Mul", zero, self.cast(self.op("Equal", self.op("CumSum", zero, self.const(0), dtype=INT64),
+                                                       self.const(1)), INT64, ir.DataType.BOOL), dtype=INT64)
+        empty = self.op("ReduceMax", zero, keepdims=0, dtype=INT64)  # 1 when like is empty
+        placeholder = self.op("Sub", self.const(1), self.op("Mul", first, self.const(2), dtype=INT64), dtype=INT64)
+        delta = self.op("Mul", empty, self.op("Sub", placeholder, shape, dtype=INT64), dtype=INT64)
+        target = self.op("Add", shape, delta, dtype=INT64)  # the shape, or the placeholder when empty
+        return self.op("Expand", self.op("Reshape", value, target, dtype=like.dtype), shape, dtype=like.dtype)
+
     def cast(self, value: ir.Value, to: ir.DataType, frm: ir.DataType | None) -> ir.Value:
         if frm == to:
             return value
@@ -293,11 +315,18 @@ def lower_reduction(node: ir.Node, opset: int, names: Names | None = None) -> tu
     names.prefix = _hint(node)
     b = Builder(names)
     data = node.inputs[0]
+    if is_empty(data):
+        return b.nodes, b.op("Identity", data, dtype=data.dtype)
     reduction = attr(node, "reduction", "none")
     rows, keys, vals = update_rows(b, node)
     out_rows = segment_reduce(b, rows, keys, vals, reduction, data.dtype)
-    out = b.op("Reshape", out_rows, b.shape(data), dtype=data.dtype)
-    return b.nodes, out
+    return b.nodes, b.reshape_like(out_rows, data, opset)
+
+
+def is_empty(value: ir.Value) -> bool:
+    """Whether ``value`` statically has no elements (some dimension is 0). A scatter into such data
+    writes nothing (valid indices cannot address an element): its result is the data."""
+    return value.shape is not None and any(d == 0 for d in value.shape if isinstance(d, int))
 
 
 def _elements_layout(data, indices, updates, axis: int):
@@ -588,10 +617,12 @@ def lower_tensor_scatter(node: ir.Node, opset: int, names: Names | None = None) 
         pos = b.op("Reshape", pos, b.const([1, -1]), dtype=INT64)  # [1, S]
     if mode == "circular":
         pos = b.op("Mod", pos, b.dim(cache, axis), dtype=INT64)
-    # [B or 1, 1, ..., S, 1, ...]: batch first, sequence at `axis`
-    pattern = b.op("Concat", b.op("Slice", b.op("Shape", pos, dtype=INT64), b.const([0]), b.const([1])),
-                   b.const([1] * (axis - 1)), b.dims(update, axis, axis + 1), b.const([1] * (rank - axis - 1)),
-                   axis=0, dtype=INT64)
-    positions = b.op("Expand", b.op("Reshape", pos, pattern, dtype=INT64), b.shape(update), dtype=INT64)
+    # [B or 1, 1, ..., S, 1, ...]: batch first, sequence at `axis`. Unsqueeze, not a Reshape to
+    # [B, 1, .., S, ..]: a Reshape reads S = 0 as "copy the input's dimension" (below opset 14).
+    ones = [d for d in range(1, rank) if d != axis]
+    if ones:
+        pos = (b.op("Unsqueeze", pos, b.const(ones), dtype=INT64) if opset >= 13
+               else b.op("Unsqueeze", pos, axes=ones, dtype=INT64))
+    positions = b.op("Expand", pos, b.shape(update), dtype=INT64)
     out = b.op("ScatterElements", cache, positions, update, axis=axis, dtype=cache.dtype)
     return b.nodes, out

@@ -35,7 +35,7 @@ import onnx_ir as ir
 
 from scatter_rewrite import evaluator
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
-from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes
+from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.passes.base import ScatterPass
 
 logger = logging.getLogger("scatter_rewrite")
@@ -129,7 +129,7 @@ class FoldPass(ScatterPass):
     def _unfoldable_attributes(self, node: ir.Node, scope: Scope) -> str | None:
         allowed = SCATTER_ATTRIBUTES[node.op_type]
         for name, a in node.attributes.items():
-            if not isinstance(a, ir.Attr):
+            if is_reference(a):
                 return f"attribute '{name}' refers to the function's attribute '{a.ref_attr_name}', unknown until called"
             if name not in allowed:
                 raise InvalidModelError(
@@ -260,7 +260,7 @@ class ConstantChains:
         if producer.op_type not in CHAIN_OPS or not is_default_domain(producer):
             return f"it comes from {label}, which is not a constant-chain op"
         for name, a in producer.attributes.items():
-            if not isinstance(a, ir.Attr):
+            if is_reference(a):
                 return f"it comes from {label}, whose attribute '{name}' refers to a function attribute"
             if a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 return f"it comes from {label}, which has a subgraph"

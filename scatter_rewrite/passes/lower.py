@@ -57,8 +57,8 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.graph import (
-    Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within, remove_unused_expands,
-    value_names,
+    Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within, reference_reason,
+    remove_unused_expands, value_names,
 )
 from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes import _segment_reduce as seg
@@ -100,6 +100,8 @@ class LowerPass(ScatterPass):
             return None
         if node.op_type in ("ScatterElements", "ScatterND"):
             reduction = attr(node, "reduction", "none")
+            if reduction is None:  # refers to a function attribute: may need lowering (the blocker says why not)
+                return "reduction" if self.opset < seg.first_opset_with("max") else None
             if reduction == "none":
                 return None
             if reduction in seg.REDUCTIONS and seg.first_opset_with(reduction) <= self.opset:
@@ -110,6 +112,8 @@ class LowerPass(ScatterPass):
         return None
 
     def _blocker(self, kind: str, node: ir.Node) -> str | None:
+        if (reason := reference_reason(node)) is not None:
+            return reason  # its lowering depends on the attribute's value
         if kind == "tensor_scatter":
             return seg.tensor_scatter_blocker(node, self.opset)
         if self.mode == "custom":
@@ -208,7 +212,7 @@ class LowerPass(ScatterPass):
         if self.mode == "tensorrt-plugin":
             reason = tensorrt_plugin_blocker(node)
             if reason is None:
-                nodes, out = tensorrt_plugin_reduction(node, names)
+                nodes, out = tensorrt_plugin_reduction(node, names, target)
                 return nodes, out, f"-> TensorRT ScatterElements plugin form (reduction={reduction})"
             from scatter_rewrite.passes._network_reduce import lower_reduction_network, network_blocker
 
@@ -243,10 +247,12 @@ def tensorrt_plugin_blocker(node: ir.Node) -> str | None:
     return None
 
 
-def tensorrt_plugin_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir.Value]:
+def tensorrt_plugin_reduction(node: ir.Node, names: seg.Names, opset: int) -> tuple[list[ir.Node], ir.Value]:
     names.prefix = seg._hint(node)
     b = seg.Builder(names)
     data, indices, updates = node.inputs
+    if seg.is_empty(data):  # no element to write to: the result is the data
+        return b.nodes, b.op("Identity", data, dtype=data.dtype)
     trt = {"reduction": attr(node, "reduction", "none"), "plugin_version": "2", "plugin_namespace": ""}
     if node.op_type == "ScatterElements":
         idx = b.cast(indices, seg.INT64, indices.dtype)
@@ -258,5 +264,4 @@ def tensorrt_plugin_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.
     rows, keys, vals, _ = seg._scatter_nd_rows(b, data, indices, updates)
     expanded = b.op("Expand", b.op("Reshape", keys, b.const([-1, 1]), dtype=seg.INT64), b.shape(vals), dtype=seg.INT64)
     scattered = b.op("ScatterElements", rows, expanded, vals, domain=CUSTOM_DOMAIN, dtype=data.dtype, axis=0, **trt)
-    out = b.op("Reshape", scattered, b.shape(data), dtype=data.dtype)
-    return b.nodes, out
+    return b.nodes, b.reshape_like(scattered, data, opset)

@@ -50,7 +50,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import (
-    Scope, attr, describe, is_default_domain, iter_nodes, nodes_within, remove_unused_expands,
+    Scope, attr, describe, is_default_domain, iter_nodes, nodes_within, reference_reason, remove_unused_expands,
 )
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes.base import ScatterPass
@@ -221,6 +221,9 @@ class TensorRTPass(_ForTensorRT):
         data = node.inputs[0] if node.inputs else None
         if op in ("Scatter", "TensorScatter"):
             raise Decline(f"{op} is left for the upgrade/lower passes of this flow (TensorRT does not support it)")
+        if (why := reference_reason(node)) is not None:
+            raise Decline(f"{why} (TensorRT's parser needs it as a constant: call the function's body inline, "
+                          "or give the attribute a value in the function)")
         if value_dtype(model, scope, data) in REJECTED_DATA_TYPES:
             raise Decline("TensorRT's importer rejects UINT8 scatter data (addScatterLayer: "
                           "checkNotInvalidType UINT8); change the model's dtype")
@@ -290,7 +293,11 @@ class TensorRTPass(_ForTensorRT):
         scattered = b.op("ScatterElements", [rows, keys, values], {"axis": 0, "reduction": reduction},
                          dtype=data.dtype, suffix="scattered")
         data_shape = b.op("Shape", [data], dtype=ir.DataType.INT64, suffix="data_shape")
-        final = ir.node("Reshape", [scattered, data_shape], num_outputs=1)
+        # A 0 in the data's shape means "copy the input's dimension" to Reshape unless allowzero=1
+        # (opset >= 14; this ScatterND reduction is >= 16): needed unless the shape is static without a 0.
+        static = data.shape is not None and all(isinstance(d, int) and d > 0 for d in data.shape)
+        final = ir.node("Reshape", [scattered, data_shape], {} if static or b.opset < 14 else {"allowzero": 1},
+                        num_outputs=1)
         b.replace(node, final)
         return (f"-> ScatterElements(axis=0, reduction={reduction}) on data as [rows, row size] "
                 f"(TensorRT has no ScatterND reduction; its ScatterElements plugin has)")
@@ -406,14 +413,12 @@ class _CapOpset(_ForTensorRT):
         from scatter_rewrite.errors import ConversionError
         from scatter_rewrite.graph import iter_scopes
         from scatter_rewrite.opset import move_to_opset
-        from scatter_rewrite.passes._segment_reduce import first_opset_with
-
         target = MAX_OPSET[self.trt_version]
         highest = max(scope.opset for scope in iter_scopes(model))
         if highest <= target:
             return
         kept = [(n, s) for n, s in iter_nodes(model) if n.op_type in ("ScatterElements", "ScatterND")
-                and is_default_domain(n) and first_opset_with(attr(n, "reduction", "none")) > target]
+                and is_default_domain(n) and _reduction_opset(attr(n, "reduction", "none")) > target]
         why = f"TensorRT {self.trt_version}'s parser documents opsets up to {target}"
         if kept:
             node, scope = kept[0]
@@ -427,6 +432,14 @@ class _CapOpset(_ForTensorRT):
             return
         if text is not None:
             self.note(f"{text} ({why})", modified=True)
+
+
+def _reduction_opset(reduction: str | None) -> int:
+    """The first opset with a scatter ``reduction``; for one unknown here (a reference to a function
+    attribute, None; an unknown name), the one where every reduction exists."""
+    from scatter_rewrite.passes._segment_reduce import first_opset_with
+
+    return first_opset_with(reduction) if reduction in ("none", *REDUCTIONS) else first_opset_with("max")
 
 
 def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list[ir.passes.PassBase]:

@@ -43,7 +43,7 @@ import onnx_ir as ir
 import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
-from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes, iter_scopes
+from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes, iter_scopes, reference_reason
 from scatter_rewrite.passes.base import ScatterPass
 
 SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
@@ -305,6 +305,8 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Na
     """Replace ScatterElements ``node`` by ScatterND; return the detail for the report, or raise
     :class:`Decline` with the reason. ``reduction`` overrides the node's (the TensorRT pass uses
     ``"none"`` only for nodes whose reduction is none)."""
+    if (why := reference_reason(node)) is not None:
+        raise Decline(why)
     reduction = reduction or attr(node, "reduction", "none")
     if reduction not in REDUCTION_OPSET:
         raise Decline(f"unknown reduction {reduction!r}")

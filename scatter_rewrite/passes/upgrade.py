@@ -89,7 +89,11 @@ class UpgradePass(ScatterPass):
             raise InvalidModelError(
                 f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass --opset 13"
             )
-        axis = check_scatter_elements_shapes(node, scope, attr(node, "axis", 0))
+        axis = attr(node, "axis", 0)
+        if axis is None:  # a reference to a function attribute, kept as it is: ScatterElements reads it the same way
+            axis = f"@{node.attributes['axis'].ref_attr_name}"
+        else:
+            axis = check_scatter_elements_shapes(node, scope, axis)
         self.rewrote(node, scope, f"-> ScatterElements(axis={axis})")  # described as the Scatter it was
         # Same inputs, output, name and axis: renaming the op in place is the whole rewrite (no use
         # lists to rewire: 0.5 s less on a 50k-node chain), once any attribute but axis is dropped.

@@ -1,0 +1,330 @@
+"""Edge cases the other suites miss, each a bug found by building small models and comparing the
+rewritten model with the original in onnxruntime on inputs that respect the scatter's contract:
+
+* zero-size data dimensions: the lowerings' final ``Reshape(rows, Shape(data))`` read a 0 in the
+  data's shape as "copy the input's dimension" (Reshape without ``allowzero``), so a ScatterND
+  reduction on data [2, 3, 0, 4] failed in onnxruntime after ``lower``/``tensorrt``, and TensorScatter
+  with an empty update on axis 2 likewise;
+* attributes referring to a function attribute (``axis = @ax`` in a model-local function): ``lower``,
+  ``to_scatternd`` and ``tensorrt`` crashed with a TypeError, and ``lower --opset 13`` of a
+  ScatterElements(none) with such an axis silently replaced it by ``axis=0``;
+* ``lower --mode custom|tensorrt-plugin`` with float16 data: validation aborted the whole process
+  (onnxruntime-extensions' Python ops cannot take float16), and for dtypes onnxruntime cannot run at
+  all (bfloat16) the reference fallback did not know the custom-domain nodes;
+* bfloat16 ScatterElements/ScatterND (reduction none) could not move below opset 16: the ONNX
+  converter's adapter refuses bfloat16, which the opset-13 schemas accept.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from onnx import TensorProto
+
+import scatter_rewrite as sr
+from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.evaluator import scatter_elements
+from scatter_rewrite.evaluator.reference_ops import make_evaluator
+from scatter_rewrite.testing import LOCAL_DOMAIN
+from scatter_rewrite.validate import compare, run_onnxruntime
+
+vi = oh.make_tensor_value_info
+
+
+def make_model(nodes, inputs, outputs, opset=18, functions=()):
+    imports = [oh.make_opsetid("", opset)] + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else [])
+    model = oh.make_model(oh.make_graph(nodes, "g", inputs, outputs), opset_imports=imports, functions=list(functions))
+    model.ir_version = 8 if opset <= 17 else 10 if opset <= 23 else 11
+    return model
+
+
+def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    return run_onnxruntime(model.SerializeToString(), feeds)
+
+
+def assert_same(expected, actual, float_reduction: bool) -> None:
+    _, failures = compare([f"out{i}" for i in range(len(expected))], list(expected), list(actual), float_reduction)
+    assert not failures, failures
+
+
+REWRITES = {
+    "lower13": lambda m: sr.lower(m, opset=13),
+    "lower15": lambda m: sr.lower(m, opset=15),
+    "lower13-plugin": lambda m: sr.lower(m, opset=13, mode="tensorrt-plugin"),
+    "tensorrt-10": lambda m: sr.prepare_for_tensorrt(m, trt_version="10"),
+    "tensorrt-8.6": lambda m: sr.prepare_for_tensorrt(m, trt_version="8.6"),
+}
+
+
+# ---- zero-size dimensions -------------------------------------------------------------------------
+
+
+def scatter_nd_case(data_dims, data_shape, indices_shape, reduction, seed=0):
+    """A ScatterND model with data dims ``data_dims`` (names are dynamic) and inputs for ``data_shape``."""
+    rng = np.random.default_rng(seed)
+    k = indices_shape[-1]
+    node = oh.make_node("ScatterND", ["data", "indices", "updates"], ["out"], reduction=reduction)
+    model = make_model([node], [vi("data", TensorProto.FLOAT, data_dims), vi("indices", TensorProto.INT64, indices_shape),
+                                vi("updates", TensorProto.FLOAT, list(indices_shape[:-1]) + list(data_dims[k:]))],
+                       [vi("out", TensorProto.FLOAT, data_dims)])
+    # in range for every indexed dimension (none of which is 0: the spec leaves nothing to index there)
+    indices = np.stack([rng.integers(-data_shape[j], data_shape[j], indices_shape[:-1]) for j in range(k)], -1)
+    feeds = {"data": rng.standard_normal(data_shape).astype(np.float32), "indices": indices,
+             "updates": rng.standard_normal(list(indices_shape[:-1]) + list(data_shape[k:])).astype(np.float32)}
+    return model, feeds
+
+
+def scatter_elements_case(data_dims, data_shape, indices_dims, indices_shape, axis, reduction, seed=0):
+    rng = np.random.default_rng(seed)
+    node = oh.make_node("ScatterElements", ["data", "indices", "updates"], ["out"], axis=axis, reduction=reduction)
+    model = make_model([node], [vi("data", TensorProto.FLOAT, data_dims), vi("indices", TensorProto.INT64, indices_dims),
+                                vi("updates", TensorProto.FLOAT, indices_dims)], [vi("out", TensorProto.FLOAT, data_dims)])
+    size = data_shape[axis]
+    feeds = {"data": rng.standard_normal(data_shape).astype(np.float32),
+             "indices": rng.integers(-size, size, indices_shape) if size else np.zeros(indices_shape, np.int64),
+             "updates": rng.standard_normal(indices_shape).astype(np.float32)}
+    return model, feeds
+
+
+ZERO_SIZE_CASES = {
+    # static shapes with a 0-length dimension the index tuple does not address
+    "nd-static-0-in-row": lambda r: scatter_nd_case([2, 3, 0, 4], [2, 3, 0, 4], [3, 1], r),
+    "nd-static-0-last": lambda r: scatter_nd_case([2, 3, 0], [2, 3, 0], [3, 2], r),
+    "elements-static-0-column": lambda r: scatter_elements_case([4, 0], [4, 0], [3, 0], [3, 0], 0, r),
+    # the same dims dynamic, 0 only at run time (opset 13: no allowzero; 15: allowzero)
+    "nd-dynamic-0-in-row": lambda r: scatter_nd_case([2, 3, "z", 4], [2, 3, 0, 4], [3, 1], r),
+    "nd-dynamic-0-last": lambda r: scatter_nd_case(["a", "b", "z"], [2, 3, 0], [3, 2], r),
+    "elements-dynamic-0-middle": lambda r: scatter_elements_case(["a", "b", "c"], [3, 0, 2], ["n", "b", "c"], [2, 0, 2], 0, r),
+    # dynamic dims that are not 0: the guarded reshape is the plain one
+    "nd-dynamic-nonzero": lambda r: scatter_nd_case([2, 3, "z", 4], [2, 3, 5, 4], [3, 1], r),
+}
+
+
+@pytest.mark.parametrize("rewrite", sorted(REWRITES))
+@pytest.mark.parametrize("case", sorted(ZERO_SIZE_CASES))
+@pytest.mark.parametrize("reduction", ["add", "max"])
+def test_zero_size_dimension(case, rewrite, reduction):
+    model, feeds = ZERO_SIZE_CASES[case](reduction)
+    rewritten = REWRITES[rewrite](model)
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert_same(run(model, feeds), run(rewritten, feeds), float_reduction=reduction == "add")
+
+
+def tensor_scatter_case(cache_shape, seq, axis, mode="linear", write=None, seed=0):
+    rng = np.random.default_rng(seed)
+    update_shape = list(cache_shape)
+    update_shape[axis] = seq
+    names = ["past", "update"] + (["write"] if write is not None else [])
+    node = oh.make_node("TensorScatter", names, ["out"], axis=axis, mode=mode)
+    inputs = [vi("past", TensorProto.FLOAT, cache_shape), vi("update", TensorProto.FLOAT, update_shape)]
+    if write is not None:
+        inputs.append(vi("write", TensorProto.INT64, [cache_shape[0]]))
+    model = make_model([node], inputs, [vi("out", TensorProto.FLOAT, cache_shape)], opset=24)
+    feeds = {"past": rng.standard_normal(cache_shape).astype(np.float32),
+             "update": rng.standard_normal(update_shape).astype(np.float32)}
+    if write is not None:
+        feeds["write"] = np.array(write, np.int64)
+    return model, feeds
+
+
+@pytest.mark.parametrize("opset", [11, 13, 15])
+@pytest.mark.parametrize("case", [
+    dict(cache_shape=[2, 3, 5, 2], seq=0, axis=2, write=[0, 1]),  # an empty update: nothing written
+    dict(cache_shape=[2, 3, 5, 2], seq=0, axis=2),
+    dict(cache_shape=[2, 3, 5, 2], seq=0, axis=-2, mode="circular", write=[4, 7]),
+    dict(cache_shape=[2, 3, 5, 2], seq=3, axis=2, mode="circular", write=[4, 1]),
+    dict(cache_shape=[2, 0, 5, 3], seq=2, axis=2, write=[1, 0]),
+], ids=["seq0-axis2", "seq0-no-write-indices", "seq0-circular", "circular", "empty-head-dim"])
+def test_tensor_scatter_lowering_with_empty_dimensions(case, opset):
+    model, feeds = tensor_scatter_case(**case)
+    lowered = sr.lower(model, opset=opset)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert [n.op_type for n in lowered.graph.node].count("TensorScatter") == 0
+    assert_same(run(model, feeds), run(lowered, feeds), float_reduction=False)
+
+
+# ---- attributes referring to a function attribute ------------------------------------------------
+
+
+def ref_attribute(name: str, ref: str, kind) -> onnx.AttributeProto:
+    a = onnx.AttributeProto(name=name, ref_attr_name=ref, type=kind)
+    return a
+
+
+def function_model(op="ScatterElements", reduction="none", axis=1, opset=18, reduction_ref=None, constant=False,
+                   axis_ref=True):
+    """main: out = local::F<ax=axis>(data[, indices, updates]); F holds ``op`` with ``axis = @ax``
+    (a literal ``axis`` unless ``axis_ref``; ``reduction = @red`` when ``reduction_ref`` names the
+    call's reduction)."""
+    inner = oh.make_node(op, ["d", "i", "u"], ["o"])
+    inner.attribute.append(ref_attribute("axis", "ax", onnx.AttributeProto.INT) if axis_ref
+                           else oh.make_attribute("axis", axis))
+    call_attrs = {"ax": axis}
+    defaults = [oh.make_attribute("ax", 0)]
+    if reduction_ref is not None:
+        inner.attribute.append(ref_attribute("reduction", "red", onnx.AttributeProto.STRING))
+        call_attrs["red"] = reduction_ref
+        defaults.append(oh.make_attribute("red", "none"))
+    elif op != "Scatter":
+        inner.attribute.append(oh.make_attribute("reduction", reduction))
+    nodes, params = [inner], ["d", "i", "u"]
+    if constant:
+        nodes = [oh.make_node("Constant", [], ["i"], value=oh.make_tensor("iv", TensorProto.INT64, [2, 3], [0, 1, 2, 2, 1, 0])),
+                 oh.make_node("Constant", [], ["u"], value=oh.make_tensor("uv", TensorProto.FLOAT, [2, 3], [1, 2, 3, 4, 5, 6])),
+                 inner]
+        params = ["d"]
+    function = oh.make_function(LOCAL_DOMAIN, "F", params, ["o"], nodes, opset_imports=[oh.make_opsetid("", opset)],
+                                attributes=[], attribute_protos=defaults)
+    args = ["data"] if constant else ["data", "indices", "updates"]
+    call = oh.make_node("F", args, ["out"], domain=LOCAL_DOMAIN, name="call", **call_attrs)
+    inputs = [vi("data", TensorProto.FLOAT, [4, 3])]
+    if not constant:
+        inputs += [vi("indices", TensorProto.INT64, [2, 3]), vi("updates", TensorProto.FLOAT, [2, 3])]
+    model = make_model([call], inputs, [vi("out", TensorProto.FLOAT, [4, 3])], opset=opset, functions=[function])
+    rng = np.random.default_rng(1)
+    feeds = {"data": rng.standard_normal((4, 3)).astype(np.float32),
+             "indices": np.array([[0, 1, 2], [2, 1, 0]]) if axis == 1 else np.array([[0, 1, 2], [3, 2, 1]]),
+             "updates": rng.standard_normal((2, 3)).astype(np.float32)}
+    return model, feeds
+
+
+def function_node(model: onnx.ModelProto) -> onnx.NodeProto:
+    (node,) = [n for n in model.functions[0].node if n.op_type.startswith("Scatter")]
+    return node
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_opset_conversion_keeps_a_function_attribute_reference(axis):
+    """lower to 13 moves the function's ScatterElements(none) from 18 to 13: its axis must stay
+    ``@ax`` (it became ``axis=0``, silently scattering along the wrong axis for ax=1)."""
+    model, feeds = function_model(axis=axis)
+    lowered = sr.lower(model, opset=13)
+    onnx.checker.check_model(lowered, full_check=True)
+    (axis_attr,) = [a for a in function_node(lowered).attribute if a.name == "axis"]
+    assert axis_attr.ref_attr_name == "ax"
+    assert_same(run(model, feeds), run(lowered, feeds), float_reduction=False)
+
+
+@pytest.mark.parametrize("mode", ["standard", "custom", "tensorrt-plugin"])
+def test_lower_refuses_a_reduction_whose_axis_is_a_function_attribute(mode):
+    model, _ = function_model(reduction="add")
+    with pytest.raises(ConversionError, match=r"attribute 'axis' refers to the function's attribute 'ax'"):
+        sr.lower(model, opset=13, mode=mode)
+
+
+def test_lower_refuses_a_reduction_that_is_a_function_attribute():
+    model, _ = function_model(reduction_ref="max", axis_ref=False)
+    with pytest.raises(ConversionError, match=r"attribute 'reduction' refers to the function's attribute 'red'"):
+        sr.lower(model, opset=17)
+
+
+@pytest.mark.parametrize("verb", ["to_scatternd", "tensorrt-10", "tensorrt-8.6"])
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_scatternd_and_tensorrt_skip_a_function_attribute_reference(verb, reduction):
+    model, feeds = function_model(reduction=reduction)
+    rewrite = {"to_scatternd": sr.to_scatternd,
+               "tensorrt-10": lambda m, **kw: sr.prepare_for_tensorrt(m, trt_version="10", **kw),
+               "tensorrt-8.6": lambda m, **kw: sr.prepare_for_tensorrt(m, trt_version="8.6", **kw)}[verb]
+    result, outcome = rewrite(model, return_report=True)
+    skipped = [s["detail"] for p in outcome.passes for s in p["skipped"]]
+    assert any("attribute 'axis' refers to the function's attribute 'ax'" in s for s in skipped), skipped
+    assert function_node(result).op_type == "ScatterElements"
+    assert_same(run(model, feeds), run(result, feeds), float_reduction=reduction == "add")
+
+
+def test_tensorrt_opset_cap_with_a_reduction_reference():
+    """An opset-20 model whose function scatter's reduction is a reference: TensorRT 8.6's cap (17)
+    cannot know the reduction, so the model stays at 20 with a note (it crashed with a KeyError)."""
+    model, _ = function_model(reduction_ref="add", opset=20)
+    result, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True)
+    assert result.opset_import[0].version == 20
+    notes = [n for p in outcome.passes for n in p["notes"]]
+    assert any("left at opset 20" in n for n in notes), notes
+
+
+def test_fold_skips_a_constant_scatter_whose_axis_is_a_function_attribute():
+    model, feeds = function_model(constant=True)
+    folded, outcome = sr.fold(model, return_report=True)
+    skipped = [s["detail"] for p in outcome.passes for s in p["skipped"]]
+    assert any("attribute 'axis' refers to the function's attribute 'ax'" in s for s in skipped), skipped
+    assert_same(run(model, feeds), run(folded, feeds), float_reduction=False)
+
+
+def test_upgrade_keeps_a_scatter_axis_reference():
+    model, feeds = function_model(op="Scatter", opset=10)
+    upgraded, outcome = sr.upgrade(model, return_report=True)
+    node = function_node(upgraded)
+    assert node.op_type == "ScatterElements"
+    assert [a.ref_attr_name for a in node.attribute if a.name == "axis"] == ["ax"]
+    assert any("axis=@ax" in r["detail"] for p in outcome.passes for r in p["rewritten"])
+    assert_same(run(model, feeds), run(upgraded, feeds), float_reduction=False)
+
+
+# ---- dtypes: float16/bfloat16 custom-domain forms, bfloat16 opset moves ---------------------------
+
+
+def test_custom_float16_validation_does_not_abort():
+    """Validating ``lower --mode custom`` on float16 data used to abort the interpreter (SIGABRT from
+    onnxruntime-extensions); it runs in a child process so a regression cannot take pytest down."""
+    code = textwrap.dedent("""
+        import onnx.helper as oh
+        from onnx import TensorProto
+        import scatter_rewrite as sr
+        from scatter_rewrite.testing import scatter_model
+        for mode in ("custom", "tensorrt-plugin"):
+            for reduction in ("add", "max"):
+                model = scatter_model("ScatterElements", opset=18, data_type=TensorProto.FLOAT16, reduction=reduction)
+                try:
+                    sr.lower(model, opset=13, mode=mode, validate=True)
+                    print(mode, reduction, "validated")
+                except sr.ValidationError as e:
+                    print(mode, reduction, "refused:", str(e)[:80])
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4
+    # add: onnxruntime runs neither model, both go to onnx.reference (with the custom-domain ops)
+    assert "custom add validated" in lines and "tensorrt-plugin add validated" in lines
+
+
+@pytest.mark.parametrize("mode", ["custom", "tensorrt-plugin"])
+def test_custom_bfloat16_validated_in_the_reference_evaluator(mode):
+    data = np.arange(12, dtype=np.float32).reshape(4, 3).astype(ml_dtypes.bfloat16)
+    node = oh.make_node("ScatterElements", ["data", "indices", "updates"], ["out"], axis=0, reduction="add")
+    model = make_model([node], [vi("data", TensorProto.BFLOAT16, [4, 3]), vi("indices", TensorProto.INT64, [2, 3]),
+                                vi("updates", TensorProto.BFLOAT16, [2, 3])], [vi("out", TensorProto.BFLOAT16, [4, 3])])
+    lowered, outcome = sr.lower(model, opset=13, mode=mode, validate=True, return_report=True)
+    assert "onnx.reference" in outcome.validation["checked_against"]
+    feeds = {"data": data, "indices": np.array([[0, 1, 3], [0, 1, 3]]), "updates": data[:2]}
+    got = make_evaluator(lowered).run(None, feeds)[0]
+    want = scatter_elements(data, feeds["indices"], feeds["updates"], axis=0, reduction="add")
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
+@pytest.mark.parametrize("target", [13, 15])
+def test_bfloat16_scatter_moves_below_opset_16(op, target):
+    """The converter's 16 -> 15 adapter refuses bfloat16, which ScatterElements-13/ScatterND-13
+    accept: the node is kept as it is (its explicit reduction="none" dropped)."""
+    shapes = ([2, 3], [2, 3]) if op == "ScatterElements" else ([2, 1], [2, 3])
+    node = oh.make_node(op, ["data", "indices", "updates"], ["out"], reduction="none")
+    model = make_model([node], [vi("data", TensorProto.BFLOAT16, [4, 3]), vi("indices", TensorProto.INT64, shapes[0]),
+                                vi("updates", TensorProto.BFLOAT16, shapes[1])], [vi("out", TensorProto.BFLOAT16, [4, 3])])
+    lowered = sr.lower(model, opset=target)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert lowered.opset_import[0].version == target
+    (scatter,) = lowered.graph.node
+    assert scatter.op_type == op and not any(a.name == "reduction" for a in scatter.attribute)
+    data = np.arange(12, dtype=np.float32).reshape(4, 3).astype(ml_dtypes.bfloat16)
+    feeds = {"data": data, "indices": np.array([[3, 0, 1], [1, 2, 0]]) if op == "ScatterElements" else np.array([[3], [1]]),
+             "updates": -data[:2]}
+    np.testing.assert_array_equal(make_evaluator(lowered).run(None, feeds)[0].astype(np.float32),
+                                  make_evaluator(model).run(None, feeds)[0].astype(np.float32))

@@ -34,7 +34,7 @@ import re
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
+from scatter_rewrite.graph import attr, describe, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
@@ -112,6 +112,8 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
             continue
         inputs = list(node.inputs) + [None, None, None]
         reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
+        if node.op_type != "Scatter" and is_reference(node.attributes.get("reduction", ir.AttrString("r", ""))):
+            reduction = "@" + node.attributes["reduction"].ref_attr_name  # the function's attribute
         finding = Finding(describe(node, scope), node.op_type, scope.opset, scope.where, reduction,
                           _dtype(model, scope, inputs[0]),
                           _dtype(model, scope, inputs[1] if node.op_type != "TensorScatter" else inputs[2]))
@@ -172,6 +174,8 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
     if op == "TensorScatter":
         f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser")
         f.fix = f"{fix} (lowers it to ScatterElements; or scatter-rewrite lower --opset 20)"
+        return
+    if _unknown_reduction(f, f"whether TensorRT {version} runs it"):
         return
     fixable = True
     if f.data_type == "UINT8":
@@ -255,10 +259,23 @@ def _opset(node: ir.Node, f: Finding, n: int) -> None:
     if n < 11:
         f.blockers.append(f"{op} exists from opset 11 only")
         return
+    if n < max(REDUCTION_OPSET.values()) and _unknown_reduction(f, f"whether opset {n} has it"):
+        return
     first = REDUCTION_OPSET.get(reduction)
     if first is not None and n < first:
         f.blockers.append(f"{op} reduction={reduction} exists from opset {first} only")
         f.fix = f"scatter-rewrite lower --opset {n}"
+
+
+def _unknown_reduction(f: Finding, question: str) -> bool:
+    """Block ``f`` when its reduction refers to an attribute of the enclosing function (known only
+    at a call site, so neither the target nor scatter-rewrite's passes can tell what it is)."""
+    if not (f.reduction or "").startswith("@"):
+        return False
+    f.blockers.append(f"reduction={f.reduction} refers to an attribute of the function, known only at a call site: "
+                      f"{question} cannot be told, and scatter-rewrite leaves the node alone")
+    f.notes.append("inline the function (onnx.inliner.inline_local_functions) so the reduction is known, then check again")
+    return True
 
 
 def _fixing_dims(inlined: _Inlined, node: ir.Node, opset: int) -> list[str]:

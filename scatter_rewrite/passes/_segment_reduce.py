@@ -61,7 +61,7 @@ import re
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import attr
+from scatter_rewrite.graph import attr, reference_reason
 
 REDUCTIONS = ("add", "mul", "max", "min")
 INT64 = ir.DataType.INT64
@@ -279,6 +279,8 @@ def reduction_blocker(node: ir.Node, opset: int) -> str | None:
         return f"opset {opset} has no ScatterElements/ScatterND to write back with (need >= 11)"
     if len(node.inputs) != 3 or any(v is None for v in node.inputs):
         return "needs exactly 3 inputs (data, indices, updates)"
+    if (why := reference_reason(node)) is not None:
+        return why
     reduction = attr(node, "reduction", "none")
     if reduction not in REDUCTIONS:
         return f"reduction {reduction!r} is not one of add, mul, max, min"

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import ScatterRewriteError
+from scatter_rewrite.errors import ModelLoadError, ScatterRewriteError
+from scatter_rewrite.model_io import save_model
 from scatter_rewrite.pipeline import (
     Outcome, Verb, VERBS, check_model, fixed_dim_sizes, result_dict, rewrite_file, run_passes,
 )
@@ -32,6 +33,7 @@ def _to_ir(model: Any) -> ir.Model:
     if isinstance(model, ir.Model):
         return model.clone()
     if isinstance(model, onnx.ModelProto):
+        _check_external_references(model)
         return ir.serde.deserialize_model(model)
     if _is_graphsurgeon(model):
         import onnx_graphsurgeon as gs
@@ -40,6 +42,23 @@ def _to_ir(model: Any) -> ir.Model:
     raise ScatterRewriteError(
         f"cannot rewrite a {type(model).__name__}: pass an onnx.ModelProto, onnx_ir.Model, path or onnx_graphsurgeon.Graph"
     )
+
+
+def _check_external_references(model: onnx.ModelProto) -> None:
+    """A ModelProto whose weights stayed in external files (``onnx.load(path, load_external_data=False)``)
+    no longer knows its folder: the files are looked up from the current folder. Say so plainly when
+    one is not there, instead of failing later on a read."""
+    from onnx.external_data_helper import _get_all_tensors
+
+    for tensor in _get_all_tensors(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        if not location or not os.path.isfile(location):
+            raise ModelLoadError(
+                f"the ModelProto keeps tensor '{tensor.name}' in the external file '{location}', which is not "
+                "found from the current folder: pass the model's path instead, or load it with its data "
+                "(onnx.load(path), load_external_data=True)")
 
 
 def _from_ir(model: ir.Model, like: Any) -> Any:
@@ -72,23 +91,31 @@ def rewrite(
     """
     if isinstance(model, (str, os.PathLike)):
         outcome = rewrite_file(verb, model, passes=passes, output=output, validate=validate, inputs=inputs)
-        result: Any = Path(outcome.output)
+        result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)  # the kind given
         return (result, outcome) if return_report else result
 
     from scatter_rewrite import validate as validation
 
     working = _to_ir(model)
-    plan = validation.plan_validation(working, inputs=inputs, dim_sizes=fixed_dim_sizes(passes)) if validate else None
-    original_proto = ir.serde.serialize_model(working) if validate else None
-    results = run_passes(working, passes)
-    outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
-    if plan is not None and any(r.modified for r in results):
-        with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
-            original_path, rewritten_path = Path(tmp, "original.onnx"), Path(tmp, "rewritten.onnx")
-            onnx.save(original_proto, original_path)
-            ir.save(working, rewritten_path)
+    if not validate:
+        results = run_passes(working, passes)
+        outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
+        result = _from_ir(working, model)
+        return (result, outcome) if return_report else result
+    plan = validation.plan_validation(working, inputs=inputs, dim_sizes=fixed_dim_sizes(passes))
+    with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
+        # Both models are saved as the CLI saves them: external weights (an ir.load-ed model's) are
+        # written beside them in the temporary folder, which is where onnxruntime looks for them.
+        original_path, rewritten_path = Path(tmp, "original.onnx"), Path(tmp, "rewritten.onnx")
+        save_model(working, original_path)
+        results = run_passes(working, passes)
+        outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
+        if any(r.modified for r in results):
+            save_model(working, rewritten_path)
             check_model(rewritten_path, original_path)
             outcome.validation = validation.validate(original_path, rewritten_path, plan).to_dict()
+        else:  # as the CLI says it
+            outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}
     result = _from_ir(working, model)
     return (result, outcome) if return_report else result
 

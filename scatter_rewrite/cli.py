@@ -39,15 +39,27 @@ def _root() -> None:
 
 
 # ---- the shared options, defined once -------------------------------------------------------
-Models = Annotated[list[Path], typer.Argument(help="ONNX model files, or folders of them.", show_default=False)]
-Output = Annotated[Optional[Path], typer.Option(
-    "-o", "--output", help="Where to write (a folder when several models are given). "
-    "Default: beside the input as <stem>.<verb>.onnx.")]
+# Paths are taken as text: Path("") is "." (an empty $MODEL would rewrite every model below the
+# current folder) and Path("out/") drops the slash that says "a folder".
+def _nonempty(value):
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(v is not None and not str(v).strip() for v in values):
+        raise typer.BadParameter("an empty path")
+    return value
+
+
+Models = Annotated[list[str], typer.Argument(help="ONNX model files, or folders of them.", show_default=False,
+                                             callback=_nonempty, metavar="MODEL...")]
+Output = Annotated[Optional[str], typer.Option(
+    "-o", "--output", help="Where to write (a folder when several models are given, or when it ends with /). "
+    "Default: beside the input as <stem>.<verb>.onnx.", callback=_nonempty, metavar="OUT")]
 Validate = Annotated[bool, typer.Option(
     "--validate/--no-validate", help="Prove the rewrite in onnxruntime against the original; write nothing if it differs.")]
-Inputs = Annotated[Optional[Path], typer.Option(
-    "--inputs", help="An .npz of model inputs to validate with, instead of generated ones.")]
-Report = Annotated[Optional[Path], typer.Option("--report", help="Write a JSON report of what was done.")]
+Inputs = Annotated[Optional[str], typer.Option(
+    "--inputs", help="An .npz of model inputs to validate with, instead of generated ones.", callback=_nonempty,
+    metavar="X.npz")]
+Report = Annotated[Optional[str], typer.Option("--report", help="Write a JSON report of what was done.",
+                                               callback=_nonempty, metavar="R.json")]
 InPlace = Annotated[bool, typer.Option("--in-place", help="Overwrite the input model (and its external data).")]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Log each node rewritten; show tracebacks.")]
 
@@ -109,13 +121,90 @@ def _format(outcome: Any) -> str:
 
 
 def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
+    """Write the JSON report atomically (a temporary file beside it, renamed); OptionError if that
+    fails, with no temporary file left."""
+    from scatter_rewrite.errors import OptionError
+
+    text = json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2, default=str)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2, default=str))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise OptionError(f"--report {path}: could not write it ({e.strerror or e})") from e
 
 
-def run_verb(verb: str, options: dict[str, Any], models: list[Path], output: Optional[Path], validate: bool,
-             inputs: Optional[Path], report: Optional[Path], in_place: bool, verbose: bool) -> None:
+def _check_report_path(report: Path, taken: dict[str, str]) -> None:
+    """Before any work: --report names a file that can be written and that is not one of the run's
+    models (``taken``: real path -> what it is) nor a file other than an earlier report."""
+    from scatter_rewrite.errors import OptionError
+
+    real = os.path.realpath(report)
+    if real in taken:
+        raise OptionError(f"--report {report} is {taken[real]}; name another file for the report")
+    if report.is_dir():
+        raise OptionError(f"--report {report} is a folder; name a .json file")
+    if report.exists():
+        try:
+            with open(report, "rb") as f:
+                head = f.read(64).lstrip()
+        except OSError as e:
+            raise OptionError(f"--report {report}: cannot open it ({e.strerror or e})") from e
+        if head and not head.startswith(b"{"):
+            raise OptionError(f"--report {report} exists and is not a JSON report; it would be overwritten: "
+                              "name another file")
+    folder = Path(os.path.abspath(report)).parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise OptionError(f"--report {report}: cannot write in {folder}")
+
+
+def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place: bool,
+                  output_is_folder: bool) -> dict[str, str]:
+    """Before any work, for several models: no two write the same file and none writes over another
+    one's input. Returns real path -> what it is (inputs and outputs), for the --report check."""
+    from scatter_rewrite.errors import OptionError, ScatterRewriteError
+    from scatter_rewrite.pipeline import resolve_output
+
+    taken = {os.path.realpath(f): f"the input model {f}" for f in files}
+    writers: dict[str, Path] = {}
+    for f in files:
+        try:
+            destination = resolve_output(f, verb, output, in_place, output_is_folder)
+        except ScatterRewriteError:
+            continue  # reported for that model alone, the others going on
+        real = os.path.realpath(destination)
+        if real in writers:
+            raise OptionError(f"{writers[real]} and {f} would both be written to {destination}; "
+                              "rewrite them in separate runs or into different folders")
+        if real in taken and not in_place:
+            raise OptionError(f"the output for {f}, {destination}, is {taken[real]}; "
+                              "move one of them or write into another folder")
+        writers[real] = f
+    taken.update({real: f"the output for {f}" for real, f in writers.items() if real not in taken})
+    return taken
+
+
+def _unique(files: list[Path]) -> list[Path]:
+    """The files, each once (a model named twice, or through two folders, is rewritten once)."""
+    seen: set[str] = set()
+    unique = []
+    for f in files:
+        real = os.path.realpath(f)
+        if real not in seen:
+            seen.add(real)
+            unique.append(f)
+    return unique
+
+
+def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Optional[str], validate: bool,
+             inputs: Optional[str], report: Optional[str], in_place: bool, verbose: bool) -> None:
     """Shared body of every rewriting verb."""
     _setup_logging(verbose)
     try:
@@ -124,21 +213,38 @@ def run_verb(verb: str, options: dict[str, Any], models: list[Path], output: Opt
         from scatter_rewrite.validate import load_inputs
 
         VERBS[verb].make_passes(**options)  # option errors surface before any work
-        files = _expand(models, [v.suffix for v in VERBS.values()])
-        several = len(files) > 1 or any(m.is_dir() for m in models)
-        if several and output is not None and output.exists() and not output.is_dir():
-            raise OptionError(f"-o {output}: with several models -o must name a folder")
-        kwargs = dict(options=options, output=output, output_is_folder=several, in_place=in_place,
+        if in_place and output is not None:
+            raise OptionError("--in-place and -o/--output exclude each other; pick one")
+        output_says_folder = output is not None and output.endswith(("/", os.sep))
+        model_paths = [Path(m) for m in models]
+        output_path = Path(output) if output is not None else None
+        report_path = Path(report) if report is not None else None
+        files = _unique(_expand(model_paths, [v.suffix for v in VERBS.values()]))
+        # Several MODEL arguments (or a folder) make -o a folder, even when they name one file twice.
+        several = len(model_paths) > 1 or any(m.is_dir() for m in model_paths)
+        if output_path is not None and (several or output_says_folder) and output_path.exists() \
+                and not output_path.is_dir():
+            raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a folder, "
+                              "and that is a file")
+        folder_output = several or output_says_folder
+        taken = _plan_outputs(VERBS[verb], files, output_path, in_place, folder_output)
+        if report_path is not None:
+            _check_report_path(report_path, taken)
+        kwargs = dict(options=options, output=output_path, output_is_folder=folder_output, in_place=in_place,
                       validate=validate, inputs=load_inputs(inputs) if inputs else None)
-        if not several:
+        if len(files) == 1:
             started = time.perf_counter()
             try:
                 outcomes = [rewrite_file(verb, files[0], **kwargs)]
             except ScatterRewriteError as e:
-                if report:
+                if report_path is not None:
                     from scatter_rewrite.pipeline import Outcome
 
-                    _write_report(report, verb, [Outcome(str(files[0]), error=str(e), seconds=time.perf_counter() - started)])
+                    failed_outcome = Outcome(str(files[0]), error=str(e), seconds=time.perf_counter() - started)
+                    try:
+                        _write_report(report_path, verb, [failed_outcome])
+                    except ScatterRewriteError:
+                        pass  # the model's error is the one to tell
                 raise
         else:
             outcomes = _run_parallel(verb, files, kwargs, rewrite_file_reporting)
@@ -146,19 +252,29 @@ def run_verb(verb: str, options: dict[str, Any], models: list[Path], output: Opt
         _error(str(e), e, verbose)
         raise typer.Exit(1) from None
     except Exception as e:  # a bug of ours: say so in one line; -v shows where
-        _error(f"internal error ({type(e).__name__}: {e}); rerun with -v and report it", e, verbose)
-        raise typer.Exit(1) from None
+        _internal_error(e, verbose)
     for outcome in outcomes:
         typer.echo(_format(outcome))
-    if report:
-        _write_report(report, verb, outcomes)
+    if report_path is not None:
+        try:
+            _write_report(report_path, verb, outcomes)
+        except ScatterRewriteError as e:
+            _error(str(e), e, verbose)
+            raise typer.Exit(1) from None
     failed = [o for o in outcomes if o.status != "PASSED"]
     if several:
         typer.echo(f"{len(outcomes) - len(failed)} of {len(outcomes)} model(s) PASSED")
     if failed:
         for o in failed:
-            typer.echo(f"scatter-rewrite: error: {o.input}: {o.error}", err=True)
+            error = str(o.error)
+            typer.echo(f"scatter-rewrite: error: {error if error.startswith(o.input) else f'{o.input}: {error}'}",
+                       err=True)
         raise typer.Exit(1)
+
+
+def _internal_error(e: BaseException, verbose: bool):
+    _error(f"internal error ({type(e).__name__}: {e}); rerun with -v and report it", e, verbose)
+    raise typer.Exit(1) from None
 
 
 def _run_parallel(verb: str, files: list[Path], kwargs: dict, worker) -> list[Any]:
@@ -277,7 +393,8 @@ def tensorrt(
 
 @app.command(name="check")
 def check(
-    model: Annotated[Path, typer.Argument(help="The ONNX model to inspect.", show_default=False)],
+    model: Annotated[str, typer.Argument(help="The ONNX model to inspect.", show_default=False, callback=_nonempty,
+                                         metavar="MODEL")],
     target: Annotated[str, typer.Option("--target", help="tensorrt-10, tensorrt-8.6 or opset-N.")] = "tensorrt-10",
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON (for CI).")] = False,
     verbose: Verbose = False,
@@ -293,6 +410,8 @@ def check(
     except ScatterRewriteError as e:
         _error(str(e), e, verbose)
         raise typer.Exit(1) from None
+    except Exception as e:  # a bug of ours: one line; -v shows where
+        _internal_error(e, verbose)
     blocked = [f for f in findings if f.blocked]
     if as_json:
         typer.echo(json.dumps({"model": str(model), "target": target, "blocked": len(blocked),

@@ -25,7 +25,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite import _protowire
-from scatter_rewrite.errors import ModelLoadError
+from scatter_rewrite.errors import ModelLoadError, OptionError
 
 # The protobuf limit is 2 GiB; stay clear of it so that metadata and graph fit alongside weights.
 PROTO_LIMIT_BYTES = 2**31 - 64 * 2**20
@@ -71,17 +71,82 @@ def to_ir(proto: onnx.ModelProto, path: str | os.PathLike) -> ir.Model:
     except Exception as e:  # the IR rejects structurally broken graphs
         raise ModelLoadError(f"{path}: invalid ONNX model: {_first_line(e)}") from e
     ir.external_data.set_base_dir(model.graph, Path(path).parent)
+    _unfence_self_mapped(model, Path(path))
     return model
 
 
+def _unfence_self_mapped(model: ir.Model, path: Path) -> None:
+    """Point the inline weights :func:`load_proto` mapped from the model file itself at that file's
+    real path, outside onnx_ir's external-data containment checks. Those checks guard data files a
+    model names; here the file is the model the user named, and they would refuse it when it is a
+    symlink into another folder (a Hugging Face hub snapshot) or has several hard links."""
+    real = os.path.realpath(path)
+    for value in model.graph.initializers.values():
+        tensor = value.const_value
+        if (isinstance(tensor, ir.ExternalTensor) and os.fspath(tensor.location) == path.name
+                and _protowire.is_self_mapped(tensor)):
+            value.const_value = ir.ExternalTensor(
+                real, tensor.offset, tensor.length, tensor.dtype, shape=tensor.shape, name=tensor.name,
+                doc_string=tensor.doc_string, metadata_props=dict(tensor.metadata_props), base_dir="")
+
+
 def _check_external_files(proto: onnx.ModelProto, path: Path) -> None:
+    """Every external data reference is readable as onnx_ir and onnxruntime will read it: a regular
+    file inside the model's folder (also once symlinks are resolved), with one hard link, long enough
+    for the tensor's bytes. ModelLoadError naming the tensor and the fix otherwise."""
+    folder = os.path.realpath(path.parent)
+    sizes: dict[str, int] = {}
     for tensor in _external_tensors(proto):
         location = _location(tensor)
-        if location is not None and not (path.parent / location).exists():
-            raise ModelLoadError(
-                f"{path}: external data file '{location}' for tensor '{tensor.name}' is missing; "
-                "keep it beside the model"
-            )
+        where = f"{path}: tensor '{tensor.name}'"
+        if not location:
+            raise ModelLoadError(f"{where} is marked as external data but names no file; re-export the model")
+        if os.path.normpath(location) == path.name:
+            continue  # a big inline weight mapped from the model file itself (see _protowire)
+        normal = os.path.normpath(location)
+        if os.path.isabs(location) or normal == ".." or normal.startswith(".." + os.sep):
+            raise ModelLoadError(f"{where} keeps its data in '{location}', outside the model's folder, which "
+                                 "onnx and onnxruntime refuse; move the file beside the model and re-save it")
+        file = path.parent / location
+        if not file.exists():
+            raise ModelLoadError(f"{path}: external data file '{location}' for tensor '{tensor.name}' is missing; "
+                                 "keep it beside the model")
+        if not file.is_file():
+            raise ModelLoadError(f"{where}: its external data '{location}' is not a file")
+        real = os.path.realpath(file)
+        if not real.startswith(folder + os.sep):
+            raise ModelLoadError(f"{where}: its external data file '{location}' is a symlink to {real}, outside "
+                                 "the model's folder, which onnx refuses; copy the file beside the model (cp -L)")
+        if os.stat(real).st_nlink > 1:
+            raise ModelLoadError(f"{where}: its external data file '{location}' has {os.stat(real).st_nlink} hard "
+                                 "links, which onnx_ir refuses to read; make it a file of its own (cp, not ln)")
+        size = sizes.setdefault(real, os.stat(real).st_size)
+        offset, length = _extent(tensor)
+        if offset + length > size:
+            raise ModelLoadError(f"{where} needs bytes {offset} to {offset + length} of '{location}', which has "
+                                 f"{size}: the data file is truncated or not this model's; copy it again")
+
+
+def _extent(tensor: onnx.TensorProto) -> tuple[int, int]:
+    """(offset, length) of an external tensor's bytes in its file; the length from dtype and dims
+    when the reference does not give it (0 when neither says)."""
+    entries = {e.key: e.value for e in tensor.external_data}
+    try:
+        offset = int(entries.get("offset", 0) or 0)
+    except ValueError:
+        offset = 0
+    try:
+        return offset, int(entries["length"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        bits = ir.DataType(tensor.data_type).bitwidth
+    except (ValueError, TypeError, NotImplementedError):
+        return offset, 0
+    count = 1
+    for d in tensor.dims:
+        count *= d
+    return offset, (count * bits + 7) // 8
 
 
 def has_external_data(proto: onnx.ModelProto) -> bool:
@@ -237,30 +302,67 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
     """
     destination = Path(destination)
     data_name = data_name or data_file_name(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".scatter-rewrite-", dir=destination.parent))
+    created = _make_folders(destination.parent)
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".scatter-rewrite-", dir=destination.parent))
+    except OSError as e:
+        _remove_folders(created)
+        raise OptionError(f"could not write {destination} ({_first_line(e)})") from e
+    done = False
     try:
         staged = staging / destination.name
-        if isinstance(model, onnx.ModelProto):
-            onnx.save(model, staged)
-        else:
-            tensors = list(_all_tensors(model))
-            if _needs_external_data(tensors):
-                (staging / data_name).parent.mkdir(parents=True, exist_ok=True)
-                _save_with_external_data(model, staged, data_name)
+        try:
+            if isinstance(model, onnx.ModelProto):
+                onnx.save(model, staged)
             else:
-                _protowire.save_inline(model, staged)  # big weights written from their buffers
-            _release_mapped_weights(tensors)  # (the model's own tensors: saving leaves it unchanged)
-            del tensors
+                tensors = list(_all_tensors(model))
+                if _needs_external_data(tensors):
+                    (staging / data_name).parent.mkdir(parents=True, exist_ok=True)
+                    _save_with_external_data(model, staged, data_name)
+                else:
+                    _protowire.save_inline(model, staged)  # big weights written from their buffers
+                _release_mapped_weights(tensors)  # (the model's own tensors: saving leaves it unchanged)
+                del tensors
+        except OSError as e:  # a full disk, say: the user's to fix (the inputs were checked on load)
+            raise OptionError(f"could not write {destination} ({_first_line(e)})") from e
         del model  # validation of the staged file need not find the rewritten weights still held here
         yield staged
         # The data file first: the model file that points at it appears last.
-        if (staging / data_name).is_file():
-            (destination.parent / data_name).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging / data_name, destination.parent / data_name)
-        os.replace(staged, destination)
+        try:
+            if (staging / data_name).is_file():
+                (destination.parent / data_name).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(staging / data_name, destination.parent / data_name)
+            os.replace(staged, destination)
+        except OSError as e:  # a folder in the way of the output, say
+            raise OptionError(f"could not write {destination} ({_first_line(e)})") from e
+        done = True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if not done:
+            _remove_folders(created)
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """``mkdir -p folder``; the folders it created, deepest first (removed again if the write fails).
+    OptionError when it cannot (a file in the way, no permission)."""
+    missing = []
+    for parent in [folder, *folder.parents]:
+        if parent.exists() or parent.is_symlink():
+            break
+        missing.append(parent)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OptionError(f"{folder}: cannot create this folder ({_first_line(e)})") from e
+    return missing
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    for folder in folders:  # deepest first; only if still empty
+        try:
+            folder.rmdir()
+        except OSError:
+            break
 
 
 def save_model(model: ir.Model, destination: str | os.PathLike) -> Path:

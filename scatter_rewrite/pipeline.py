@@ -265,9 +265,15 @@ def _left_data_notes(input_data: list[str], written: str | None) -> list[str]:
 
 
 def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome:
-    """For worker processes: never raises for user errors, returns a FAILED outcome instead."""
+    """For worker processes: never raises, returns a FAILED outcome instead (a bug of ours too, said
+    so in the outcome's error; the traceback goes to the debug log, which ``-v`` shows), so that one
+    model's failure does not stop the others nor lose their outcomes."""
     started = time.perf_counter()
     try:
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
         return Outcome(str(source), None, status="FAILED", error=str(e), seconds=time.perf_counter() - started)
+    except Exception as e:
+        logger.debug("%s: internal error", source, exc_info=True)
+        return Outcome(str(source), None, status="FAILED", seconds=time.perf_counter() - started,
+                       error=f"internal error ({type(e).__name__}: {e}); rerun with -v and report it")

@@ -51,7 +51,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import ScatterRewriteError, ValidationError
+from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
 from scatter_rewrite.graph import attr, is_default_domain, iter_nodes
 from scatter_rewrite.passes._inference import serialize_without_weights, weightless_copy
 
@@ -677,8 +677,13 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
         missing = [v.name for v in graph_inputs if v.name not in inputs]
         if missing:
             raise ValidationError(f"--inputs lacks the model input(s) {', '.join(missing)}; add them to the .npz")
-        return ValidationPlan({v.name: np.asarray(inputs[v.name]) for v in graph_inputs}, float_reduction, ["user inputs"],
-                              [v.name for v in model.graph.outputs])
+        given = {v.name: np.asarray(inputs[v.name]) for v in graph_inputs}
+        for v in graph_inputs:
+            _check_user_input(v, given[v.name], dict(dim_sizes or {}))
+        extra = sorted(set(inputs) - set(given))
+        user_notes = ["user inputs"] + ([f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
+                                        if extra else [])
+        return ValidationPlan(given, float_reduction, user_notes, [v.name for v in model.graph.outputs])
     generated = {}
     for v in graph_inputs:
         shape, dtype = input_shapes[v.name], _np_dtype(v.dtype)
@@ -691,12 +696,44 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     return ValidationPlan(generated, float_reduction, notes, [v.name for v in model.graph.outputs])
 
 
+def _check_user_input(value: ir.Value, array: np.ndarray, fixed: dict[str, int]) -> None:
+    """A user's input (--inputs) has the dtype, rank and static sizes the model declares for it
+    (and the sizes a pass fixes symbolic dimensions to); ValidationError saying which otherwise,
+    before either model runs (onnxruntime would refuse it; the reference evaluator might not)."""
+    def described(dtype, shape) -> str:
+        return f"{dtype} [{', '.join(str(d) for d in shape)}]"
+
+    expected_dtype = _np_dtype(value.dtype) if value.dtype is not None else None
+    shape = value.shape
+    wrong = expected_dtype is not None and array.dtype != expected_dtype
+    if shape is not None:
+        wrong |= array.ndim != len(shape)
+        for have, want in zip(array.shape, shape):
+            if isinstance(want, int):
+                wrong |= have != want
+            elif want is not None and want.value is not None and str(want) in fixed:
+                wrong |= have != fixed[str(want)]
+    if wrong:
+        declared = described(expected_dtype or "any dtype", shape) if shape is not None else str(expected_dtype)
+        fixes = f" (with {', '.join(f'{k}={n}' for k, n in fixed.items())})" if fixed else ""
+        raise ValidationError(f"--inputs: '{value.name}' is {described(array.dtype, array.shape)}; the model "
+                              f"declares {declared}{fixes}; fix the .npz")
+
+
 def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The arrays of the .npz at ``path`` (``np.savez``), by name; ValidationError if it is not one."""
+    import zipfile
+
     try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+        if magic != b"PK\x03\x04" and magic != b"PK\x05\x06":
+            raise ValueError("not a zip archive; write one with numpy.savez(path, name=array, ...)")
         with np.load(path, allow_pickle=False) as archive:
             return {k: archive[k] for k in archive.files}
-    except (OSError, ValueError) as e:
-        raise ValidationError(f"--inputs {path}: cannot read it as a .npz archive ({e})") from e
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else _first_line(e)
+        raise ValidationError(f"--inputs {path}: cannot read it as a .npz archive ({reason})") from e
 
 
 # --------------------------------------------------------------------------- running
@@ -833,6 +870,11 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
         ort_cannot_run_original = _ort_reason(ort_error)
         try:
             expected = run_reference(original, plan.inputs)
+        except IndexOutOfRangeError as e:
+            if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
+                raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
+                                      "scatter indices must lie within the data's bounds") from e
+            raise
         except ScatterRewriteError:
             raise
         except Exception as ref_error:

@@ -167,9 +167,10 @@ def _check_report_path(report: Path, taken: dict[str, str]) -> None:
 
 def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place: bool,
                   output_is_folder: bool) -> dict[str, str]:
-    """Before any work, for several models: no two write the same file and none writes over another
-    one's input. Returns real path -> what it is (inputs and outputs), for the --report check."""
+    """Before any work: no two models write the same file and none writes over another one's input.
+    Returns real path -> what it is (inputs, outputs and their data files), for the --report check."""
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
+    from scatter_rewrite.model_io import data_file_name
     from scatter_rewrite.pipeline import resolve_output
 
     taken = {os.path.realpath(f): f"the input model {f}" for f in files}
@@ -187,7 +188,10 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
             raise OptionError(f"the output for {f}, {destination}, is {taken[real]}; "
                               "move one of them or write into another folder")
         writers[real] = f
-    taken.update({real: f"the output for {f}" for real, f in writers.items() if real not in taken})
+    for real, f in writers.items():
+        taken.setdefault(real, f"the output for {f}")
+        data = Path(real).parent / data_file_name(Path(real))  # where its external data would go
+        taken.setdefault(os.path.realpath(data), f"the external data file of the output for {f}")
     return taken
 
 

@@ -384,3 +384,11 @@ def test_api_graphsurgeon_graph_with_a_scatter_inside_an_if(verb: str, kwargs: d
         assert not [n for n in inner if n.attrs.get("reduction", "none") != "none"]
         assert len(inner) > 2
     onnx.checker.check_model(gs.export_onnx(out), full_check=True)
+
+
+def test_report_onto_the_outputs_data_file_is_refused(tmp_path: Path):
+    source = external_weights_model(tmp_path / "model", 16 * 1024, opset=10)
+    out = tmp_path / "out.onnx"
+    before = tree(tmp_path)
+    assert_one_line_failure(invoke("upgrade", source, "-o", out, "--report", f"{out}.data"), "external data file")
+    assert tree(tmp_path) == before

@@ -52,7 +52,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
-from scatter_rewrite.graph import attr, is_default_domain, iter_nodes
+from scatter_rewrite.graph import attr, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.passes._inference import serialize_without_weights, weightless_copy
 
 # (rtol, atol) for float outputs of models with a float add/mul scatter: a few ulps of the partial
@@ -427,20 +427,40 @@ def _outer_values(model: ir.Model) -> dict[int, list[ir.Value | None]]:
     Scan's state inputs are bound to its inputs; a function's inputs to its first call's inputs.
     """
     bound: dict[int, list[ir.Value | None]] = {}
-    calls = {}
     for node, _scope in iter_nodes(model):
-        if (node.domain, node.op_type, node.overload) in model.functions and id(node) not in calls:
-            calls.setdefault((node.domain, node.op_type, node.overload), node)
         body = node.attributes.get("body")
         if isinstance(body, ir.Attr) and body.type == ir.AttributeType.GRAPH:
             if node.op_type == "Loop":
                 bound[id(body.value)] = [None, None] + list(node.inputs[2:])
             elif node.op_type == "Scan":
                 bound[id(body.value)] = list(node.inputs)
-    for key, function in model.functions.items():
-        if key in calls:
-            bound[id(function.graph)] = list(calls[key].inputs)
+    for body, (call, _function) in _first_calls(model).items():
+        bound[body] = list(call.inputs)
     return bound
+
+
+def _first_calls(model: ir.Model) -> dict[int, tuple[ir.Node, ir.Function]]:
+    """id(function body) -> (its first call, the function): validation binds a function to it."""
+    found: dict[int, tuple[ir.Node, ir.Function]] = {}
+    for node, _scope in iter_nodes(model):
+        function = model.functions.get((node.domain, node.op_type, node.overload))
+        if function is not None and id(function.graph) not in found:
+            found[id(function.graph)] = (node, function)
+    return found
+
+
+def _attr_at_call(node: ir.Node, name: str, default, calls: dict[int, tuple[ir.Node, ir.Function]]):
+    """``attr(node, name, default)``, with an attribute that refers to the enclosing function's
+    (``axis = @ax``) read from the first call (else the function's default); None if unknown."""
+    a = node.attributes.get(name)
+    if a is None or not is_reference(a):
+        return attr(node, name, default)
+    call, function = calls.get(id(node.graph), (None, None))
+    for source in (call, function):
+        found = None if source is None else source.attributes.get(a.ref_attr_name)
+        if found is not None and not is_reference(found) and found.value is not None:
+            return found.value
+    return None
 
 
 def _bound_outside(value: ir.Value, outer: dict[int, list]) -> ir.Value | None:
@@ -491,6 +511,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
     graph_inputs = {id(v) for v in model.graph.inputs if v.name in input_shapes}  # not those with an initializer
     shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
     outer = _outer_values(model)
+    calls = _first_calls(model)
 
     def shape_of(value: ir.Value) -> tuple | None:
         return _shape_of(value, shapes, outer)
@@ -503,15 +524,15 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
     for node, _scope in iter_nodes(model):
         if node.op_type not in SCATTER_OPS or not is_default_domain(node):
             continue
-        reduction = attr(node, "reduction", "none")
+        reduction = _attr_at_call(node, "reduction", "none", calls)
         data = node.inputs[0]
         # Unknown dtype (inside a function): assume float; integer outputs are compared exactly anyway.
-        if reduction in ("add", "mul") and (data is None or data.dtype is None or data.dtype.is_floating_point()):
+        if reduction in ("add", "mul", None) and (data is None or data.dtype is None or data.dtype.is_floating_point()):
             float_reduction = True
         if node.op_type == "TensorScatter":
-            _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of)
+            _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls)
             continue
-        unique = reduction == "none"
+        unique = reduction in ("none", None)  # (unique indices respect every reduction's contract)
         if node.op_type == "ScatterND":
             indices_shape = rank_and_last_dim(node.inputs[1]) if node.inputs[1] is not None else None
             k = indices_shape[-1] if indices_shape else None
@@ -540,9 +561,10 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         if data is None or not any(id(leaf.value) in graph_inputs for leaf in reached):
             continue
         data_shape = shape_of(data)
-        if not data_shape:
+        axis = _attr_at_call(node, "axis", 0, calls)
+        if not data_shape or axis is None:
             continue
-        axis = attr(node, "axis", 0) % len(data_shape)
+        axis %= len(data_shape)
         bound = data_shape[axis]
         problems: list[str] = []
         leaves = _element_leaves(node.inputs[1], axis, (0, bound), unique, graph_inputs, outer, rank_and_last_dim, problems)
@@ -573,7 +595,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
     return contracts, float_reduction, notes
 
 
-def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of) -> None:
+def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls) -> None:
     """write_indices: one start per batch entry in [0, max_len - seq_len] (linear; onnxruntime
     rejects a window past the end) or [0, 2 * max_len) (circular wraps)."""
     if len(node.inputs) < 3 or node.inputs[2] is None:
@@ -582,11 +604,12 @@ def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of) -> 
     if source is None:
         return
     cache, update = shape_of(node.inputs[0]), shape_of(node.inputs[1])
-    if cache is None or update is None:
+    axis, mode = _attr_at_call(node, "axis", -2, calls), _attr_at_call(node, "mode", "linear", calls)
+    if cache is None or update is None or axis is None or mode is None:
         return
-    axis = attr(node, "axis", -2) % len(cache)
+    axis %= len(cache)
     max_len, seq_len = cache[axis], update[axis]
-    bound = 2 * max_len if attr(node, "mode", "linear") == "circular" else max_len - seq_len + 1
+    bound = 2 * max_len if mode == "circular" else max_len - seq_len + 1
     old = contracts.get(source.name)
     contracts[source.name] = IndexContract("start", (min(bound, old.bounds[0]) if old and old.kind == "start" else bound,), False)
 

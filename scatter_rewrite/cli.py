@@ -422,7 +422,8 @@ def check(
                                "findings": [f.to_dict() for f in findings]}, indent=2))
     else:
         _print_findings(str(model), target, findings)
-    if blocked:
+    if blocked:  # exit 1 says why in one line, like every other exit 1
+        _error(f"{len(blocked)} of {len(findings)} scatter node(s) blocked on {target}", None, verbose)
         raise typer.Exit(1)
 
 

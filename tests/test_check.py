@@ -189,9 +189,10 @@ def test_cli_table_and_exit_codes(tmp_path):
     result = runner.invoke(app, ["check", str(blocked)])
     assert result.exit_code == 1, result.output
     assert "1 blocked on tensorrt-10: BLOCKED" in result.stdout and "scatternd_0" in result.stdout
+    assert result.stderr == "scatter-rewrite: error: 1 of 1 scatter node(s) blocked on tensorrt-10\n"
     result = runner.invoke(app, ["check", str(clean), "--target", "tensorrt-8.6"])
     assert result.exit_code == 0, result.output
-    assert "READY" in result.stdout
+    assert "READY" in result.stdout and result.stderr == ""
     assert not list(tmp_path.glob("*.*.onnx"))  # check writes nothing
 
 
@@ -200,7 +201,8 @@ def test_cli_json(tmp_path):
     onnx.save(scatter_model("ScatterElements", opset=16, reduction="add", where="if"), path)
     result = runner.invoke(app, ["check", str(path), "--target", "opset-13", "--json"])
     assert result.exit_code == 1
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)  # stdout is the JSON alone; the one-line reason goes to stderr
+    assert result.stderr.count("\n") == 1 and "2 of 2 scatter node(s) blocked on opset-13" in result.stderr
     assert report["target"] == "opset-13" and report["blocked"] == 2
     assert {f["fix"] for f in report["findings"]} == {"scatter-rewrite lower --opset 13"}
     assert all(f["where"].startswith("main graph > If") for f in report["findings"])

@@ -16,6 +16,7 @@ from onnx import TensorProto
 import scatter_rewrite as sr
 from scatter_rewrite.errors import ScatterRewriteError
 from scatter_rewrite.graph import attr, iter_nodes
+from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate import plan_validation, validate
 
 ort.set_default_logger_severity(3)
@@ -459,3 +460,33 @@ def test_the_function_default_is_used_when_the_call_omits_the_attribute():
     seen = np.concatenate([plan_validation(ir.serde.deserialize_model(model), seed=s).inputs["indices"].ravel()
                            for s in range(5)])
     assert seen.min() >= -4 and seen.max() < 4 and ((seen == 3) | (seen == -4)).any()
+
+
+# ---- onnxruntime runs the original but lacks a kernel the rewritten model uses ---------------------------
+
+def test_a_kernel_onnxruntime_lacks_in_the_rewritten_model_is_validated_in_the_reference_evaluator():
+    """float16 ScatterElements max runs in onnxruntime; the ScatterND max it becomes does not
+    (MLFloat16 is not supported with ScatterND when reduction is 'max')."""
+    model = scatter_model("ScatterElements", opset=18, reduction="max", data_type=TensorProto.FLOAT16)
+    out, outcome = sr.to_scatternd(model, validate=True, return_report=True)
+    assert [n.op_type for n in out.graph.node if n.op_type.startswith("Scatter")] == ["ScatterND"]
+    checked = outcome.validation["checked_against"]
+    assert checked.startswith("onnxruntime on the original model, onnx.reference") and "ScatterND" in checked
+    assert outcome.validation["max_abs_diff"] == 0.0
+
+
+def test_a_rewritten_model_onnxruntime_fails_to_run_for_another_reason_still_fails(tmp_path):
+    """Only a missing kernel sends the rewritten model to the reference evaluator: a run-time error
+    (here an index out of range) is a failed validation."""
+    original = scatter_model("ScatterElements", opset=18)
+    broken = onnx.ModelProto()
+    broken.CopyFrom(original)
+    (scatter,) = broken.graph.node
+    broken.graph.node.insert(0, oh.make_node("Add", [scatter.input[1], "far"], ["far_indices"]))
+    broken.graph.initializer.append(onnx.numpy_helper.from_array(np.array(100, np.int64), "far"))
+    scatter.input[1] = "far_indices"
+    paths = tmp_path / "original.onnx", tmp_path / "broken.onnx"
+    onnx.save(original, paths[0])
+    onnx.save(broken, paths[1])
+    with pytest.raises(sr.ValidationError, match="onnxruntime cannot run the rewritten model"):
+        validate(paths[0], paths[1], plan_validation(ir.serde.deserialize_model(original)))

@@ -381,3 +381,40 @@ def test_saving_with_external_data_leaves_the_ir_model_unchanged(tmp_path: Path,
     assert _locations(tmp_path / "saved.onnx") == {"C": "saved.onnx.data", "W": "saved.onnx.data"}
     assert constant.attributes["value"] is attr and model.graph.initializers["W"].const_value is weight
     assert not isinstance(attr.value, ir.ExternalTensor) and not isinstance(weight, ir.ExternalTensor)
+
+
+# ---- the checker's view of a model with big inline weights ------------------------------------------
+
+def big_inline_model(path: Path) -> None:
+    weights = oh.make_tensor("w", TensorProto.FLOAT, [512, 1024], np.ones(512 * 1024, np.float32).tobytes(), raw=True)
+    graph = oh.make_graph([oh.make_node("Add", ["x", "w"], ["y"])], "g",
+                          [oh.make_tensor_value_info("x", TensorProto.FLOAT, [512, 1024])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [512, 1024])], [weights])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), path)
+
+
+def test_checkable_uses_a_small_skeleton_beside_the_model(tmp_path):
+    from scatter_rewrite._protowire import checkable
+
+    path = tmp_path / "m.onnx"
+    big_inline_model(path)
+    with checkable(path) as target:
+        assert Path(target).name == ".m.onnx.check.onnx" and Path(target).stat().st_size < 10_000
+        onnx.checker.check_model(target, full_check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_checkable_checks_the_file_itself_where_the_skeleton_cannot_be_written(tmp_path, monkeypatch):
+    """A read-only input folder (simulated: tests may run as root, who may write anywhere)."""
+    import scatter_rewrite._protowire as protowire
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only folder")
+
+    path = tmp_path / "m.onnx"
+    big_inline_model(path)
+    monkeypatch.setattr(protowire.onnx, "save", refuse)
+    with protowire.checkable(path) as target:
+        assert target == str(path)
+        onnx.checker.check_model(target, full_check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]

@@ -16,6 +16,8 @@ from scatter_rewrite.check import check, parse_target
 from scatter_rewrite.cli import app
 from scatter_rewrite.testing import scatter_model
 
+from _function_models import function_model
+
 runner = CliRunner()
 
 
@@ -219,29 +221,10 @@ def test_cli_errors(tmp_path):
 
 # ---- attributes that refer to an attribute of the enclosing function ----------------------------------
 
-def referring_function_model(reduction: str | None, axis_ref: bool) -> onnx.ModelProto:
-    """main: out = local::F<red, ax>(data, indices, updates); F's ScatterElements reads
-    ``reduction = @red`` (or the literal ``reduction``) and ``axis = @ax`` (or 1)."""
-    inner = oh.make_node("ScatterElements", ["d", "i", "u"], ["o"], name="inner")
-    inner.attribute.append(onnx.AttributeProto(name="axis", ref_attr_name="ax", type=onnx.AttributeProto.INT)
-                           if axis_ref else oh.make_attribute("axis", 1))
-    inner.attribute.append(oh.make_attribute("reduction", reduction) if reduction is not None else
-                           onnx.AttributeProto(name="reduction", ref_attr_name="red", type=onnx.AttributeProto.STRING))
-    function = oh.make_function("local", "F", ["d", "i", "u"], ["o"], [inner],
-                                opset_imports=[oh.make_opsetid("", 18)], attributes=["ax", "red"])
-    call = oh.make_node("F", ["data", "indices", "updates"], ["out"], domain="local", name="call", ax=1, red="add")
-    graph = oh.make_graph([call], "g", [oh.make_tensor_value_info("data", TensorProto.FLOAT, [4, 3]),
-                                        oh.make_tensor_value_info("indices", TensorProto.INT64, [2, 3]),
-                                        oh.make_tensor_value_info("updates", TensorProto.FLOAT, [2, 3])],
-                          [oh.make_tensor_value_info("out", TensorProto.FLOAT, [4, 3])])
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)],
-                         functions=[function])
-
-
 @pytest.mark.parametrize("target, blocked", [("tensorrt-8.6", True), ("tensorrt-10", True), ("opset-17", True),
                                              ("opset-18", False)])
 def test_a_reduction_known_only_at_the_call_site_is_reported_as_such(target, blocked):
-    model = referring_function_model(reduction=None, axis_ref=False)
+    model, _ = function_model(reduction_ref="add", axis_ref=False)  # reduction = @red, red="add" at the call
     (finding,) = findings(model, target)
     assert finding.reduction == "@red"  # not "-" (which reads as no reduction)
     assert finding.blocked is blocked and finding.fix is None
@@ -251,7 +234,7 @@ def test_a_reduction_known_only_at_the_call_site_is_reported_as_such(target, blo
 
 
 def test_an_axis_known_only_at_the_call_site_blocks_lowering_with_the_reason():
-    model = referring_function_model(reduction="add", axis_ref=True)
+    model, _ = function_model(reduction="add")  # axis = @ax
     (finding,) = findings(model, "tensorrt-8.6")  # used to raise TypeError (axis None % rank)
     assert finding.blocked and finding.fix is None
     assert any("cannot be lowered TensorRT-safely" in n and "'axis' refers to the function's attribute 'ax'" in n

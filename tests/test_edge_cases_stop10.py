@@ -35,15 +35,7 @@ from scatter_rewrite.evaluator.reference_ops import make_evaluator
 from scatter_rewrite.testing import LOCAL_DOMAIN
 from scatter_rewrite.validate import compare, run_onnxruntime
 
-vi = oh.make_tensor_value_info
-
-
-def make_model(nodes, inputs, outputs, opset=18, functions=()):
-    imports = [oh.make_opsetid("", opset)] + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else [])
-    model = oh.make_model(oh.make_graph(nodes, "g", inputs, outputs), opset_imports=imports, functions=list(functions))
-    model.ir_version = 8 if opset <= 17 else 10 if opset <= 23 else 11
-    return model
-
+from _function_models import function_model, function_node, make_model, vi
 
 def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     return run_onnxruntime(model.SerializeToString(), feeds)
@@ -151,53 +143,6 @@ def test_tensor_scatter_lowering_with_empty_dimensions(case, opset):
 
 
 # ---- attributes referring to a function attribute ------------------------------------------------
-
-
-def ref_attribute(name: str, ref: str, kind) -> onnx.AttributeProto:
-    a = onnx.AttributeProto(name=name, ref_attr_name=ref, type=kind)
-    return a
-
-
-def function_model(op="ScatterElements", reduction="none", axis=1, opset=18, reduction_ref=None, constant=False,
-                   axis_ref=True):
-    """main: out = local::F<ax=axis>(data[, indices, updates]); F holds ``op`` with ``axis = @ax``
-    (a literal ``axis`` unless ``axis_ref``; ``reduction = @red`` when ``reduction_ref`` names the
-    call's reduction)."""
-    inner = oh.make_node(op, ["d", "i", "u"], ["o"])
-    inner.attribute.append(ref_attribute("axis", "ax", onnx.AttributeProto.INT) if axis_ref
-                           else oh.make_attribute("axis", axis))
-    call_attrs = {"ax": axis}
-    defaults = [oh.make_attribute("ax", 0)]
-    if reduction_ref is not None:
-        inner.attribute.append(ref_attribute("reduction", "red", onnx.AttributeProto.STRING))
-        call_attrs["red"] = reduction_ref
-        defaults.append(oh.make_attribute("red", "none"))
-    elif op != "Scatter":
-        inner.attribute.append(oh.make_attribute("reduction", reduction))
-    nodes, params = [inner], ["d", "i", "u"]
-    if constant:
-        nodes = [oh.make_node("Constant", [], ["i"], value=oh.make_tensor("iv", TensorProto.INT64, [2, 3], [0, 1, 2, 2, 1, 0])),
-                 oh.make_node("Constant", [], ["u"], value=oh.make_tensor("uv", TensorProto.FLOAT, [2, 3], [1, 2, 3, 4, 5, 6])),
-                 inner]
-        params = ["d"]
-    function = oh.make_function(LOCAL_DOMAIN, "F", params, ["o"], nodes, opset_imports=[oh.make_opsetid("", opset)],
-                                attributes=[], attribute_protos=defaults)
-    args = ["data"] if constant else ["data", "indices", "updates"]
-    call = oh.make_node("F", args, ["out"], domain=LOCAL_DOMAIN, name="call", **call_attrs)
-    inputs = [vi("data", TensorProto.FLOAT, [4, 3])]
-    if not constant:
-        inputs += [vi("indices", TensorProto.INT64, [2, 3]), vi("updates", TensorProto.FLOAT, [2, 3])]
-    model = make_model([call], inputs, [vi("out", TensorProto.FLOAT, [4, 3])], opset=opset, functions=[function])
-    rng = np.random.default_rng(1)
-    feeds = {"data": rng.standard_normal((4, 3)).astype(np.float32),
-             "indices": np.array([[0, 1, 2], [2, 1, 0]]) if axis == 1 else np.array([[0, 1, 2], [3, 2, 1]]),
-             "updates": rng.standard_normal((2, 3)).astype(np.float32)}
-    return model, feeds
-
-
-def function_node(model: onnx.ModelProto) -> onnx.NodeProto:
-    (node,) = [n for n in model.functions[0].node if n.op_type.startswith("Scatter")]
-    return node
 
 
 @pytest.mark.parametrize("axis", [0, 1])

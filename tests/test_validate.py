@@ -19,6 +19,8 @@ from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate import plan_validation, validate
 
+from _function_models import function_model
+
 ort.set_default_logger_severity(3)
 DATA = Path(__file__).parent / "data"
 EXPORTS = ["torch/index_put_acc_dynamo18", "torch/index_add_dynamo18", "torch_trt/index_put_dynamo18",
@@ -426,27 +428,11 @@ def test_where_normalization_constant_in_scatternd_tuples(shift):
 
 # ---- attributes that refer to an attribute of the enclosing function ------------------------------------
 
-def function_with_referenced_axis(axis: int) -> onnx.ModelProto:
-    """main: out = local::F<ax=axis>(data[4, 3], indices[2, 3], updates[2, 3]); F's
-    ScatterElements reads ``axis = @ax`` (default 0), so only the call says which axis it is."""
-    inner = oh.make_node("ScatterElements", ["d", "i", "u"], ["o"])
-    inner.attribute.append(onnx.AttributeProto(name="axis", ref_attr_name="ax", type=onnx.AttributeProto.INT))
-    function = oh.make_function("local", "F", ["d", "i", "u"], ["o"], [inner], opset_imports=[oh.make_opsetid("", 13)],
-                                attributes=[], attribute_protos=[oh.make_attribute("ax", 0)])
-    call = oh.make_node("F", ["data", "indices", "updates"], ["out"], domain="local", ax=axis)
-    graph = oh.make_graph([call], "g", [oh.make_tensor_value_info("data", TensorProto.FLOAT, [4, 3]),
-                                        oh.make_tensor_value_info("indices", TensorProto.INT64, [2, 3]),
-                                        oh.make_tensor_value_info("updates", TensorProto.FLOAT, [2, 3])],
-                          [oh.make_tensor_value_info("out", TensorProto.FLOAT, [4, 3])])
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13), oh.make_opsetid("local", 1)],
-                         functions=[function])
-
-
 @pytest.mark.parametrize("axis", [1, -1])
 def test_a_function_axis_is_read_from_the_call(axis):
     """Validation planned indices with ``axis % rank`` on the reference and raised TypeError; the
     call's ax=1 bounds them by data's 3 columns (the function default, 0, would allow 4 rows)."""
-    model = function_with_referenced_axis(axis)
+    model, _ = function_model(axis=axis, opset=13)
     for seed in range(5):
         indices = plan_validation(ir.serde.deserialize_model(model), seed=seed).inputs["indices"]
         assert indices.min() >= -3 and indices.max() < 3  # (negative indices count from the end)
@@ -455,7 +441,7 @@ def test_a_function_axis_is_read_from_the_call(axis):
 
 
 def test_the_function_default_is_used_when_the_call_omits_the_attribute():
-    model = function_with_referenced_axis(0)
+    model, _ = function_model(axis=0, opset=13)
     del model.graph.node[0].attribute[:]  # ax from the function's default, 0: 4 rows
     seen = np.concatenate([plan_validation(ir.serde.deserialize_model(model), seed=s).inputs["indices"].ravel()
                            for s in range(5)])

@@ -176,11 +176,19 @@ def _is_default(schema, name: str, value) -> bool:
     return normalize(default_value) == normalize(value)
 
 
+def _input_dtype(value: ir.Value) -> ir.DataType | None:
+    """``value``'s dtype, or its constant tensor's when it records none (a Constant's output)."""
+    if value.dtype is not None:
+        return value.dtype
+    tensor = ir.convenience.get_const_tensor(value)
+    return None if tensor is None else tensor.dtype
+
+
 def _signature(node: ir.Node) -> tuple:
     attrs = tuple(sorted((k, f"@{a.ref_attr_name}" if is_reference(a) else repr(a.value))
                          for k, a in node.attributes.items()))
     inputs = tuple(
-        None if v is None else (v.dtype, None if v.shape is None else len(v.shape), _const_bytes(v))
+        None if v is None else (_input_dtype(v), None if v.shape is None else len(v.shape), _const_bytes(v))
         for v in node.inputs
     )
     return (node.op_type, attrs, inputs, len(node.outputs))
@@ -202,7 +210,10 @@ def _one_node_model(node: ir.Node, source: int) -> onnx.ModelProto:
             continue
         name = f"in{i}"
         input_names.append(name)
-        dtype = value.dtype.value if value.dtype is not None else onnx.TensorProto.FLOAT
+        # (An untyped constant, a bool Constant's output, goes in with its tensor's dtype: as float
+        # it would contradict its own initializer below.)
+        known = _input_dtype(value)
+        dtype = known.value if known is not None else onnx.TensorProto.FLOAT
         const = _const_bytes(value)
         if const is not None:
             initializers.append(ir.serde.serialize_tensor(ir.Tensor(ir.convenience.get_const_tensor(value).numpy(), name=name)))

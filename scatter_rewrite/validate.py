@@ -65,6 +65,8 @@ FLOAT_TOLERANCE = {
 BFLOAT16_TOLERANCE = (4e-2, 4e-2)
 SYMBOLIC_DIM_SIZE = 4
 SCATTER_OPS = {"Scatter", "ScatterElements", "ScatterND", "TensorScatter"}
+# Ops whose output has the shape of their first input.
+_SAME_SHAPE_OPS = SCATTER_OPS | {"Cast", "Identity"}
 # Ops through which an index tensor's values pass unchanged (only reshaped, broadcast or cast).
 _VALUE_PRESERVING = {"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Flatten", "Transpose"}
 
@@ -486,6 +488,17 @@ def _shape_of(value: ir.Value, shapes, outer: dict[int, list], partial: bool = F
             return inferred
         if partial and (inferred or declared):
             return inferred or declared
+        producer = value.producer()
+        if (producer is not None and producer.op_type in _SAME_SHAPE_OPS and is_default_domain(producer)
+                and producer.inputs):
+            # A scatter's output has its data's shape (a Cast's, its input's): what shape inference
+            # cannot say inside a function or a Loop body (a chain of scatters there) that input may.
+            value = producer.inputs[0]
+            continue
+        if producer is not None and producer.op_type == "Constant" and is_default_domain(producer):
+            tensor = producer.attributes.get("value")  # (in a function, inference does not reach it)
+            if isinstance(tensor, ir.Attr) and tensor.type == ir.AttributeType.TENSOR and tensor.value is not None:
+                return tuple(tensor.value.shape.numpy())
         value = _bound_outside(value, outer)
     return None
 
@@ -886,8 +899,10 @@ def _lacks_a_kernel(e: BaseException) -> bool:
     """Whether onnxruntime refused a model for a kernel or type its CPU provider lacks (not for
     a malformed graph)."""
     text = str(e)
+    # (A type refused inside an If/Loop body comes as FAIL "Graph attribute inferencing failed".)
     return ("NOT_IMPLEMENTED" in text or ("RUNTIME_EXCEPTION" in text and "data type is not supported" in text)
-            or ("INVALID_GRAPH" in text and "Type Error: Type 'tensor(" in text))
+            or (("INVALID_GRAPH" in text or "Graph attribute inferencing failed" in text)
+                and "Type Error: Type 'tensor(" in text))
 
 
 def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:

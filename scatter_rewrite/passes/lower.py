@@ -176,6 +176,7 @@ class LowerPass(ScatterPass):
             self.note(text, modified=True)
         names = seg.Names(value_names(model))
         uses_custom: list[ir.Graph | ir.Function] = []
+        built_in_functions: list[ir.Node] = []
         for kind, node, scope in pending:
             node.domain = ""
             if kind == "tensor_scatter":
@@ -188,11 +189,14 @@ class LowerPass(ScatterPass):
             old_inputs = list(node.inputs)
             ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
             remove_unused_expands(scope.body, old_inputs)
-            if isinstance(scope.body, ir.Function):  # function values stay untyped, like the rest
-                for new_node in nodes_within(nodes):
-                    for value in new_node.outputs:
-                        value.type, value.shape = None, None
+            if isinstance(scope.body, ir.Function):
+                built_in_functions += nodes
             self.rewrote(node, scope, detail)  # named as it was found (source opset)
+        # Function values stay untyped, like the rest; only once every node is lowered: a reduction
+        # chained after another in the same function reads the first one's (typed) lowered output.
+        for new_node in nodes_within(built_in_functions):
+            for value in new_node.outputs:
+                value.type, value.shape = None, None
         if uses_custom:
             model.opset_imports[CUSTOM_DOMAIN] = CUSTOM_DOMAIN_VERSION
             for body in uses_custom:

@@ -53,7 +53,9 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
 from scatter_rewrite.graph import attr, is_default_domain, is_reference, iter_nodes
-from scatter_rewrite.passes._inference import serialize_without_weights, weightless_copy
+from scatter_rewrite.passes._inference import (
+    annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
+)
 
 # (rtol, atol) for float outputs of models with a float add/mul scatter: a few ulps of the partial
 # sums' magnitude. Everything else must be bit-exact.
@@ -708,7 +710,14 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     initializer_names = set(model.graph.initializers)
     graph_inputs = [v for v in model.graph.inputs if v.name not in initializer_names]
     input_shapes = {v.name: _concrete_shape(v.shape, sizes) for v in graph_inputs}
-    contracts, float_reduction, notes = _contracts(_without_constant_ifs(model), input_shapes)
+    planned = _without_constant_ifs(model)
+    # ONNX shape inference does not enter functions: a function scatter's data shape (a Reshape
+    # of constants there) comes from inferring the body with its call sites' input types.
+    borrowed = annotate_functions_with(planned, lambda node: node.op_type in SCATTER_OPS)
+    try:
+        contracts, float_reduction, notes = _contracts(planned, input_shapes)
+    finally:
+        restore_types(borrowed)
     if inputs is not None:
         missing = [v.name for v in graph_inputs if v.name not in inputs]
         if missing:

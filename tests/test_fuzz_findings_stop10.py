@@ -138,3 +138,20 @@ def test_custom_float16_form_in_a_subgraph_is_validated_by_the_reference(where):
     onnx.checker.check_model(lowered, full_check=True)
     checked = outcome.validation["checked_against"]
     assert checked.startswith("onnxruntime on the original model, onnx.reference"), checked  # (ORT runs float16 min)
+
+
+def test_validation_bounds_indices_of_a_function_scatter_whose_data_is_built_there():
+    """The data is a Reshape of constants inside the function, where ONNX shape inference does not
+    go: its shape comes from inferring the body with the call's input types (out-of-range indices
+    were generated and the valid model refused with IndexOutOfRangeError)."""
+    body = [oh.make_node("Constant", [], ["f"], value=oh.make_tensor("fv", TP.FLOAT, [6], [0, 1, 2, 3, 4, 5])),
+            oh.make_node("Constant", [], ["sh"], value=oh.make_tensor("shv", TP.INT64, [2], [2, 3])),
+            oh.make_node("Reshape", ["f", "sh"], ["d"]),
+            oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=1)]
+    model = _function_model(body, [_vi("i", TP.INT64, [2, 2]), _vi("u", TP.FLOAT, [2, 2])],
+                            [_vi("y", TP.FLOAT, [2, 3])], ["s"], 13)
+    for seed in range(5):
+        indices = plan_validation(ir.serde.deserialize_model(model), seed=seed).inputs["i"]
+        assert indices.min() >= -3 and indices.max() < 3
+    out, outcome = sr.to_scatternd(model, validate=True, return_report=True)
+    assert outcome.validation["max_abs_diff"] == 0.0

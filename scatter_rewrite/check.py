@@ -34,7 +34,7 @@ import re
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.graph import attr, describe, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import attr, describe, function_calls, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
@@ -292,7 +292,7 @@ def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
     followed out of a function through the inputs of its call sites."""
     inputs = {id(v) for v in model.graph.inputs}
     formal = {id(v): (key, i) for key, function in model.functions.items() for i, v in enumerate(function.inputs)}
-    calls: dict[tuple, list[ir.Node]] | None = None
+    calls = None
     names, seen, stack = set(), set(), [v for v in node.inputs[1:3] if v is not None]
     while stack:
         value = stack.pop()
@@ -304,10 +304,7 @@ def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
         elif value.producer() is not None:
             stack += [v for v in value.producer().inputs if v is not None]
         elif id(value) in formal:
-            if calls is None:
-                calls = {}
-                for n, _ in iter_nodes(model):
-                    calls.setdefault((n.domain, n.op_type, n.overload), []).append(n)
+            calls = function_calls(model) if calls is None else calls
             key, i = formal[id(value)]
             stack += [c.inputs[i] for c in calls.get(key, []) if i < len(c.inputs) and c.inputs[i] is not None]
     return sorted(names)

@@ -76,6 +76,17 @@ def iter_nodes(model: ir.Model) -> Iterator[tuple[ir.Node, Scope]]:
             yield node, scope
 
 
+def function_calls(model: ir.Model) -> dict[tuple[str, str, str], list[ir.Node]]:
+    """The calls of each model-local function, in :func:`iter_nodes` order, keyed like
+    ``model.functions``: (domain, name, overload)."""
+    calls: dict[tuple[str, str, str], list[ir.Node]] = {}
+    for node, _ in iter_nodes(model):
+        key = (node.domain, node.op_type, node.overload)
+        if key in model.functions:
+            calls.setdefault(key, []).append(node)
+    return calls
+
+
 def body_nodes(body: ir.Graph | ir.Function) -> Iterator[ir.Node]:
     """Every node of one graph or function body, its subgraphs' nodes included (snapshotted)."""
     for scope in _nested(body, 0, ""):

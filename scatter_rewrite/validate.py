@@ -52,7 +52,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
-from scatter_rewrite.graph import attr, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import attr, function_calls, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.passes._inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
 )
@@ -445,12 +445,8 @@ def _outer_values(model: ir.Model) -> dict[int, list[ir.Value | None]]:
 
 def _first_calls(model: ir.Model) -> dict[int, tuple[ir.Node, ir.Function]]:
     """id(function body) -> (its first call, the function): validation binds a function to it."""
-    found: dict[int, tuple[ir.Node, ir.Function]] = {}
-    for node, _scope in iter_nodes(model):
-        function = model.functions.get((node.domain, node.op_type, node.overload))
-        if function is not None and id(function.graph) not in found:
-            found[id(function.graph)] = (node, function)
-    return found
+    calls = function_calls(model)
+    return {id(function.graph): (calls[key][0], function) for key, function in model.functions.items() if key in calls}
 
 
 def _attr_at_call(node: ir.Node, name: str, default, calls: dict[int, tuple[ir.Node, ir.Function]]):

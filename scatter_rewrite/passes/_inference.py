@@ -12,7 +12,7 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.graph import body_nodes, iter_nodes, iter_scopes
+from scatter_rewrite.graph import body_nodes, function_calls, iter_scopes
 
 Borrowed = list[tuple[ir.Value, tuple]]  # (value, (dtype it had, shape it had))
 
@@ -133,8 +133,7 @@ def annotate_function_types(model: ir.Model, function: ir.Function) -> Borrowed:
     """Give a function's untyped values the dtype and rank they have at every call site (ONNX
     shape inference on the body with the callers' input types); returns what was annotated, for
     :func:`restore_types` (a function's values stay untyped in the saved model)."""
-    key = (function.domain, function.name, function.overload)
-    calls = [n for n, _ in iter_nodes(model) if (n.domain, n.op_type, n.overload) == key]
+    calls = function_calls(model).get((function.domain, function.name, function.overload), [])
     if not calls:
         return []
     proto = ir.serde.serialize_function(function)

@@ -43,7 +43,9 @@ import onnx_ir as ir
 import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
-from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, iter_nodes, iter_scopes, reference_reason
+from scatter_rewrite.graph import (
+    Scope, attr, describe, function_calls, is_default_domain, iter_nodes, iter_scopes, reference_reason,
+)
 from scatter_rewrite.passes.base import ScatterPass
 
 SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
@@ -188,9 +190,7 @@ def call_site_values(model: ir.Model, scope: Scope, value: ir.Value) -> list[ir.
         return None
     position = list(function.inputs).index(value)
     bound = []
-    for node, _ in iter_nodes(model):
-        if (node.op_type, node.domain, node.overload) != (function.name, function.domain, function.overload):
-            continue
+    for node in function_calls(model).get((function.domain, function.name, function.overload), []):
         arg = node.inputs[position] if position < len(node.inputs) else None
         if arg is None:
             return None

@@ -130,12 +130,11 @@ def checkable(path: Path) -> Iterator[str]:
     try:
         try:
             onnx.save(model, skeleton)
+            target = str(skeleton)
         except OSError:  # a folder we may not write to (an input's): check the file itself, slower
-            del model
-            yield str(path)
-            return
+            target = str(path)
         del model
-        yield str(skeleton)
+        yield target
     finally:
         skeleton.unlink(missing_ok=True)
 

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import ModelLoadError, ScatterRewriteError
-from scatter_rewrite.model_io import save_model
+from scatter_rewrite.errors import ScatterRewriteError
+from scatter_rewrite.model_io import check_in_memory_references, save_model
 from scatter_rewrite.pipeline import (
     Outcome, Verb, VERBS, check_model, fixed_dim_sizes, result_dict, rewrite_file, run_passes,
 )
@@ -33,7 +33,7 @@ def _to_ir(model: Any) -> ir.Model:
     if isinstance(model, ir.Model):
         return model.clone()
     if isinstance(model, onnx.ModelProto):
-        _check_external_references(model)
+        check_in_memory_references(model)
         return ir.serde.deserialize_model(model)
     if _is_graphsurgeon(model):
         import onnx_graphsurgeon as gs
@@ -42,23 +42,6 @@ def _to_ir(model: Any) -> ir.Model:
     raise ScatterRewriteError(
         f"cannot rewrite a {type(model).__name__}: pass an onnx.ModelProto, onnx_ir.Model, path or onnx_graphsurgeon.Graph"
     )
-
-
-def _check_external_references(model: onnx.ModelProto) -> None:
-    """A ModelProto whose weights stayed in external files (``onnx.load(path, load_external_data=False)``)
-    no longer knows its folder: the files are looked up from the current folder. Say so plainly when
-    one is not there, instead of failing later on a read."""
-    from onnx.external_data_helper import _get_all_tensors
-
-    for tensor in _get_all_tensors(model):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-        if not location or not os.path.isfile(location):
-            raise ModelLoadError(
-                f"the ModelProto keeps tensor '{tensor.name}' in the external file '{location}', which is not "
-                "found from the current folder: pass the model's path instead, or load it with its data "
-                "(onnx.load(path), load_external_data=True)")
 
 
 def _from_ir(model: ir.Model, like: Any) -> Any:

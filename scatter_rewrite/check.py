@@ -112,8 +112,9 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
             continue
         inputs = list(node.inputs) + [None, None, None]
         reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
-        if node.op_type != "Scatter" and is_reference(node.attributes.get("reduction", ir.AttrString("r", ""))):
-            reduction = "@" + node.attributes["reduction"].ref_attr_name  # the function's attribute
+        referenced = node.attributes.get("reduction")
+        if reduction is None and referenced is not None and is_reference(referenced):
+            reduction = "@" + referenced.ref_attr_name  # the function's attribute
         finding = Finding(describe(node, scope), node.op_type, scope.opset, scope.where, reduction,
                           _dtype(model, scope, inputs[0]),
                           _dtype(model, scope, inputs[1] if node.op_type != "TensorScatter" else inputs[2]))

@@ -127,6 +127,19 @@ def _check_external_files(proto: onnx.ModelProto, path: Path) -> None:
                                  f"{size}: the data file is truncated or not this model's; copy it again")
 
 
+def check_in_memory_references(proto: onnx.ModelProto) -> None:
+    """A ModelProto whose weights stayed in external files (``onnx.load(path, load_external_data=False)``)
+    no longer knows its folder: the files are looked up from the current folder. ModelLoadError
+    saying so plainly when one is not there, instead of failing later on a read."""
+    for tensor in _external_tensors(proto):
+        location = _location(tensor) or ""
+        if not location or not os.path.isfile(location):
+            raise ModelLoadError(
+                f"the ModelProto keeps tensor '{tensor.name}' in the external file '{location}', which is not "
+                "found from the current folder: pass the model's path instead, or load it with its data "
+                "(onnx.load(path), load_external_data=True)")
+
+
 def _extent(tensor: onnx.TensorProto) -> tuple[int, int]:
     """(offset, length) of an external tensor's bytes in its file; the length from dtype and dims
     when the reference does not give it (0 when neither says)."""

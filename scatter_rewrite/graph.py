@@ -113,6 +113,30 @@ def remove_unused_expands(body: ir.Graph | ir.Function, values: Iterable[ir.Valu
             body.remove(producer, safe=True)
 
 
+def shadowed_names(model: ir.Model) -> set[str]:
+    """The names of subgraph initializers (If/Loop/Scan bodies, nested) that an enclosing graph or
+    function also defines. The IR reads the subgraph's own value, but runtimes differ: onnx.reference
+    reads the outer one, onnxruntime the outer one while something else reads it and the inner one
+    otherwise. A value of such a name is known for sure in neither scope."""
+    found: set[str] = set()
+
+    def visit(body: ir.Graph | ir.Function, visible: frozenset[str]) -> None:
+        here = {v.name for v in body.inputs if v is not None and v.name}
+        here.update(o.name for node in body for o in node.outputs if o.name)
+        if isinstance(body, ir.Graph):
+            found.update(name for name in body.initializers if name in visible)
+            here.update(body.initializers)
+        inner = visible | here
+        for node in body:
+            for _, graph in _subgraphs(node):
+                visit(graph, inner)
+
+    visit(model.graph, frozenset())
+    for function in model.functions.values():
+        visit(function, frozenset())
+    return found
+
+
 def value_names(model: ir.Model) -> set[str]:
     """Every value name in the model: inputs, outputs, initializers and node outputs of every scope."""
     names: set[str] = set()

@@ -67,6 +67,25 @@ def restore_string_dtype(out: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return fitted if fitted.dtype.itemsize >= dtype.itemsize else fitted.astype(dtype)
 
 
+def as_string_kind(array: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """``array``'s strings as an object array of ``like``'s element type: ``bytes`` for np.bytes_
+    data and for object data holding any ``bytes`` (onnx.numpy_helper's form), else ``str``.
+
+    String tensors reach a kernel both ways (``bytes`` from tensors, ``str`` from ``value_strings``
+    attributes or onnx.reference ops), and Python cannot concatenate or compare the two. ONNX strings
+    are UTF-8, so converting keeps every value, and UTF-8 bytes sort like their code points.
+    """
+    if like.dtype.kind == "O":
+        to_bytes = any(isinstance(x, bytes) for x in like.flat)
+    else:
+        to_bytes = like.dtype.kind == "S"
+    if to_bytes:
+        convert = np.frompyfunc(lambda x: x.encode() if isinstance(x, str) else x, 1, 1)
+    else:
+        convert = np.frompyfunc(lambda x: x.decode() if isinstance(x, bytes) else x, 1, 1)
+    return np.asarray(convert(array), dtype=object) if array.size else array.astype(object)
+
+
 def has_nan(dtype: np.dtype) -> bool:
     """Whether values of this dtype can be NaN (so max/min need onnxruntime's NaN rules)."""
     return dtype.kind in "fc" or dtype == _WIDEN_TO_F32[1]
@@ -228,7 +247,7 @@ def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray,
     dtype = data.dtype
     if is_string(dtype):
         out = np.array(data, dtype=object, order="C")
-        _apply(out.reshape(-1), flat, upd.astype(object, copy=False), reduction)
+        _apply(out.reshape(-1), flat, as_string_kind(upd, data), reduction)
         return restore_string_dtype(out, dtype)
     if reduction != "none" and dtype in _WIDEN_TO_F32:
         work = data.astype(np.float32, order="C")

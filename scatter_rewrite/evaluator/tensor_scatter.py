@@ -6,8 +6,10 @@ import numpy as np
 
 from scatter_rewrite.errors import IndexOutOfRangeError
 from scatter_rewrite.evaluator._common import (
+    as_string_kind,
     check_same_type,
     invalid,
+    is_string,
     normalize_axis,
     restore_string_dtype,
     where,
@@ -59,6 +61,8 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
         if d != axis and update.shape[d] != past_cache.shape[d]:
             raise invalid(op, node_name, f"update shape {update.shape} differs from past_cache "
                                          f"shape {past_cache.shape} in dimension {d}")
+    if is_string(past_cache.dtype):
+        update = as_string_kind(update, past_cache)
     max_len, seq_len = past_cache.shape[axis], update.shape[axis]
     if seq_len > max_len:
         raise invalid(op, node_name, f"update sequence length {seq_len} exceeds past_cache's "

@@ -10,16 +10,19 @@ ORT-based folders (onnx-graphsurgeon ``fold_constants``, onnxsim, Polygraphy) th
 the graph.
 
 Constant means: an initializer that is not also a graph input (a graph input with an initializer
-is a default that callers may override), a subgraph initializer or outer-scope constant, a
+is a default that callers may override), a subgraph initializer or outer-scope constant (unless a
+subgraph initializer and a value of an enclosing graph share its name: runtimes resolve it
+differently), a
 ``Constant`` node, or the output of a small constant-only chain of :data:`CHAIN_OPS` (``Cast``,
-``Reshape``, ``Unsqueeze``, ``Expand``, ``Range``, ``Gather``, ``Shape`` of static dims, ``Size``
-of a ``Shape`` of known rank, ...) as real exporters emit in front of scatter indices and updates
+``Reshape``, ``Unsqueeze``, ``Expand``, ``Range``, ``Gather``, ``Shape`` of static dims or of a
+constant, ``Size`` of a ``Shape`` of known rank, ...) as real exporters emit in front of scatter indices and updates
 (:class:`ConstantChains`, which the inline-If helper shares). Chain nodes are evaluated
 (``onnx.reference``'s per-op implementations) only as far as they feed a scatter being folded;
 nodes and initializers that folding leaves unused are removed, nothing else in the graph is.
 
 Leaves alone (reported with the reason): scatters with a non-constant input, results bigger than
-``size_limit`` bytes, inputs a chain op cannot evaluate. Raises IndexOutOfRangeError for a constant
+``size_limit`` bytes, inputs a chain op cannot evaluate (or must not: a ``Cast`` between strings
+and numbers, whose text is the runtime's choice). Raises IndexOutOfRangeError for a constant
 index out of range and InvalidModelError for a constant scatter that breaks its spec: folding
 must not silently bake an undefined result into the model.
 
@@ -35,7 +38,9 @@ import onnx_ir as ir
 
 from scatter_rewrite import evaluator
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
-from scatter_rewrite.graph import Scope, attr, describe, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import (
+    Scope, attr, describe, is_default_domain, is_reference, iter_nodes, shadowed_names,
+)
 from scatter_rewrite.passes.base import ScatterPass
 
 logger = logging.getLogger("scatter_rewrite")
@@ -79,7 +84,7 @@ class FoldPass(ScatterPass):
     # ---- the pass ------------------------------------------------------------------------------
 
     def run(self, model: ir.Model) -> None:
-        self._chains = ConstantChains()
+        self._chains = ConstantChains(shadowed=shadowed_names(model))
         try:
             for node, scope in iter_nodes(model):
                 if node.graph is None:
@@ -211,14 +216,19 @@ class ConstantChains:
     Constant: an initializer that is not also a graph input, a ``Constant`` node, or the output of a
     chain of :data:`CHAIN_OPS` over constants. ``Shape`` and ``Size`` read no values, only what is
     known of their input's shape: ``Shape`` is constant when the dims it returns are static (all of
-    them, or its ``start:end`` slice), ``Size`` when every dim is static; the output of a ``Shape``
+    them, or its ``start:end`` slice), ``Size`` when every dim is static, and both when their input
+    is itself a constant (a ``Constant`` node's or a chain's output, which carry no recorded shape:
+    the shape of its value); the output of a ``Shape``
     has a known length whenever its input's rank is known, so ``Size(Shape(x))`` (x's rank) is
     constant even when x's dims are dynamic. Shapes are read from the values as they are (run ONNX
     shape inference first to know more). Answers are cached: make a new instance after the graph
     or its recorded shapes change, or :meth:`forget` the values that changed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, shadowed: set[str] | None = None) -> None:
+        # names a subgraph initializer shares with an enclosing graph (graph.shadowed_names): values
+        # of these names are not constant, and are never pruned
+        self._shadowed = shadowed or set()
         self._reasons: dict[ir.Value, str | None] = {}  # value -> why it is not constant (None: it is)
         self._arrays: dict[ir.Value, np.ndarray] = {}  # evaluated chain-node outputs
 
@@ -244,6 +254,9 @@ class ConstantChains:
         return reason
 
     def _why_not(self, value: ir.Value) -> str | None:
+        if value.name in self._shadowed:
+            return (f"'{value.name}' is the name of a subgraph initializer and of a value of an enclosing "
+                    "graph, which runtimes resolve differently: rename one")
         producer = value.producer()
         if producer is None:
             if value.is_graph_input():
@@ -270,7 +283,8 @@ class ConstantChains:
                 return f"it comes from {label}, a sparse or malformed Constant"
             return None
         if producer.op_type in SHAPE_OPS:
-            if _shape_op_dims(producer) is None:
+            source = producer.inputs[0] if producer.inputs else None
+            if _shape_op_dims(producer) is None and (source is None or self.why_not(source) is not None):
                 return f"it comes from {label} of a dynamic shape"
             return None
         for v in producer.inputs:
@@ -283,23 +297,40 @@ class ConstantChains:
         Raises :class:`CannotEvaluate` when onnx.reference rejects a chain op's inputs."""
         producer = value.producer()
         if producer is None:  # an initializer: memory-mapped or in the proto, read here
-            return value.const_value.numpy()
+            return _object_strings(value.const_value.numpy())
         if value in self._arrays:
             return self._arrays[value]
         if producer.op_type == "Constant":
-            outputs = [_constant_array(producer)]
+            outputs = [_object_strings(_constant_array(producer))]
         elif producer.op_type in SHAPE_OPS:
-            outputs = [_shape_op(producer)]
+            dims = _shape_op_dims(producer)
+            if dims is None:  # its input is a constant with no recorded shape: its value's
+                dims = _shape_op_dims(producer, self._shape_of_constant(producer.inputs[0], opset))
+            outputs = [_shape_op(producer, dims)]
         else:
             inputs = [None if v is None else self.evaluate(v, opset) for v in producer.inputs]
+            _refuse_string_casts(producer, inputs)
             outputs = _run_reference(producer, opset, inputs)
         for v, array in zip(producer.outputs, outputs):
             self._arrays[v] = array
         return self._arrays[value]
 
+    def _shape_of_constant(self, value: ir.Value, opset: int) -> list[int]:
+        """A constant's shape: a ``Constant`` node's from its attribute (its data is not read), any
+        other's from its value."""
+        producer = value.producer()
+        if producer is not None and producer.op_type == "Constant":
+            ((name, a),) = producer.attributes.items()
+            if name == "value":
+                return list(a.value.shape.numpy())
+            return [len(a.value)] if name.endswith("s") else []
+        return list(self.evaluate(value, opset).shape)
+
     def prune(self, values: list[ir.Value]) -> int:
         """Remove the nodes and initializers among ``values``' producers (and theirs, transitively)
-        that nothing uses any more; returns how many were removed. Graph inputs stay."""
+        that nothing uses any more; returns how many were removed. Graph inputs stay, and so do
+        initializers whose name a subgraph's initializer shadows (without them, runtimes that read
+        the outer value would read the subgraph's)."""
         removed, stack = 0, list(values)
         while stack:
             value = stack.pop()
@@ -308,7 +339,8 @@ class ConstantChains:
             producer = value.producer()
             if producer is None:
                 graph = value.graph
-                if value.is_initializer() and graph is not None and graph.initializers.get(value.name) is value:
+                if (value.is_initializer() and graph is not None and graph.initializers.get(value.name) is value
+                        and value.name not in self._shadowed):
                     graph.initializers.pop(value.name)
                     removed += 1
                 continue
@@ -372,9 +404,10 @@ def known_dims(value: ir.Value | None) -> list[int | None] | None:
     return None
 
 
-def _shape_op_dims(node: ir.Node) -> list[int] | None:
-    """The dims a ``Shape``/``Size`` node reads (all static), or None when some is unknown."""
-    dims = known_dims(node.inputs[0] if node.inputs else None)
+def _shape_op_dims(node: ir.Node, source: list[int] | None = None) -> list[int] | None:
+    """The dims a ``Shape``/``Size`` node reads (all static), or None when some is unknown; from
+    its input's known dims, or from ``source`` (the dims of its input's value) when given."""
+    dims = known_dims(node.inputs[0] if node.inputs else None) if source is None else source
     if dims is None:
         return None
     if node.op_type == "Shape":  # Shape-15 clamps start/end exactly as Python slicing does
@@ -382,8 +415,8 @@ def _shape_op_dims(node: ir.Node) -> list[int] | None:
     return None if any(d is None for d in dims) else dims
 
 
-def _shape_op(node: ir.Node) -> np.ndarray:
-    dims = np.array(_shape_op_dims(node), dtype=np.int64)
+def _shape_op(node: ir.Node, dims: list[int]) -> np.ndarray:
+    dims = np.array(dims, dtype=np.int64)
     if node.op_type == "Size":
         return np.array(np.prod(dims, dtype=np.int64), dtype=np.int64)
     return dims
@@ -404,5 +437,29 @@ def _run_reference(node: ir.Node, opset: int, inputs: list) -> list[np.ndarray]:
         label = f"{node.op_type} '{node.name}'" if node.name else node.op_type
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CannotEvaluate(f"{label} failed in onnx.reference ({first[:200]})") from e
-    return [np.asarray(o) for o in outputs]
+    return [_object_strings(np.asarray(o)) for o in outputs]
+
+
+def _refuse_string_casts(node: ir.Node, inputs: list) -> None:
+    """A ``Cast``/``CastLike`` between strings and numbers is not evaluated: the spec leaves the text
+    of a number to the runtime, and they differ (onnxruntime writes -0.0 as '-0', true as '1', NaN
+    as 'NaN' and doubles with 8 digits, onnx.reference '-0.0', 'True', 'nan' and 17 digits), as they
+    parse differently what is not a plain number."""
+    if node.op_type not in ("Cast", "CastLike") or not inputs or inputs[0] is None:
+        return
+    if node.op_type == "Cast":
+        to_string = attr(node, "to") == ir.DataType.STRING
+    else:
+        to_string = len(inputs) > 1 and inputs[1] is not None and inputs[1].dtype.kind in "OSU"
+    if (inputs[0].dtype.kind in "OSU") != to_string:
+        label = f"{node.op_type} '{node.name}'" if node.name else node.op_type
+        raise CannotEvaluate(f"{label} casts between strings and numbers, whose text each runtime "
+                             "writes and reads its own way")
+
+
+def _object_strings(array: np.ndarray) -> np.ndarray:
+    """String tensors as object arrays: the IR gives fixed-width np.bytes_ arrays and onnx.reference
+    ops give np.str_ ones, whose widths differ from tensor to tensor, and onnx.reference refuses to
+    mix them (Where: 'x and y should share the same dtype |S2 != |S1') or to compute on them (Expand)."""
+    return array.astype(object) if array.dtype.kind in "SU" else array
 

@@ -1,0 +1,237 @@
+"""Regression tests for what the randomized fold audit (stop 11, ``tests/_fold_fuzz.py``) found.
+
+Each test builds the smallest model that showed the problem, folds it, and checks the result against
+onnxruntime (one thread) on the original, plus a short seed list of the generator itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnxruntime as ort
+import pytest
+
+import scatter_rewrite as sr
+from scatter_rewrite.passes.fold import SCATTER_OPS
+
+
+def parse(text: str) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(text)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def run(model: onnx.ModelProto, feeds: dict | None = None) -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds or {})
+
+
+def scatters_left(model: onnx.ModelProto) -> int:
+    nodes = list(model.graph.node) + [n for f in model.functions for n in f.node]
+    for node in list(nodes):
+        for a in node.attribute:
+            nodes += list(a.g.node) + [n for g in a.graphs for n in g.node]
+    return sum(n.op_type in SCATTER_OPS for n in nodes)
+
+
+def fold_and_compare(model: onnx.ModelProto, feeds: dict | None = None, **kwargs):
+    """Fold; the result passes the full checker and computes what the original computes, bit for bit."""
+    folded, outcome = sr.fold(model, return_report=True, **kwargs)
+    onnx.checker.check_model(folded, full_check=True)
+    for want, got in zip(run(model, feeds), run(folded, feeds), strict=True):
+        assert want.dtype == got.dtype and want.shape == got.shape
+        np.testing.assert_array_equal(got, want)
+    return folded, outcome.passes[0]
+
+
+# ---- Shape/Size of a constant that has no recorded shape (a Constant node's or a chain's output) ----
+
+SHAPE_OF_CONSTANT = """
+<ir_version: 8, opset_import: ["" : 18, "local" : 1]>
+main () => (float[2, 3] s, float[3] f)
+{
+    data = Constant <value = float[2, 3] {0, 0, 0, 0, 0, 0}> ()
+    idx = Constant <value = int64[2, 2] {2, 0, 1, -1}> ()
+    shape = Shape (idx)
+    seven = Constant <value_float = 7.5> ()
+    upd = Expand (seven, shape)
+    s = ScatterElements <axis = 1> (data, idx, upd)
+    f = local.F ()
+}
+<domain: "local", opset_import: ["" : 18]>
+F () => (s)
+{
+    data = Constant <value = float[3] {1, 1, 1}> ()
+    idx = Constant <value_ints = [1, 0]> ()
+    two = Constant <value_ints = [2]> ()
+    both = Concat <axis = 0> (idx, two)
+    sh = Shape (both)
+    idx2 = Reshape (both, sh)
+    count = Size (idx2)
+    zero = Constant <value_ints = [0]> ()
+    end = Unsqueeze (count, zero)
+    one = Constant <value_ints = [1]> ()
+    idx3 = Slice (idx2, one, end)
+    n = Shape <start = 0> (idx3)
+    upd = ConstantOfShape <value = float[1] {9}> (n)
+    s = ScatterElements <axis = 0> (data, idx3, upd)
+}
+"""
+
+
+def test_shape_and_size_of_a_constant_without_a_recorded_shape_are_constant():
+    """Shape(Constant) and Size/Shape of a chain over Constants (in a function nothing records shapes)
+    were reported 'Shape of a dynamic shape' and left unfolded."""
+    folded, report = fold_and_compare(parse(SHAPE_OF_CONSTANT))
+    assert report["skipped"] == [] and len(report["rewritten"]) == 2
+    assert scatters_left(folded) == 0
+    assert not any(n.op_type in ("Shape", "Size") for n in folded.graph.node)
+    assert not any(n.op_type in ("Shape", "Size") for n in folded.functions[0].node)
+
+
+def test_shape_of_a_dynamic_input_still_is_not_constant():
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 18]>
+        main (float[N] x) => (float[4] s)
+        {
+            data = Constant <value = float[4] {0, 0, 0, 0}> ()
+            n = Shape (x)
+            idx = ConstantOfShape <value = int64[1] {1}> (n)
+            upd = ConstantOfShape <value = float[1] {2}> (n)
+            s = ScatterElements <reduction = "add"> (data, idx, upd)
+        }""")
+    folded, outcome = sr.fold(model, return_report=True)
+    (skip,) = outcome.passes[0]["skipped"]
+    assert "Shape of a dynamic shape" in skip["detail"] and scatters_left(folded) == 1
+
+
+# ---- string reductions whose data and updates come as bytes (tensors) and str (value_strings) ----
+
+STRING_REDUCTIONS = """
+<ir_version: 8, opset_import: ["" : 18, "local" : 1]>
+main () => (string[3] added, string[3] biggest, string[2, 2] f)
+<string[3] data = {"a", "b", "c"}>
+{
+    idx = Constant <value_ints = [1, 1, 0]> ()
+    upd = Constant <value_strings = ["x", "y", "z"]> ()
+    added = ScatterElements <reduction = "add"> (data, idx, upd)
+    nd_idx = Constant <value = int64[2, 1] {2, 2}> ()
+    nd_upd = Constant <value_strings = ["bb", "a"]> ()
+    biggest = ScatterND <reduction = "max"> (data, nd_idx, nd_upd)
+    f = local.F ()
+}
+<domain: "local", opset_import: ["" : 18]>
+F () => (s)
+{
+    data = Constant <value = string[2, 2] {"k", "é", "m", "n"}> ()
+    idx = Constant <value = int64[1, 2] {1, 0}> ()
+    upd1 = Constant <value_strings = ["é", "q"]> ()
+    shape = Constant <value_ints = [1, 2]> ()
+    upd = Reshape (upd1, shape)
+    s = ScatterElements <axis = 0, reduction = "min"> (data, idx, upd)
+}
+"""
+
+
+def test_string_reductions_of_bytes_data_and_str_updates_fold():
+    """A string add/max/min whose data is a tensor (bytes) and updates a value_strings Constant (str)
+    crashed fold with TypeError (can't concat str to bytes). onnxruntime has no string reductions;
+    the values are those of onnx.reference's definition (concatenation, lexicographic order)."""
+    folded, report = sr.fold(parse(STRING_REDUCTIONS), return_report=True)
+    onnx.checker.check_model(folded, full_check=True)
+    assert len(report.passes[0]["rewritten"]) == 3 and scatters_left(folded) == 0
+    added, biggest, f = run(folded)
+    assert added.tolist() == ["az", "bxy", "c"]
+    assert biggest.tolist() == ["a", "b", "c"]  # max("c", "bb", "a") is "c"
+    assert f.tolist() == [["k", "q"], ["m", "n"]]  # min("m", "é") = "m", min("é", "q") = "q" (UTF-8 order)
+
+
+def test_string_chains_evaluate():
+    """Where over string constants of different widths and Expand of a string constant failed in
+    onnx.reference (fixed-width np.bytes_ arrays): the scatters were left 'cannot evaluate'."""
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 16]>
+        main () => (string[2, 3] s)
+        <string[2, 3] data = {"a", "bb", "c", "d", "e", "f"}, string[1, 2] wide = {"long", "longer"}>
+        {
+            short = Constant <value = string[1, 2] {"x", "y"}> ()
+            mask = Constant <value = bool[1, 2] {1, 0}> ()
+            picked = Where (mask, short, wide)
+            one = Constant <value = string[1, 1] {"z"}> ()
+            shape = Constant <value_ints = [1, 2]> ()
+            zz = Expand (one, shape)
+            upd = Concat <axis = 0> (picked, zz)
+            idx = Constant <value = int64[2, 2] {2, 0, 1, 1}> ()
+            s = ScatterElements <axis = 1> (data, idx, upd)
+        }""")
+    folded, report = fold_and_compare(model)
+    assert report["skipped"] == [] and scatters_left(folded) == 0
+    (s,) = run(folded)
+    assert s.tolist() == [["longer", "bb", "x"], ["d", "z", "f"]]
+
+
+# ---- casts between numbers and strings: implementation-defined text, never baked in -------------
+
+def test_a_cast_between_numbers_and_strings_is_not_evaluated():
+    """Cast(float/bool -> string) was evaluated by onnx.reference ('-0.0', 'True', 'nan',
+    '0.3333333333333333') where onnxruntime writes '-0', '1', 'NaN', '0.33333333': the folded
+    model computed other strings than the original. The spec leaves the text to the runtime."""
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 18]>
+        main () => (string[5] s, string[2] b)
+        <string[5] data = {"a", "b", "c", "d", "e"}, string[2] small = {"p", "q"}>
+        {
+            f = Constant <value = double[4] {0.1, -0.0, 1e10, 0.3333333333333333}> ()
+            n = Constant <value_float = nan> ()
+            one = Constant <value_ints = [1]> ()
+            n1 = Reshape (n, one)
+            nd = Cast <to = 11> (n1)
+            fs = Concat <axis = 0> (f, nd)
+            upd = Cast <to = 8> (fs)
+            idx = Constant <value = int64[5] {0, 1, 2, 3, 4}> ()
+            s = ScatterElements (data, idx, upd)
+            t = Constant <value = bool[2] {1, 0}> ()
+            bupd = CastLike (t, small)
+            bidx = Constant <value = int64[2] {1, 0}> ()
+            b = ScatterElements (small, bidx, bupd)
+        }""")
+    folded, report = fold_and_compare(model)  # bit for bit with onnxruntime: left alone
+    assert report["rewritten"] == [] and len(report["skipped"]) == 2
+    assert all("between strings and numbers" in s["detail"] for s in report["skipped"])
+
+
+# ---- a subgraph initializer named like an outer value ---------------------------------------------
+
+def _shadowing_model() -> onnx.ModelProto:
+    """The else branch holds its own initializer 'w', also the name of a main-graph initializer that
+    the then branch reads. onnx_ir reads the branch's own; onnx.reference (and here onnxruntime) the
+    outer one."""
+    return parse("""
+        <ir_version: 8, opset_import: ["" : 16]>
+        main (bool c) => (float[3] r)
+        <float[3] w = {1, 2, 3}, int64[1] i = {0}, float[1] u = {9}>
+        {
+            r = If (c) <
+                then_branch = then () => (float[3] t) {
+                    t = ScatterElements (w, i, u)
+                },
+                else_branch = else () => (float[3] e) <float[3] w = {7, 7, 7}> {
+                    e = ScatterElements (w, i, u)
+                }>
+        }""")
+
+
+def test_a_subgraph_initializer_shadowing_an_outer_name_is_not_constant():
+    """fold baked the branch's own 'w' into the result ([9, 7, 7]) where onnxruntime computes
+    [9, 2, 3] from the outer 'w'; folding the then branch alone (the outer 'w' then unused) makes
+    onnxruntime read the inner one instead: both are left."""
+    model = _shadowing_model()
+    for c in (False, True):
+        folded, report = fold_and_compare(model, {"c": np.array(c)})
+        assert report["rewritten"] == [] and len(report["skipped"]) == 2
+        assert all("'w' is the name of a subgraph initializer and of a value of an enclosing graph"
+                   in s["detail"] for s in report["skipped"])

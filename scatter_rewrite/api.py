@@ -39,6 +39,10 @@ def _to_ir(model: Any) -> ir.Model:
         import onnx_graphsurgeon as gs
 
         return ir.serde.deserialize_model(gs.export_onnx(model))
+    if type(model).__name__ == "ONNXProgram" and type(model).__module__.startswith("torch."):
+        raise ScatterRewriteError(
+            "cannot rewrite a torch.onnx.ONNXProgram itself: pass its .model (an onnx_ir.Model, and you get one "
+            "back) or .model_proto, or the path it was saved to (onnx_program.save(path))")
     raise ScatterRewriteError(
         f"cannot rewrite a {type(model).__name__}: pass an onnx.ModelProto, onnx_ir.Model, path or onnx_graphsurgeon.Graph"
     )

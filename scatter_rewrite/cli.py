@@ -3,7 +3,7 @@
 Every rewriting verb shares one shape, whose options are defined once below:
 ``scatter-rewrite VERB MODEL... [-o OUT] [--validate/--no-validate] [--inputs X.npz]
 [--report R.json] [--in-place] [-v]``. Exit 0 on success, 1 on a user error or failed validation
-(one line on stderr; ``-v`` adds the traceback), 2 on bad usage. Heavy imports (onnx, onnxruntime)
+(one line on stderr; ``-v`` adds the traceback), 2 on bad usage (one line too). Heavy imports (onnx, onnxruntime)
 happen inside the commands so ``--help`` is instant.
 """
 
@@ -22,8 +22,48 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+import typer.core
+import typer.main
+import typer.models
+
+
+class _Command(typer.core.TyperCommand):
+    """Usage line as the README writes it: typer 0.28 wraps a required argument's metavar in braces
+    (``{MODEL...}``)."""
+
+    def collect_usage_pieces(self, ctx):
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
+
+
+class _App(typer.core.TyperGroup):
+    """Bad usage (a missing argument, an unknown option or command, a value of the wrong type) is one
+    line on stderr and exit 2, like every other failure, instead of Click's usage block or Typer's
+    panel. No arguments at all still prints the help."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except typer.Abort:
+            typer.echo("scatter-rewrite: error: aborted", err=True)
+            sys.exit(1)
+        except Exception as e:
+            if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):  # not a Click usage error
+                raise
+            if type(e).__name__ == "NoArgsIsHelpError":  # no arguments: the help (rich mode printed it)
+                typer.echo(e.format_message() or "", nl=bool(e.format_message()))
+                sys.exit(e.exit_code)
+            ctx = getattr(e, "ctx", None)
+            where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+            message = " ".join(e.format_message().split())
+            typer.echo(f"scatter-rewrite: error: {message}{where}", err=True)
+            sys.exit(e.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 app = typer.Typer(
+    cls=_App,
     name="scatter-rewrite",
     help="Rewrite ONNX scatter operators: upgrade deprecated Scatter, fold constant scatters, "
     "lower reductions for older opsets, prepare for TensorRT. Every rewrite is validated in onnxruntime.",
@@ -48,8 +88,16 @@ def _nonempty(value):
     return value
 
 
+class _PathText(type(typer.main.get_click_type(annotation=str, parameter_info=typer.models.ParameterInfo()))):
+    """A path given as text (see above), with no type in the help's argument column (typer 0.28 wrote
+    ``<str>`` there)."""
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return ""
+
+
 Models = Annotated[list[str], typer.Argument(help="ONNX model files, or folders of them.", show_default=False,
-                                             callback=_nonempty, metavar="MODEL...")]
+                                             callback=_nonempty, metavar="MODEL...", click_type=_PathText())]
 Output = Annotated[Optional[str], typer.Option(
     "-o", "--output", help="Where to write (a folder when several models are given, or when it ends with /). "
     "Default: beside the input as <stem>.<verb>.onnx.", callback=_nonempty, metavar="OUT")]
@@ -62,6 +110,7 @@ Report = Annotated[Optional[str], typer.Option("--report", help="Write a JSON re
                                                callback=_nonempty, metavar="R.json")]
 InPlace = Annotated[bool, typer.Option("--in-place", help="Overwrite the input model (and its external data).")]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Log each node rewritten; show tracebacks.")]
+CheckVerbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks and debug logs.")]
 
 
 class Fail(Exception):
@@ -170,7 +219,7 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
     """Before any work: no two models write the same file and none writes over another one's input.
     Returns real path -> what it is (inputs, outputs and their data files), for the --report check."""
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
-    from scatter_rewrite.model_io import data_file_name
+    from scatter_rewrite.model_io import data_file_name, unwritable_folder
     from scatter_rewrite.pipeline import resolve_output
 
     taken = {os.path.realpath(f): f"the input model {f}" for f in files}
@@ -181,6 +230,10 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
         except ScatterRewriteError:
             continue  # reported for that model alone, the others going on
         real = os.path.realpath(destination)
+        blocked = unwritable_folder(destination)
+        if blocked is not None:
+            why = f"no permission to write in {blocked}" if blocked.is_dir() else f"{blocked} is not a folder"
+            raise OptionError(f"cannot write {destination}: {why}; write the output elsewhere (-o)")
         if real in writers:
             raise OptionError(f"{writers[real]} and {f} would both be written to {destination}; "
                               "rewrite them in separate runs or into different folders")
@@ -329,14 +382,14 @@ def rewriting_verb(verb: str):
 
         command.__signature__ = inspect.Signature(parameters)
         del command.__wrapped__  # Typer must see the new signature, not the wrapped one
-        return app.command(name=verb)(command)
+        return app.command(name=verb, cls=_Command)(command)
 
     return decorate
 
 
 @rewriting_verb("upgrade")
 def upgrade(
-    opset: Annotated[Optional[int], typer.Option(help="Target default-domain opset (>= 11). Default: the model's own if >= 11, else 11.")] = None,
+    opset: Annotated[Optional[int], typer.Option(help="Target default-domain opset (>= 11). Default: the model's own if >= 11, else 11.", metavar="N")] = None,
 ) -> dict:
     """Upgrade deprecated Scatter to ScatterElements (main graph, subgraphs, functions)."""
     return {"opset": opset}
@@ -358,9 +411,10 @@ class LowerMode(str, enum.Enum):
 
 @rewriting_verb("lower")
 def lower(
-    opset: Annotated[int, typer.Option(help="Target default-domain opset, 11 to 23.")] = 13,
+    opset: Annotated[int, typer.Option(help="Target default-domain opset, 11 to 23 (the model moves to it, up or down).",
+                                       metavar="N")] = 13,
     mode: Annotated[LowerMode, typer.Option(
-        help="standard: exact standard ops; custom: ai.onnx.contrib nodes (docs/custom-ops.md); "
+        metavar="MODE", help="standard: exact standard ops; custom: ai.onnx.contrib nodes (docs/custom-ops.md); "
              "tensorrt-plugin: the form TensorRT 10's ScatterElements plugin takes.")] = LowerMode.standard,
 ) -> dict:
     """Lower scatter reductions and TensorScatter that an older opset lacks."""
@@ -385,7 +439,8 @@ def _dim_sizes(values: Optional[list[str]]) -> dict[str, int]:
 
 @rewriting_verb("tensorrt")
 def tensorrt(
-    trt_version: Annotated[TrtVersion, typer.Option("--trt-version", help="The TensorRT version to prepare for.")] = TrtVersion.v10,
+    trt_version: Annotated[TrtVersion, typer.Option("--trt-version", help="The TensorRT version to prepare for: 8.6 or 10.",
+                                               metavar="VERSION")] = TrtVersion.v10,
     fix_dim: Annotated[Optional[list[str]], typer.Option(
         "--fix-dim", metavar="NAME=SIZE",
         help="Fix the symbolic input dimension NAME to SIZE first (repeatable): on TensorRT 8.6 a reduction "
@@ -395,13 +450,14 @@ def tensorrt(
     return {"trt_version": trt_version.value, "fix_dims": _dim_sizes(fix_dim)}
 
 
-@app.command(name="check")
+@app.command(name="check", cls=_Command)
 def check(
     model: Annotated[str, typer.Argument(help="The ONNX model to inspect.", show_default=False, callback=_nonempty,
-                                         metavar="MODEL")],
-    target: Annotated[str, typer.Option("--target", help="tensorrt-10, tensorrt-8.6 or opset-N.")] = "tensorrt-10",
+                                         metavar="MODEL", click_type=_PathText())],
+    target: Annotated[str, typer.Option("--target", help="tensorrt-10, tensorrt-8.6 or opset-N.",
+                                        metavar="TARGET")] = "tensorrt-10",
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON (for CI).")] = False,
-    verbose: Verbose = False,
+    verbose: CheckVerbose = False,
 ) -> None:
     """Report every scatter node's readiness for a target; exit 1 if any is blocked (writes nothing)."""
     _setup_logging(verbose)
@@ -446,7 +502,7 @@ def _print_findings(model: str, target: str, findings: list) -> None:
 
 
 def main() -> None:
-    app()
+    app(prog_name="scatter-rewrite")  # (also under python -m / -c: the name the messages and help use)
 
 
 if __name__ == "__main__":

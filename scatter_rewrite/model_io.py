@@ -320,7 +320,7 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
         staging = Path(tempfile.mkdtemp(prefix=".scatter-rewrite-", dir=destination.parent))
     except OSError as e:
         _remove_folders(created)
-        raise OptionError(f"could not write {destination} ({_first_line(e)})") from e
+        raise write_error(destination, e) from e
     done = False
     try:
         staged = staging / destination.name
@@ -337,7 +337,7 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
                 _release_mapped_weights(tensors)  # (the model's own tensors: saving leaves it unchanged)
                 del tensors
         except OSError as e:  # a full disk, say: the user's to fix (the inputs were checked on load)
-            raise OptionError(f"could not write {destination} ({_first_line(e)})") from e
+            raise write_error(destination, e) from e
         del model  # validation of the staged file need not find the rewritten weights still held here
         yield staged
         # The data file first: the model file that points at it appears last.
@@ -347,12 +347,33 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
                 os.replace(staging / data_name, destination.parent / data_name)
             os.replace(staged, destination)
         except OSError as e:  # a folder in the way of the output, say
-            raise OptionError(f"could not write {destination} ({_first_line(e)})") from e
+            raise write_error(destination, e) from e
         done = True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if not done:
             _remove_folders(created)
+
+
+def write_error(destination: Path, e: OSError) -> OptionError:
+    """Why ``destination`` could not be written, in the user's terms: the OS's reason, and for a
+    permission the folder, never the staging folder's name (``[Errno 13] Permission denied:
+    'out/.scatter-rewrite-m9rsooms'``)."""
+    if isinstance(e, PermissionError):
+        return OptionError(f"could not write {destination}: permission denied in {destination.parent}; "
+                           "write the output elsewhere (-o)")
+    return OptionError(f"could not write {destination} ({e.strerror or _first_line(e)})")
+
+
+def unwritable_folder(destination: Path) -> Path | None:
+    """Before any work: the folder that stops ``destination`` from being written (its nearest
+    existing folder, when that is not a folder or lacks write permission), else None."""
+    folder = Path(os.path.abspath(destination)).parent
+    while not folder.exists() and not folder.is_symlink():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return folder
+    return None
 
 
 def _make_folders(folder: Path) -> list[Path]:

@@ -608,7 +608,8 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
 
 def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls) -> None:
     """write_indices: one start per batch entry in [0, max_len - seq_len] (linear; onnxruntime
-    rejects a window past the end) or [0, 2 * max_len) (circular wraps)."""
+    rejects a window past the end) or [0, 2 * max_len) (circular wraps); 0 when the lengths are
+    not known."""
     if len(node.inputs) < 3 or node.inputs[2] is None:
         return
     source = _trace_to_input(node.inputs[2], graph_inputs, outer)
@@ -617,10 +618,11 @@ def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, cal
     cache, update = shape_of(node.inputs[0]), shape_of(node.inputs[1])
     axis, mode = _attr_at_call(node, "axis", -2, calls), _attr_at_call(node, "mode", "linear", calls)
     if cache is None or update is None or axis is None or mode is None:
-        return
-    axis %= len(cache)
-    max_len, seq_len = cache[axis], update[axis]
-    bound = 2 * max_len if mode == "circular" else max_len - seq_len + 1
+        bound = 1  # lengths unknown: only start 0, which fits every window (sequence <= max length)
+    else:
+        axis %= len(cache)
+        max_len, seq_len = cache[axis], update[axis]
+        bound = 2 * max_len if mode == "circular" else max_len - seq_len + 1
     old = contracts.get(source.name)
     contracts[source.name] = IndexContract("start", (min(bound, old.bounds[0]) if old and old.kind == "start" else bound,), False)
 

@@ -235,3 +235,54 @@ def test_a_subgraph_initializer_shadowing_an_outer_name_is_not_constant():
         assert report["rewritten"] == [] and len(report["skipped"]) == 2
         assert all("'w' is the name of a subgraph initializer and of a value of an enclosing graph"
                    in s["detail"] for s in report["skipped"])
+
+
+# ---- validation through onnx.reference of a Loop with scan outputs --------------------------------
+
+LOOP_F16_ADD = """
+<ir_version: 8, opset_import: ["" : 18]>
+main (float16[3] x) => (float16[2, 3] stacked, float16[3] last)
+<int64 trips = {2}, float[3] data32 = {1, 2, 3}, int64[4] idx = {0, 2, 2, -1}, float[4] upd32 = {0.5, 0.25, 0.25, 4}>
+{
+    last, stacked = Loop (trips, , x) <body = body (int64 i, bool c, float16[3] carried) => (bool c_out, float16[3] next, float16[3] s) {
+        c_out = Identity (c)
+        data = Cast <to = 10> (data32)
+        upd = Cast <to = 10> (upd32)
+        s = ScatterElements <reduction = "add"> (data, idx, upd)
+        next = Add (carried, s)
+    }>
+}
+"""
+
+
+def test_fold_validates_a_loop_whose_original_needs_the_reference():
+    """onnxruntime has no float16 add scatter, so validation runs the original with onnx.reference,
+    whose Loop concatenated the scan outputs ([2, 3] came out [6]) and ran no iteration when the
+    condition input is omitted: 'validation failed' on a correct fold."""
+    model = parse(LOOP_F16_ADD)
+    folded, outcome = sr.fold(model, validate=True, return_report=True)
+    assert scatters_left(folded) == 0 and "onnx.reference" in outcome.validation["checked_against"]
+    x = np.array([1, 1, 1], np.float16)
+    stacked, last = run(folded, {"x": x})
+    s = np.array([1.5, 2, 7.5], np.float16)  # 3 + 0.25 + 0.25 + 4 in float32, rounded once
+    np.testing.assert_array_equal(stacked, np.stack([s, s]))
+    np.testing.assert_array_equal(last, x + s + s)
+
+
+def test_fold_validates_a_tensor_scatter_whose_update_shape_inference_cannot_follow():
+    """Validation drew a dynamic write_indices at random (14 here) when ONNX shape inference could
+    not give the update's shape (a Reshape to a Where of constants): onnxruntime refused the original
+    and fold failed with 'cannot evaluate the original model'. Unknown bounds now mean zeros."""
+    model = parse("""
+        <ir_version: 10, opset_import: ["" : 24]>
+        main (int64[2] w) => (float[2, 3, 1] y, float[3] s)
+        <float[2, 3, 1] cache = {1, 2, 3, 4, 5, 6}, float[2] u = {7, 8}, bool[3] m = {1, 0, 1},
+         int64[3] a = {2, 9, 1}, int64[3] b = {0, 1, 0}, float[3] data = {0, 0, 0}, int64[1] i = {1}, float[1] v = {5}>
+        {
+            shape = Where (m, a, b)
+            update = Reshape (u, shape)
+            y = TensorScatter <axis = 1> (cache, update, w)
+            s = ScatterElements (data, i, v)
+        }""")
+    folded, outcome = sr.fold(model, validate=True, return_report=True)
+    assert len(outcome.passes[0]["rewritten"]) == 1 and outcome.validation is not None

@@ -14,7 +14,9 @@ Targets:
     any ``reduction`` attribute on 10 (10.0-10.8 reject even "none", onnx/onnx-tensorrt#957); any
     add/mul/max/min on 8.6 (silently ignored, NVIDIA/TensorRT#3750) and ScatterND reductions on 10
     (no support in any version); a ScatterElements reduction on 10 whose indices are not int64 or
-    whose data type the ScatterElements plugin lacks; UINT8 data; a ScatterElements on the
+    whose data type the ScatterElements plugin lacks; data types the scatter layer lacks
+    (:func:`scatter_rewrite.passes.tensorrt.scatter_data_blocker`: UINT8, BFLOAT16 on 8.6, INT16 and
+    other non-TensorRT types: no fix; BOOL: fixed by writing it through INT32); a ScatterElements on the
     ``reduction="none"`` path whose static indices/updates dimensions exceed data's
     ("Indices dimensions must be less than data dimensions!", NVIDIA/TensorRT#3650).
     A reduction TensorRT cannot run (any on 8.6; on 10 those the plugin cannot take) is fixed by
@@ -38,13 +40,11 @@ from scatter_rewrite.graph import attr, describe, function_calls, is_default_dom
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
-from scatter_rewrite.passes.tensorrt import is_reducing_scatter
+from scatter_rewrite.passes.tensorrt import PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 
 SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 TARGETS_HELP = "tensorrt-10, tensorrt-8.6 or opset-N (N from 9 to 24)"
-# NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: INT64 indices; BF16/INT8 data unsupported.
-PLUGIN_DATA_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64}
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 REDUCTION_OPSET = {"add": 16, "mul": 16, "max": 18, "min": 18}
 
@@ -179,9 +179,14 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
     if _unknown_reduction(f, f"whether TensorRT {version} runs it"):
         return
     fixable = True
-    if f.data_type == "UINT8":
-        f.blockers.append("UINT8 data: TensorRT's scatter importer rejects it")
-        fixable = False
+    # The data types the scatter layer takes, as the tensorrt pass decides them (sources there):
+    # UINT8 rejected, BOOL written through INT32 by the fix, BFLOAT16 absent from TensorRT 8.x, ...
+    gate = scatter_data_blocker(ir.DataType[f.data_type] if f.data_type else None, version)
+    if gate is not None:
+        f.blockers.append(gate[0])
+        fixable = gate[1]
+        if fixable and reduction == "none":
+            f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, Cast back: exact)")
     if op == "ScatterND":
         if reduction == "none" and f.reduction is not None and version == "10":
             f.blockers.append('explicit reduction="none": TensorRT 10.0-10.8 rejects any reduction attribute on ScatterND')

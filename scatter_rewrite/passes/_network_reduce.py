@@ -48,7 +48,10 @@ O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updat
    (``Concat``): run ends to their key, every other position t to the dummy row R + t. All
    targets are unique (TensorRT's IScatterLayer leaves duplicate writes undefined). The padding
    is sliced off and the result reshaped to the data's shape. Bool data is written back as int32
-   (TensorRT 8.x's ScatterND takes FP32/FP16/INT8/INT32).
+   (TensorRT's scatter layer has no BOOL: 8.6 FP32/FP16/INT8/INT32, 10 also BF16/INT64). 8/16-bit
+   integer data (computed in int32 anyway) is cast to int32 before step 1 and back at the very
+   end, so only two Casts touch the small type (TensorRT 8.6's Flatten does not list INT8, and
+   10.x lists INT8 for Cast and the scatter layer only: :mod:`._trt_support`).
 
 Exactness: as :mod:`._segment_reduce` (integers, bool and max/min bit for bit; float add/mul in
 scan order, within :data:`scatter_rewrite.validate.FLOAT_TOLERANCE`).
@@ -57,7 +60,8 @@ Limits (the blocker names them): n must be static (the network is built for it) 
 ScatterND index tuple length; keys, dummy rows and positions are int32, so R + N must fit in
 int32 (checked when R is static; with a dynamic data shape it is assumed: TensorRT 8.x tensors
 hold fewer than 2^31 elements, and the padded data holds (R + n) w of them). What TensorRT itself
-does with DOUBLE (cast to FP32 on 8.x and 10) or INT8 data is outside this lowering.
+does with DOUBLE (cast to FP32 on 8.x and 10) or INT8 data is outside this lowering; which data
+types the tensorrt flow lowers at all is :func:`scatter_rewrite.passes.tensorrt.scatter_data_blocker`'s.
 """
 
 from __future__ import annotations
@@ -105,9 +109,15 @@ def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None =
     n, r_static, w_static = seg.row_counts(node)
     if n == 0 or seg.is_empty(data):  # nothing to scatter (no updates, or no element to write to)
         return b.nodes, b.op("Identity", data, dtype=dtype)
+    given = dtype
+    if dtype in seg._SMALL_INTS:  # computed in int32 anyway; cast once, so only Casts touch the small type
+        data, updates = (_cast_like(b, v, INT32) for v in (data, node.inputs[2]))
+        dtype = INT32
+    else:
+        updates = node.inputs[2]
     ct = seg.compute_dtype(dtype, reduction)
     kind = seg.Kind(reduction, ct, int_minmax=opset >= 12)
-    rows, keys64, vals = seg.update_rows(b, node)
+    rows, keys64, vals = seg.update_rows(b, node, data, updates)
     keys = b.cast(keys64, INT32, seg.INT64)
     if r_static is not None:
         r32, r64 = b.const([r_static], np.int32), b.const([r_static])
@@ -163,7 +173,14 @@ def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None =
     padded = b.op("Concat", base, final, axis=0, dtype=write)
     scattered = b.op("ScatterND", padded, targets, final, dtype=write)
     out_rows = b.cast(b.op("Slice", scattered, b.const([0]), r64, b.const([0]), dtype=write), dtype, write)
-    return b.nodes, b.reshape_like(out_rows, data, opset)
+    return b.nodes, b.cast(b.reshape_like(out_rows, data, opset), given, dtype)
+
+
+def _cast_like(b: seg.Builder, value: ir.Value, to: ir.DataType) -> ir.Value:
+    """``value`` cast to ``to``, keeping its shape (which the row layout reads)."""
+    out = b.cast(value, to, value.dtype)
+    out.shape = ir.Shape(list(value.shape)) if value.shape is not None else None
+    return out
 
 
 def _sort(b: seg.Builder, keys: ir.Value, sentinel: ir.Value, n: int, minmax: bool) -> tuple[ir.Value, ir.Value]:

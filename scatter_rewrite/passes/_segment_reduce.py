@@ -368,10 +368,14 @@ def row_counts(node: ir.Node) -> tuple[int | None, int | None, int | None]:
     return _static_product(indices, 0, -1), _static_product(data, 0, k), _static_product(data, k, None)
 
 
-def update_rows(b: Builder, node: ir.Node) -> tuple[ir.Value, ir.Value, ir.Value]:
+def update_rows(b: Builder, node: ir.Node, data: ir.Value | None = None,
+                updates: ir.Value | None = None) -> tuple[ir.Value, ir.Value, ir.Value]:
     """(data rows [R, w], key of each update row [n] int64 in [0, R), update rows [n, w]): see
-    step 1 of the module docstring. Call :func:`reduction_blocker` first."""
-    data, indices, updates = node.inputs
+    step 1 of the module docstring. ``data``/``updates`` replace the node's own (the same shapes,
+    another dtype: the TensorRT lowering casts small integers first). Call :func:`reduction_blocker` first."""
+    data = data if data is not None else node.inputs[0]
+    updates = updates if updates is not None else node.inputs[2]
+    indices = node.inputs[1]
     if node.op_type == "ScatterElements":
         rows, keys, vals, _ = _scatter_elements_rows(b, data, indices, updates, attr(node, "axis", 0))
     else:

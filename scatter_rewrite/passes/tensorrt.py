@@ -12,8 +12,12 @@ plugin/scatterElementsPlugin/README.md):
 * ``reduction="none"``: ``IScatterLayer``. Its ELEMENT mode (ScatterElements) asserts
   ``indices.d[i] <= data.d[i]`` and ``updates.d[i] <= data.d[i]`` ("Indices dimensions must be less
   than data dimensions!", NVIDIA/TensorRT#3650); its ND mode (ScatterND) has no such check. So every
-  ScatterElements(none) becomes an exactly equivalent ScatterND (:mod:`.to_scatternd`). UINT8 data is
-  rejected by the importer on both paths: reported, left alone.
+  ScatterElements(none) becomes an exactly equivalent ScatterND (:mod:`.to_scatternd`).
+* Data types (:func:`scatter_data_blocker`; the scatter layer takes 8.6: FP32/FP16/INT8/INT32, with
+  INT64 and DOUBLE cast down by the parser; 10: also BF16/INT64): BOOL, which no TensorRT scatter
+  takes, is written through INT32 (Cast, ScatterND, Cast back: exact); UINT8 (rejected by the
+  importer), BFLOAT16 on 8.6 (no such type in TensorRT 8) and types TensorRT lacks (INT16, UINT32,
+  ...) are reported and left alone.
 * ScatterND with a ``reduction`` attribute, even ``"none"``: rejected by TensorRT 10.0-10.8
   (``Assertion failed: !attrs.count("reduction")``, onnx/onnx-tensorrt#957,
   microsoft/onnxruntime#23618): ``"none"`` is dropped. ScatterND add/mul/max/min: no TensorRT version
@@ -33,7 +37,8 @@ plugin/scatterElementsPlugin/README.md):
   (:mod:`._segment_reduce`) is not used here: it sorts with a ``TopK`` whose K is computed at run
   time (the parser needs K as an initializer, and K <= 1024 on 8.6, 3840 on 10) and reduces in a
   ``Loop`` whose carried values shrink (TensorRT's ILoop needs fixed-shape recurrences).
-  :func:`tensorrt_violations` checks every emitted node against the documented restrictions.
+  :func:`tensorrt_violations` checks every emitted node against the documented restrictions,
+  op and data type (the one table: :mod:`._trt_support`).
   The lowering needs the scatter's rank: Ifs with a constant condition that hide it (TorchScript's
   rank-0 wrapper of ``scatter_reduce``) are inlined first (:func:`inline_rank_hiding_ifs`; TensorRT
   would fold them at build time anyway). When a TensorScatter takes the model to opset 17 on 8.6,
@@ -53,10 +58,14 @@ from scatter_rewrite.graph import (
     Scope, attr, describe, is_default_domain, iter_nodes, nodes_within, reference_reason, remove_unused_expands,
 )
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
+from scatter_rewrite.passes._trt_support import (
+    BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names, typed_inputs,
+    unsupported_type,
+)
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (
     Builder, Decline, Names, const_array, convert_to_scatternd, drop_none_reduction, infer_missing_shapes,
-    known_rank, value_dtype,
+    known_rank, scatter_nd_through, value_dtype,
 )
 
 TRT_VERSIONS = ("8.6", "10")
@@ -65,11 +74,11 @@ REDUCTIONS = ("add", "mul", "max", "min")
 PLUGIN_DATA_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64}
 # onnx-tensorrt addScatterLayer: checkNotInvalidType(data, {"UINT8"}) for ScatterND and ScatterElements.
 REJECTED_DATA_TYPES = {ir.DataType.UINT8}
+# Scatter data written through INT32 (exact): TensorRT's scatter layer has no BOOL (see scatter_data_blocker).
+CARRIED_DATA_TYPES = {ir.DataType.BOOL}
 # The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT 10.0
 # supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset 17").
 MAX_OPSET = {"8.6": 17, "10": 20}
-# Ops the parser does not support at all (onnx-tensorrt docs/operators.md, 8.x and 10.x tables).
-UNSUPPORTED_OPS = {"Compress", "Unique", "StringNormalizer", "TfIdfVectorizer"}
 # The largest K TensorRT's TopK takes (docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html:
 # 1024 in 8.6, 3840 in 10.x).
 TOPK_MAX_K = {"8.6": 1024, "10": 3840}
@@ -134,41 +143,120 @@ def _value_sized(value: ir.Value, body: ir.Graph) -> bool:
 def tensorrt_violations(nodes, trt_version: str) -> list[str]:
     """Why TensorRT's ONNX parser would reject any of ``nodes`` (and their subgraphs); [] if none known.
 
-    Only documented restrictions are checked (onnx-tensorrt docs/operators.md; the TensorRT
-    operator docs for TopK): TopK needs K as an initializer, K <= 1024 on 8.6 and 3840 on 10,
-    and FP32/FP16 data on 8.x; NonZero takes FP32/FP16 on 8.x; Compress/Unique/... are
-    unsupported; a Loop may not carry a value whose shape changes (ILoop recurrences have a fixed
-    shape: see :func:`_loop_shape_changes`); scatter data may not be UINT8, ScatterND may not carry
-    a reduction, ScatterElements reductions are ignored on 8.6.
+    Only documented restrictions are checked: every op must be in the audited operator table
+    (:mod:`._trt_support`, onnx-tensorrt docs/operators.md) with a data type it lists (Cast: its
+    input and ``to``; Constant: its value), as the parser casts it (INT64 -> INT32 on 8.6, DOUBLE ->
+    FLOAT); Compress/Unique/... are unsupported; TopK needs K as an initializer, K <= 1024 on 8.6
+    and 3840 on 10 (TensorRT operator docs, TopK); a Loop may not carry a value whose shape changes
+    (ILoop recurrences have a fixed shape: see :func:`_loop_shape_changes`); ScatterND may not carry
+    a reduction, ScatterElements reductions are ignored on 8.6. Values without a recorded type get
+    the type their producer gives them (:class:`_Types`); one still unknown is not checked.
     """
     found = []
+    types = _Types()
+    table = SUPPORTED_TYPES[trt_version]
     for node in nodes_within(nodes):
         op = node.op_type
         if op in UNSUPPORTED_OPS:
             found.append(f"{op} is not supported by TensorRT's ONNX parser")
-        elif op == "TopK":
+            continue
+        if op not in table:
+            found.append(f"{op} is not in the operator table audited for TensorRT {trt_version} "
+                         "(scatter_rewrite/passes/_trt_support.py)")
+            continue
+        checked = [types.of(node.inputs[i]) for i in typed_inputs(node) if i < len(node.inputs)]
+        if op == "Cast":
+            checked.append(_cast_target(node))
+        elif op == "Constant":
+            checked = [types.of(node.outputs[0])]
+        for dtype in checked:
+            if (why := unsupported_type(op, dtype, trt_version)) is not None:
+                found.append(why)
+        if op == "TopK":
             if len(node.inputs) > 1 and not _is_constant(node.inputs[1]):
                 found.append("TopK's K is computed at run time; TensorRT's parser needs K as an initializer")
             elif len(node.inputs) > 1 and (k := const_array(node.inputs[1])) is not None and k.size and int(k.max()) > TOPK_MAX_K[trt_version]:
                 found.append(f"TopK with K={int(k.max())} (TensorRT {trt_version}: K <= {TOPK_MAX_K[trt_version]})")
-            if trt_version == "8.6" and node.inputs[0] is not None and node.inputs[0].dtype not in (
-                    ir.DataType.FLOAT, ir.DataType.FLOAT16, None):
-                found.append(f"TopK on {node.inputs[0].dtype.name} (TensorRT 8.x: FP32/FP16 only)")
-        elif op == "NonZero":
-            if trt_version == "8.6" and node.inputs and node.inputs[0] is not None and node.inputs[0].dtype not in (
-                    ir.DataType.FLOAT, ir.DataType.FLOAT16, None):
-                found.append(f"NonZero on {node.inputs[0].dtype.name} (TensorRT 8.x: FP32/FP16 only)")
         elif op == "Loop":
             found.extend(_loop_shape_changes(node))
         elif op in ("ScatterND", "ScatterElements"):
-            if node.inputs[0] is not None and node.inputs[0].dtype in REJECTED_DATA_TYPES:
-                found.append(f"{op} on UINT8 data")
             reduction = attr(node, "reduction", None)
             if op == "ScatterND" and reduction is not None:
                 found.append(f'ScatterND with reduction="{reduction}"')
             if op == "ScatterElements" and reduction not in (None, "none") and trt_version == "8.6":
                 found.append(f"ScatterElements reduction={reduction} (silently ignored by TensorRT 8.6)")
     return list(dict.fromkeys(found))
+
+
+def _cast_target(node: ir.Node) -> ir.DataType | None:
+    to = attr(node, "to", None)
+    return ir.DataType(to) if isinstance(to, int) else None
+
+
+class _Types:
+    """The element type of a value: as recorded, else as its producer makes it (comparisons and
+    logic give BOOL, Cast its ``to``, Shape/Size INT64, Constant its tensor's, Where its branches',
+    every other op its data input's). None when that cannot be told."""
+
+    def __init__(self):
+        self._memo: dict[int, ir.DataType | None] = {}
+
+    def of(self, value: ir.Value | None) -> ir.DataType | None:
+        if value is None or value.dtype is not None:
+            return value.dtype if value is not None else None
+        key = id(value)
+        if key not in self._memo:
+            self._memo[key] = None  # a cycle (none in a DAG) stays unknown
+            self._memo[key] = self._from_producer(value)
+        return self._memo[key]
+
+    def _from_producer(self, value: ir.Value) -> ir.DataType | None:
+        producer = value.producer()
+        if producer is None:
+            return None
+        op = producer.op_type
+        if op in BOOL_OUTPUT_OPS:
+            return ir.DataType.BOOL
+        if op == "Cast":
+            return _cast_target(producer)
+        if op in ("Shape", "Size", "NonZero") or (op == "TopK" and value is not producer.outputs[0]):
+            return ir.DataType.INT64
+        if op == "Constant":
+            tensor = attr(producer, "value", None)
+            return tensor.dtype if tensor is not None else None
+        if op in ("If", "Loop", "Scan"):
+            return None
+        inputs = [producer.inputs[i] for i in typed_inputs(producer) if i < len(producer.inputs)]
+        return next((t for t in map(self.of, inputs) if t is not None), None)
+
+
+def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[str, bool] | None:
+    """Why TensorRT ``trt_version`` cannot run a ScatterND/ScatterElements on ``dtype`` data as it
+    stands, and whether ``scatter-rewrite tensorrt`` fixes that (None: nothing to fix; unknown dtype).
+
+    The scatter layer's types (TensorRT operator docs Scatter.html; onnx-tensorrt docs/operators.md,
+    :func:`._trt_support.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast down by
+    the parser); 10 also BF16 and INT64. UINT8 is rejected by the importer (addScatterLayer:
+    checkNotInvalidType UINT8). BOOL is in neither: the pass writes it through INT32 (exact). TensorRT
+    8.x has no BFLOAT16 at all (onnx2trt_utils convertDtype: "Unsupported ONNX data type"), and no
+    version has INT16/UINT16/UINT32/UINT64/STRING/complex tensors.
+    """
+    if dtype is None:
+        return None
+    if dtype in REJECTED_DATA_TYPES:
+        return (f"{dtype.name} data: TensorRT's scatter importer rejects it (addScatterLayer: checkNotInvalidType "
+                f"{dtype.name}); change the model's dtype", False)
+    if dtype in CARRIED_DATA_TYPES:
+        return (f"{dtype.name} data: TensorRT's scatter layer takes {type_names(scatter_types(trt_version))} only "
+                "(operators/docs/Scatter.html, onnx-tensorrt docs/operators.md)", True)
+    if as_parsed(dtype, trt_version) in scatter_types(trt_version):
+        return None
+    if dtype == ir.DataType.BFLOAT16:
+        return ("BFLOAT16 data: TensorRT 8.6 has no bfloat16 type (onnx2trt_utils convertDtype: \"Unsupported ONNX "
+                "data type\"; bfloat16 arrived in TensorRT 9); use --trt-version 10 or another dtype", False)
+    return (f"{dtype.name} data: not a type TensorRT {trt_version}'s scatter takes "
+            f"({type_names(scatter_types(trt_version))}; onnx-tensorrt docs/operators.md); change the model's dtype",
+            False)
 
 
 def is_reducing_scatter(node: ir.Node) -> bool:
@@ -224,16 +312,21 @@ class TensorRTPass(_ForTensorRT):
         if (why := reference_reason(node)) is not None:
             raise Decline(f"{why} (TensorRT's parser needs it as a constant: call the function's body inline, "
                           "or give the attribute a value in the function)")
-        if value_dtype(model, scope, data) in REJECTED_DATA_TYPES:
-            raise Decline("TensorRT's importer rejects UINT8 scatter data (addScatterLayer: "
-                          "checkNotInvalidType UINT8); change the model's dtype")
+        dtype = value_dtype(model, scope, data)
+        blocked = scatter_data_blocker(dtype, self.trt_version)
+        if blocked is not None and not blocked[1]:
+            raise Decline(blocked[0])
+        carrier = ir.DataType.INT32 if dtype in CARRIED_DATA_TYPES else None
         if reduction == "none":
+            why = f" ({blocked[0]})" if blocked is not None else ""
             if op == "ScatterND":
+                if carrier is not None:
+                    return scatter_nd_through(model, node, scope, names, carrier) + why
                 if drop_none_reduction(node):
                     return 'explicit reduction="none" dropped (TensorRT 10.0-10.8 rejects any reduction attribute)'
                 return None
-            return convert_to_scatternd(model, node, scope, names, reduction="none") + \
-                " (ND mode: no indices/updates <= data dimension limit)"
+            return convert_to_scatternd(model, node, scope, names, reduction="none", carrier=carrier) + \
+                " (ND mode: no indices/updates <= data dimension limit)" + why
         if reduction not in REDUCTIONS:
             raise Decline(f"unknown reduction {reduction!r}")
         if self.trt_version == "10":

@@ -301,10 +301,12 @@ def scatter_elements_rank_axis(model: ir.Model, node: ir.Node, scope: Scope) -> 
 
 
 def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Names,
-                         reduction: str | None = None) -> str:
+                         reduction: str | None = None, carrier: ir.DataType | None = None) -> str:
     """Replace ScatterElements ``node`` by ScatterND; return the detail for the report, or raise
     :class:`Decline` with the reason. ``reduction`` overrides the node's (the TensorRT pass uses
-    ``"none"`` only for nodes whose reduction is none)."""
+    ``"none"`` only for nodes whose reduction is none). ``carrier`` (reduction none only): data and
+    updates are cast to it, scattered, and the result cast back (the TensorRT pass writes BOOL
+    through INT32: exact, every bool survives the round trip)."""
     if (why := reference_reason(node)) is not None:
         raise Decline(why)
     reduction = reduction or attr(node, "reduction", "none")
@@ -318,13 +320,57 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Na
     if isinstance(found, str):
         raise Decline(found)
     rank, axis = found
+    dtype = value_dtype(model, scope, node.inputs[0])
+    if carrier is not None and (reduction != "none" or dtype is None):
+        raise Decline("a carrier type needs reduction none and a known data type")
     b = Builder(model, scope, names, node.name or "scatter")
     coords = coordinates(b, node, rank, axis)
     attributes = {} if reduction == "none" else {"reduction": reduction}
-    final = ir.node("ScatterND", [node.inputs[0], coords.value, node.inputs[2]], attributes, num_outputs=1)
+    if carrier is None:
+        final = ir.node("ScatterND", [node.inputs[0], coords.value, node.inputs[2]], attributes, num_outputs=1)
+    else:
+        final = _through(b, node.inputs[0], coords.value, node.inputs[2], dtype, carrier)
     b.replace(node, final)
+    if carrier is not None:
+        _name_the_scatter(b, final)
     label = "" if reduction == "none" else f"reduction={reduction}, "
-    return f"-> ScatterND({label}{coords.how}, axis {axis} of rank {rank})"
+    through = "" if carrier is None else f", {dtype.name} written as {carrier.name}"
+    return f"-> ScatterND({label}{coords.how}, axis {axis} of rank {rank}{through})"
+
+
+def _through(b: Builder, data: ir.Value, indices: ir.Value, updates: ir.Value, dtype: ir.DataType,
+             carrier: ir.DataType) -> ir.Node:
+    """``Cast(ScatterND(Cast(data), indices, Cast(updates)), to=dtype)`` with the casts to ``carrier``
+    built into ``b``; returns the last Cast (for :meth:`Builder.replace`)."""
+    as_carrier = [b.op("Cast", [v], {"to": carrier}, dtype=carrier,
+                       shape=list(v.shape) if v.shape is not None else None, suffix=f"{part}_{carrier.name.lower()}")
+                  for v, part in ((data, "data"), (updates, "updates"))]
+    scattered = b.op("ScatterND", [as_carrier[0], indices, as_carrier[1]], dtype=carrier,
+                     shape=list(data.shape) if data.shape is not None else None, suffix="scattered")
+    return ir.node("Cast", [scattered], {"to": dtype}, num_outputs=1)
+
+
+def scatter_nd_through(model: ir.Model, node: ir.Node, scope: Scope, names: Names, carrier: ir.DataType) -> str:
+    """Write a ScatterND (reduction none) through ``carrier``: its data and updates cast to it, the
+    result cast back (exact for the BOOL -> INT32 the TensorRT pass uses); an explicit
+    ``reduction="none"`` is not kept. Returns the detail for the report."""
+    if attr(node, "reduction", "none") != "none":
+        raise Decline("only a ScatterND without a reduction is written through another type")
+    dtype = value_dtype(model, scope, node.inputs[0])
+    if dtype is None:
+        raise Decline("the data type is unknown")
+    b = Builder(model, scope, names, node.name or "scatter")
+    final = _through(b, node.inputs[0], node.inputs[1], node.inputs[2], dtype, carrier)
+    b.replace(node, final)
+    _name_the_scatter(b, final)
+    return f"{dtype.name} data written as {carrier.name} (Cast, ScatterND, Cast back)"
+
+
+def _name_the_scatter(b: Builder, cast_back: ir.Node) -> None:
+    """The scatter keeps the replaced node's name (what reports and checker messages show), the
+    Cast after it gets a fresh one (:meth:`Builder.replace` named it after the node)."""
+    scatter = cast_back.inputs[0].producer()
+    scatter.name, cast_back.name = cast_back.name, b.names(f"{b.prefix}_cast_back")
 
 
 class Decline(Exception):

@@ -187,6 +187,12 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
         fixable = gate[1]
         if fixable and reduction == "none":
             f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, Cast back: exact)")
+    elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10")):
+        # onnx-tensorrt docs/operators.md: "TensorRT will attempt to cast down INT64 to INT32 and DOUBLE
+        # down to FLOAT, clamping values" (10.x: DOUBLE only). Accepted, but not bit for bit.
+        narrow = "INT32" if f.data_type == "INT64" else "FLOAT"
+        f.notes.append(f"TensorRT {version}'s parser casts {f.data_type} data down to {narrow} (values beyond "
+                       f"{narrow}'s range are clamped)")
     if op == "ScatterND":
         if reduction == "none" and f.reduction is not None and version == "10":
             f.blockers.append('explicit reduction="none": TensorRT 10.0-10.8 rejects any reduction attribute on ScatterND')

@@ -306,3 +306,11 @@ def test_the_lowering_is_declined_when_it_would_emit_an_undocumented_type():
     found = tensorrt_violations(nodes, "8.6")
     assert any(v.startswith("CumSum on INT64") for v in found)
     assert any(v.startswith("ReduceMax on INT64") for v in found)
+
+
+@pytest.mark.parametrize("version, dtype, noted", [("8.6", I64, "casts INT64 data down to INT32"), ("10", I64, None),
+                                                   ("10", F64, "casts DOUBLE data down to FLOAT")])
+def test_check_notes_the_parsers_own_narrowing(version, dtype, noted):
+    (finding,) = check(ir.serde.deserialize_model(nd(dtype, opset=17)), f"tensorrt-{version}")
+    assert not finding.blocked
+    assert any(noted in n for n in finding.notes) if noted else not any("casts" in n for n in finding.notes)

@@ -137,6 +137,24 @@ F () => (s)
 """
 
 
+def test_string_reduction_on_data_mixing_bytes_and_str_folds():
+    """data = Concat(value_strings Constant, string tensor) held str and bytes at once: the add
+    crashed (TypeError: can only concatenate str (not "bytes") to str) after the first fix."""
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 18]>
+        main () => (string[4] s)
+        <string[2] tail = {"c", "d"}, string[2] upd = {"!", "?"}>
+        {
+            head = Constant <value_strings = ["a", "b"]> ()
+            data = Concat <axis = 0> (head, tail)
+            idx = Constant <value = int64[2, 1] {0, 3}> ()
+            s = ScatterND <reduction = "add"> (data, idx, upd)
+        }""")
+    folded, report = sr.fold(model, return_report=True)
+    assert len(report.passes[0]["rewritten"]) == 1
+    assert run(folded)[0].tolist() == ["a!", "b", "c", "d?"]
+
+
 def test_string_reductions_of_bytes_data_and_str_updates_fold():
     """A string add/max/min whose data is a tensor (bytes) and updates a value_strings Constant (str)
     crashed fold with TypeError (can't concat str to bytes). onnxruntime has no string reductions;
@@ -286,3 +304,54 @@ def test_fold_validates_a_tensor_scatter_whose_update_shape_inference_cannot_fol
         }""")
     folded, outcome = sr.fold(model, validate=True, return_report=True)
     assert len(outcome.passes[0]["rewritten"]) == 1 and outcome.validation is not None
+
+
+def test_evaluator_string_kernels_take_any_mix_of_bytes_and_str():
+    from scatter_rewrite.evaluator import scatter_elements, scatter_nd, tensor_scatter
+
+    data = np.array([b"a", "b", b"c"], dtype=object)
+    got = scatter_nd(data, np.array([[1], [0], [1]]), np.array(["x", b"y", "z"], dtype=object), reduction="add")
+    assert got.tolist() == [b"ay", b"bxz", b"c"]
+    got = scatter_elements(np.array(["m", "é"]), np.array([1, 0]), np.array(["q".encode(), "é".encode()], dtype=object),
+                           reduction="max")
+    assert got.tolist() == ["é", "é"] and got.dtype.kind == "U"
+    got = tensor_scatter(np.array([["a", "b"]]), np.array([["é".encode()]], dtype=object), np.array([1]), axis=1)
+    assert got.tolist() == [["a", "é"]]
+
+
+# ---- Unsqueeze with several negative axes (attribute form, opset < 13) ---------------------------
+
+def test_unsqueeze_and_squeeze_with_several_negative_axes_evaluate():
+    """onnx.reference's Unsqueeze-1/11 (Squeeze-1/11) inserts (removes) the axes one at a time, so
+    axes = [-3, -1] on a 1-D tensor failed ('axis -3 is out of bounds for array of dimension 1'),
+    as did Squeeze axes = [4, -5] on 5-D, and the scatter was left."""
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 11]>
+        main () => (float[1, 3, 2] s)
+        <float[1, 3, 2] data = {0, 0, 0, 0, 0, 0}, int64[2] flat = {2, 0}, float[1, 1, 2, 1, 1] upd5 = {5, 6}>
+        {
+            idx = Unsqueeze <axes = [-3, -1]> (flat)
+            upd = Squeeze <axes = [4, -5]> (upd5)
+            s = ScatterElements <axis = 1> (data, idx, upd)
+        }""")
+    folded, report = fold_and_compare(model)
+    assert report["skipped"] == [] and scatters_left(folded) == 0
+
+
+def test_unsqueeze_of_mixed_axes_has_the_right_shape_in_fold_and_validation():
+    """axes = [-2, 2] on shape (2,): onnx.reference's Unsqueeze-11 gave (1, 2, 1), so fold refused a
+    valid model ('updates shape (1, 2, 1) differs from indices shape (2, 1, 1)'); validation's
+    reference run of the original had the same wrong shape."""
+    from scatter_rewrite.evaluator.reference_ops import make_evaluator
+
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 11]>
+        main () => (int32[4, 1, 1] s)
+        <int32[4, 1, 1] data = {1, 2, 3, 4}, int64[2, 1, 1] idx = {2, 0}, int32[2] flat = {7, 9}>
+        {
+            upd = Unsqueeze <axes = [-2, 2]> (flat)
+            s = ScatterElements (data, idx, upd)
+        }""")
+    folded, report = fold_and_compare(model)
+    assert report["skipped"] == [] and run(folded)[0].ravel().tolist() == [9, 2, 7, 4]
+    assert make_evaluator(model).run(None, {})[0].ravel().tolist() == [9, 2, 7, 4]

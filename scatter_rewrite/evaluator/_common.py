@@ -83,7 +83,7 @@ def as_string_kind(array: np.ndarray, like: np.ndarray) -> np.ndarray:
         convert = np.frompyfunc(lambda x: x.encode() if isinstance(x, str) else x, 1, 1)
     else:
         convert = np.frompyfunc(lambda x: x.decode() if isinstance(x, bytes) else x, 1, 1)
-    return np.asarray(convert(array), dtype=object) if array.size else array.astype(object)
+    return np.asarray(convert(array), dtype=object) if array.size else array.astype(object, copy=True)
 
 
 def has_nan(dtype: np.dtype) -> bool:
@@ -246,7 +246,7 @@ def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray,
     upd = updates.reshape(-1)
     dtype = data.dtype
     if is_string(dtype):
-        out = np.array(data, dtype=object, order="C")
+        out = np.ascontiguousarray(as_string_kind(data, data))  # a copy (data itself may mix the two)
         _apply(out.reshape(-1), flat, as_string_kind(upd, data), reduction)
         return restore_string_dtype(out, dtype)
     if reduction != "none" and dtype in _WIDEN_TO_F32:

@@ -1,7 +1,8 @@
 """``onnx.reference`` operators backed by our NumPy kernels.
 
 ``onnx.reference`` has no ``Scatter`` (deprecated at 11) and loops in Python for the others;
-validation uses these when onnxruntime cannot run an original model (with a corrected ``Loop``).
+validation uses these when onnxruntime cannot run an original model, with corrected ``Loop``,
+``Unsqueeze`` and ``Squeeze`` (fold's constant chains use those two as well).
 """
 
 from __future__ import annotations
@@ -96,7 +97,32 @@ class Loop(_ReferenceLoop):
         return self._check_and_fix_outputs(tuple(results))
 
 
-REFERENCE_OPS = [Scatter, ScatterElements, ScatterND, ContribScatterElements, ContribScatterND, Loop]
+class Unsqueeze(OpRun):
+    """Unsqueeze with every axis counted in the output's rank at once: onnx.reference's Unsqueeze-1/11
+    inserts its ``axes`` attribute one axis at a time, so axes = [-2, 2] on shape (2,) gave (1, 2, 1)
+    instead of (2, 1, 1) and [-3, -1] on (2,) failed."""
+
+    op_domain = ""
+
+    def _run(self, data, axes=None):
+        return (np.expand_dims(data, tuple(int(a) for a in np.ravel(axes))),)
+
+
+class Squeeze(OpRun):
+    """Squeeze of all its axes at once (onnx.reference's Squeeze-1/11 removes them one at a time, in
+    reverse order: axes = [4, -5] on a 5-D tensor failed)."""
+
+    op_domain = ""
+
+    def _run(self, data, axes=None):
+        return (np.squeeze(data, None if axes is None else tuple(int(a) for a in np.ravel(axes))),)
+
+
+# Used for the constant chains fold evaluates too (fold.ConstantChains).
+CORRECTED_OPS = {"Loop": Loop, "Unsqueeze": Unsqueeze, "Squeeze": Squeeze}
+
+REFERENCE_OPS = [Scatter, ScatterElements, ScatterND, ContribScatterElements, ContribScatterND, Loop, Unsqueeze,
+                 Squeeze]
 
 
 def make_evaluator(proto):

@@ -423,13 +423,17 @@ def _shape_op(node: ir.Node, dims: list[int]) -> np.ndarray:
 
 
 def _run_reference(node: ir.Node, opset: int, inputs: list) -> list[np.ndarray]:
-    """Run one chain node with onnx.reference's implementation of its op at ``opset``."""
+    """Run one chain node with onnx.reference's implementation of its op at ``opset``, or with our
+    correction of it (:data:`scatter_rewrite.evaluator.reference_ops.CORRECTED_OPS`: Unsqueeze and
+    Squeeze before 13, whose several axes onnx.reference takes one at a time)."""
     from onnx.reference import ReferenceEvaluator
     from onnx.reference.ops import load_op
 
+    from scatter_rewrite.evaluator.reference_ops import CORRECTED_OPS
+
     proto = ir.serde.serialize_node(node)
     try:
-        cls = load_op("", node.op_type, opset)
+        cls = CORRECTED_OPS.get(node.op_type) or load_op("", node.op_type, opset)
         params = {"log": lambda *a: None, "opsets": {"": opset}, "verbose": 0, "new_ops": None,
                   "existing_functions": {}, "evaluator_cls": ReferenceEvaluator}
         outputs = cls(proto, params).run(*inputs)
@@ -458,8 +462,14 @@ def _refuse_string_casts(node: ir.Node, inputs: list) -> None:
 
 
 def _object_strings(array: np.ndarray) -> np.ndarray:
-    """String tensors as object arrays: the IR gives fixed-width np.bytes_ arrays and onnx.reference
-    ops give np.str_ ones, whose widths differ from tensor to tensor, and onnx.reference refuses to
-    mix them (Where: 'x and y should share the same dtype |S2 != |S1') or to compute on them (Expand)."""
-    return array.astype(object) if array.dtype.kind in "SU" else array
-
+    """String tensors as object arrays of ``bytes``, whatever their source: the IR gives fixed-width
+    np.bytes_ arrays, ``value_strings`` attributes ``str`` and onnx.reference ops np.str_ arrays.
+    onnx.reference refuses to mix widths (Where: 'x and y should share the same dtype |S2 != |S1')
+    or to compute on fixed-width ones (Expand), and Python cannot concatenate or compare bytes
+    with str (a Concat of both, then a string reduction)."""
+    if array.dtype.kind not in "OSU":
+        return array
+    if array.dtype.kind == "S" or array.size == 0:
+        return array.astype(object)
+    encode = np.frompyfunc(lambda x: x.encode() if isinstance(x, str) else x, 1, 1)
+    return np.asarray(encode(array), dtype=object)

@@ -869,11 +869,19 @@ def _tolerance(dtype: np.dtype) -> tuple[float, float] | None:
     return FLOAT_TOLERANCE.get(dtype)
 
 
+def _as_text(strings: np.ndarray) -> np.ndarray:
+    """A string tensor as an object array of ``str`` (ONNX strings are UTF-8)."""
+    decode = np.frompyfunc(lambda x: x.decode() if isinstance(x, bytes) else str(x), 1, 1)
+    return np.asarray(decode(strings), dtype=object) if strings.size else strings.astype(object)
+
+
 def compare(names: list[str], expected: list[Any], actual: list[Any], float_reduction: bool) -> tuple[dict[str, float], list[str]]:
     """Per-output max |difference|, and a list of failures (empty when they agree)."""
     diffs, failures = {}, []
     for name, e, a in zip(names, expected, actual):
         e, a = np.asarray(e), np.asarray(a)
+        if e.dtype.kind in "OSU" and a.dtype.kind in "OSU":  # strings: np.str_/np.bytes_ arrays from
+            e, a = _as_text(e), _as_text(a)  # onnx.reference, object arrays (str) from onnxruntime
         if e.shape != a.shape or e.dtype != a.dtype:
             failures.append(f"output '{name}': expected {e.dtype}{list(e.shape)}, got {a.dtype}{list(a.shape)}")
             continue

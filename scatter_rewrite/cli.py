@@ -496,6 +496,13 @@ def _print_findings(model: str, target: str, findings: list) -> None:
                       "\n".join(f.blockers + [f"note: {n}" for n in f.notes]) or "ready",
                       f.fix or ("-" if not f.blocked else "none known"))
     console.print(table)
+    # Each fix command once, whole (the table folds its narrow column mid-word): copyable from a CI log.
+    fixes: dict[str, int] = {}
+    for f in findings:
+        if f.blocked and f.fix:
+            fixes[f.fix] = fixes.get(f.fix, 0) + 1
+    for fix, count in fixes.items():
+        console.print(f"fix: {fix} ({count} node(s))", highlight=False, soft_wrap=True, markup=False)
     blocked = sum(f.blocked for f in findings)
     console.print(f"{len(findings)} scatter node(s), {blocked} blocked on {target}: "
                   + ("BLOCKED" if blocked else "READY"), highlight=False)

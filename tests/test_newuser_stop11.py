@@ -172,3 +172,18 @@ def test_api_names_what_to_pass_for_a_torch_onnx_program():
     assert "torch.onnx.ONNXProgram" in message and ".model" in message and "model_proto" in message
     with pytest.raises(ScatterRewriteError, match="cannot rewrite a int: pass an onnx.ModelProto"):
         sr.fold(3)  # anything else: the kinds it takes
+
+
+# ---- check's table in a CI log (80 columns, not a terminal) ------------------------------------
+
+def test_check_prints_each_fix_command_whole(tmp_path: Path):
+    """The table folded the fix column mid-word ('scatter-rewrit' / 'e upgrade'): not copyable."""
+    path = tmp_path / "legacy13.onnx"
+    onnx.save(scatter_model("Scatter", opset=13, where="if", axis=1), path)
+    result = runner.invoke(app, ["check", str(path), "--target", "opset-13"], terminal_width=80)
+    assert result.exit_code == 1
+    fixes = [line for line in result.stdout.splitlines() if line.startswith("fix: ")]
+    assert fixes == ["fix: scatter-rewrite upgrade --opset 13 (2 node(s))"], result.stdout
+    assert result.stdout.rstrip().splitlines()[-1].endswith("BLOCKED")
+    ready = runner.invoke(app, ["check", str(path), "--target", "opset-9"], terminal_width=80)
+    assert ready.exit_code == 0 and not [line for line in ready.stdout.splitlines() if line.startswith("fix: ")]

@@ -686,7 +686,7 @@ class Gen:
             if not info.min <= int(limit) <= info.max:
                 return self._e_constant(arr, body, depth)
             limit = limit.astype(arr.dtype)
-        if self.p(0.4):  # a limit short of the next element
+        if dt in ("float", "double") or self.p(0.4):  # a limit short of the next (floats: rounding)
             limit = limit - delta / 2 if dt in ("float", "double") else limit - (np.sign(delta) if abs(delta) > 1 else 0)
         ins = [self.emit(np.array(v, arr.dtype), body, depth - 1) for v in (start, limit, delta)]
         return self.node(body, "Range", ins)[0]
@@ -1606,7 +1606,8 @@ def check_case(case: Case, workdir: Path | None = None, cli: bool = False) -> tu
             stats["skip_reasons"].append(f"{site.where} {site.op} {site.dtype}: {skipped[name]}")
             findings.append(f"LEFT_UNFOLDED {site.where} {site.op} {site.dtype} {name}: {skipped[name][:300]}")
         elif name in skipped and site.kind == "const" and case.size_limit is not None \
-                and "size limit" not in skipped[name] and "which was left unfolded" not in skipped[name]:
+                and "size limit" not in skipped[name] and "which was left unfolded" not in skipped[name] \
+                and shadow not in skipped[name]:
             findings.append(f"WRONG_REASON {name}: {skipped[name][:200]}")
     # the oracle: original and folded compute the same
     float_red = any(s.float_reduction for s in case.sites)
@@ -1720,7 +1721,8 @@ def main(argv=None) -> int:
         except Exception:  # noqa: BLE001 - a generator bug: note it and go on
             (out / "findings" / f"{seed}.genfail.txt").write_text(traceback.format_exc())
             continue
-        cli = args.cli_every > 0 and seed % args.cli_every == 0
+        # (not with a Shape of a symbolic dim: the model holds for one size, validation feeds 4)
+        cli = args.cli_every > 0 and seed % args.cli_every == 0 and "dyn:shape_of_dynamic_dim" not in case.features
         findings, stats = check_case(case, work, cli=cli)
         totals["models"] += 1
         if "invalid" in stats:

@@ -374,3 +374,21 @@ def test_validation_compares_strings_whatever_their_numpy_form():
     folded, outcome = sr.fold(model, validate=True, return_report=True)
     assert "onnx.reference" in outcome.validation["checked_against"]
     assert run(folded)[0].tolist() == ["a", "b", "a"]
+
+
+def test_an_empty_string_result_feeds_the_next_fold():
+    """A folded zero-size string result was an ir.StringTensor over an empty list, whose numpy() is
+    float64: the next scatter reading it through an Unsqueeze failed 'updates dtype object differs from
+    data dtype float64; fix the model' on a valid model."""
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 13]>
+        main () => (string[1, 3, 0] s2)
+        <string[3, 0] data = {}, int64[1, 0] i = {}, string[1, 0] u = {}, int64[1] zero = {0},
+         int64[1, 3, 0] i2 = {}, string[1, 3, 0] u2 = {}>
+        {
+            s1 = ScatterElements (data, i, u)
+            r = Unsqueeze (s1, zero)
+            s2 = ScatterElements <axis = 1> (r, i2, u2)
+        }""")
+    folded, report = fold_and_compare(model)
+    assert len(report["rewritten"]) == 2 and scatters_left(folded) == 0

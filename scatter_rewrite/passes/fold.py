@@ -188,7 +188,8 @@ class FoldPass(ScatterPass):
     def _tensor(array: np.ndarray, dtype: ir.DataType, name: str | None) -> ir.TensorProtocol:
         if dtype == ir.DataType.STRING:
             flat = [s.encode() if isinstance(s, str) else bytes(s) for s in array.ravel().tolist()]
-            return ir.StringTensor(flat, shape=ir.Shape(array.shape), name=name)
+            # an object array, not the list: numpy() of an empty list would be float64
+            return ir.StringTensor(np.array(flat, dtype=object).reshape(array.shape), name=name)
         return ir.Tensor(array, dtype=dtype, name=name)  # wraps the array: no copy
 
 
@@ -297,7 +298,7 @@ class ConstantChains:
         Raises :class:`CannotEvaluate` when onnx.reference rejects a chain op's inputs."""
         producer = value.producer()
         if producer is None:  # an initializer: memory-mapped or in the proto, read here
-            return _object_strings(value.const_value.numpy())
+            return _tensor_array(value.const_value)
         if value in self._arrays:
             return self._arrays[value]
         if producer.op_type == "Constant":
@@ -376,7 +377,7 @@ def _constant_array(node: ir.Node) -> np.ndarray:
     ((name, a),) = node.attributes.items()
     value = a.value
     if name == "value":
-        return value.numpy()
+        return _tensor_array(value)
     if name in ("value_float", "value_floats"):
         return np.array(value, dtype=np.float32)
     if name in ("value_int", "value_ints"):
@@ -459,6 +460,15 @@ def _refuse_string_casts(node: ir.Node, inputs: list) -> None:
         label = f"{node.op_type} '{node.name}'" if node.name else node.op_type
         raise CannotEvaluate(f"{label} casts between strings and numbers, whose text each runtime "
                              "writes and reads its own way")
+
+
+def _tensor_array(tensor: ir.TensorProtocol) -> np.ndarray:
+    """A tensor's values; a string tensor's as an object array even when empty (the numpy() of an
+    empty ir.StringTensor built from a list is float64)."""
+    array = tensor.numpy()
+    if tensor.dtype == ir.DataType.STRING and array.dtype.kind not in "OSU":
+        array = array.astype(object)
+    return _object_strings(array)
 
 
 def _object_strings(array: np.ndarray) -> np.ndarray:

@@ -392,3 +392,23 @@ def test_an_empty_string_result_feeds_the_next_fold():
         }""")
     folded, report = fold_and_compare(model)
     assert len(report["rewritten"]) == 2 and scatters_left(folded) == 0
+
+
+def test_validation_reference_run_keeps_string_widths_in_where():
+    """onnx.reference's Where casts its result to x's dtype, which cuts strings to x's width:
+    Where(false, ['é'], ['Zz']) came out 'Z' when onnxruntime (no string max) left the original to
+    the reference, and validation refused the right fold."""
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 18]>
+        main () => (string[2] s, string[2] m)
+        <string[2] data = {"a", "b"}, bool[1] c = {0}, int64[1] i = {1}>
+        {
+            x = Constant <value_strings = ["é"]> ()
+            y = Constant <value_strings = ["Zz"]> ()
+            u = Where (c, x, y)
+            s = ScatterElements (data, i, u)
+            m = ScatterElements <reduction = "max"> (data, i, u)
+        }""")
+    folded, outcome = sr.fold(model, validate=True, return_report=True)
+    assert "onnx.reference" in outcome.validation["checked_against"]
+    assert [a.tolist() for a in run(folded)] == [["a", "Zz"], ["a", "b"]]

@@ -2,7 +2,7 @@
 
 ``onnx.reference`` has no ``Scatter`` (deprecated at 11) and loops in Python for the others;
 validation uses these when onnxruntime cannot run an original model, with corrected ``Loop``,
-``Unsqueeze`` and ``Squeeze`` (fold's constant chains use those two as well).
+``Unsqueeze``, ``Squeeze`` and ``Where`` (fold's constant chains use them as well).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
+from onnx.reference.ops.op_where import Where as _ReferenceWhere
 
 from scatter_rewrite.evaluator import scatter, scatter_elements, scatter_nd
 
@@ -118,11 +119,22 @@ class Squeeze(OpRun):
         return (np.squeeze(data, None if axes is None else tuple(int(a) for a in np.ravel(axes))),)
 
 
-# Used for the constant chains fold evaluates too (fold.ConstantChains).
-CORRECTED_OPS = {"Loop": Loop, "Unsqueeze": Unsqueeze, "Squeeze": Squeeze}
+class Where(_ReferenceWhere):
+    """Where on strings as object arrays: onnx.reference casts the result to x's dtype, which cuts
+    fixed-width strings to x's width (Where(false, ['é'], ['Zz']) gave 'Z')."""
 
-REFERENCE_OPS = [Scatter, ScatterElements, ScatterND, ContribScatterElements, ContribScatterND, Loop, Unsqueeze,
-                 Squeeze]
+    op_domain = ""
+
+    def _run(self, condition, x, y):
+        if x.dtype.kind in "OSU" or y.dtype.kind in "OSU":
+            return (np.where(condition, x.astype(object), y.astype(object)),)
+        return super()._run(condition, x, y)
+
+
+# Used for the constant chains fold evaluates too (fold.ConstantChains).
+CORRECTED_OPS = {"Loop": Loop, "Unsqueeze": Unsqueeze, "Squeeze": Squeeze, "Where": Where}
+
+REFERENCE_OPS = [Scatter, ScatterElements, ScatterND, ContribScatterElements, ContribScatterND, *CORRECTED_OPS.values()]
 
 
 def make_evaluator(proto):

@@ -426,7 +426,8 @@ def _shape_op(node: ir.Node, dims: list[int]) -> np.ndarray:
 def _run_reference(node: ir.Node, opset: int, inputs: list) -> list[np.ndarray]:
     """Run one chain node with onnx.reference's implementation of its op at ``opset``, or with our
     correction of it (:data:`scatter_rewrite.evaluator.reference_ops.CORRECTED_OPS`: Unsqueeze and
-    Squeeze before 13, whose several axes onnx.reference takes one at a time)."""
+    Squeeze before 13, whose several axes onnx.reference takes one at a time; Where, which cut
+    strings to its x's width)."""
     from onnx.reference import ReferenceEvaluator
     from onnx.reference.ops import load_op
 

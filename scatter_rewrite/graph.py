@@ -120,20 +120,22 @@ def shadowed_names(model: ir.Model) -> set[str]:
     otherwise. A value of such a name is known for sure in neither scope."""
     found: set[str] = set()
 
-    def visit(body: ir.Graph | ir.Function, visible: frozenset[str]) -> None:
+    def visit(body: ir.Graph | ir.Function, outer: tuple[set[str], ...]) -> None:
+        if isinstance(body, ir.Graph) and outer:
+            found.update(name for name in body.initializers if any(name in names for names in outer))
+        subgraphs = [graph for node in body if node.attributes for _, graph in _subgraphs(node)]
+        if not subgraphs:
+            return  # most bodies: no names to collect
         here = {v.name for v in body.inputs if v is not None and v.name}
         here.update(o.name for node in body for o in node.outputs if o.name)
         if isinstance(body, ir.Graph):
-            found.update(name for name in body.initializers if name in visible)
             here.update(body.initializers)
-        inner = visible | here
-        for node in body:
-            for _, graph in _subgraphs(node):
-                visit(graph, inner)
+        for graph in subgraphs:
+            visit(graph, (*outer, here))
 
-    visit(model.graph, frozenset())
+    visit(model.graph, ())
     for function in model.functions.values():
-        visit(function, frozenset())
+        visit(function, ())
     return found
 
 

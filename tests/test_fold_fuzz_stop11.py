@@ -412,3 +412,21 @@ def test_validation_reference_run_keeps_string_widths_in_where():
     folded, outcome = sr.fold(model, validate=True, return_report=True)
     assert "onnx.reference" in outcome.validation["checked_against"]
     assert [a.tolist() for a in run(folded)] == [["a", "Zz"], ["a", "b"]]
+
+
+# ---- a bounded seed list of the randomized generator (the campaign: python tests/_fold_fuzz.py) ---
+
+def test_generator_seed_list_folds_right():
+    """40 generated models (main graph, If/Loop/Scan bodies, functions; constants, defaults, dynamic
+    shapes, attribute references, bad indices, external data, size limits): fold is checked against
+    onnxruntime/onnx.reference, the checker, idempotence and its report (see _fold_fuzz.check_case)."""
+    from _fold_fuzz import check_case, generate
+
+    kinds = set()
+    for seed in range(300000, 300040):
+        case = generate(seed)
+        findings, stats = check_case(case)
+        assert findings == [], (seed, findings)
+        kinds.update(f for f in case.features if f.startswith(("container:", "dyn:")))
+        kinds.update({"error"} & set(stats) | ({"external"} if case.external else set()))
+    assert {"container:if", "container:loop", "container:scan", "container:function", "error", "external"} <= kinds

@@ -2,9 +2,11 @@
 
 Inputs are seeded and respect each scatter's contract: a graph input that feeds scatter indices
 (directly or through value-preserving ops like Cast/Unsqueeze/Expand, and PyTorch's negative-index
-normalization ``Where(Less(i, 0), Add(i, c), i)``) gets in-range values, negative ones included,
-unique along the axis when the reduction is "none" (duplicates are undefined there); symbolic
-dimensions get small sizes. Values are drawn as the slots they must reach: a negative value is
+normalization ``Where(Less(i, 0), Add(i, c), i)``, and a ``Gather`` by constant positions like a GNN's
+``edge_index[1]``) gets in-range values, negative ones included, unique along the axis when the
+reduction is "none" (duplicates are undefined there); symbolic dimensions get small sizes. An input
+feeding the indices of a Gather/GatherElements (``x[src]``) gets values in range of the gathered
+axis too, so that the original model runs. Values are drawn as the slots they must reach: a negative value is
 ``slot - c`` for a normalization adding ``c`` (a constant, or a static dim read by ``Shape``), so the
 normalized value is that slot whatever ``c`` is (only slots below ``c`` get one), and ``slot - n``
 without one; where ``c`` is not known before run time, or an input feeds scatters that disagree on
@@ -69,6 +71,8 @@ SYMBOLIC_DIM_SIZE = 4
 SCATTER_OPS = {"Scatter", "ScatterElements", "ScatterND", "TensorScatter"}
 # Ops whose output has the shape of their first input.
 _SAME_SHAPE_OPS = SCATTER_OPS | {"Cast", "Identity"}
+# Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
+_GATHER_OPS = {"Gather", "GatherElements"}
 # Ops through which an index tensor's values pass unchanged (only reshaped, broadcast or cast).
 _VALUE_PRESERVING = {"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Flatten", "Transpose"}
 
@@ -208,7 +212,7 @@ def _index_source(node: ir.Node, width: int, shape_of) -> ir.Value | None:
     """
     if not is_default_domain(node) or not node.inputs:
         return None
-    source = node.inputs[0] if node.op_type in _VALUE_PRESERVING else None
+    source = node.inputs[0] if node.op_type in _VALUE_PRESERVING or _selected_by_constant(node) is not None else None
     if node.op_type == "Where" and len(node.inputs) == 3:
         cond, shifted, x = node.inputs
         less, add = (v.producer() if v is not None else None for v in (cond, shifted))
@@ -219,9 +223,21 @@ def _index_source(node: ir.Node, width: int, shape_of) -> ir.Value | None:
         return source
     perm = attr(node, "perm")
     shape = shape_of(source)
-    if shape and shape[-1] == width and not (node.op_type == "Transpose" and (perm is None or perm[-1] != len(perm) - 1)):
+    moves_last = ((node.op_type == "Transpose" and (perm is None or perm[-1] != len(perm) - 1))
+                  or (node.op_type == "Gather" and shape and attr(node, "axis", 0) % len(shape) == len(shape) - 1))
+    if shape and shape[-1] == width and not moves_last:
         return source
     return None
+
+
+def _selected_by_constant(node: ir.Node) -> np.ndarray | None:
+    """The positions of a ``Gather`` by constant indices (``edge_index[1]``, as exporters pick the
+    source and destination rows of a GNN's edge list): its output holds some of its data's values,
+    so it carries their bounds, and their uniqueness along the other axes. None for anything else."""
+    if node.op_type != "Gather" or len(node.inputs) != 2 or node.inputs[1] is None:
+        return None
+    tensor = ir.convenience.get_const_tensor(node.inputs[1])
+    return None if tensor is None else tensor.numpy()
 
 
 def _is_zero(value: ir.Value | None) -> bool:
@@ -322,6 +338,11 @@ def _map_axis(steps: list, axis: int | None, rank_of) -> int | None:
             if len(kept) != len(out_shape):
                 return None
             axis = kept[axis]
+        elif op == "Gather":  # by constant positions (_index_source): axes of the positions replace its axis
+            gathered, picked = attr(node, "axis", 0) % len(in_shape), _selected_by_constant(node).ndim
+            if gathered <= axis < gathered + picked:
+                return None
+            axis = axis if axis < gathered else axis - picked + 1
         elif op == "Expand":
             k = axis - (len(out_shape) - len(in_shape))
             if k < 0 or in_shape[k] == 1:  # a new or size-1 axis: broadcast along it unless it stays 1
@@ -533,6 +554,9 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
     contracts: dict[str, IndexContract] = {}
     float_reduction, notes = False, []
     for node, _scope in iter_nodes(model):
+        if node.op_type in _GATHER_OPS and is_default_domain(node):
+            _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls)
+            continue
         if node.op_type not in SCATTER_OPS or not is_default_domain(node):
             continue
         reduction = _attr_at_call(node, "reduction", "none", calls)
@@ -604,6 +628,22 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
             notes.append(f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
                          f"{', '.join(names)} may repeat, and reduction none then depends on write order")
     return contracts, float_reduction, notes
+
+
+def _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_of, calls) -> None:
+    """A graph input feeding the indices of a Gather/GatherElements (``x[src]`` of a GNN, whose edge
+    list also feeds the scatter) gets values in range of the gathered axis: else the original model
+    itself cannot run on the generated inputs. No uniqueness: gathering twice is fine."""
+    data, indices = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+    data_shape = shape_of(data) if data is not None and indices is not None else None
+    axis = _attr_at_call(node, "axis", 0, calls)
+    if not data_shape or axis is None or not isinstance(data_shape[axis % len(data_shape)], int):
+        return
+    bound = data_shape[axis % len(data_shape)]
+    for leaf in _element_leaves(indices, None, (0, bound), False, graph_inputs, outer, rank_of, []):
+        if id(leaf.value) in graph_inputs:
+            shifts, _reason = _normalization_shifts(leaf.steps, 1, shape_of)
+            _add_contract(contracts, leaf.value.name, IndexContract("elements", (bound,), False, 0, shifts or ()))
 
 
 def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls) -> None:
@@ -852,7 +892,8 @@ def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
         return 0.0 if np.array_equal(a, b) else float("inf")
     worst = 0.0
     for ea, eb in _blocks(a, b):
-        diff = np.abs(_wide(ea) - _wide(eb))
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN, dropped: equal infinities differ by nothing
+            diff = np.abs(_wide(ea) - _wide(eb))
         diff = diff[~np.isnan(diff)]
         if diff.size:
             worst = max(worst, float(diff.max()))

@@ -223,9 +223,7 @@ def test_every_verb_matches_torch(exported, name: str):
     path, module, names = exported[name]
     case, dynamic = _case(name), name.endswith("_dyn")
     original = onnx.load(path)
-    # A GNN's edge_index also feeds a Gather: validation's generated inputs do not respect it (see
-    # the xfail below), so it validates on the export's own inputs.
-    given = _feeds(case, names, N, seed=1)[0] if case == "gnn" else None
+    given = None  # generated inputs (a GNN's edge_index too: test_gnn_validates_on_generated_inputs)
     sizes = [N, 7] if dynamic else [N]
     for verb, call in VERB_CALLS.items():
         rewritten = call(original, validate=True, inputs=given)
@@ -279,15 +277,17 @@ def test_onnx_program_is_refused_with_what_to_pass_and_its_model_works(exported)
                                    rtol=1e-5, atol=1e-5)
 
 
-# ---- known gaps (see the report of stop 11): strict xfails -------------------------------------
-
-@pytest.mark.xfail(strict=True, reason="validate.py generates no in-range values for an index input that reaches "
-                   "the scatter through Gather(edge_index, 1) and feeds a Gather (x[src]): the original model "
-                   "cannot run on them ('cannot evaluate the original model ... use --no-validate')")
 @pytest.mark.parametrize("name", ["gnn_ts16_dyn", "gnn_dynamo18_static"])
 def test_gnn_validates_on_generated_inputs(exported, name: str):
+    """edge_index reaches the scatter through Gather(edge_index, 1) and feeds x[src]: validation
+    generates it in range of both (it used to be arbitrary, and the original model could not run)."""
     path, _, _ = exported[name]
-    sr.lower(onnx.load(path), opset=13, validate=True)
+    for call in (lambda m: sr.lower(m, opset=13, validate=True),
+                 lambda m: sr.prepare_for_tensorrt(m, trt_version="10", validate=True)):
+        onnx.checker.check_model(call(onnx.load(path)))
+
+
+# ---- known gaps (see the report of stop 11): strict xfails -------------------------------------
 
 
 @pytest.mark.xfail(strict=True, reason="passes/fix_dims.py folds shape arithmetic that reads a Shape, not the "

@@ -476,3 +476,84 @@ def test_a_rewritten_model_onnxruntime_fails_to_run_for_another_reason_still_fai
     onnx.save(broken, paths[1])
     with pytest.raises(sr.ValidationError, match="onnxruntime cannot run the rewritten model"):
         validate(paths[0], paths[1], plan_validation(ir.serde.deserialize_model(original)))
+
+
+def _gnn_model(reduction: str, gather_axis_first: bool) -> onnx.ModelProto:
+    """A GNN layer as the exporters write it: src = edge_index[0] feeds x[src], dst = edge_index[1]
+    is expanded over the features and scattered onto zeros [N, F]. With ``gather_axis_first`` False,
+    edge_index is [E, 2] and the rows are picked along axis 1 (edge_index[:, 0])."""
+    axis = 0 if gather_axis_first else 1
+    nodes = [
+        oh.make_node("Constant", [], ["zero"], value=oh.make_tensor("z", TensorProto.INT64, [], [0])),
+        oh.make_node("Constant", [], ["one"], value=oh.make_tensor("o", TensorProto.INT64, [], [1])),
+        oh.make_node("Gather", ["edge_index", "zero"], ["src"], axis=axis),
+        oh.make_node("Gather", ["edge_index", "one"], ["dst"], axis=axis),
+        oh.make_node("Gather", ["x", "src"], ["messages"], axis=0),
+        oh.make_node("Unsqueeze", ["dst", "axes"], ["dst1"]),
+        oh.make_node("Shape", ["messages"], ["mshape"]),
+        oh.make_node("Expand", ["dst1", "mshape"], ["dst_e"]),
+        oh.make_node("Shape", ["x"], ["xshape"]),
+        oh.make_node("ConstantOfShape", ["xshape"], ["zeros"],
+                     value=oh.make_tensor("v", TensorProto.FLOAT, [1], [0.0])),
+        oh.make_node("ScatterElements", ["zeros", "dst_e", "messages"], ["y"], axis=0, reduction=reduction),
+    ]
+    edges = [2, "E"] if gather_axis_first else ["E", 2]
+    graph = oh.make_graph(
+        nodes, "gnn",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]),
+         oh.make_tensor_value_info("edge_index", TensorProto.INT64, edges)],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        [onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("gather_axis_first", [True, False])
+@pytest.mark.parametrize("reduction", ["add", "max"])
+def test_an_edge_list_picked_by_gather_feeds_both_gather_and_scatter_in_range(reduction, gather_axis_first, tmp_path):
+    """edge_index reaches the scatter through Gather(edge_index, 1) and also feeds x[src]: its
+    generated values must be in range for both, else the original model cannot run."""
+    model = _gnn_model(reduction, gather_axis_first)
+    the_plan = plan(model)
+    edges, n = the_plan.inputs["edge_index"], the_plan.inputs["x"].shape[0]
+    assert edges.size and edges.min() >= -n and edges.max() < n
+    assert any("edge_index" in note for note in the_plan.notes)
+    path = tmp_path / "gnn.onnx"
+    onnx.save(model, path)
+    validate(path, path, the_plan)  # onnxruntime runs the original on them
+    for rewritten in (sr.lower(model, opset=13, validate=True), sr.prepare_for_tensorrt(model, validate=True)):
+        onnx.checker.check_model(rewritten)
+
+
+def test_gather_indices_from_a_graph_input_get_the_gathered_axis_bound():
+    """An index input feeding only a Gather (an embedding lookup beside a scatter) is in range of
+    the gathered axis, which may be larger than the old arbitrary [-20, 20)."""
+    node = oh.make_node("Gather", ["table", "tokens"], ["emb"], axis=0)
+    scatter = oh.make_node("ScatterElements", ["emb", "idx", "upd"], ["y"], axis=1)
+    graph = oh.make_graph(
+        [node, scatter], "g",
+        [oh.make_tensor_value_info("table", TensorProto.FLOAT, [3, 4]),
+         oh.make_tensor_value_info("tokens", TensorProto.INT64, [50]),
+         oh.make_tensor_value_info("idx", TensorProto.INT64, [50, 2]),
+         oh.make_tensor_value_info("upd", TensorProto.FLOAT, [50, 2])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [50, 4])])
+    the_plan = plan(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]))
+    tokens = the_plan.inputs["tokens"]
+    assert tokens.min() >= -3 and tokens.max() < 3 and (tokens < 0).any()
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_none_indices_picked_by_gather_are_unique_along_the_mapped_axis(axis):
+    """Gather(pairs, 1, axis=0) of a [2, R, C] input drops its axis 0: the scatter axis a of the
+    picked [R, C] indices is axis a + 1 of the input, where the values are made unique."""
+    nodes = [oh.make_node("Gather", ["pairs", "one"], ["idx"], axis=0),
+             oh.make_node("ScatterElements", ["data", "idx", "upd"], ["y"], axis=axis)]
+    graph = oh.make_graph(
+        nodes, "g",
+        [oh.make_tensor_value_info("data", TensorProto.FLOAT, [6, 6]),
+         oh.make_tensor_value_info("pairs", TensorProto.INT64, [2, 6, 6]),
+         oh.make_tensor_value_info("upd", TensorProto.FLOAT, [6, 6])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [6, 6])],
+        [onnx.numpy_helper.from_array(np.array(1, np.int64), "one")])
+    the_plan = plan(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]))
+    picked = np.where(the_plan.inputs["pairs"][1] < 0, the_plan.inputs["pairs"][1] + 6, the_plan.inputs["pairs"][1])
+    assert all(len(set(line)) == 6 for line in np.moveaxis(picked, axis, -1).reshape(-1, 6))

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import onnx
 import onnx.helper as oh
+import onnx_ir as ir
 import pytest
 from onnx import TensorProto
 from typer.testing import CliRunner
@@ -151,5 +152,34 @@ def test_shape_arithmetic_is_folded_and_nothing_else():
     assert model.graph.initializers["target"].const_value.numpy().tolist() == [4, 3]
     grid = next(n for n in model.graph if n.op_type == "Expand").outputs[0]
     assert list(grid.shape) == [4, 3]
-    assert ops.count("Reshape") == 2 and "Sub" in ops  # no Shape upstream: not this pass's business
+    assert ops.count("Reshape") == 2 and "Sub" in ops  # the weight's constant Reshapes: no shape arithmetic
     assert any("1 shape computation(s) folded" in note for note in result.notes), result.notes
+
+
+def test_torchscript_expand_shape_reading_no_shape_is_folded_and_lowered_for_86():
+    """TorchScript writes ``dst.unsqueeze(1).expand(-1, F)``'s shape as ``Where(Equal(c, Mul(ConstantOfShape,
+    -1)), ConstantOfShape, c)``: all constant, no Shape read, so ONNX inference leaves the scatter's
+    indices [E, ?], and the updates cut to their shape too. As a shape operand it is folded once E is
+    fixed, and the reduction is lowered."""
+    vi, T = oh.make_tensor_value_info, TensorProto
+    const = lambda name, values, shape=None: oh.make_node(  # noqa: E731
+        "Constant", [], [name], value=oh.make_tensor(name, T.INT64, [len(values)] if shape is None else shape, values))
+    graph = oh.make_graph([
+        const("axes", [1]), oh.make_node("Unsqueeze", ["dst", "axes"], ["dst2"]),
+        const("rank", [2]), oh.make_node("ConstantOfShape", ["rank"], ["ones"],
+                                         value=oh.make_tensor("v", T.INT64, [1], [1])),
+        const("minus_one", [-1], []), oh.make_node("Mul", ["ones", "minus_one"], ["minus_ones"]),
+        const("wanted", [-1, FEATURES]), oh.make_node("Equal", ["wanted", "minus_ones"], ["keep"]),
+        oh.make_node("Where", ["keep", "ones", "wanted"], ["target"]),
+        oh.make_node("Expand", ["dst2", "target"], ["index"]),
+        # the updates are cut to the indices' shape, as TorchScript writes scatter_add_
+        oh.make_node("Shape", ["index"], ["index_shape"]), const("starts", [0, 0]),
+        oh.make_node("Slice", ["msg", "starts", "index_shape"], ["updates"]),
+        oh.make_node("ScatterElements", ["x", "index", "updates"], ["y"], axis=0, reduction="add", name="aggregate"),
+    ], "ts_gnn", [vi("x", T.FLOAT, [ROWS, FEATURES]), vi("dst", T.INT64, ["E"]), vi("msg", T.FLOAT, ["E", FEATURES])],
+        [vi("y", T.FLOAT, [ROWS, FEATURES])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 16)])
+    assert check(ir.serde.deserialize_model(model), "tensorrt-8.6")[0].fix == "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim E=SIZE"
+    fixed = sr.prepare_for_tensorrt(model, trt_version="8.6", fix_dims={"E": 7}, validate=True)
+    assert scatter_ops(fixed) == [("ScatterND", "none")]
+    assert not [f for f in check(ir.serde.deserialize_model(fixed), "tensorrt-8.6") if f.blocked]

@@ -3,8 +3,6 @@ static and dynamic, through every verb: each result runs in onnxruntime and equa
 export itself does, on the export's inputs and on fresh ones of another size; ``check`` on the
 ``tensorrt`` result. Exported in the test (small modules, a few seconds); skipped without torch (CI
 installs only ``.[test]``).
-
-Known gaps are strict xfails with the reproduction, so that a fix shows up as an XPASS.
 """
 
 from __future__ import annotations
@@ -244,8 +242,7 @@ def test_every_verb_matches_torch(exported, name: str):
                 assert blocked == [], [(f.node, f.blockers) for f in blocked]
             else:  # a reduction with a dynamic count on 8.6 is left alone, and check names the fix
                 assert target == "tensorrt-8.6" or blocked == [], [(f.node, f.blockers) for f in blocked]
-                # (gnn_ts16_dyn's scatter_add gets none: the xfail at the end)
-                assert all(f.fix and "--fix-dim" in f.fix for f in blocked if name != "gnn_ts16_dyn"), \
+                assert all(f.fix and "--fix-dim" in f.fix for f in blocked), \
                     [(f.node, f.fix) for f in blocked]
                 if case == "gnn" and target == "tensorrt-8.6":
                     assert any(f.fix and "--fix-dim num_edges=SIZE" in f.fix for f in blocked), blocked
@@ -287,12 +284,6 @@ def test_gnn_validates_on_generated_inputs(exported, name: str):
         onnx.checker.check_model(call(onnx.load(path)))
 
 
-# ---- known gaps (see the report of stop 11): strict xfails -------------------------------------
-
-
-@pytest.mark.xfail(strict=True, reason="passes/fix_dims.py folds shape arithmetic that reads a Shape, not the "
-                   "all-constant Where(Equal(...), ConstantOfShape, Constant) TorchScript emits for expand(-1, F): "
-                   "the scatter_add's indices stay [E, ?] and it is left alone as 'not static'")
 def test_torchscript_gnn_with_fixed_edges_lowers_both_reductions_for_8_6(exported):
     path, _, names = exported["gnn_ts16_dyn"]
     feeds = _feeds("gnn", names, N, seed=1)[0]

@@ -70,8 +70,8 @@ def _settle_shapes(model: ir.Model) -> int:
         for node, scope in iter_nodes(model):
             if node.graph is None or scope.is_function or _is_constant_chain_node(node, chains):
                 continue  # a chain node is folded as part of what its consumer reads
-            for value in node.inputs:
-                if value is not None and _fold_input(value, scope, chains):
+            for i, value in enumerate(node.inputs):
+                if value is not None and _fold_input(value, scope, chains, _is_shape_operand(node, i)):
                     round_folded += 1
         folded += round_folded
         if not round_folded:
@@ -84,12 +84,28 @@ def _is_constant_chain_node(node: ir.Node, chains: ConstantChains) -> bool:
             and all(chains.why_not(v) is None for v in node.outputs))
 
 
-def _fold_input(value: ir.Value, scope, chains: ConstantChains) -> bool:
+def _is_shape_operand(node: ir.Node, i: int) -> bool:
+    """Whether input ``i`` of ``node`` gives a shape, axes or bounds (read before run time by shape
+    inference and by TensorRT), not data."""
+    if not is_default_domain(node):
+        return False
+    return i in _SHAPE_OPERANDS.get(node.op_type, ()) or (node.op_type == "Slice" and i >= 1) or node.op_type == "Range"
+
+
+# Inputs giving a shape, repeats, pads or axes (Slice's starts/ends/axes/steps and Range's inputs too).
+_SHAPE_OPERANDS = {"Expand": (1,), "Reshape": (1,), "ConstantOfShape": (0,), "Tile": (1,), "Pad": (1, 3),
+                   "Unsqueeze": (1,), "Squeeze": (1,)}
+
+
+def _fold_input(value: ir.Value, scope, chains: ConstantChains, shape_operand: bool = False) -> bool:
     """Replace ``value``, read by a node that is not constant, by an initializer when it is small
-    integer shape arithmetic that has become constant; whether it was."""
+    integer shape arithmetic that has become constant; whether it was. Shape arithmetic is what
+    reads a Shape, or anything small given as a shape operand (``shape_operand``: TorchScript
+    writes ``expand(-1, F)``'s shape as ``Where(Equal(...), ConstantOfShape, Constant)``, reading none)."""
     producer = value.producer()
     if (producer is None or producer.op_type == "Constant" or not is_default_domain(producer)
-            or value.is_graph_output() or chains.why_not(value) is not None or not _reads_a_shape(value)):
+            or value.is_graph_output() or chains.why_not(value) is not None
+            or not (shape_operand or _reads_a_shape(value))):
         return False
     try:
         array = chains.evaluate(value, scope.opset)

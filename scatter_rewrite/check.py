@@ -25,7 +25,8 @@ Targets:
     ...); otherwise no fix is given and the notes say why.
 ``opset-N``
     What opset N lacks: ``Scatter`` at N >= 11 (deprecated), ScatterElements/ScatterND below 11,
-    reductions add/mul below 16 and max/min below 18, TensorScatter below 24.
+    reductions add/mul below 16 and max/min below 18, TensorScatter below 24; and a node whose
+    opset is above N (``lower --opset N`` moves the model down).
 """
 
 from __future__ import annotations
@@ -169,7 +170,8 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
     op, reduction = node.op_type, f.reduction or "none"
     data, indices, updates = (list(node.inputs) + [None, None, None])[:3]
     if op == "Scatter":
-        f.blockers.append("deprecated Scatter (opset 9/10): TensorRT's parser expects ScatterElements")
+        f.blockers.append("deprecated Scatter (replaced by ScatterElements from opset 11): TensorRT's parser expects "
+                          "ScatterElements")
         f.fix = f"scatter-rewrite upgrade (or {fix})"
         return
     if op == "TensorScatter":
@@ -257,6 +259,15 @@ def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined, fix_options: list[s
 
 
 def _opset(node: ir.Node, f: Finding, n: int) -> None:
+    _opset_lacks(node, f, n)
+    if f.opset > n and node.op_type != "Scatter":  # (a Scatter above 10 is refused above, fixed by upgrade)
+        # The node's own schema is newer than the target's: a runtime at opset n does not load it.
+        f.blockers.append(f"opset {f.opset}: a runtime at opset {n} does not load it")
+        if not (f.reduction or "").startswith("@") and n >= 11:  # (lower leaves a referenced reduction alone)
+            f.fix = f"scatter-rewrite lower --opset {n}"
+
+
+def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
     op, reduction = node.op_type, f.reduction or "none"
     if op == "Scatter":
         if n >= 11:

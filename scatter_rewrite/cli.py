@@ -169,6 +169,18 @@ def _format(outcome: Any) -> str:
     return "\n".join(lines)
 
 
+def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
+    """One stderr line per written model in which the tensorrt pass left scatters alone: the model
+    is valid and equal to the input, but TensorRT rejects those nodes or computes them wrong (8.6
+    ignores reductions), which PASSED alone would hide. The exit stays 0: the rewrite succeeded."""
+    for o in outcomes:
+        left = sum(len(p["skipped"]) for p in o.passes if p["pass"] == "tensorrt") if o.status == "PASSED" else 0
+        if left:
+            typer.echo(f"scatter-rewrite: warning: {left} scatter node(s) in {o.output} left that TensorRT "
+                       f"{trt_version} rejects or computes wrong (reasons above; scatter-rewrite check "
+                       f"{o.output} --target tensorrt-{trt_version})", err=True)
+
+
 def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
     """Write the JSON report atomically (a temporary file beside it, renamed); OptionError if that
     fails, with no temporary file left."""
@@ -312,6 +324,8 @@ def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Opti
         _internal_error(e, verbose)
     for outcome in outcomes:
         typer.echo(_format(outcome))
+    if verb == "tensorrt":
+        _warn_not_ready(outcomes, options["trt_version"])
     if report_path is not None:
         try:
             _write_report(report_path, verb, outcomes)
@@ -492,7 +506,7 @@ def _print_findings(model: str, target: str, findings: list) -> None:
     for column in ("node", "reduction", "dtypes (data / indices)", "blocks on target", "fix"):
         table.add_column(column, overflow="fold")
     for f in findings:
-        table.add_row(f.node, f.reduction or "-", f"{f.data_type or '?'} / {f.indices_type or '-'}",
+        table.add_row(f.node, _reduction_cell(f), f"{f.data_type or '?'} / {f.indices_type or '-'}",
                       "\n".join(f.blockers + [f"note: {n}" for n in f.notes]) or "ready",
                       f.fix or ("-" if not f.blocked else "none known"))
     console.print(table)
@@ -506,6 +520,14 @@ def _print_findings(model: str, target: str, findings: list) -> None:
     blocked = sum(f.blocked for f in findings)
     console.print(f"{len(findings)} scatter node(s), {blocked} blocked on {target}: "
                   + ("BLOCKED" if blocked else "READY"), highlight=False)
+
+
+def _reduction_cell(f) -> str:
+    """"none" whether written or defaulted ("written" matters: TensorRT 10.0-10.8 rejects it on
+    ScatterND); "-" for ops without a reduction (Scatter, TensorScatter)."""
+    if f.op not in ("ScatterElements", "ScatterND"):
+        return "-"
+    return "none (written)" if f.reduction == "none" else f.reduction or "none"
 
 
 def main() -> None:

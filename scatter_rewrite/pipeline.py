@@ -137,10 +137,14 @@ def check_model(path: Path, source: Path | None = None) -> None:
         return
     # (The source through its real path: a model file that is a symlink into another folder has its big
     # inline weights referenced by the real file's name, see _protowire.checkable.)
-    if source is not None and _checker_failure(Path(os.path.realpath(source))) == failure:
+    before = _checker_failure(Path(os.path.realpath(source))) if source is not None else None
+    if before == failure:
         hint = "; scatter-rewrite upgrade replaces a deprecated Scatter" if "Scatter is deprecated" in failure else ""
         raise InvalidModelError(f"{source} fails onnx.checker before any rewrite, and this rewrite does not "
                                 f"fix it: {failure}{hint}")
+    if before is not None:  # (the same fault may read differently once nodes moved, e.g. a rewritten export)
+        raise InvalidModelError(f"{source} fails onnx.checker before any rewrite ({before}), and so does the "
+                                f"rewritten model: {failure}")
     raise InvalidModelError(f"the rewritten model fails onnx.checker: {failure}")
 
 

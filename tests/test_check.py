@@ -239,3 +239,35 @@ def test_an_axis_known_only_at_the_call_site_blocks_lowering_with_the_reason():
     assert finding.blocked and finding.fix is None
     assert any("cannot be lowered TensorRT-safely" in n and "'axis' refers to the function's attribute 'ax'" in n
                for n in finding.notes), finding.notes
+
+
+@pytest.mark.parametrize("op, reduction", [("ScatterElements", "none"), ("ScatterND", "none"),
+                                           ("ScatterElements", "max")])
+def test_opset_target_below_the_models_opset_blocks_and_lower_fixes_it(op, reduction):
+    """An opset-18 export is not READY for a runtime at opset 13 (it does not load it), even where
+    opset 13 has the op: lower --opset 13 moves it down, and check then finds it ready."""
+    shape = ({"indices_shape": (2, 4), "axis": 0} if op == "ScatterElements"
+             else {"indices_shape": (2, 1), "updates_shape": (2, 4)})
+    model = scatter_model(op, opset=18, data_shape=(4, 4), reduction=reduction, **shape)
+    (finding,) = findings(model, "opset-13")
+    assert finding.blocked and any("opset 18" in b for b in finding.blockers), finding.blockers
+    assert finding.fix == "scatter-rewrite lower --opset 13"
+    (after,) = findings(sr.lower(model, opset=13, validate=True), "opset-13")
+    assert not after.blocked, after.blockers
+    assert findings(model, "opset-18")[0].blocked is False
+
+
+def test_the_table_says_none_for_a_default_reduction_and_marks_a_written_one():
+    from scatter_rewrite.cli import _reduction_cell
+
+    cells = {name: _reduction_cell(findings(make(), "tensorrt-10")[0]) for name, make in {
+        "default": lambda: nd(),
+        "written": lambda: nd(reduction="none"),
+        "add": lambda: nd(reduction="add"),
+        "scatter": lambda: scatter_model("Scatter", opset=10)}.items()}
+    assert cells == {"default": "none", "written": "none (written)", "add": "add", "scatter": "-"}
+
+
+def test_a_deprecated_scatter_in_an_opset_13_model_is_not_called_an_opset_9_10_node():
+    (finding,) = findings(scatter_model("Scatter", opset=10), "tensorrt-10")
+    assert "opset 9/10" not in finding.blockers[0] and "from opset 11" in finding.blockers[0]

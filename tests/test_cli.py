@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scatter_rewrite.cli import app
+from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.testing import scatter_model
 
 runner = CliRunner()
@@ -192,3 +193,35 @@ def test_checker_failure_the_input_already_has_is_not_blamed_on_the_rewrite(lega
     assert "scatter-rewrite upgrade" in result.output
     assert sorted(p.name for p in legacy.parent.iterdir()) == ["legacy.onnx"]
     assert digest(legacy) == before
+
+
+def test_an_input_failing_the_checker_otherwise_than_its_rewrite_is_named_first(tmp_path, monkeypatch):
+    """The same fault may read differently once nodes moved: the message says the input already
+    fails onnx.checker, not that the rewrite broke it."""
+    from scatter_rewrite import pipeline
+
+    source, rewritten = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    monkeypatch.setattr(pipeline, "_checker_failure",
+                        lambda path: "Incompatible dimensions" if path.name == "in.onnx" else "(4) vs (40)")
+    with pytest.raises(InvalidModelError, match=r"in\.onnx fails onnx\.checker before any rewrite "
+                                                r"\(Incompatible dimensions\), and so does the rewritten model: \(4\) vs \(40\)"):
+        pipeline.check_model(rewritten, source)
+    monkeypatch.setattr(pipeline, "_checker_failure", lambda path: None if path.name == "in.onnx" else "(4) vs (40)")
+    with pytest.raises(InvalidModelError, match=r"^the rewritten model fails onnx\.checker: \(4\) vs \(40\)$"):
+        pipeline.check_model(rewritten, source)
+
+
+def test_tensorrt_warns_on_stderr_about_scatters_it_left_and_lists_only_the_models_float_tolerance(tmp_path):
+    """A dynamic-count reduction on 8.6 stays (TensorRT would ignore the reduction): the run
+    passes and exits 0, but stderr says the written model is not ready, in one line."""
+    source, out = tmp_path / "m.onnx", tmp_path / "m.trt.onnx"
+    onnx.save(scatter_model("ScatterElements", opset=18, data_shape=(8, 4), indices_shape=("E", 4),
+                            reduction="add", axis=0), source)
+    result = CliRunner().invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "-o", str(out)])
+    assert result.exit_code == 0 and out.exists(), result.output
+    assert result.stderr.count("\n") == 1 and "warning: 1 scatter node(s)" in result.stderr
+    assert f"scatter-rewrite check {out} --target tensorrt-8.6" in result.stderr
+    assert "float32: rtol=1e-05" in result.stdout and "float16" not in result.stdout
+    ready = CliRunner().invoke(app, ["tensorrt", str(source), "--trt-version", "10", "-o",
+                                                     str(tmp_path / "m10.onnx")])
+    assert ready.exit_code == 0 and ready.stderr == "", ready.stderr

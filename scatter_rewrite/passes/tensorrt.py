@@ -326,7 +326,8 @@ class TensorRTPass(_ForTensorRT):
                     return 'explicit reduction="none" dropped (TensorRT 10.0-10.8 rejects any reduction attribute)'
                 return None
             return convert_to_scatternd(model, node, scope, names, reduction="none", carrier=carrier) + \
-                " (ND mode: no indices/updates <= data dimension limit)" + why
+                " (TensorRT's ScatterND importer has no 'indices/updates dimensions <= data's' limit, unlike its " \
+                "ScatterElements one: NVIDIA/TensorRT#3650)" + why
         if reduction not in REDUCTIONS:
             raise Decline(f"unknown reduction {reduction!r}")
         if self.trt_version == "10":

@@ -10,15 +10,16 @@ ORT-based folders (onnx-graphsurgeon ``fold_constants``, onnxsim, Polygraphy) th
 the graph.
 
 Constant means: an initializer that is not also a graph input (a graph input with an initializer
-is a default that callers may override), a subgraph initializer or outer-scope constant (unless a
-subgraph initializer and a value of an enclosing graph share its name: runtimes resolve it
-differently), a
+is a default that callers may override), a subgraph initializer or outer-scope constant, a
 ``Constant`` node, or the output of a small constant-only chain of :data:`CHAIN_OPS` (``Cast``,
 ``Reshape``, ``Unsqueeze``, ``Expand``, ``Range``, ``Gather``, ``Shape`` of static dims or of a
-constant, ``Size`` of a ``Shape`` of known rank, ...) as real exporters emit in front of scatter indices and updates
-(:class:`ConstantChains`, which the inline-If helper shares). Chain nodes are evaluated
-(``onnx.reference``'s per-op implementations) only as far as they feed a scatter being folded;
-nodes and initializers that folding leaves unused are removed, nothing else in the graph is.
+constant, ``Size`` of a ``Shape`` of known rank, ...) as real exporters emit in front of scatter
+indices and updates (:class:`ConstantChains`, which the inline-If helper shares). A name that a
+subgraph initializer shares with a value of an enclosing graph is not constant in either scope:
+runtimes resolve it differently. Chain nodes are evaluated (``onnx.reference``'s per-op
+implementations, three of them corrected in :mod:`scatter_rewrite.evaluator.reference_ops`) only as
+far as they feed a scatter being folded; nodes and initializers that folding leaves unused are
+removed, nothing else in the graph is.
 
 Leaves alone (reported with the reason): scatters with a non-constant input, results bigger than
 ``size_limit`` bytes, inputs a chain op cannot evaluate (or must not: a ``Cast`` between strings
@@ -219,11 +220,12 @@ class ConstantChains:
     known of their input's shape: ``Shape`` is constant when the dims it returns are static (all of
     them, or its ``start:end`` slice), ``Size`` when every dim is static, and both when their input
     is itself a constant (a ``Constant`` node's or a chain's output, which carry no recorded shape:
-    the shape of its value); the output of a ``Shape``
-    has a known length whenever its input's rank is known, so ``Size(Shape(x))`` (x's rank) is
-    constant even when x's dims are dynamic. Shapes are read from the values as they are (run ONNX
-    shape inference first to know more). Answers are cached: make a new instance after the graph
-    or its recorded shapes change, or :meth:`forget` the values that changed.
+    the shape of its value); the output of a ``Shape`` has a known length whenever its input's
+    rank is known, so ``Size(Shape(x))`` (x's rank) is constant even when x's dims are dynamic.
+    Shapes are read from the values as they are (run ONNX shape inference first to know more).
+    Values named in ``shadowed`` (:func:`scatter_rewrite.graph.shadowed_names`) are not constant.
+    Answers are cached: make a new instance after the graph or its recorded shapes change, or
+    :meth:`forget` the values that changed.
     """
 
     def __init__(self, shadowed: set[str] | None = None) -> None:
@@ -285,8 +287,10 @@ class ConstantChains:
             return None
         if producer.op_type in SHAPE_OPS:
             source = producer.inputs[0] if producer.inputs else None
-            if _shape_op_dims(producer) is None and (source is None or self.why_not(source) is not None):
-                return f"it comes from {label} of a dynamic shape"
+            if _shape_op_dims(producer) is None:
+                why = "no input" if source is None else self.why_not(source)
+                if why is not None:  # (a constant input's shape is its value's)
+                    return f"it comes from {label} of a dynamic shape (its input is not constant either: {why})"
             return None
         for v in producer.inputs:
             if (why := self.why_not(v)) is not None:

@@ -10,7 +10,6 @@ import numpy as np
 import onnx
 import onnx.parser
 import onnxruntime as ort
-import pytest
 
 import scatter_rewrite as sr
 from scatter_rewrite.passes.fold import SCATTER_OPS
@@ -430,3 +429,25 @@ def test_generator_seed_list_folds_right():
         kinds.update(f for f in case.features if f.startswith(("container:", "dyn:")))
         kinds.update({"error"} & set(stats) | ({"external"} if case.external else set()))
     assert {"container:if", "container:loop", "container:scan", "container:function", "error", "external"} <= kinds
+
+
+def test_validation_reference_run_of_a_string_tensor_scatter_keeps_widths():
+    """onnx.reference's TensorScatter wrote 'Zz' into a '<U1' cache as 'Z': validation through the
+    reference (onnxruntime has no string max here) refused the right fold."""
+    model = parse("""
+        <ir_version: 10, opset_import: ["" : 24]>
+        main () => (string[1, 2] s, string[2] m)
+        <string[2] data = {"a", "b"}, int64[1] i = {1}, int64[1] w = {1}>
+        {
+            c = Constant <value_strings = ["q", "r"]> ()
+            one_two = Constant <value_ints = [1, 2]> ()
+            cache = Reshape (c, one_two)
+            u = Constant <value_strings = ["Zz"]> ()
+            one_one = Constant <value_ints = [1, 1]> ()
+            update = Reshape (u, one_one)
+            s = TensorScatter <axis = 1> (cache, update, w)
+            m = ScatterElements <reduction = "max"> (data, i, u)
+        }""")
+    folded, outcome = sr.fold(model, validate=True, return_report=True)
+    assert "onnx.reference" in outcome.validation["checked_against"]
+    assert [a.tolist() for a in run(folded)] == [[["q", "Zz"]], ["a", "b"]]

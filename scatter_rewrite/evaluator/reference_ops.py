@@ -12,7 +12,7 @@ from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
 from onnx.reference.ops.op_where import Where as _ReferenceWhere
 
-from scatter_rewrite.evaluator import scatter, scatter_elements, scatter_nd
+from scatter_rewrite.evaluator import scatter, scatter_elements, scatter_nd, tensor_scatter
 
 
 class Scatter(OpRun):
@@ -35,6 +35,17 @@ class ScatterND(OpRun):
 
     def _run(self, data, indices, updates, reduction=None):
         return (scatter_nd(data, indices, updates, reduction=reduction or "none", node_name=self.onnx_node.name),)
+
+
+class TensorScatter(OpRun):
+    """Ours rather than onnx.reference's, which writes strings into the fixed-width array of
+    ``past_cache`` and so cuts them ('Zz' into a '<U1' cache came out 'Z')."""
+
+    op_domain = ""
+
+    def _run(self, past_cache, update, write_indices=None, axis=None, mode=None):
+        return (tensor_scatter(past_cache, update, write_indices, axis=-2 if axis is None else axis,
+                               mode=mode or "linear", node_name=self.onnx_node.name),)
 
 
 # The custom-domain nodes of ``lower --mode custom|tensorrt-plugin`` (scatter_rewrite.custom_ops runs
@@ -134,7 +145,8 @@ class Where(_ReferenceWhere):
 # Used for the constant chains fold evaluates too (fold.ConstantChains).
 CORRECTED_OPS = {"Loop": Loop, "Unsqueeze": Unsqueeze, "Squeeze": Squeeze, "Where": Where}
 
-REFERENCE_OPS = [Scatter, ScatterElements, ScatterND, ContribScatterElements, ContribScatterND, *CORRECTED_OPS.values()]
+REFERENCE_OPS = [Scatter, ScatterElements, ScatterND, TensorScatter, ContribScatterElements, ContribScatterND,
+                 *CORRECTED_OPS.values()]
 
 
 def make_evaluator(proto):

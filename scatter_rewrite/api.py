@@ -17,7 +17,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ScatterRewriteError
-from scatter_rewrite.model_io import check_in_memory_references, save_model
+from scatter_rewrite.model_io import check_in_memory_references, deserialize, save_model
 from scatter_rewrite.pipeline import (
     Outcome, Verb, VERBS, check_model, fixed_dim_sizes, result_dict, rewrite_file, run_passes,
 )
@@ -34,11 +34,11 @@ def _to_ir(model: Any) -> ir.Model:
         return model.clone()
     if isinstance(model, onnx.ModelProto):
         check_in_memory_references(model)
-        return ir.serde.deserialize_model(model)
+        return deserialize(model)
     if _is_graphsurgeon(model):
         import onnx_graphsurgeon as gs
 
-        return ir.serde.deserialize_model(gs.export_onnx(model))
+        return deserialize(gs.export_onnx(model), "the onnx_graphsurgeon graph")
     if type(model).__name__ == "ONNXProgram" and type(model).__module__.startswith("torch."):
         raise ScatterRewriteError(
             "cannot rewrite a torch.onnx.ONNXProgram itself: pass its .model (an onnx_ir.Model, and you get one "

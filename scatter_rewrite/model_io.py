@@ -66,13 +66,25 @@ def load_proto(path: str | os.PathLike) -> onnx.ModelProto:
 
 def to_ir(proto: onnx.ModelProto, path: str | os.PathLike) -> ir.Model:
     """``proto`` (from :func:`load_proto` of ``path``) as an ``ir.Model``; ModelLoadError if the IR rejects it."""
-    try:
-        model = ir.serde.deserialize_model(proto)
-    except Exception as e:  # the IR rejects structurally broken graphs
-        raise ModelLoadError(f"{path}: invalid ONNX model: {_first_line(e)}") from e
+    model = deserialize(proto, str(path))
     ir.external_data.set_base_dir(model.graph, Path(path).parent)
     _unfence_self_mapped(model, Path(path))
     return model
+
+
+def deserialize(proto: onnx.ModelProto, what: str = "the model") -> ir.Model:
+    """``proto`` as an ``ir.Model``; ModelLoadError naming ``what`` and the innermost cause (onnx_ir
+    wraps it in one "Error calling _deserialize_..." per level) if the IR rejects it."""
+    try:
+        return ir.serde.deserialize_model(proto)
+    except Exception as e:  # the IR rejects structurally broken graphs, and what it does not implement
+        cause = e
+        while cause.__cause__ is not None or cause.__context__ is not None:
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(cause, NotImplementedError) and "Sparse" in str(cause):
+            raise ModelLoadError(f"{what}: holds a sparse tensor (a Constant's sparse_value, a sparse initializer "
+                                 "or attribute), which onnx_ir cannot read yet; store it dense") from e
+        raise ModelLoadError(f"{what}: invalid ONNX model: {_first_line(cause)}") from e
 
 
 def _unfence_self_mapped(model: ir.Model, path: Path) -> None:

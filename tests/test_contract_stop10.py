@@ -417,3 +417,25 @@ def test_checker_failure_of_a_symlinked_input_is_not_blamed_on_the_rewrite(tmp_p
     before = tree(tmp_path)
     assert_one_line_failure(invoke("fold", tmp_path / "snapshot" / "model.onnx"), "fails onnx.checker before any rewrite")
     assert tree(tmp_path) == before
+
+
+def _sparse_constant_model() -> onnx.ModelProto:
+    sparse = onnx.helper.make_sparse_tensor(onnx.helper.make_tensor("v", onnx.TensorProto.FLOAT, [2], [1.0, 2.0]),
+                                            onnx.helper.make_tensor("i", onnx.TensorProto.INT64, [2], [0, 3]), [4])
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Constant", [], ["c"], sparse_value=sparse), onnx.helper.make_node("Add", ["x", "c"], ["y"])],
+        "g", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])])
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+
+
+def test_a_sparse_constant_is_one_clear_line_in_the_cli_and_a_scatter_rewrite_error_in_the_api(tmp_path):
+    """onnx_ir cannot read sparse tensors: the message says so (it was 'Error calling _deserialize_graph
+    with: g' in the CLI, and a raw onnx_ir SerdeError from the API)."""
+    from scatter_rewrite.errors import ModelLoadError
+
+    path = tmp_path / "sparse.onnx"
+    onnx.save(_sparse_constant_model(), path)
+    assert_one_line_failure(invoke("fold", path), "holds a sparse tensor")
+    with pytest.raises(ModelLoadError, match="holds a sparse tensor"):
+        sr.fold(_sparse_constant_model())

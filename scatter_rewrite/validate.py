@@ -983,7 +983,10 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
             if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
                 raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
                                       "scatter indices must lie within the data's bounds") from e
-            raise
+            # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
+            # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
+            raise ValidationError(f"the generated validation inputs put an index out of range in the original "
+                                  f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate") from e
         except ScatterRewriteError:
             raise
         except Exception as ref_error:

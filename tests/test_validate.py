@@ -557,3 +557,25 @@ def test_none_indices_picked_by_gather_are_unique_along_the_mapped_axis(axis):
     the_plan = plan(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]))
     picked = np.where(the_plan.inputs["pairs"][1] < 0, the_plan.inputs["pairs"][1] + 6, the_plan.inputs["pairs"][1])
     assert all(len(set(line)) == 6 for line in np.moveaxis(picked, axis, -1).reshape(-1, 6))
+
+
+def test_generated_indices_the_plan_cannot_bound_are_not_blamed_on_the_model(tmp_path):
+    """Indices computed from an input through arithmetic (Add) are not bounded by the plan; when
+    only the reference evaluator can run the original (a deprecated Scatter at opset 13), an index
+    out of range there is the generated inputs' fault: the message says so and how to go on."""
+    nodes = [oh.make_node("Add", ["idx", "zero"], ["shifted"]),
+             oh.make_node("Scatter", ["data", "shifted", "upd"], ["y"], axis=0)]
+    graph = oh.make_graph(
+        nodes, "g",
+        [oh.make_tensor_value_info("data", TensorProto.FLOAT, [3, 4]),
+         oh.make_tensor_value_info("idx", TensorProto.INT64, [2, 4]),
+         oh.make_tensor_value_info("upd", TensorProto.FLOAT, [2, 4])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [onnx.numpy_helper.from_array(np.array(0, np.int64), "zero")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+    with pytest.raises(ScatterRewriteError, match=r"generated validation inputs put an index out of range in the "
+                                                  r"original model .*--inputs X\.npz, or --no-validate"):
+        sr.upgrade(model, validate=True)
+    fine = {"data": np.zeros((3, 4), np.float32), "idx": np.array([[0, 1, 2, 0], [1, 2, 0, 1]]),
+            "upd": np.ones((2, 4), np.float32)}
+    onnx.checker.check_model(sr.upgrade(model, validate=True, inputs=fine))

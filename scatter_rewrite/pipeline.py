@@ -145,7 +145,11 @@ def check_model(path: Path, source: Path | None = None) -> None:
     if before is not None:  # (the same fault may read differently once nodes moved, e.g. a rewritten export)
         raise InvalidModelError(f"{source} fails onnx.checker before any rewrite ({before}), and so does the "
                                 f"rewritten model: {failure}")
-    raise InvalidModelError(f"the rewritten model fails onnx.checker: {failure}")
+    hint = ""
+    if "Inferred shape and existing shape differ" in failure:  # (what a fold's constants let inference see)
+        hint = ("; a shape the model declares (value_info or a graph output) may contradict what its now-constant "
+                "values give: check the model's declared shapes")
+    raise InvalidModelError(f"the rewritten model fails onnx.checker: {failure}{hint}")
 
 
 def _checker_failure(path: Path) -> str | None:

@@ -225,3 +225,13 @@ def test_tensorrt_warns_on_stderr_about_scatters_it_left_and_lists_only_the_mode
     ready = CliRunner().invoke(app, ["tensorrt", str(source), "--trt-version", "10", "-o",
                                                      str(tmp_path / "m10.onnx")])
     assert ready.exit_code == 0 and ready.stderr == "", ready.stderr
+
+
+def test_a_declared_shape_conflict_the_rewrite_exposes_gets_a_hint(tmp_path, monkeypatch):
+    from scatter_rewrite import pipeline
+
+    failure = ("[ShapeInferenceError] Inference error(s): (op_type:Loop): [ShapeInferenceError] Inferred shape "
+               "and existing shape differ in dimension 2: (5) vs (4)")
+    monkeypatch.setattr(pipeline, "_checker_failure", lambda path: None if path.name == "in.onnx" else failure)
+    with pytest.raises(InvalidModelError, match=r"differ in dimension 2: \(5\) vs \(4\); a shape the model declares"):
+        pipeline.check_model(tmp_path / "out.onnx", tmp_path / "in.onnx")

@@ -222,7 +222,7 @@ def test_bool_scatter_is_written_through_int32(version, make, where):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_int8_reduction_touches_int8_only_in_two_casts(version):
+def test_int8_reduction_touches_int8_only_in_three_casts(version):
     model = elements(I8, "add", indices_shape=(9, 5, 3))
     out, outcome = sr.prepare_for_tensorrt(model, trt_version=version, validate=True, return_report=True)
     assert outcome.validation["max_abs_diff"] == 0.0

@@ -50,8 +50,8 @@ O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updat
    is sliced off and the result reshaped to the data's shape. Bool data is written back as int32
    (TensorRT's scatter layer has no BOOL: 8.6 FP32/FP16/INT8/INT32, 10 also BF16/INT64). 8/16-bit
    integer data (computed in int32 anyway) is cast to int32 before step 1 and back at the very
-   end, so only two Casts touch the small type (TensorRT 8.6's Flatten does not list INT8, and
-   10.x lists INT8 for Cast and the scatter layer only: :mod:`._trt_support`).
+   end, so only three Casts (data, updates, result) touch the small type (TensorRT 8.6's Flatten
+   does not list INT8, and 10.x lists INT8 for Cast and the scatter layer only: :mod:`._trt_support`).
 
 Exactness: as :mod:`._segment_reduce` (integers, bool and max/min bit for bit; float add/mul in
 scan order, within :data:`scatter_rewrite.validate.FLOAT_TOLERANCE`).
@@ -110,7 +110,7 @@ def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None =
     if n == 0 or seg.is_empty(data):  # nothing to scatter (no updates, or no element to write to)
         return b.nodes, b.op("Identity", data, dtype=dtype)
     given = dtype
-    if dtype in seg._SMALL_INTS:  # computed in int32 anyway; cast once, so only Casts touch the small type
+    if dtype in seg._SMALL_INTS:  # computed in int32 anyway: only Casts touch the small type
         data, updates = (_cast_like(b, v, INT32) for v in (data, node.inputs[2]))
         dtype = INT32
     else:

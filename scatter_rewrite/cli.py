@@ -117,9 +117,22 @@ class Fail(Exception):
     """A user-facing failure the CLI has already explained."""
 
 
+class _LineFormatter(logging.Formatter):
+    """Warnings as every other line this tool prints on stderr: ``scatter-rewrite: warning: ...``
+    (another library's logger is named in front of its message)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        source = "" if record.name.split(".")[0] == "scatter_rewrite" else f"{record.name}: "
+        return f"scatter-rewrite: {record.levelname.lower()}: {source}{record.getMessage()}"
+
+
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_LineFormatter())
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
     if verbose:
         for noisy in ("onnx_ir", "onnx", "onnxruntime"):
             logging.getLogger(noisy).setLevel(logging.INFO)
@@ -492,6 +505,12 @@ def check(
                                "findings": [f.to_dict() for f in findings]}, indent=2))
     else:
         _print_findings(str(model), target, findings)
+    from scatter_rewrite.check import ACCUMULATE_NOTE_START
+
+    suspects = sum(any(n.startswith(ACCUMULATE_NOTE_START) for n in f.notes) for f in findings)
+    if suspects:  # not a blocker (the model may mean it), but what no rewrite can make right
+        typer.echo(f"scatter-rewrite: warning: {suspects} scatter node(s) write into zeros and are then added: "
+                   "the TorchScript export of an accumulating op, wrong with repeated indices (see the notes)", err=True)
     if blocked:  # exit 1 says why in one line, like every other exit 1
         _error(f"{len(blocked)} of {len(findings)} scatter node(s) blocked on {target}", None, verbose)
         raise typer.Exit(1)

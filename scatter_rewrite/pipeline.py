@@ -19,6 +19,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from scatter_rewrite.check import accumulate_export_notes
 from scatter_rewrite.errors import InvalidModelError, OptionError, ScatterRewriteError
 from scatter_rewrite.model_io import (data_file_name, external_data_files, in_place_data_name, load_proto,
                                       staged_save, to_ir)
@@ -105,7 +106,7 @@ class Outcome:
     status: str = "FAILED"
     error: str | None = None
     seconds: float = 0.0
-    notes: list[str] = dataclasses.field(default_factory=list)  # about the files, not any pass
+    notes: list[str] = dataclasses.field(default_factory=list)  # about the files and the export itself, not any pass
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -222,10 +223,11 @@ def rewrite_file(
         return outcome
     model = to_ir(proto, source)
     del proto
+    suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
     plan = (validation.plan_validation(model, seed=seed, inputs=inputs, dim_sizes=fixed_dim_sizes(passes))
             if validate else None)
     results = run_passes(model, passes)
-    outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results])
+    outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results], notes=suspects)
     modified = any(r.modified for r in results)
     del results  # they hold the model too
     with staged_save(model, destination, data_name) as staged:

@@ -14,10 +14,17 @@ is kept as it is if the older schema accepts it unchanged (:func:`fits_schema`):
 whose semantics did not change across 11..24 (:data:`SAME_SEMANTICS_OPS`), every attribute exists
 in the older schema (or equals the newer default, and is dropped), its input/output counts fit,
 and every input/output dtype is one the older schema allows.
+
+An op with no older version at all (Gelu-20, LayerNormalization-17, Mish-18, ...) is replaced by its
+ONNX function body, the spec's own definition of the op (:func:`_function_body_model`), whose nodes
+are then converted in turn. A runtime's fused kernel and the body's separate ops may round float
+results differently, so :class:`OpsetMove` lists such expansions and validation compares float
+outputs within its stated tolerance when there are any.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 
@@ -25,6 +32,8 @@ import numpy as np
 import onnx
 import onnx.defs
 import onnx.helper
+import onnx.inliner
+import onnx.shape_inference
 import onnx.version_converter
 import onnx_ir as ir
 
@@ -43,8 +52,10 @@ MAX_OPSET = onnx.defs.onnx_opset_version()
 # whose absence keeps the old meaning (checked per node by fits_schema). Not here on purpose:
 # Softmax/LogSoftmax/Hardmax (13 changed what ``axis`` means), Resize, Pad, GridSample (new values
 # of existing attributes), Quantize/DequantizeLinear (wider scale shapes), BatchNormalization,
-# Dropout, Split, Squeeze/Unsqueeze and the Reduce* ops (attributes moved to inputs: the converter's
-# adapters handle those).
+# Dropout, Split, Squeeze/Unsqueeze (attributes moved to inputs: the converter's adapters handle those).
+# The Reduce* ops are here although their ``axes`` moved to an input (ReduceSum at 13, the others at
+# 18): a node using that input does not fit the older schema's input count, so only the forms whose
+# meaning did not change are kept (a ReduceMean-13 with its axes attribute going to 11, say).
 SAME_SEMANTICS_OPS = frozenset({
     "Abs", "Add", "And", "ArgMax", "ArgMin", "Cast", "CastLike", "Ceil", "Clip", "Concat", "Constant",
     "ConstantOfShape", "CumSum", "Div", "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather",
@@ -55,6 +66,8 @@ SAME_SEMANTICS_OPS = frozenset({
     # reduction="none" (the default, dropped) means the same from 11 on; the converter's 16 -> 15
     # adapter refuses bfloat16, which ScatterElements-13/ScatterND-13 accept.
     "ScatterElements", "ScatterND",
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+    "ReduceProd", "ReduceSum", "ReduceSumSquare",
 })
 
 # Control-flow nodes carry subgraphs; their own schema changes between 11 and 24 only widen types,
@@ -110,6 +123,24 @@ def _dtype(value: ir.Value | None, node: ir.Node) -> ir.DataType | None:
         return value.dtype
     if node.op_type == "Constant" and "value" in node.attributes:  # its output type is the tensor's
         return node.attributes["value"].value.dtype
+    return None
+
+
+def _type_gap(node: ir.Node, target: int) -> str | None:
+    """Why ``node`` cannot stay as it is at ``target`` when it is the data types: the first input
+    whose type the op's schema at ``target`` does not take; None if that is not it."""
+    try:
+        old = onnx.defs.get_schema(node.op_type, target, "")
+    except onnx.defs.SchemaError:
+        return None
+    variadic = old.inputs and old.inputs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+    for i, value in enumerate(node.inputs):
+        dtype = _dtype(value, node) if value is not None else None
+        if dtype is None or (i >= len(old.inputs) and not variadic):
+            continue
+        allowed = _allowed_types(old, old.inputs[min(i, len(old.inputs) - 1)])
+        if f"tensor({dtype.name.lower()})" not in allowed:
+            return f"{node.op_type} at opset {target} does not take {dtype.name} (input {i})"
     return None
 
 
@@ -226,12 +257,90 @@ def _one_node_model(node: ir.Node, source: int) -> onnx.ModelProto:
     return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", source)])
 
 
+_BODY_DOMAIN = "scatter_rewrite.function_body"  # the one-node model's call to the body, inlined at once
+
+
+def _function_body_model(node: ir.Node, source: int, target: int) -> onnx.ModelProto | None:
+    """``node`` (at opset ``source``) as its op's ONNX function body, converted to ``target``: a
+    model shaped like :func:`_one_node_model`'s (inputs ``in{i}``, outputs ``out{i}``). None when the
+    op has no body at or below ``source``, or the body cannot be built (an input of unknown type, an
+    attribute that refers to a function's, which the body would need the value of)."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, source, "")
+    except onnx.defs.SchemaError:
+        return None
+    contextual = not schema.has_function and schema.has_context_dependent_function
+    versions = schema.context_dependent_function_opset_versions if contextual else (
+        schema.function_opset_versions if schema.has_function else [])
+    versions = [v for v in versions if v <= source]
+    if not versions or any(is_reference(a) for a in node.attributes.values()):
+        return None
+    if any(v is not None and _input_dtype(v) is None for v in node.inputs):
+        return None  # (a context-dependent body is built from the input types)
+    opset = min(versions)  # the body nearest the (lower) target
+    mini = _one_node_model(node, source)
+    call = mini.graph.node[0]
+    # Every attribute written out: a body node referring to one the node leaves out would otherwise
+    # take its own op's default, not this op's.
+    written = {a.name for a in call.attribute}
+    for name, formal in schema.attributes.items():
+        if name not in written and formal.default_value.name:
+            call.attribute.append(formal.default_value)
+    try:
+        if contextual:
+            types = {i.name: i.type.SerializeToString() for i in mini.graph.input}
+            body = schema.get_context_dependent_function_with_opset_version(
+                opset, call.SerializeToString(), [types.get(name, b"") for name in call.input])
+        else:
+            body = schema.get_function_with_opset_version(opset)
+        function = onnx.FunctionProto.FromString(body)
+        function.domain, function.name = _BODY_DOMAIN, node.op_type
+        call.domain = _BODY_DOMAIN
+        mini.functions.append(function)
+        del mini.opset_import[:]
+        mini.opset_import.extend([onnx.helper.make_opsetid("", opset), onnx.helper.make_opsetid(_BODY_DOMAIN, 1)])
+        inlined = onnx.inliner.inline_local_functions(mini)
+        del inlined.opset_import[:]
+        inlined.opset_import.append(onnx.helper.make_opsetid("", opset))
+        del inlined.functions[:]
+        for output in inlined.graph.output:
+            output.ClearField("type")  # (the one-node model's UNDEFINED would stop inference)
+        # The body's values get their types, which converting its nodes needs (fits_schema).
+        inlined = onnx.shape_inference.infer_shapes(inlined, data_prop=True)
+        model = ir.serde.deserialize_model(inlined)
+    except Exception as e:  # onnx raises its own C++ errors: no body then, the caller says why
+        logger.debug("no function body for %s: %s", node.op_type, e)
+        return None
+    _cast_like_as_cast(model.graph)
+    convert_opset(model, target)  # the body's own nodes, with function bodies of their own if need be
+    return ir.serde.serialize_model(model)
+
+
+def _cast_like_as_cast(graph: ir.Graph) -> None:
+    """A body's ``CastLike(x, like)`` whose ``like`` has a known type as ``Cast(x, to=that type)``:
+    the same op (opset 15 on), which older opsets and more runtimes have."""
+    for node in list(graph):
+        if node.op_type != "CastLike" or len(node.inputs) != 2 or node.inputs[1] is None:
+            continue
+        dtype = node.inputs[1].dtype
+        if dtype is None:
+            continue
+        attributes = {"to": ir.AttrInt64("to", dtype.value)}
+        if "saturate" in node.attributes:
+            attributes["saturate"] = node.attributes["saturate"]
+        cast = ir.node("Cast", [node.inputs[0]], attributes=attributes, num_outputs=1)
+        cast.outputs[0].dtype, cast.outputs[0].shape = node.outputs[0].dtype, node.outputs[0].shape
+        ir.convenience.replace_nodes_and_values(graph, node, [node], [cast], list(node.outputs), list(cast.outputs))
+
+
 class _Converter:
     def __init__(self, target: int):
         self.target = target
         self.cache: dict[tuple, onnx.ModelProto | list[str]] = {}  # list: attributes to drop, node kept
         self.converted = 0
         self.kept = 0  # downgrades the converter refused but the older schema accepts as is
+        self.expanded: dict[str, int] = {}  # op -> nodes replaced by the op's function body
+        self._bodies: set[tuple] = set()  # cache keys whose entry is a function body
 
     def convert_node(self, node: ir.Node, scope: Scope) -> None:
         key = (scope.opset, _signature(node))
@@ -244,9 +353,14 @@ class _Converter:
                     _constant_as_value_tensor(node)  # key stays: same signature, same rewrite
                 converted = fits_schema(node, scope.opset, self.target)
                 if converted is None:
+                    converted = _function_body_model(node, scope.opset, self.target)
+                    if converted is not None:
+                        self._bodies.add(key)
+                if converted is None:
+                    gap = _type_gap(node, self.target)
                     raise ConversionError(
                         f"onnx.version_converter cannot convert {describe(node, scope)} to opset {self.target}: "
-                        f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
+                        + (gap or (str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__))
                     ) from e
             else:
                 _drop_default_attributes(converted, scope.opset, self.target)
@@ -258,6 +372,8 @@ class _Converter:
                 del node.attributes[name]
             self.kept += 1
             return
+        if key in self._bodies:  # the op's function body, converted: spliced like any converter result
+            self.expanded[node.op_type] = self.expanded.get(node.op_type, 0) + 1
         refs = {name: a for name, a in node.attributes.items() if is_reference(a)}
         mini = ir.serde.deserialize_model(converted).graph
         if refs:
@@ -328,11 +444,36 @@ class _Converter:
         )
 
 
-def convert_opset(model: ir.Model, target: int) -> int:
+@dataclasses.dataclass
+class OpsetMove:
+    """What moving a model to opset ``target`` did: for the pass's notes and validation's tolerance."""
+
+    opsets: set[int]  # the default-domain opsets of the model and its functions before
+    target: int
+    converted: int = 0  # nodes handed to the converter (or replaced by a function body)
+    expanded: dict[str, int] = dataclasses.field(default_factory=dict)  # op -> nodes replaced by its body
+
+    @property
+    def note(self) -> str:
+        text = opset_note(self.opsets, self.target, self.converted)
+        if self.expanded:
+            ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.expanded.items()))
+            text += (f"; with no version at opset {self.target}, replaced by their ONNX function bodies: {ops} "
+                     "(float results may round differently from a fused kernel)")
+        return text
+
+
+def scope_opsets(model: ir.Model) -> set[int]:
+    current = default_opset(model.opset_imports, fallback=1)
+    return {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
+
+
+def convert_opset(model: ir.Model, target: int) -> OpsetMove:
     """Set every default-domain opset import (model and functions) to ``target``, converting the
-    nodes whose schema changes. Returns the number of nodes handed to the converter."""
+    nodes whose schema changes."""
     from scatter_rewrite.passes._inference import annotate_function_types, borrow_inferred_types, restore_types
 
+    move = OpsetMove(scope_opsets(model), target)
     converter = _Converter(target)
     work = [(node, scope) for scope in list(iter_scopes(model)) if scope.opset != target for node in list(scope.body)
             if is_default_domain(node) and needs_conversion(node.op_type, scope.opset, target)]
@@ -358,18 +499,18 @@ def convert_opset(model: ir.Model, target: int) -> int:
     if model.ir_version is not None and model.ir_version < MIN_IR_VERSION:
         model.ir_version = MIN_IR_VERSION
     logger.info("opset conversion to %d: %d node(s) converted, %d kept as they are (the older schema "
-                "accepts them unchanged)", target, converter.converted, converter.kept)
-    return converter.converted
+                "accepts them unchanged), %d replaced by function bodies", target, converter.converted,
+                converter.kept, sum(converter.expanded.values()))
+    move.converted, move.expanded = converter.converted, converter.expanded
+    return move
 
 
-def move_to_opset(model: ir.Model, target: int) -> str | None:
-    """:func:`convert_opset` when the model or a function is not at ``target`` yet; a line for the
-    pass's notes saying what moved, or None when nothing had to."""
-    current = default_opset(model.opset_imports, fallback=1)
-    scope_opsets = {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
-    if scope_opsets == {target}:
+def move_to_opset(model: ir.Model, target: int) -> OpsetMove | None:
+    """:func:`convert_opset` when the model or a function is not at ``target`` yet; None when
+    nothing had to move."""
+    if scope_opsets(model) == {target}:
         return None
-    return opset_note(scope_opsets, target, convert_opset(model, target))
+    return convert_opset(model, target)
 
 
 def opset_note(opsets: set[int], target: int, converted: int) -> str:

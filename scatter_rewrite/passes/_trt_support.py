@@ -56,6 +56,9 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
         "ConstantOfShape": frozenset({F32}),
         **{op: frozenset({F32, F16}) for op in ("Reciprocal", "CumSum", "ReduceMax", "ReduceMin", "ReduceSum",
                                                 "TopK", "NonZero")},
+        # What the opset cap's function bodies bring (Gelu-20's, at 17): docs/operators.md (8.5) "Erf | Y |
+        # FP32, FP16", "Sqrt | Y | FP32, FP16".
+        **{op: frozenset({F32, F16}) for op in ("Erf", "Sqrt")},
     },
     "10": {
         **{op: _10_NUM for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "Mod", "Equal", "Less", "Greater",
@@ -69,7 +72,7 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
         "Shape": _10_MOVE | {I8},  # Shape.html (10.7) lists int8 too
         "ScatterND": _10_NUM | {I8},  # Scatter.html (10.7) lists int8
         "ScatterElements": _10_NUM | {I8},
-        **{op: frozenset({F32, F16, BF16}) for op in ("Reciprocal", "CumSum")},
+        **{op: frozenset({F32, F16, BF16}) for op in ("Reciprocal", "CumSum", "Erf", "Sqrt")},
         "NonZero": frozenset({F32, F16}),
     },
 }

@@ -32,6 +32,9 @@ class ScatterPassResult(ir.passes.PassResult):
     rewritten: list[NodeNote] = dataclasses.field(default_factory=list)
     skipped: list[NodeNote] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)  # model-level facts (opset change...)
+    # Ops re-expressed so that float results may round differently (an op replaced by its ONNX
+    # function body): validation then compares float outputs within its stated tolerance.
+    float_rounding: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -73,3 +76,11 @@ class ScatterPass(ir.passes.InPlacePass):
     def note(self, text: str, *, modified: bool = False) -> None:
         self.result.notes.append(text)
         self.result.modified |= modified
+
+    def moved(self, move, why: str = "") -> None:
+        """Record an ``opset.OpsetMove`` (None: nothing moved): its note, and the ops it replaced by
+        their function bodies."""
+        if move is None:
+            return
+        self.note(move.note + why, modified=True)
+        self.result.float_rounding += sorted(move.expanded)

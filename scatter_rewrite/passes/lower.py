@@ -172,8 +172,7 @@ class LowerPass(ScatterPass):
             )
         for _, node, _ in pending:
             node.domain = _PENDING_DOMAIN
-        if (text := move_to_opset(model, target)) is not None:
-            self.note(text, modified=True)
+        self.moved(move_to_opset(model, target))
         names = seg.Names(value_names(model))
         uses_custom: list[ir.Graph | ir.Function] = []
         built_in_functions: list[ir.Node] = []

@@ -520,12 +520,11 @@ class _CapOpset(_ForTensorRT):
                       f"{target} lacks")
             return
         try:
-            text = move_to_opset(model, target)
+            move = move_to_opset(model, target)
         except ConversionError as e:
             self.note(f"left at opset {highest} ({why}): {e}")
             return
-        if text is not None:
-            self.note(f"{text} ({why})", modified=True)
+        self.moved(move, f" ({why})")
 
 
 def _reduction_opset(reduction: str | None) -> int:

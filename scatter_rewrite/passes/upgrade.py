@@ -79,8 +79,7 @@ class UpgradePass(ScatterPass):
         for node, scope in iter_nodes(model):
             if node.op_type == "Scatter" and is_default_domain(node):
                 self._rewrite(node, scope, target)
-        if (text := move_to_opset(model, target)) is not None:
-            self.note(text, modified=True)
+        self.moved(move_to_opset(model, target))
 
     def _rewrite(self, node: ir.Node, scope: Scope, target: int) -> None:
         if len(node.inputs) != 3 or any(v is None for v in node.inputs):

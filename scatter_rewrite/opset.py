@@ -257,6 +257,8 @@ def _one_node_model(node: ir.Node, source: int) -> onnx.ModelProto:
     return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", source)])
 
 
+# Ops whose function body computes bit for bit what the op does (CastLike's is one Cast to the type).
+EXACT_BODIES = frozenset({"CastLike"})
 _BODY_DOMAIN = "scatter_rewrite.function_body"  # the one-node model's call to the body, inlined at once
 
 
@@ -454,12 +456,18 @@ class OpsetMove:
     expanded: dict[str, int] = dataclasses.field(default_factory=dict)  # op -> nodes replaced by its body
 
     @property
+    def rounding(self) -> list[str]:
+        """The expanded ops whose body may round float results differently from a fused kernel."""
+        return sorted(op for op in self.expanded if op not in EXACT_BODIES)
+
+    @property
     def note(self) -> str:
         text = opset_note(self.opsets, self.target, self.converted)
         if self.expanded:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.expanded.items()))
-            text += (f"; with no version at opset {self.target}, replaced by their ONNX function bodies: {ops} "
-                     "(float results may round differently from a fused kernel)")
+            text += f"; with no version at opset {self.target}, replaced by their ONNX function bodies: {ops}"
+            if self.rounding:
+                text += f" ({', '.join(self.rounding)}: float results may round differently from a fused kernel)"
         return text
 
 

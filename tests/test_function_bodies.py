@@ -211,3 +211,21 @@ def test_default_opset_dynamo_export_to_11_names_what_opset_11_lacks():
     a clear error, not a lossy cast."""
     with pytest.raises(ConversionError, match=r"cannot convert Max .* to opset 11: Max at opset 11 does not take INT64"):
         sr.lower(onnx.load(EXPORT + ".onnx"), opset=11)
+
+
+def test_cast_like_alone_stays_bit_exact():
+    """CastLike (opset 15) going to 13 becomes its body, one Cast: exact, so a max scatter's model is
+    still validated bit for bit."""
+    x = oh.make_tensor_value_info("x", TensorProto.DOUBLE, [4, 6])
+    like = oh.make_tensor_value_info("like", F, [1])
+    idx = oh.make_tensor_value_info("idx", TensorProto.INT64, [2, 6])
+    upd = oh.make_tensor_value_info("upd", F, [2, 6])
+    nodes = [oh.make_node("CastLike", ["x", "like"], ["a"]),
+             oh.make_node("ScatterElements", ["a", "idx", "upd"], ["y"], axis=0, reduction="max")]
+    model = oh.make_model(oh.make_graph(nodes, "main", [x, like, idx, upd], [oh.make_tensor_value_info("y", F, [4, 6])]),
+                          opset_imports=[oh.make_opsetid("", 18)])
+    model.ir_version = 10
+    lowered, report = sr.lower(model, opset=13, validate=True, return_report=True)
+    assert "CastLike" not in ops_of(lowered) and "Cast" in ops_of(lowered)
+    assert report.validation["tolerance"] == "exact (bit for bit)"
+    assert any("function bodies: CastLike x1" in n and "round" not in n for p in report.passes for n in p["notes"])

@@ -79,8 +79,8 @@ class ScatterPass(ir.passes.InPlacePass):
 
     def moved(self, move, why: str = "") -> None:
         """Record an ``opset.OpsetMove`` (None: nothing moved): its note, and the ops it replaced by
-        their function bodies."""
+        function bodies that may round float results differently."""
         if move is None:
             return
         self.note(move.note + why, modified=True)
-        self.result.float_rounding += sorted(move.expanded)
+        self.result.float_rounding += move.rounding

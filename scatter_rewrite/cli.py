@@ -127,15 +127,14 @@ class _LineFormatter(logging.Formatter):
 
 
 def _setup_logging(verbose: bool) -> None:
-    if verbose:
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    else:
+    if not verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_LineFormatter())
         logging.basicConfig(level=logging.WARNING, handlers=[handler])
-    if verbose:
-        for noisy in ("onnx_ir", "onnx", "onnxruntime"):
-            logging.getLogger(noisy).setLevel(logging.INFO)
+        return
+    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("onnx_ir", "onnx", "onnxruntime"):
+        logging.getLogger(noisy).setLevel(logging.INFO)
 
 
 def _error(message: str, exc: BaseException | None, verbose: bool) -> None:

@@ -185,6 +185,38 @@ def test_nan_max_min_rules_match_onnxruntime():
     assert_bits(got, np.array([5, 7, nan, 9, nan, 0.0], np.float32))
 
 
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("nan_in", ["nowhere", "data", "untouched data", "updates"])
+def test_max_min_each_nan_case_matches_onnxruntime(reduction, nan_in):
+    """_apply_max_min takes maximum/minimum.at only where no NaN is in data or updates, fmax/fmin
+    otherwise: each case against onnxruntime, bit for bit, signed-zero ties included."""
+    rng = np.random.default_rng(7)
+    data = rng.integers(-3, 4, (6, 40)).astype(np.float32)  # small values: many ties, zeros
+    data[rng.random(data.shape) < 0.2] *= -0.0
+    idx = rng.integers(-40, 40, (6, 90))
+    upd = rng.integers(-3, 4, idx.shape).astype(np.float32)
+    upd[rng.random(upd.shape) < 0.3] = -0.0
+    if nan_in == "data":
+        data[:, :: 3] = np.nan
+    elif nan_in == "untouched data":  # a NaN no update reaches stays, whatever the path
+        idx %= 39
+        data[:, 39] = np.nan
+    elif nan_in == "updates":
+        upd[rng.random(upd.shape) < 0.05] = np.nan
+    for op in ("ScatterElements", "ScatterND"):
+        if op == "ScatterElements":
+            got = scatter_elements(data, idx, upd, axis=1, reduction=reduction)
+            expected = run_ort(op, [data, idx, upd], axis=1, reduction=reduction)
+        else:  # the same scatter as (row, column) tuples
+            from scatter_rewrite.evaluator import scatter_nd
+            rows = np.broadcast_to(np.arange(6)[:, None], idx.shape)
+            tuples = np.stack([rows, idx], axis=-1)
+            got = scatter_nd(data, tuples, upd, reduction=reduction)
+            expected = run_ort(op, [data, tuples, upd], reduction=reduction)
+        assert_bits(got, expected)
+        assert (np.signbit(got) & (got == 0)).any()  # the ties were there to get wrong
+
+
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
 def test_large_blocked_path_matches_onnxruntime(reduction):
     """Big enough data for the real cache-blocked path; fewer index rows than data rows."""

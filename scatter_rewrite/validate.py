@@ -449,7 +449,8 @@ def _outer_values(model: ir.Model) -> dict[int, list[ir.Value | None]]:
     """For Loop/Scan bodies and functions: id(body) -> the values its inputs are bound to outside.
 
     Loop body inputs are (iteration, condition, carried...) bound to the Loop's (M, cond, carried...);
-    Scan's state inputs are bound to its inputs; a function's inputs to its first call's inputs.
+    Scan's state inputs are bound to its inputs; a function's inputs to its first call's inputs
+    (its only one when contracts are traced: :func:`_planning_copy` inlines a function called twice).
     """
     bound: dict[int, list[ir.Value | None]] = {}
     for node, _scope in iter_nodes(model):
@@ -726,16 +727,33 @@ def _random_values(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Gener
     return rng.standard_normal(shape).astype(dtype)  # float16/32/64 and ml_dtypes (bfloat16, float8)
 
 
-def _without_constant_ifs(model: ir.Model) -> ir.Model:
-    """A weightless copy of ``model`` whose Ifs with a constant condition are replaced by the branch
-    they take, when it has such an If; else ``model`` itself. Index contracts traced on it see
-    through wrappers like TorchScript's rank-0 If around scatter_reduce (input names are kept)."""
-    if not any(node.op_type == "If" and is_default_domain(node) for node, _ in iter_nodes(model)):
+def _planning_copy(model: ir.Model) -> ir.Model:
+    """What index contracts are traced on: a weightless copy of ``model`` with its local functions
+    inlined when one is called more than once, and its Ifs with a constant condition replaced by the
+    branch they take; ``model`` itself when neither applies. Graph input names are kept.
+
+    A function called twice may scatter into data of other sizes, with indices from other inputs:
+    inlined, each call is traced with its own. (Called once, it stays a function, bound to its call,
+    so that notes name its nodes as the model does.) Without the If wrappers, contracts see through
+    TorchScript's rank-0 If around scatter_reduce."""
+    repeated = any(len(calls) > 1 for calls in function_calls(model).values())
+    has_if = any(node.op_type == "If" and is_default_domain(node) for node, _ in iter_nodes(model))
+    if not repeated and not has_if:
         return model
+    from onnx_ir.passes.common import InlinePass
+
     from scatter_rewrite.passes._inline_if import inline_constant_ifs
 
     copy = weightless_copy(model)
-    return copy if inline_constant_ifs(copy) else model
+    changed = False
+    if repeated:
+        try:
+            InlinePass()(copy)
+            changed = True
+        except Exception:  # (cyclic functions, say) traced as they are: each bound to its first call
+            copy = weightless_copy(model)
+    changed = inline_constant_ifs(copy) or changed
+    return copy if changed else model
 
 
 def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
@@ -748,7 +766,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     initializer_names = set(model.graph.initializers)
     graph_inputs = [v for v in model.graph.inputs if v.name not in initializer_names]
     input_shapes = {v.name: _concrete_shape(v.shape, sizes) for v in graph_inputs}
-    planned = _without_constant_ifs(model)
+    planned = _planning_copy(model)
     # ONNX shape inference does not enter functions: a function scatter's data shape (a Reshape
     # of constants there) comes from inferring the body with its call sites' input types.
     borrowed = annotate_functions_with(planned, lambda node: node.op_type in SCATTER_OPS)

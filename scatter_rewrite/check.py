@@ -38,14 +38,15 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.graph import attr, describe, function_calls, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import (
+    SCATTER_OPS, attr, describe, function_calls, is_default_domain, is_reference, iter_nodes, reference_reason,
+)
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
 from scatter_rewrite.passes.tensorrt import PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 
-SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 TARGETS_HELP = "tensorrt-10, tensorrt-8.6 or opset-N (N from 9 to 24)"
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 REDUCTION_OPSET = {"add": 16, "mul": 16, "max": 18, "min": 18}
@@ -124,6 +125,8 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
             _tensorrt(node, finding, str(version), inlined)
         else:
             _opset(node, finding, int(version))
+        if finding.blockers and reference_reason(node) is not None:
+            _specializing_fix(finding, kind, version)
         accumulating = accumulate_export_suspect(node, finding.reduction)
         if accumulating is not None:
             finding.notes.append(accumulating)
@@ -370,9 +373,18 @@ def _unknown_reduction(f: Finding, question: str) -> bool:
     if not (f.reduction or "").startswith("@"):
         return False
     f.blockers.append(f"reduction={f.reduction} refers to an attribute of the function, known only at a call site: "
-                      f"{question} cannot be told, and scatter-rewrite leaves the node alone")
-    f.notes.append("inline the function (onnx.inliner.inline_local_functions) so the reduction is known, then check again")
+                      f"{question} cannot be told here")
     return True
+
+
+def _specializing_fix(f: Finding, kind: str, version) -> None:
+    """A blocked node whose axis/reduction/mode is a function attribute: the verb for the target
+    gives the function one copy per call binding, the value known in each (passes/specialize.py),
+    and rewrites what it can there; its output is what to check next."""
+    verb = f"scatter-rewrite tensorrt --trt-version {version}" if kind == "tensorrt" else f"scatter-rewrite lower --opset {version}"
+    f.fix = verb
+    f.notes.append(f"{verb} gives the function one copy per call, each with the value its call passes, and rewrites "
+                   "them where it can: check its output")
 
 
 def _fixing_dims(inlined: _Inlined, node: ir.Node, opset: int) -> list[str]:

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 import onnx_ir as ir
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+# Every scatter operator of the default domain, deprecated Scatter and opset-24 TensorScatter included.
+SCATTER_OPS = frozenset({"Scatter", "ScatterElements", "ScatterND", "TensorScatter"})
 
 
 @dataclasses.dataclass(frozen=True)

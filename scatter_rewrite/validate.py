@@ -54,7 +54,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
-from scatter_rewrite.graph import attr, function_calls, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import SCATTER_OPS, attr, function_calls, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.passes._inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
 )
@@ -68,7 +68,6 @@ FLOAT_TOLERANCE = {
 }
 BFLOAT16_TOLERANCE = (4e-2, 4e-2)
 SYMBOLIC_DIM_SIZE = 4
-SCATTER_OPS = {"Scatter", "ScatterElements", "ScatterND", "TensorScatter"}
 # Ops whose output has the shape of their first input.
 _SAME_SHAPE_OPS = SCATTER_OPS | {"Cast", "Identity"}
 # Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).

@@ -227,18 +227,28 @@ def test_a_reduction_known_only_at_the_call_site_is_reported_as_such(target, blo
     model, _ = function_model(reduction_ref="add", axis_ref=False)  # reduction = @red, red="add" at the call
     (finding,) = findings(model, target)
     assert finding.reduction == "@red"  # not "-" (which reads as no reduction)
-    assert finding.blocked is blocked and finding.fix is None
+    assert finding.blocked is blocked
     if blocked:
         assert "known only at a call site" in finding.blockers[0]
-        assert any("inline the function" in note for note in finding.notes)
+        verb = "lower --opset 17" if target == "opset-17" else f"tensorrt --trt-version {target.split('-')[1]}"
+        assert finding.fix == f"scatter-rewrite {verb}"
+        assert any("one copy per call" in note for note in finding.notes)
+        # The fix does what it says: its output passes the same check.
+        fixed = (sr.lower(model, opset=17, validate=True) if target == "opset-17"
+                 else sr.prepare_for_tensorrt(model, trt_version=target.split("-")[1], validate=True))
+        assert not any(f.blocked for f in findings(fixed, target))
+    else:
+        assert finding.fix is None
 
 
 def test_an_axis_known_only_at_the_call_site_blocks_lowering_with_the_reason():
     model, _ = function_model(reduction="add")  # axis = @ax
     (finding,) = findings(model, "tensorrt-8.6")  # used to raise TypeError (axis None % rank)
-    assert finding.blocked and finding.fix is None
+    assert finding.blocked and finding.fix == "scatter-rewrite tensorrt --trt-version 8.6"
     assert any("cannot be lowered TensorRT-safely" in n and "'axis' refers to the function's attribute 'ax'" in n
                for n in finding.notes), finding.notes
+    fixed = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True)
+    assert not any(f.blocked for f in findings(fixed, "tensorrt-8.6"))
 
 
 @pytest.mark.parametrize("op, reduction", [("ScatterElements", "none"), ("ScatterND", "none"),

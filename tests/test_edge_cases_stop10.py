@@ -32,6 +32,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.evaluator.reference_ops import make_evaluator
+from scatter_rewrite.passes.specialize import SpecializeCallsPass
 from scatter_rewrite.testing import LOCAL_DOMAIN
 from scatter_rewrite.validate import compare, run_onnxruntime
 
@@ -157,41 +158,110 @@ def test_opset_conversion_keeps_a_function_attribute_reference(axis):
     assert_same(run(model, feeds), run(lowered, feeds), float_reduction=False)
 
 
+def _two_calls(model: onnx.ModelProto, feeds: dict, **second) -> tuple[onnx.ModelProto, dict]:
+    """``model`` (function_model) with a second call of F, on [5, 3] data, with ``second``'s attributes."""
+    call = oh.make_node("F", ["data2", "indices2", "updates2"], ["out2"], domain=LOCAL_DOMAIN, name="call2", **second)
+    model.graph.node.append(call)
+    model.graph.input.extend([vi("data2", TensorProto.FLOAT, [5, 3]), vi("indices2", TensorProto.INT64, [2, 3]),
+                              vi("updates2", TensorProto.FLOAT, [2, 3])])
+    model.graph.output.append(vi("out2", TensorProto.FLOAT, [5, 3]))
+    onnx.checker.check_model(model)
+    rng = np.random.default_rng(3)
+    feeds = dict(feeds, data2=rng.standard_normal((5, 3)).astype(np.float32),
+                 indices2=np.array([[0, 4, 2], [4, 1, 2]]), updates2=rng.standard_normal((2, 3)).astype(np.float32))
+    return model, feeds
+
+
+def _specialized(outcome) -> list[str]:
+    return [n for p in outcome.passes for n in p["notes"] if "specialized per binding" in n]
+
+
 @pytest.mark.parametrize("mode", ["standard", "custom", "tensorrt-plugin"])
-def test_lower_refuses_a_reduction_whose_axis_is_a_function_attribute(mode):
-    model, _ = function_model(reduction="add")
+def test_lower_specializes_a_function_whose_reduction_axis_is_its_attribute(mode):
+    """Before, lower refused: the lowering depends on the axis, known only at each call. Now each
+    binding gets its own copy of the function (ax=1 keeps F, ax=0 becomes F__2), lowered there."""
+    model, feeds = _two_calls(*function_model(reduction="add", axis=1), ax=0)
+    lowered, outcome = sr.lower(model, opset=13, mode=mode, validate=mode == "standard", return_report=True)
+    assert [f.name for f in lowered.functions] == ["F", "F__2"]
+    assert [n.op_type for n in lowered.graph.node] == ["F", "F__2"]
+    assert all("ref_attr_name" not in str(a) or not a.ref_attr_name for f in lowered.functions for n in f.node
+               for a in n.attribute)
+    (note,) = _specialized(outcome)
+    assert "F (ax=1, 1 call(s)); F__2 (ax=0, 1 call(s))" in note
+    assert not any(n.op_type == "ScatterElements" and n.domain == "" for f in lowered.functions for n in f.node)
+    if mode == "standard":
+        assert_same(run(model, feeds), run(lowered, feeds), float_reduction=True)
+
+
+def test_lower_specializes_a_function_whose_reduction_is_its_attribute():
+    model, feeds = function_model(reduction_ref="max", axis_ref=False)
+    lowered, outcome = sr.lower(model, opset=17, validate=True, return_report=True)
+    assert [f.name for f in lowered.functions] == ["F"]  # one binding, every call: resolved in place
+    assert "F (red='max', 1 call(s))" in _specialized(outcome)[0]
+    assert_same(run(model, feeds), run(lowered, feeds), float_reduction=False)
+
+
+def test_a_function_passing_its_attribute_on_is_specialized_too():
+    """main calls G<a=1> and G<a=0>; G calls F<ax=@a>; F's scatter reads @ax: G is specialized first,
+    then F in each copy of G."""
+    model, feeds = _two_calls(*function_model(reduction="add", axis=1), ax=0)
+    outer = oh.make_function(LOCAL_DOMAIN, "G", ["d", "i", "u"], ["o"],
+                             [oh.make_node("F", ["d", "i", "u"], ["o"], domain=LOCAL_DOMAIN)],
+                             opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid(LOCAL_DOMAIN, 1)], attributes=["a"])
+    outer.node[0].attribute.append(onnx.AttributeProto(name="ax", ref_attr_name="a", type=onnx.AttributeProto.INT))
+    model.functions.append(outer)
+    for call, a in zip(model.graph.node, (1, 0)):
+        call.op_type = "G"
+        del call.attribute[:]
+        call.attribute.append(oh.make_attribute("a", a))
+    onnx.checker.check_model(model)
+    # (lower itself stops at the types of a function called only from another: the pass alone here)
+    specialized, outcome = sr.rewrite(model, [SpecializeCallsPass()], validate=True, return_report=True)
+    assert sorted(f.name for f in specialized.functions) == ["F", "F__2", "G", "G__2"]
+    axes = {f.name: [a.i for n in f.node for a in n.attribute if a.name == "axis"] for f in specialized.functions}
+    assert sorted(map(tuple, axes.values())) == [(), (), (0,), (1,)]  # F's copies: one axis each, no @ax left
+    assert len(_specialized(outcome)) == 2
+    assert_same(run(model, feeds), run(specialized, feeds), float_reduction=False)
+
+
+def test_a_call_whose_value_is_not_known_keeps_the_function():
+    """F's ax is given by neither the call nor a default: that call keeps F (and lower refuses it,
+    since the model must move to 13); the other call gets its own copy."""
+    model, feeds = _two_calls(*function_model(reduction="add", axis=1), ax=0)
+    del model.functions[0].attribute_proto[:]
+    model.functions[0].attribute.append("ax")
+    del model.graph.node[0].attribute[:]
+    specialized = sr.to_scatternd(model, return_report=True)[1]
+    assert "1 call(s) whose values are not known keep F" in _specialized(specialized)[0]
     with pytest.raises(ConversionError, match=r"attribute 'axis' refers to the function's attribute 'ax'"):
-        sr.lower(model, opset=13, mode=mode)
-
-
-def test_lower_refuses_a_reduction_that_is_a_function_attribute():
-    model, _ = function_model(reduction_ref="max", axis_ref=False)
-    with pytest.raises(ConversionError, match=r"attribute 'reduction' refers to the function's attribute 'red'"):
-        sr.lower(model, opset=17)
+        sr.lower(model, opset=13)
 
 
 @pytest.mark.parametrize("verb", ["to_scatternd", "tensorrt-10", "tensorrt-8.6"])
 @pytest.mark.parametrize("reduction", ["none", "add"])
-def test_scatternd_and_tensorrt_skip_a_function_attribute_reference(verb, reduction):
-    model, feeds = function_model(reduction=reduction)
+def test_scatternd_and_tensorrt_specialize_a_function_attribute_reference(verb, reduction):
+    model, feeds = _two_calls(*function_model(reduction=reduction), ax=0)
     rewrite = {"to_scatternd": sr.to_scatternd,
                "tensorrt-10": lambda m, **kw: sr.prepare_for_tensorrt(m, trt_version="10", **kw),
                "tensorrt-8.6": lambda m, **kw: sr.prepare_for_tensorrt(m, trt_version="8.6", **kw)}[verb]
-    result, outcome = rewrite(model, return_report=True)
+    result, outcome = rewrite(model, validate=True, return_report=True)
     skipped = [s["detail"] for p in outcome.passes for s in p["skipped"]]
-    assert any("attribute 'axis' refers to the function's attribute 'ax'" in s for s in skipped), skipped
-    assert function_node(result).op_type == "ScatterElements"
+    assert not any("refers to the function's attribute" in s for s in skipped), skipped
+    assert [f.name for f in result.functions] == ["F", "F__2"]
+    ops = {n.op_type for f in result.functions for n in f.node}
+    if verb == "to_scatternd" or (verb == "tensorrt-8.6" and reduction == "add"):
+        assert "ScatterElements" not in ops, ops  # rewritten in both copies
     assert_same(run(model, feeds), run(result, feeds), float_reduction=reduction == "add")
 
 
 def test_tensorrt_opset_cap_with_a_reduction_reference():
-    """An opset-20 model whose function scatter's reduction is a reference: TensorRT 8.6's cap (17)
-    cannot know the reduction, so the model stays at 20 with a note (it crashed with a KeyError)."""
-    model, _ = function_model(reduction_ref="add", opset=20)
-    result, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True)
-    assert result.opset_import[0].version == 20
-    notes = [n for p in outcome.passes for n in p["notes"]]
-    assert any("left at opset 20" in n for n in notes), notes
+    """An opset-20 model whose function scatter's reduction is a reference: specialized first, the
+    reduction is known, lowered for TensorRT 8.6, and the model capped at its opset 17 (before: left
+    at 20, the cap not knowing the reduction)."""
+    model, feeds = function_model(reduction_ref="add", opset=20)
+    result, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True, return_report=True)
+    assert result.opset_import[0].version == 17
+    assert_same(run(model, feeds), run(result, feeds), float_reduction=True)
 
 
 def test_fold_skips_a_constant_scatter_whose_axis_is_a_function_attribute():

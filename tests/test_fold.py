@@ -22,7 +22,8 @@ from scatter_rewrite.cli import app
 from scatter_rewrite.errors import IndexOutOfRangeError, OptionError
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.model_io import load_model
-from scatter_rewrite.passes.fold import SCATTER_OPS, FoldPass
+from scatter_rewrite.graph import SCATTER_OPS
+from scatter_rewrite.passes.fold import FoldPass
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
 
 RNG = np.random.default_rng(7)

@@ -12,7 +12,7 @@ import onnx.parser
 import onnxruntime as ort
 
 import scatter_rewrite as sr
-from scatter_rewrite.passes.fold import SCATTER_OPS
+from scatter_rewrite.graph import SCATTER_OPS
 
 
 def parse(text: str) -> onnx.ModelProto:

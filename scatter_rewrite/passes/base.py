@@ -77,6 +77,14 @@ class ScatterPass(ir.passes.InPlacePass):
         self.result.notes.append(text)
         self.result.modified |= modified
 
+    def absorb(self, inner: ScatterPassResult) -> None:
+        """Report what a pass run from this one (``inner``) did as this pass's own."""
+        self.result.rewritten += inner.rewritten
+        self.result.skipped += inner.skipped
+        self.result.notes += inner.notes
+        self.result.float_rounding += inner.float_rounding
+        self.result.modified |= inner.modified
+
     def moved(self, move, why: str = "") -> None:
         """Record an ``opset.OpsetMove`` (None: nothing moved): its note, and the ops it replaced by
         function bodies that may round float results differently."""

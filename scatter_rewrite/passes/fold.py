@@ -40,13 +40,12 @@ import onnx_ir as ir
 from scatter_rewrite import evaluator
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
 from scatter_rewrite.graph import (
-    Scope, attr, describe, is_default_domain, is_reference, iter_nodes, shadowed_names,
+    SCATTER_OPS, Scope, attr, describe, is_default_domain, is_reference, iter_nodes, shadowed_names,
 )
 from scatter_rewrite.passes.base import ScatterPass
 
 logger = logging.getLogger("scatter_rewrite")
 
-SCATTER_OPS = frozenset({"Scatter", "ScatterElements", "ScatterND", "TensorScatter"})
 # The attributes each scatter may carry (any other one: we do not know its meaning, so no fold).
 SCATTER_ATTRIBUTES = {
     "Scatter": {"axis"},

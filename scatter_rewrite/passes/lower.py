@@ -94,7 +94,7 @@ class LowerPass(ScatterPass):
 
     # ---------------------------------------------------------------- what to do with a node
 
-    def _needs_lowering(self, node: ir.Node) -> str | None:
+    def needs_lowering(self, node: ir.Node) -> str | None:
         """'reduction' / 'tensor_scatter' / None."""
         if not is_default_domain(node):
             return None
@@ -126,36 +126,38 @@ class LowerPass(ScatterPass):
             # it first, as `scatter-rewrite upgrade` would, and report it with the rest.
             from scatter_rewrite.passes.upgrade import UpgradePass
 
-            inner = UpgradePass()(model)
-            self.result.rewritten += inner.rewritten
-            self.result.notes += inner.notes
-            self.result.modified |= inner.modified
+            self.absorb(UpgradePass()(model))
+        # A reduction whose axis or reduction is a function attribute: one copy of the function per
+        # call binding, the value known in each (see specialize.py).
+        from scatter_rewrite.passes.specialize import SpecializeCallsPass
+
+        self.absorb(SpecializeCallsPass(lambda node: self.needs_lowering(node) is not None)(model))
         pending: list[tuple[str, ir.Node, Scope]] = []
         blocked: list[str] = []
         # Decisions need dtypes and shapes the model may not record (values inside functions, the
         # Expand source of a GNN index): borrow them from ONNX shape inference for as long as the
         # pass runs, then leave every value as it came (nothing is added to the saved model).
-        if not any(self._needs_lowering(n) for n, _ in iter_nodes(model)):
+        if not any(self.needs_lowering(n) for n, _ in iter_nodes(model)):
             self._run(model, pending, blocked)
             return
         # An If with a constant condition in front of (or behind) a node that cannot be lowered as
         # it stands (TorchScript's rank-0 wrapper hides the scatter's rank) becomes its taken branch.
         for text in inline_constant_ifs(model, near=self._blocked):
             self.note(text, modified=True)
-        borrowed = borrow_inferred_types(model) + annotate_functions_with(model, self._needs_lowering)
+        borrowed = borrow_inferred_types(model) + annotate_functions_with(model, self.needs_lowering)
         try:
             self._run(model, pending, blocked)
         finally:
             restore_types(borrowed)
 
     def _blocked(self, node: ir.Node) -> bool:
-        kind = self._needs_lowering(node)
+        kind = self.needs_lowering(node)
         return kind is not None and self._blocker(kind, node) is not None
 
     def _run(self, model: ir.Model, pending: list, blocked: list) -> None:
         target = self.opset
         for node, scope in iter_nodes(model):
-            kind = self._needs_lowering(node)
+            kind = self.needs_lowering(node)
             if kind is None:
                 continue
             reason = self._blocker(kind, node)

@@ -543,6 +543,9 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
     from scatter_rewrite.passes.fold import FoldPass
     from scatter_rewrite.passes.upgrade import UpgradePass
 
+    from scatter_rewrite.passes.specialize import SpecializeCallsPass
+
     fixed = [FixDimsPass(fix_dims)] if fix_dims else []
-    return [*fixed, UpgradePass(), FoldPass(), _LowerTensorScatter(version), TensorRTPass(version), _CapOpset(version)]
+    return [*fixed, SpecializeCallsPass(), UpgradePass(), FoldPass(), _LowerTensorScatter(version), TensorRTPass(version),
+            _CapOpset(version)]
 

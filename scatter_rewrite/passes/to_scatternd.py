@@ -44,11 +44,10 @@ import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import (
-    Scope, attr, describe, function_calls, is_default_domain, iter_nodes, iter_scopes, reference_reason,
+    SCATTER_OPS, Scope, attr, describe, function_calls, is_default_domain, iter_nodes, iter_scopes, reference_reason,
 )
 from scatter_rewrite.passes.base import ScatterPass
 
-SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 # A static grid (or constant coords) bigger than this is computed at run time instead.
 GRID_BYTES_LIMIT = 64 << 20
 # The first opset where ScatterND has each reduction (onnx.defs: ScatterND-16 add/mul, -18 max/min).
@@ -391,6 +390,10 @@ class ToScatterNDPass(ScatterPass):
     name = "to_scatternd"
 
     def run(self, model: ir.Model) -> None:
+        from scatter_rewrite.passes.specialize import SpecializeCallsPass
+
+        # A function's scatter whose axis is its attribute: one copy per call binding (specialize.py).
+        self.absorb(SpecializeCallsPass(lambda node: node.op_type in ("Scatter", "ScatterElements"))(model))
         infer_missing_shapes(model)
         names = Names(model)
         for node, scope in iter_nodes(model):

@@ -264,12 +264,38 @@ def test_tensorrt_opset_cap_with_a_reduction_reference():
     assert_same(run(model, feeds), run(result, feeds), float_reduction=True)
 
 
-def test_fold_skips_a_constant_scatter_whose_axis_is_a_function_attribute():
+@pytest.mark.parametrize("second_axis", [None, 0])
+def test_fold_specializes_a_constant_scatter_whose_axis_is_a_function_attribute(second_axis):
+    """Before, left alone ("unknown until called"); now each call binding gets its copy of F, where
+    the scatter folds to a Constant."""
     model, feeds = function_model(constant=True)
-    folded, outcome = sr.fold(model, return_report=True)
-    skipped = [s["detail"] for p in outcome.passes for s in p["skipped"]]
-    assert any("attribute 'axis' refers to the function's attribute 'ax'" in s for s in skipped), skipped
+    body = model.functions[0]  # the scatter's data a Constant too, added to the function's input after
+    body.node.insert(0, oh.make_node("Constant", [], ["c"], value=oh.make_tensor(
+        "cv", TensorProto.FLOAT, [4, 3], np.arange(12, dtype=np.float32))))
+    scatter = function_node(model)
+    scatter.input[0], scatter.output[0] = "c", "s"
+    body.node.append(oh.make_node("Add", ["s", "d"], ["o"]))
+    onnx.checker.check_model(model)
+    if second_axis is not None:
+        call = oh.make_node("F", ["data2"], ["out2"], domain=LOCAL_DOMAIN, name="call2", ax=second_axis)
+        model.graph.node.append(call)
+        model.graph.input.append(vi("data2", TensorProto.FLOAT, [4, 3]))
+        model.graph.output.append(vi("out2", TensorProto.FLOAT, [4, 3]))
+        feeds = dict(feeds, data2=np.arange(12, dtype=np.float32).reshape(4, 3))
+    folded, outcome = sr.fold(model, validate=True, return_report=True)
+    assert [s["detail"] for p in outcome.passes for s in p["skipped"]] == []
+    assert len([r for p in outcome.passes for r in p["rewritten"]]) == (1 if second_axis is None else 2)
+    assert [f.name for f in folded.functions] == (["F"] if second_axis is None else ["F", "F__2"])
+    assert not any(n.op_type.startswith("Scatter") for f in folded.functions for n in f.node)
+    feeds = {k: v for k, v in feeds.items() if k in ("data", "data2")}
     assert_same(run(model, feeds), run(folded, feeds), float_reduction=False)
+
+
+def test_fold_leaves_a_function_whose_scatter_is_not_constant_as_it_is():
+    model, feeds = _two_calls(*function_model(reduction="add", axis=1), ax=0)
+    folded, outcome = sr.fold(model, return_report=True)
+    assert [f.name for f in folded.functions] == ["F"] and _specialized(outcome) == []
+    assert [a.ref_attr_name for a in function_node(folded).attribute if a.name == "axis"] == ["ax"]
 
 
 def test_upgrade_keeps_a_scatter_axis_reference():

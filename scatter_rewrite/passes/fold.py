@@ -84,6 +84,14 @@ class FoldPass(ScatterPass):
     # ---- the pass ------------------------------------------------------------------------------
 
     def run(self, model: ir.Model) -> None:
+        from scatter_rewrite.passes.specialize import SpecializeCallsPass
+
+        # A constant scatter whose axis is a function attribute: one copy of the function per call
+        # binding, the value known in each (specialize.py), so that each folds.
+        probe = ConstantChains(shadowed=shadowed_names(model))
+        self.absorb(SpecializeCallsPass(
+            lambda node: all(v is None or probe.why_not(v) is None for v in node.inputs))(model))
+        probe.clear()
         self._chains = ConstantChains(shadowed=shadowed_names(model))
         try:
             for node, scope in iter_nodes(model):

@@ -9,8 +9,8 @@ as the others do: ``F__2``, ``F__3``...). Each call computes exactly what it did
 
 A function that passes such an attribute on to another (``G<ax=@ax>`` in its body) is specialized
 too, then the copies of the other, round after round. Calls whose value is not known (a reference
-the pass could not resolve, or no value and no default) keep the function as it is, and the passes
-after this one decline its scatters with the reason.
+the pass could not resolve, or no value and no default) keep the function as it is, and the pass
+that ran this one declines its scatters there with the reason.
 """
 
 from __future__ import annotations

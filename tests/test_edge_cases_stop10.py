@@ -224,6 +224,28 @@ def test_a_function_passing_its_attribute_on_is_specialized_too():
     assert_same(run(model, feeds), run(specialized, feeds), float_reduction=False)
 
 
+@pytest.mark.parametrize("verb", ["lower", "tensorrt-8.6"])
+def test_a_reduction_in_a_function_called_only_from_another_is_lowered(verb):
+    """main calls G; G calls F, whose ScatterElements(add) must be lowered. F's types come from its
+    call inside G, typed in turn from G's call: before, "the data type is unknown" (lower) and
+    out-of-range generated indices (validation of tensorrt)."""
+    model, feeds = function_model(reduction="add", axis=1)
+    outer = oh.make_function(LOCAL_DOMAIN, "G", ["d", "i", "u"], ["o"],
+                             [oh.make_node("Relu", ["d"], ["r"]),
+                              oh.make_node("F", ["r", "i", "u"], ["o"], domain=LOCAL_DOMAIN, ax=1)],
+                             opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid(LOCAL_DOMAIN, 1)])
+    model.functions.append(outer)
+    model.graph.node[0].op_type = "G"
+    del model.graph.node[0].attribute[:]
+    onnx.checker.check_model(model)
+    rewrite = (lambda m: sr.lower(m, opset=13, validate=True, return_report=True)) if verb == "lower" else (
+        lambda m: sr.prepare_for_tensorrt(m, trt_version="8.6", validate=True, return_report=True))
+    result, outcome = rewrite(model)
+    assert len([r for p in outcome.passes for r in p["rewritten"] if "function local::F" in r["node"]]) == 1
+    assert not any(n.op_type == "ScatterElements" for f in result.functions for n in f.node)
+    assert_same(run(model, feeds), run(result, feeds), float_reduction=True)
+
+
 def test_a_call_whose_value_is_not_known_keeps_the_function():
     """F's ax is given by neither the call nor a default: that call keeps F (and lower refuses it,
     since the model must move to 13); the other call gets its own copy."""

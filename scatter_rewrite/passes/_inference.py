@@ -121,11 +121,26 @@ def _function_values(function: ir.Function):
 
 
 def annotate_functions_with(model: ir.Model, wanted) -> Borrowed:
-    """:func:`annotate_function_types` for every function with a node ``wanted(node)`` holds for."""
+    """:func:`annotate_function_types` for every function with a node ``wanted(node)`` holds for,
+    and every function that calls one (nested functions, as TorchScript's modules-as-functions
+    export writes them): callers first, so that a call inside a function has typed inputs."""
+    callees = {key: {(n.domain, n.op_type, n.overload) for n in body_nodes(f)} & set(model.functions)
+               for key, f in model.functions.items()}
+    pending = {key for key, f in model.functions.items() if any(wanted(node) for node in body_nodes(f))}
+    grew = True
+    while grew:  # the callers of a pending function, transitively
+        grew = False
+        for key, called in callees.items():
+            if key not in pending and called & pending:
+                pending.add(key)
+                grew = True
     borrowed: Borrowed = []
-    for function in model.functions.values():
-        if any(wanted(node) for node in body_nodes(function)):
-            borrowed += annotate_function_types(model, function)
+    while pending:
+        ready = [key for key in model.functions if key in pending
+                 and not any(key in callees[other] for other in pending if other != key)]
+        for key in ready or list(pending):  # (a cycle, which ONNX forbids: any order)
+            borrowed += annotate_function_types(model, model.functions[key])
+            pending.discard(key)
     return borrowed
 
 

@@ -215,13 +215,16 @@ def test_a_function_passing_its_attribute_on_is_specialized_too():
         del call.attribute[:]
         call.attribute.append(oh.make_attribute("a", a))
     onnx.checker.check_model(model)
-    # (lower itself stops at the types of a function called only from another: the pass alone here)
     specialized, outcome = sr.rewrite(model, [SpecializeCallsPass()], validate=True, return_report=True)
     assert sorted(f.name for f in specialized.functions) == ["F", "F__2", "G", "G__2"]
     axes = {f.name: [a.i for n in f.node for a in n.attribute if a.name == "axis"] for f in specialized.functions}
     assert sorted(map(tuple, axes.values())) == [(), (), (0,), (1,)]  # F's copies: one axis each, no @ax left
     assert len(_specialized(outcome)) == 2
     assert_same(run(model, feeds), run(specialized, feeds), float_reduction=False)
+    lowered, outcome = sr.lower(model, opset=13, validate=True, return_report=True)  # and lowered in each copy
+    assert sorted(f.name for f in lowered.functions) == ["F", "F__2", "G", "G__2"]
+    assert not any(n.op_type == "ScatterElements" for f in lowered.functions for n in f.node)
+    assert_same(run(model, feeds), run(lowered, feeds), float_reduction=True)
 
 
 @pytest.mark.parametrize("verb", ["lower", "tensorrt-8.6"])

@@ -105,14 +105,21 @@ def _allowed_types(schema, formal) -> set[str]:
     return {formal.type_str}
 
 
-def _types_fit(schema, formals, dtypes: list[ir.DataType | None]) -> bool:
+def _types_fit(schema, formals, dtypes: list[ir.DataType | None], newer=None, newer_formals=()) -> bool:
+    """Whether ``schema`` takes ``dtypes`` at ``formals``. An unknown dtype (untyped inside a function)
+    fits only where every type the ``newer`` schema allows there, which the valid model's is, the
+    older one allows too."""
     variadic = formals and formals[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
     for i, dtype in enumerate(dtypes):
-        if dtype is None:
-            return False  # unknown or non-tensor type: cannot prove the older schema accepts it
         if i >= len(formals) and not variadic:
             return False
         formal = formals[min(i, len(formals) - 1)]
+        if dtype is None:
+            if newer is None or not newer_formals:
+                return False
+            if not _allowed_types(newer, newer_formals[min(i, len(newer_formals) - 1)]) <= _allowed_types(schema, formal):
+                return False
+            continue
         if f"tensor({dtype.name.lower()})" not in _allowed_types(schema, formal):
             return False
     return True
@@ -166,7 +173,7 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
         return None
     inputs = [_dtype(v, node) for v in node.inputs if v is not None]
     outputs = [_dtype(v, node) for v in node.outputs]
-    if not _types_fit(old, old.inputs, inputs) or not _types_fit(old, old.outputs, outputs):
+    if not _types_fit(old, old.inputs, inputs, new, new.inputs) or not _types_fit(old, old.outputs, outputs, new, new.outputs):
         return None
     return drop
 

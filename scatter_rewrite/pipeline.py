@@ -114,12 +114,22 @@ class Outcome:
 def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase]) -> list[ScatterPassResult | ir.passes.PassResult]:
     """Run passes in order on ``model`` (in place). Unlike ``ir.passes.PassManager`` this keeps our
     errors as they are instead of wrapping them, and keeps every pass's result."""
+    from scatter_rewrite.passes._inference import correct_contradicted_shapes, has_control_flow
+
+    claims = has_control_flow(model)  # (before the passes, which may inline what made the claims false)
     results = []
     for p in passes:
         result = p(model)
         if result.model is not model:
             raise RuntimeError(f"pass {p} is not in place")  # our passes all are: a bug if not
         results.append(result)
+    if claims and any(r.modified for r in results):
+        # An exporter's shape claims the rewrite made checkable and false would fail onnx.checker.
+        corrected = correct_contradicted_shapes(model)
+        last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
+        if corrected and last is not None:
+            last.notes.append(f"{len(corrected)} declared shape(s) the rewrite showed false, corrected (the export's "
+                              f"claims; no value changes): {'; '.join(corrected[:3])}{' ...' if len(corrected) > 3 else ''}")
     return results
 
 

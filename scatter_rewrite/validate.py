@@ -844,6 +844,26 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
 
     from scatter_rewrite import custom_ops
 
+    source = str(model) if isinstance(model, (str, Path)) else model
+    try:
+        session = ort.InferenceSession(source, _session_options(threads), providers=["CPUExecutionProvider"])
+    except Exception as e:
+        # Our custom-domain nodes (lower --mode custom) only: registering them costs seconds where
+        # onnxruntime-extensions finds PyTorch installed (it imports it), so only on demand.
+        if custom_ops.DOMAIN not in str(e):
+            raise
+        options = _session_options(threads)
+        custom_ops.register(options)
+        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    run_options = ort.RunOptions()
+    run_options.log_severity_level = 4
+    return session.run(None, {k: v for k, v in inputs.items() if k in names}, run_options)
+
+
+def _session_options(threads: int):
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.log_severity_level = 4  # failures reach the user as our own one-line error, not ORT's log
@@ -857,13 +877,7 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
     # Without the arena, buffers go back as soon as a run is done instead of staying reserved for
     # the next run (there is none): measured 0.8 -> 0.5 GB peak validating a 76 MiB model.
     options.enable_cpu_mem_arena = False
-    custom_ops.register(options)
-    source = str(model) if isinstance(model, (str, Path)) else model
-    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-    names = {i.name for i in session.get_inputs()}
-    run_options = ort.RunOptions()
-    run_options.log_severity_level = 4
-    return session.run(None, {k: v for k, v in inputs.items() if k in names}, run_options)
+    return options
 
 
 def run_reference(model_path: str | os.PathLike, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -630,3 +630,20 @@ def test_generated_indices_the_plan_cannot_bound_are_not_blamed_on_the_model(tmp
     fine = {"data": np.zeros((3, 4), np.float32), "idx": np.array([[0, 1, 2, 0], [1, 2, 0, 1]]),
             "upd": np.ones((2, 4), np.float32)}
     onnx.checker.check_model(sr.upgrade(model, validate=True, inputs=fine))
+
+
+def test_onnxruntime_extensions_is_imported_only_for_custom_domain_nodes():
+    """Importing it imports PyTorch where installed (seconds per run): validation registers our
+    custom ops only when a model holds them."""
+    script = (
+        "import sys, scatter_rewrite as sr\n"
+        "from scatter_rewrite.testing import scatter_model\n"
+        "sr.lower(scatter_model(reduction='max'), opset=13, validate=True)\n"
+        "print('standard', 'onnxruntime_extensions' in sys.modules)\n"
+        "sr.lower(scatter_model(reduction='max'), opset=13, mode='custom', validate=True)\n"
+        "print('custom', 'onnxruntime_extensions' in sys.modules)\n")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["standard False", "custom True"]

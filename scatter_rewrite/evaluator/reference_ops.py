@@ -12,6 +12,7 @@ from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
 from onnx.reference.ops.op_where import Where as _ReferenceWhere
 
+from scatter_rewrite import custom_ops
 from scatter_rewrite.evaluator import scatter, scatter_elements, scatter_nd, tensor_scatter
 
 
@@ -51,7 +52,7 @@ class TensorScatter(OpRun):
 # The custom-domain nodes of ``lower --mode custom|tensorrt-plugin`` (scatter_rewrite.custom_ops runs
 # them in onnxruntime, for the dtypes onnxruntime-extensions' Python ops take): same semantics as
 # ONNX ScatterElements-18/ScatterND-18; the TensorRT form's plugin_version/plugin_namespace are ignored.
-CUSTOM_DOMAIN = "ai.onnx.contrib"
+CUSTOM_DOMAIN = custom_ops.DOMAIN
 
 
 class _ContribScatterElements(OpRun):

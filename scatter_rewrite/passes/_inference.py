@@ -197,3 +197,64 @@ def annotate_function_types(model: ir.Model, function: ir.Function) -> Borrowed:
             if dims is not None and value.shape is None:
                 value.shape = ir.Shape(list(dims))
     return annotated
+
+
+def has_control_flow(model: ir.Model) -> bool:
+    """Whether ``model`` has local functions or an If/Loop/Scan node in its graphs."""
+    return bool(model.functions) or any(
+        n.op_type in ("If", "Loop", "Scan") for scope in iter_scopes(model) if not scope.is_function for n in scope.body)
+
+
+def correct_contradicted_shapes(model: ir.Model) -> list[str]:
+    """Replace the declared shape of every value (main graph and subgraphs, graph outputs included)
+    that ONNX shape inference, run without any declared intermediate or output shape, contradicts
+    (another rank, or another size for a dim both know) by the inferred one; one line per value.
+
+    Exporters declare shapes inference cannot check through control flow and functions: TorchScript's
+    modules-as-functions writes the shape one branch of a rank-0 If wrapper would give ([36] for a
+    [6, 6] result). Once a rewrite makes such a value's shape inferable (the wrapper inlined), the
+    stale declaration fails onnx.checker. A declared shape is only a claim about the values, so
+    correcting a false one changes no result. Callers ask only of models that had control flow or
+    local functions before their rewrite (:func:`has_control_flow`), where such claims come from."""
+    proto = serialize_without_weights(model)
+    graphs = [proto.graph]
+    while graphs:
+        g = graphs.pop()
+        del g.value_info[:]
+        for output in g.output:
+            output.type.tensor_type.ClearField("shape")
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    try:
+        inferred_proto = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception:  # best effort: nothing cleared
+        return []
+    inferred: dict[str, tuple] = {}
+    graphs = [inferred_proto.graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.value_info) + list(g.output):
+            t = vi.type.tensor_type
+            if t.HasField("shape"):
+                inferred[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    cleared = []
+    for scope in iter_scopes(model):
+        if scope.is_function:
+            continue
+        graph = scope.body
+        inputs = {id(v) for v in graph.inputs}
+        values = [v for node in graph for v in node.outputs]
+        for value in values:
+            if value.shape is None or id(value) in inputs or value.name not in inferred:
+                continue
+            declared = tuple(d if isinstance(d, int) else None for d in value.shape)
+            found = inferred[value.name]
+            if len(declared) != len(found) or any(a is not None and b is not None and a != b
+                                                  for a, b in zip(declared, found)):
+                cleared.append(f"'{value.name}' declared {list(declared)}, is {list(found)}")
+                value.shape = ir.Shape(list(found))  # (None: a dim inference leaves open)
+    return cleared

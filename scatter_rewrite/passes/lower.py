@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from scatter_rewrite import custom_ops
 from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.graph import (
     Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within, reference_reason,
@@ -68,7 +69,7 @@ from scatter_rewrite.passes.base import ScatterPass
 
 MIN_TARGET, MAX_TARGET = 11, 23
 MODES = ("standard", "custom", "tensorrt-plugin")
-CUSTOM_DOMAIN = "ai.onnx.contrib"
+CUSTOM_DOMAIN = custom_ops.DOMAIN  # onnxruntime-extensions fixes it
 CUSTOM_DOMAIN_VERSION = 1
 # TensorRT's ScatterElements plugin (plugin/scatterElementsPlugin, TensorRT >= 10): version 2,
 # namespace "", data FP32/FP16/INT32/INT64/BF16, indices INT64 only.

@@ -126,7 +126,8 @@ def _types_fit(schema, formals, dtypes: list[ir.DataType | None], newer=None, ne
 
 
 def _dtype(value: ir.Value | None, node: ir.Node) -> ir.DataType | None:
-    if value is not None and isinstance(value.type, ir.TensorType) and value.dtype is not None:
+    if (value is not None and isinstance(value.type, ir.TensorType) and value.dtype is not None
+            and value.dtype != ir.DataType.UNDEFINED):  # (a subgraph output declared without one)
         return value.dtype
     if node.op_type == "Constant" and "value" in node.attributes:  # its output type is the tensor's
         return node.attributes["value"].value.dtype

@@ -137,3 +137,31 @@ def test_untyped_input_does_not_give_converted_outputs_a_guessed_dtype():
     expected = x.copy()
     expected[0, [4, 0, 2]] = [7, 8, 9]
     np.testing.assert_array_equal(y, expected)
+
+
+def test_an_untyped_value_in_a_function_branch_is_kept_where_every_newer_type_fits():
+    """A Reshape-14 inside an If branch of a function (its input untyped there, as in TorchScript's
+    rank-0 wrapper) moves to 13: Reshape-13 takes every type Reshape-14 does, so the unknown dtype does not
+    matter (onnx.version_converter has no 14 -> 13 adapter). An Add-14 there stays refused: Add-13
+    lacks int8, which the value might be."""
+    shape = oh.make_tensor("minus_one", TensorProto.INT64, [1], [-1])
+    for op, inputs, ok in [("Reshape", ["d", "m"], True), ("Add", ["d", "d"], False)]:
+        branch = oh.make_graph([oh.make_node("Constant", [], ["m"], value=shape), oh.make_node(op, inputs, ["r"])],
+                               "b", [], [oh.make_tensor_value_info("r", TensorProto.FLOAT, [6])])
+        other = oh.make_graph([oh.make_node("Constant", [], ["m2"], value=shape), oh.make_node("Reshape", ["d", "m2"], ["r2"])],
+                              "o", [], [oh.make_tensor_value_info("r2", TensorProto.FLOAT, [6])])
+        function = oh.make_function("local", "F", ["d", "c"], ["o"], [oh.make_node(
+            "If", ["c"], ["o"], then_branch=branch, else_branch=other)], opset_imports=[oh.make_opsetid("", 18)])
+        graph = oh.make_graph([oh.make_node("F", ["x", "c"], ["y"], domain="local")], "g",
+                              [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                               oh.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                              [oh.make_tensor_value_info("y", TensorProto.FLOAT, [6])])
+        model = oh.make_model(graph, functions=[function],
+                              opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+        if not ok:
+            with pytest.raises(ConversionError, match="Add"):
+                converted(model, 13)
+            continue
+        out = converted(model, 13)
+        feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "c": np.array(True)}
+        np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], np.arange(6, dtype=np.float32))

@@ -228,7 +228,7 @@ def correct_contradicted_shapes(model: ir.Model) -> list[str]:
                 graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
     try:
         inferred_proto = onnx.shape_inference.infer_shapes(proto, data_prop=True)
-    except Exception:  # best effort: nothing cleared
+    except Exception:  # best effort: nothing corrected
         return []
     inferred: dict[str, tuple] = {}
     graphs = [inferred_proto.graph]
@@ -241,7 +241,7 @@ def correct_contradicted_shapes(model: ir.Model) -> list[str]:
         for node in g.node:
             for a in node.attribute:
                 graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
-    cleared = []
+    corrected = []
     for scope in iter_scopes(model):
         if scope.is_function:
             continue
@@ -255,6 +255,6 @@ def correct_contradicted_shapes(model: ir.Model) -> list[str]:
             found = inferred[value.name]
             if len(declared) != len(found) or any(a is not None and b is not None and a != b
                                                   for a, b in zip(declared, found)):
-                cleared.append(f"'{value.name}' declared {list(declared)}, is {list(found)}")
+                corrected.append(f"'{value.name}' declared {list(declared)}, is {list(found)}")
                 value.shape = ir.Shape(list(found))  # (None: a dim inference leaves open)
-    return cleared
+    return corrected

@@ -64,7 +64,7 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes import _segment_reduce as seg
 from scatter_rewrite.passes._inference import annotate_functions_with, borrow_inferred_types, restore_types
-from scatter_rewrite.passes._inline_if import inline_constant_ifs
+from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass
 
 MIN_TARGET, MAX_TARGET = 11, 23
@@ -142,8 +142,10 @@ class LowerPass(ScatterPass):
             self._run(model, pending, blocked)
             return
         # An If with a constant condition in front of (or behind) a node that cannot be lowered as
-        # it stands (TorchScript's rank-0 wrapper hides the scatter's rank) becomes its taken branch.
-        for text in inline_constant_ifs(model, near=self._blocked):
+        # it stands, or whose rank is unknown, becomes its taken branch: TorchScript's rank-0
+        # wrapper hides the scatter's rank, and in a function its branches may declare the shapes
+        # of another call (custom nodes need no rank, but the model would still fail the checker).
+        for text in inline_constant_ifs(model, near=self._inlining_helps):
             self.note(text, modified=True)
         borrowed = borrow_inferred_types(model) + annotate_functions_with(model, self.needs_lowering)
         try:
@@ -151,9 +153,9 @@ class LowerPass(ScatterPass):
         finally:
             restore_types(borrowed)
 
-    def _blocked(self, node: ir.Node) -> bool:
+    def _inlining_helps(self, node: ir.Node) -> bool:
         kind = self.needs_lowering(node)
-        return kind is not None and self._blocker(kind, node) is not None
+        return kind is not None and (scatter_of_unknown_rank(node) or self._blocker(kind, node) is not None)
 
     def _run(self, model: ir.Model, pending: list, blocked: list) -> None:
         target = self.opset
@@ -241,7 +243,16 @@ def custom_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir
     b = seg.Builder(names)
     names.prefix = seg._hint(node)
     out = b.op(node.op_type, *node.inputs, domain=CUSTOM_DOMAIN, dtype=node.inputs[0].dtype, **attributes)
+    _shaped_like_data(out, node)
     return b.nodes, out
+
+
+def _shaped_like_data(out: ir.Value, node: ir.Node) -> None:
+    # ONNX shape inference knows nothing of a custom node: its output declares the data's shape (a
+    # scatter's result has it) so the shapes after it stay inferable and checkable.
+    data = node.inputs[0]
+    if data.shape is not None:
+        out.shape = ir.Shape(list(data.shape))
 
 
 def tensorrt_plugin_blocker(node: ir.Node) -> str | None:
@@ -264,6 +275,7 @@ def tensorrt_plugin_reduction(node: ir.Node, names: seg.Names, opset: int) -> tu
         idx = b.cast(indices, seg.INT64, indices.dtype)
         out = b.op("ScatterElements", data, idx, updates, domain=CUSTOM_DOMAIN, dtype=data.dtype,
                    axis=attr(node, "axis", 0), **trt)
+        _shaped_like_data(out, node)
         return b.nodes, out
     # ScatterND on [rows, row size]: every update row lands on one data row, in update order,
     # exactly what ScatterElements(axis=0) does with the row key repeated along the row.

@@ -28,6 +28,10 @@ Also: a ``ScatterND`` with an explicit ``reduction="none"`` loses the attribute 
 TensorRT 10.0-10.8 rejects the attribute, even "none": onnx/onnx-tensorrt#957,
 microsoft/onnxruntime#23618).
 
+An ``If`` with a constant condition around a ScatterElements whose rank is unknown (TorchScript's
+rank-0 wrapper of ``scatter_reduce``) is first replaced by its taken branch
+(:func:`scatter_rewrite.passes._inline_if.inline_constant_ifs`).
+
 Leaves alone (with the reason): a ScatterElements whose rank is unknown (in a function: no call
 site with a known rank), a ``max``/``min`` reduction below opset 18 (ScatterND has them from 18
 only; the TorchScript exporter emits them on ScatterElements at 16/17), nodes of other domains.
@@ -46,6 +50,7 @@ from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import (
     SCATTER_OPS, Scope, attr, describe, function_calls, is_default_domain, iter_nodes, iter_scopes, reference_reason,
 )
+from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes.base import ScatterPass
 
 # A static grid (or constant coords) bigger than this is computed at run time instead.
@@ -394,7 +399,26 @@ class ToScatterNDPass(ScatterPass):
 
         # A function's scatter whose axis is its attribute: one copy per call binding (specialize.py).
         self.absorb(SpecializeCallsPass(lambda node: node.op_type in ("Scatter", "ScatterElements"))(model))
+        # An If with a constant condition around a ScatterElements whose rank is unknown (TorchScript's
+        # rank-0 wrapper) becomes its taken branch: the conversion needs the rank.
+        if any(n.op_type == "If" for n, _ in iter_nodes(model)):
+            from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
+
+            def near(node: ir.Node) -> bool:
+                return node.op_type == "ScatterElements" and scatter_of_unknown_rank(node)
+
+            for text in inline_constant_ifs(model, near=near):
+                self.note(text, modified=True)
         infer_missing_shapes(model)
+        # A function's values get the dtype and rank they have at its calls while the pass runs
+        # (a scatter there may read an Identity of an input, or a reshaped one); none are saved.
+        borrowed = annotate_functions_with(model, lambda node: node.op_type == "ScatterElements")
+        try:
+            self._convert(model)
+        finally:
+            restore_types(borrowed)
+
+    def _convert(self, model: ir.Model) -> None:
         names = Names(model)
         for node, scope in iter_nodes(model):
             if not is_default_domain(node):

@@ -304,6 +304,28 @@ def test_a_linked_model_file_with_big_inline_weights_is_rewritten(tmp_path: Path
     assert tree(tmp_path / "blobs") == before
 
 
+@pytest.mark.parametrize("link", ["symlink into another folder", "hard link"])
+def test_in_place_on_a_linked_model_replaces_the_link_not_what_it_links_to(tmp_path: Path, link: str):
+    """As ``sed -i`` does: the path named becomes a regular file with the result; the file it linked
+    to (a hub cache's blob, named by its content's hash) keeps its content."""
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "snapshot").mkdir()
+    blob = _big_inline_model(tmp_path / "blobs" / "abc")
+    model = tmp_path / "snapshot" / "model.onnx"
+    if link == "hard link":
+        os.link(blob, model)
+    else:
+        os.symlink("../blobs/abc", model)
+    before = tree(tmp_path / "blobs")
+    result = invoke("fold", model, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert model.is_file() and not model.is_symlink() and os.stat(model).st_nlink == 1
+    assert not any(n.op_type.startswith("Scatter") for n in onnx.load(model).graph.node)
+    assert tree(tmp_path / "blobs") == before
+    assert any(n.op_type == "ScatterElements" for n in onnx.load(blob).graph.node)
+    assert sorted(p.name for p in (tmp_path / "snapshot").iterdir()) == ["model.onnx"]
+
+
 # ---- internal errors stay one line ----------------------------------------------------------------
 
 def test_check_internal_error_is_one_line(legacy: Path, monkeypatch: pytest.MonkeyPatch):

@@ -100,7 +100,7 @@ def rewrite(
         outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
         if any(r.modified for r in results):
             save_model(working, rewritten_path)
-            check_model(rewritten_path, original_path)
+            check_model(rewritten_path, original_path, source_name="the model given")  # (not our temporary copy)
             outcome.validation = validation.validate(original_path, rewritten_path, plan).to_dict()
         else:  # as the CLI says it
             outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}

@@ -139,21 +139,23 @@ def result_dict(result: ir.passes.PassResult) -> dict:
     return {"pass": type(result).__name__, "modified": result.modified, "rewritten": [], "skipped": [], "notes": []}
 
 
-def check_model(path: Path, source: Path | None = None) -> None:
+def check_model(path: Path, source: Path | None = None, source_name: str | None = None) -> None:
     """``onnx.checker`` (full) on the rewritten model at ``path``; InvalidModelError if it fails,
-    saying so of the input too when ``source`` fails it the same way (the rewrite did not cause it)."""
+    saying so of the input too when ``source`` fails it the same way (the rewrite did not cause it).
+    ``source_name``: how the message names the input (default: its path)."""
     failure = _checker_failure(path)
     if failure is None:
         return
     # (The source through its real path: a model file that is a symlink into another folder has its big
     # inline weights referenced by the real file's name, see _protowire.checkable.)
     before = _checker_failure(Path(os.path.realpath(source))) if source is not None else None
+    source_name = source_name or str(source)
     if before == failure:
         hint = "; scatter-rewrite upgrade replaces a deprecated Scatter" if "Scatter is deprecated" in failure else ""
-        raise InvalidModelError(f"{source} fails onnx.checker before any rewrite, and this rewrite does not "
+        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite, and this rewrite does not "
                                 f"fix it: {failure}{hint}")
     if before is not None:  # (the same fault may read differently once nodes moved, e.g. a rewritten export)
-        raise InvalidModelError(f"{source} fails onnx.checker before any rewrite ({before}), and so does the "
+        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite ({before}), and so does the "
                                 f"rewritten model: {failure}")
     hint = ""
     if "Inferred shape and existing shape differ" in failure:  # (what a fold's constants let inference see)

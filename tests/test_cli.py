@@ -235,3 +235,29 @@ def test_a_declared_shape_conflict_the_rewrite_exposes_gets_a_hint(tmp_path, mon
     monkeypatch.setattr(pipeline, "_checker_failure", lambda path: None if path.name == "in.onnx" else failure)
     with pytest.raises(InvalidModelError, match=r"differ in dimension 2: \(5\) vs \(4\); a shape the model declares"):
         pipeline.check_model(tmp_path / "out.onnx", tmp_path / "in.onnx")
+
+
+def test_the_python_api_names_the_model_given_not_its_temporary_copy():
+    """A checker failure the input already had, through the API: the message names the model the
+    caller gave, not the temporary file validation saved it to."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import scatter_rewrite as sr
+
+    nodes = [
+        helper.make_node("Scatter", ["x", "i", "u"], ["y"], axis=0),  # deprecated at 13: fails the checker
+        helper.make_node("ScatterElements", ["c", "ci", "cu"], ["z"]),  # constant: folded
+    ]
+    inits = [numpy_helper.from_array(np.zeros(4, np.float32), "c"),
+             numpy_helper.from_array(np.array([1], np.int64), "ci"),
+             numpy_helper.from_array(np.ones(1, np.float32), "cu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+                                           helper.make_tensor_value_info("i", TensorProto.INT64, [1]),
+                                           helper.make_tensor_value_info("u", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, [4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(sr.ScatterRewriteError) as e:
+        sr.fold(model, validate=True)
+    assert str(e.value).startswith("the model given fails onnx.checker before any rewrite"), str(e.value)
+    assert "scatter-rewrite-" not in str(e.value) and "scatter-rewrite upgrade" in str(e.value)

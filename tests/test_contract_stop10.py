@@ -284,10 +284,8 @@ def _big_inline_model(path: Path) -> Path:
                                        updates=np.ones((1, 5), np.float32), axis=0), path)
 
 
-@pytest.mark.parametrize("link", ["symlink into another folder", "hard link"])
-def test_a_linked_model_file_with_big_inline_weights_is_rewritten(tmp_path: Path, link: str):
-    """A Hugging Face hub snapshot links model.onnx to ../../blobs/<hash>: the weights mapped from the
-    model file itself tripped onnx_ir's external-data containment checks (an internal error)."""
+def _linked_model(tmp_path: Path, link: str) -> tuple[Path, Path]:
+    """snapshot/model.onnx linked to blobs/abc, as a Hugging Face hub cache has it: (blob, model)."""
     (tmp_path / "blobs").mkdir()
     (tmp_path / "snapshot").mkdir()
     blob = _big_inline_model(tmp_path / "blobs" / "abc")
@@ -296,6 +294,14 @@ def test_a_linked_model_file_with_big_inline_weights_is_rewritten(tmp_path: Path
         os.link(blob, model)
     else:
         os.symlink("../blobs/abc", model)
+    return blob, model
+
+
+@pytest.mark.parametrize("link", ["symlink into another folder", "hard link"])
+def test_a_linked_model_file_with_big_inline_weights_is_rewritten(tmp_path: Path, link: str):
+    """A Hugging Face hub snapshot links model.onnx to ../../blobs/<hash>: the weights mapped from the
+    model file itself tripped onnx_ir's external-data containment checks (an internal error)."""
+    blob, model = _linked_model(tmp_path, link)
     before = tree(tmp_path / "blobs")
     result = invoke("fold", model)
     assert result.exit_code == 0, result.output
@@ -308,14 +314,7 @@ def test_a_linked_model_file_with_big_inline_weights_is_rewritten(tmp_path: Path
 def test_in_place_on_a_linked_model_replaces_the_link_not_what_it_links_to(tmp_path: Path, link: str):
     """As ``sed -i`` does: the path named becomes a regular file with the result; the file it linked
     to (a hub cache's blob, named by its content's hash) keeps its content."""
-    (tmp_path / "blobs").mkdir()
-    (tmp_path / "snapshot").mkdir()
-    blob = _big_inline_model(tmp_path / "blobs" / "abc")
-    model = tmp_path / "snapshot" / "model.onnx"
-    if link == "hard link":
-        os.link(blob, model)
-    else:
-        os.symlink("../blobs/abc", model)
+    blob, model = _linked_model(tmp_path, link)
     before = tree(tmp_path / "blobs")
     result = invoke("fold", model, "--in-place")
     assert result.exit_code == 0, result.output

@@ -39,11 +39,13 @@ Modes (how a reduction is lowered):
 
 TensorScatter is lowered to ScatterElements in every mode.
 
-Before lowering, an ``If`` whose condition is a compile-time constant and which feeds a node that
-could not be lowered as it stands, or reads its output, is replaced by the branch it always takes
-(:mod:`scatter_rewrite.passes._inline_if`), and each such If is reported in the notes. That is
-PyTorch's TorchScript export of ``scatter_reduce``: Ifs on "is x rank 0?" hide the scatter's rank.
-Other Ifs stay.
+Before lowering, an ``If`` whose condition is a compile-time constant and which feeds a node to
+lower that could not be lowered as it stands or whose rank is unknown, or reads its output, is
+replaced by the branch it always takes (:mod:`scatter_rewrite.passes._inline_if`), and each such
+If is reported in the notes. That is PyTorch's TorchScript export of ``scatter_reduce``: Ifs on
+"is x rank 0?" hide the scatter's rank, and in a function called on several shapes their
+branches declare another call's shapes, which onnx.checker rejects whatever the mode. A custom
+node's output declares the data's shape, so what follows it stays checkable. Other Ifs stay.
 
 Leaves alone: nodes of other domains, reductions the target has. A node that cannot be lowered
 (unknown rank, a data type without an exact lowering, ...) makes the target unreachable: the pass

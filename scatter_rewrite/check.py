@@ -34,10 +34,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
+from scatter_rewrite.export_patterns import accumulate_export_suspect
 from scatter_rewrite.graph import (
     SCATTER_OPS, attr, describe, function_calls, is_default_domain, is_reference, iter_nodes, reference_reason,
 )
@@ -295,76 +295,6 @@ def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
     if first is not None and n < first:
         f.blockers.append(f"{op} reduction={reduction} exists from opset {first} only")
         f.fix = f"scatter-rewrite lower --opset {n}"
-
-
-# ---- exporter patterns: what no rewrite can see is wrong ------------------------------------------
-
-ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
-
-
-def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
-    """A note when ``node`` looks like the TorchScript exporter's form of an accumulating scatter:
-    a scatter without reduction into constant zeros whose result goes into an ``Add``. That is how
-    it exports ``scatter_add`` below opset 16, ``index_add`` and ``index_put_(accumulate=True)``
-    (/work/shared/reference/tensorrt-and-exporters.md; pytorch/pytorch#61034, #111159): a repeated
-    index is counted once where PyTorch sums. The model is what it is, so every rewrite keeps it
-    (validation proves equality with the export, not with PyTorch); only the export can be fixed.
-    None otherwise."""
-    if node.op_type not in ("Scatter", "ScatterElements", "ScatterND") or (reduction or "none") != "none":
-        return None
-    if not node.inputs or not _is_constant_zeros(node.inputs[0]):
-        return None
-    add = next((user for user, _ in node.outputs[0].uses() if user.op_type == "Add" and is_default_domain(user)), None)
-    if add is None:
-        return None
-    return (f"{ACCUMULATE_NOTE_START} (Add {add.name or '<unnamed>'!r}): TorchScript's export of scatter_add "
-            "(below opset 16), index_add and index_put_(accumulate=True), which counts a repeated index once where "
-            "PyTorch sums; if indices can repeat, re-export with dynamo=True (or scatter_add at opset 16 or later)")
-
-
-def accumulate_export_notes(model: ir.Model) -> list[str]:
-    """:func:`accumulate_export_suspect` for every scatter node of ``model``, each note naming its node."""
-    notes = []
-    for node, scope in iter_nodes(model):
-        reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
-        note = accumulate_export_suspect(node, reduction) if is_default_domain(node) else None
-        if note is not None:
-            notes.append(f"{describe(node, scope)} {note}")
-    return notes
-
-
-def _is_constant_zeros(value: ir.Value | None, depth: int = 0) -> bool:
-    """Whether ``value`` is all zeros by construction: a zero Constant or initializer, a
-    ConstantOfShape of zero (its default), or a Cast/Expand/Identity of one."""
-    if value is None or depth > 8:
-        return False
-    if value.producer() is None:  # an initializer, unless a graph input may override it
-        return value.const_value is not None and not value.is_graph_input() and _all_zero(value.const_value)
-    node = value.producer()
-    if node is None or not is_default_domain(node):
-        return False
-    tensor = node.attributes.get("value")
-    if tensor is not None and is_reference(tensor):  # a function's attribute: known at a call site only
-        return False
-    if node.op_type == "Constant":
-        return tensor is not None and tensor.type == ir.AttributeType.TENSOR and _all_zero(tensor.value)
-    if node.op_type == "ConstantOfShape":
-        return tensor is None or (tensor.type == ir.AttributeType.TENSOR and _all_zero(tensor.value))
-    if node.op_type in ("Cast", "Expand", "Identity"):
-        return _is_constant_zeros(node.inputs[0] if node.inputs else None, depth + 1)
-    return False
-
-
-def _all_zero(tensor) -> bool:
-    try:
-        array = tensor.numpy()
-        if array.dtype.kind in "OSU":
-            return False
-        if array.dtype.kind not in "biufc":  # bfloat16, float8: ml_dtypes arrays
-            array = array.astype(np.float32)
-    except Exception:  # an unreadable external file, an unconvertible type: not zeros we can vouch for
-        return False
-    return not array.any()
 
 
 def _unknown_reduction(f: Finding, question: str) -> bool:

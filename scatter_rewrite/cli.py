@@ -504,7 +504,7 @@ def check(
                                "findings": [f.to_dict() for f in findings]}, indent=2))
     else:
         _print_findings(str(model), target, findings)
-    from scatter_rewrite.check import ACCUMULATE_NOTE_START
+    from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START
 
     suspects = sum(any(n.startswith(ACCUMULATE_NOTE_START) for n in f.notes) for f in findings)
     if suspects:  # not a blocker (the model may mean it), but what no rewrite can make right

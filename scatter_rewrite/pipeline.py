@@ -20,6 +20,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError, OptionError, ScatterRewriteError
+from scatter_rewrite.export_patterns import accumulate_export_notes
 from scatter_rewrite.model_io import (data_file_name, external_data_files, in_place_data_name, load_proto,
                                       staged_save, to_ir)
 from scatter_rewrite.passes.base import ScatterPassResult
@@ -211,7 +212,6 @@ def rewrite_file(
 ) -> Outcome:
     """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix."""
     from scatter_rewrite import validate as validation
-    from scatter_rewrite.check import accumulate_export_notes  # (here: it imports every pass, check's own need)
 
     started = time.perf_counter()
     verb = VERBS[verb_name] if verb_name in VERBS else Verb(verb_name, "rewritten", lambda: [])

@@ -135,20 +135,21 @@ def _dtype(value: ir.Value | None, node: ir.Node) -> ir.DataType | None:
 
 
 def _type_gap(node: ir.Node, target: int) -> str | None:
-    """Why ``node`` cannot stay as it is at ``target`` when it is the data types: the first input
-    whose type the op's schema at ``target`` does not take; None if that is not it."""
+    """Why ``node`` cannot stay as it is at ``target`` when it is the data types: the first input or
+    output whose type the op's schema at ``target`` does not take; None if that is not it."""
     try:
         old = onnx.defs.get_schema(node.op_type, target, "")
     except onnx.defs.SchemaError:
         return None
-    variadic = old.inputs and old.inputs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
-    for i, value in enumerate(node.inputs):
-        dtype = _dtype(value, node) if value is not None else None
-        if dtype is None or (i >= len(old.inputs) and not variadic):
-            continue
-        allowed = _allowed_types(old, old.inputs[min(i, len(old.inputs) - 1)])
-        if f"tensor({dtype.name.lower()})" not in allowed:
-            return f"{node.op_type} at opset {target} does not take {dtype.name} (input {i})"
+    for kind, values, formals in (("input", node.inputs, old.inputs), ("output", node.outputs, old.outputs)):
+        variadic = formals and formals[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+        for i, value in enumerate(values):
+            dtype = _dtype(value, node) if value is not None else None
+            if dtype is None or (i >= len(formals) and not variadic):
+                continue
+            allowed = _allowed_types(old, formals[min(i, len(formals) - 1)])
+            if f"tensor({dtype.name.lower()})" not in allowed:
+                return f"{node.op_type} at opset {target} does not take {dtype.name} ({kind} {i})"
     return None
 
 
@@ -493,15 +494,23 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
     converter = _Converter(target)
     work = [(node, scope) for scope in list(iter_scopes(model)) if scope.opset != target for node in list(scope.body)
             if is_default_domain(node) and needs_conversion(node.op_type, scope.opset, target)]
+    # If/Loop/Scan keep their node (their bodies are scopes of their own), but their types must fit the
+    # older schema: If took bfloat16 only from 16.
+    containers = [(node, scope) for scope in iter_scopes(model) if scope.opset > target for node in scope.body
+                  if is_default_domain(node) and node.op_type in _CONTAINER_OPS]
     borrowed = []
     if any(scope.opset > target and any(v is not None and v.dtype is None for v in (*node.inputs, *node.outputs))
-           for node, scope in work):
+           for node, scope in work + containers):
         # Downgrades: the converter and fits_schema need dtypes that exporters often leave unrecorded (TorchScript
         # writes no value_info): borrow ONNX shape inference's for the conversion, then give them back.
         borrowed = borrow_inferred_types(model)
         for function in {id(s.body): s.body for _, s in work if s.is_function}.values():
             borrowed += annotate_function_types(model, function)
     try:
+        for node, scope in containers:
+            gap = _type_gap(node, target)
+            if gap is not None:
+                raise ConversionError(f"{describe(node, scope)} cannot move to opset {target}: {gap}")
         for node, scope in work:
             converter.convert_node(node, scope)
     finally:

@@ -165,3 +165,35 @@ def test_an_untyped_value_in_a_function_branch_is_kept_where_every_newer_type_fi
         out = converted(model, 13)
         feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "c": np.array(True)}
         np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], np.arange(6, dtype=np.float32))
+
+
+def _bf16_if_model() -> onnx.ModelProto:
+    """An If whose branches give bfloat16 (a max scatter in one): If takes bfloat16 from opset 16."""
+    vi = oh.make_tensor_value_info
+    then = oh.make_graph([oh.make_node("ScatterElements", ["x", "i", "u"], ["t"], reduction="max")], "then", [],
+                         [vi("t", TensorProto.BFLOAT16, [4, 3])])
+    other = oh.make_graph([oh.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", TensorProto.BFLOAT16, [4, 3])])
+    graph = oh.make_graph([oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], "g",
+                          [vi("c", TensorProto.BOOL, []), vi("x", TensorProto.BFLOAT16, [4, 3]),
+                           vi("i", TensorProto.INT64, [2, 3]), vi("u", TensorProto.BFLOAT16, [2, 3])],
+                          [vi("y", TensorProto.BFLOAT16, [4, 3])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("target", [13, 15])
+def test_an_if_of_a_type_the_older_schema_lacks_stops_the_move_with_the_reason(target):
+    # (If/Loop/Scan keep their node: before, the move went through and onnx.checker failed the
+    # rewritten model: "If ... outputs has unsupported type tensor(bfloat16)".)
+    import scatter_rewrite as sr
+
+    with pytest.raises(ConversionError, match=rf"If \(opset 18, main graph\) cannot move to opset {target}: "
+                                              rf"If at opset {target} does not take BFLOAT16 \(output 0\)"):
+        sr.lower(_bf16_if_model(), opset=target)
+
+
+def test_an_if_of_a_type_the_older_schema_has_moves():
+    import scatter_rewrite as sr
+
+    result, outcome = sr.lower(_bf16_if_model(), opset=16, validate=True, return_report=True)
+    assert outcome.validation["max_abs_diff"] == 0.0
+    assert result.opset_import[0].version == 16

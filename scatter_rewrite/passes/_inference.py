@@ -205,6 +205,26 @@ def has_control_flow(model: ir.Model) -> bool:
         n.op_type in ("If", "Loop", "Scan") for scope in iter_scopes(model) if not scope.is_function for n in scope.body)
 
 
+def _custom_scatters_as_standard(proto: onnx.ModelProto) -> None:
+    """In this copy for inference only: our custom-domain scatters (``lower --mode custom`` and
+    ``tensorrt-plugin``) become the standard op without the attributes the opset's schema may lack.
+    Their result has the data's shape whatever the reduction, and inference then sees through them,
+    also inside a function, where no declared type can stand in for them."""
+    from scatter_rewrite.custom_ops import DOMAIN
+
+    bodies = [proto.graph.node] + [f.node for f in proto.functions]
+    while bodies:
+        nodes = bodies.pop()
+        for node in nodes:
+            if node.domain == DOMAIN and node.op_type in ("ScatterElements", "ScatterND"):
+                node.domain = ""
+                keep = [a for a in node.attribute if a.name == "axis"]
+                del node.attribute[:]
+                node.attribute.extend(keep)
+            for a in node.attribute:
+                bodies.extend([a.g.node] if a.HasField("g") else [g.node for g in a.graphs])
+
+
 def correct_contradicted_shapes(model: ir.Model) -> list[str]:
     """Replace the declared shape of every value (main graph and subgraphs, graph outputs included)
     that ONNX shape inference, run without any declared intermediate or output shape, contradicts
@@ -217,12 +237,13 @@ def correct_contradicted_shapes(model: ir.Model) -> list[str]:
     correcting a false one changes no result. Callers ask only of models that had control flow or
     local functions before their rewrite (:func:`has_control_flow`), where such claims come from."""
     proto = serialize_without_weights(model)
+    _custom_scatters_as_standard(proto)
     local = {(f.domain, f.name) for f in proto.functions}
     graphs = [proto.graph]
     while graphs:
         g = graphs.pop()
         # (What a node of another domain gives, inference cannot know: its declared type stays, so
-        # what follows a custom scatter is still inferred.)
+        # what follows it is still inferred.)
         opaque = {o for n in g.node if n.domain not in ("", "ai.onnx") and (n.domain, n.op_type) not in local
                   for o in n.output}
         kept = [vi for vi in g.value_info if vi.name in opaque]

@@ -333,3 +333,24 @@ def test_deprecated_scatter_is_upgraded_on_the_way(source):
     assert "Scatter" not in op_types(lowered)
     rewritten = outcome.passes[0]["rewritten"]
     assert len(rewritten) == 2 and all(r["detail"] == "-> ScatterElements(axis=1)" for r in rewritten)
+
+
+@pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
+@pytest.mark.parametrize("reduction", ["add", "max"])
+def test_an_out_of_range_index_fails_the_lowered_graph_as_it_fails_the_original(op, reduction):
+    """Normalizing a negative index adds the size; one below -size, out of range, came out a valid
+    negative one that the final ScatterND wrapped (silently writing the last row). It must fail."""
+    axis = {"axis": 0} if op == "ScatterElements" else {}
+    model = scatter_model(op, opset=18, data_shape=(4, 3), indices_shape=(2, 3) if axis else (2, 1),
+                          updates_shape=(2, 3), reduction=reduction, **axis)
+    lowered = sr.lower(model, opset=13)
+    for index, in_range in [(-4, True), (-1, True), (3, True), (-5, False), (-8, False), (-9, False), (4, False)]:
+        rows = [[0, 1, 2], [index, 0, 1]] if axis else [[0], [index]]
+        feeds = {"data": np.zeros((4, 3), np.float32), "indices": np.array(rows, np.int64),
+                 "updates": np.arange(6, dtype=np.float32).reshape(2, 3)}
+        if in_range:
+            assert_same(ort_run(model, feeds), ort_run(lowered, feeds), float_reduction=reduction == "add")
+        else:
+            for m in (model, lowered):
+                with pytest.raises(Exception, match="INVALID_ARGUMENT|out of bounds|out of range"):
+                    ort_run(m, feeds)

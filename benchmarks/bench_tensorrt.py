@@ -166,8 +166,8 @@ def bench_nd(runs: int) -> None:
          "negative-index normalization 1.4-2 ms (Less/Cast/Mul/Add, 0.3-0.5 ms each; the same formula with "
          "`Where` took 13.6 ms for `Where` alone). The dynamic form adds an Expand of the row coordinates "
          "(~0.5 ms) and a dozen small shape nodes. So the ratio follows the machine more than the form: static "
-         "1.50-1.60x and dynamic 1.62-1.72x over three runs on 2026-11-23, static 1.87-1.91x and dynamic 1.99-2.01x "
-         "over three runs on 2026-11-24 (the forms unchanged)."])
+         "1.50-1.60x and dynamic 1.62-1.72x over three runs on 2026-11-23, static 1.83-1.91x and dynamic 1.99-2.01x "
+         "over four runs on 2026-11-24 (the forms unchanged)."])
     write_section(lines)
     worst = max(r["ratio"] for r in rows)
     if worst > TARGET:

@@ -238,17 +238,10 @@ def correct_contradicted_shapes(model: ir.Model) -> list[str]:
     local functions before their rewrite (:func:`has_control_flow`), where such claims come from."""
     proto = serialize_without_weights(model)
     _custom_scatters_as_standard(proto)
-    local = {(f.domain, f.name) for f in proto.functions}
     graphs = [proto.graph]
     while graphs:
         g = graphs.pop()
-        # (What a node of another domain gives, inference cannot know: its declared type stays, so
-        # what follows it is still inferred.)
-        opaque = {o for n in g.node if n.domain not in ("", "ai.onnx") and (n.domain, n.op_type) not in local
-                  for o in n.output}
-        kept = [vi for vi in g.value_info if vi.name in opaque]
         del g.value_info[:]
-        g.value_info.extend(kept)
         for output in g.output:
             output.type.tensor_type.ClearField("shape")
         for node in g.node:

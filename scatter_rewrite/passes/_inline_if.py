@@ -91,6 +91,19 @@ def scatter_of_unknown_rank(node: ir.Node) -> bool:
             and any(v is not None and v.shape is None for v in node.inputs))
 
 
+def inline_ifs_hiding_rank(model: ir.Model, wanted: Callable[[ir.Node], bool]) -> list[str]:
+    """:func:`inline_constant_ifs` near the scatters ``wanted`` selects whose rank is unknown
+    (:func:`scatter_of_unknown_rank`; TorchScript's rank-0 wrapper), for passes that need that rank.
+    Deciding runs shape inference: skipped when no If or no such scatter lacks a recorded shape."""
+    def near(node: ir.Node) -> bool:
+        return scatter_of_unknown_rank(node) and wanted(node)
+
+    nodes = [n for n, _ in iter_nodes(model)]
+    if not any(_is_if(n) for n in nodes) or not any(near(n) for n in nodes):
+        return []
+    return inline_constant_ifs(model, near=near)
+
+
 # ---- deciding -----------------------------------------------------------------------------------
 
 

@@ -408,16 +408,10 @@ _UNLOWERABLE = "cannot be lowered TensorRT-safely"
 def inline_rank_hiding_ifs(model: ir.Model) -> list[str]:
     """Inline, in place, the Ifs with a constant condition around a reducing scatter whose rank is
     unknown (TorchScript's rank-0 wrapper of ``scatter_reduce``): the lowering needs the rank, and
-    TensorRT would fold such an If at build time anyway. Returns what was done, for the notes
-    (:func:`scatter_rewrite.passes._inline_if.inline_constant_ifs`)."""
-    from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
+    TensorRT would fold such an If at build time anyway. Returns what was done, for the notes."""
+    from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
 
-    def near(node: ir.Node) -> bool:
-        return attr(node, "reduction", "none") in REDUCTIONS and scatter_of_unknown_rank(node)
-
-    if not any(n.op_type == "If" for n, _ in iter_nodes(model)):
-        return []
-    return inline_constant_ifs(model, near=near)
+    return inline_ifs_hiding_rank(model, lambda node: attr(node, "reduction", "none") in REDUCTIONS)
 
 
 def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: Names, trt_version: str, why: str) -> str:

@@ -30,7 +30,7 @@ microsoft/onnxruntime#23618).
 
 An ``If`` with a constant condition around a ScatterElements whose rank is unknown (TorchScript's
 rank-0 wrapper of ``scatter_reduce``) is first replaced by its taken branch
-(:func:`scatter_rewrite.passes._inline_if.inline_constant_ifs`).
+(:func:`scatter_rewrite.passes._inline_if.inline_ifs_hiding_rank`).
 
 Leaves alone (with the reason): a ScatterElements whose rank is unknown (in a function: no call
 site with a known rank), a ``max``/``min`` reduction below opset 18 (ScatterND has them from 18
@@ -51,7 +51,7 @@ from scatter_rewrite.graph import (
     SCATTER_OPS, Scope, attr, describe, function_calls, is_default_domain, iter_nodes, iter_scopes, reference_reason,
 )
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
-from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
+from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
 from scatter_rewrite.passes.base import ScatterPass
 
 # A static grid (or constant coords) bigger than this is computed at run time instead.
@@ -401,15 +401,9 @@ class ToScatterNDPass(ScatterPass):
         # A function's scatter whose axis is its attribute: one copy per call binding (specialize.py).
         self.absorb(SpecializeCallsPass(lambda node: node.op_type in ("Scatter", "ScatterElements"))(model))
         # An If with a constant condition around a ScatterElements whose rank is unknown (TorchScript's
-        # rank-0 wrapper) becomes its taken branch: the conversion needs the rank. (Deciding runs
-        # shape inference: only when such a scatter has no recorded shape.)
-        def near(node: ir.Node) -> bool:
-            return node.op_type == "ScatterElements" and scatter_of_unknown_rank(node)
-
-        nodes = [n for n, _ in iter_nodes(model)]
-        if any(n.op_type == "If" for n in nodes) and any(near(n) for n in nodes):
-            for text in inline_constant_ifs(model, near=near):
-                self.note(text, modified=True)
+        # rank-0 wrapper) becomes its taken branch: the conversion needs the rank.
+        for text in inline_ifs_hiding_rank(model, lambda node: node.op_type == "ScatterElements"):
+            self.note(text, modified=True)
         infer_missing_shapes(model)
         # A function's values get the dtype and rank they have at its calls while the pass runs
         # (a scatter there may read an Identity of an input, or a reshaped one); none are saved.

@@ -22,7 +22,11 @@ Targets:
     A reduction TensorRT cannot run (any on 8.6; on 10 those the plugin cannot take) is fixed by
     ``scatter-rewrite tensorrt`` when the TensorRT-safe lowering applies
     (:func:`scatter_rewrite.passes._network_reduce.network_blocker`: a static number of updates,
-    ...); otherwise no fix is given and the notes say why.
+    ...); otherwise no fix is given and the notes say why. A ScatterElements/ScatterND of another
+    domain (what ``lower --mode custom|tensorrt-plugin`` writes) is judged as the ONNX op, since the
+    parser dispatches on op_type alone: the plugin form is ready on 10 and blocked on 8.6, where
+    its reduction would be ignored; no fix is given for it (our passes rewrite default-domain nodes
+    only), the notes say to run ``tensorrt`` on the model before it was lowered.
 ``opset-N``
     What opset N lacks: ``Scatter`` at N >= 11 (deprecated), ScatterElements/ScatterND below 11,
     reductions add/mul below 16 and max/min below 18, TensorScatter below 24; and a node whose
@@ -39,7 +43,8 @@ import onnx_ir as ir
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.export_patterns import accumulate_export_suspect
 from scatter_rewrite.graph import (
-    SCATTER_OPS, attr, describe, function_calls, is_default_domain, is_reference, iter_nodes, reference_reason,
+    SCATTER_OPS, attr, describe_parts, function_calls, is_default_domain, is_reference, iter_nodes,
+    reference_reason,
 )
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
@@ -50,6 +55,7 @@ from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtyp
 TARGETS_HELP = "tensorrt-10, tensorrt-8.6 or opset-N (N from 9 to 24)"
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 REDUCTION_OPSET = {"add": 16, "mul": 16, "max": 18, "min": 18}
+CUSTOM_AS_ONNX = ("ScatterElements", "ScatterND")  # custom-domain ops TensorRT's parser imports as ONNX ones
 
 
 @dataclasses.dataclass
@@ -111,15 +117,19 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
     inlined = _Inlined(model, borrowed)
     findings = []
     for node, scope in iter_nodes(model):
-        if node.op_type not in SCATTER_OPS or not is_default_domain(node):
+        # TensorRT's parser dispatches on op_type alone: a ScatterElements/ScatterND of another domain
+        # (lower --mode custom or tensorrt-plugin writes them) is imported as the ONNX op.
+        custom = not is_default_domain(node)
+        if node.op_type not in SCATTER_OPS or (custom and (kind != "tensorrt" or node.op_type not in CUSTOM_AS_ONNX)):
             continue
         inputs = list(node.inputs) + [None, None, None]
         reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
         referenced = node.attributes.get("reduction")
         if reduction is None and referenced is not None and is_reference(referenced):
             reduction = "@" + referenced.ref_attr_name  # the function's attribute
-        finding = Finding(describe(node, scope), node.op_type, scope.opset, scope.where, reduction,
-                          _dtype(model, scope, inputs[0]),
+        op = f"{node.domain}::{node.op_type}" if custom else node.op_type
+        finding = Finding(describe_parts(op, node.name, scope.opset, scope.where), op, scope.opset, scope.where,
+                          reduction, _dtype(model, scope, inputs[0]),
                           _dtype(model, scope, inputs[1] if node.op_type != "TensorScatter" else inputs[2]))
         if kind == "tensorrt":
             _tensorrt(node, finding, str(version), inlined)
@@ -175,6 +185,11 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
     fix = f"scatter-rewrite tensorrt --trt-version {version}"
     fix_options: list[str] = []  # what the fix command needs besides the version (--fix-dim ...)
     op, reduction = node.op_type, f.reduction or "none"
+    # A custom-domain node is judged as the ONNX op the parser imports it as; our passes rewrite
+    # default-domain nodes only, so its fix is on the model it was lowered from.
+    rewritable = is_default_domain(node)
+    if not rewritable:
+        f.notes.append(f"TensorRT's parser ignores the domain {node.domain!r} and imports this node as ONNX {op}")
     data, indices, updates = (list(node.inputs) + [None, None, None])[:3]
     if op == "Scatter":
         f.blockers.append("deprecated Scatter (replaced by ScatterElements from opset 11): TensorRT's parser expects "
@@ -187,13 +202,13 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
         return
     if _unknown_reduction(f, f"whether TensorRT {version} runs it"):
         return
-    fixable = True
+    fixable = rewritable
     # The data types the scatter layer takes, as the tensorrt pass decides them (sources there):
     # UINT8 rejected, BOOL written through INT32 by the fix, BFLOAT16 absent from TensorRT 8.x, ...
     gate = scatter_data_blocker(ir.DataType[f.data_type] if f.data_type else None, version)
     if gate is not None:
         f.blockers.append(gate[0])
-        fixable = gate[1]
+        fixable = fixable and gate[1]
         if fixable and reduction == "none":
             f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, Cast back: exact)")
     elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10")):
@@ -239,7 +254,10 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
         f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to {MAX_OPSET[version]}")
     if f.blockers:
         f.fix = " ".join([fix, *fix_options]) if fixable else None
-        if not fixable:
+        if not rewritable:
+            f.notes.append(f"scatter-rewrite rewrites default-domain nodes only: run {fix} on the model before it "
+                           "was lowered to custom-domain nodes")
+        elif not fixable:
             f.notes.append(f"no exact rewrite TensorRT {version} accepts is known for this node")
 
 

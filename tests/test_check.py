@@ -281,3 +281,29 @@ def test_the_table_says_none_for_a_default_reduction_and_marks_a_written_one():
 def test_a_deprecated_scatter_in_an_opset_13_model_is_not_called_an_opset_9_10_node():
     (finding,) = findings(scatter_model("Scatter", opset=10), "tensorrt-10")
     assert "opset 9/10" not in finding.blockers[0] and "from opset 11" in finding.blockers[0]
+
+
+@pytest.mark.parametrize("mode", ["custom", "tensorrt-plugin"])
+def test_custom_domain_scatters_are_judged_as_the_onnx_op_tensorrt_imports(mode):
+    """TensorRT's parser dispatches on op_type and ignores the domain: lower's custom-domain
+    ScatterElements is the ONNX one to it. Before, check skipped such nodes and called a model whose
+    reduction TensorRT 8.6 silently ignores READY."""
+    model = scatter_model("ScatterElements", opset=18, data_shape=(4, 3), indices_shape=(2, 3), reduction="max")
+    lowered = ir.serde.deserialize_model(sr.lower(model, opset=17, mode=mode))
+    (on_10,) = check(lowered, "tensorrt-10")
+    assert on_10.op == "ai.onnx.contrib::ScatterElements" and not on_10.blocked
+    assert any("imports this node as ONNX ScatterElements" in n for n in on_10.notes)
+    assert any("ScatterElements plugin" in n for n in on_10.notes)
+    (on_86,) = check(lowered, "tensorrt-8.6")
+    assert on_86.blocked and on_86.fix is None
+    assert "silently ignored by TensorRT 8.6" in on_86.blockers[0]
+    assert any("on the model before it was lowered to custom-domain nodes" in n for n in on_86.notes)
+    assert check(lowered, "opset-17") == []  # (not an ONNX op there: a runtime implements it)
+
+
+def test_a_custom_domain_scatternd_reduction_is_blocked_on_tensorrt_10():
+    model = scatter_model("ScatterND", opset=18, data_shape=(4, 3), indices_shape=(2, 1), updates_shape=(2, 3),
+                          reduction="add")
+    (finding,) = check(ir.serde.deserialize_model(sr.lower(model, opset=13, mode="custom")), "tensorrt-10")
+    assert finding.blocked and finding.fix is None
+    assert finding.blockers == ["ScatterND reduction=add: no TensorRT version supports it"]

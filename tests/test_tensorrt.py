@@ -378,3 +378,22 @@ def test_opset_kept_when_a_reduction_stays():
     (note,) = pass_report(outcome, "opset-cap")["notes"]
     assert "left at opset 18" in note and "keeps a reduction" in note
     assert any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))
+
+
+@pytest.mark.parametrize("op, trt_version, left", [("ScatterElements", "8.6", True), ("ScatterElements", "10", False),
+                                                    ("ScatterND", "8.6", True), ("ScatterND", "10", True)])
+def test_a_custom_domain_reduction_tensorrt_would_get_wrong_is_reported_left_alone(op, trt_version, left):
+    # (The CLI then warns: exit 0, the model PASSED, but TensorRT would ignore or reject the node.)
+    shapes = dict(indices_shape=(2, 3)) if op == "ScatterElements" else dict(indices_shape=(2, 1), updates_shape=(2, 3))
+    model = scatter_model(op, opset=18, data_shape=(4, 3), reduction="max", **shapes)
+    # (max below 18: a custom-domain node; the plugin form for ScatterElements, the custom one for ScatterND)
+    lowered = sr.lower(model, opset=17, mode="tensorrt-plugin" if op == "ScatterElements" else "custom")
+    assert [n.domain for n in lowered.graph.node if n.op_type == op] == ["ai.onnx.contrib"]
+    _, outcome = sr.prepare_for_tensorrt(lowered, trt_version=trt_version, return_report=True)
+    (trt,) = [p for p in outcome.passes if p["pass"] == "tensorrt"]
+    if left:
+        (skipped,) = trt["skipped"]
+        assert "which TensorRT's parser imports as ONNX" in skipped["detail"]
+        assert "run it on the model before it was lowered" in skipped["detail"]
+    else:
+        assert trt["skipped"] == []

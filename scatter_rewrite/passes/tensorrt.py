@@ -45,6 +45,10 @@ plugin/scatterElementsPlugin/README.md):
   its max/min reductions are lowered this way before LowerPass runs (else LowerPass would sort them
   with TopK); if one cannot be, the TensorScatter is left alone with the reason.
 
+Custom-domain scatters (what ``lower --mode custom|tensorrt-plugin`` writes) are not rewritten, but
+the parser ignores their domain and imports them as the ONNX op: one whose reduction this TensorRT
+ignores (8.6) or rejects (ScatterND) is reported left alone with the reason.
+
 Everything rewritten is exact (the pipeline validates it in onnxruntime).
 """
 
@@ -287,6 +291,8 @@ class TensorRTPass(_ForTensorRT):
         borrowed = annotate_functions_with(model, is_reducing_scatter)
         try:
             for node, scope in iter_nodes(model):
+                if not is_default_domain(node) and (why := self._custom_domain_blocker(node)) is not None:
+                    self.skip(node, scope, why)
                 if not is_default_domain(node) or node.op_type not in ("ScatterElements", "ScatterND", "TensorScatter", "Scatter"):
                     continue
                 try:
@@ -303,6 +309,22 @@ class TensorRTPass(_ForTensorRT):
                       "(reasons per node); fix the number of updates to a static size (the sorting network "
                       "needs it: --fix-dim NAME=SIZE), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or compute the "
                       "scatter outside the engine")
+
+    def _custom_domain_blocker(self, node: ir.Node) -> str | None:
+        """Why a custom-domain scatter (lower --mode custom/tensorrt-plugin) fails on this TensorRT:
+        its parser ignores the domain and imports it as the ONNX op. None when it runs (or is not one)."""
+        reduction = attr(node, "reduction", "none")
+        if node.op_type not in ("ScatterElements", "ScatterND") or reduction == "none":
+            return None
+        if self.trt_version == "8.6":
+            why = f"TensorRT 8.6 silently ignores its reduction={reduction} (wrong results)"
+        elif node.op_type == "ScatterND":
+            why = f"no TensorRT version supports ScatterND reduction={reduction}"
+        else:
+            return None  # the ScatterElements plugin's form
+        return (f"a node of domain {node.domain!r}, which TensorRT's parser imports as ONNX {node.op_type} (it ignores the "
+                f"domain): {why}; this pass rewrites default-domain nodes only, so run it on the model before "
+                "it was lowered to custom-domain nodes")
 
     def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names) -> str | None:
         op, reduction = node.op_type, attr(node, "reduction", "none")

@@ -312,13 +312,15 @@ def in_place_data_name(model_path: Path, input_files: list[str]) -> str:
 
 @contextlib.contextmanager
 def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLike,
-                data_name: str | None = None) -> Iterator[Path]:
+                data_name: str | None = None, external: bool = False) -> Iterator[Path]:
     """Write ``model`` into a temporary folder beside ``destination``; yield the staged model path.
     (A ModelProto, one without external data, is written as it is: see ``passes.upgrade.upgrade_proto``.)
 
     External data, when the model needs it (it came with some, or it would not fit in one protobuf),
     goes to ``data_name`` (a path relative to ``destination``'s folder; default
     :func:`data_file_name`). Whether it was written: ``(staged.parent / data_name).is_file()``.
+    ``external``: the model was loaded with external data, so it is written with external data even
+    when the rewrite replaced every external tensor (a fold's result, say).
 
     When the ``with`` body returns (after checks and validation on the staged file), the files are
     renamed into place, the data file first, each replacing any file of its name atomically; if it
@@ -341,7 +343,7 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
                 onnx.save(model, staged)
             else:
                 tensors = list(_all_tensors(model))
-                if _needs_external_data(tensors):
+                if external or _needs_external_data(tensors):
                     (staging / data_name).parent.mkdir(parents=True, exist_ok=True)
                     _save_with_external_data(model, staged, data_name)
                 else:

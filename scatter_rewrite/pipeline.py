@@ -244,7 +244,7 @@ def rewrite_file(
     outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results], notes=suspects)
     modified = any(r.modified for r in results)
     del results  # they hold the model too
-    with staged_save(model, destination, data_name) as staged:
+    with staged_save(model, destination, data_name, external=bool(input_data)) as staged:
         del model  # written: free the rewritten weights (a folded result, say) before validation runs
         check_model(staged, source)
         if plan is not None and modified:

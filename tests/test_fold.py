@@ -391,6 +391,26 @@ def test_external_data_model_folds_and_keeps_weights_external(tmp_path):
     np.testing.assert_array_equal(got, want)
 
 
+def test_a_model_with_external_data_keeps_it_when_the_fold_consumed_every_external_tensor(tmp_path):
+    """The folded result replaces the only external tensors: the output is still written with
+    external data (<output>.data), as the README says, not inlined (it was, before)."""
+    data = RNG.standard_normal((64, 256)).astype(np.float32)
+    graph = oh.make_graph([oh.make_node("ScatterElements", ["data", "idx", "upd"], ["y"], axis=1)], "ext", [],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])],
+                          [nh.from_array(data, "data"), nh.from_array(RNG.integers(0, 256, (64, 8)), "idx"),
+                           nh.from_array(np.ones((64, 8), np.float32), "upd")])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), tmp_path / "m.onnx",
+              save_as_external_data=True, location="m.bin", size_threshold=1024)
+    result = runner.invoke(app, ["fold", str(tmp_path / "m.onnx")])
+    assert result.exit_code == 0, result.output
+    folded = onnx.load(tmp_path / "m.folded.onnx", load_external_data=False)
+    (y,) = folded.graph.initializer
+    assert _external(y)["location"] == "m.folded.onnx.data"
+    expected = data.copy()
+    np.put_along_axis(expected, nh.to_array(onnx.load(tmp_path / "m.onnx").graph.initializer[1]), 1.0, axis=1)
+    np.testing.assert_array_equal(nh.to_array(onnx.load(tmp_path / "m.folded.onnx").graph.initializer[0]), expected)
+
+
 # ---- big inline weights: mapped from the model file on load, streamed on save (_protowire) -----
 
 def _big_inline_model(path) -> dict[str, np.ndarray]:

@@ -244,7 +244,9 @@ def rewrite_file(
     outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results], notes=suspects)
     modified = any(r.modified for r in results)
     del results  # they hold the model too
-    with staged_save(model, destination, data_name, external=bool(input_data)) as staged:
+    # A new output keeps the input's form, external data, even when the rewrite replaced every external
+    # tensor; in place, such a model is written whole and the old data file left, with a note.
+    with staged_save(model, destination, data_name, external=bool(input_data) and not in_place) as staged:
         del model  # written: free the rewritten weights (a folded result, say) before validation runs
         check_model(staged, source)
         if plan is not None and modified:

@@ -49,13 +49,14 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
-from scatter_rewrite.passes.tensorrt import PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker
+from scatter_rewrite.passes.tensorrt import (
+    CUSTOM_AS_ONNX, PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker,
+)
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 
 TARGETS_HELP = "tensorrt-10, tensorrt-8.6 or opset-N (N from 9 to 24)"
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 REDUCTION_OPSET = {"add": 16, "mul": 16, "max": 18, "min": 18}
-CUSTOM_AS_ONNX = ("ScatterElements", "ScatterND")  # custom-domain ops TensorRT's parser imports as ONNX ones
 
 
 @dataclasses.dataclass

@@ -314,7 +314,7 @@ class TensorRTPass(_ForTensorRT):
         """Why a custom-domain scatter (lower --mode custom/tensorrt-plugin) fails on this TensorRT:
         its parser ignores the domain and imports it as the ONNX op. None when it runs (or is not one)."""
         reduction = attr(node, "reduction", "none")
-        if node.op_type not in ("ScatterElements", "ScatterND") or reduction == "none":
+        if node.op_type not in CUSTOM_AS_ONNX or reduction == "none":
             return None
         if self.trt_version == "8.6":
             why = f"TensorRT 8.6 silently ignores its reduction={reduction} (wrong results)"
@@ -423,6 +423,9 @@ class TensorRTPass(_ForTensorRT):
     def _lower(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names, why: str) -> str:
         return lower_tensorrt_safe(node, scope, names, self.trt_version, why)
 
+
+# Custom-domain ops TensorRT's parser imports as the ONNX ones (it dispatches on op_type, ignoring the domain).
+CUSTOM_AS_ONNX = ("ScatterElements", "ScatterND")
 
 _UNLOWERABLE = "cannot be lowered TensorRT-safely"
 

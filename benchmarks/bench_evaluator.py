@@ -4,7 +4,9 @@ Run:  PYTHONPATH=. python benchmarks/bench_evaluator.py [--quick] [--runs N]
 
 Every case runs in this one process: our kernel, onnxruntime's CPU kernel with one intra-op
 thread (session built once, only ``run`` timed), onnx.reference's ReferenceEvaluator, and the
-memory floor (``np.copy`` of data, indices and updates once each). Times are medians of
+memory floor (``np.copy`` of every input once). Cases: ScatterElements and ScatterND (the
+issue's), and TensorScatter (opset 24) on a KV cache, so that every kernel the targets name is
+measured. Times are medians of
 ``--runs`` runs (default 7) after one warm-up, ours/ORT/floor timed round-robin.
 onnx.reference loops in Python: it runs once, and twice more
 (median of 3) only if that first run took under 20 s; a case whose reference run would take
@@ -31,7 +33,11 @@ import onnxruntime as ort
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from scatter_rewrite.evaluator import scatter_elements, scatter_nd
+from scatter_rewrite.evaluator import scatter_elements, scatter_nd, tensor_scatter
+
+INPUT_NAMES = {"TensorScatter": ["past_cache", "update", "write_indices"]}
+SCATTER_NAMES = ["data", "indices", "updates"]
+OPSET = {"TensorScatter": 24}  # the others at 18, which has every reduction
 
 
 @dataclasses.dataclass
@@ -43,16 +49,21 @@ class Case:
     ours: Callable[[], np.ndarray]
 
 
+def input_names(op: str) -> list[str]:
+    return INPUT_NAMES.get(op, SCATTER_NAMES)
+
+
 def one_node_model(op: str, inputs: list[np.ndarray], **attrs) -> onnx.ModelProto:
-    names = ["data", "indices", "updates"]
+    names = input_names(op)
     node = helper.make_node(op, names, ["y"], **attrs)
     graph = helper.make_graph(
         [node], "bench",
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
          for n, a in zip(names, inputs)],
         [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(inputs[0].dtype), None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 10
+    opset = OPSET.get(op, 18)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 11 if opset >= 24 else 10
     return model
 
 
@@ -92,7 +103,7 @@ def reference_ms(case: Case, scale: int) -> tuple[float, int]:
         inputs = [inputs[0], inputs[1][:n], inputs[2][:n]]
     model = one_node_model(case.op, inputs, **case.attrs)
     ref = ReferenceEvaluator(model)
-    feeds = dict(zip(["data", "indices", "updates"], inputs))
+    feeds = dict(zip(input_names(case.op), inputs))
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -140,6 +151,24 @@ def build_cases(quick: bool) -> list[Case]:
                 f"ScatterND {reduction} f32 {label}, idx {n_idx}x{len(shape)}",
                 "ScatterND", [data, idx, updates], {"reduction": reduction},
                 lambda d=data, idx=idx, u=updates, r=reduction: scatter_nd(d, idx, u, reduction=r)))
+
+    # TensorScatter: a float16 KV cache [batch, heads, max_sequence, head_dim] of 64 MiB, each
+    # batch entry writing at its own position (ragged, as in batched decoding): one decoding step,
+    # a 128-token prefill chunk, and the same chunk in circular mode wrapping past the end.
+    batch, heads, max_len, head_dim = (2, 8, 256, 64) if quick else (4, 32, 2048, 128)
+    past = rng.standard_normal((batch, heads, max_len, head_dim)).astype(np.float16)
+    chunk = 16 if quick else 128
+    starts_linear = (np.array([0.05, 0.0, 0.98, 0.25]) * max_len).astype(np.int64)[:batch]
+    starts_linear = np.minimum(starts_linear, max_len - chunk)
+    starts_circular = np.array([max_len - 3, max_len - chunk // 2, 2 * max_len, 0], np.int64)[:batch]
+    for seq_len, mode, starts in [(1, "linear", starts_linear), (chunk, "linear", starts_linear),
+                                  (chunk, "circular", starts_circular)]:
+        update = rng.standard_normal((batch, heads, seq_len, head_dim)).astype(np.float16)
+        shape = "x".join(map(str, past.shape))
+        cases.append(Case(
+            f"TensorScatter {mode} f16 {shape}, update seq {seq_len}",
+            "TensorScatter", [past, update, starts], {"axis": -2, "mode": mode},
+            lambda p=past, u=update, w=starts, m=mode: tensor_scatter(p, u, w, axis=-2, mode=m)))
     return cases
 
 
@@ -175,10 +204,10 @@ def main() -> None:
     for case in build_cases(args.quick):
         model = one_node_model(case.op, case.inputs, **case.attrs)
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        feeds = dict(zip(["data", "indices", "updates"], case.inputs))
+        feeds = dict(zip(input_names(case.op), case.inputs))
         expected = sess.run(None, feeds)[0]
         got = case.ours()
-        if case.attrs["reduction"] in ("add", "mul"):
+        if case.attrs.get("reduction") in ("add", "mul"):
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
         else:
             np.testing.assert_array_equal(got, expected)
@@ -194,10 +223,12 @@ def main() -> None:
             ref_cell, ratio_cell = "-", "-"
         else:
             # About 5 us per index in onnx.reference's Python loop: keep one run under ~60 s.
+            # Its TensorScatter loops over batch x heads x sequence steps: at most a few
+            # thousand here, so it always runs whole.
             per_index_s = 6e-6 if case.op == "ScatterElements" else 10e-6
             k = 1 if case.op == "ScatterElements" else case.inputs[1].shape[-1]
             n_slices = case.inputs[1].size // k
-            scale = max(1, int(np.ceil(n_slices * per_index_s / 60)))
+            scale = 1 if case.op == "TensorScatter" else max(1, int(np.ceil(n_slices * per_index_s / 60)))
             ref, n_runs = reference_ms(case, scale)
             ref_cell = f"{ref:,.0f}"
             ratio_cell = _ratio(ref / ours)
@@ -262,7 +293,7 @@ def reading(rows) -> list[str]:
     first = [r[1] / r[6] for r in rows]
     out.append(f"- ours/(ORT first run of a new session), which pays for new pages too: {min(first):.2f}-{max(first):.2f} "
                "(not the target's measure, which is the steady state above).")
-    for op in ("ScatterElements", "ScatterND"):
+    for op in ("ScatterElements", "ScatterND", "TensorScatter"):
         mine = [r for r in rows if r[0] == op and r[3] is not None]
         if not mine:
             continue

@@ -16,6 +16,10 @@ from scatter_rewrite.evaluator._common import (
 )
 
 MODES = ("linear", "circular")
+# Windows of at least this many sequence steps are written as one slice per batch entry; shorter
+# ones (a decoding step) by one fancy assignment, cheaper than a Python loop over a big batch
+# (1024 entries of one step: 0.16 ms against 0.7).
+_SLICE_LOOP_MIN_SEQ = 8
 
 
 def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
@@ -91,6 +95,16 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
     first = int(starts[0])
     if (starts == first).all() and first + seq_len <= max_len:
         out4[:, first:first + seq_len] = upd4  # one window for every batch entry: a slice
+    elif seq_len >= _SLICE_LOOP_MIN_SEQ:
+        # Long windows: each batch entry's is one slice, or two where a circular one wraps. A
+        # loop over batch entries (not elements) costs ~1 us each; one fancy assignment pays per
+        # (entry, step) pair (4x32x2048x128 float16, 128 steps: 0.4 ms over the copy, not 1.1).
+        for b, start in enumerate(starts.tolist()):
+            start %= max_len  # linear: already <= max_len - seq_len
+            head = min(seq_len, max_len - start)
+            out4[b, start:start + head] = upd4[b, :head]
+            if head < seq_len:
+                out4[b, :seq_len - head] = upd4[b, head:]
     else:
         positions = starts[:, None] + np.arange(seq_len, dtype=np.int64)  # (batch, seq_len)
         if mode == "circular":

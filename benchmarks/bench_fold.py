@@ -2,6 +2,7 @@
 
     python benchmarks/bench_fold.py            # 5 runs per tool (about a minute)
     python benchmarks/bench_fold.py --runs 3
+    python benchmarks/bench_fold.py --smoke    # tiny sizes, 1 run, prints only (tests/test_benchmarks.py)
 
 1. A 64 MiB constant scatter: float32 ``data`` 4096x4096 initializer, constant int64 indices and
    float32 updates (4096x256: 256 distinct columns per row), ``ScatterElements(axis=1)``, then
@@ -17,7 +18,7 @@
    folds it (scatter nodes left in each output).
 
 Everything is built in benchmarks/work/fold/ (gitignored) and deleted afterwards. Writes
-benchmarks/RESULTS-fold.md.
+benchmarks/RESULTS-fold.md (not with --smoke, which works in a temporary folder).
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
+
+from _timed import TIME, have_time, timer  # benchmarks/_timed.py
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work" / "fold"
@@ -39,8 +43,8 @@ RESULTS = HERE / "RESULTS-fold.md"
 PYTHON = sys.executable
 CLI = str(Path(PYTHON).parent / "scatter-rewrite")
 ONNXSIM = str(Path(PYTHON).parent / "onnxsim")
-TIME = "/usr/bin/time"
 N, K = 4096, 256
+SMOKE_N, SMOKE_K = 512, 32  # a 1 MiB data weight: still mapped on load like the real one (_protowire.MAP_MIN_BYTES)
 
 GRAPHSURGEON = textwrap.dedent("""
     import sys, onnx, onnx_graphsurgeon as gs
@@ -116,7 +120,7 @@ def tools(model: Path) -> dict[str, list[str]]:
 
 def measure(command: list[str]) -> tuple[float, int, str]:
     """Wall seconds, peak RSS bytes (from /usr/bin/time -v), and the first error line if it failed."""
-    proc = subprocess.run([TIME, "-v"] + command, capture_output=True, text=True)
+    proc = subprocess.run(timer() + command, capture_output=True, text=True)
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", proc.stderr)
     h, m, s = wall.groups()
     seconds = int(h or 0) * 3600 + int(m) * 60 + float(s)
@@ -162,8 +166,15 @@ def mib(nbytes: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"{SMOKE_N}x{SMOKE_N} data, 1 run, print only (no RESULTS file): that the script still works")
     args = parser.parse_args()
-    if not Path(TIME).exists():
+    global N, K, WORK
+    if args.smoke:
+        N, K, args.runs = SMOKE_N, SMOKE_K, 1
+        WORK = Path(tempfile.mkdtemp(prefix="bench_fold_"))  # never the folder a real run may be using
+        print("smoke run: tiny sizes and 1 run, so the numbers mean nothing; no RESULTS file written", flush=True)
+    elif not have_time():
         print(f"{TIME} is missing: apt-get update && apt-get install -y time", file=sys.stderr)
         return 1
     shutil.rmtree(WORK, ignore_errors=True)
@@ -190,21 +201,23 @@ def main() -> int:
         for name, command in tools(small).items():
             _, _, error = measure(command)
             f16_rows.append((name, scatters_left(WORK / "out" / outputs[name]), error))
-        write_results(size, samples, left_big, f16_rows, args.runs)
+        text = results_text(size, samples, left_big, f16_rows, args.runs)
+        if not args.smoke:
+            RESULTS.write_text(text)
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
-    print(RESULTS.read_text())
+    print(text)
     return 0
 
 
-def write_results(size: int, samples: dict, left_big: dict, f16_rows: list, runs: int) -> None:
+def results_text(size: int, samples: dict, left_big: dict, f16_rows: list, runs: int) -> str:
     med = {name: (statistics.median(s[0] for s in runs_), statistics.median(s[1] for s in runs_),
                   next((s[2] for s in runs_ if s[2]), "")) for name, runs_ in samples.items()}
     ours_t, ours_m, _ = med["scatter-rewrite fold --no-validate"]
     gs_t, _, _ = med["onnx-graphsurgeon fold_constants"]
     floor_t, floor_m, _ = med[FLOOR]
     lines = [
-        "### fold: a 64 MiB constant scatter",
+        f"### fold: a {mib(4 * N * N)} constant scatter",
         "",
         f"Model: float32 data {N}x{N} initializer, constant int64 indices and float32 updates {N}x{K}, "
         f"`ScatterElements(axis=1)` then `y = x + scatter`; file {mib(size)} ({size} bytes). Whole processes, "
@@ -223,7 +236,7 @@ def write_results(size: int, samples: dict, left_big: dict, f16_rows: list, runs
         f"- Memory: ours peaks at **{ours_m / size:.2f}x** the model size (target <= 2x: "
         f"{'met' if ours_m <= 2 * size else 'MISSED'}); the floor, the same command on a 16-element scatter, "
         f"peaks at {mib(floor_m)} ({floor_m / size:.2f}x; {floor_t:.2f} s), so the fold itself adds "
-        f"{(ours_m - floor_m) / size:.2f}x, of which the 64 MiB result is {64 * 2**20 / size:.2f}x. The floor "
+        f"{(ours_m - floor_m) / size:.2f}x, of which the {mib(4 * N * N)} result is {4 * N * N / size:.2f}x. The floor "
         "is the interpreter and imports: onnx_ir imports sympy (~32 MiB); typer is kept below 0.29, which "
         "imports pydantic for every command (~17 MiB more: 2.09x with typer 0.29.2, measured on this machine at commit 8572a2e).",
         "- Where the time goes: ours is mostly the interpreter and imports (the floor row; onnx_ir alone "
@@ -234,7 +247,7 @@ def write_results(size: int, samples: dict, left_big: dict, f16_rows: list, runs
         "the data in blocks of rows, releasing the mapped pages it has consumed and computing the "
         "positions of each block's updates into one reused buffer (`evaluator/_common.py: scatter_rows`; "
         "before commit f182691: 3.17x; before 8572a2e the 1M int64 positions were one 8 MiB array). "
-        "What remains above the floor is the fold itself: the 64 MiB result.",
+        f"What remains above the floor is the fold itself: the {mib(4 * N * N)} result.",
         "",
         "### fold: float16 ScatterElements(reduction=\"add\"), which onnxruntime's CPU kernels lack",
         "",
@@ -243,7 +256,7 @@ def write_results(size: int, samples: dict, left_big: dict, f16_rows: list, runs
     ]
     lines += [f"| {name} | {left} | {err} |" for name, left, err in f16_rows]
     lines += ["", f"Machine: {machine()}.", ""]
-    RESULTS.write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

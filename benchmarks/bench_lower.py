@@ -1,13 +1,14 @@
 """lower: the opset-13 lowering vs the native opset-18 ScatterElements reduction, in onnxruntime.
 
     python benchmarks/bench_lower.py [--runs 7]
+    python benchmarks/bench_lower.py --smoke    # tiny sizes, 1 run, prints only (tests/test_benchmarks.py)
 
 float32 data 20000x64, 200000 update rows of 64 features (12.8M update elements), axis 0,
 reductions max and add. "GNN-shaped": the model takes dst[E] and builds the index
 ``Expand(Unsqueeze(dst, 1), [1, 64])`` (PyG message passing); "arbitrary": the model takes a full
 int64 index tensor [E, 64] with independent random rows. Both models run in one process, one
 intra-op thread, alternating, medians after a warm-up; outputs are checked (max bit-exact, add
-within validation's float32 tolerance). Writes benchmarks/RESULTS-lower.md.
+within validation's float32 tolerance). Writes benchmarks/RESULTS-lower.md (not with --smoke).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import scatter_rewrite as sr  # noqa: E402
 
 N, F, E = 20000, 64, 200000
+SMOKE_N, SMOKE_F, SMOKE_E = 500, 8, 4000
 HERE = Path(__file__).parent
 NOTE = ("Why the arbitrary case is slow: each of the 12.8M update elements is its own key, so the lowering "
         "sorts 12.8M int64 keys (TopK) and reduces element by element in the Loop. The native kernel is a single "
@@ -72,7 +74,13 @@ def machine() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"data {SMOKE_N}x{SMOKE_F}, {SMOKE_E} updates, 1 run, print only: that the script still works")
     args = parser.parse_args()
+    global N, F, E
+    if args.smoke:
+        N, F, E, args.runs = SMOKE_N, SMOKE_F, SMOKE_E, 1
+        print("smoke run: tiny sizes and 1 run, so the numbers mean nothing; no RESULTS file written", flush=True)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((N, F)).astype(np.float32)
     msg = rng.standard_normal((E, F)).astype(np.float32)
@@ -96,7 +104,7 @@ def main() -> int:
                     s.run(None, feeds)
                     times[k].append(time.perf_counter() - started)
             med = {k: statistics.median(v) * 1000 for k, v in times.items()}
-            label = "GNN-shaped (Expand(Unsqueeze(dst)))" if gnn else "arbitrary indices [E, 64]"
+            label = "GNN-shaped (Expand(Unsqueeze(dst)))" if gnn else f"arbitrary indices [E, {F}]"
             rows.append((label, reduction, med["native"], med["lowered"], len(lowered.graph.node)))
             print(f"{label:40s} {reduction}: native {med['native']:.1f} ms, lowered {med['lowered']:.1f} ms "
                   f"({med['lowered'] / med['native']:.2f}x)", flush=True)
@@ -113,7 +121,10 @@ def main() -> int:
     for label, reduction, native_ms, lowered_ms, count in rows:
         lines.append(f"| {label} | {reduction} | {native_ms:.1f} | {lowered_ms:.1f} | {lowered_ms / native_ms:.2f}x | {count} |")
     lines += ["", NOTE, "", f"Machine: {machine()}."]
-    (HERE / "RESULTS-lower.md").write_text("\n".join(lines) + "\n")
+    if args.smoke:
+        print("\n".join(lines))
+    else:
+        (HERE / "RESULTS-lower.md").write_text("\n".join(lines) + "\n")
     return 0
 
 

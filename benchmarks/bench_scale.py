@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scale.py            # everything (about 5 minutes, 7 GiB of disk)
     python benchmarks/bench_scale.py --quick    # 1 run per case instead of 3
+    python benchmarks/bench_scale.py --smoke    # tiny sizes, 1 run, prints only (tests/test_benchmarks.py)
 
 1. Time: ``scatter-rewrite upgrade --no-validate`` against a process doing ``onnx.load``,
    ``onnx.version_converter.convert_version(m, 11)``, ``onnx.save`` on
@@ -15,7 +16,7 @@
    them off (what ``validate.run_onnxruntime`` uses).
 
 Everything is built in benchmarks/work/ (gitignored) and deleted afterwards. Writes
-benchmarks/RESULTS-scale.md.
+benchmarks/RESULTS-scale.md (not with --smoke, which works in a temporary folder).
 """
 
 from __future__ import annotations
@@ -28,16 +29,19 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
+
+from _timed import TIME, have_time, timer  # benchmarks/_timed.py
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work" / "scale"
 RESULTS = HERE / "RESULTS-scale.md"
 CLI = Path(sys.executable).parent / "scatter-rewrite"
-TIME = "/usr/bin/time"
 CHAIN_SIZES = (10_000, 50_000)
 BIG_BYTES = int(2.2 * 2**30)
+SMOKE_CHAIN_SIZES, SMOKE_BIG_BYTES = (100, 500), 4 * 2**20
 
 CONVERTER = textwrap.dedent("""
     import sys, onnx, onnx.version_converter
@@ -63,7 +67,7 @@ ORT_SESSION = textwrap.dedent("""
 def measure(cmd: list[str]) -> tuple[float, float, int, str]:
     """Run ``cmd`` under /usr/bin/time -v: (wall seconds, peak RSS MiB, exit code, stdout, or the
     error's last line when it failed)."""
-    proc = subprocess.run([TIME, "-v", *map(str, cmd)], capture_output=True, text=True)
+    proc = subprocess.run([*timer(), *map(str, cmd)], capture_output=True, text=True)
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", proc.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
     if not wall or not rss:
@@ -153,6 +157,7 @@ def bench_memory(runs: int) -> tuple[list[str], float, list[tuple[str, float]]]:
             print(f"{label}: {seconds:.1f} s, {rss:.0f} MiB{'' if ok else ' (FAILED)'}", flush=True)
             peaks.append((label, rss))
             rows.append(f"| {label} | {'ok' if ok else 'FAILED'} | {seconds:.1f} s | {rss:.0f} MiB | {rss / size_mib:.2f}x |")
+    (WORK / "out").mkdir(exist_ok=True)  # removed after each verb's run above, and onnx.save does not create it
     seconds, rss, code, error = measure([sys.executable, "-c", CONVERTER, source, WORK / "out" / "big.conv.onnx", "external"])
     shutil.rmtree(WORK / "out", ignore_errors=True)
     status = "ok" if code == 0 else f"FAILED: {error.replace('|', '/')}"
@@ -174,9 +179,17 @@ def bench_memory(runs: int) -> tuple[list[str], float, list[tuple[str, float]]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 run per case instead of 3")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"chains of {SMOKE_CHAIN_SIZES} nodes, a {SMOKE_BIG_BYTES >> 20} MiB model, 1 run, print only "
+                             "(no RESULTS file): that the script still works")
     args = parser.parse_args()
-    runs = 1 if args.quick else 3
-    if not Path(TIME).exists():
+    runs = 1 if args.quick or args.smoke else 3
+    global CHAIN_SIZES, BIG_BYTES, WORK
+    if args.smoke:
+        CHAIN_SIZES, BIG_BYTES = SMOKE_CHAIN_SIZES, SMOKE_BIG_BYTES
+        WORK = Path(tempfile.mkdtemp(prefix="bench_scale_"))  # never the folder a real run may be using
+        print("smoke run: tiny sizes and 1 run, so the numbers mean nothing; no RESULTS file written", flush=True)
+    elif not have_time():
         print(f"{TIME} is missing: apt-get update && apt-get install -y time", file=sys.stderr)
         return 1
     shutil.rmtree(WORK, ignore_errors=True)
@@ -186,8 +199,8 @@ def main() -> int:
         memory_rows, size_mib, peaks = bench_memory(runs)
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
-    ours10, _ = medians[10_000]
-    ours50, conv50 = medians[50_000]
+    ours10, _ = medians[CHAIN_SIZES[0]]
+    ours50, conv50 = medians[CHAIN_SIZES[1]]
     speed_ratio, growth = ours50 / conv50, ours50 / ours10
     worst_label, worst = max(peaks, key=lambda p: p[1])
     verdict = lambda ok: "met" if ok else "**missed**"  # noqa: E731
@@ -228,6 +241,9 @@ only pages in what it reads: fold, one row of W0); the maps are released once th
 with graph optimizations and prepacking off, so ORT's memory-mapped initializers are not copied into the
 heap by constant folding (see the ORT rows).
 """
+    if args.smoke:
+        print(text)
+        return 0
     RESULTS.write_text(text)
     print(f"wrote {RESULTS}")
     return 0

@@ -3,6 +3,7 @@
     python benchmarks/bench_tensorrt.py                 # both parts (a few minutes)
     python benchmarks/bench_tensorrt.py --part nd --runs 9
     python benchmarks/bench_tensorrt.py --part trt86 --runs 5
+    python benchmarks/bench_tensorrt.py --smoke    # tiny sizes, 1 run, prints only (tests/test_benchmarks.py)
 
 Part ``nd`` (to_scatternd): the ScatterND form vs the original ScatterElements. Float32 ``data``
 4096x4096, int64 ``indices`` and float32 ``updates`` 4096x256 (256 distinct columns per row, a
@@ -19,7 +20,7 @@ validation tolerance). No target: the ratio is reported as measured.
 
 Each model runs with default graph optimizations; runs alternate between original and rewritten
 after 3 warm-ups; medians reported. Writes the parts it ran into benchmarks/RESULTS-tensorrt.md
-(keeping the other part's section).
+(keeping the other part's section; not with --smoke, which prints them).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS-tensorrt.md"
 N, K = 4096, 256
 TARGET = 1.5
+SMOKE_N, SMOKE_K = 256, 16
 
 
 def cpu_model() -> str:
@@ -115,8 +117,12 @@ def table_section(heading: str, intro: str, columns: list[str], rows: list[list[
     return lines + [line for note in notes for line in ("", note)]
 
 
-def write_section(lines: list[str]) -> None:
-    """Put one part's section (from its "### " heading) into RESULTS, keeping the others."""
+def write_section(lines: list[str], write: bool = True) -> None:
+    """Put one part's section (from its "### " heading) into RESULTS, keeping the others
+    (``write=False``, --smoke: print it instead)."""
+    if not write:
+        print("\n".join(lines))
+        return
     heading = lines[0]
     sections, current = [], []
     for line in (RESULTS.read_text().splitlines() if RESULTS.exists() else []):
@@ -137,15 +143,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=None, help="timed runs per model (default: nd 15, trt86 5)")
     parser.add_argument("--part", choices=["nd", "trt86", "all"], default="all")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"nd {SMOKE_N}x{SMOKE_N}, trt86 {SMOKE_ROWS}x{SMOKE_FEATURES} with {SMOKE_UPDATES} updates, "
+                             "1 run, print only (no RESULTS file): that the script still works")
     args = parser.parse_args()
+    global N, K, ROWS, FEATURES, UPDATES
+    if args.smoke:
+        N, K, args.runs = SMOKE_N, SMOKE_K, 1
+        ROWS, FEATURES, UPDATES = SMOKE_ROWS, SMOKE_FEATURES, SMOKE_UPDATES
+        print("smoke run: tiny sizes and 1 run, so the numbers mean nothing; no RESULTS file written", flush=True)
     if args.part in ("nd", "all"):
-        bench_nd(args.runs or 15)
+        bench_nd(args.runs or 15, write=not args.smoke)
     if args.part in ("trt86", "all"):
-        bench_trt86(args.runs or 5)
+        bench_trt86(args.runs or 5, write=not args.smoke)
     return 0
 
 
-def bench_nd(runs: int) -> None:
+def bench_nd(runs: int, write: bool = True) -> None:
     load_before = os.getloadavg()[0]
     feeds = inputs()
     static = scatter_model("ScatterElements", opset=18, data_shape=(N, N), indices_shape=(N, K), axis=1)
@@ -168,7 +182,7 @@ def bench_nd(runs: int) -> None:
          "(~0.5 ms) and a dozen small shape nodes. So the ratio follows the machine more than the form: static "
          "1.50-1.60x and dynamic 1.62-1.72x over three runs on 2026-11-23, static 1.83-1.91x and dynamic 1.99-2.01x "
          "over four runs on 2026-11-24 (the forms unchanged)."])
-    write_section(lines)
+    write_section(lines, write)
     worst = max(r["ratio"] for r in rows)
     if worst > TARGET:
         print(f"rewritten is {worst:.2f}x the original: above the {TARGET}x target", file=sys.stderr)
@@ -177,6 +191,7 @@ def bench_nd(runs: int) -> None:
 # ---- part trt86: the TensorRT 8.6 form of a reduction vs the native kernel ---------------------------
 
 ROWS, FEATURES, UPDATES = 20000, 64, 200000
+SMOKE_ROWS, SMOKE_FEATURES, SMOKE_UPDATES = 100, 8, 512  # UPDATES a multiple of FEATURES (the arbitrary case's shape)
 
 
 def gnn_model(reduction: str) -> onnx.ModelProto:
@@ -209,7 +224,7 @@ def trt86_cases(seed: int = 0):
         yield f"arbitrary indices, {reduction}", model, arbitrary_feeds, reduction
 
 
-def bench_trt86(runs: int) -> None:
+def bench_trt86(runs: int, write: bool = True) -> None:
     from scatter_rewrite.validate import compare
 
     load_before = os.getloadavg()[0]
@@ -244,7 +259,7 @@ def bench_trt86(runs: int) -> None:
          "that needs 3 ms for 200000 elements. Memory: onnxruntime's peak resident set grows by ~1 KB per sort slot "
          "(measured 0.43 GB at 2^18 and 1.4 GB at 2^20 element keys), so validating a 12.8M-element scatter "
          "(2^24 slots) did not fit in this machine's 24 GiB."])
-    write_section(lines)
+    write_section(lines, write)
 
 
 if __name__ == "__main__":

@@ -276,3 +276,18 @@ def test_large_blocked_path_reports_an_index_out_of_range_in_a_later_block():
     idx[1800, 3] = 600  # far past the first block of rows
     with pytest.raises(IndexOutOfRangeError, match="index 600 is out of range"):
         scatter_elements(data, idx, np.ones(idx.shape, np.float32), axis=1, node_name="n9")
+
+
+@pytest.mark.parametrize(("l2", "block"), [(0, 2 << 20), (512 << 10, 2 << 20), (1 << 20, 2 << 20),
+                                           (2 << 20, 512 << 10), (4 << 20, 1 << 20)])
+def test_block_size_follows_whether_l2_holds_a_huge_page(l2, block, monkeypatch):
+    """Whole huge pages where zeroing one evicts L2 (and where L2 is unknown), a quarter of L2
+    where it holds one (the measurements are in _common._block_bytes)."""
+    monkeypatch.setattr(_common, "_l2_cache_bytes", lambda: l2)
+    assert _common._block_bytes() == block
+
+
+def test_l2_cache_size_read_on_this_machine():
+    l2 = _common._l2_cache_bytes()
+    assert l2 == 0 or l2 >= 64 << 10  # read from sysfs ("2048K"), or unknown
+    assert _common._BLOCK_BYTES == _common._block_bytes()

@@ -238,7 +238,7 @@ def results_text(size: int, samples: dict, left_big: dict, f16_rows: list, runs:
         f"peaks at {mib(floor_m)} ({floor_m / size:.2f}x; {floor_t:.2f} s), so the fold itself adds "
         f"{(ours_m - floor_m) / size:.2f}x, of which the {mib(4 * N * N)} result is {4 * N * N / size:.2f}x. The floor "
         "is the interpreter and imports: onnx_ir imports sympy (~32 MiB); typer is kept below 0.29, which "
-        "imports pydantic for every command (~17 MiB more: 2.09x with typer 0.29.2, measured on this machine at commit 8572a2e).",
+        "imports pydantic for every command (~17 MiB more: 2.09x with typer 0.29.2, measured on an AMD EPYC VM at commit 8572a2e).",
         "- Where the time goes: ours is mostly the interpreter and imports (the floor row; onnx_ir alone "
         "imports sympy, ~0.2 s). Inline weights of 1 MiB and more are mapped from the model file on load, "
         "written straight from their buffers on save and not re-read by the checker "

@@ -222,7 +222,7 @@ Targets: ours <= 0.3x the converter at 50k nodes: {speed_ratio:.2f}x, {verdict(s
 10k time: {growth:.1f}x, {verdict(growth <= 6)} (process start-up, ~0.6 s, is part of both; the converter grows
 with nodes x Scatter nodes replaced, ours with nodes). Without validation, a flat graph like this chain is
 upgraded on the parsed file (`passes/upgrade.py: upgrade_proto`); through onnx-ir (what validation, subgraphs,
-functions and external data take) the 50k-node run measured 3.2 s here (0.47x): interpreter and imports ~0.5 s,
+functions and external data take) the 50k-node run measured 3.2 s on an AMD EPYC VM (0.47x): interpreter and imports ~0.5 s,
 deserializing ~1.0 s and serializing ~0.5 s the 50k nodes, the pass and opset conversion ~0.35 s, the full
 `onnx.checker` ~0.25 s.
 

@@ -226,15 +226,23 @@ def horner_index(acc: np.ndarray | None, idx: np.ndarray, size: int,
 
 
 def _backing_mmap(array: np.ndarray) -> mmap.mmap | None:
-    """The ``mmap`` an array views (weights mapped from a model file), or None."""
+    """The read-only ``mmap`` an array views (weights mapped from a model file), or None.
+
+    Only read-only maps: dropping the pages of a writable private map (``np.load(mmap_mode="c")``,
+    an anonymous map) would throw away what was written into it, changing the caller's input.
+    """
     base = array
     while base is not None and not isinstance(base, mmap.mmap):
         base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
-    return base
+    if base is None or base.closed:
+        return None
+    with memoryview(base) as view:
+        return base if view.readonly else None
 
 
 def release_pages(array: np.ndarray) -> None:
-    """Drop the pages of a file-mapped ``array`` from this process's memory once it is consumed.
+    """Drop the pages of a read-only file-mapped ``array`` from this process's memory once it
+    is consumed.
 
     The pages stay in the OS page cache and are read back if touched again, so this never
     changes a value; it only keeps a fold of a mapped 64 MiB weight from holding both the mapped

@@ -66,3 +66,36 @@ def test_copy_releasing_copies_and_leaves_plain_arrays_alone():
     out[0, 0] = 99
     assert plain[0, 0] == 0 and out.flags.c_contiguous
     release_pages(plain)  # no mmap behind it: nothing happens
+
+
+def _private_maps(tmp_path, array: np.ndarray) -> dict[str, np.ndarray]:
+    """``array`` in the writable private maps a caller may hand a kernel: a copy-on-write map of a
+    file holding other values (np.load(mmap_mode="c")), and an anonymous private map."""
+    path = tmp_path / "w.npy"
+    np.save(path, np.zeros_like(array))
+    on_file = np.load(path, mmap_mode="c")
+    on_file[...] = array
+    buf = mmap.mmap(-1, array.nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    anonymous = np.frombuffer(buf, dtype=array.dtype).reshape(array.shape)
+    anonymous[...] = array
+    return {"copy-on-write file": on_file, "anonymous": anonymous}
+
+
+@pytest.mark.parametrize("which", ["copy-on-write file", "anonymous"])
+@pytest.mark.parametrize("mapped_input", ["data", "indices", "updates"])
+def test_writable_private_maps_are_not_changed(tmp_path, which, mapped_input):
+    """Dropping the pages of a private map throws away what the caller wrote into it: only
+    read-only maps are released (the fold's own, from model files)."""
+    rng = np.random.default_rng(3)
+    inputs = {"data": rng.standard_normal((1024, 2048)).astype(np.float32),  # 8 MiB: the blocked path
+              "indices": np.argsort(rng.random((1024, 2048)), axis=1)[:, :64].astype(np.int64),
+              "updates": rng.standard_normal((1024, 64)).astype(np.float32)}
+    expected = scatter_elements(**inputs, axis=1)
+    inputs[mapped_input] = _private_maps(tmp_path, inputs[mapped_input])[which]
+    before = np.array(inputs[mapped_input])
+    np.testing.assert_array_equal(scatter_elements(**inputs, axis=1), expected)
+    np.testing.assert_array_equal(inputs[mapped_input], before)
+    nd_data = _private_maps(tmp_path, inputs["data"] if mapped_input != "data" else before)[which]
+    nd_before = np.array(nd_data)
+    scatter_nd(nd_data, np.array([[3], [1000]]), np.ones((2, 2048), np.float32))  # the row-copy path
+    np.testing.assert_array_equal(nd_data, nd_before)

@@ -26,10 +26,10 @@ REDUCTIONS: tuple[str, ...] = ("none", "add", "mul", "max", "min")
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
-# float16/bfloat16 reductions are computed in float32 and rounded once at the end (onnxruntime
-# has no float16 add/mul kernel; this is the most accurate answer and max/min are unaffected
-# because the float32 round trip is exact).
-_WIDEN_TO_F32 = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+# float16/bfloat16 add/mul are computed in float32 and rounded once at the end (onnxruntime has
+# no float16 add/mul kernel; this is the most accurate answer). max/min need no arithmetic and
+# run in the type itself, so every bit, a NaN's payload too, is the one onnxruntime would keep.
+_HALF_FLOATS = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 _HUGE_PAGE = 2 << 20
 
@@ -119,7 +119,7 @@ def as_string_kind(array: np.ndarray, like: np.ndarray) -> np.ndarray:
 
 def has_nan(dtype: np.dtype) -> bool:
     """Whether values of this dtype can be NaN (so max/min need onnxruntime's NaN rules)."""
-    return dtype.kind in "fc" or dtype == _WIDEN_TO_F32[1]
+    return dtype.kind in "fc" or dtype == _HALF_FLOATS[1]
 
 
 def check_same_type(data: np.ndarray, updates: np.ndarray, op: str, node_name: str | None,
@@ -154,7 +154,7 @@ def check_reduction(reduction: str, dtype: np.dtype, op: str, node_name: str | N
         if reduction == "mul":
             raise invalid(op, node_name, "reduction 'mul' is undefined for string tensors")
         return
-    if dtype.kind not in "biufc" and dtype not in _WIDEN_TO_F32:
+    if dtype.kind not in "biufc" and dtype not in _HALF_FLOATS:
         raise invalid(op, node_name, f"reduction {reduction!r} is not supported for dtype {dtype}")
 
 
@@ -288,13 +288,23 @@ def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray,
         out = np.ascontiguousarray(as_string_kind(data, data))  # a copy (data itself may mix the two)
         _apply(out.reshape(-1), flat, as_string_kind(upd, data), reduction)
         return restore_string_dtype(out, dtype)
-    if reduction != "none" and dtype in _WIDEN_TO_F32:
-        work = data.astype(np.float32, order="C")
-        _apply(work.reshape(-1), flat, upd.astype(np.float32), reduction)
-        return work.astype(dtype)
+    if _in_float32(dtype, reduction):
+        work = data.astype(np.float32, order="C").reshape(-1)
+        _apply(work, flat, upd.astype(np.float32), reduction)
+        out = np.array(data, order="C", copy=True)
+        # Only the targets are rounded back: a round trip through float32 would rewrite the
+        # payload of every bfloat16 NaN (ml_dtypes makes them all 0x7fc0), updated or not.
+        with np.errstate(all="ignore"):  # a sum past float16's range is inf, as in the type itself
+            out.reshape(-1)[flat] = work[flat].astype(dtype)
+        return out
     out = copy_releasing(data)
     _apply(out.reshape(-1), flat, upd, reduction)
     return out
+
+
+def _in_float32(dtype: np.dtype, reduction: str) -> bool:
+    """Whether this reduction is computed in float32 (float16/bfloat16 add/mul: _HALF_FLOATS)."""
+    return reduction in ("add", "mul") and dtype in _HALF_FLOATS
 
 
 def scatter_rows(data: np.ndarray, updates: np.ndarray, reduction: str, n_rows: int,
@@ -310,7 +320,7 @@ def scatter_rows(data: np.ndarray, updates: np.ndarray, reduction: str, n_rows: 
     upd = updates.reshape(-1)
     dtype = data.dtype
     if (data.ndim == 0 or data.nbytes < _BLOCKED_MIN_BYTES or is_string(dtype)
-            or (reduction != "none" and dtype in _WIDEN_TO_F32)):
+            or _in_float32(dtype, reduction)):
         return scatter_flat(data, positions(0, n_rows), updates, reduction)
     out = np.empty(data.shape, dtype=dtype)
     per_row = upd.size // n_rows if n_rows else 0
@@ -331,6 +341,13 @@ def _apply(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, reduction: str) -
     """Scatter ``upd`` into the 1-D ``out`` at ``flat``, in order, combining with ``reduction``."""
     if flat.size == 0:
         return
+    # NaN and inf are values like any other here (inf - inf is NaN, as in onnxruntime): no
+    # RuntimeWarning for them on the user's terminal.
+    with np.errstate(all="ignore"):
+        _combine(out, flat, upd, reduction)
+
+
+def _combine(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, reduction: str) -> None:
     if reduction == "none":
         # A 1-D integer-array assignment writes in index order, so for duplicate targets the
         # last update wins, the same as onnxruntime's sequential loop (the spec leaves it
@@ -353,7 +370,7 @@ def _apply_max_min(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, is_max: b
 
     * a NaN update makes the target NaN, but a later non-NaN update replaces that NaN;
     * a NaN in ``data`` is replaced by the first update to it;
-    * on ties (only visible as +0.0 vs -0.0) the update wins.
+    * on ties (only visible as +0.0 vs -0.0, or in a complex number's zero part) the update wins.
 
     So the result for a target is: NaN if its last update is NaN; else the max of the updates
     after its last NaN update, together with ``data`` unless some update was NaN, where a NaN
@@ -377,11 +394,13 @@ def _apply_max_min(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, is_max: b
         # block of scatter_rows), they are not, and looking for NaNs first would cost 1-2 ms.
         reduce_at = np.maximum if is_max else np.minimum
     reduce_at.at(out, flat, upd)
-    # fmax/fmin keep dst on ties, onnxruntime keeps src: fix the one visible case, zeros.
-    zero = np.flatnonzero(upd == 0)
-    if zero.size:
-        zero = zero[out[flat[zero]] == 0]
-        out[flat[zero]] = upd[zero]  # last zero update per target wins (in-order writes)
+    # fmax/fmin keep dst on ties, onnxruntime keeps src. A tie is visible only where equal values
+    # differ in a zero's sign: a zero update, or for complex one with a zero part (1+0j, 1-0j).
+    signed = upd == 0 if upd.dtype.kind != "c" else (upd.real == 0) | (upd.imag == 0)
+    tied = np.flatnonzero(signed)
+    if tied.size:
+        tied = tied[out[flat[tied]] == upd[tied]]
+        out[flat[tied]] = upd[tied]  # the last tying update per target wins (in-order writes)
 
 
 def _after_last_nan(flat: np.ndarray, nan: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ from _evaluator_oracles import (
     run_reference,
 )
 from scatter_rewrite.errors import IndexOutOfRangeError
-from scatter_rewrite.evaluator import _common, scatter, scatter_elements
+from scatter_rewrite.evaluator import _common, scatter, scatter_elements, scatter_nd
 
 # What onnxruntime's CPU ScatterElements (opset 18) implements, per reduction.
 ORT_DTYPES = {
@@ -134,8 +134,8 @@ def test_max_min_follow_onnxruntime_fold_where_ort_lacks_dtype(reduction, dtype,
     expected = loop_scatter_elements(d, idx, upd, axis=axis, reduction=reduction)
     got = scatter_elements(d, idx, upd, axis=axis, reduction=reduction)
     assert got.dtype == expected.dtype
-    if np.dtype(dtype).kind == "c":
-        np.testing.assert_array_equal(got, expected)
+    if np.dtype(dtype).kind == "c":  # each part's bits: signed zeros included
+        assert_bits(got.view(got.real.dtype), expected.view(expected.real.dtype))
     else:
         assert_bits(got, expected)
 
@@ -291,3 +291,53 @@ def test_l2_cache_size_read_on_this_machine():
     l2 = _common._l2_cache_bytes()
     assert l2 == 0 or l2 >= 64 << 10  # read from sysfs ("2048K"), or unknown
     assert _common._BLOCK_BYTES == _common._block_bytes()
+
+
+@pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
+@pytest.mark.parametrize("small_blocks", [False, True])
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_half_float_reductions_keep_every_bit_they_do_not_compute(dtype, reduction, small_blocks, op):
+    """NaN payloads survive: in elements no update touches (bfloat16 add/mul are computed in
+    float32, and ml_dtypes' way back makes every NaN 0x7fc0), and for max/min in the update
+    that wins (onnxruntime keeps the update's bits)."""
+    bits = np.array([0x7F81, 0xFF81, 0x7FA0, 0x3F80, 0x4000, 0x3C00] * 3, np.uint16)
+    if dtype == np.float16:
+        bits = np.array([0x7C01, 0xFC01, 0x7E10, 0x3C00, 0x4000, 0x3800] * 3, np.uint16)
+    data = bits.view(dtype).reshape(3, 6)
+    nan_update = bits[:1].view(dtype)[0]
+    upd = np.array([[2.0, nan_update], [0.5, 1.0], [nan_update, 3.0]], dtype)
+    idx = np.array([[3, 4], [5, 3], [4, 5]])
+    with np.errstate(all="ignore"):  # the loop's scalar arithmetic on NaNs
+        expected = loop_scatter_elements(data, idx, upd, axis=1, reduction=reduction)
+    block, floor = (8, 0) if small_blocks else (_common._BLOCK_BYTES, _common._BLOCKED_MIN_BYTES)
+    with mock.patch.object(_common, "_BLOCK_BYTES", block), \
+            mock.patch.object(_common, "_BLOCKED_MIN_BYTES", floor):
+        if op == "ScatterElements":
+            got = scatter_elements(data, idx, upd, axis=1, reduction=reduction)
+        else:
+            rows = np.broadcast_to(np.arange(3)[:, None], idx.shape)
+            got = scatter_nd(data, np.stack([rows, idx], axis=-1), upd, reduction=reduction)
+    untouched = np.ones(data.shape, bool)
+    untouched[:, 3:] = False
+    assert_bits(got[untouched], data[untouched])
+    if reduction in ("max", "min"):
+        assert_bits(got, expected)  # no arithmetic: every bit is the one onnxruntime keeps
+    else:
+        with np.errstate(all="ignore"):
+            check_against(expected, got, reduction)
+
+
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_max_min_ties_keep_the_update_as_onnxruntime_would(dtype, reduction):
+    """Equal complex values that differ in a zero's sign (1+0j and 1-0j): the update wins, as
+    for real zeros, under onnxruntime's ``dst = (src < dst) ? dst : src``."""
+    data = np.array([0j, complex(1, 0.0), complex(0.0, 1), complex(-0.0, -0.0), 2 + 2j], dtype)
+    upd = np.array([complex(-0.0, -0.0), complex(1, -0.0), complex(-0.0, 1), 0j, complex(2, 2)], dtype)
+    for order in ([0, 1, 2, 3, 4], [4, 3, 2, 1, 0]):  # and ties between updates to one target
+        idx = np.array(order + [1, 1], np.int64)
+        both = np.concatenate([upd, np.array([complex(1, 0.0), complex(1, -0.0)], dtype)])
+        expected = loop_scatter_elements(data, idx, both, reduction=reduction)
+        got = scatter_elements(data, idx, both, reduction=reduction)
+        assert_bits(got.view(got.real.dtype), expected.view(expected.real.dtype))

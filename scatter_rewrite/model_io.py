@@ -17,7 +17,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import google.protobuf.message
@@ -286,11 +286,29 @@ def external_data_files(proto: onnx.ModelProto, path: str | os.PathLike) -> list
     """The external data files ``proto`` (as :func:`load_proto` read it from ``path``) keeps its
     tensors in, as locations relative to the model's folder, in order of first use. Big inline
     weights that :func:`load_proto` maps from the model file itself are not external data."""
-    own = Path(path).name
+    return _data_files((_location(tensor) for tensor in _external_tensors(proto)), Path(path))
+
+
+def input_data_files(path: str | os.PathLike) -> list[str]:
+    """:func:`external_data_files` of the model file at ``path``, read from its bytes where they allow
+    (:func:`_protowire.external_data_locations`: no parse, big inline weights unread; possibly naming
+    more files, never fewer), else from :func:`load_proto`. ModelLoadError when it cannot be read."""
+    path = Path(path)
+    try:
+        locations = _protowire.external_data_locations(path)
+    except OSError as e:
+        raise ModelLoadError(f"{path}: cannot read it ({e.strerror or e})") from e
+    if locations is None:
+        return external_data_files(load_proto(path), path)
+    return _data_files(locations, path)
+
+
+def _data_files(locations: Iterable[str | None], path: Path) -> list[str]:
+    """The distinct data files of these external data locations, in order, normalized; not the
+    model file itself (:func:`load_proto` maps big inline weights as references into it)."""
     files: dict[str, None] = {}
-    for tensor in _external_tensors(proto):
-        location = _location(tensor)
-        if location is not None and os.path.normpath(location) != own:
+    for location in locations:
+        if location is not None and os.path.normpath(location) != path.name:
             files.setdefault(os.path.normpath(location), None)
     return list(files)
 
@@ -299,7 +317,8 @@ def in_place_data_name(model_path: Path, input_files: list[str]) -> str:
     """The external data file for an in-place rewrite of ``model_path``, whose tensors were in
     ``input_files`` (:func:`external_data_files`): that file's own name when there is exactly one
     (it is then replaced by the new one, atomically, as the model file is: --in-place overwrites the
-    input's external data too, so another model sharing that file would lose it), else
+    input's external data too, so another model sharing that file would lose it: the CLI refuses a run
+    holding both), else
     :func:`data_file_name`; the input's other data files are then left where they are (see
     :func:`staged_save`), since they may be another model's too."""
     if len(input_files) == 1:

@@ -194,16 +194,17 @@ def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
 
 
 def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
-    """Write the JSON report atomically (a temporary file beside it, renamed); OptionError if that
-    fails, with no temporary file left."""
+    """Write the JSON report atomically (a temporary file beside it, renamed; an earlier report's
+    permissions kept); OptionError if that fails, with no temporary file left."""
     from scatter_rewrite.errors import OptionError
+    from scatter_rewrite.model_io import replace_file
 
     text = json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2, default=str)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text)
-        os.replace(tmp, path)
+        replace_file(tmp, path)
     except OSError as e:
         try:
             tmp.unlink(missing_ok=True)

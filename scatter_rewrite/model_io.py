@@ -3,7 +3,8 @@
 Loading goes through ``onnx_ir``, which maps external weights instead of reading them, so a pass
 that never looks at a weight never pages it in. Saving writes the model (and its external data)
 into a temporary folder beside the destination and renames into place only once everything is
-written and checked, so a failure never leaves a half-written file nor touches the input.
+written and checked, so a failure never leaves a half-written file nor touches the input; a file
+replaced keeps its permissions, as with ``sed -i`` (:func:`replace_file`).
 
 External data is written to ``<output>.data``, or, when a model is rewritten in place, to the
 input's own data file if it had exactly one (:func:`in_place_data_name`). Tensors count towards the
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -342,9 +344,10 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
     when the rewrite replaced every external tensor (a fold's result, say).
 
     When the ``with`` body returns (after checks and validation on the staged file), the files are
-    renamed into place, the data file first, each replacing any file of its name atomically; if it
-    raises, they are deleted and nothing at ``destination`` changes. No other file is touched: a data
-    file the previous model at ``destination`` used under another name stays where it is.
+    renamed into place, the data file first, each replacing any file of its name atomically and
+    keeping its permissions (:func:`replace_file`); if it raises, they are deleted and nothing at
+    ``destination`` changes. No other file is touched: a data file the previous model at
+    ``destination`` used under another name stays where it is.
     """
     destination = Path(destination)
     data_name = data_name or data_file_name(destination)
@@ -377,8 +380,8 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
         try:
             if (staging / data_name).is_file():
                 (destination.parent / data_name).parent.mkdir(parents=True, exist_ok=True)
-                os.replace(staging / data_name, destination.parent / data_name)
-            os.replace(staged, destination)
+                replace_file(staging / data_name, destination.parent / data_name)
+            replace_file(staged, destination)
         except OSError as e:  # a folder in the way of the output, say
             raise write_error(destination, e) from e
         done = True
@@ -386,6 +389,28 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
         shutil.rmtree(staging, ignore_errors=True)
         if not done:
             _remove_folders(created)
+
+
+def replace_file(new: Path, target: Path) -> None:
+    """``os.replace(new, target)``, ``new`` taking first the permission bits of the file at ``target``
+    (through a symlink, as ``sed -i`` reads it) and, where this process may set them (root), its owner
+    and group, as ``sed -i`` does and as ``cp`` onto an existing file keeps them: rewriting a private
+    (0600) model must not leave it readable by all. Where nothing is there, ``new`` keeps the mode it
+    was created with (the umask default)."""
+    try:
+        old = os.stat(target)
+    except OSError:  # nothing there, or a symlink to nothing: a new file
+        old = None
+    if old is not None:
+        now = os.stat(new)
+        if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):
+            try:
+                os.chown(new, old.st_uid, old.st_gid)
+            except OSError:  # not root: the group alone, where this user is in it (best effort, as sed -i)
+                with contextlib.suppress(OSError):
+                    os.chown(new, -1, old.st_gid)
+        os.chmod(new, stat.S_IMODE(old.st_mode))  # (after chown, which may clear set-id bits)
+    os.replace(new, target)
 
 
 def write_error(destination: Path, e: OSError) -> OptionError:

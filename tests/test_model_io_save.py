@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -434,6 +436,115 @@ def test_input_data_files_parse_a_reference_written_value_first(tmp_path: Path, 
     parsed = []
     monkeypatch.setattr(model_io, "load_proto", lambda p: parsed.append(p) or onnx.load(str(p), load_external_data=False))
     assert model_io.input_data_files(path) == ["weights.bin"] and parsed == [path]
+
+
+# --------------------------------------------------------------------------- permissions of replaced files
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _umask_default() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+@pytest.mark.parametrize("model_mode,data_mode", [(0o600, 0o640), (0o640, 0o600), (0o444, 0o400)],
+                         ids=["0600-0640", "0640-0600", "0444-0400"])
+def test_in_place_keeps_the_modes_of_the_model_and_its_data_file(tmp_path: Path, model_mode: int, data_mode: int):
+    # They used to come back with the umask default (0644): a private model made readable by all.
+    source = _external_model(tmp_path, "weights.bin")
+    source.chmod(model_mode)
+    (tmp_path / "weights.bin").chmod(data_mode)
+    before = _tree(tmp_path)
+    result = invoke("upgrade", source, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert _tree(tmp_path)["model.onnx"] != before["model.onnx"]  # replaced, not left alone
+    assert _mode(source) == model_mode and _mode(tmp_path / "weights.bin") == data_mode
+
+
+def test_in_place_keeps_the_mode_of_a_model_without_external_data(tmp_path: Path):
+    source = tmp_path / "private.onnx"
+    onnx.save(testing.scatter_model("Scatter", opset=10), source)
+    source.chmod(0o600)
+    result = invoke("upgrade", source, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert [n.op_type for n in onnx.load(str(source)).graph.node] == ["ScatterElements"]
+    assert _mode(source) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["private.onnx"]
+
+
+def test_output_onto_existing_files_keeps_their_modes_and_new_files_get_the_umask_default(tmp_path: Path):
+    # As cp onto an existing file (it writes into it): the file keeps its mode; a new one is 0666 & ~umask.
+    source = _external_model(tmp_path / "m", "weights.bin")
+    source.chmod(0o600)
+    (tmp_path / "m" / "weights.bin").chmod(0o600)
+    new = tmp_path / "new" / "x.onnx"
+    assert invoke("upgrade", source, "-o", new).exit_code == 0
+    assert _mode(new) == _mode(tmp_path / "new" / "x.onnx.data") == _umask_default() != 0o600
+    existing = tmp_path / "old" / "x.onnx"
+    shutil.copytree(new.parent, existing.parent)
+    existing.chmod(0o640)
+    (existing.parent / "x.onnx.data").chmod(0o604)
+    (existing.parent / "x.onnx.data").write_bytes(b"stale")
+    result = invoke("upgrade", source, "-o", existing)
+    assert result.exit_code == 0, result.output
+    assert _mode(existing) == 0o640 and _mode(existing.parent / "x.onnx.data") == 0o604
+    assert (existing.parent / "x.onnx.data").read_bytes() == (new.parent / "x.onnx.data").read_bytes()
+
+
+def test_in_place_through_a_symlink_keeps_the_mode_of_the_file_it_named(tmp_path: Path):
+    blob = tmp_path / "blobs" / "0123abcd"
+    blob.parent.mkdir()
+    onnx.save(testing.scatter_model("Scatter", opset=10), blob)
+    blob.chmod(0o640)
+    link = tmp_path / "model.onnx"
+    link.symlink_to(blob)
+    blob_before = blob.read_bytes()
+    assert invoke("upgrade", link, "--in-place").exit_code == 0
+    assert not link.is_symlink() and _mode(link) == 0o640  # a regular file now, as with sed -i
+    assert blob.read_bytes() == blob_before and _mode(blob) == 0o640
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root may give files away")
+def test_in_place_as_root_keeps_owner_and_group(tmp_path: Path):
+    source = _external_model(tmp_path, "weights.bin")
+    os.chown(source, 12345, 23456)
+    os.chown(tmp_path / "weights.bin", 23456, 12345)
+    assert invoke("upgrade", source, "--in-place").exit_code == 0
+    assert (source.stat().st_uid, source.stat().st_gid) == (12345, 23456)
+    assert ((tmp_path / "weights.bin").stat().st_uid, (tmp_path / "weights.bin").stat().st_gid) == (23456, 12345)
+
+
+def test_replace_file_falls_back_to_the_group_where_the_owner_cannot_be_set(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.write_bytes(b"old")
+    new.write_bytes(b"new")
+    old.chmod(0o640)
+    calls = []
+    real_stat = os.stat
+
+    def other_owner(path, *args, **kwargs):  # the replaced file belongs to someone else
+        result = real_stat(path, *args, **kwargs)
+        if Path(path) == old:
+            return os.stat_result((result.st_mode, *result[1:4], result.st_uid + 1, result.st_gid + 1, *result[6:]))
+        return result
+
+    def chown(path, uid, gid):
+        calls.append((uid, gid))
+        if uid != -1:
+            raise PermissionError("not root")
+        raise PermissionError("not in that group")  # best effort: ignored too
+
+    monkeypatch.setattr(os, "stat", other_owner)
+    monkeypatch.setattr(os, "chown", chown)
+    expected_owner = real_stat(old).st_uid + 1, real_stat(old).st_gid + 1
+    model_io.replace_file(new, old)
+    assert calls == [expected_owner, (-1, expected_owner[1])]
+    assert old.read_bytes() == b"new" and stat.S_IMODE(real_stat(old).st_mode) == 0o640 and not new.exists()
 
 
 # --------------------------------------------------------------------------- Constant tensors count

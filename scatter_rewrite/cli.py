@@ -194,16 +194,17 @@ def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
 
 
 def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
-    """Write the JSON report atomically (a temporary file beside it, renamed); OptionError if that
-    fails, with no temporary file left."""
+    """Write the JSON report atomically (a temporary file beside it, renamed; an earlier report's
+    permissions kept); OptionError if that fails, with no temporary file left."""
     from scatter_rewrite.errors import OptionError
+    from scatter_rewrite.model_io import replace_file
 
     text = json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2, default=str)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text)
-        os.replace(tmp, path)
+        replace_file(tmp, path)
     except OSError as e:
         try:
             tmp.unlink(missing_ok=True)
@@ -240,35 +241,60 @@ def _check_report_path(report: Path, taken: dict[str, str]) -> None:
 
 def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place: bool,
                   output_is_folder: bool) -> dict[str, str]:
-    """Before any work: no two models write the same file and none writes over another one's input.
+    """Before any work: no two models write the same file, and none writes over a file another one
+    reads, model or external data (two models sharing a data file and rewritten in place would each
+    replace it with their own tensors). A model writing over its own input is the pipeline's to judge
+    (--in-place does so; otherwise that model alone is refused), as is one it cannot resolve or read.
     Returns real path -> what it is (inputs, outputs and their data files), for the --report check."""
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
-    from scatter_rewrite.model_io import data_file_name, unwritable_folder
-    from scatter_rewrite.pipeline import resolve_output
+    from scatter_rewrite.model_io import input_data_files, unwritable_folder
+    from scatter_rewrite.pipeline import output_data_name, resolve_output
 
-    taken = {os.path.realpath(f): f"the input model {f}" for f in files}
-    writers: dict[str, Path] = {}
+    reads: dict[str, list[tuple[Path, str]]] = {}  # real path -> (model reading it, what it is to that model)
+    input_data: dict[Path, list[str]] = {}
+    for f in files:
+        try:
+            input_data[f] = input_data_files(f)  # (from the file's bytes: only the rewrite parses the model)
+        except ScatterRewriteError:
+            input_data[f] = []  # reported for that model alone, when it is loaded
+        for path, what in [(f, f"the input model {f}")] + [(f.parent / d, f"the external data file of {f}")
+                                                           for d in input_data[f]]:
+            reads.setdefault(os.path.realpath(path), []).append((f, what))
+    # In place, the way out is a data file of its own for each result; otherwise another name or folder.
+    hint = ("rewrite them without --in-place (each result then gets a data file of its own)" if in_place
+            else "move one of them or write into another folder")
+    writers: dict[str, tuple[Path, Path, str]] = {}  # real path -> (model, the path it writes, what it is)
     for f in files:
         try:
             destination = resolve_output(f, verb, output, in_place, output_is_folder)
+            data = destination.parent / output_data_name(f, destination, input_data[f], in_place)
         except ScatterRewriteError:
             continue  # reported for that model alone, the others going on
-        real = os.path.realpath(destination)
         blocked = unwritable_folder(destination)
         if blocked is not None:
             why = f"no permission to write in {blocked}" if blocked.is_dir() else f"{blocked} is not a folder"
             raise OptionError(f"cannot write {destination}: {why}; write the output elsewhere (-o)")
-        if real in writers:
-            raise OptionError(f"{writers[real]} and {f} would both be written to {destination}; "
-                              "rewrite them in separate runs or into different folders")
-        if real in taken and not in_place:
-            raise OptionError(f"the output for {f}, {destination}, is {taken[real]}; "
-                              "move one of them or write into another folder")
-        writers[real] = f
-    for real, f in writers.items():
-        taken.setdefault(real, f"the output for {f}")
-        data = Path(real).parent / data_file_name(Path(real))  # where its external data would go
-        taken.setdefault(os.path.realpath(data), f"the external data file of the output for {f}")
+        # (The data file is written only when the result has external data; planned as if it had.)
+        for target, what in ((destination, "the output"), (data, "the external data file of the output")):
+            real = os.path.realpath(target)
+            if real not in writers:
+                writers[real] = (f, target, what)
+                continue
+            other, _, other_what = writers[real]
+            if what == other_what == "the output":
+                raise OptionError(f"{other} and {f} would both be written to {destination}; "
+                                  "rewrite them in separate runs or into different folders")
+            if what != other_what:
+                raise OptionError(f"{other} and {f} would both write {target} ({other_what} for {other}, {what} "
+                                  f"for {f}); {hint}")
+            shared = ", the data file they share" if {other, f} <= {g for g, _ in reads.get(real, [])} else ""
+            raise OptionError(f"{other} and {f} would both write their external data to {target}{shared}; {hint}")
+    taken = {real: readers[0][1] for real, readers in reads.items()}
+    for real, (f, target, what) in writers.items():
+        others = [w for g, w in reads.get(real, []) if g != f]  # (its own input: --in-place replaces it)
+        if others:
+            raise OptionError(f"{what} for {f}, {target}, is {' and '.join(others)}; {hint}")
+        taken.setdefault(real, f"{what} for {f}")
     return taken
 
 

@@ -3,7 +3,8 @@
 Loading goes through ``onnx_ir``, which maps external weights instead of reading them, so a pass
 that never looks at a weight never pages it in. Saving writes the model (and its external data)
 into a temporary folder beside the destination and renames into place only once everything is
-written and checked, so a failure never leaves a half-written file nor touches the input.
+written and checked, so a failure never leaves a half-written file nor touches the input; a file
+replaced keeps its permissions, as with ``sed -i`` (:func:`replace_file`).
 
 External data is written to ``<output>.data``, or, when a model is rewritten in place, to the
 input's own data file if it had exactly one (:func:`in_place_data_name`). Tensors count towards the
@@ -16,8 +17,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import google.protobuf.message
@@ -286,11 +288,29 @@ def external_data_files(proto: onnx.ModelProto, path: str | os.PathLike) -> list
     """The external data files ``proto`` (as :func:`load_proto` read it from ``path``) keeps its
     tensors in, as locations relative to the model's folder, in order of first use. Big inline
     weights that :func:`load_proto` maps from the model file itself are not external data."""
-    own = Path(path).name
+    return _data_files((_location(tensor) for tensor in _external_tensors(proto)), Path(path))
+
+
+def input_data_files(path: str | os.PathLike) -> list[str]:
+    """:func:`external_data_files` of the model file at ``path``, read from its bytes where they allow
+    (:func:`_protowire.external_data_locations`: no parse, big inline weights unread; possibly naming
+    more files, never fewer), else from :func:`load_proto`. ModelLoadError when it cannot be read."""
+    path = Path(path)
+    try:
+        locations = _protowire.external_data_locations(path)
+    except OSError as e:
+        raise ModelLoadError(f"{path}: cannot read it ({e.strerror or e})") from e
+    if locations is None:
+        return external_data_files(load_proto(path), path)
+    return _data_files(locations, path)
+
+
+def _data_files(locations: Iterable[str | None], path: Path) -> list[str]:
+    """The distinct data files of these external data locations, in order, normalized; not the
+    model file itself (:func:`load_proto` maps big inline weights as references into it)."""
     files: dict[str, None] = {}
-    for tensor in _external_tensors(proto):
-        location = _location(tensor)
-        if location is not None and os.path.normpath(location) != own:
+    for location in locations:
+        if location is not None and os.path.normpath(location) != path.name:
             files.setdefault(os.path.normpath(location), None)
     return list(files)
 
@@ -299,7 +319,8 @@ def in_place_data_name(model_path: Path, input_files: list[str]) -> str:
     """The external data file for an in-place rewrite of ``model_path``, whose tensors were in
     ``input_files`` (:func:`external_data_files`): that file's own name when there is exactly one
     (it is then replaced by the new one, atomically, as the model file is: --in-place overwrites the
-    input's external data too, so another model sharing that file would lose it), else
+    input's external data too, so another model sharing that file would lose it: the CLI refuses a run
+    holding both), else
     :func:`data_file_name`; the input's other data files are then left where they are (see
     :func:`staged_save`), since they may be another model's too."""
     if len(input_files) == 1:
@@ -323,9 +344,10 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
     when the rewrite replaced every external tensor (a fold's result, say).
 
     When the ``with`` body returns (after checks and validation on the staged file), the files are
-    renamed into place, the data file first, each replacing any file of its name atomically; if it
-    raises, they are deleted and nothing at ``destination`` changes. No other file is touched: a data
-    file the previous model at ``destination`` used under another name stays where it is.
+    renamed into place, the data file first, each replacing any file of its name atomically and
+    keeping its permissions (:func:`replace_file`); if it raises, they are deleted and nothing at
+    ``destination`` changes. No other file is touched: a data file the previous model at
+    ``destination`` used under another name stays where it is.
     """
     destination = Path(destination)
     data_name = data_name or data_file_name(destination)
@@ -358,8 +380,8 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
         try:
             if (staging / data_name).is_file():
                 (destination.parent / data_name).parent.mkdir(parents=True, exist_ok=True)
-                os.replace(staging / data_name, destination.parent / data_name)
-            os.replace(staged, destination)
+                replace_file(staging / data_name, destination.parent / data_name)
+            replace_file(staged, destination)
         except OSError as e:  # a folder in the way of the output, say
             raise write_error(destination, e) from e
         done = True
@@ -367,6 +389,28 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
         shutil.rmtree(staging, ignore_errors=True)
         if not done:
             _remove_folders(created)
+
+
+def replace_file(new: Path, target: Path) -> None:
+    """``os.replace(new, target)``, ``new`` taking first the permission bits of the file at ``target``
+    (through a symlink, as ``sed -i`` reads it) and, where this process may set them (root), its owner
+    and group, as ``sed -i`` does and as ``cp`` onto an existing file keeps them: rewriting a private
+    (0600) model must not leave it readable by all. Where nothing is there, ``new`` keeps the mode it
+    was created with (the umask default)."""
+    try:
+        old = os.stat(target)
+    except OSError:  # nothing there, or a symlink to nothing: a new file
+        old = None
+    if old is not None:
+        now = os.stat(new)
+        if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):
+            try:
+                os.chown(new, old.st_uid, old.st_gid)
+            except OSError:  # not root: the group alone, where this user is in it (best effort, as sed -i)
+                with contextlib.suppress(OSError):
+                    os.chown(new, -1, old.st_gid)
+        os.chmod(new, stat.S_IMODE(old.st_mode))  # (after chown, which may clear set-id bits)
+    os.replace(new, target)
 
 
 def write_error(destination: Path, e: OSError) -> OptionError:

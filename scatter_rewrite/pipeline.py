@@ -224,7 +224,7 @@ def rewrite_file(
         on_proto = None  # the caller's own passes
     proto = load_proto(source)
     input_data = external_data_files(proto, source)
-    data_name = _data_name(source, destination, input_data, in_place)
+    data_name = output_data_name(source, destination, input_data, in_place)
     result = on_proto(proto, **(options or {})) if on_proto is not None else None
     if result is not None:  # done on the parsed file (see Verb.on_proto): save, check, rename
         outcome = Outcome(str(source), str(destination), [result.to_dict()])
@@ -263,8 +263,9 @@ def rewrite_file(
     return outcome
 
 
-def _data_name(source: Path, destination: Path, input_data: list[str], in_place: bool) -> str:
-    """Where the rewritten model's external data goes (if it has any), relative to its folder.
+def output_data_name(source: Path, destination: Path, input_data: list[str], in_place: bool) -> str:
+    """Where the rewritten model's external data goes (if it has any), relative to its folder;
+    ``input_data``: the input's data files (:func:`model_io.external_data_files`).
 
     In place: the input's one data file is replaced (see :func:`model_io.in_place_data_name`).
     Otherwise ``<output>.data``, which must not be one of the input's data files (the input is

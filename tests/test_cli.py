@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import stat
 
 import numpy as np
 import onnx
@@ -78,6 +79,15 @@ def test_in_place(legacy):
     assert result.exit_code == 0, result.output
     assert [n.op_type for n in onnx.load(legacy).graph.node] == ["If"]
     assert not list(legacy.parent.glob(".scatter-rewrite-*"))  # no staging left behind
+
+
+def test_an_earlier_report_is_replaced_keeping_its_mode(legacy):
+    report = legacy.with_name("report.json")
+    report.write_text("{}")
+    report.chmod(0o600)
+    assert invoke("upgrade", legacy, "--report", report).exit_code == 0
+    assert json.loads(report.read_text())["verb"] == "upgrade"
+    assert stat.S_IMODE(report.stat().st_mode) == 0o600
 
 
 def test_output_equal_to_input_needs_in_place(legacy):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -265,6 +267,284 @@ def test_output_onto_the_inputs_data_file_is_refused(tmp_path: Path, out: str):
     assert _tree(tmp_path) == before
     with pytest.raises(OptionError):
         rewrite_file("upgrade", source, output=tmp_path / out)
+
+
+# --------------------------------------------------------------------------- models sharing a data file
+
+
+def _sharing_pair(folder: Path) -> tuple[Path, Path]:
+    """a.onnx and b.onnx: y = x + ScatterElements(D, idx, upd, axis=1) then MatMul by W, D and W
+    different in each, all their tensors in one weights.bin (b's appended after a's), as
+    ``onnx.save(..., location="weights.bin")`` of two models into one folder writes them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, scale in (("a", 1.0), ("b", 2.0)):
+        tensors = [onnx.numpy_helper.from_array(np.arange(32 * 32, dtype=np.float32).reshape(32, 32) * scale, "W"),
+                   onnx.numpy_helper.from_array(np.full((32, 32), scale, np.float32), "D"),
+                   onnx.numpy_helper.from_array(np.array([[0, 1], [2, 0]], np.int64), "idx"),
+                   onnx.numpy_helper.from_array(np.full((2, 2), -scale, np.float32), "upd")]
+        graph = oh.make_graph(
+            [oh.make_node("ScatterElements", ["D", "idx", "upd"], ["s"], axis=1), oh.make_node("Add", ["x", "s"], ["t"]),
+             oh.make_node("MatMul", ["t", "W"], ["y"])], "shared",
+            [oh.make_tensor_value_info("x", TensorProto.FLOAT, [32, 32])],
+            [oh.make_tensor_value_info("y", TensorProto.FLOAT, [32, 32])], tensors)
+        model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+        model.ir_version = 9
+        onnx.save(model, folder / f"{name}.onnx", save_as_external_data=True, location="weights.bin", size_threshold=0)
+        paths.append(folder / f"{name}.onnx")
+    assert set(_locations(paths[0]).values()) == set(_locations(paths[1]).values()) == {"weights.bin"}
+    return paths[0], paths[1]
+
+
+def _x(seed: int = 0) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(seed).standard_normal((32, 32)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("verb", ["fold", "upgrade"])
+def test_two_models_sharing_a_data_file_in_place_are_refused(tmp_path: Path, verb: str):
+    # Each used to replace weights.bin with its own tensors: "2 of 2 model(s) PASSED", both then reading
+    # one model's weights (or one of them failing validation and left unloadable).
+    a, b = _sharing_pair(tmp_path / "m")
+    before = _tree(tmp_path)
+    result = invoke(verb, a, b, "--in-place")
+    assert result.exit_code == 1, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("scatter-rewrite: error:") and "Traceback" not in result.output
+    assert f"{a} and {b} would both write their external data to {tmp_path / 'm' / 'weights.bin'}" in line
+    assert "the data file they share" in line and "without --in-place" in line
+    assert _tree(tmp_path) == before  # both models and the data file byte-identical, nothing added
+
+
+def test_in_place_onto_a_data_file_another_model_also_reads_is_refused(tmp_path: Path):
+    # b keeps its W in a file of its own too, so its in-place result goes to b.onnx.data; a's still
+    # replaces weights.bin, where b reads D, idx and upd.
+    a, b = _sharing_pair(tmp_path / "m")
+    _move_to_file(b, {"W": "b_only.bin"})
+    before = _tree(tmp_path)
+    result = invoke("fold", a, b, "--in-place")
+    assert result.exit_code == 1, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert (f"the external data file of the output for {a}, {tmp_path / 'm' / 'weights.bin'}, is the external "
+            f"data file of {b}; rewrite them without --in-place") in line
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("where", ["beside", "folder"])
+def test_two_models_sharing_a_data_file_are_rewritten_into_new_files(tmp_path: Path, where: str):
+    a, b = _sharing_pair(tmp_path / "m")
+    pristine = shutil.copytree(tmp_path / "m", tmp_path / "pristine")
+    before = _tree(tmp_path / "m")
+    out = tmp_path / "m" if where == "beside" else tmp_path / "out"
+    result = invoke("fold", a, b, *([] if where == "beside" else ["-o", out]))
+    assert result.exit_code == 0, result.output
+    assert "2 of 2 model(s) PASSED" in result.stdout
+    assert {k: v for k, v in _tree(tmp_path / "m").items() if k in before} == before  # the inputs untouched
+    for name in ("a", "b"):
+        folded = out / f"{name}.folded.onnx"
+        assert set(_locations(folded).values()) == {f"{name}.folded.onnx.data"}
+        _assert_same_outputs(pristine / f"{name}.onnx", folded, _x())
+    assert digest_outputs(out / "a.folded.onnx") != digest_outputs(out / "b.folded.onnx")
+
+
+def digest_outputs(path: Path) -> bytes:
+    return run_onnxruntime(path, _x())[0].tobytes()
+
+
+def test_two_models_with_data_files_of_their_own_in_place(tmp_path: Path):
+    a, b = _sharing_pair(tmp_path / "m")
+    _move_to_file(a, {t: "a.bin" for t in ("W", "D", "idx", "upd")})
+    _move_to_file(b, {t: "b.bin" for t in ("W", "D", "idx", "upd")})
+    (tmp_path / "m" / "weights.bin").unlink()
+    pristine = shutil.copytree(tmp_path / "m", tmp_path / "pristine")
+    result = invoke("fold", a, b, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert sorted(_tree(tmp_path / "m")) == ["a.bin", "a.onnx", "b.bin", "b.onnx"]
+    for name in ("a", "b"):
+        assert set(_locations(tmp_path / "m" / f"{name}.onnx").values()) == {f"{name}.bin"}
+        assert [n.op_type for n in onnx.load(str(tmp_path / "m" / f"{name}.onnx")).graph.node] == ["Add", "MatMul"]
+        _assert_same_outputs(pristine / f"{name}.onnx", tmp_path / "m" / f"{name}.onnx", _x())
+
+
+def test_one_model_of_a_shared_pair_in_place_is_not_refused(tmp_path: Path):
+    # The run cannot see b, which then reads a's new weights.bin: the README says to rewrite such
+    # models together (refused in place) or without --in-place.
+    a, _ = _sharing_pair(tmp_path / "m")
+    pristine = shutil.copytree(tmp_path / "m", tmp_path / "pristine")
+    result = invoke("fold", a, "--in-place")
+    assert result.exit_code == 0, result.output
+    _assert_same_outputs(pristine / "a.onnx", a, _x())
+
+
+# --------------------------------------------------------------------------- input_data_files: from the bytes
+
+
+def _with_external(model: onnx.ModelProto, folder: Path, location: str = "w.bin") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, folder / "model.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              location=location, size_threshold=0)
+    return folder / "model.onnx"
+
+
+@pytest.mark.parametrize("case", ["inline", "main", "if", "function", "several", "big-inline"])
+def test_input_data_files_are_those_the_loaded_model_names(tmp_path: Path, case: str):
+    if case == "inline":
+        path = tmp_path / "model.onnx"
+        onnx.save(_constant_model("main", 4096), path)
+    elif case in ("main", "if", "function"):
+        # Constant tensors (a subgraph's, a function's) are external data too.
+        path = _with_external(_constant_model(case, 4096, with_initializer=True), tmp_path)
+    elif case == "several":
+        path = _external_model(tmp_path, "a.bin")
+        (tmp_path / "sub").mkdir()
+        _move_to_file(path, {"W1": "sub/b.bin", "W3": "c.bin"})
+    else:
+        path = tmp_path / "model.onnx"
+        big_inline_model(path)  # 2 MiB inline: mapped by load_proto, its raw bytes skipped here
+    expected = model_io.external_data_files(model_io.load_proto(path), path)
+    assert model_io.input_data_files(path) == expected
+    assert (expected == []) == (case in ("inline", "big-inline"))
+    if case == "several":
+        assert expected == ["a.bin", "sub/b.bin", "c.bin"]
+
+
+def test_input_data_files_skip_big_inline_weights_unread(tmp_path: Path):
+    # A big inline weight whose bytes read as an external data reference: not one (load_proto maps it).
+    fake = b"\x0a\x08location\x12\x08fake.bin"
+    raw = (fake * (2**20 // len(fake) + 1))[: 2**20]
+    weights = oh.make_tensor("w", TensorProto.UINT8, [len(raw)], raw, raw=True)
+    graph = oh.make_graph([oh.make_node("Identity", ["w"], ["y"])], "g", [],
+                          [oh.make_tensor_value_info("y", TensorProto.UINT8, [len(raw)])], [weights])
+    path = tmp_path / "m.onnx"
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), path)
+    assert model_io.input_data_files(path) == [] == model_io.external_data_files(model_io.load_proto(path), path)
+    # Small, the same bytes are searched and named: more than the model uses, never fewer.
+    small = tmp_path / "small.onnx"
+    onnx.save(oh.make_model(oh.make_graph(
+        [oh.make_node("Identity", ["w"], ["y"])], "g", [], [oh.make_tensor_value_info("y", TensorProto.UINT8, [20])],
+        [oh.make_tensor("w", TensorProto.UINT8, [20], fake, raw=True)]),
+        opset_imports=[oh.make_opsetid("", 18)]), small)
+    assert model_io.input_data_files(small) == ["fake.bin"]
+
+
+def test_input_data_files_parse_a_reference_written_value_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = _external_model(tmp_path, "weights.bin")
+    data = path.read_bytes()
+    entry = b"\x0a\x08location\x12\x0bweights.bin"
+    reordered = b"\x12\x0bweights.bin\x0a\x08location"  # value, then key: valid protobuf, no writer's order
+    assert entry in data
+    path.write_bytes(data.replace(entry, reordered))
+    parsed = []
+    monkeypatch.setattr(model_io, "load_proto", lambda p: parsed.append(p) or onnx.load(str(p), load_external_data=False))
+    assert model_io.input_data_files(path) == ["weights.bin"] and parsed == [path]
+
+
+# --------------------------------------------------------------------------- permissions of replaced files
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _umask_default() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+@pytest.mark.parametrize("model_mode,data_mode", [(0o600, 0o640), (0o640, 0o600), (0o444, 0o400)],
+                         ids=["0600-0640", "0640-0600", "0444-0400"])
+def test_in_place_keeps_the_modes_of_the_model_and_its_data_file(tmp_path: Path, model_mode: int, data_mode: int):
+    # They used to come back with the umask default (0644): a private model made readable by all.
+    source = _external_model(tmp_path, "weights.bin")
+    source.chmod(model_mode)
+    (tmp_path / "weights.bin").chmod(data_mode)
+    before = _tree(tmp_path)
+    result = invoke("upgrade", source, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert _tree(tmp_path)["model.onnx"] != before["model.onnx"]  # replaced, not left alone
+    assert _mode(source) == model_mode and _mode(tmp_path / "weights.bin") == data_mode
+
+
+def test_in_place_keeps_the_mode_of_a_model_without_external_data(tmp_path: Path):
+    source = tmp_path / "private.onnx"
+    onnx.save(testing.scatter_model("Scatter", opset=10), source)
+    source.chmod(0o600)
+    result = invoke("upgrade", source, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert [n.op_type for n in onnx.load(str(source)).graph.node] == ["ScatterElements"]
+    assert _mode(source) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["private.onnx"]
+
+
+def test_output_onto_existing_files_keeps_their_modes_and_new_files_get_the_umask_default(tmp_path: Path):
+    # As cp onto an existing file (it writes into it): the file keeps its mode; a new one is 0666 & ~umask.
+    source = _external_model(tmp_path / "m", "weights.bin")
+    source.chmod(0o600)
+    (tmp_path / "m" / "weights.bin").chmod(0o600)
+    new = tmp_path / "new" / "x.onnx"
+    assert invoke("upgrade", source, "-o", new).exit_code == 0
+    assert _mode(new) == _mode(tmp_path / "new" / "x.onnx.data") == _umask_default() != 0o600
+    existing = tmp_path / "old" / "x.onnx"
+    shutil.copytree(new.parent, existing.parent)
+    existing.chmod(0o640)
+    (existing.parent / "x.onnx.data").chmod(0o604)
+    (existing.parent / "x.onnx.data").write_bytes(b"stale")
+    result = invoke("upgrade", source, "-o", existing)
+    assert result.exit_code == 0, result.output
+    assert _mode(existing) == 0o640 and _mode(existing.parent / "x.onnx.data") == 0o604
+    assert (existing.parent / "x.onnx.data").read_bytes() == (new.parent / "x.onnx.data").read_bytes()
+
+
+def test_in_place_through_a_symlink_keeps_the_mode_of_the_file_it_named(tmp_path: Path):
+    blob = tmp_path / "blobs" / "0123abcd"
+    blob.parent.mkdir()
+    onnx.save(testing.scatter_model("Scatter", opset=10), blob)
+    blob.chmod(0o640)
+    link = tmp_path / "model.onnx"
+    link.symlink_to(blob)
+    blob_before = blob.read_bytes()
+    assert invoke("upgrade", link, "--in-place").exit_code == 0
+    assert not link.is_symlink() and _mode(link) == 0o640  # a regular file now, as with sed -i
+    assert blob.read_bytes() == blob_before and _mode(blob) == 0o640
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root may give files away")
+def test_in_place_as_root_keeps_owner_and_group(tmp_path: Path):
+    source = _external_model(tmp_path, "weights.bin")
+    os.chown(source, 12345, 23456)
+    os.chown(tmp_path / "weights.bin", 23456, 12345)
+    assert invoke("upgrade", source, "--in-place").exit_code == 0
+    assert (source.stat().st_uid, source.stat().st_gid) == (12345, 23456)
+    assert ((tmp_path / "weights.bin").stat().st_uid, (tmp_path / "weights.bin").stat().st_gid) == (23456, 12345)
+
+
+def test_replace_file_falls_back_to_the_group_where_the_owner_cannot_be_set(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.write_bytes(b"old")
+    new.write_bytes(b"new")
+    old.chmod(0o640)
+    calls = []
+    real_stat = os.stat
+
+    def other_owner(path, *args, **kwargs):  # the replaced file belongs to someone else
+        result = real_stat(path, *args, **kwargs)
+        if Path(path) == old:
+            return os.stat_result((result.st_mode, *result[1:4], result.st_uid + 1, result.st_gid + 1, *result[6:]))
+        return result
+
+    def chown(path, uid, gid):
+        calls.append((uid, gid))
+        if uid != -1:
+            raise PermissionError("not root")
+        raise PermissionError("not in that group")  # best effort: ignored too
+
+    monkeypatch.setattr(os, "stat", other_owner)
+    monkeypatch.setattr(os, "chown", chown)
+    expected_owner = real_stat(old).st_uid + 1, real_stat(old).st_gid + 1
+    model_io.replace_file(new, old)
+    assert calls == [expected_owner, (-1, expected_owner[1])]
+    assert old.read_bytes() == b"new" and stat.S_IMODE(real_stat(old).st_mode) == 0o640 and not new.exists()
 
 
 # --------------------------------------------------------------------------- Constant tensors count

@@ -380,7 +380,9 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
         try:
             if (staging / data_name).is_file():
                 (destination.parent / data_name).parent.mkdir(parents=True, exist_ok=True)
-                replace_file(staging / data_name, destination.parent / data_name)
+                # A new data file beside a model being replaced takes that model's permissions:
+                # the weights of a private (0600) model must not land in a file all can read.
+                replace_file(staging / data_name, destination.parent / data_name, like=destination)
             replace_file(staged, destination)
         except OSError as e:  # a folder in the way of the output, say
             raise write_error(destination, e) from e
@@ -391,16 +393,20 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
             _remove_folders(created)
 
 
-def replace_file(new: Path, target: Path) -> None:
+def replace_file(new: Path, target: Path, like: Path | None = None) -> None:
     """``os.replace(new, target)``, ``new`` taking first the permission bits of the file at ``target``
     (through a symlink, as ``sed -i`` reads it) and, where this process may set them (root), its owner
     and group, as ``sed -i`` does and as ``cp`` onto an existing file keeps them: rewriting a private
-    (0600) model must not leave it readable by all. Where nothing is there, ``new`` keeps the mode it
-    was created with (the umask default)."""
-    try:
-        old = os.stat(target)
-    except OSError:  # nothing there, or a symlink to nothing: a new file
-        old = None
+    (0600) model must not leave it readable by all. Where nothing is there, those of the file ``like``
+    if it exists, else ``new`` keeps the mode it was created with (the umask default)."""
+    old = None
+    for source in (target, like):
+        try:
+            old = os.stat(source) if source is not None else None
+        except OSError:  # nothing there, or a symlink to nothing
+            continue
+        if old is not None:
+            break
     if old is not None:
         now = os.stat(new)
         if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):

@@ -465,6 +465,20 @@ def test_in_place_keeps_the_modes_of_the_model_and_its_data_file(tmp_path: Path,
     assert _mode(source) == model_mode and _mode(tmp_path / "weights.bin") == data_mode
 
 
+def test_in_place_gives_a_new_data_file_the_mode_of_the_model_it_replaces(tmp_path: Path):
+    # Two data files in: the result's weights go to a new model.onnx.data, which must not make the
+    # weights of a private model readable by all (the old files stay, named in a warning).
+    source = _external_model(tmp_path, "weights.bin")
+    initializers = [t.name for t in onnx.load(str(source), load_external_data=False).graph.initializer
+                    if t.data_location == onnx.TensorProto.EXTERNAL]
+    _move_to_file(source, {initializers[0]: "other.bin"})
+    source.chmod(0o600)
+    result = invoke("upgrade", source, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "model.onnx.data").is_file() and _mode(tmp_path / "model.onnx.data") == 0o600
+    assert _mode(source) == 0o600
+
+
 def test_in_place_keeps_the_mode_of_a_model_without_external_data(tmp_path: Path):
     source = tmp_path / "private.onnx"
     onnx.save(testing.scatter_model("Scatter", opset=10), source)

@@ -1,6 +1,7 @@
 """Prove a rewrite changes nothing: run original and rewritten in onnxruntime on the same inputs.
 
-Inputs are seeded and respect each scatter's contract: a graph input that feeds scatter indices
+Inputs are seeded and respect each scatter's contract (our custom-domain scatters, which compute the
+standard ops, included: :func:`graph.computes_a_scatter`): a graph input that feeds scatter indices
 (directly or through value-preserving ops like Cast/Unsqueeze/Expand, and PyTorch's negative-index
 normalization ``Where(Less(i, 0), Add(i, c), i)``, and a ``Gather`` by constant positions like a GNN's
 ``edge_index[1]``) gets in-range values, negative ones included, unique along the axis when the
@@ -54,7 +55,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
-from scatter_rewrite.graph import SCATTER_OPS, attr, function_calls, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import attr, computes_a_scatter, function_calls, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.passes._inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
 )
@@ -68,8 +69,8 @@ FLOAT_TOLERANCE = {
 }
 BFLOAT16_TOLERANCE = (4e-2, 4e-2)
 SYMBOLIC_DIM_SIZE = 4
-# Ops whose output has the shape of their first input.
-_SAME_SHAPE_OPS = SCATTER_OPS | {"Cast", "Identity"}
+# Ops whose output has the shape of their first input, besides the scatters (computes_a_scatter).
+_SAME_SHAPE_OPS = {"Cast", "Identity"}
 # Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
 _GATHER_OPS = {"Gather", "GatherElements"}
 # Ops through which an index tensor's values pass unchanged (only reshaped, broadcast or cast).
@@ -508,8 +509,9 @@ def _shape_of(value: ir.Value, shapes, outer: dict[int, list], partial: bool = F
         if partial and (inferred or declared):
             return inferred or declared
         producer = value.producer()
-        if (producer is not None and producer.op_type in _SAME_SHAPE_OPS and is_default_domain(producer)
-                and producer.inputs):
+        same_shape = producer is not None and (
+            computes_a_scatter(producer) or (producer.op_type in _SAME_SHAPE_OPS and is_default_domain(producer)))
+        if same_shape and producer.inputs:
             # A scatter's output has its data's shape (a Cast's, its input's): what shape inference
             # cannot say inside a function or a Loop body (a chain of scatters there) that input may.
             value = producer.inputs[0]
@@ -557,7 +559,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         if node.op_type in _GATHER_OPS and is_default_domain(node):
             _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls)
             continue
-        if node.op_type not in SCATTER_OPS or not is_default_domain(node):
+        if not computes_a_scatter(node):  # (our custom-domain scatters too: lowering a lowered model)
             continue
         reduction = _attr_at_call(node, "reduction", "none", calls)
         data = node.inputs[0]
@@ -768,7 +770,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     planned = _planning_copy(model)
     # ONNX shape inference does not enter functions: a function scatter's data shape (a Reshape
     # of constants there) comes from inferring the body with its call sites' input types.
-    borrowed = annotate_functions_with(planned, lambda node: node.op_type in SCATTER_OPS)
+    borrowed = annotate_functions_with(planned, computes_a_scatter)
     try:
         contracts, float_tolerance, notes = _contracts(planned, input_shapes)
     finally:
@@ -845,6 +847,7 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
     from scatter_rewrite import custom_ops
 
     source = str(model) if isinstance(model, (str, Path)) else model
+    run = None
     try:
         session = ort.InferenceSession(source, _session_options(threads), providers=["CPUExecutionProvider"])
     except Exception as e:
@@ -855,10 +858,12 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
         options = _session_options(threads)
         custom_ops.register(options)
         session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        run = custom_ops.run  # raises what the ops raised (an index out of range), after the run
     names = {i.name for i in session.get_inputs()}
     run_options = ort.RunOptions()
     run_options.log_severity_level = 4
-    return session.run(None, {k: v for k, v in inputs.items() if k in names}, run_options)
+    feeds = {k: v for k, v in inputs.items() if k in names}
+    return run(session, feeds, run_options) if run else session.run(None, feeds, run_options)
 
 
 def _session_options(threads: int):

@@ -39,7 +39,8 @@ Comparison is exact (bit for bit, NaN positions included) for integers and for n
 outputs of a model holding a float add/mul scatter are compared within :data:`FLOAT_TOLERANCE`,
 because a lowering may sum in another order. Where onnxruntime cannot run the original (an invalid
 deprecated ``Scatter``, a reduction its CPU kernel lacks), the original is evaluated by
-``onnx.reference`` with our NumPy scatter kernels, and the result says so.
+``onnx.reference`` with our NumPy scatter kernels, and the result says so. onnxruntime's outputs are
+compared as the element types the model declares (:func:`_as_declared`).
 """
 
 from __future__ import annotations
@@ -863,7 +864,25 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
     run_options = ort.RunOptions()
     run_options.log_severity_level = 4
     feeds = {k: v for k, v in inputs.items() if k in names}
-    return run(session, feeds, run_options) if run else session.run(None, feeds, run_options)
+    outputs = run(session, feeds, run_options) if run else session.run(None, feeds, run_options)
+    return [_as_declared(array, o.type) for array, o in zip(outputs, session.get_outputs())]
+
+
+def _as_declared(array: Any, ort_type: str) -> Any:
+    """An onnxruntime output as the ONNX element type the model declares (``ort_type``, as
+    ``tensor(float8e4m3fn)``), the type onnx.reference returns. onnxruntime's Python binding returns
+    float8e4m3fn and float4e2m1 as raw uint8: one byte per element, or packed two to a byte (low
+    nibble first) at the start of an array of the element count. (The other types NumPy lacks, float8e5m2
+    or int4, it does not return at all: "No corresponding Numpy type".)"""
+    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not ort_type.startswith("tensor("):
+        return array
+    declared = getattr(ir.DataType, ort_type[len("tensor("):-1].upper(), None)
+    if declared is None or declared == ir.DataType.UINT8:
+        return array
+    if declared.bitwidth == 8:
+        return array.view(declared.numpy())
+    packed = array.reshape(-1)[: (array.size * declared.bitwidth + 7) // 8]
+    return ir.PackedTensor(packed, declared, shape=ir.Shape(array.shape)).numpy()
 
 
 def _session_options(threads: int):
@@ -906,9 +925,24 @@ def _wide(x: np.ndarray) -> np.ndarray:
     return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
 
 
+def _is_float(dtype: np.dtype) -> bool:
+    """NumPy's float and complex types, and ml_dtypes' floats (bfloat16, float8, float4: kind "V")."""
+    if dtype.kind in "fc":
+        return True
+    if dtype.kind != "V":
+        return False
+    import ml_dtypes
+
+    try:
+        ml_dtypes.finfo(dtype)
+    except (TypeError, ValueError):  # int4, uint4, ...
+        return False
+    return True
+
+
 def _bit_exact_mismatch(a: np.ndarray, b: np.ndarray) -> bool:
     """Different values, NaN positions or zero signs (NaN payloads may differ)."""
-    if not (a.dtype.kind in "fc" or a.dtype.name == "bfloat16"):
+    if not _is_float(a.dtype):  # (== on an ml_dtypes float would take NaN for a difference, -0.0 for +0.0)
         return not np.array_equal(a, b)
     for ea, eb in _blocks(a, b):
         af, bf = _wide(ea), _wide(eb)

@@ -129,3 +129,76 @@ def test_custom_scatter_failures_through_the_python_api(tmp_path):
     assert lines[2] == "fine: [99.0, 99.0, 99.0]"
     assert lines[3] == "direct: True"
     assert "ai.onnx.contrib::ScatterElements failed" in done.stderr and "custom_ops.run" in done.stderr
+
+
+# ---- element types onnxruntime returns as raw bytes ----------------------------------------------
+
+EIGHT_BIT_AND_LESS = {"f8e4m3fn": (TensorProto.FLOAT8E4M3FN, ml_dtypes.float8_e4m3fn),
+                      "f8e5m2": (TensorProto.FLOAT8E5M2, ml_dtypes.float8_e5m2),
+                      "f4e2m1": (TensorProto.FLOAT4E2M1, ml_dtypes.float4_e2m1fn)}
+
+
+def constant_model(values: np.ndarray, dtype: int) -> onnx.ModelProto:
+    tensor = nh.from_array(values, "y")
+    graph = oh.make_graph([], "g", [], [vi("y", dtype, list(values.shape))], [tensor])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+    model.ir_version = 11
+    return model
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 4, 2), (5, 3)])
+@pytest.mark.parametrize("name", ["f8e4m3fn", "f4e2m1"])
+def test_onnxruntime_outputs_come_back_as_the_declared_element_type(name, shape):
+    """onnxruntime returns float8e4m3fn as uint8, float4e2m1 packed into the start of a uint8 array
+    of the element count: run_onnxruntime gives the ml_dtypes array onnx.reference gives."""
+    dtype, np_type = EIGHT_BIT_AND_LESS[name]
+    values = (np.arange(np.prod(shape)) % 7 * 0.5 - 1.5).astype(np.float32).reshape(shape).astype(np_type)
+    (got,) = run_onnxruntime(constant_model(values, dtype).SerializeToString(), {})
+    assert got.dtype == np.dtype(np_type) and got.shape == shape
+    np.testing.assert_array_equal(got.view(np.uint8), values.view(np.uint8))
+
+
+def tensor_scatter_model(dtype: int, np_type) -> onnx.ModelProto:
+    """An opset-24 TensorScatter of constants (fold folds it), NaN and -0.0 in the cache rows it keeps."""
+    cache = np.array([np.nan, -0.0, 1, 2, 3, 4, -6, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5], np.float32).reshape(2, 4, 2)
+    if np_type == ml_dtypes.float4_e2m1fn:
+        cache[0, 0, 0] = -0.0  # (no NaN in float4e2m1)
+    update = np.ones((2, 1, 2), np.float32)
+    graph = oh.make_graph(
+        [oh.make_node("TensorScatter", ["cache", "update", "write"], ["y"], axis=-2)], "g", [],
+        [vi("y", dtype, [2, 4, 2])],
+        [nh.from_array(cache.astype(np_type), "cache"), nh.from_array(update.astype(np_type), "update"),
+         nh.from_array(np.array([1, 3], np.int64), "write")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+    model.ir_version = 11
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(EIGHT_BIT_AND_LESS))
+def test_fold_of_a_tensor_scatter_on_eight_bit_and_smaller_floats_validates(name):
+    """onnxruntime has no TensorScatter-24 kernel: the original runs in onnx.reference, the folded
+    initializer in onnxruntime (float8e4m3fn, float4e2m1) or, where onnxruntime's binding has no NumPy
+    type for it (float8e5m2), in onnx.reference too."""
+    dtype, np_type = EIGHT_BIT_AND_LESS[name]
+    folded, outcome = sr.fold(tensor_scatter_model(dtype, np_type), validate=True, return_report=True)
+    assert not folded.graph.node
+    v = outcome.validation
+    assert v["tolerance"] == "exact (bit for bit)" and v["max_abs_diff"] == 0.0
+    assert "onnxruntime cannot run" in v["checked_against"]
+
+
+@pytest.mark.parametrize("np_type", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu,
+                                     ml_dtypes.float4_e2m1fn, ml_dtypes.bfloat16])
+def test_bit_exact_comparison_of_ml_dtypes_floats(np_type):
+    """NaN positions match and the sign of zero counts, whichever NumPy kind ml_dtypes gives the
+    type (float8_e5m2 is "f", the others "V", where == took NaN for a difference and -0.0 for +0.0)."""
+    finfo = ml_dtypes.finfo(np_type)
+    has_nan = np.isnan(np.array(np.nan, np.float32).astype(np_type))
+    has_negative_zero = np.signbit(np.array(-0.0, np.float32).astype(np_type).astype(np.float32))
+    values = np.array([np.nan if has_nan else 1.0, -0.0, float(finfo.max)], np.float32).astype(np_type)
+    assert compare(["y"], [values], [values.copy()], False)[1] == []
+    other = values.copy()  # +0.0 for -0.0 (float8e8m0, with no zero, took -0.0 for NaN: 2.0 for it)
+    other[1] = np.array(0.0 if has_negative_zero else 2.0, np.float32).astype(np_type)
+    [failure] = compare(["y"], [values], [other], False)[1]
+    assert failure.startswith("output 'y': not bit-exact")

@@ -38,9 +38,11 @@ too; not done, to keep one contract per input.
 Comparison is exact (bit for bit, NaN positions included) for integers and for none/max/min; float
 outputs of a model holding a float add/mul scatter are compared within :data:`FLOAT_TOLERANCE`,
 because a lowering may sum in another order. Where onnxruntime cannot run the original (an invalid
-deprecated ``Scatter``, a reduction its CPU kernel lacks), the original is evaluated by
-``onnx.reference`` with our NumPy scatter kernels, and the result says so. onnxruntime's outputs are
-compared as the element types the model declares (:func:`_as_declared`).
+deprecated ``Scatter``, a reduction its CPU kernel lacks) or the rewritten model (a kernel it lacks),
+both are evaluated by ``onnx.reference`` with our NumPy scatter kernels and compared there, and the
+model onnxruntime does run is compared with its own onnx.reference results within the float
+tolerance (see :func:`validate`); the result says so. onnxruntime's outputs are compared as the
+element types the model declares (:func:`_as_declared`).
 """
 
 from __future__ import annotations
@@ -121,6 +123,9 @@ class ValidationResult:
     max_abs_diff: float
     outputs: dict[str, float]
     notes: list[str]
+    # Where the proof ran in onnx.reference: how onnxruntime's results on the model it runs compare
+    # with onnx.reference's (see validate); empty where onnxruntime ran both.
+    cross_check: str = ""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -1049,60 +1054,122 @@ def _lacks_a_kernel(e: BaseException) -> bool:
                 and "Type Error: Type 'tensor(" in text))
 
 
+_REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
+
+
 def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:
-    """Run both models and compare; raise ValidationError on any difference."""
-    notes = list(plan.notes)
-    ort_cannot_run_original = None
+    """Run both models and compare; raise ValidationError on any difference.
+
+    Both run in onnxruntime where it runs both. Where it cannot run one of them, both run in
+    onnx.reference and are compared there, in one engine: the proof of the rewrite. (Across engines,
+    a float op after the scatter, NumPy's MatMul against onnxruntime's, rounds differently, and no
+    bit-for-bit comparison would hold.) The model onnxruntime does run is then compared with its own
+    onnx.reference results too, within FLOAT_TOLERANCE and everything else exact (``cross_check``):
+    it loads, runs, and the engine of the proof computes what onnxruntime computes. Where
+    onnx.reference cannot run that model, onnxruntime's results on it are compared with the other's.
+    """
     try:
-        expected = run_onnxruntime(original, plan.inputs)
-        checked_against = "onnxruntime on the original model"
+        original_ort = run_onnxruntime(original, plan.inputs)
+        ort_cannot_run_original = None
     except Exception as ort_error:  # ORT reports load/run failures through several exception types
-        ort_cannot_run_original = _ort_reason(ort_error)
-        try:
-            expected = run_reference(original, plan.inputs)
-        except IndexOutOfRangeError as e:
-            if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
-                raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
-                                      "scatter indices must lie within the data's bounds") from e
-            # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
-            # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
-            raise ValidationError(f"the generated validation inputs put an index out of range in the original "
-                                  f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate") from e
-        except ScatterRewriteError:
-            raise
-        except Exception as ref_error:
-            raise ValidationError(
-                f"cannot evaluate the original model: onnxruntime says '{ort_cannot_run_original}', "
-                f"onnx.reference says '{_first_line(ref_error)}'; use --no-validate to skip"
-            ) from ref_error
-        checked_against = ("onnx.reference with scatter-rewrite's NumPy kernels (onnxruntime cannot run the "
-                           f"original: {ort_cannot_run_original})")
+        original_ort, ort_cannot_run_original = None, _ort_reason(ort_error)
+    original_ref = None
+    if original_ort is None:
+        original_ref = _run_original_in_reference(original, plan, ort_cannot_run_original)
     try:
-        actual = run_onnxruntime(rewritten, plan.inputs)
+        rewritten_ort = run_onnxruntime(rewritten, plan.inputs)
+        ort_cannot_run_rewritten = None
     except Exception as e:
-        if ort_cannot_run_original is None and not _lacks_a_kernel(e):
+        if original_ort is not None and not _lacks_a_kernel(e):
             raise ValidationError(f"onnxruntime cannot run the rewritten model: {_first_line(e, 300)}") from e
         # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
         # original's ScatterElements has): the rewritten model runs in the reference evaluator
         # (already past onnx.checker), and the summary says so.
-        try:
-            actual = run_reference(rewritten, plan.inputs)
-        except ScatterRewriteError:
-            raise
-        except Exception as ref_error:
-            raise ValidationError(f"cannot evaluate the rewritten model: onnxruntime says '{_ort_reason(e)}', "
-                                  f"onnx.reference says '{_first_line(ref_error)}'") from ref_error
-        if ort_cannot_run_original is None:
-            checked_against = ("onnxruntime on the original model, onnx.reference with scatter-rewrite's NumPy "
-                               f"kernels on the rewritten one (onnxruntime lacks a kernel it uses: {_ort_reason(e)})")
+        rewritten_ort, ort_cannot_run_rewritten = None, _ort_reason(e)
+    cross_check = None  # (model, its onnx.reference results, its onnxruntime results)
+    if original_ort is not None and rewritten_ort is not None:
+        expected, actual = original_ort, rewritten_ort
+        checked_against = "onnxruntime on the original model"
+    elif original_ort is None and rewritten_ort is None:
+        expected, actual = original_ref, _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
+        checked_against = f"{_REFERENCE}, for both models (onnxruntime cannot run either: {ort_cannot_run_original})"
+    elif original_ort is None:  # the rewritten model runs in onnxruntime
+        expected, actual = original_ref, _reference_or_none(rewritten, plan)
+        checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
+                           f"{ort_cannot_run_original})")
+        if actual is None:
+            actual = rewritten_ort
+            checked_against = (f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
+                               f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference cannot)")
         else:
-            checked_against = ("onnx.reference with scatter-rewrite's NumPy kernels, for both models (onnxruntime "
-                               f"cannot run either: {ort_cannot_run_original})")
+            cross_check = ("rewritten", actual, rewritten_ort)
+    else:  # the original runs in onnxruntime, the rewritten model does not
+        expected = _reference_or_none(original, plan)
+        actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
+        checked_against = (f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime lacks a "
+                           f"kernel it uses: {ort_cannot_run_rewritten})")
+        if expected is None:
+            expected = original_ort
+        else:
+            checked_against += " and on the original"
+            cross_check = ("original", expected, original_ort)
     # (Not read back from the rewritten file: with inline weights that would parse all of them again.)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
     diffs, failures = compare(names, expected, actual, plan.float_tolerance)
-    tolerance = _tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
-    result = ValidationResult(checked_against, tolerance, max(diffs.values(), default=0.0), diffs, notes)
     if failures:
         raise ValidationError("validation failed, nothing written: " + "; ".join(failures))
-    return result
+    tolerance = _tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
+    return ValidationResult(checked_against, tolerance, max(diffs.values(), default=0.0), diffs, list(plan.notes),
+                            _cross_check(names, *cross_check) if cross_check else "")
+
+
+def _run_original_in_reference(original: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
+    """The original's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
+    try:
+        return run_reference(original, plan.inputs)
+    except IndexOutOfRangeError as e:
+        if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
+            raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
+                                  "scatter indices must lie within the data's bounds") from e
+        # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
+        # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
+        raise ValidationError(f"the generated validation inputs put an index out of range in the original "
+                              f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate") from e
+    except ScatterRewriteError:
+        raise
+    except Exception as ref_error:
+        raise ValidationError(
+            f"cannot evaluate the original model: onnxruntime says '{ort_reason}', "
+            f"onnx.reference says '{_first_line(ref_error)}'; use --no-validate to skip"
+        ) from ref_error
+
+
+def _run_rewritten_in_reference(rewritten: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
+    """The rewritten model's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
+    try:
+        return run_reference(rewritten, plan.inputs)
+    except ScatterRewriteError:
+        raise
+    except Exception as ref_error:
+        raise ValidationError(f"cannot evaluate the rewritten model: onnxruntime says '{ort_reason}', "
+                              f"onnx.reference says '{_first_line(ref_error)}'") from ref_error
+
+
+def _reference_or_none(model: str | os.PathLike, plan: ValidationPlan) -> list | None:
+    """A model's outputs from onnx.reference, or None where it cannot run it (onnxruntime does)."""
+    try:
+        return run_reference(model, plan.inputs)
+    except Exception:  # (an op or type onnxruntime has and onnx.reference lacks)
+        return None
+
+
+def _cross_check(names: list[str], which: str, reference: list, ort: list) -> str:
+    """onnxruntime's results on the ``which`` model against onnx.reference's, which the proof used:
+    float outputs within FLOAT_TOLERANCE (the engines' float ops round differently), the rest exact.
+    What it found, for the summary; ValidationError where they disagree."""
+    diffs, failures = compare(names, reference, ort, float_tolerance=True)
+    if failures:
+        raise ValidationError(f"validation failed, nothing written: onnxruntime and onnx.reference disagree on the "
+                              f"{which} model: " + "; ".join(failures))
+    return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
+            f"{_tolerance_said(reference)}, max |difference| {max(diffs.values(), default=0.0):.3g}")

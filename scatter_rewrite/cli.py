@@ -173,6 +173,8 @@ def _format(outcome: Any) -> str:
         diff = f", max |difference| {v['max_abs_diff']:.3g}" if "tolerance" in v else ""
         tol = f", {v['tolerance']}" if "tolerance" in v else ""
         lines.append(f"  validation: {v['checked_against']}{tol}{diff}")
+        if v.get("cross_check"):
+            lines.append(f"    {v['cross_check']}")
     elif outcome.status == "PASSED":
         lines.append("  validation: skipped (--no-validate)")
     if outcome.error:

@@ -16,16 +16,26 @@ ops (``onnxruntime_extensions.onnx_op``): that package fixes the domain to ``ai.
 and needs one registration per type signature (an op may have only one dynamically typed input,
 onnxruntime 1.32 custom_ops.cc), hence one per data dtype x index dtype. Python ops are slow
 (every output goes through a Python list): they are for validation, not for serving.
+
+No exception may leave a Python op: onnxruntime-extensions hands it to onnxruntime's C++ side as
+pybind11's ``error_already_set``, which nothing catches there, and the process aborts (SIGABRT: an
+index out of range killed ``lower`` validating a model it had lowered before). So an op that fails
+returns its ``data`` unchanged (the output's shape and dtype) and records the exception, and
+:func:`run`, through which a session holding these ops is run, raises it once the run is over.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 
 logger = logging.getLogger("scatter_rewrite")
 
 DOMAIN = "ai.onnx.contrib"
 _registered: bool | None = None  # None: not tried yet; False: onnxruntime-extensions missing
+_run_lock = threading.Lock()  # one run() at a time: its ops record into one list
+_failures: list[BaseException] | None = None  # while run() runs a session: what our ops raised
 
 
 def _kernels():
@@ -37,7 +47,44 @@ def _kernels():
     def nd(data, indices, updates, reduction="none"):
         return scatter_nd(data, indices, updates, reduction=reduction or "none")
 
-    return elements, nd
+    return _never_raising(elements, "ScatterElements"), _never_raising(nd, "ScatterND")
+
+
+def _never_raising(kernel, op_type: str):
+    """``kernel`` as a Python op that cannot abort the process (see the module docstring)."""
+
+    @functools.wraps(kernel)
+    def op(data, *args, **kwargs):
+        try:
+            return kernel(data, *args, **kwargs)
+        except BaseException as e:  # (KeyboardInterrupt too: raised by run() instead of aborting)
+            if _failures is not None:
+                _failures.append(e)
+            else:  # a session run without run(): nothing will raise it, so say it
+                logger.error("%s::%s failed, its output is its data unchanged (run the session with "
+                             "scatter_rewrite.custom_ops.run to have this raised): %s", DOMAIN, op_type, e)
+            return data
+
+    return op
+
+
+def run(session, feeds: dict, run_options=None) -> list:
+    """``session.run(None, feeds, run_options)`` for a session holding our custom-domain ops;
+    raises the first exception one of them raised (an index out of range, say) as it raised it."""
+    global _failures
+    with _run_lock:
+        _failures = []
+        try:
+            outputs, error = session.run(None, feeds, run_options), None
+        except Exception as e:  # after an op's failure, most likely a consequence of it
+            outputs, error = None, e
+        finally:
+            failures, _failures = _failures, None
+    if failures:
+        raise failures[0]
+    if error is not None:
+        raise error
+    return outputs
 
 
 def _register_python_ops() -> bool:
@@ -75,4 +122,4 @@ def register(session_options) -> None:
         session_options.register_custom_ops_library(get_library_path())
 
 
-__all__ = ["DOMAIN", "register"]
+__all__ = ["DOMAIN", "register", "run"]

@@ -12,9 +12,13 @@ from collections.abc import Iterable, Iterator
 
 import onnx_ir as ir
 
+from scatter_rewrite import custom_ops
+
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Every scatter operator of the default domain, deprecated Scatter and opset-24 TensorScatter included.
 SCATTER_OPS = frozenset({"Scatter", "ScatterElements", "ScatterND", "TensorScatter"})
+# The custom-domain scatters ``lower --mode custom|tensorrt-plugin`` writes: the standard ops at opset 18.
+CUSTOM_SCATTER_OPS = frozenset({"ScatterElements", "ScatterND"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +43,15 @@ def default_opset(opset_imports: dict[str, int], fallback: int | None = None) ->
 
 def is_default_domain(node: ir.Node) -> bool:
     return node.domain in DEFAULT_DOMAINS
+
+
+def computes_a_scatter(node: ir.Node) -> bool:
+    """Whether ``node`` computes a scatter's semantics: one of :data:`SCATTER_OPS`, or one of our
+    custom-domain scatters (:mod:`scatter_rewrite.custom_ops`), which compute the standard op and so
+    share its index contract. Passes that rewrite scatters look at the default domain only."""
+    if is_default_domain(node):
+        return node.op_type in SCATTER_OPS
+    return node.domain == custom_ops.DOMAIN and node.op_type in CUSTOM_SCATTER_OPS
 
 
 def _subgraphs(node: ir.Node) -> Iterator[tuple[str, ir.Graph]]:

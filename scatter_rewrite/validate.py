@@ -1,6 +1,7 @@
 """Prove a rewrite changes nothing: run original and rewritten in onnxruntime on the same inputs.
 
-Inputs are seeded and respect each scatter's contract: a graph input that feeds scatter indices
+Inputs are seeded and respect each scatter's contract (our custom-domain scatters, which compute the
+standard ops, included: :func:`graph.computes_a_scatter`): a graph input that feeds scatter indices
 (directly or through value-preserving ops like Cast/Unsqueeze/Expand, and PyTorch's negative-index
 normalization ``Where(Less(i, 0), Add(i, c), i)``, and a ``Gather`` by constant positions like a GNN's
 ``edge_index[1]``) gets in-range values, negative ones included, unique along the axis when the
@@ -37,8 +38,11 @@ too; not done, to keep one contract per input.
 Comparison is exact (bit for bit, NaN positions included) for integers and for none/max/min; float
 outputs of a model holding a float add/mul scatter are compared within :data:`FLOAT_TOLERANCE`,
 because a lowering may sum in another order. Where onnxruntime cannot run the original (an invalid
-deprecated ``Scatter``, a reduction its CPU kernel lacks), the original is evaluated by
-``onnx.reference`` with our NumPy scatter kernels, and the result says so.
+deprecated ``Scatter``, a reduction its CPU kernel lacks) or the rewritten model (a kernel it lacks),
+both are evaluated by ``onnx.reference`` with our NumPy scatter kernels and compared there, and the
+model onnxruntime does run is compared with its own onnx.reference results within the float
+tolerance (see :func:`validate`); the result says so. onnxruntime's outputs are compared as the
+element types the model declares (:func:`_as_declared`).
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
-from scatter_rewrite.graph import SCATTER_OPS, attr, function_calls, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import attr, computes_a_scatter, function_calls, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.passes._inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
 )
@@ -68,8 +72,8 @@ FLOAT_TOLERANCE = {
 }
 BFLOAT16_TOLERANCE = (4e-2, 4e-2)
 SYMBOLIC_DIM_SIZE = 4
-# Ops whose output has the shape of their first input.
-_SAME_SHAPE_OPS = SCATTER_OPS | {"Cast", "Identity"}
+# Ops whose output has the shape of their first input, besides the scatters (computes_a_scatter).
+_SAME_SHAPE_OPS = {"Cast", "Identity"}
 # Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
 _GATHER_OPS = {"Gather", "GatherElements"}
 # Ops through which an index tensor's values pass unchanged (only reshaped, broadcast or cast).
@@ -119,6 +123,9 @@ class ValidationResult:
     max_abs_diff: float
     outputs: dict[str, float]
     notes: list[str]
+    # Where the proof ran in onnx.reference: how onnxruntime's results on the model it runs compare
+    # with onnx.reference's (see validate); empty where onnxruntime ran both.
+    cross_check: str = ""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -508,8 +515,9 @@ def _shape_of(value: ir.Value, shapes, outer: dict[int, list], partial: bool = F
         if partial and (inferred or declared):
             return inferred or declared
         producer = value.producer()
-        if (producer is not None and producer.op_type in _SAME_SHAPE_OPS and is_default_domain(producer)
-                and producer.inputs):
+        same_shape = producer is not None and (
+            computes_a_scatter(producer) or (producer.op_type in _SAME_SHAPE_OPS and is_default_domain(producer)))
+        if same_shape and producer.inputs:
             # A scatter's output has its data's shape (a Cast's, its input's): what shape inference
             # cannot say inside a function or a Loop body (a chain of scatters there) that input may.
             value = producer.inputs[0]
@@ -557,7 +565,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         if node.op_type in _GATHER_OPS and is_default_domain(node):
             _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls)
             continue
-        if node.op_type not in SCATTER_OPS or not is_default_domain(node):
+        if not computes_a_scatter(node):  # (our custom-domain scatters too: lowering a lowered model)
             continue
         reduction = _attr_at_call(node, "reduction", "none", calls)
         data = node.inputs[0]
@@ -768,7 +776,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     planned = _planning_copy(model)
     # ONNX shape inference does not enter functions: a function scatter's data shape (a Reshape
     # of constants there) comes from inferring the body with its call sites' input types.
-    borrowed = annotate_functions_with(planned, lambda node: node.op_type in SCATTER_OPS)
+    borrowed = annotate_functions_with(planned, computes_a_scatter)
     try:
         contracts, float_tolerance, notes = _contracts(planned, input_shapes)
     finally:
@@ -845,6 +853,7 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
     from scatter_rewrite import custom_ops
 
     source = str(model) if isinstance(model, (str, Path)) else model
+    run = None
     try:
         session = ort.InferenceSession(source, _session_options(threads), providers=["CPUExecutionProvider"])
     except Exception as e:
@@ -855,10 +864,30 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
         options = _session_options(threads)
         custom_ops.register(options)
         session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        run = custom_ops.run  # raises what the ops raised (an index out of range), after the run
     names = {i.name for i in session.get_inputs()}
     run_options = ort.RunOptions()
     run_options.log_severity_level = 4
-    return session.run(None, {k: v for k, v in inputs.items() if k in names}, run_options)
+    feeds = {k: v for k, v in inputs.items() if k in names}
+    outputs = run(session, feeds, run_options) if run else session.run(None, feeds, run_options)
+    return [_as_declared(array, o.type) for array, o in zip(outputs, session.get_outputs())]
+
+
+def _as_declared(array: Any, ort_type: str) -> Any:
+    """An onnxruntime output as the ONNX element type the model declares (``ort_type``, as
+    ``tensor(float8e4m3fn)``), the type onnx.reference returns. onnxruntime's Python binding returns
+    float8e4m3fn and float4e2m1 as raw uint8: one byte per element, or packed two to a byte (low
+    nibble first) at the start of an array of the element count. (The other types NumPy lacks, float8e5m2
+    or int4, it does not return at all: "No corresponding Numpy type".)"""
+    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not ort_type.startswith("tensor("):
+        return array
+    declared = getattr(ir.DataType, ort_type[len("tensor("):-1].upper(), None)
+    if declared is None or declared == ir.DataType.UINT8:
+        return array
+    if declared.bitwidth == 8:
+        return array.view(declared.numpy())
+    packed = array.reshape(-1)[: (array.size * declared.bitwidth + 7) // 8]
+    return ir.PackedTensor(packed, declared, shape=ir.Shape(array.shape)).numpy()
 
 
 def _session_options(threads: int):
@@ -901,9 +930,24 @@ def _wide(x: np.ndarray) -> np.ndarray:
     return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
 
 
+def _is_float(dtype: np.dtype) -> bool:
+    """NumPy's float and complex types, and ml_dtypes' floats (bfloat16, float8, float4: kind "V")."""
+    if dtype.kind in "fc":
+        return True
+    if dtype.kind != "V":
+        return False
+    import ml_dtypes
+
+    try:
+        ml_dtypes.finfo(dtype)
+    except (TypeError, ValueError):  # int4, uint4, ...
+        return False
+    return True
+
+
 def _bit_exact_mismatch(a: np.ndarray, b: np.ndarray) -> bool:
     """Different values, NaN positions or zero signs (NaN payloads may differ)."""
-    if not (a.dtype.kind in "fc" or a.dtype.name == "bfloat16"):
+    if not _is_float(a.dtype):  # (== on an ml_dtypes float would take NaN for a difference, -0.0 for +0.0)
         return not np.array_equal(a, b)
     for ea, eb in _blocks(a, b):
         af, bf = _wide(ea), _wide(eb)
@@ -1010,60 +1054,122 @@ def _lacks_a_kernel(e: BaseException) -> bool:
                 and "Type Error: Type 'tensor(" in text))
 
 
+_REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
+
+
 def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:
-    """Run both models and compare; raise ValidationError on any difference."""
-    notes = list(plan.notes)
-    ort_cannot_run_original = None
+    """Run both models and compare; raise ValidationError on any difference.
+
+    Both run in onnxruntime where it runs both. Where it cannot run one of them, both run in
+    onnx.reference and are compared there, in one engine: the proof of the rewrite. (Across engines,
+    a float op after the scatter, NumPy's MatMul against onnxruntime's, rounds differently, and no
+    bit-for-bit comparison would hold.) The model onnxruntime does run is then compared with its own
+    onnx.reference results too, within FLOAT_TOLERANCE and everything else exact (``cross_check``):
+    it loads, runs, and the engine of the proof computes what onnxruntime computes. Where
+    onnx.reference cannot run that model, onnxruntime's results on it are compared with the other's.
+    """
     try:
-        expected = run_onnxruntime(original, plan.inputs)
-        checked_against = "onnxruntime on the original model"
+        original_ort = run_onnxruntime(original, plan.inputs)
+        ort_cannot_run_original = None
     except Exception as ort_error:  # ORT reports load/run failures through several exception types
-        ort_cannot_run_original = _ort_reason(ort_error)
-        try:
-            expected = run_reference(original, plan.inputs)
-        except IndexOutOfRangeError as e:
-            if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
-                raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
-                                      "scatter indices must lie within the data's bounds") from e
-            # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
-            # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
-            raise ValidationError(f"the generated validation inputs put an index out of range in the original "
-                                  f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate") from e
-        except ScatterRewriteError:
-            raise
-        except Exception as ref_error:
-            raise ValidationError(
-                f"cannot evaluate the original model: onnxruntime says '{ort_cannot_run_original}', "
-                f"onnx.reference says '{_first_line(ref_error)}'; use --no-validate to skip"
-            ) from ref_error
-        checked_against = ("onnx.reference with scatter-rewrite's NumPy kernels (onnxruntime cannot run the "
-                           f"original: {ort_cannot_run_original})")
+        original_ort, ort_cannot_run_original = None, _ort_reason(ort_error)
+    original_ref = None
+    if original_ort is None:
+        original_ref = _run_original_in_reference(original, plan, ort_cannot_run_original)
     try:
-        actual = run_onnxruntime(rewritten, plan.inputs)
+        rewritten_ort = run_onnxruntime(rewritten, plan.inputs)
+        ort_cannot_run_rewritten = None
     except Exception as e:
-        if ort_cannot_run_original is None and not _lacks_a_kernel(e):
+        if original_ort is not None and not _lacks_a_kernel(e):
             raise ValidationError(f"onnxruntime cannot run the rewritten model: {_first_line(e, 300)}") from e
         # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
         # original's ScatterElements has): the rewritten model runs in the reference evaluator
         # (already past onnx.checker), and the summary says so.
-        try:
-            actual = run_reference(rewritten, plan.inputs)
-        except ScatterRewriteError:
-            raise
-        except Exception as ref_error:
-            raise ValidationError(f"cannot evaluate the rewritten model: onnxruntime says '{_ort_reason(e)}', "
-                                  f"onnx.reference says '{_first_line(ref_error)}'") from ref_error
-        if ort_cannot_run_original is None:
-            checked_against = ("onnxruntime on the original model, onnx.reference with scatter-rewrite's NumPy "
-                               f"kernels on the rewritten one (onnxruntime lacks a kernel it uses: {_ort_reason(e)})")
+        rewritten_ort, ort_cannot_run_rewritten = None, _ort_reason(e)
+    cross_check = None  # (model, its onnx.reference results, its onnxruntime results)
+    if original_ort is not None and rewritten_ort is not None:
+        expected, actual = original_ort, rewritten_ort
+        checked_against = "onnxruntime on the original model"
+    elif original_ort is None and rewritten_ort is None:
+        expected, actual = original_ref, _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
+        checked_against = f"{_REFERENCE}, for both models (onnxruntime cannot run either: {ort_cannot_run_original})"
+    elif original_ort is None:  # the rewritten model runs in onnxruntime
+        expected, actual = original_ref, _reference_or_none(rewritten, plan)
+        checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
+                           f"{ort_cannot_run_original})")
+        if actual is None:
+            actual = rewritten_ort
+            checked_against = (f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
+                               f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference cannot)")
         else:
-            checked_against = ("onnx.reference with scatter-rewrite's NumPy kernels, for both models (onnxruntime "
-                               f"cannot run either: {ort_cannot_run_original})")
+            cross_check = ("rewritten", actual, rewritten_ort)
+    else:  # the original runs in onnxruntime, the rewritten model does not
+        expected = _reference_or_none(original, plan)
+        actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
+        checked_against = (f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime lacks a "
+                           f"kernel it uses: {ort_cannot_run_rewritten})")
+        if expected is None:
+            expected = original_ort
+        else:
+            checked_against += " and on the original"
+            cross_check = ("original", expected, original_ort)
     # (Not read back from the rewritten file: with inline weights that would parse all of them again.)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
     diffs, failures = compare(names, expected, actual, plan.float_tolerance)
-    tolerance = _tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
-    result = ValidationResult(checked_against, tolerance, max(diffs.values(), default=0.0), diffs, notes)
     if failures:
         raise ValidationError("validation failed, nothing written: " + "; ".join(failures))
-    return result
+    tolerance = _tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
+    return ValidationResult(checked_against, tolerance, max(diffs.values(), default=0.0), diffs, list(plan.notes),
+                            _cross_check(names, *cross_check) if cross_check else "")
+
+
+def _run_original_in_reference(original: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
+    """The original's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
+    try:
+        return run_reference(original, plan.inputs)
+    except IndexOutOfRangeError as e:
+        if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
+            raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
+                                  "scatter indices must lie within the data's bounds") from e
+        # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
+        # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
+        raise ValidationError(f"the generated validation inputs put an index out of range in the original "
+                              f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate") from e
+    except ScatterRewriteError:
+        raise
+    except Exception as ref_error:
+        raise ValidationError(
+            f"cannot evaluate the original model: onnxruntime says '{ort_reason}', "
+            f"onnx.reference says '{_first_line(ref_error)}'; use --no-validate to skip"
+        ) from ref_error
+
+
+def _run_rewritten_in_reference(rewritten: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
+    """The rewritten model's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
+    try:
+        return run_reference(rewritten, plan.inputs)
+    except ScatterRewriteError:
+        raise
+    except Exception as ref_error:
+        raise ValidationError(f"cannot evaluate the rewritten model: onnxruntime says '{ort_reason}', "
+                              f"onnx.reference says '{_first_line(ref_error)}'") from ref_error
+
+
+def _reference_or_none(model: str | os.PathLike, plan: ValidationPlan) -> list | None:
+    """A model's outputs from onnx.reference, or None where it cannot run it (onnxruntime does)."""
+    try:
+        return run_reference(model, plan.inputs)
+    except Exception:  # (an op or type onnxruntime has and onnx.reference lacks)
+        return None
+
+
+def _cross_check(names: list[str], which: str, reference: list, ort: list) -> str:
+    """onnxruntime's results on the ``which`` model against onnx.reference's, which the proof used:
+    float outputs within FLOAT_TOLERANCE (the engines' float ops round differently), the rest exact.
+    What it found, for the summary; ValidationError where they disagree."""
+    diffs, failures = compare(names, reference, ort, float_tolerance=True)
+    if failures:
+        raise ValidationError(f"validation failed, nothing written: onnxruntime and onnx.reference disagree on the "
+                              f"{which} model: " + "; ".join(failures))
+    return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
+            f"{_tolerance_said(reference)}, max |difference| {max(diffs.values(), default=0.0):.3g}")

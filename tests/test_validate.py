@@ -647,3 +647,24 @@ def test_onnxruntime_extensions_is_imported_only_for_custom_domain_nodes():
 
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["standard False", "custom True"]
+
+
+# ---- our custom-domain scatters (lower --mode custom|tensorrt-plugin), lowered again ------------------
+
+@pytest.mark.parametrize("where", ["main", "if", "function"])
+@pytest.mark.parametrize("op, mode", [("ScatterElements", "custom"), ("ScatterND", "custom"),
+                                      ("ScatterElements", "tensorrt-plugin")])
+def test_indices_reaching_a_custom_domain_scatter_are_in_range(op, mode, where, tmp_path):
+    """They compute the standard op, so they bound their indices like it: they got arbitrary values
+    in [-20, 20), and lowering a lowered model again failed validation (aborted, before custom_ops.run)."""
+    shapes = (dict(data_shape=(4, 5), indices_shape=(6, 5), axis=-2) if op == "ScatterElements"
+              else dict(data_shape=(4, 5), indices_shape=(6, 1), updates_shape=(6, 5)))
+    lowered = sr.lower(scatter_model(op, opset=18, where=where, reduction="max", **shapes), opset=13, mode=mode)
+    assert any(n.domain == "ai.onnx.contrib" for n, _ in iter_nodes(ir.serde.deserialize_model(lowered)))
+    the_plan = plan(lowered)
+    indices = the_plan.inputs["indices"]
+    assert indices.min() >= -4 and indices.max() < 4, indices
+    assert any("generated for indices" in note for note in the_plan.notes)
+    path = tmp_path / "lowered.onnx"
+    onnx.save(lowered, path)
+    assert validate(path, path, the_plan).max_abs_diff == 0.0

@@ -1,0 +1,315 @@
+"""Validation where onnxruntime and onnx.reference meet: our custom-domain scatters failing inside
+onnxruntime (an error, never an abort), the proof run in one engine when onnxruntime cannot run one
+of the two models, and the element types onnxruntime's Python binding returns as raw bytes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto
+from onnx import numpy_helper as nh
+
+import scatter_rewrite as sr
+from scatter_rewrite import validate as validation
+from scatter_rewrite.validate import compare, plan_validation, run_onnxruntime, validate
+
+ort.set_default_logger_severity(3)
+
+
+def vi(name, dtype, shape):
+    return oh.make_tensor_value_info(name, dtype, shape)
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    """``code`` in its own process: an abort there (SIGABRT, -6) fails the test instead of pytest."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, *needles: str) -> None:
+    assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("scatter-rewrite: error:"), done.stderr[-2000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+# ---- our custom-domain scatters in onnxruntime: indices out of range -------------------------------
+
+def custom_max_model(path: Path, *, through_add: bool = False) -> Path:
+    """``lower --mode custom`` of an opset-18 ScatterElements max (dynamic sizes, negative axis),
+    saved at ``path``. ``through_add``: the indices pass through an Add, which the plan does not
+    follow, so generated indices are arbitrary there."""
+    first = [oh.make_node("Add", ["i", "zero"], ["i2"])] if through_add else []
+    node = oh.make_node("ScatterElements", ["d", "i2" if through_add else "i", "u"], ["y"], axis=-1, reduction="max")
+    graph = oh.make_graph(first + [node], "g", [vi("d", TensorProto.FLOAT, ["N", 3]), vi("i", TensorProto.INT64, ["E", 3]),
+                                                vi("u", TensorProto.FLOAT, ["E", 3])],
+                          [vi("y", TensorProto.FLOAT, ["N", 3])],
+                          [nh.from_array(np.array(0, np.int64), "zero")] if through_add else [])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
+    lowered = sr.lower(model, opset=13, mode="custom")
+    assert [(n.domain, n.op_type) for n in lowered.graph.node][-1] == ("ai.onnx.contrib", "ScatterElements")
+    onnx.save(lowered, path)
+    return path
+
+
+def test_lowering_a_custom_lowered_model_again_validates(tmp_path):
+    """The audit's abort: the second lower's generated indices did not respect the custom-domain
+    scatter's bounds (arbitrary values), and its IndexOutOfRangeError aborted the process."""
+    model = custom_max_model(tmp_path / "c13.onnx")
+    done = subprocess.run([sys.executable, "-m", "scatter_rewrite.cli", "lower", str(model), "--opset", "11",
+                           "--mode", "custom", "-o", str(tmp_path / "c11.onnx")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "validation: onnxruntime on the original model" in done.stdout
+    onnx.checker.check_model(str(tmp_path / "c11.onnx"), full_check=True)
+
+
+def test_user_indices_out_of_range_at_a_custom_scatter_are_one_line_not_an_abort(tmp_path):
+    model = custom_max_model(tmp_path / "c13.onnx")
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, d=np.zeros((4, 3), np.float32), i=np.array([[0, 1, -5]]), u=np.ones((1, 3), np.float32))
+    done = subprocess.run([sys.executable, "-m", "scatter_rewrite.cli", "lower", str(model), "--opset", "11",
+                           "--mode", "custom", "--inputs", str(bad), "-o", str(tmp_path / "c11.onnx")],
+                          capture_output=True, text=True, timeout=300)
+    assert_one_line_error(done, "--inputs: the original model cannot run on them", "index -5 is out of range")
+    assert not (tmp_path / "c11.onnx").exists()
+
+
+def test_generated_indices_out_of_range_at_a_custom_scatter_are_one_line_not_an_abort(tmp_path):
+    """Indices through an Add get arbitrary values (the README says so): the run fails, cleanly."""
+    model = custom_max_model(tmp_path / "c13.onnx", through_add=True)
+    done = subprocess.run([sys.executable, "-m", "scatter_rewrite.cli", "lower", str(model), "--opset", "11",
+                           "--mode", "custom", "-o", str(tmp_path / "c11.onnx")], capture_output=True, text=True,
+                          timeout=300)
+    assert_one_line_error(done, "generated validation inputs put an index out of range")
+
+
+def test_custom_scatter_failures_through_the_python_api(tmp_path):
+    """sr.lower raises ValidationError; run_onnxruntime raises the kernel's own error; a session run
+    without custom_ops.run logs it and returns the data unchanged: none of them aborts."""
+    model = custom_max_model(tmp_path / "c13.onnx")
+    done = run_python(f"""
+        import logging, numpy as np, onnx, onnxruntime as ort
+        import scatter_rewrite as sr
+        from scatter_rewrite import custom_ops
+        from scatter_rewrite.validate import run_onnxruntime
+        feeds = dict(d=np.arange(12, dtype=np.float32).reshape(4, 3), i=np.array([[0, 1, -5]]),
+                     u=np.full((1, 3), 99, np.float32))
+        try:
+            sr.lower(onnx.load({str(model)!r}), opset=11, mode="custom", validate=True, inputs=feeds)
+        except sr.ValidationError as e:
+            print("api:", e)
+        try:
+            run_onnxruntime({str(model)!r}, feeds)
+        except sr.IndexOutOfRangeError as e:
+            print("run:", e)
+        feeds["i"] = np.array([[0, 1, -1]])
+        print("fine:", run_onnxruntime({str(model)!r}, feeds)[0][0].tolist())
+        feeds["i"] = np.array([[0, 1, -5]])
+        logging.basicConfig()
+        options = ort.SessionOptions()
+        custom_ops.register(options)
+        session = ort.InferenceSession({str(model)!r}, options, providers=["CPUExecutionProvider"])
+        print("direct:", (session.run(None, feeds)[0] == feeds["d"]).all())
+    """)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("api: --inputs: the original model cannot run on them") and "-5" in lines[0]
+    assert lines[1].startswith("run: ") and "index -5 is out of range" in lines[1]
+    assert lines[2] == "fine: [99.0, 99.0, 99.0]"
+    assert lines[3] == "direct: True"
+    assert "ai.onnx.contrib::ScatterElements failed" in done.stderr and "custom_ops.run" in done.stderr
+
+
+# ---- the proof in one engine --------------------------------------------------------------------
+
+def legacy_scatter_then_matmul(opset: int = 13) -> onnx.ModelProto:
+    """The deprecated Scatter at opset 13 (onnxruntime rejects it) followed by a float MatMul, whose
+    NumPy and MLAS results differ in the last bits."""
+    rng = np.random.default_rng(9)
+    nodes = [oh.make_node("Scatter", ["d", "i", "u"], ["s"], axis=1),
+             oh.make_node("Flatten", ["s"], ["f"]),
+             oh.make_node("MatMul", ["f", "W"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [2, 3, 4, 4]), vi("i", TensorProto.INT64, [2, 2, 4, 4]),
+                                       vi("u", TensorProto.FLOAT, [2, 2, 4, 4])],
+                          [vi("y", TensorProto.FLOAT, [2, 5])],
+                          [nh.from_array(rng.standard_normal((48, 5)).astype(np.float32), "W")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=7)
+
+
+def test_upgrade_with_a_matmul_after_the_scatter_is_proven_in_one_engine():
+    """The audit's case: onnx.reference's MatMul (original) against onnxruntime's (rewritten)
+    failed bit for bit. Both run in onnx.reference now, bit for bit; onnxruntime runs the rewritten
+    model too, within the float tolerance of onnx.reference's results, and the summary says so."""
+    model = legacy_scatter_then_matmul()
+    upgraded, outcome = sr.upgrade(model, validate=True, return_report=True)
+    v = outcome.validation
+    assert "for both models (onnxruntime cannot run the original" in v["checked_against"]
+    assert v["tolerance"] == "exact (bit for bit)" and v["max_abs_diff"] == 0.0
+    assert v["cross_check"].startswith("onnxruntime runs the rewritten model too, and agrees with onnx.reference on "
+                                       "it: float outputs within float32: rtol=1e-05, atol=1e-05")
+    onnx.checker.check_model(upgraded, full_check=True)
+
+
+def test_the_cli_prints_the_cross_check(tmp_path):
+    path = tmp_path / "legacy.onnx"
+    onnx.save(legacy_scatter_then_matmul(), path)
+    from typer.testing import CliRunner
+
+    from scatter_rewrite.cli import app
+
+    result = CliRunner().invoke(app, ["upgrade", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith("  validation: onnx.reference"))
+    assert lines[at + 1].startswith("    onnxruntime runs the rewritten model too")
+
+
+@pytest.mark.parametrize("op", ["Sigmoid", "Softmax"])
+def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_original_there(op):
+    """The other way round: onnxruntime runs the float16 original, not the custom-domain float16
+    form (no such Python op), and onnxruntime's float16 Sigmoid/Softmax after the scatter rounds
+    otherwise than NumPy's. Both models run in onnx.reference; onnxruntime's results on the original
+    are compared with onnx.reference's within the float16 tolerance."""
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="max"),
+             oh.make_node("Abs", ["s"], ["a"]), oh.make_node(op, ["a"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT16, [8, 64]), vi("i", TensorProto.INT64, [4, 64]),
+                                       vi("u", TensorProto.FLOAT16, [4, 64])], [vi("y", TensorProto.FLOAT16, [8, 64])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
+    _, outcome = sr.lower(model, opset=13, mode="custom", validate=True, return_report=True)
+    v = outcome.validation
+    assert v["checked_against"].startswith("onnxruntime on the original model, onnx.reference")
+    assert v["checked_against"].endswith(" and on the original") and v["max_abs_diff"] == 0.0
+    assert v["cross_check"].startswith("onnxruntime runs the original model too")
+    assert "float16: rtol=0.01, atol=0.01" in v["cross_check"]
+
+
+@pytest.fixture
+def legacy_paths(tmp_path):
+    model = legacy_scatter_then_matmul()
+    paths = tmp_path / "original.onnx", tmp_path / "rewritten.onnx"
+    onnx.save(model, paths[0])
+    onnx.save(sr.upgrade(model), paths[1])
+    return paths, plan_validation(ir.serde.deserialize_model(model))
+
+
+def test_onnxruntime_far_from_onnx_reference_on_the_rewritten_model_fails(legacy_paths, monkeypatch):
+    """The cross-check is a check: onnxruntime's results beyond the tolerance fail validation."""
+    (original, rewritten), plan = legacy_paths
+    real = validation.run_onnxruntime
+
+    def off_by_a_bit(model, inputs, threads=0):
+        return [o + np.float32(1e-3) for o in real(model, inputs, threads)]
+
+    monkeypatch.setattr(validation, "run_onnxruntime", off_by_a_bit)
+    with pytest.raises(sr.ValidationError, match="onnxruntime and onnx.reference disagree on the rewritten model: "
+                                                 "output 'y': max |difference| 0.001"):
+        validate(original, rewritten, plan)
+
+
+def test_a_rewritten_model_onnx_reference_cannot_run_is_compared_across_engines(legacy_paths, monkeypatch):
+    """Where onnx.reference cannot run the rewritten model, onnxruntime's results on it are the
+    proof's other side (as before), bit for bit, and the summary says which engine ran which."""
+    (original, rewritten), plan = legacy_paths
+    real = validation.run_reference
+
+    def not_the_rewritten(model, inputs):
+        if Path(model) == rewritten:
+            raise NotImplementedError("no kernel")
+        return real(model, inputs)
+
+    monkeypatch.setattr(validation, "run_reference", not_the_rewritten)
+    with pytest.raises(sr.ValidationError, match="not bit-exact"):  # MatMul in two engines
+        validate(original, rewritten, plan)
+    plan.inputs["d"] = np.zeros_like(plan.inputs["d"])  # (a zero product: the engines agree)
+    plan.inputs["u"] = np.zeros_like(plan.inputs["u"])
+    result = validate(original, rewritten, plan)
+    assert result.checked_against.endswith("onnxruntime on the rewritten one (onnx.reference cannot)")
+    assert result.cross_check == ""
+
+
+# ---- element types onnxruntime returns as raw bytes ----------------------------------------------
+
+EIGHT_BIT_AND_LESS = {"f8e4m3fn": (TensorProto.FLOAT8E4M3FN, ml_dtypes.float8_e4m3fn),
+                      "f8e5m2": (TensorProto.FLOAT8E5M2, ml_dtypes.float8_e5m2),
+                      "f4e2m1": (TensorProto.FLOAT4E2M1, ml_dtypes.float4_e2m1fn)}
+
+
+def constant_model(values: np.ndarray, dtype: int) -> onnx.ModelProto:
+    tensor = nh.from_array(values, "y")
+    graph = oh.make_graph([], "g", [], [vi("y", dtype, list(values.shape))], [tensor])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+    model.ir_version = 11
+    return model
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 4, 2), (5, 3)])
+@pytest.mark.parametrize("name", ["f8e4m3fn", "f4e2m1"])
+def test_onnxruntime_outputs_come_back_as_the_declared_element_type(name, shape):
+    """onnxruntime returns float8e4m3fn as uint8, float4e2m1 packed into the start of a uint8 array
+    of the element count: run_onnxruntime gives the ml_dtypes array onnx.reference gives."""
+    dtype, np_type = EIGHT_BIT_AND_LESS[name]
+    values = (np.arange(np.prod(shape)) % 7 * 0.5 - 1.5).astype(np.float32).reshape(shape).astype(np_type)
+    (got,) = run_onnxruntime(constant_model(values, dtype).SerializeToString(), {})
+    assert got.dtype == np.dtype(np_type) and got.shape == shape
+    np.testing.assert_array_equal(got.view(np.uint8), values.view(np.uint8))
+
+
+def tensor_scatter_model(dtype: int, np_type) -> onnx.ModelProto:
+    """An opset-24 TensorScatter of constants (fold folds it), NaN and -0.0 in the cache rows it keeps."""
+    cache = np.array([np.nan, -0.0, 1, 2, 3, 4, -6, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5], np.float32).reshape(2, 4, 2)
+    if np_type == ml_dtypes.float4_e2m1fn:
+        cache[0, 0, 0] = -0.0  # (no NaN in float4e2m1)
+    update = np.ones((2, 1, 2), np.float32)
+    graph = oh.make_graph(
+        [oh.make_node("TensorScatter", ["cache", "update", "write"], ["y"], axis=-2)], "g", [],
+        [vi("y", dtype, [2, 4, 2])],
+        [nh.from_array(cache.astype(np_type), "cache"), nh.from_array(update.astype(np_type), "update"),
+         nh.from_array(np.array([1, 3], np.int64), "write")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+    model.ir_version = 11
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(EIGHT_BIT_AND_LESS))
+def test_fold_of_a_tensor_scatter_on_eight_bit_and_smaller_floats_validates(name):
+    """onnxruntime has no TensorScatter-24 kernel: the original runs in onnx.reference, the folded
+    initializer in onnxruntime (float8e4m3fn, float4e2m1) or, where onnxruntime's binding has no NumPy
+    type for it (float8e5m2), in onnx.reference too."""
+    dtype, np_type = EIGHT_BIT_AND_LESS[name]
+    folded, outcome = sr.fold(tensor_scatter_model(dtype, np_type), validate=True, return_report=True)
+    assert not folded.graph.node
+    v = outcome.validation
+    assert v["tolerance"] == "exact (bit for bit)" and v["max_abs_diff"] == 0.0
+    if name == "f8e5m2":
+        assert "onnxruntime cannot run either" in v["checked_against"]
+    else:
+        assert v["cross_check"].startswith("onnxruntime runs the rewritten model too, and agrees with onnx.reference "
+                                           "on it: exact (bit for bit)")
+
+
+@pytest.mark.parametrize("np_type", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu,
+                                     ml_dtypes.float4_e2m1fn, ml_dtypes.bfloat16])
+def test_bit_exact_comparison_of_ml_dtypes_floats(np_type):
+    """NaN positions match and the sign of zero counts, whichever NumPy kind ml_dtypes gives the
+    type (float8_e5m2 is "f", the others "V", where == took NaN for a difference and -0.0 for +0.0)."""
+    finfo = ml_dtypes.finfo(np_type)
+    has_nan = np.isnan(np.array(np.nan, np.float32).astype(np_type))
+    has_negative_zero = np.signbit(np.array(-0.0, np.float32).astype(np_type).astype(np.float32))
+    values = np.array([np.nan if has_nan else 1.0, -0.0, float(finfo.max)], np.float32).astype(np_type)
+    assert compare(["y"], [values], [values.copy()], False)[1] == []
+    other = values.copy()  # +0.0 for -0.0 (float8e8m0, with no zero, took -0.0 for NaN: 2.0 for it)
+    other[1] = np.array(0.0 if has_negative_zero else 2.0, np.float32).astype(np_type)
+    [failure] = compare(["y"], [values], [other], False)[1]
+    assert failure.startswith("output 'y': not bit-exact")

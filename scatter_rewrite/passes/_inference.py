@@ -211,12 +211,13 @@ def _custom_scatters_as_standard(proto: onnx.ModelProto) -> None:
     Their result has the data's shape whatever the reduction, and inference then sees through them,
     also inside a function, where no declared type can stand in for them."""
     from scatter_rewrite.custom_ops import DOMAIN
+    from scatter_rewrite.graph import CUSTOM_SCATTER_OPS
 
     bodies = [proto.graph.node] + [f.node for f in proto.functions]
     while bodies:
         nodes = bodies.pop()
         for node in nodes:
-            if node.domain == DOMAIN and node.op_type in ("ScatterElements", "ScatterND"):
+            if node.domain == DOMAIN and node.op_type in CUSTOM_SCATTER_OPS:
                 node.domain = ""
                 keep = [a for a in node.attribute if a.name == "axis"]
                 del node.attribute[:]

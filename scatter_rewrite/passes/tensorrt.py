@@ -59,7 +59,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import (
-    Scope, attr, describe, is_default_domain, iter_nodes, nodes_within, reference_reason, remove_unused_expands,
+    CUSTOM_SCATTER_OPS, Scope, attr, describe, is_default_domain, iter_nodes, nodes_within, reference_reason, remove_unused_expands,
 )
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._trt_support import (
@@ -424,8 +424,9 @@ class TensorRTPass(_ForTensorRT):
         return lower_tensorrt_safe(node, scope, names, self.trt_version, why)
 
 
-# Custom-domain ops TensorRT's parser imports as the ONNX ones (it dispatches on op_type, ignoring the domain).
-CUSTOM_AS_ONNX = ("ScatterElements", "ScatterND")
+# Custom-domain ops TensorRT's parser imports as the ONNX ones (it dispatches on op_type, ignoring the
+# domain): those lower --mode custom|tensorrt-plugin writes.
+CUSTOM_AS_ONNX = CUSTOM_SCATTER_OPS
 
 _UNLOWERABLE = "cannot be lowered TensorRT-safely"
 

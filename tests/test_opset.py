@@ -197,3 +197,105 @@ def test_an_if_of_a_type_the_older_schema_has_moves():
     result, outcome = sr.lower(_bf16_if_model(), opset=16, validate=True, return_report=True)
     assert outcome.validation["max_abs_diff"] == 0.0
     assert result.opset_import[0].version == 16
+
+
+# --- Values after a Reshape/Unsqueeze/Range reading a small initializer get their inferred types ---------------
+
+def _ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    return run_onnxruntime(model.SerializeToString(), feeds)
+
+
+def _reshape_add_model() -> onnx.ModelProto:
+    """A scatter reduction, a Reshape by an initializer, an Add-14 after it (no value_info)."""
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="add"),
+             oh.make_node("Reshape", ["s", "shape"], ["r"]), oh.make_node("Add", ["r", "r"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [5, 3]),
+                                       vi("u", TensorProto.FLOAT, [5, 3])], [vi("y", TensorProto.FLOAT, [2, 6])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([2, 6], np.int64), "shape")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def _gnn_model() -> onnx.ModelProto:
+    """The README's GNN pattern as torch's dynamo exporter writes it: Unsqueeze's axes an initializer,
+    Expand-13 by Shape(x), ScatterElements max."""
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("Unsqueeze", ["dst", "ax"], ["dst2"]), oh.make_node("Shape", ["x"], ["xs"]),
+             oh.make_node("Expand", ["dst2", "xs"], ["idx"]),
+             oh.make_node("ScatterElements", ["d", "idx", "x"], ["y"], axis=0, reduction="max")]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, ["N", 4]), vi("dst", TensorProto.INT64, ["E"]),
+                                       vi("x", TensorProto.FLOAT, ["E", 4])], [vi("y", TensorProto.FLOAT, ["N", 4])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([1], np.int64), "ax")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("target", [11, 13])
+@pytest.mark.parametrize("make", [_reshape_add_model, _gnn_model])
+def test_a_node_after_a_shape_op_reading_an_initializer_moves_validated(make, target):
+    # (Inference ran with every initializer's data cleared: Reshape/Unsqueeze failed it for the whole
+    # graph, Add-14/Expand-13 after them stayed untyped and the converter refused them.)
+    import scatter_rewrite as sr
+
+    result, outcome = sr.lower(make(), opset=target, validate=True, return_report=True)
+    onnx.checker.check_model(result, full_check=True)
+    assert result.opset_import[0].version == target
+    assert outcome.validation["max_abs_diff"] <= 1e-5
+
+
+def test_the_gnn_model_lowers_to_11_through_the_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from scatter_rewrite.cli import app
+
+    path, out = tmp_path / "gnn.onnx", tmp_path / "gnn.l11.onnx"
+    onnx.save(_gnn_model(), path)
+    result = CliRunner().invoke(app, ["lower", str(path), "--opset", "11", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "PASSED" in result.stdout and onnx.load(out).opset_import[0].version == 11
+
+
+def test_range_by_initializer_bounds_then_add_moves_to_11():
+    vi = oh.make_tensor_value_info
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0), ("hi", 5), ("step", 1))]
+    graph = oh.make_graph([oh.make_node("Range", ["lo", "hi", "step"], ["r"]), oh.make_node("Add", ["r", "x"], ["y"])],
+                          "g", [vi("x", TensorProto.FLOAT, [5])], [vi("y", TensorProto.FLOAT, [5])], initializer=inits)
+    out = converted(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), 11)
+    x = np.arange(5, dtype=np.float32) * 10
+    np.testing.assert_array_equal(_ort(out, {"x": x})[0], x + np.arange(5, dtype=np.float32))
+
+
+def test_inference_reads_small_initializers_and_gets_big_weights_as_typed_inputs(monkeypatch):
+    """The small initializers shape inference reads go in with their values; a weight over
+    SHAPE_ONLY_BYTES goes in as a graph input of its dtype and dims, never with its data."""
+    from scatter_rewrite.passes import _inference
+
+    vi = oh.make_tensor_value_info
+    weight = np.ones((64, 32), np.float32)  # 8 KiB
+    graph = oh.make_graph([oh.make_node("MatMul", ["x", "w"], ["m"]), oh.make_node("Reshape", ["m", "shape"], ["r"]),
+                           oh.make_node("Add", ["r", "r"], ["y"])], "g", [vi("x", TensorProto.FLOAT, [2, 64])],
+                          [vi("y", TensorProto.FLOAT, [4, 16])],
+                          initializer=[onnx.numpy_helper.from_array(weight, "w"),
+                                       onnx.numpy_helper.from_array(np.array([4, 16], np.int64), "shape")])
+    model = ir.serde.deserialize_model(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]))
+    seen = []
+    real = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda proto, *a, **k: seen.append(proto) or real(proto, *a, **k))
+    found = _inference.inferred_tensor_types(model)
+    (proto,) = seen
+    assert [i.name for i in proto.graph.initializer] == ["shape"]
+    assert onnx.numpy_helper.to_array(proto.graph.initializer[0]).tolist() == [4, 16]
+    w = next(i for i in proto.graph.input if i.name == "w")
+    assert [d.dim_value for d in w.type.tensor_type.shape.dim] == [64, 32]
+    assert [d.dim_value for d in found["r"].shape.dim] == [4, 16] and found["r"].elem_type == TensorProto.FLOAT
+    assert model.graph.initializers["w"].const_value.nbytes == weight.nbytes  # the model keeps its weight
+
+
+def test_inference_reads_a_small_initializer_kept_in_external_data(tmp_path):
+    from scatter_rewrite.model_io import load_model
+    from scatter_rewrite.passes._inference import inferred_tensor_types
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_reshape_add_model(), path, save_as_external_data=True, location="m.data", size_threshold=0)
+    assert onnx.load(path, load_external_data=False).graph.initializer[0].data_location == TensorProto.EXTERNAL
+    found = inferred_tensor_types(load_model(path))
+    assert [d.dim_value for d in found["r"].shape.dim] == [2, 6]

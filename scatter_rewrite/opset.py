@@ -15,6 +15,11 @@ whose semantics did not change across 11..24 (:data:`SAME_SEMANTICS_OPS`), every
 in the older schema (or equals the newer default, and is dropped), its input/output counts fit,
 and every input/output dtype is one the older schema allows.
 
+Before that, a downgrade rewrites the forms the converter would silently change the meaning of into
+exact ones (:func:`exact_older_form`): Softmax/LogSoftmax/Hardmax-13 on an axis other than the last
+(before 13 they flatten from the axis on) between two Transposes. Where there is none (an unknown
+rank), the move stops naming the node and why.
+
 An op with no older version at all (Gelu-20, LayerNormalization-17, Mish-18, ...) is replaced by its
 ONNX function body, the spec's own definition of the op (:func:`_function_body_model`), whose nodes
 are then converted in turn. A runtime's fused kernel and the body's separate ops may round float
@@ -39,7 +44,8 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import (
-    DEFAULT_DOMAINS, Scope, default_opset, describe, is_default_domain, is_reference, iter_scopes,
+    DEFAULT_DOMAINS, Scope, attr, default_opset, describe, is_default_domain, is_reference, iter_scopes,
+    reference_reason,
 )
 
 logger = logging.getLogger("scatter_rewrite")
@@ -178,6 +184,68 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
     if not _types_fit(old, old.inputs, inputs, new, new.inputs) or not _types_fit(old, old.outputs, outputs, new, new.outputs):
         return None
     return drop
+
+
+# Forms onnx.version_converter refuses to take down, or takes down to another meaning, that have an
+# exact form at the target (:func:`exact_older_form`).
+_SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
+
+
+def exact_older_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+    """For a downgrade of ``node`` (at ``scope.opset``) to ``target``: the nodes, valid at its opset,
+    that replace it in ``scope.body`` and are then converted in turn (``[node]`` when it needs no
+    rewrite), or None when it is now in its exact form at ``target`` and needs nothing more. Raises
+    ConversionError naming the node and why when it has none there."""
+    if node.op_type in _SOFTMAX_OPS:
+        return _softmax_form(node, scope, target)
+    return [node]
+
+
+def _refuse(node: ir.Node, scope: Scope, target: int, why: str) -> ConversionError:
+    return ConversionError(f"cannot convert {describe(node, scope)} to opset {target}: {why}")
+
+
+def _replace(node: ir.Node, scope: Scope, new_nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
+    """``new_nodes`` in ``node``'s place; ``outputs`` take its outputs' names, types and uses."""
+    for new in new_nodes:
+        new.name = node.name if new.op_type == node.op_type else None  # (None: named on insertion)
+    ir.convenience.replace_nodes_and_values(scope.body, node, [node], new_nodes, list(node.outputs), outputs)
+
+
+def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+    """Softmax, LogSoftmax and Hardmax before opset 13 flatten the input to 2-D at ``axis`` and
+    normalize over every axis from it on; from 13, over ``axis`` alone (the converter keeps the
+    attribute, and the meaning changed). The same on the last axis; another axis is moved last and
+    back around the op (Transpose, exact), which needs the input's rank."""
+    if scope.opset < 13 or target >= 13:
+        return [node]
+    reason = reference_reason(node, ("axis",))
+    if reason is not None:
+        raise _refuse(node, scope, target, f"its {reason}, and opset {target}'s {node.op_type} reads an axis "
+                                           "other than the last otherwise")
+    axis, x = attr(node, "axis", -1), node.inputs[0]
+    rank = None if x is None or x.shape is None else len(x.shape)
+    if rank is not None and not -rank <= axis < rank:
+        raise _refuse(node, scope, target, f"axis {axis} is out of range for its rank-{rank} input")
+    if axis == -1 or (rank is not None and axis == rank - 1):
+        gap = _type_gap(node, target)
+        if gap is not None:
+            raise _refuse(node, scope, target, gap)
+        node.attributes["axis"] = ir.AttrInt64("axis", axis)  # (written: the older default is 1)
+        return None  # the last axis: what opset 11's op does too
+    if rank is None:
+        raise _refuse(node, scope, target, f"its input's rank is unknown, and opset {target}'s {node.op_type} "
+                                           f"takes axis {axis} to mean every axis from it on (the same only on the "
+                                           "last axis, which it cannot be moved to without the rank)")
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]  # (a swap: its own inverse)
+    before = ir.node("Transpose", [x], {"perm": perm})
+    inner = ir.node(node.op_type, [before.outputs[0]], {"axis": -1})
+    after = ir.node("Transpose", [inner.outputs[0]], {"perm": perm})
+    for value in (before.outputs[0], inner.outputs[0]):
+        value.dtype, value.shape = x.dtype, ir.Shape([x.shape[i] for i in perm])
+    _replace(node, scope, [before, inner, after], list(after.outputs))
+    return [before, inner, after]
 
 
 _CONSTANT_KINDS = {"value_int": np.int64, "value_ints": np.int64, "value_float": np.float32,
@@ -354,6 +422,17 @@ class _Converter:
         self._bodies: set[tuple] = set()  # cache keys whose entry is a function body
 
     def convert_node(self, node: ir.Node, scope: Scope) -> None:
+        nodes = exact_older_form(node, scope, self.target) if scope.opset > self.target else [node]
+        if nodes is None:  # valid and the same at the target as it is
+            self.kept += 1
+            return
+        for new in nodes:
+            if new is node:
+                self._convert(node, scope)
+            elif is_default_domain(new) and needs_conversion(new.op_type, scope.opset, self.target):
+                self.convert_node(new, scope)
+
+    def _convert(self, node: ir.Node, scope: Scope) -> None:
         key = (scope.opset, _signature(node))
         converted = self.cache.get(key)
         if converted is None:

@@ -8,6 +8,8 @@ import onnx
 import onnx.helper as oh
 import onnx_ir as ir
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto
 
 from scatter_rewrite.errors import ConversionError
@@ -299,3 +301,107 @@ def test_inference_reads_a_small_initializer_kept_in_external_data(tmp_path):
     assert onnx.load(path, load_external_data=False).graph.initializer[0].data_location == TensorProto.EXTERNAL
     found = inferred_tensor_types(load_model(path))
     assert [d.dim_value for d in found["r"].shape.dim] == [2, 6]
+
+
+def _same_outputs(a: onnx.ModelProto, b: onnx.ModelProto, feeds: dict) -> None:
+    for left, right in zip(_ort(a, feeds), _ort(b, feeds), strict=True):
+        np.testing.assert_array_equal(left, right)
+
+
+# --- Softmax, LogSoftmax, Hardmax: opset 13 changed what axis means -------------------------------------------
+
+def _softmax_model(op: str, shape, axis: int | None, opset: int = 18, dtype=TensorProto.FLOAT) -> onnx.ModelProto:
+    vi = oh.make_tensor_value_info
+    attrs = {} if axis is None else {"axis": axis}
+    graph = oh.make_graph([oh.make_node(op, ["x"], ["y"], **attrs)], "g", [vi("x", dtype, shape)],
+                          [vi("y", dtype, shape)])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@settings(max_examples=30, deadline=None)
+@given(op=st.sampled_from(["Softmax", "LogSoftmax", "Hardmax"]), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+       data=st.data(), target=st.sampled_from([11, 12]))
+def test_softmax_family_keeps_its_meaning_below_13(op, shape, data, target):
+    """Before 13 these ops flatten the input from ``axis`` on; from 13 they normalize over ``axis``
+    alone. Every axis (and the default, -1 from 13 and 1 before) gives onnxruntime's opset-18 result
+    bit for bit: the last axis as it is, another between two Transposes."""
+    axis = data.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)), label="axis")
+    model = _softmax_model(op, shape, axis)
+    out = converted(model, target)
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    x.flat[0] = x.flat[-1]  # (a tie for Hardmax)
+    np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+    last = axis is None or axis in (-1, len(shape) - 1)
+    assert [n.op_type for n in out.graph.node] == ([op] if last else ["Transpose", op, "Transpose"])
+    (a,) = [a for n in out.graph.node if n.op_type == op for a in n.attribute if a.name == "axis"]
+    assert a.i in (-1, len(shape) - 1)
+
+
+def _function_called_at_two_ranks(op: str, axis: int) -> onnx.ModelProto:
+    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown there."""
+    vi = oh.make_tensor_value_info
+    function = oh.make_function("local", "F", ["a"], ["b"], [oh.make_node(op, ["a"], ["b"], axis=axis)],
+                                opset_imports=[oh.make_opsetid("", 18)])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local"), oh.make_node("F", ["z"], ["w"], domain="local")],
+                          "g", [vi("x", TensorProto.FLOAT, [2, 3]), vi("z", TensorProto.FLOAT, [2, 3, 4])],
+                          [vi("y", TensorProto.FLOAT, [2, 3]), vi("w", TensorProto.FLOAT, [2, 3, 4])])
+    return oh.make_model(graph, functions=[function], opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+
+
+def test_softmax_of_unknown_rank_off_the_last_axis_stops_the_move_with_the_reason():
+    with pytest.raises(ConversionError, match=r"cannot convert Softmax \(opset 18, function local::F\) to opset 11: "
+                                              r"its input's rank is unknown.*axis 1"):
+        converted(_function_called_at_two_ranks("Softmax", 1), 11)
+    model = _function_called_at_two_ranks("LogSoftmax", -1)  # the last axis needs no rank
+    out = converted(model, 11)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "z": rng.standard_normal((2, 3, 4)).astype(np.float32)}
+    _same_outputs(out, model, feeds)
+
+
+def test_softmax_of_a_type_opset_11_lacks_and_an_axis_from_a_function_attribute_are_refused():
+    with pytest.raises(ConversionError, match="Softmax at opset 11 does not take BFLOAT16"):
+        converted(_softmax_model("Softmax", [2, 3], -1, dtype=TensorProto.BFLOAT16), 11)
+    softmax = oh.make_node("Softmax", ["a"], ["b"])
+    softmax.attribute.append(oh.make_attribute_ref("axis", onnx.AttributeProto.INT))
+    softmax.attribute[0].ref_attr_name = "ax"
+    function = oh.make_function("local", "F", ["a"], ["b"], [softmax], opset_imports=[oh.make_opsetid("", 18)],
+                                attributes=["ax"])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local", ax=0)], "g",
+                          [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = oh.make_model(graph, functions=[function], opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+    with pytest.raises(ConversionError, match=r"Softmax \(opset 18, function local::F\).*refers to the function's attribute 'ax'"):
+        converted(model, 11)
+
+
+def test_softmax_inside_a_function_moves_between_transposes():
+    function = oh.make_function("local", "F", ["a"], ["b"], [oh.make_node("Softmax", ["a"], ["b"], axis=1)],
+                                opset_imports=[oh.make_opsetid("", 18)])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local")], "g",
+                          [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])])
+    model = oh.make_model(graph, functions=[function], opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+    out = converted(model, 11)
+    assert [n.op_type for n in out.functions[0].node] == ["Transpose", "Softmax", "Transpose"]
+    x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+
+
+def test_softmax_off_the_last_axis_through_lower_is_validated_and_the_api_returns_it_right():
+    # (lower --opset 11 --no-validate kept Softmax axis=1 at opset 11: another function, silently.)
+    import scatter_rewrite as sr
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=1, reduction="max"),
+             oh.make_node("Softmax", ["s"], ["y"], axis=1)]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [2, 3, 4, 4]), vi("i", TensorProto.INT64, [2, 3, 4, 4]),
+                                       vi("u", TensorProto.FLOAT, [2, 3, 4, 4])], [vi("y", TensorProto.FLOAT, [2, 3, 4, 4])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    unvalidated = sr.lower(model, opset=11)
+    rng = np.random.default_rng(2)
+    feeds = {"d": rng.standard_normal((2, 3, 4, 4)).astype(np.float32), "i": rng.integers(-3, 3, (2, 3, 4, 4)),
+             "u": rng.standard_normal((2, 3, 4, 4)).astype(np.float32)}
+    np.testing.assert_array_equal(_ort(unvalidated, feeds)[0], _ort(model, feeds)[0])
+    _, outcome = sr.lower(model, opset=11, validate=True, return_report=True)
+    assert outcome.validation["max_abs_diff"] == 0.0

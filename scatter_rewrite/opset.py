@@ -17,8 +17,10 @@ and every input/output dtype is one the older schema allows.
 
 Before that, a downgrade rewrites the forms the converter would silently change the meaning of into
 exact ones (:func:`exact_older_form`): Softmax/LogSoftmax/Hardmax-13 on an axis other than the last
-(before 13 they flatten from the axis on) between two Transposes. Where there is none (an unknown
-rank), the move stops naming the node and why.
+(before 13 they flatten from the axis on) between two Transposes, a Reduce* whose
+``noop_with_empty_axes`` leaves empty axes alone as Identity and its constant ``axes`` input as the
+older attribute. Where there is none (an unknown rank, computed axes), the move stops naming the
+node and why.
 
 An op with no older version at all (Gelu-20, LayerNormalization-17, Mish-18, ...) is replaced by its
 ONNX function body, the spec's own definition of the op (:func:`_function_body_model`), whose nodes
@@ -189,6 +191,7 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
 # Forms onnx.version_converter refuses to take down, or takes down to another meaning, that have an
 # exact form at the target (:func:`exact_older_form`).
 _SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
+_REDUCE_OPS = frozenset(op for op in SAME_SEMANTICS_OPS if op.startswith("Reduce"))
 
 
 def exact_older_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
@@ -198,6 +201,8 @@ def exact_older_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] 
     ConversionError naming the node and why when it has none there."""
     if node.op_type in _SOFTMAX_OPS:
         return _softmax_form(node, scope, target)
+    if node.op_type in _REDUCE_OPS:
+        return _reduce_form(node, scope, target)
     return [node]
 
 
@@ -246,6 +251,45 @@ def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | N
         value.dtype, value.shape = x.dtype, ir.Shape([x.shape[i] for i in perm])
     _replace(node, scope, [before, inner, after], list(after.outputs))
     return [before, inner, after]
+
+
+def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+    """ReduceSum-13 and the other Reduce*-18 take ``axes`` as an input, with ``noop_with_empty_axes``:
+    set, empty axes leave the input as it is, else they mean every axis. Older versions take constant
+    axes as an attribute, where none means every axis. So empty or absent axes with the flag set
+    become Identity; constant axes are written as the older attribute here (the converter writes
+    ``axes=[]`` for every axis, keeps the flag set, and has no ReduceMax 13 -> 12 adapter); computed
+    ones have no older form."""
+    try:
+        old = onnx.defs.get_schema(node.op_type, target, "")
+    except onnx.defs.SchemaError:
+        return [node]
+    if "noop_with_empty_axes" in old.attributes:  # the target takes axes as an input, and the flag, too
+        return [node]
+    noop = node.attributes.get("noop_with_empty_axes")
+    if noop is not None and is_reference(noop):
+        raise _refuse(node, scope, target, f"its {reference_reason(node, ('noop_with_empty_axes',))}, and opset "
+                                           f"{target}'s {node.op_type} reduces every axis when given none")
+    axes = None
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        axes = ir.convenience.get_const_tensor(node.inputs[1])
+        if axes is None:
+            raise _refuse(node, scope, target, f"its axes are computed in the graph, and opset {target}'s "
+                                               f"{node.op_type} takes them as a constant attribute")
+    if noop is not None and noop.value and (axes is None or axes.size == 0):
+        identity = ir.node("Identity", [node.inputs[0]])
+        _replace(node, scope, [identity], list(identity.outputs))
+        return [identity]
+    if axes is None:
+        return [node]  # every axis at both opsets (the flag at its default: dropped after conversion)
+    gap = _type_gap(node, target)
+    if gap is not None:
+        raise _refuse(node, scope, target, gap)
+    node.resize_inputs(1)
+    node.attributes.pop("noop_with_empty_axes", None)  # (non-empty axes: the flag changes nothing)
+    if axes.size:
+        node.attributes["axes"] = ir.AttrInt64s("axes", [int(a) for a in axes.numpy().reshape(-1)])
+    return None
 
 
 _CONSTANT_KINDS = {"value_int": np.int64, "value_ints": np.int64, "value_float": np.float32,

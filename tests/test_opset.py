@@ -405,3 +405,64 @@ def test_softmax_off_the_last_axis_through_lower_is_validated_and_the_api_return
     np.testing.assert_array_equal(_ort(unvalidated, feeds)[0], _ort(model, feeds)[0])
     _, outcome = sr.lower(model, opset=11, validate=True, return_report=True)
     assert outcome.validation["max_abs_diff"] == 0.0
+
+
+# --- Reduce* with noop_with_empty_axes -------------------------------------------------------------------------
+
+def _reduce_model(op: str, axes, noop: int | None, opset: int = 18, keepdims: int = 1, out_shape=None):
+    vi = oh.make_tensor_value_info
+    attrs = {"keepdims": keepdims} | ({} if noop is None else {"noop_with_empty_axes": noop})
+    inputs, inits = ["x"], []
+    if isinstance(axes, str):  # a graph input: computed at run time
+        inputs.append(axes)
+    elif axes is not None:
+        inputs.append("axes")
+        inits.append(onnx.numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+    graph_inputs = [vi("x", TensorProto.FLOAT, [2, 3])] + ([vi(axes, TensorProto.INT64, [1])] if isinstance(axes, str) else [])
+    graph = oh.make_graph([oh.make_node(op, inputs, ["y"], **attrs)], "g", graph_inputs,
+                          [vi("y", TensorProto.FLOAT, out_shape)], initializer=inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("op,opset,targets", [("ReduceSum", 18, [11, 12]), ("ReduceSum", 13, [11]),
+                                              ("ReduceMax", 18, [11, 13, 17]), ("ReduceMean", 18, [13])])
+@pytest.mark.parametrize("axes,noop,out_shape,ops", [
+    ([], 1, [2, 3], ["Identity"]),  # empty axes, flag set: the input as it is
+    (None, 1, [2, 3], ["Identity"]),  # no axes input, flag set: the same
+    ([1], 1, [2, 1], None),  # non-empty axes: the flag changes nothing
+    ([], 0, [1, 1], None),  # empty axes, flag clear: every axis (no attribute, not axes=[])
+])
+def test_reduce_with_noop_with_empty_axes_moves_exactly(op, opset, targets, axes, noop, out_shape, ops):
+    # (ReduceSum-18 noop=1 moved to 11 kept the attribute, which onnx.checker rejects, with axes=[],
+    # which at 11 means every axis instead of none.)
+    model = _reduce_model(op, axes, noop, opset=opset, out_shape=out_shape)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    for target in targets:
+        out = converted(model, target)
+        assert [n.op_type for n in out.graph.node] == (ops or [op])
+        assert not {a.name for n in out.graph.node for a in n.attribute} & {"noop_with_empty_axes"} or target >= 18
+        assert [a.ints for n in out.graph.node for a in n.attribute if a.name == "axes"] in ([], [[1]])
+        np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+
+
+def test_reduce_with_computed_axes_stops_a_move_to_attribute_axes_with_the_reason():
+    model = _reduce_model("ReduceSum", "axes_in", 1, keepdims=1, out_shape=[None, None])
+    with pytest.raises(ConversionError, match=r"ReduceSum \(opset 18, main graph\) to opset 12: its axes are computed"):
+        ir_model = ir.serde.deserialize_model(model)
+        convert_opset(ir_model, 12)
+    assert converted(model, 13).graph.node[0].op_type == "ReduceSum"  # 13 takes them as an input too
+
+
+def test_reducesum_noop_through_lower_passes_the_checker_and_validation():
+    import scatter_rewrite as sr
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="add"),
+             oh.make_node("ReduceSum", ["s", "axes"], ["y"], noop_with_empty_axes=1)]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [5, 3]),
+                                       vi("u", TensorProto.FLOAT, [5, 3])], [vi("y", TensorProto.FLOAT, [4, 3])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([], np.int64), "axes")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    onnx.checker.check_model(sr.lower(model, opset=11), full_check=True)
+    _, outcome = sr.lower(model, opset=11, validate=True, return_report=True)
+    assert outcome.validation["max_abs_diff"] <= 1e-5

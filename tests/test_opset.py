@@ -466,3 +466,124 @@ def test_reducesum_noop_through_lower_passes_the_checker_and_validation():
     onnx.checker.check_model(sr.lower(model, opset=11), full_check=True)
     _, outcome = sr.lower(model, opset=11, validate=True, return_report=True)
     assert outcome.validation["max_abs_diff"] <= 1e-5
+
+
+# --- Split-18 and Pad-18 in their older forms ------------------------------------------------------------------
+
+def _split_model(shape, axis: int, n: int | None = None, split=None, opset: int = 18) -> onnx.ModelProto:
+    vi = oh.make_tensor_value_info
+    outs = [f"y{k}" for k in range(n if n is not None else len(split))]
+    inputs, inits, attrs = ["x"], [], {"axis": axis}
+    if split is not None:
+        inputs.append("split")
+        inits.append(onnx.numpy_helper.from_array(np.array(split, np.int64), "split"))
+    else:
+        attrs["num_outputs"] = n
+    graph = oh.make_graph([oh.make_node("Split", inputs, outs, **attrs)], "g", [vi("x", TensorProto.FLOAT, shape)],
+                          [vi(o, TensorProto.FLOAT, [None] * len(shape)) for o in outs], initializer=inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("target", [11, 12, 13, 16, 17])
+def test_split_18_with_split_sizes_is_split_13(target):
+    # (No Adapter From Version $18 for Split: the converter has no 18 -> 17 adapter.)
+    model = _split_model([4, 4], 1, split=[1, 3])
+    out = converted(model, target)
+    assert [n.op_type for n in out.graph.node] == ["Split"]
+    assert [a.ints for a in out.graph.node[0].attribute if a.name == "split"] == ([[1, 3]] if target < 13 else [])
+    _same_outputs(out, model, {"x": np.arange(16, dtype=np.float32).reshape(4, 4)})
+
+
+@settings(max_examples=25, deadline=None)
+@given(size=st.integers(0, 9), n=st.integers(1, 4), axis=st.sampled_from([0, 1, -1]), target=st.sampled_from([11, 13, 17]))
+def test_split_18_num_outputs_of_a_static_dimension_gets_its_chunk_sizes(size, n, axis, target):
+    shape = [size, 2] if axis == 0 else [2, size]
+    model = _split_model(shape, axis, n=n)
+    chunk = -(-size // n)
+    if size - chunk * (n - 1) < 0:  # onnxruntime refuses the original too
+        with pytest.raises(ConversionError, match=rf"num_outputs={n} on a dimension of {size}"):
+            converted(model, target)
+        return
+    out = converted(model, target)
+    assert [n.op_type for n in out.graph.node] == (["Split"] if target < 13 else ["Constant", "Split"])
+    _same_outputs(out, model, {"x": np.arange(2 * size, dtype=np.float32).reshape(shape)})
+
+
+def test_split_18_num_outputs_of_a_dynamic_dimension_computes_its_sizes_from_13_and_is_refused_before():
+    model = _split_model(["N", 2], 0, n=3)
+    out = converted(model, 13)
+    for size in (4, 5, 7, 9):
+        _same_outputs(out, model, {"x": np.arange(2 * size, dtype=np.float32).reshape(size, 2)})
+    with pytest.raises(ConversionError, match=r"Split \(opset 18, main graph\) to opset 12: dimension 0 of its input is "
+                                              r"not known before run time"):
+        converted(model, 12)
+
+
+def test_split_18_moves_for_tensorrt_8_6():
+    # (tensorrt --trt-version 8.6 left the model at 18: the opset cap gave up on the Split.)
+    import scatter_rewrite as sr
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="add"),
+             oh.make_node("Split", ["s", "sp"], ["a", "b"], axis=1), oh.make_node("Concat", ["b", "a"], ["y"], axis=1)]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [4, 4]), vi("i", TensorProto.INT64, [6, 4]),
+                                       vi("u", TensorProto.FLOAT, [6, 4])], [vi("y", TensorProto.FLOAT, [4, 4])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([1, 3], np.int64), "sp")])
+    result = sr.prepare_for_tensorrt(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), trt_version="8.6",
+                                     validate=True)
+    assert {o.version for o in result.opset_import if o.domain == ""} == {17}
+
+
+def _pad_model(mode: str | None, opset: int = 18, axes=None, value: bool = False, dtype=TensorProto.FLOAT):
+    vi = oh.make_tensor_value_info
+    pads = [0, 1, 1, 2] if axes is None else [1, 2]
+    inits = [onnx.numpy_helper.from_array(np.array(pads, np.int64), "pads")]
+    inputs = ["x", "pads"]
+    if value:
+        inits.append(onnx.numpy_helper.from_array(np.array(1.5, onnx.helper.tensor_dtype_to_np_dtype(dtype)), "v"))
+        inputs.append("v")
+    if axes is not None:
+        inits.append(onnx.numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+        inputs += [""] * (3 - len(inputs)) + ["axes"]
+    attrs = {} if mode is None else {"mode": mode}
+    out_shape = [3, 6] if axes is None else [3, 7]
+    graph = oh.make_graph([oh.make_node("Pad", inputs, ["y"], **attrs)], "g", [vi("x", dtype, [2, 3])],
+                          [vi("y", dtype, out_shape if axes is None else [2, 6])], initializer=inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("target", [11, 13, 17])
+@pytest.mark.parametrize("mode,value,opset", [(None, True, 18), ("constant", False, 18), ("reflect", False, 18),
+                                              ("edge", False, 18), ("reflect", False, 24), (None, True, 21)])
+def test_pad_without_axes_is_pad_11(mode, value, opset, target):
+    # (No Adapter To Version $17 for Pad.)
+    model = _pad_model(mode, opset=opset, value=value)
+    out = converted(model, target)
+    assert [n.op_type for n in out.graph.node] == ["Pad"] and len(out.graph.node[0].input) == (3 if value else 2)
+    _same_outputs(out, model, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+
+
+def test_pad_forms_older_opsets_lack_are_refused():
+    # (The converter took wrap from 19 to 18 as it is, a mode Pad-18 lacks.)
+    with pytest.raises(ConversionError, match=r"Pad \(opset 19, main graph\) to opset 18: Pad has mode 'wrap' from opset 19"):
+        converted(_pad_model("wrap", opset=19), 18)
+    with pytest.raises(ConversionError, match="Pad"):
+        converted(_pad_model(None, axes=[1]), 17)  # axes: from 18
+    with pytest.raises(ConversionError, match="Pad at opset 11 does not take BOOL"):
+        converted(_pad_model(None, dtype=TensorProto.BOOL), 11)  # bool: from 13
+    assert converted(_pad_model(None, dtype=TensorProto.BOOL), 13).graph.node[0].op_type == "Pad"
+    wrap = _pad_model("wrap", opset=24)
+    _same_outputs(converted(wrap, 19), wrap, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+
+
+def test_a_scatter_reduction_newer_than_the_target_is_not_kept():
+    # A ScatterElements-18 max at 16 would keep its attribute, with a value opset 16 lacks.
+    node = ir.node("ScatterElements", [ir.Value(name=n, type=ir.TensorType(t)) for n, t in
+                                       (("d", ir.DataType.FLOAT), ("i", ir.DataType.INT64), ("u", ir.DataType.FLOAT))],
+                   {"reduction": "max"})
+    node.outputs[0].type = ir.TensorType(ir.DataType.FLOAT)
+    assert fits_schema(node, 18, 16) is None
+    node.attributes["reduction"] = ir.AttrString("reduction", "add")
+    assert fits_schema(node, 18, 16) == []
+    node.attributes["reduction"] = ir.AttrString("reduction", "none")
+    assert fits_schema(node, 18, 13) == ["reduction"]  # the default: dropped

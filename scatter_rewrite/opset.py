@@ -11,9 +11,18 @@ The converter has no down-adapter for many schema changes that only widened type
 optional attribute (Add/Mul-14, Reshape-14, Shape-15, Identity-16, Constant-13 -> 11, ...), so
 lowering a realistic opset-18 export to 13 would fail on them. When it refuses a downgrade, a node
 is kept as it is if the older schema accepts it unchanged (:func:`fits_schema`): its op is one
-whose semantics did not change across 11..24 (:data:`SAME_SEMANTICS_OPS`), every attribute exists
-in the older schema (or equals the newer default, and is dropped), its input/output counts fit,
-and every input/output dtype is one the older schema allows.
+whose semantics did not change across 11..24 (:data:`SAME_SEMANTICS_OPS`; Split from 13 and Pad from
+11 on, :data:`SAME_SEMANTICS_SINCE`), every attribute exists in the older schema (or equals the newer
+default, and is dropped) with a value it has, its input/output counts fit, and every input/output
+dtype is one the older schema allows. A node that fits an opset between the two (Split-18 with
+``split`` is Split-13) is converted from there.
+
+Before that, a downgrade rewrites the forms the converter would refuse or silently change the
+meaning of into exact ones (:func:`exact_older_form`): Softmax/LogSoftmax/Hardmax-13 on an axis
+other than the last (before 13 they flatten from the axis on) between two Transposes, a Reduce*
+whose ``noop_with_empty_axes`` leaves empty axes alone as Identity and its constant ``axes`` input as
+the older attribute, Split-18's ``num_outputs`` as chunk sizes. Where there is none (an unknown rank,
+computed axes, an attribute value the older op lacks), the move stops naming the node and why.
 
 An op with no older version at all (Gelu-20, LayerNormalization-17, Mish-18, ...) is replaced by its
 ONNX function body, the spec's own definition of the op (:func:`_function_body_model`), whose nodes
@@ -39,7 +48,8 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import (
-    DEFAULT_DOMAINS, Scope, default_opset, describe, is_default_domain, is_reference, iter_scopes,
+    DEFAULT_DOMAINS, Scope, attr, default_opset, describe, is_default_domain, is_reference, iter_scopes,
+    reference_reason,
 )
 
 logger = logging.getLogger("scatter_rewrite")
@@ -69,6 +79,17 @@ SAME_SEMANTICS_OPS = frozenset({
     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
     "ReduceProd", "ReduceSum", "ReduceSumSquare",
 })
+
+# Ops whose meaning changed at one version and not since, for the forms an older schema from that
+# version on accepts unchanged: Split-13 took ``split`` as an input (18 added num_outputs), Pad-11
+# ``pads`` (18 added axes, 19 the wrap mode, later versions types). Split-18 with ``split`` is Split-13.
+SAME_SEMANTICS_SINCE = {"Split": 13, "Pad": 11}
+
+# Values an older schema's attribute lacks: (op, attribute) -> {value: the first opset with it}. The
+# converter takes Pad's wrap from 19 to 18 as it is.
+_REDUCTIONS_SINCE = {"add": 16, "mul": 16, "max": 18, "min": 18}
+NEWER_ATTRIBUTE_VALUES = {("Pad", "mode"): {"wrap": 19}, ("ScatterElements", "reduction"): _REDUCTIONS_SINCE,
+                          ("ScatterND", "reduction"): _REDUCTIONS_SINCE}
 
 # Control-flow nodes carry subgraphs; their own schema changes between 11 and 24 only widen types,
 # and their bodies are converted as scopes of their own.
@@ -156,7 +177,8 @@ def _type_gap(node: ir.Node, target: int) -> str | None:
 def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
     """For a downgrade the converter refuses: the attributes to drop (their values are the newer
     schema's defaults) if ``node`` is valid and means the same under ``target``'s schema; None if not."""
-    if node.op_type not in SAME_SEMANTICS_OPS or target > source:
+    same = node.op_type in SAME_SEMANTICS_OPS or SAME_SEMANTICS_SINCE.get(node.op_type, MAX_OPSET + 1) <= target
+    if not same or target > source:
         return None
     try:
         old = onnx.defs.get_schema(node.op_type, target, "")
@@ -166,11 +188,15 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
     drop = []
     for name, value in node.attributes.items():
         if name in old.attributes:
+            if _value_since(node.op_type, name, value) > target:
+                return None
             continue
         if not _is_default(new, name, value.value):
             return None
         drop.append(name)
     inputs = len(node.inputs)
+    while inputs and node.inputs[inputs - 1] is None:  # an omitted trailing input: Pad's axes as ""
+        inputs -= 1
     if not old.min_input <= inputs <= old.max_input or len(node.outputs) > old.max_output:
         return None
     inputs = [_dtype(v, node) for v in node.inputs if v is not None]
@@ -178,6 +204,171 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
     if not _types_fit(old, old.inputs, inputs, new, new.inputs) or not _types_fit(old, old.outputs, outputs, new, new.outputs):
         return None
     return drop
+
+
+# Forms onnx.version_converter refuses to take down, or takes down to another meaning, that have an
+# exact form at the target (:func:`exact_older_form`).
+_SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
+_REDUCE_OPS = frozenset(op for op in SAME_SEMANTICS_OPS if op.startswith("Reduce"))
+
+
+def exact_older_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+    """For a downgrade of ``node`` (at ``scope.opset``) to ``target``: the nodes, valid at its opset,
+    that replace it in ``scope.body`` and are then converted in turn (``[node]`` when it needs no
+    rewrite), or None when it is now in its exact form at ``target`` and needs nothing more. Raises
+    ConversionError naming the node and why when it has none there: an attribute value the older op
+    lacks (:data:`NEWER_ATTRIBUTE_VALUES`), which the converter may keep as it is, among others."""
+    for name, a in node.attributes.items():
+        since = 0 if is_reference(a) else _value_since(node.op_type, name, a)
+        if since > target:
+            raise _refuse(node, scope, target, f"{node.op_type} has {name} '{_text(a.value)}' from opset {since} on")
+    if node.op_type in _SOFTMAX_OPS:
+        return _softmax_form(node, scope, target)
+    if node.op_type in _REDUCE_OPS:
+        return _reduce_form(node, scope, target)
+    if node.op_type == "Split":
+        return _split_form(node, scope, target)
+    return [node]
+
+
+def _refuse(node: ir.Node, scope: Scope, target: int, why: str) -> ConversionError:
+    return ConversionError(f"cannot convert {describe(node, scope)} to opset {target}: {why}")
+
+
+def _replace(node: ir.Node, scope: Scope, new_nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
+    """``new_nodes`` in ``node``'s place; ``outputs`` take its outputs' names, types and uses."""
+    for new in new_nodes:
+        new.name = node.name if new.op_type == node.op_type else None  # (None: named on insertion)
+    ir.convenience.replace_nodes_and_values(scope.body, node, [node], new_nodes, list(node.outputs), outputs)
+
+
+def _constant(array: np.ndarray) -> ir.Node:
+    const = ir.node("Constant", [], attributes={"value": ir.tensor(array)}, num_outputs=1)
+    const.outputs[0].dtype, const.outputs[0].shape = ir.DataType.from_numpy(array.dtype), ir.Shape(array.shape)
+    return const
+
+
+def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+    """Softmax, LogSoftmax and Hardmax before opset 13 flatten the input to 2-D at ``axis`` and
+    normalize over every axis from it on; from 13, over ``axis`` alone (the converter keeps the
+    attribute, and the meaning changed). The same on the last axis; another axis is moved last and
+    back around the op (Transpose, exact), which needs the input's rank."""
+    if scope.opset < 13 or target >= 13:
+        return [node]
+    reason = reference_reason(node, ("axis",))
+    if reason is not None:
+        raise _refuse(node, scope, target, f"its {reason}, and opset {target}'s {node.op_type} reads an axis "
+                                           "other than the last otherwise")
+    axis, x = attr(node, "axis", -1), node.inputs[0]
+    rank = None if x is None or x.shape is None else len(x.shape)
+    if rank is not None and not -rank <= axis < rank:
+        raise _refuse(node, scope, target, f"axis {axis} is out of range for its rank-{rank} input")
+    if axis == -1 or (rank is not None and axis == rank - 1):
+        gap = _type_gap(node, target)
+        if gap is not None:
+            raise _refuse(node, scope, target, gap)
+        node.attributes["axis"] = ir.AttrInt64("axis", axis)  # (written: the older default is 1)
+        return None  # the last axis: what opset 11's op does too
+    if rank is None:
+        raise _refuse(node, scope, target, f"its input's rank is unknown, and opset {target}'s {node.op_type} "
+                                           f"takes axis {axis} to mean every axis from it on (the same only on the "
+                                           "last axis, which it cannot be moved to without the rank)")
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]  # (a swap: its own inverse)
+    before = ir.node("Transpose", [x], {"perm": perm})
+    inner = ir.node(node.op_type, [before.outputs[0]], {"axis": -1})
+    after = ir.node("Transpose", [inner.outputs[0]], {"perm": perm})
+    for value in (before.outputs[0], inner.outputs[0]):
+        value.dtype, value.shape = x.dtype, ir.Shape([x.shape[i] for i in perm])
+    _replace(node, scope, [before, inner, after], list(after.outputs))
+    return [before, inner, after]
+
+
+def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+    """ReduceSum-13 and the other Reduce*-18 take ``axes`` as an input, with ``noop_with_empty_axes``:
+    set, empty axes leave the input as it is, else they mean every axis. Older versions take constant
+    axes as an attribute, where none means every axis. So empty or absent axes with the flag set
+    become Identity; constant axes are written as the older attribute here (the converter writes
+    ``axes=[]`` for every axis, keeps the flag set, and has no ReduceMax 13 -> 12 adapter); computed
+    ones have no older form."""
+    try:
+        old = onnx.defs.get_schema(node.op_type, target, "")
+    except onnx.defs.SchemaError:
+        return [node]
+    if "noop_with_empty_axes" in old.attributes:  # the target takes axes as an input, and the flag, too
+        return [node]
+    noop = node.attributes.get("noop_with_empty_axes")
+    if noop is not None and is_reference(noop):
+        raise _refuse(node, scope, target, f"its {reference_reason(node, ('noop_with_empty_axes',))}, and opset "
+                                           f"{target}'s {node.op_type} reduces every axis when given none")
+    axes = None
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        axes = ir.convenience.get_const_tensor(node.inputs[1])
+        if axes is None:
+            raise _refuse(node, scope, target, f"its axes are computed in the graph, and opset {target}'s "
+                                               f"{node.op_type} takes them as a constant attribute")
+    if noop is not None and noop.value and (axes is None or axes.size == 0):
+        identity = ir.node("Identity", [node.inputs[0]])
+        _replace(node, scope, [identity], list(identity.outputs))
+        return [identity]
+    if axes is None:
+        return [node]  # every axis at both opsets (the flag at its default: dropped after conversion)
+    gap = _type_gap(node, target)
+    if gap is not None:
+        raise _refuse(node, scope, target, gap)
+    node.resize_inputs(1)
+    node.attributes.pop("noop_with_empty_axes", None)  # (non-empty axes: the flag changes nothing)
+    if axes.size:
+        node.attributes["axes"] = ir.AttrInt64s("axes", [int(a) for a in axes.numpy().reshape(-1)])
+    return None
+
+
+def _split_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Split-18's ``num_outputs`` cuts chunks of ceil(size / n) along ``axis``, the last one smaller
+    (onnxruntime refuses a size that leaves it negative). Older Splits need the sizes: constant for a
+    static dimension, computed from the input's shape otherwise (an input from 13, an attribute before)."""
+    if target >= 18 or "num_outputs" not in node.attributes:
+        return [node]
+    reason = reference_reason(node, ("num_outputs", "axis"))
+    if reason is not None:
+        raise _refuse(node, scope, target, f"its {reason}, and opset {target}'s Split needs the chunk sizes")
+    n, axis, x = attr(node, "num_outputs"), attr(node, "axis", 0), node.inputs[0]
+    rank = None if x is None or x.shape is None else len(x.shape)
+    size = x.shape[axis] if rank is not None and -rank <= axis < rank else None
+    if isinstance(size, int):
+        chunk = -(-size // n)
+        if size - chunk * (n - 1) < 0:
+            raise _refuse(node, scope, target, f"num_outputs={n} on a dimension of {size} leaves the last chunk "
+                                               f"{size - chunk * (n - 1)} long, which onnxruntime refuses too")
+        sizes = [_constant(np.array([chunk] * (n - 1) + [size - chunk * (n - 1)], np.int64))]
+    elif target >= 13:
+        sizes = _computed_chunk_sizes(x, axis, n)
+    else:
+        raise _refuse(node, scope, target, f"dimension {axis} of its input is not known before run time, and "
+                                           f"opset {target}'s Split takes the chunk sizes as a constant attribute")
+    split = ir.node("Split", [x, sizes[-1].outputs[0]], {"axis": axis}, num_outputs=len(node.outputs))
+    _replace(node, scope, [*sizes, split], list(split.outputs))
+    return [*sizes, split]
+
+
+def _computed_chunk_sizes(x: ir.Value, axis: int, n: int) -> list[ir.Node]:
+    """Nodes computing Split-18's chunk sizes for ``n`` outputs along ``axis`` of ``x`` (the last
+    node's output, int64): [c] * (n - 1) + [size - c * (n - 1)] with c = ceil(size / n)."""
+    position, rest, parts = (_constant(np.array([k], np.int64)) for k in (axis, n - 1, n))
+    shape = ir.node("Shape", [x])
+    size = ir.node("Gather", [shape.outputs[0], position.outputs[0]])
+    padded = ir.node("Add", [size.outputs[0], rest.outputs[0]])
+    chunk = ir.node("Div", [padded.outputs[0], parts.outputs[0]])
+    covered = ir.node("Mul", [chunk.outputs[0], rest.outputs[0]])
+    last = ir.node("Sub", [size.outputs[0], covered.outputs[0]])
+    sizes = ir.node("Concat", [chunk.outputs[0]] * (n - 1) + [last.outputs[0]], {"axis": 0})
+    computed = [shape, size, padded, chunk, covered, last, sizes]
+    for node in computed:  # (converting each reads its input types)
+        node.outputs[0].dtype = ir.DataType.INT64
+    for node in computed[1:-1]:
+        node.outputs[0].shape = ir.Shape([1])
+    sizes.outputs[0].shape = ir.Shape([n])
+    return [position, rest, parts, *computed]
 
 
 _CONSTANT_KINDS = {"value_int": np.int64, "value_ints": np.int64, "value_float": np.float32,
@@ -211,9 +402,20 @@ def _is_default(schema, name: str, value) -> bool:
     default = schema.attributes[name].default_value if name in schema.attributes else None
     if default is None or not default.name:
         return False
-    default_value = onnx.helper.get_attribute_value(default)
-    normalize = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
-    return normalize(default_value) == normalize(value)
+    return _text(onnx.helper.get_attribute_value(default)) == _text(value)
+
+
+def _value_since(op_type: str, name: str, a) -> int:
+    """The first opset whose ``op_type`` takes attribute ``a``'s value (:data:`NEWER_ATTRIBUTE_VALUES`);
+    for a reference to a function's attribute, which may hold any of them at a call site, the newest."""
+    values = NEWER_ATTRIBUTE_VALUES.get((op_type, name))
+    if not values:
+        return 0
+    return max(values.values()) if is_reference(a) else values.get(_text(a.value), 0)
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _input_dtype(value: ir.Value) -> ir.DataType | None:
@@ -354,6 +556,19 @@ class _Converter:
         self._bodies: set[tuple] = set()  # cache keys whose entry is a function body
 
     def convert_node(self, node: ir.Node, scope: Scope) -> None:
+        nodes = exact_older_form(node, scope, self.target) if scope.opset > self.target else [node]
+        if nodes is None:  # valid and the same at the target as it is
+            self.kept += 1
+            return
+        for new in sorted(nodes, key=lambda n: n.op_type == "Constant"):  # (the sizes a Split-11 takes in)
+            if new is not node and new.op_type == "Constant" and not new.outputs[0].uses():
+                scope.body.remove(new)
+            elif new is node:
+                self._convert(node, scope)
+            elif is_default_domain(new) and needs_conversion(new.op_type, scope.opset, self.target):
+                self.convert_node(new, scope)
+
+    def _convert(self, node: ir.Node, scope: Scope) -> None:
         key = (scope.opset, _signature(node))
         converted = self.cache.get(key)
         if converted is None:
@@ -363,6 +578,8 @@ class _Converter:
                 if node.op_type == "Constant" and self.target < 12:
                     _constant_as_value_tensor(node)  # key stays: same signature, same rewrite
                 converted = fits_schema(node, scope.opset, self.target)
+                if converted is None:
+                    converted = self._from_opset_between(node, scope.opset)
                 if converted is None:
                     converted = _function_body_model(node, scope.opset, self.target)
                     if converted is not None:
@@ -381,6 +598,8 @@ class _Converter:
                 _constant_as_value_tensor(node)
             for name in converted:
                 del node.attributes[name]
+            while node.inputs and node.inputs[-1] is None:  # (an omitted trailing input the older schema lacks)
+                node.resize_inputs(len(node.inputs) - 1)
             self.kept += 1
             return
         if key in self._bodies:  # the op's function body, converted: spliced like any converter result
@@ -391,6 +610,28 @@ class _Converter:
             self._check_references(node, scope, refs, mini)
         self._splice(node, scope, mini, refs)
         self.converted += 1
+
+    def _from_opset_between(self, node: ir.Node, source: int) -> onnx.ModelProto | None:
+        """A node that an opset between the target and ``source`` accepts unchanged, meaning the same
+        (:func:`fits_schema`), converted from there (Split-18 with ``split`` is Split-13, which the
+        converter takes on to 11); None when there is none or the converter refuses from it too."""
+        for between in range(self.target + 1, source):
+            drop = fits_schema(node, source, between)
+            if drop is None:
+                continue
+            mini = _one_node_model(node, between)
+            proto_node = mini.graph.node[0]
+            for a in [a for a in proto_node.attribute if a.name in drop]:
+                proto_node.attribute.remove(a)
+            while proto_node.input and not proto_node.input[-1]:
+                proto_node.input.pop()
+            try:
+                converted = onnx.version_converter.convert_version(mini, self.target)
+            except Exception:  # (no adapter from there either)
+                return None
+            _drop_default_attributes(converted, between, self.target)
+            return converted
+        return None
 
     def _check_references(self, node: ir.Node, scope: Scope, refs: dict, mini: ir.Graph) -> None:
         """A node whose attributes refer to function attributes is converted without them and gets

@@ -8,6 +8,8 @@ import onnx
 import onnx.helper as oh
 import onnx_ir as ir
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto
 
 from scatter_rewrite.errors import ConversionError
@@ -197,3 +199,391 @@ def test_an_if_of_a_type_the_older_schema_has_moves():
     result, outcome = sr.lower(_bf16_if_model(), opset=16, validate=True, return_report=True)
     assert outcome.validation["max_abs_diff"] == 0.0
     assert result.opset_import[0].version == 16
+
+
+# --- Values after a Reshape/Unsqueeze/Range reading a small initializer get their inferred types ---------------
+
+def _ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    return run_onnxruntime(model.SerializeToString(), feeds)
+
+
+def _reshape_add_model() -> onnx.ModelProto:
+    """A scatter reduction, a Reshape by an initializer, an Add-14 after it (no value_info)."""
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="add"),
+             oh.make_node("Reshape", ["s", "shape"], ["r"]), oh.make_node("Add", ["r", "r"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [5, 3]),
+                                       vi("u", TensorProto.FLOAT, [5, 3])], [vi("y", TensorProto.FLOAT, [2, 6])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([2, 6], np.int64), "shape")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def _gnn_model() -> onnx.ModelProto:
+    """The README's GNN pattern as torch's dynamo exporter writes it: Unsqueeze's axes an initializer,
+    Expand-13 by Shape(x), ScatterElements max."""
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("Unsqueeze", ["dst", "ax"], ["dst2"]), oh.make_node("Shape", ["x"], ["xs"]),
+             oh.make_node("Expand", ["dst2", "xs"], ["idx"]),
+             oh.make_node("ScatterElements", ["d", "idx", "x"], ["y"], axis=0, reduction="max")]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, ["N", 4]), vi("dst", TensorProto.INT64, ["E"]),
+                                       vi("x", TensorProto.FLOAT, ["E", 4])], [vi("y", TensorProto.FLOAT, ["N", 4])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([1], np.int64), "ax")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("target", [11, 13])
+@pytest.mark.parametrize("make", [_reshape_add_model, _gnn_model])
+def test_a_node_after_a_shape_op_reading_an_initializer_moves_validated(make, target):
+    # (Inference ran with every initializer's data cleared: Reshape/Unsqueeze failed it for the whole
+    # graph, Add-14/Expand-13 after them stayed untyped and the converter refused them.)
+    import scatter_rewrite as sr
+
+    result, outcome = sr.lower(make(), opset=target, validate=True, return_report=True)
+    onnx.checker.check_model(result, full_check=True)
+    assert result.opset_import[0].version == target
+    assert outcome.validation["max_abs_diff"] <= 1e-5
+
+
+def test_the_gnn_model_lowers_to_11_through_the_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from scatter_rewrite.cli import app
+
+    path, out = tmp_path / "gnn.onnx", tmp_path / "gnn.l11.onnx"
+    onnx.save(_gnn_model(), path)
+    result = CliRunner().invoke(app, ["lower", str(path), "--opset", "11", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "PASSED" in result.stdout and onnx.load(out).opset_import[0].version == 11
+
+
+def test_range_by_initializer_bounds_then_add_moves_to_11():
+    vi = oh.make_tensor_value_info
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0), ("hi", 5), ("step", 1))]
+    graph = oh.make_graph([oh.make_node("Range", ["lo", "hi", "step"], ["r"]), oh.make_node("Add", ["r", "x"], ["y"])],
+                          "g", [vi("x", TensorProto.FLOAT, [5])], [vi("y", TensorProto.FLOAT, [5])], initializer=inits)
+    out = converted(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), 11)
+    x = np.arange(5, dtype=np.float32) * 10
+    np.testing.assert_array_equal(_ort(out, {"x": x})[0], x + np.arange(5, dtype=np.float32))
+
+
+def test_inference_reads_small_initializers_and_gets_big_weights_as_typed_inputs(monkeypatch):
+    """The small initializers shape inference reads go in with their values; a weight over
+    SHAPE_ONLY_BYTES goes in as a graph input of its dtype and dims, never with its data."""
+    from scatter_rewrite.passes import _inference
+
+    vi = oh.make_tensor_value_info
+    weight = np.ones((64, 32), np.float32)  # 8 KiB
+    graph = oh.make_graph([oh.make_node("MatMul", ["x", "w"], ["m"]), oh.make_node("Reshape", ["m", "shape"], ["r"]),
+                           oh.make_node("Add", ["r", "r"], ["y"])], "g", [vi("x", TensorProto.FLOAT, [2, 64])],
+                          [vi("y", TensorProto.FLOAT, [4, 16])],
+                          initializer=[onnx.numpy_helper.from_array(weight, "w"),
+                                       onnx.numpy_helper.from_array(np.array([4, 16], np.int64), "shape")])
+    model = ir.serde.deserialize_model(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]))
+    seen = []
+    real = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda proto, *a, **k: seen.append(proto) or real(proto, *a, **k))
+    found = _inference.inferred_tensor_types(model)
+    (proto,) = seen
+    assert [i.name for i in proto.graph.initializer] == ["shape"]
+    assert onnx.numpy_helper.to_array(proto.graph.initializer[0]).tolist() == [4, 16]
+    w = next(i for i in proto.graph.input if i.name == "w")
+    assert [d.dim_value for d in w.type.tensor_type.shape.dim] == [64, 32]
+    assert [d.dim_value for d in found["r"].shape.dim] == [4, 16] and found["r"].elem_type == TensorProto.FLOAT
+    assert model.graph.initializers["w"].const_value.nbytes == weight.nbytes  # the model keeps its weight
+
+
+def test_inference_reads_a_small_initializer_kept_in_external_data(tmp_path):
+    from scatter_rewrite.model_io import load_model
+    from scatter_rewrite.passes._inference import inferred_tensor_types
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_reshape_add_model(), path, save_as_external_data=True, location="m.data", size_threshold=0)
+    assert onnx.load(path, load_external_data=False).graph.initializer[0].data_location == TensorProto.EXTERNAL
+    found = inferred_tensor_types(load_model(path))
+    assert [d.dim_value for d in found["r"].shape.dim] == [2, 6]
+
+
+def _same_outputs(a: onnx.ModelProto, b: onnx.ModelProto, feeds: dict) -> None:
+    for left, right in zip(_ort(a, feeds), _ort(b, feeds), strict=True):
+        np.testing.assert_array_equal(left, right)
+
+
+# --- Softmax, LogSoftmax, Hardmax: opset 13 changed what axis means -------------------------------------------
+
+def _softmax_model(op: str, shape, axis: int | None, opset: int = 18, dtype=TensorProto.FLOAT) -> onnx.ModelProto:
+    vi = oh.make_tensor_value_info
+    attrs = {} if axis is None else {"axis": axis}
+    graph = oh.make_graph([oh.make_node(op, ["x"], ["y"], **attrs)], "g", [vi("x", dtype, shape)],
+                          [vi("y", dtype, shape)])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@settings(max_examples=30, deadline=None)
+@given(op=st.sampled_from(["Softmax", "LogSoftmax", "Hardmax"]), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+       data=st.data(), target=st.sampled_from([11, 12]))
+def test_softmax_family_keeps_its_meaning_below_13(op, shape, data, target):
+    """Before 13 these ops flatten the input from ``axis`` on; from 13 they normalize over ``axis``
+    alone. Every axis (and the default, -1 from 13 and 1 before) gives onnxruntime's opset-18 result
+    bit for bit: the last axis as it is, another between two Transposes."""
+    axis = data.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)), label="axis")
+    model = _softmax_model(op, shape, axis)
+    out = converted(model, target)
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    x.flat[0] = x.flat[-1]  # (a tie for Hardmax)
+    np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+    last = axis is None or axis in (-1, len(shape) - 1)
+    assert [n.op_type for n in out.graph.node] == ([op] if last else ["Transpose", op, "Transpose"])
+    (a,) = [a for n in out.graph.node if n.op_type == op for a in n.attribute if a.name == "axis"]
+    assert a.i in (-1, len(shape) - 1)
+
+
+def _function_called_at_two_ranks(op: str, axis: int) -> onnx.ModelProto:
+    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown there."""
+    vi = oh.make_tensor_value_info
+    function = oh.make_function("local", "F", ["a"], ["b"], [oh.make_node(op, ["a"], ["b"], axis=axis)],
+                                opset_imports=[oh.make_opsetid("", 18)])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local"), oh.make_node("F", ["z"], ["w"], domain="local")],
+                          "g", [vi("x", TensorProto.FLOAT, [2, 3]), vi("z", TensorProto.FLOAT, [2, 3, 4])],
+                          [vi("y", TensorProto.FLOAT, [2, 3]), vi("w", TensorProto.FLOAT, [2, 3, 4])])
+    return oh.make_model(graph, functions=[function], opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+
+
+def test_softmax_of_unknown_rank_off_the_last_axis_stops_the_move_with_the_reason():
+    with pytest.raises(ConversionError, match=r"cannot convert Softmax \(opset 18, function local::F\) to opset 11: "
+                                              r"its input's rank is unknown.*axis 1"):
+        converted(_function_called_at_two_ranks("Softmax", 1), 11)
+    model = _function_called_at_two_ranks("LogSoftmax", -1)  # the last axis needs no rank
+    out = converted(model, 11)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "z": rng.standard_normal((2, 3, 4)).astype(np.float32)}
+    _same_outputs(out, model, feeds)
+
+
+def test_softmax_of_a_type_opset_11_lacks_and_an_axis_from_a_function_attribute_are_refused():
+    with pytest.raises(ConversionError, match="Softmax at opset 11 does not take BFLOAT16"):
+        converted(_softmax_model("Softmax", [2, 3], -1, dtype=TensorProto.BFLOAT16), 11)
+    softmax = oh.make_node("Softmax", ["a"], ["b"])
+    softmax.attribute.append(oh.make_attribute_ref("axis", onnx.AttributeProto.INT))
+    softmax.attribute[0].ref_attr_name = "ax"
+    function = oh.make_function("local", "F", ["a"], ["b"], [softmax], opset_imports=[oh.make_opsetid("", 18)],
+                                attributes=["ax"])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local", ax=0)], "g",
+                          [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = oh.make_model(graph, functions=[function], opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+    with pytest.raises(ConversionError, match=r"Softmax \(opset 18, function local::F\).*refers to the function's attribute 'ax'"):
+        converted(model, 11)
+
+
+def test_softmax_inside_a_function_moves_between_transposes():
+    function = oh.make_function("local", "F", ["a"], ["b"], [oh.make_node("Softmax", ["a"], ["b"], axis=1)],
+                                opset_imports=[oh.make_opsetid("", 18)])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local")], "g",
+                          [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])])
+    model = oh.make_model(graph, functions=[function], opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+    out = converted(model, 11)
+    assert [n.op_type for n in out.functions[0].node] == ["Transpose", "Softmax", "Transpose"]
+    x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+
+
+def test_softmax_off_the_last_axis_through_lower_is_validated_and_the_api_returns_it_right():
+    # (lower --opset 11 --no-validate kept Softmax axis=1 at opset 11: another function, silently.)
+    import scatter_rewrite as sr
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=1, reduction="max"),
+             oh.make_node("Softmax", ["s"], ["y"], axis=1)]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [2, 3, 4, 4]), vi("i", TensorProto.INT64, [2, 3, 4, 4]),
+                                       vi("u", TensorProto.FLOAT, [2, 3, 4, 4])], [vi("y", TensorProto.FLOAT, [2, 3, 4, 4])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    unvalidated = sr.lower(model, opset=11)
+    rng = np.random.default_rng(2)
+    feeds = {"d": rng.standard_normal((2, 3, 4, 4)).astype(np.float32), "i": rng.integers(-3, 3, (2, 3, 4, 4)),
+             "u": rng.standard_normal((2, 3, 4, 4)).astype(np.float32)}
+    np.testing.assert_array_equal(_ort(unvalidated, feeds)[0], _ort(model, feeds)[0])
+    _, outcome = sr.lower(model, opset=11, validate=True, return_report=True)
+    assert outcome.validation["max_abs_diff"] == 0.0
+
+
+# --- Reduce* with noop_with_empty_axes -------------------------------------------------------------------------
+
+def _reduce_model(op: str, axes, noop: int | None, opset: int = 18, keepdims: int = 1, out_shape=None):
+    vi = oh.make_tensor_value_info
+    attrs = {"keepdims": keepdims} | ({} if noop is None else {"noop_with_empty_axes": noop})
+    inputs, inits = ["x"], []
+    if isinstance(axes, str):  # a graph input: computed at run time
+        inputs.append(axes)
+    elif axes is not None:
+        inputs.append("axes")
+        inits.append(onnx.numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+    graph_inputs = [vi("x", TensorProto.FLOAT, [2, 3])] + ([vi(axes, TensorProto.INT64, [1])] if isinstance(axes, str) else [])
+    graph = oh.make_graph([oh.make_node(op, inputs, ["y"], **attrs)], "g", graph_inputs,
+                          [vi("y", TensorProto.FLOAT, out_shape)], initializer=inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("op,opset,targets", [("ReduceSum", 18, [11, 12]), ("ReduceSum", 13, [11]),
+                                              ("ReduceMax", 18, [11, 13, 17]), ("ReduceMean", 18, [13])])
+@pytest.mark.parametrize("axes,noop,out_shape,ops", [
+    ([], 1, [2, 3], ["Identity"]),  # empty axes, flag set: the input as it is
+    (None, 1, [2, 3], ["Identity"]),  # no axes input, flag set: the same
+    ([1], 1, [2, 1], None),  # non-empty axes: the flag changes nothing
+    ([], 0, [1, 1], None),  # empty axes, flag clear: every axis (no attribute, not axes=[])
+])
+def test_reduce_with_noop_with_empty_axes_moves_exactly(op, opset, targets, axes, noop, out_shape, ops):
+    # (ReduceSum-18 noop=1 moved to 11 kept the attribute, which onnx.checker rejects, with axes=[],
+    # which at 11 means every axis instead of none.)
+    model = _reduce_model(op, axes, noop, opset=opset, out_shape=out_shape)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    for target in targets:
+        out = converted(model, target)
+        assert [n.op_type for n in out.graph.node] == (ops or [op])
+        assert not {a.name for n in out.graph.node for a in n.attribute} & {"noop_with_empty_axes"} or target >= 18
+        assert [a.ints for n in out.graph.node for a in n.attribute if a.name == "axes"] in ([], [[1]])
+        np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+
+
+def test_reduce_with_computed_axes_stops_a_move_to_attribute_axes_with_the_reason():
+    model = _reduce_model("ReduceSum", "axes_in", 1, keepdims=1, out_shape=[None, None])
+    with pytest.raises(ConversionError, match=r"ReduceSum \(opset 18, main graph\) to opset 12: its axes are computed"):
+        ir_model = ir.serde.deserialize_model(model)
+        convert_opset(ir_model, 12)
+    assert converted(model, 13).graph.node[0].op_type == "ReduceSum"  # 13 takes them as an input too
+
+
+def test_reducesum_noop_through_lower_passes_the_checker_and_validation():
+    import scatter_rewrite as sr
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="add"),
+             oh.make_node("ReduceSum", ["s", "axes"], ["y"], noop_with_empty_axes=1)]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [5, 3]),
+                                       vi("u", TensorProto.FLOAT, [5, 3])], [vi("y", TensorProto.FLOAT, [4, 3])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([], np.int64), "axes")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    onnx.checker.check_model(sr.lower(model, opset=11), full_check=True)
+    _, outcome = sr.lower(model, opset=11, validate=True, return_report=True)
+    assert outcome.validation["max_abs_diff"] <= 1e-5
+
+
+# --- Split-18 and Pad-18 in their older forms ------------------------------------------------------------------
+
+def _split_model(shape, axis: int, n: int | None = None, split=None, opset: int = 18) -> onnx.ModelProto:
+    vi = oh.make_tensor_value_info
+    outs = [f"y{k}" for k in range(n if n is not None else len(split))]
+    inputs, inits, attrs = ["x"], [], {"axis": axis}
+    if split is not None:
+        inputs.append("split")
+        inits.append(onnx.numpy_helper.from_array(np.array(split, np.int64), "split"))
+    else:
+        attrs["num_outputs"] = n
+    graph = oh.make_graph([oh.make_node("Split", inputs, outs, **attrs)], "g", [vi("x", TensorProto.FLOAT, shape)],
+                          [vi(o, TensorProto.FLOAT, [None] * len(shape)) for o in outs], initializer=inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("target", [11, 12, 13, 16, 17])
+def test_split_18_with_split_sizes_is_split_13(target):
+    # (No Adapter From Version $18 for Split: the converter has no 18 -> 17 adapter.)
+    model = _split_model([4, 4], 1, split=[1, 3])
+    out = converted(model, target)
+    assert [n.op_type for n in out.graph.node] == ["Split"]
+    assert [a.ints for a in out.graph.node[0].attribute if a.name == "split"] == ([[1, 3]] if target < 13 else [])
+    _same_outputs(out, model, {"x": np.arange(16, dtype=np.float32).reshape(4, 4)})
+
+
+@settings(max_examples=25, deadline=None)
+@given(size=st.integers(0, 9), n=st.integers(1, 4), axis=st.sampled_from([0, 1, -1]), target=st.sampled_from([11, 13, 17]))
+def test_split_18_num_outputs_of_a_static_dimension_gets_its_chunk_sizes(size, n, axis, target):
+    shape = [size, 2] if axis == 0 else [2, size]
+    model = _split_model(shape, axis, n=n)
+    chunk = -(-size // n)
+    if size - chunk * (n - 1) < 0:  # onnxruntime refuses the original too
+        with pytest.raises(ConversionError, match=rf"num_outputs={n} on a dimension of {size}"):
+            converted(model, target)
+        return
+    out = converted(model, target)
+    assert [n.op_type for n in out.graph.node] == (["Split"] if target < 13 else ["Constant", "Split"])
+    _same_outputs(out, model, {"x": np.arange(2 * size, dtype=np.float32).reshape(shape)})
+
+
+def test_split_18_num_outputs_of_a_dynamic_dimension_computes_its_sizes_from_13_and_is_refused_before():
+    model = _split_model(["N", 2], 0, n=3)
+    out = converted(model, 13)
+    for size in (4, 5, 7, 9):
+        _same_outputs(out, model, {"x": np.arange(2 * size, dtype=np.float32).reshape(size, 2)})
+    with pytest.raises(ConversionError, match=r"Split \(opset 18, main graph\) to opset 12: dimension 0 of its input is "
+                                              r"not known before run time"):
+        converted(model, 12)
+
+
+def test_split_18_moves_for_tensorrt_8_6():
+    # (tensorrt --trt-version 8.6 left the model at 18: the opset cap gave up on the Split.)
+    import scatter_rewrite as sr
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="add"),
+             oh.make_node("Split", ["s", "sp"], ["a", "b"], axis=1), oh.make_node("Concat", ["b", "a"], ["y"], axis=1)]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [4, 4]), vi("i", TensorProto.INT64, [6, 4]),
+                                       vi("u", TensorProto.FLOAT, [6, 4])], [vi("y", TensorProto.FLOAT, [4, 4])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([1, 3], np.int64), "sp")])
+    result = sr.prepare_for_tensorrt(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), trt_version="8.6",
+                                     validate=True)
+    assert {o.version for o in result.opset_import if o.domain == ""} == {17}
+
+
+def _pad_model(mode: str | None, opset: int = 18, axes=None, value: bool = False, dtype=TensorProto.FLOAT):
+    vi = oh.make_tensor_value_info
+    pads = [0, 1, 1, 2] if axes is None else [1, 2]
+    inits = [onnx.numpy_helper.from_array(np.array(pads, np.int64), "pads")]
+    inputs = ["x", "pads"]
+    if value:
+        inits.append(onnx.numpy_helper.from_array(np.array(1.5, onnx.helper.tensor_dtype_to_np_dtype(dtype)), "v"))
+        inputs.append("v")
+    if axes is not None:
+        inits.append(onnx.numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+        inputs += [""] * (3 - len(inputs)) + ["axes"]
+    attrs = {} if mode is None else {"mode": mode}
+    out_shape = [3, 6] if axes is None else [3, 7]
+    graph = oh.make_graph([oh.make_node("Pad", inputs, ["y"], **attrs)], "g", [vi("x", dtype, [2, 3])],
+                          [vi("y", dtype, out_shape if axes is None else [2, 6])], initializer=inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("target", [11, 13, 17])
+@pytest.mark.parametrize("mode,value,opset", [(None, True, 18), ("constant", False, 18), ("reflect", False, 18),
+                                              ("edge", False, 18), ("reflect", False, 24), (None, True, 21)])
+def test_pad_without_axes_is_pad_11(mode, value, opset, target):
+    # (No Adapter To Version $17 for Pad.)
+    model = _pad_model(mode, opset=opset, value=value)
+    out = converted(model, target)
+    assert [n.op_type for n in out.graph.node] == ["Pad"] and len(out.graph.node[0].input) == (3 if value else 2)
+    _same_outputs(out, model, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+
+
+def test_pad_forms_older_opsets_lack_are_refused():
+    # (The converter took wrap from 19 to 18 as it is, a mode Pad-18 lacks.)
+    with pytest.raises(ConversionError, match=r"Pad \(opset 19, main graph\) to opset 18: Pad has mode 'wrap' from opset 19"):
+        converted(_pad_model("wrap", opset=19), 18)
+    with pytest.raises(ConversionError, match="Pad"):
+        converted(_pad_model(None, axes=[1]), 17)  # axes: from 18
+    with pytest.raises(ConversionError, match="Pad at opset 11 does not take BOOL"):
+        converted(_pad_model(None, dtype=TensorProto.BOOL), 11)  # bool: from 13
+    assert converted(_pad_model(None, dtype=TensorProto.BOOL), 13).graph.node[0].op_type == "Pad"
+    wrap = _pad_model("wrap", opset=24)
+    _same_outputs(converted(wrap, 19), wrap, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+
+
+def test_a_scatter_reduction_newer_than_the_target_is_not_kept():
+    # A ScatterElements-18 max at 16 would keep its attribute, with a value opset 16 lacks.
+    node = ir.node("ScatterElements", [ir.Value(name=n, type=ir.TensorType(t)) for n, t in
+                                       (("d", ir.DataType.FLOAT), ("i", ir.DataType.INT64), ("u", ir.DataType.FLOAT))],
+                   {"reduction": "max"})
+    node.outputs[0].type = ir.TensorType(ir.DataType.FLOAT)
+    assert fits_schema(node, 18, 16) is None
+    node.attributes["reduction"] = ir.AttrString("reduction", "add")
+    assert fits_schema(node, 18, 16) == []
+    node.attributes["reduction"] = ir.AttrString("reduction", "none")
+    assert fits_schema(node, 18, 13) == ["reduction"]  # the default: dropped

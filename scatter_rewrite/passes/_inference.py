@@ -54,14 +54,31 @@ def weightless_copy(model: ir.Model) -> ir.Model:
 
 def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] | None:
     """ONNX shape inference's tensor type of every value of the main graph and its subgraphs, by
-    name (weights are kept out of it); None when inference fails."""
+    name; None when inference fails.
+
+    Weights are kept out of it: a main-graph initializer over :data:`SHAPE_ONLY_BYTES` goes in as a
+    graph input of its dtype and dims. The small ones go in with their values, external or not:
+    inference reads Reshape's shape, Unsqueeze's axes and Range's bounds, and without them it fails
+    for the whole graph (the values after them stayed untyped, and opset moves refused Add-14 or
+    Expand-13 after a Reshape by an initializer)."""
     proto = serialize_without_weights(model)
-    for init in proto.graph.initializer:  # shapes suffice; do not hand weights to inference
-        init.ClearField("raw_data")
-        for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
-            init.ClearField(field)
-        init.ClearField("external_data")
-        init.data_location = onnx.TensorProto.DEFAULT
+    small_external = {name: value.const_value for name, value in model.graph.initializers.items()
+                      if isinstance(value.const_value, ir.ExternalTensor)
+                      and value.const_value.nbytes <= SHAPE_ONLY_BYTES}
+    inputs = {i.name for i in proto.graph.input}
+    kept = []
+    for init in proto.graph.initializer:
+        if init.data_location != onnx.TensorProto.EXTERNAL:  # small: serialize_without_weights kept its bytes
+            kept.append(init)
+        elif init.name in small_external:
+            init.raw_data = small_external[init.name].tobytes()
+            del init.external_data[:]
+            init.data_location = onnx.TensorProto.DEFAULT
+            kept.append(init)
+        elif init.name not in inputs:  # (IR < 4 lists initializers as inputs already)
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(kept)
     try:
         inferred = onnx.shape_inference.infer_shapes(proto)
     except Exception:  # best effort

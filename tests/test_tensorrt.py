@@ -397,3 +397,30 @@ def test_a_custom_domain_reduction_tensorrt_would_get_wrong_is_reported_left_alo
         assert "run it on the model before it was lowered" in skipped["detail"]
     else:
         assert trt["skipped"] == []
+
+
+def test_an_opset_cap_that_stops_at_a_later_node_leaves_the_model_as_it_was():
+    """ReduceMax-18 converts to 17, Pad-18 with axes does not: the cap is refused with the reason,
+    and the ReduceMax must not be left half-moved (it took 'axes' as an attribute while the model
+    stayed at 18, which onnx.checker rejects)."""
+    from onnx import numpy_helper
+
+    nodes = [oh.make_node("ScatterElements", ["x", "i", "u"], ["s"], axis=1),
+             oh.make_node("ReduceMax", ["s", "ax"], ["r"], keepdims=1),
+             oh.make_node("Pad", ["s", "pads", "", "pax"], ["p"])]
+    inits = [numpy_helper.from_array(np.zeros((2, 1, 4), np.int64), "i"),
+             numpy_helper.from_array(np.ones((2, 1, 4), np.float32), "u"),
+             numpy_helper.from_array(np.array([1], np.int64), "ax"),
+             numpy_helper.from_array(np.array([1, 1], np.int64), "pads"),
+             numpy_helper.from_array(np.array([2], np.int64), "pax")]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                          [oh.make_tensor_value_info("r", TensorProto.FLOAT, [2, 1, 4]),
+                           oh.make_tensor_value_info("p", TensorProto.FLOAT, [2, 3, 6])], inits)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    model.ir_version = 9
+    out, report = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True, return_report=True)
+    onnx.checker.check_model(out, full_check=True)
+    assert [n.op_type for n in out.graph.node] == ["ScatterND", "ReduceMax", "Pad"]
+    assert out.opset_import[0].version == 18 and len(out.graph.node[1].input) == 2  # axes still an input
+    cap = next(p for p in report.to_dict()["passes"] if p["pass"] == "opset-cap")
+    assert not cap["modified"] and "left at opset 18" in cap["notes"][0] and "Pad" in cap["notes"][0]

@@ -540,11 +540,13 @@ class _CapOpset(_ForTensorRT):
                       f"{target} lacks")
             return
         try:
-            move = move_to_opset(model, target)
+            # On a copy first: a conversion that stops at a later node has changed the earlier ones,
+            # and the model must be left as it was, not half-converted.
+            move_to_opset(model.clone(), target)
         except ConversionError as e:
             self.note(f"left at opset {highest} ({why}): {e}")
             return
-        self.moved(move, f" ({why})")
+        self.moved(move_to_opset(model, target), f" ({why})")
 
 
 def _reduction_opset(reduction: str | None) -> int:

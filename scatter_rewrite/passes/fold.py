@@ -40,19 +40,13 @@ import onnx_ir as ir
 from scatter_rewrite import evaluator
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
 from scatter_rewrite.graph import (
-    SCATTER_OPS, Scope, attr, describe, is_default_domain, is_reference, iter_nodes, shadowed_names,
+    SCATTER_OPS, Scope, attr, describe, is_default_domain, is_reference, iter_nodes, reference_reason,
+    shadowed_names,
 )
 from scatter_rewrite.passes.base import ScatterPass
 
 logger = logging.getLogger("scatter_rewrite")
 
-# The attributes each scatter may carry (any other one: we do not know its meaning, so no fold).
-SCATTER_ATTRIBUTES = {
-    "Scatter": {"axis"},
-    "ScatterElements": {"axis", "reduction"},
-    "ScatterND": {"reduction"},
-    "TensorScatter": {"axis", "mode"},
-}
 # Ops evaluated when they sit on a constant-only chain feeding a scatter: shape/index plumbing and
 # the elementwise arithmetic exporters put in front of indices, masks and updates. None has a
 # subgraph; all are deterministic.
@@ -103,7 +97,8 @@ class FoldPass(ScatterPass):
             self._chains.clear()
 
     def _fold(self, node: ir.Node, scope: Scope) -> None:
-        reason = self._unfoldable_attributes(node, scope)
+        # (its attributes and arity are the schema's: ScatterPass.call checked them, spec.py)
+        reason = reference_reason(node)
         if reason is None:
             reason = next((f"input {i} ('{v.name}') is not constant: {why}"
                            for i, v in enumerate(node.inputs) if (why := self._chains.why_not(v))), None)
@@ -138,18 +133,6 @@ class FoldPass(ScatterPass):
         self.rewrote(node, scope, f"-> {kind} '{name}' ({dtype.name} {list(result.shape)}, {nbytes} bytes){extra}")
 
     # ---- what can be folded --------------------------------------------------------------------
-
-    def _unfoldable_attributes(self, node: ir.Node, scope: Scope) -> str | None:
-        allowed = SCATTER_ATTRIBUTES[node.op_type]
-        for name, a in node.attributes.items():
-            if is_reference(a):
-                return f"attribute '{name}' refers to the function's attribute '{a.ref_attr_name}', unknown until called"
-            if name not in allowed:
-                raise InvalidModelError(
-                    f"{describe(node, scope)}: unknown attribute '{name}' (the op has {', '.join(sorted(allowed))}); "
-                    "remove it or fix the exporter"
-                )
-        return None
 
     def _result_type(self, node: ir.Node) -> tuple[ir.DataType | None, tuple[int, ...] | None]:
         """The result's dtype and shape, known without evaluating when ``data`` is typed and static."""

@@ -11,6 +11,11 @@ again on the function copies it writes a call's values into), as do the pipeline
 API before validation plans its inputs; ``upgrade`` on the parsed file checks each ``NodeProto``
 (:func:`check_scatter_proto`), and ``check`` blocks such a node.
 
+:func:`input_type_problem` says which input has a data type the schema does not take (ScatterND's
+int32 indices, int4 ScatterElements data): ``fold`` refuses to bake such a node into a constant,
+which would hide an invalid model (the check is the graph pass's: the evaluator's kernels, a NumPy
+library API, take int32 indices on purpose).
+
 Default-domain nodes only: another domain's scatter (``lower --mode custom``) has its own schema.
 An op its opset does not have yet (``ScatterElements`` in an opset-10 model, which ``upgrade``
 fixes) is held to the op's newest schema here; what the opset lacks is the verbs' to say.
@@ -28,18 +33,18 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.graph import SCATTER_OPS, describe, describe_parts, is_default_domain, iter_nodes
-from scatter_rewrite.opset import MAX_OPSET
+from scatter_rewrite.opset import MAX_OPSET, _allowed_types, _types_fit
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 
 
 @functools.lru_cache(maxsize=None)
-def _schema(op_type: str, opset: int) -> onnx.defs.OpSchema:
-    """``op_type``'s schema in force at ``opset``; where it has none, its newest."""
+def _schema(op_type: str, opset: int, exact: bool = False) -> onnx.defs.OpSchema | None:
+    """``op_type``'s schema in force at ``opset``; where it has none, its newest (None if ``exact``)."""
     try:
         return onnx.defs.get_schema(op_type, opset, "")
     except onnx.defs.SchemaError:
-        return onnx.defs.get_schema(op_type, MAX_OPSET, "")
+        return None if exact else onnx.defs.get_schema(op_type, MAX_OPSET, "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +125,24 @@ def check_scatter_proto(node: onnx.NodeProto, opset: int, where: str) -> None:
 def _malformed(node: str, problem: str) -> InvalidModelError:
     return InvalidModelError(f"{node}: {problem}; fix the exporter or the model (onnx.checker and onnxruntime "
                              "reject it)")
+
+
+def input_type_problem(node: ir.Node, opset: int, dtypes: Sequence[ir.DataType | None]) -> str | None:
+    """The first input of scatter ``node`` whose data type (``dtypes``, one per input; None:
+    unknown) the op's schema at ``opset`` does not take, said with the types it takes; None when
+    all fit, or when the op has no schema at ``opset``."""
+    schema = _schema(node.op_type, opset, exact=True)
+    if schema is None:
+        return None
+    for i, (value, dtype, formal) in enumerate(zip(node.inputs, dtypes, schema.inputs)):
+        if dtype is None or _types_fit(schema, [formal], [dtype]):
+            continue
+        allowed = sorted(t.removeprefix("tensor(").removesuffix(")") for t in _allowed_types(schema, formal))
+        takes = f" ({formal.name} must be {' or '.join(allowed)})" if len(allowed) <= 3 else ""
+        label = f" '{value.name}'" if value is not None and value.name else ""
+        return (f"input {i}{label} ({formal.name}) is {dtype.name}, which {node.op_type}-{schema.since_version} "
+                f"does not take{takes}")
+    return None
 
 
 def _attribute_type(kind) -> str:

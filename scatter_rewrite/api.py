@@ -21,6 +21,7 @@ from scatter_rewrite.model_io import check_in_memory_references, deserialize, sa
 from scatter_rewrite.pipeline import (
     Outcome, Verb, VERBS, check_model, fixed_dim_sizes, result_dict, rewrite_file, run_passes,
 )
+from scatter_rewrite.spec import check_scatter_nodes
 
 ModelLike = TypeVar("ModelLike")
 
@@ -84,6 +85,7 @@ def rewrite(
     from scatter_rewrite import validate as validation
 
     working = _to_ir(model)
+    check_scatter_nodes(working)  # (the passes do too, but validation plans its inputs from the nodes first)
     if not validate:
         results = run_passes(working, passes)
         outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")

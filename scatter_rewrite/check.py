@@ -31,6 +31,10 @@ Targets:
     What opset N lacks: ``Scatter`` at N >= 11 (deprecated), ScatterElements/ScatterND below 11,
     reductions add/mul below 16 and max/min below 18, TensorScatter below 24; and a node whose
     opset is above N (``lower --opset N`` moves the model down).
+
+On every target, a default-domain node that breaks its op's schema (:mod:`scatter_rewrite.spec`:
+an attribute of the wrong type or unknown, an input or output count the op does not have) is
+blocked with the reason and no fix, and nothing else is said of it.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from scatter_rewrite.passes.tensorrt import (
     CUSTOM_AS_ONNX, PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker,
 )
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
+from scatter_rewrite.spec import scatter_node_problem
 
 TARGETS_HELP = "tensorrt-10, tensorrt-8.6 or opset-N (N from 9 to 24)"
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
@@ -124,7 +129,10 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
         if node.op_type not in SCATTER_OPS or (custom and (kind != "tensorrt" or node.op_type not in CUSTOM_AS_ONNX)):
             continue
         inputs = list(node.inputs) + [None, None, None]
+        # (a custom-domain node, judged as the ONNX op, is not held to the ONNX schema: lower wrote it)
+        malformed = scatter_node_problem(node, scope.opset) if not custom else None
         reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
+        reduction = reduction if isinstance(reduction, str) else None  # (a malformed one's is shown as absent)
         referenced = node.attributes.get("reduction")
         if reduction is None and referenced is not None and is_reference(referenced):
             reduction = "@" + referenced.ref_attr_name  # the function's attribute
@@ -132,6 +140,11 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
         finding = Finding(describe_parts(op, node.name, scope.opset, scope.where), op, scope.opset, scope.where,
                           reduction, _dtype(model, scope, inputs[0]),
                           _dtype(model, scope, inputs[1] if node.op_type != "TensorScatter" else inputs[2]))
+        if malformed is not None:  # nothing else is read from it: its attributes are not what the schema says
+            finding.blockers.append(f"malformed: {malformed}; onnx.checker and onnxruntime reject it")
+            finding.notes.append("no rewrite fixes it: fix the exporter or the model")
+            findings.append(finding)
+            continue
         if kind == "tensorrt":
             _tensorrt(node, finding, str(version), inlined)
         else:

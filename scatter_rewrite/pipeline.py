@@ -24,6 +24,7 @@ from scatter_rewrite.export_patterns import accumulate_export_notes
 from scatter_rewrite.model_io import (data_file_name, external_data_files, in_place_data_name, load_proto,
                                       staged_save, to_ir)
 from scatter_rewrite.passes.base import ScatterPassResult
+from scatter_rewrite.spec import check_scatter_nodes
 
 logger = logging.getLogger("scatter_rewrite")
 
@@ -235,6 +236,7 @@ def rewrite_file(
         return outcome
     model = to_ir(proto, source)
     del proto
+    check_scatter_nodes(model)  # (the passes do too, but validation plans its inputs from the nodes first)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
     plan = (validation.plan_validation(model, seed=seed, inputs=inputs, dim_sizes=fixed_dim_sizes(passes))
             if validate else None)

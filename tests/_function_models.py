@@ -42,7 +42,7 @@ def function_model(op="ScatterElements", reduction="none", axis=1, opset=18, red
         inner.attribute.append(ref_attribute("reduction", "red", onnx.AttributeProto.STRING))
         call_attrs["red"] = reduction_ref
         defaults.append(oh.make_attribute("red", "none"))
-    elif op != "Scatter":
+    elif op != "Scatter" and (opset >= 16 or reduction != "none"):  # (no reduction attribute before 16)
         inner.attribute.append(oh.make_attribute("reduction", reduction))
     nodes, params = [inner], ["d", "i", "u"]
     if constant:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.cli import app
-from scatter_rewrite.errors import IndexOutOfRangeError, OptionError
+from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.model_io import load_model
 from scatter_rewrite.graph import SCATTER_OPS
@@ -266,6 +266,90 @@ def test_out_of_range_constant_index_is_an_error(where):
                                    axis=1, where=where)
     with pytest.raises(IndexOutOfRangeError, match=r"ScatterElements 'scatter_0' \(opset 18, .*index 4 is out of range"):
         sr.fold(model)
+
+
+# ---- an input type the op's schema forbids: refused, never folded into a model that then passes -----
+
+def _forbidden_type_model(case: str, where: str = "main") -> onnx.ModelProto:
+    import ml_dtypes
+
+    f32 = np.float32
+    if case == "ScatterND int32 indices":  # ScatterND takes int64 indices only
+        return constant_scatter_model("ScatterND", data=np.zeros((3, 2), f32), indices=np.array([[2], [0]], np.int32),
+                                      updates=np.ones((2, 2), f32), where=where)
+    if case == "TensorScatter int32 write_indices":  # int64 only
+        return constant_scatter_model("TensorScatter", data=np.zeros((2, 4, 3), f32),
+                                      indices=np.array([3, 1], np.int32), updates=np.ones((2, 1, 3), f32), opset=24,
+                                      where=where)
+    if case == "ScatterElements-11 bfloat16 data":  # bfloat16 from ScatterElements-13
+        bf16 = ml_dtypes.bfloat16
+        return constant_scatter_model("ScatterElements", data=np.zeros((2, 3), bf16), indices=np.array([[2], [1]]),
+                                      updates=np.ones((2, 1), bf16), axis=1, opset=11, where=where)
+    # ScatterElements int4 data: no version takes it. (Its output is the graph's: Add takes no int4 either.)
+    int4 = ml_dtypes.int4
+    node = oh.make_node("ScatterElements", ["data", "indices", "updates"], ["y"], axis=1, name="scatter_0")
+    graph = oh.make_graph([node], "g", [], [oh.make_tensor_value_info("y", TensorProto.INT4, [2, 3])],
+                          [nh.from_array(np.zeros((2, 3), int4), "data"), nh.from_array(np.array([[2], [1]]), "indices"),
+                           nh.from_array(np.ones((2, 1), int4), "updates")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+
+
+FORBIDDEN_TYPES = {
+    "ScatterND int32 indices": r"ScatterND 'scatter_0' \(opset 18, main graph\): input 1 'indices' \(indices\) is "
+                               r"INT32, which ScatterND-18 does not take \(indices must be int64\)",
+    "TensorScatter int32 write_indices": r"TensorScatter 'scatter_0' \(opset 24, main graph\): input 2 'indices' "
+                                         r"\(write_indices\) is INT32, which TensorScatter-24 does not take "
+                                         r"\(write_indices must be int64\)",
+    "ScatterElements-11 bfloat16 data": r"ScatterElements 'scatter_0' \(opset 11, main graph\): input 0 'data' \(data\) "
+                                        r"is BFLOAT16, which ScatterElements-11 does not take",
+    "ScatterElements int4 data": r"ScatterElements 'scatter_0' \(opset 21, main graph\): input 0 'data' \(data\) is "
+                                 r"INT4, which ScatterElements-18 does not take",
+}
+
+
+@pytest.mark.parametrize("validate", [False, True])
+@pytest.mark.parametrize("case", list(FORBIDDEN_TYPES))
+def test_an_input_type_the_schema_forbids_is_an_error_not_a_fold(case, validate):
+    """onnx.checker and onnxruntime reject these models; folded, the result would pass both."""
+    model = _forbidden_type_model(case)
+    with pytest.raises((onnx.checker.ValidationError, onnx.shape_inference.InferenceError)):
+        onnx.checker.check_model(model, full_check=True)
+    with pytest.raises(InvalidModelError, match=FORBIDDEN_TYPES[case] + r"; fix the model"):
+        sr.fold(model, validate=validate)
+
+
+def test_a_forbidden_type_is_seen_where_no_type_is_recorded():
+    """In a function the inputs are Constant nodes whose outputs carry no declared type: the fold
+    checks the type of the values it evaluated."""
+    model = _forbidden_type_model("ScatterND int32 indices", where="function")
+    with pytest.raises(InvalidModelError, match=r"ScatterND 'scatter_0' \(opset 18, function local::ConstScatter\): "
+                                                r"input 1 'f_indices' \(indices\) is INT32"):
+        sr.fold(model)
+
+
+def test_the_types_the_schema_takes_still_fold():
+    """int32 indices are ScatterElements' (Tind); bfloat16 data is ScatterElements-13's."""
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    for model in (constant_scatter_model("ScatterElements", data=np.zeros((2, 3), np.float32),
+                                         indices=np.array([[2], [1]], np.int32), updates=np.ones((2, 1), np.float32),
+                                         axis=1),
+                  constant_scatter_model("ScatterElements", data=np.zeros((2, 3), bf16), indices=np.array([[2], [1]]),
+                                         updates=np.ones((2, 1), bf16), axis=1, opset=13)):
+        folded, _ = fold(model)
+        assert scatters_left(folded) == 0
+
+
+def test_cli_fold_of_a_forbidden_type_exits_1_and_writes_nothing(tmp_path):
+    path = tmp_path / "bad.onnx"
+    onnx.save(_forbidden_type_model("ScatterND int32 indices"), path)
+    result = runner.invoke(app, ["fold", str(path)])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("scatter-rewrite: error:"), result.stderr
+    assert "ScatterND 'scatter_0' (opset 18, main graph): input 1 'indices' (indices) is INT32" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]
 
 
 def test_non_constant_scatters_are_left_alone_with_a_reason():

@@ -436,7 +436,7 @@ def test_a_function_axis_is_read_from_the_call(axis):
     for seed in range(5):
         indices = plan_validation(ir.serde.deserialize_model(model), seed=seed).inputs["indices"]
         assert indices.min() >= -3 and indices.max() < 3  # (negative indices count from the end)
-    out, outcome = sr.to_scatternd(model, validate=True, return_report=True)  # left alone, but validated
+    out, outcome = sr.to_scatternd(model, validate=True, return_report=True)  # rewritten in F, validated
     assert outcome.validation["max_abs_diff"] == 0.0
 
 

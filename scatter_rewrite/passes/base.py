@@ -3,6 +3,8 @@
 A pass is an ``onnx_ir`` in-place pass. Its ``call`` returns a :class:`ScatterPassResult`, which is
 an ``ir.passes.PassResult`` plus one :class:`NodeNote` per node rewritten or left alone (with why).
 Declining a node is never an error: an unrewritable node stays as it is and its reason is reported.
+A malformed scatter node (against its schema: :mod:`scatter_rewrite.spec`) is: every pass refuses
+the model before reading any node, with InvalidModelError naming it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import onnx_ir as ir
 
 from scatter_rewrite.graph import Scope, describe
+from scatter_rewrite.spec import check_scatter_nodes
 
 logger = logging.getLogger("scatter_rewrite")
 
@@ -52,6 +55,7 @@ class ScatterPass(ir.passes.InPlacePass):
     name = "scatter-pass"
 
     def call(self, model: ir.Model) -> ScatterPassResult:
+        check_scatter_nodes(model)  # before run() reads an axis or an input that is not what the schema says
         self.result = ScatterPassResult(model, False, name=self.name)
         self.run(model)
         r = self.result

@@ -24,8 +24,10 @@ removed, nothing else in the graph is.
 Leaves alone (reported with the reason): scatters with a non-constant input, results bigger than
 ``size_limit`` bytes, inputs a chain op cannot evaluate (or must not: a ``Cast`` between strings
 and numbers, whose text is the runtime's choice). Raises IndexOutOfRangeError for a constant
-index out of range and InvalidModelError for a constant scatter that breaks its spec: folding
-must not silently bake an undefined result into the model.
+index out of range and InvalidModelError for a constant scatter that breaks its spec (an axis out
+of range, an input whose data type the op's schema at its opset does not take: ScatterND's int32
+indices, int4 ScatterElements data): folding must not silently bake an undefined result into the
+model, nor make an invalid one pass onnx.checker.
 
 External weights that no folded scatter reads are never read (the IR memory-maps them); the result
 is an ``ir.Tensor`` over the evaluator's array (no copy), written as external data when needed.
@@ -40,19 +42,14 @@ import onnx_ir as ir
 from scatter_rewrite import evaluator
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
 from scatter_rewrite.graph import (
-    SCATTER_OPS, Scope, attr, describe, is_default_domain, is_reference, iter_nodes, shadowed_names,
+    SCATTER_OPS, Scope, attr, describe, is_default_domain, is_reference, iter_nodes, reference_reason,
+    shadowed_names,
 )
 from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.spec import input_type_problem
 
 logger = logging.getLogger("scatter_rewrite")
 
-# The attributes each scatter may carry (any other one: we do not know its meaning, so no fold).
-SCATTER_ATTRIBUTES = {
-    "Scatter": {"axis"},
-    "ScatterElements": {"axis", "reduction"},
-    "ScatterND": {"reduction"},
-    "TensorScatter": {"axis", "mode"},
-}
 # Ops evaluated when they sit on a constant-only chain feeding a scatter: shape/index plumbing and
 # the elementwise arithmetic exporters put in front of indices, masks and updates. None has a
 # subgraph; all are deterministic.
@@ -103,7 +100,8 @@ class FoldPass(ScatterPass):
             self._chains.clear()
 
     def _fold(self, node: ir.Node, scope: Scope) -> None:
-        reason = self._unfoldable_attributes(node, scope)
+        # (its attributes and arity are the schema's: ScatterPass.call checked them, spec.py)
+        reason = reference_reason(node)
         if reason is None:
             reason = next((f"input {i} ('{v.name}') is not constant: {why}"
                            for i, v in enumerate(node.inputs) if (why := self._chains.why_not(v))), None)
@@ -120,10 +118,16 @@ class FoldPass(ScatterPass):
         except CannotEvaluate as e:
             self.skip(node, scope, f"cannot evaluate its constant inputs: {e}")
             return
+        # A type the schema forbids (ScatterND's int32 indices) fails onnx.checker and onnxruntime;
+        # folded, the model would pass both. (The kernels take it: they are a NumPy library API.)
+        problem = input_type_problem(node, scope.opset, [None if a is None else _data_type(a) for a in inputs])
+        if problem is not None:
+            raise InvalidModelError(f"{describe(node, scope)}: {problem}; fix the model (onnx.checker and "
+                                    "onnxruntime reject it; folded, it would hide that)")
         result = self._compute(node, scope, inputs)
         del inputs
         if dtype is None:
-            dtype = ir.DataType.from_numpy(result.dtype) if result.dtype.kind not in "OUS" else ir.DataType.STRING
+            dtype = _data_type(result)
         if shape is None and (reason := self._too_big(dtype, result.shape)):
             self.skip(node, scope, reason)
             return
@@ -138,18 +142,6 @@ class FoldPass(ScatterPass):
         self.rewrote(node, scope, f"-> {kind} '{name}' ({dtype.name} {list(result.shape)}, {nbytes} bytes){extra}")
 
     # ---- what can be folded --------------------------------------------------------------------
-
-    def _unfoldable_attributes(self, node: ir.Node, scope: Scope) -> str | None:
-        allowed = SCATTER_ATTRIBUTES[node.op_type]
-        for name, a in node.attributes.items():
-            if is_reference(a):
-                return f"attribute '{name}' refers to the function's attribute '{a.ref_attr_name}', unknown until called"
-            if name not in allowed:
-                raise InvalidModelError(
-                    f"{describe(node, scope)}: unknown attribute '{name}' (the op has {', '.join(sorted(allowed))}); "
-                    "remove it or fix the exporter"
-                )
-        return None
 
     def _result_type(self, node: ir.Node) -> tuple[ir.DataType | None, tuple[int, ...] | None]:
         """The result's dtype and shape, known without evaluating when ``data`` is typed and static."""
@@ -375,6 +367,11 @@ def _detail(e: Exception) -> str:
     """The kernel's message without its own "Op node 'name':" prefix (describe() says more)."""
     text = str(e)
     return text.split(": ", 1)[1] if ": " in text and text.split(": ", 1)[0].endswith(("'", ">")) else text
+
+
+def _data_type(array: np.ndarray) -> ir.DataType:
+    """An evaluated array's ONNX data type (strings: object, bytes or str arrays)."""
+    return ir.DataType.STRING if array.dtype.kind in "OUS" else ir.DataType.from_numpy(array.dtype)
 
 
 def _nbytes(dtype: ir.DataType | None, shape: tuple[int, ...]) -> int:

@@ -10,7 +10,8 @@ as the others do: ``F__2``, ``F__3``...). Each call computes exactly what it did
 A function that passes such an attribute on to another (``G<ax=@ax>`` in its body) is specialized
 too, then the copies of the other, round after round. Calls whose value is not known (a reference
 the pass could not resolve, or no value and no default) keep the function as it is, and the pass
-that ran this one declines its scatters there with the reason.
+that ran this one declines its scatters there with the reason. A value a call gives that the
+scatter's schema does not take (a float ``axis``) is InvalidModelError, as in any scatter.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.graph import SCATTER_OPS, body_nodes, function_calls, is_default_domain, is_reference
 from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.spec import check_scatter_nodes
 
 _KEYABLE = {ir.AttributeType.INT, ir.AttributeType.FLOAT, ir.AttributeType.STRING,
             ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS}
@@ -42,6 +44,8 @@ class SpecializeCallsPass(ScatterPass):
         for _ in range(len(model.functions) + 1):  # one level of nesting per round
             if not self._round(model):
                 break
+        if self.result.modified:  # a call's value now in a scatter (axis=1.0 bound to axis=@ax): checked as any
+            check_scatter_nodes(model)
 
     def _round(self, model: ir.Model) -> bool:
         needed = _needed_attributes(model, self.wants)

@@ -20,6 +20,7 @@ from scatter_rewrite.graph import (
 )
 from scatter_rewrite.opset import MAX_OPSET, MIN_IR_VERSION, move_to_opset, needs_conversion, opset_note
 from scatter_rewrite.passes.base import NodeNote, ScatterPassResult, ScatterPass
+from scatter_rewrite.spec import check_scatter_proto
 
 FIRST_SCATTER_ELEMENTS_OPSET = 11
 
@@ -82,8 +83,6 @@ class UpgradePass(ScatterPass):
         self.moved(move_to_opset(model, target))
 
     def _rewrite(self, node: ir.Node, scope: Scope, target: int) -> None:
-        if len(node.inputs) != 3 or any(v is None for v in node.inputs):
-            raise InvalidModelError(f"{describe(node, scope)}: Scatter needs 3 inputs (data, indices, updates)")
         if node.inputs[0].dtype == ir.DataType.BFLOAT16 and target < 13:
             raise InvalidModelError(
                 f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass --opset 13"
@@ -122,6 +121,7 @@ def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPa
     for node in graph.node:
         if node.domain not in DEFAULT_DOMAINS:
             continue
+        check_scatter_proto(node, current, "main graph")  # (as every pass does on the IR)
         if node.op_type == "Scatter":
             scatters.append(node)
         elif needs_conversion(node.op_type, current, target):
@@ -135,8 +135,6 @@ def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPa
     result = ScatterPassResult(None, False, name=UpgradePass.name)
     for node in scatters:
         where = describe_parts(node.op_type, node.name, current, "main graph")
-        if len(node.input) != 3 or "" in node.input:
-            raise InvalidModelError(f"{where}: Scatter needs 3 inputs (data, indices, updates)")
         if dtypes.get(node.input[0]) == onnx.TensorProto.BFLOAT16 and target < 13:
             raise InvalidModelError(f"{where}: bfloat16 data needs ScatterElements-13; pass --opset 13")
         given = next((a.i for a in node.attribute if a.name == "axis"), 0)

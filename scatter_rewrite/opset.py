@@ -119,14 +119,15 @@ def needs_conversion(op_type: str, source: int, target: int) -> bool:
     return src != since_version(op_type, target)
 
 
-def _allowed_types(schema, formal) -> set[str]:
+def allowed_types(schema, formal) -> set[str]:
+    """The type strings (``tensor(float)``...) ``schema`` allows at its formal parameter ``formal``."""
     for constraint in schema.type_constraints:
         if constraint.type_param_str == formal.type_str:
             return set(constraint.allowed_type_strs)
     return {formal.type_str}
 
 
-def _types_fit(schema, formals, dtypes: list[ir.DataType | None], newer=None, newer_formals=()) -> bool:
+def types_fit(schema, formals, dtypes: list[ir.DataType | None], newer=None, newer_formals=()) -> bool:
     """Whether ``schema`` takes ``dtypes`` at ``formals``. An unknown dtype (untyped inside a function)
     fits only where every type the ``newer`` schema allows there, which the valid model's is, the
     older one allows too."""
@@ -138,10 +139,10 @@ def _types_fit(schema, formals, dtypes: list[ir.DataType | None], newer=None, ne
         if dtype is None:
             if newer is None or not newer_formals:
                 return False
-            if not _allowed_types(newer, newer_formals[min(i, len(newer_formals) - 1)]) <= _allowed_types(schema, formal):
+            if not allowed_types(newer, newer_formals[min(i, len(newer_formals) - 1)]) <= allowed_types(schema, formal):
                 return False
             continue
-        if f"tensor({dtype.name.lower()})" not in _allowed_types(schema, formal):
+        if f"tensor({dtype.name.lower()})" not in allowed_types(schema, formal):
             return False
     return True
 
@@ -168,7 +169,7 @@ def _type_gap(node: ir.Node, target: int) -> str | None:
             dtype = _dtype(value, node) if value is not None else None
             if dtype is None or (i >= len(formals) and not variadic):
                 continue
-            allowed = _allowed_types(old, formals[min(i, len(formals) - 1)])
+            allowed = allowed_types(old, formals[min(i, len(formals) - 1)])
             if f"tensor({dtype.name.lower()})" not in allowed:
                 return f"{node.op_type} at opset {target} does not take {dtype.name} ({kind} {i})"
     return None
@@ -201,7 +202,7 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
         return None
     inputs = [_dtype(v, node) for v in node.inputs if v is not None]
     outputs = [_dtype(v, node) for v in node.outputs]
-    if not _types_fit(old, old.inputs, inputs, new, new.inputs) or not _types_fit(old, old.outputs, outputs, new, new.outputs):
+    if not types_fit(old, old.inputs, inputs, new, new.inputs) or not types_fit(old, old.outputs, outputs, new, new.outputs):
         return None
     return drop
 

@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.graph import SCATTER_OPS, describe, describe_parts, is_default_domain, iter_nodes
-from scatter_rewrite.opset import MAX_OPSET, _allowed_types, _types_fit
+from scatter_rewrite.opset import MAX_OPSET, allowed_types, types_fit
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 
@@ -135,9 +135,9 @@ def input_type_problem(node: ir.Node, opset: int, dtypes: Sequence[ir.DataType |
     if schema is None:
         return None
     for i, (value, dtype, formal) in enumerate(zip(node.inputs, dtypes, schema.inputs)):
-        if dtype is None or _types_fit(schema, [formal], [dtype]):
+        if dtype is None or types_fit(schema, [formal], [dtype]):
             continue
-        allowed = sorted(t.removeprefix("tensor(").removesuffix(")") for t in _allowed_types(schema, formal))
+        allowed = sorted(t.removeprefix("tensor(").removesuffix(")") for t in allowed_types(schema, formal))
         takes = f" ({formal.name} must be {' or '.join(allowed)})" if len(allowed) <= 3 else ""
         label = f" '{value.name}'" if value is not None and value.name else ""
         return (f"input {i}{label} ({formal.name}) is {dtype.name}, which {node.op_type}-{schema.since_version} "

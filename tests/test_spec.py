@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import onnx
+import onnx.defs
 import onnx.helper as oh
 import onnx_ir as ir
 import pytest
@@ -18,6 +19,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.check import check
 from scatter_rewrite.cli import app
 from scatter_rewrite.errors import InvalidModelError
+from scatter_rewrite.graph import SCATTER_OPS
 from scatter_rewrite.passes.fold import FoldPass
 from scatter_rewrite.spec import check_scatter_proto
 
@@ -206,3 +208,14 @@ def test_check_cli_reports_the_malformed_node_among_the_others(tmp_path):
     bad = by_node["ScatterND 'sc' (opset 18, main graph)"]
     assert bad["blocked"] and bad["fix"] is None and "attribute 'reduction' is INT" in bad["blockers"][0]
     assert by_node["ScatterND 'good' (opset 18, main graph)"]["blocked"] is False
+
+
+@pytest.mark.parametrize("op", sorted(SCATTER_OPS))
+def test_the_scatter_forms_table_is_what_onnx_defs_says_at_every_opset(op):
+    """spec.py reads the scatter ops' schemas from its own table (onnx's schema registry costs ~7 MiB
+    on first use, before the fold's peak): every opset it covers must read as onnx.defs does."""
+    from scatter_rewrite import spec
+
+    for opset in range(1, min(spec.FORMS_CHECKED_UP_TO, onnx.defs.onnx_opset_version()) + 1):
+        for exact in (False, True):
+            assert spec._form(op, opset, exact) == spec.form_from_schema(op, opset, exact), (op, opset, exact)

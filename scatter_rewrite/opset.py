@@ -47,6 +47,7 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.spec import REDUCTIONS_SINCE
 from scatter_rewrite.graph import (
     DEFAULT_DOMAINS, Scope, attr, default_opset, describe, is_default_domain, is_reference, iter_scopes,
     reference_reason,
@@ -87,9 +88,8 @@ SAME_SEMANTICS_SINCE = {"Split": 13, "Pad": 11}
 
 # Values an older schema's attribute lacks: (op, attribute) -> {value: the first opset with it}. The
 # converter takes Pad's wrap from 19 to 18 as it is.
-_REDUCTIONS_SINCE = {"add": 16, "mul": 16, "max": 18, "min": 18}
-NEWER_ATTRIBUTE_VALUES = {("Pad", "mode"): {"wrap": 19}, ("ScatterElements", "reduction"): _REDUCTIONS_SINCE,
-                          ("ScatterND", "reduction"): _REDUCTIONS_SINCE}
+NEWER_ATTRIBUTE_VALUES = {("Pad", "mode"): {"wrap": 19}, ("ScatterElements", "reduction"): REDUCTIONS_SINCE,
+                          ("ScatterND", "reduction"): REDUCTIONS_SINCE}
 
 # Control-flow nodes carry subgraphs; their own schema changes between 11 and 24 only widen types,
 # and their bodies are converted as scopes of their own.

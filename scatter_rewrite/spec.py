@@ -32,10 +32,13 @@ import onnx.defs
 import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError
-from scatter_rewrite.graph import SCATTER_OPS, describe, describe_parts, is_default_domain, iter_nodes
-from scatter_rewrite.opset import MAX_OPSET
+from scatter_rewrite.graph import SCATTER_OPS, describe, describe_parts, is_default_domain, is_reference, iter_nodes
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
+
+# The first opset of each ScatterElements/ScatterND reduction (the attribute itself came with 16).
+REDUCTIONS_SINCE = {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}
+TENSOR_SCATTER_MODES = ("linear", "circular")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +113,7 @@ def form_from_schema(op_type: str, opset: int, exact: bool = False) -> _Form | N
     except onnx.defs.SchemaError:
         if exact:
             return None
-        schema = onnx.defs.get_schema(op_type, MAX_OPSET, "")
+        schema = onnx.defs.get_schema(op_type, onnx.defs.onnx_opset_version(), "")
     constraints = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
     return _Form(f"{op_type}-{schema.since_version}", {k: int(a.type) for k, a in schema.attributes.items()},
                  tuple((f.name, f.option == _SINGLE) for f in schema.inputs),
@@ -119,12 +122,19 @@ def form_from_schema(op_type: str, opset: int, exact: bool = False) -> _Form | N
 
 
 def scatter_problem(op_type: str, opset: int, attributes: Mapping[str, int], inputs: Sequence[bool],
-                    outputs: int) -> str | None:
+                    outputs: int, values: Mapping[str, object] | None = None, rank: int | None = None) -> str | None:
     """What is wrong with a scatter node of ``op_type`` at ``opset`` against the schema, or None:
     ``attributes`` maps each attribute's name to its type (an ``AttributeProto`` type: what a
     reference to a function attribute declares too), ``inputs`` says which inputs are given (not
     empty), ``outputs`` is the output count. Works from a ``NodeProto`` as from an IR node."""
     form = _form(op_type, opset)
+    problem = _schema_problem(form, attributes, inputs, outputs)
+    if problem is not None:
+        return f"{problem} (onnx.checker and onnxruntime reject it)"
+    return _value_problem(op_type, values or {}, rank)
+
+
+def _schema_problem(form: _Form, attributes: Mapping[str, int], inputs: Sequence[bool], outputs: int) -> str | None:
     for attribute, kind in attributes.items():
         expected = form.attributes.get(attribute)
         if expected is None:
@@ -144,10 +154,31 @@ def scatter_problem(op_type: str, opset: int, attributes: Mapping[str, int], inp
     return None
 
 
+def _value_problem(op_type: str, values: Mapping[str, object], rank: int | None) -> str | None:
+    """An attribute value the op does not define (the schema gives only its type): an unknown reduction
+    or TensorScatter mode, an axis outside the data's rank (when known), or TensorScatter's batch axis 0.
+    (A reduction newer than the node's opset, max at 16, is left to the verbs: onnxruntime runs it.)"""
+    reduction = values.get("reduction")
+    if reduction is not None and reduction not in REDUCTIONS_SINCE:
+        return f"reduction '{reduction}' is not one of {', '.join(REDUCTIONS_SINCE)} (the ONNX spec defines no other)"
+    mode = values.get("mode")
+    if op_type == "TensorScatter" and mode is not None and mode not in TENSOR_SCATTER_MODES:
+        return f"mode '{mode}' is not one of {', '.join(TENSOR_SCATTER_MODES)} (onnxruntime rejects it)"
+    axis = values.get("axis", -2 if op_type == "TensorScatter" else 0)
+    if rank is not None and op_type != "ScatterND" and not -rank <= axis < rank:
+        return f"axis={axis} is out of range for rank {rank} (allowed {-rank}..{rank - 1}; onnxruntime rejects it)"
+    if rank is not None and op_type == "TensorScatter" and axis % rank == 0:
+        return f"axis={axis} is the batch dimension 0, along which TensorScatter does not write (the ONNX spec)"
+    return None
+
+
 def scatter_node_problem(node: ir.Node, opset: int) -> str | None:
-    """:func:`scatter_problem` of an IR scatter node at ``opset``."""
+    """:func:`scatter_problem` of an IR scatter node at ``opset`` (its data's rank where known)."""
+    data = node.inputs[0] if node.inputs else None
+    rank = len(data.shape) if data is not None and data.shape is not None else None
+    values = {k: a.value for k, a in node.attributes.items() if not is_reference(a)}  # (@ax: known at a call)
     return scatter_problem(node.op_type, opset, {k: a.type for k, a in node.attributes.items()},
-                           [v is not None for v in node.inputs], len(node.outputs))
+                           [v is not None for v in node.inputs], len(node.outputs), values, rank)
 
 
 def check_scatter_nodes(model: ir.Model) -> None:
@@ -160,20 +191,22 @@ def check_scatter_nodes(model: ir.Model) -> None:
             raise _malformed(describe(node, scope), problem)
 
 
-def check_scatter_proto(node: onnx.NodeProto, opset: int, where: str) -> None:
+def check_scatter_proto(node: onnx.NodeProto, opset: int, where: str, rank: int | None = None) -> None:
     """:func:`check_scatter_nodes` for one ``NodeProto`` (a rewrite done on the parsed file) of a
-    default domain, in ``where`` (as :func:`scatter_rewrite.graph.describe_parts` says it)."""
+    default domain, in ``where`` (as :func:`scatter_rewrite.graph.describe_parts` says it), whose
+    data has rank ``rank`` where known."""
     if node.op_type not in SCATTER_OPS:
         return
+    values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if not a.ref_attr_name}
+    values = {k: v.decode() if isinstance(v, bytes) else v for k, v in values.items()}
     problem = scatter_problem(node.op_type, opset, {a.name: a.type for a in node.attribute},
-                              [bool(name) for name in node.input], len(node.output))
+                              [bool(name) for name in node.input], len(node.output), values, rank)
     if problem:
         raise _malformed(describe_parts(node.op_type, node.name, opset, where), problem)
 
 
 def _malformed(node: str, problem: str) -> InvalidModelError:
-    return InvalidModelError(f"{node}: {problem}; fix the exporter or the model (onnx.checker and onnxruntime "
-                             "reject it)")
+    return InvalidModelError(f"{node}: {problem}; fix the exporter or the model")
 
 
 def input_type_problem(node: ir.Node, opset: int, dtypes: Sequence[ir.DataType | None]) -> str | None:

@@ -56,6 +56,14 @@ MALFORMED = {
                       "input 2 (updates) is empty, where ScatterElements-18 requires it"),
     "empty past_cache": ("TensorScatter", {"empty": 0},
                          "input 0 (past_cache) is empty, where TensorScatter-24 requires it"),
+    # values the schema's types allow and the op does not define
+    "reduction unknown": ("ScatterND", {"reduction": "sum"},
+                          "reduction 'sum' is not one of none, add, mul, max, min (the ONNX spec defines no other)"),
+    "mode unknown": ("TensorScatter", {"mode": "ring"},
+                     "mode 'ring' is not one of linear, circular (onnxruntime rejects it)"),
+    "axis out of range": ("ScatterElements", {"axis": -3},
+                          "axis=-3 is out of range for rank 2 (allowed -2..1; onnxruntime rejects it)"),
+    "batch axis": ("TensorScatter", {"axis": -3}, "axis=-3 is the batch dimension 0"),
 }
 
 
@@ -183,6 +191,15 @@ def test_schema_valid_nodes_are_not_flagged():
 # ---- check: the node is blocked with the reason, no fix; the others are judged as before ----------
 
 @pytest.mark.parametrize("target", ["tensorrt-10", "tensorrt-8.6", "opset-13", "opset-24"])
+@pytest.mark.parametrize("name", ["reduction unknown", "axis out of range", "mode unknown"])
+def test_check_blocks_an_undefined_attribute_value(name, target):
+    model, expected = malformed_model(name, constant=False)
+    (finding,) = check(ir.serde.deserialize_model(model), target)
+    assert finding.blocked and finding.fix is None
+    assert finding.blockers == [f"malformed: {expected.split(': ', 1)[1]}"]
+
+
+@pytest.mark.parametrize("target", ["tensorrt-10", "tensorrt-8.6", "opset-13", "opset-24"])
 @pytest.mark.parametrize("name", ["axis float", "reduction int", "two inputs", "two outputs", "empty updates",
                                   "unknown attribute"])
 def test_check_blocks_a_malformed_node_with_the_reason(name, target):
@@ -190,7 +207,7 @@ def test_check_blocks_a_malformed_node_with_the_reason(name, target):
     problem = expected.split(": ", 1)[1]
     (finding,) = check(ir.serde.deserialize_model(model), target)
     assert finding.blocked and finding.fix is None
-    assert finding.blockers == [f"malformed: {problem}; onnx.checker and onnxruntime reject it"]
+    assert finding.blockers == [f"malformed: {problem} (onnx.checker and onnxruntime reject it)"]
     assert finding.reduction in (None, "add")  # never the malformed value (reduction=3 read as a string)
 
 

@@ -74,7 +74,9 @@ SUPPORTED_DTYPES = _SMALL_INTS | _NATIVE | _FLOATS | {ir.DataType.BOOL}
 
 def first_opset_with(reduction: str) -> int:
     """The first opset whose ScatterElements/ScatterND has ``reduction``."""
-    return {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}[reduction]
+    from scatter_rewrite.spec import REDUCTIONS_SINCE
+
+    return REDUCTIONS_SINCE[reduction]
 
 
 def compute_dtype(dtype: ir.DataType, reduction: str) -> ir.DataType:

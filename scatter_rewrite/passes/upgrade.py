@@ -117,20 +117,22 @@ def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPa
         return None
     current = default_opset({o.domain: o.version for o in proto.opset_import}, fallback=1)
     target = opset or max(current, FIRST_SCATTER_ELEMENTS_OPSET)
-    scatters = []
-    for node in graph.node:
-        if node.domain not in DEFAULT_DOMAINS:
-            continue
-        check_scatter_proto(node, current, "main graph")  # (as every pass does on the IR)
-        if node.op_type == "Scatter":
-            scatters.append(node)
-        elif needs_conversion(node.op_type, current, target):
-            return None
     types = {t.name: t.type.tensor_type for t in [*graph.input, *graph.value_info, *graph.output]
              if t.type.HasField("tensor_type")}
     shapes = {name: [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
               for name, t in types.items() if t.HasField("shape")}
     shapes.update({t.name: list(t.dims) for t in graph.initializer})
+    scatters = []
+    for node in graph.node:
+        if node.domain not in DEFAULT_DOMAINS:
+            continue
+        data_shape = shapes.get(node.input[0]) if node.input else None
+        # (as every pass does on the IR)
+        check_scatter_proto(node, current, "main graph", None if data_shape is None else len(data_shape))
+        if node.op_type == "Scatter":
+            scatters.append(node)
+        elif needs_conversion(node.op_type, current, target):
+            return None
     dtypes = {name: t.elem_type for name, t in types.items()} | {t.name: t.data_type for t in graph.initializer}
     result = ScatterPassResult(None, False, name=UpgradePass.name)
     for node in scatters:

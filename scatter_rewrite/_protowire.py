@@ -197,30 +197,28 @@ def _mapped_tensor(buf, start: int, end: int, location: str) -> onnx.TensorProto
     return tensor
 
 
-# StringStringEntryProto {key: "location"} (field 1, 8 bytes), then its value's key (field 2): what
-# every external data reference (TensorProto.external_data) holds, as protobuf writers order it.
-_LOCATION_KEY, _ENTRY_VALUE = b"\x0a\x08location", 0x12
+# StringStringEntryProto {key: "location"} (field 1, 8 bytes): what every external data reference
+# (TensorProto.external_data) holds. A value named "location" has the same bytes, so a find is only a
+# reason to parse the model.
+_LOCATION_KEY = b"\x0a\x08location"
 
 
-def external_data_locations(path: Path) -> list[str] | None:
-    """The ``location`` of every external data reference in the model file at ``path``, found in its
-    bytes without parsing it, for a plan made before the rewrite (which parses the model again): ~23 ms
-    on a 50k-node graph (walking its fields as :func:`load_proto` does), where ``model_io.load_proto``
-    and the walk over every tensor take ~160 ms. The raw bytes of big main-graph initializers are
-    skipped unread, as :func:`load_proto` maps them (a 76 MiB inline weight: 0.04 ms).
-
-    In file order, repeats included; it may name more than the model uses (a metadata entry keyed
-    ``location``, weight bytes that happen to read so), never fewer. None where the file is not
-    well-formed protobuf or a reference is not written key first, for the caller to parse it instead.
-    """
+def may_have_external_data(path: Path) -> bool:
+    """Whether the model file at ``path`` may hold external data references: False when the bytes
+    of one are nowhere in it (the raw bytes of big main-graph initializers, which :func:`load_proto`
+    maps, skipped unread), for a plan made before the rewrite without parsing every model twice (a
+    50k-node graph: ~23 ms, against ~160 ms to parse it). True also for a file that is not
+    well-formed protobuf, for the parse to say what is wrong."""
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size < MAP_MIN_BYTES:
-            return _locations(f.read(), [(0, None)])
+            return _LOCATION_KEY in f.read()
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             try:
-                return _locations(buf, _spans_but_big_raw_data(buf))
+                spans = _spans_but_big_raw_data(buf)
             except WireError:
-                return None
+                return True
+            return any(buf.find(_LOCATION_KEY, start, len(buf) if end is None else end) != -1
+                       for start, end in spans)
 
 
 def _spans_but_big_raw_data(buf) -> list[tuple[int, int | None]]:
@@ -237,26 +235,6 @@ def _spans_but_big_raw_data(buf) -> list[tuple[int, int | None]]:
                     spans.append((start, t_start))
                     start = t_end
     return spans + [(start, None)]
-
-
-def _locations(buf, spans: list[tuple[int, int | None]]) -> list[str] | None:
-    found = []
-    for start, end in spans:
-        end = len(buf) if end is None else end
-        at = buf.find(_LOCATION_KEY, start, end)
-        while at != -1:
-            pos = at + len(_LOCATION_KEY)
-            if pos >= len(buf) or buf[pos] != _ENTRY_VALUE:
-                return None
-            try:
-                length, pos = _varint(buf, pos + 1)
-                if pos + length > len(buf):
-                    return None
-                found.append(bytes(buf[pos:pos + length]).decode("utf-8"))
-            except (WireError, UnicodeDecodeError):
-                return None
-            at = buf.find(_LOCATION_KEY, pos, end)
-    return found
 
 
 def is_self_mapped(tensor: object) -> bool:

@@ -292,17 +292,15 @@ def external_data_files(proto: onnx.ModelProto, path: str | os.PathLike) -> list
 
 
 def input_data_files(path: str | os.PathLike) -> list[str]:
-    """:func:`external_data_files` of the model file at ``path``, read from its bytes where they allow
-    (:func:`_protowire.external_data_locations`: no parse, big inline weights unread; possibly naming
-    more files, never fewer), else from :func:`load_proto`. ModelLoadError when it cannot be read."""
+    """:func:`external_data_files` of the model file at ``path``, parsed only where its bytes may
+    hold a reference (:func:`_protowire.may_have_external_data`). ModelLoadError when it cannot be read."""
     path = Path(path)
     try:
-        locations = _protowire.external_data_locations(path)
+        if not _protowire.may_have_external_data(path):
+            return []
     except OSError as e:
         raise ModelLoadError(f"{path}: cannot read it ({e.strerror or e})") from e
-    if locations is None:
-        return external_data_files(load_proto(path), path)
-    return _data_files(locations, path)
+    return external_data_files(load_proto(path), path)
 
 
 def _data_files(locations: Iterable[str | None], path: Path) -> list[str]:

@@ -50,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -911,9 +912,16 @@ def _session_options(threads: int):
 
 def run_reference(model_path: str | os.PathLike, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
+    import warnings
+
     from scatter_rewrite.evaluator.reference_ops import make_evaluator
 
-    return make_evaluator(onnx.load(str(model_path))).run(None, inputs)
+    evaluator = make_evaluator(onnx.load(str(model_path)))
+    # NumPy's RuntimeWarnings (log of 0, an overflow to inf) are values here, as in onnxruntime,
+    # not lines for the user's terminal.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return evaluator.run(None, inputs)
 
 
 _BLOCK = 1 << 20  # elements compared at a time: temporaries stay ~8 MiB whatever the output's size
@@ -1024,6 +1032,12 @@ def _first_line(e: BaseException, limit: int = 200) -> str:
     return text.splitlines()[0][:limit] if text else type(e).__name__
 
 
+def _without_paths(reason: str | None) -> str | None:
+    """An onnxruntime reason without the model file it names ("Load model from /tmp/x.onnx failed:"),
+    to compare the original's failure with the rewritten model's."""
+    return None if reason is None else re.sub(r"Load model from \S+ failed:", "Load model failed:", reason)
+
+
 def _ort_reason(e: BaseException) -> str:
     """onnxruntime's messages bury the reason after the node dump: keep the reason."""
     text = _first_line(e, 10_000)
@@ -1045,11 +1059,12 @@ def allow_float_rounding(plan: ValidationPlan, results) -> None:
 
 
 def _lacks_a_kernel(e: BaseException) -> bool:
-    """Whether onnxruntime refused a model for a kernel or type its CPU provider lacks (not for
-    a malformed graph)."""
+    """Whether onnxruntime refused a model for a kernel or type its CPU provider lacks, or whose
+    inputs or outputs its Python binding cannot pass (bfloat16 inputs: "Numpy_type 256 can't be
+    converted"; float8e5m2, int4 outputs: "No corresponding Numpy type"), not for a malformed graph."""
     text = str(e)
     # (A type refused inside an If/Loop body comes as FAIL "Graph attribute inferencing failed".)
-    return ("NOT_IMPLEMENTED" in text or ("RUNTIME_EXCEPTION" in text and "data type is not supported" in text)
+    return ("NOT_IMPLEMENTED" in text or "No corresponding Numpy type" in text or "can't be converted to MLDataType" in text or ("RUNTIME_EXCEPTION" in text and "data type is not supported" in text)
             or (("INVALID_GRAPH" in text or "Graph attribute inferencing failed" in text)
                 and "Type Error: Type 'tensor(" in text))
 
@@ -1064,8 +1079,8 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
     onnx.reference and are compared there, in one engine: the proof of the rewrite. (Across engines,
     a float op after the scatter, NumPy's MatMul against onnxruntime's, rounds differently, and no
     bit-for-bit comparison would hold.) The model onnxruntime does run is then compared with its own
-    onnx.reference results too, within FLOAT_TOLERANCE and everything else exact (``cross_check``):
-    it loads, runs, and the engine of the proof computes what onnxruntime computes. Where
+    onnx.reference results too (``cross_check``): it loads and runs, and the summary says how far the
+    two engines are apart on it (never a failure: their float ops round differently). Where
     onnx.reference cannot run that model, onnxruntime's results on it are compared with the other's.
     """
     try:
@@ -1080,7 +1095,9 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
         rewritten_ort = run_onnxruntime(rewritten, plan.inputs)
         ort_cannot_run_rewritten = None
     except Exception as e:
-        if original_ort is not None and not _lacks_a_kernel(e):
+        # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
+        # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime cannot run.
+        if not _lacks_a_kernel(e) and _without_paths(_ort_reason(e)) != _without_paths(ort_cannot_run_original):
             raise ValidationError(f"onnxruntime cannot run the rewritten model: {_first_line(e, 300)}") from e
         # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
         # original's ScatterElements has): the rewritten model runs in the reference evaluator
@@ -1164,12 +1181,15 @@ def _reference_or_none(model: str | os.PathLike, plan: ValidationPlan) -> list |
 
 
 def _cross_check(names: list[str], which: str, reference: list, ort: list) -> str:
-    """onnxruntime's results on the ``which`` model against onnx.reference's, which the proof used:
-    float outputs within FLOAT_TOLERANCE (the engines' float ops round differently), the rest exact.
-    What it found, for the summary; ValidationError where they disagree."""
+    """onnxruntime's results on the ``which`` model against onnx.reference's, which the proof used, for
+    the summary: how far apart the two engines are on a model the rewrite does not judge (a MatMul with
+    K=768, a Conv, a long ReduceSum round differently in each, by more than any tolerance for a
+    scatter's sums; a QuantizeLinear after them may then differ by one). Never a failure: the proof is
+    the comparison in one engine."""
     diffs, failures = compare(names, reference, ort, float_tolerance=True)
-    if failures:
-        raise ValidationError(f"validation failed, nothing written: onnxruntime and onnx.reference disagree on the "
-                              f"{which} model: " + "; ".join(failures))
-    return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
-            f"{_tolerance_said(reference)}, max |difference| {max(diffs.values(), default=0.0):.3g}")
+    worst = max(diffs.values(), default=0.0)
+    if not failures:
+        return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
+                f"{_tolerance_said(reference)}, max |difference| {worst:.3g}")
+    return (f"onnxruntime runs the {which} model too; its outputs differ from onnx.reference's by up to {worst:.3g} "
+            f"(the engines' float ops round differently: {'; '.join(failures)})")

@@ -416,14 +416,46 @@ def test_input_data_files_skip_big_inline_weights_unread(tmp_path: Path):
                           [oh.make_tensor_value_info("y", TensorProto.UINT8, [len(raw)])], [weights])
     path = tmp_path / "m.onnx"
     onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), path)
-    assert model_io.input_data_files(path) == [] == model_io.external_data_files(model_io.load_proto(path), path)
-    # Small, the same bytes are searched and named: more than the model uses, never fewer.
-    small = tmp_path / "small.onnx"
-    onnx.save(oh.make_model(oh.make_graph(
-        [oh.make_node("Identity", ["w"], ["y"])], "g", [], [oh.make_tensor_value_info("y", TensorProto.UINT8, [20])],
-        [oh.make_tensor("w", TensorProto.UINT8, [20], fake, raw=True)]),
-        opset_imports=[oh.make_opsetid("", 18)]), small)
-    assert model_io.input_data_files(small) == ["fake.bin"]
+    parsed = []
+    real_load = model_io.load_proto
+    model_io.load_proto = lambda p: parsed.append(p) or real_load(p)
+    try:
+        assert model_io.input_data_files(path) == [] and parsed == []  # not even parsed
+        # Small, the same bytes are found, and the model is parsed to see they are no reference.
+        small = tmp_path / "small.onnx"
+        onnx.save(oh.make_model(oh.make_graph(
+            [oh.make_node("Identity", ["w"], ["y"])], "g", [], [oh.make_tensor_value_info("y", TensorProto.UINT8, [20])],
+            [oh.make_tensor("w", TensorProto.UINT8, [20], fake, raw=True)]),
+            opset_imports=[oh.make_opsetid("", 18)]), small)
+        assert model_io.input_data_files(small) == [] and parsed == [small]
+    finally:
+        model_io.load_proto = real_load
+
+
+def _value_named_location_model(dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
+    """A Scatter (opset 10) whose data goes through values named 'location' and 'scaled': the bytes
+    of a ValueInfoProto or a node input named 'location' read like an external data reference."""
+    nodes = [oh.make_node("Identity", ["box"], ["location"]), oh.make_node("Mul", ["d", "location"], ["scaled"]),
+             oh.make_node("Scatter", ["scaled", "i", "u"], ["y"], axis=0)]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("d", dtype, [4, 3]),
+                                       oh.make_tensor_value_info("box", dtype, []),
+                                       oh.make_tensor_value_info("i", TensorProto.INT64, [2, 3]),
+                                       oh.make_tensor_value_info("u", dtype, [2, 3])],
+                          [oh.make_tensor_value_info("y", dtype, [4, 3])],
+                          value_info=[oh.make_tensor_value_info("location", dtype, [])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 10)])
+
+
+def test_values_named_location_are_no_data_files(tmp_path: Path):
+    # The audit's cases: a scalar 'location' crashed the plan (a NUL in the 'file name'), and two models
+    # with a 'location' input to a node were refused in place for a phantom shared data file.
+    for name, dtype in (("model.onnx", TensorProto.FLOAT), ("model_fp16.onnx", TensorProto.FLOAT16)):
+        onnx.save(_value_named_location_model(dtype), tmp_path / name)
+        assert model_io.input_data_files(tmp_path / name) == []
+    result = invoke("upgrade", tmp_path, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert all(n.op_type != "Scatter" for name in ("model.onnx", "model_fp16.onnx")
+               for n in onnx.load(str(tmp_path / name)).graph.node)
 
 
 def test_input_data_files_parse_a_reference_written_value_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

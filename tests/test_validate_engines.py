@@ -203,8 +203,9 @@ def legacy_paths(tmp_path):
     return paths, plan_validation(ir.serde.deserialize_model(model))
 
 
-def test_onnxruntime_far_from_onnx_reference_on_the_rewritten_model_fails(legacy_paths, monkeypatch):
-    """The cross-check is a check: onnxruntime's results beyond the tolerance fail validation."""
+def test_onnxruntime_far_from_onnx_reference_on_the_rewritten_model_is_reported_not_failed(legacy_paths, monkeypatch):
+    """The cross-check measures, it does not judge: the proof is the comparison in one engine, and
+    engines round differently (an audit's MatMul with K=768 differed by 6e-5, a Conv by 5e-5)."""
     (original, rewritten), plan = legacy_paths
     real = validation.run_onnxruntime
 
@@ -212,9 +213,50 @@ def test_onnxruntime_far_from_onnx_reference_on_the_rewritten_model_fails(legacy
         return [o + np.float32(1e-3) for o in real(model, inputs, threads)]
 
     monkeypatch.setattr(validation, "run_onnxruntime", off_by_a_bit)
-    with pytest.raises(sr.ValidationError, match="onnxruntime and onnx.reference disagree on the rewritten model: "
-                                                 "output 'y': max |difference| 0.001"):
-        validate(original, rewritten, plan)
+    result = validate(original, rewritten, plan)
+    assert result.max_abs_diff == 0.0  # the proof, in onnx.reference
+    assert result.cross_check.startswith("onnxruntime runs the rewritten model too; its outputs differ from "
+                                         "onnx.reference's by up to 0.001 (the engines' float ops round differently")
+
+
+def test_upgrade_with_a_wide_matmul_after_the_scatter_passes():
+    """K=768: onnxruntime's MatMul and NumPy's differ by ~6e-5, beyond float32's 1e-5; the rename is
+    still proven (bit for bit, in onnx.reference) and written."""
+    rng = np.random.default_rng(3)
+    nodes = [oh.make_node("Scatter", ["d", "i", "u"], ["s"], axis=0), oh.make_node("MatMul", ["s", "W"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [16, 768]), vi("i", TensorProto.INT64, [4, 768]),
+                                       vi("u", TensorProto.FLOAT, [4, 768])], [vi("y", TensorProto.FLOAT, [16, 64])],
+                          [nh.from_array(rng.standard_normal((768, 64)).astype(np.float32), "W")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
+    _, outcome = sr.upgrade(model, validate=True, return_report=True)
+    v = outcome.validation
+    assert "for both models" in v["checked_against"] and v["max_abs_diff"] == 0.0
+    assert v["cross_check"].startswith("onnxruntime runs the rewritten model too")
+
+
+def test_a_rewritten_model_onnxruntime_refuses_for_another_reason_fails(tmp_path):
+    """onnxruntime cannot run the original (the deprecated Scatter) and refuses the rewritten model
+    for a reason of its own (an input retyped to int32): a rewrite onnxruntime cannot run, whatever
+    onnx.reference says of it."""
+    import onnx_ir as ir
+
+    from scatter_rewrite.graph import iter_nodes
+    from scatter_rewrite.passes.base import ScatterPass
+
+    class UpgradeAndRetypeIndices(ScatterPass):
+        name = "upgrade-and-retype"
+
+        def run(self, model):
+            for node, scope in iter_nodes(model):
+                if node.op_type == "Scatter":
+                    node.op_type = "ScatterElements"
+                    self.rewrote(node, scope, "renamed")
+            for value in model.graph.inputs:
+                if value.name == "i":
+                    value.type = ir.TensorType(ir.DataType.INT32)
+
+    with pytest.raises(sr.ValidationError, match="onnxruntime cannot run the rewritten model"):
+        sr.rewrite(legacy_scatter_then_matmul(), passes=[UpgradeAndRetypeIndices()], validate=True)
 
 
 def test_a_rewritten_model_onnx_reference_cannot_run_is_compared_across_engines(legacy_paths, monkeypatch):

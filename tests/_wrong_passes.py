@@ -22,3 +22,19 @@ class NegateScatterOutputs(ScatterPass):
                 neg.replace_input_with(0, node.outputs[0])
                 scope.body.insert_after(node, neg)
                 self.rewrote(node, scope, "negated (wrong on purpose)")
+
+
+class UpgradeAndRetypeIndices(ScatterPass):
+    """Scatter -> ScatterElements (right) and the graph input 'i' retyped to int32 (wrong on
+    purpose: onnxruntime refuses the int64 inputs the original takes)."""
+
+    name = "upgrade-and-retype"
+
+    def run(self, model):
+        for node, scope in iter_nodes(model):
+            if node.op_type == "Scatter":
+                node.op_type = "ScatterElements"
+                self.rewrote(node, scope, "renamed")
+        for value in model.graph.inputs:
+            if value.name == "i":
+                value.type = ir.TensorType(ir.DataType.INT32)

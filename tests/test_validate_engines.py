@@ -238,22 +238,7 @@ def test_a_rewritten_model_onnxruntime_refuses_for_another_reason_fails(tmp_path
     """onnxruntime cannot run the original (the deprecated Scatter) and refuses the rewritten model
     for a reason of its own (an input retyped to int32): a rewrite onnxruntime cannot run, whatever
     onnx.reference says of it."""
-    import onnx_ir as ir
-
-    from scatter_rewrite.graph import iter_nodes
-    from scatter_rewrite.passes.base import ScatterPass
-
-    class UpgradeAndRetypeIndices(ScatterPass):
-        name = "upgrade-and-retype"
-
-        def run(self, model):
-            for node, scope in iter_nodes(model):
-                if node.op_type == "Scatter":
-                    node.op_type = "ScatterElements"
-                    self.rewrote(node, scope, "renamed")
-            for value in model.graph.inputs:
-                if value.name == "i":
-                    value.type = ir.TensorType(ir.DataType.INT32)
+    from _wrong_passes import UpgradeAndRetypeIndices
 
     with pytest.raises(sr.ValidationError, match="onnxruntime cannot run the rewritten model"):
         sr.rewrite(legacy_scatter_then_matmul(), passes=[UpgradeAndRetypeIndices()], validate=True)

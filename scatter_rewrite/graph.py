@@ -168,6 +168,21 @@ def value_names(model: ir.Model) -> set[str]:
     return names
 
 
+def is_overridable(value: ir.Value) -> bool:
+    """Whether ``value`` is an initializer that is also a graph input: a default that callers may
+    replace at run time, so not a constant (fold, the opset move and the values given to shape
+    inference treat it so)."""
+    return value.is_initializer() and value.is_graph_input()
+
+
+def constant_tensor(value: ir.Value | None) -> ir.TensorProtocol | None:
+    """``value``'s tensor when it is known before run time: an initializer that is not
+    :func:`is_overridable`, or a ``Constant``'s value; None otherwise."""
+    if value is None or is_overridable(value):
+        return None
+    return ir.convenience.get_const_tensor(value)
+
+
 def describe(node: ir.Node, scope: Scope) -> str:
     """``ScatterElements 'name' (opset 18, main graph)``: how messages and reports name a node."""
     return describe_parts(node.op_type, node.name, scope.opset, scope.where)

@@ -17,12 +17,18 @@ default, and is dropped) with a value it has, its input/output counts fit, and e
 dtype is one the older schema allows. A node that fits an opset between the two (Split-18 with
 ``split`` is Split-13) is converted from there.
 
-Before that, a downgrade rewrites the forms the converter would refuse or silently change the
-meaning of into exact ones (:func:`exact_older_form`): Softmax/LogSoftmax/Hardmax-13 on an axis
-other than the last (before 13 they flatten from the axis on) between two Transposes, a Reduce*
-whose ``noop_with_empty_axes`` leaves empty axes alone as Identity and its constant ``axes`` input as
-the older attribute, Split-18's ``num_outputs`` as chunk sizes. Where there is none (an unknown rank,
-computed axes, an attribute value the older op lacks), the move stops naming the node and why.
+Before that, a move rewrites the forms the converter would refuse or silently change the meaning
+of into exact ones (:func:`exact_form`): Softmax/LogSoftmax/Hardmax on an axis other than the last
+across opset 13 (before 13 they flatten from the axis on), down between two Transposes, up as
+Flatten -> op -> Reshape (the converter keeps Hardmax's axis); and downwards a Reduce* whose
+``noop_with_empty_axes`` leaves empty axes alone as Identity, or as its elementwise step (ReduceL2 is
+sqrt(x*x), in forms checked bit for bit against onnxruntime), its constant ``axes`` input as the older
+attribute, Split-18's ``num_outputs`` as chunk sizes, Pad-18's ``axes`` as pads for every axis. Where
+there is none (an unknown rank, computed axes, an attribute value the older op lacks), the move stops
+naming the node and why, as it does, in the model's terms, where the converter has no adapter.
+Constant means known before run time: an initializer that is also a graph input is a default callers
+may override (:func:`scatter_rewrite.graph.is_overridable`), and neither a form here nor the
+converter's adapters read its value.
 
 An op with no older version at all (Gelu-20, LayerNormalization-17, Mish-18, ...) is replaced by its
 ONNX function body, the spec's own definition of the op (:func:`_function_body_model`), whose nodes
@@ -36,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import re
 
 import numpy as np
 import onnx
@@ -49,8 +56,8 @@ import onnx_ir as ir
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.spec import REDUCTIONS_SINCE
 from scatter_rewrite.graph import (
-    DEFAULT_DOMAINS, Scope, attr, default_opset, describe, is_default_domain, is_reference, iter_scopes,
-    reference_reason,
+    DEFAULT_DOMAINS, Scope, attr, constant_tensor, default_opset, describe, is_default_domain, is_overridable,
+    is_reference, iter_scopes, reference_reason,
 )
 
 logger = logging.getLogger("scatter_rewrite")
@@ -207,33 +214,49 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
     return drop
 
 
-# Forms onnx.version_converter refuses to take down, or takes down to another meaning, that have an
-# exact form at the target (:func:`exact_older_form`).
+# Forms onnx.version_converter refuses to move, or moves to another meaning, that have an exact form
+# at the target (:func:`exact_form`).
 _SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
 _REDUCE_OPS = frozenset(op for op in SAME_SEMANTICS_OPS if op.startswith("Reduce"))
+# With noop_with_empty_axes set and no axes these reduce nothing and are the input as it is; the
+# other Reduce* still apply their elementwise step (:func:`_elementwise_step`).
+_PURE_REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
 
 
-def exact_older_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
-    """For a downgrade of ``node`` (at ``scope.opset``) to ``target``: the nodes, valid at its opset,
+def exact_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+    """For a move of ``node`` (at ``scope.opset``) to ``target``: the nodes, valid at its opset,
     that replace it in ``scope.body`` and are then converted in turn (``[node]`` when it needs no
     rewrite), or None when it is now in its exact form at ``target`` and needs nothing more. Raises
     ConversionError naming the node and why when it has none there: an attribute value the older op
-    lacks (:data:`NEWER_ATTRIBUTE_VALUES`), which the converter may keep as it is, among others."""
+    lacks (:data:`NEWER_ATTRIBUTE_VALUES`), which the converter may keep as it is, among others.
+    Upwards only the Softmax family changes meaning (the converter keeps Hardmax's axis at 13)."""
+    if node.op_type in _SOFTMAX_OPS:
+        return _softmax_form(node, scope, target)
+    if scope.opset < target:
+        return [node]
     for name, a in node.attributes.items():
         since = 0 if is_reference(a) else _value_since(node.op_type, name, a)
         if since > target:
             raise _refuse(node, scope, target, f"{node.op_type} has {name} '{_text(a.value)}' from opset {since} on")
-    if node.op_type in _SOFTMAX_OPS:
-        return _softmax_form(node, scope, target)
     if node.op_type in _REDUCE_OPS:
         return _reduce_form(node, scope, target)
     if node.op_type == "Split":
         return _split_form(node, scope, target)
+    if node.op_type == "Pad":
+        return _pad_form(node, scope, target)
     return [node]
 
 
 def _refuse(node: ir.Node, scope: Scope, target: int, why: str) -> ConversionError:
     return ConversionError(f"cannot convert {describe(node, scope)} to opset {target}: {why}")
+
+
+def _not_constant(value: ir.Value, what: str) -> str:
+    """Why input ``what`` (``value``) has no value before run time, for a refusal."""
+    if is_overridable(value):
+        return (f"its {what} '{value.name}' is a graph input with an initializer, which callers may override (a "
+                "default, not a constant)")
+    return f"its {what} {'are' if what == 'axes' else 'is'} computed in the graph"
 
 
 def _replace(node: ir.Node, scope: Scope, new_nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
@@ -249,27 +272,51 @@ def _constant(array: np.ndarray) -> ir.Node:
     return const
 
 
+def _typed(node: ir.Node, dtype: ir.DataType | None, shape: ir.Shape | None) -> ir.Node:
+    """``node`` with its output's dtype and shape set, when the dtype is known (converting a node
+    reads its input types)."""
+    if dtype is not None:
+        node.outputs[0].dtype, node.outputs[0].shape = dtype, shape
+    return node
+
+
 def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
-    """Softmax, LogSoftmax and Hardmax before opset 13 flatten the input to 2-D at ``axis`` and
-    normalize over every axis from it on; from 13, over ``axis`` alone (the converter keeps the
-    attribute, and the meaning changed). The same on the last axis; another axis is moved last and
-    back around the op (Transpose, exact), which needs the input's rank."""
-    if scope.opset < 13 or target >= 13:
+    """Softmax, LogSoftmax and Hardmax before opset 13 flatten the input to 2-D at ``axis`` (default 1)
+    and normalize over every axis from it on; from 13, over ``axis`` (default -1) alone. The same on
+    the last axis, where the node stays with its axis written out. Another axis, moving down: moved
+    last and back around the op (Transpose, exact), which needs the input's rank; moving up: the older
+    op's own flattening, Flatten(axis) -> the op on the last axis -> Reshape to the input's shape (the
+    converter's Softmax adapter writes that; its Hardmax adapter keeps the axis, another function)."""
+    if (scope.opset < 13) == (target < 13):
         return [node]
+    up = target > scope.opset
+    x = node.inputs[0]
+    rank = None if x is None or x.shape is None else len(x.shape)
     reason = reference_reason(node, ("axis",))
-    if reason is not None:
+    if reason is not None and not up:
         raise _refuse(node, scope, target, f"its {reason}, and opset {target}'s {node.op_type} reads an axis "
                                            "other than the last otherwise")
-    axis, x = attr(node, "axis", -1), node.inputs[0]
-    rank = None if x is None or x.shape is None else len(x.shape)
-    if rank is not None and not -rank <= axis < rank:
+    axis = attr(node, "axis", 1 if up else -1)
+    if axis is not None and rank is not None and not -rank <= axis < rank:
         raise _refuse(node, scope, target, f"axis {axis} is out of range for its rank-{rank} input")
-    if axis == -1 or (rank is not None and axis == rank - 1):
+    if axis == -1 or (axis is not None and rank is not None and axis == rank - 1):
         gap = _type_gap(node, target)
         if gap is not None:
             raise _refuse(node, scope, target, gap)
-        node.attributes["axis"] = ir.AttrInt64("axis", axis)  # (written: the older default is 1)
-        return None  # the last axis: what opset 11's op does too
+        node.attributes["axis"] = ir.AttrInt64("axis", axis)  # (written: the default changes at 13)
+        return None  # the last axis: what the op does at both opsets
+    if up:
+        if reason is None:
+            flatten_axis = ir.AttrInt64("axis", axis)
+        else:  # a function attribute's axis goes to Flatten, whose default (1) is the older op's too
+            ref = node.attributes["axis"]
+            flatten_axis = ir.RefAttr("axis", ref.ref_attr_name, ref.type)
+        flatten = _typed(ir.node("Flatten", [x], {"axis": flatten_axis}), x.dtype, ir.Shape([None, None]))
+        shape = _typed(ir.node("Shape", [x]), ir.DataType.INT64, None if rank is None else ir.Shape([rank]))
+        inner = _typed(ir.node(node.op_type, [flatten.outputs[0]], {"axis": -1}), x.dtype, ir.Shape([None, None]))
+        reshape = ir.node("Reshape", [inner.outputs[0], shape.outputs[0]])
+        _replace(node, scope, [flatten, shape, inner, reshape], list(reshape.outputs))
+        return [flatten, shape, inner, reshape]
     if rank is None:
         raise _refuse(node, scope, target, f"its input's rank is unknown, and opset {target}'s {node.op_type} "
                                            f"takes axis {axis} to mean every axis from it on (the same only on the "
@@ -287,11 +334,12 @@ def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | N
 
 def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
     """ReduceSum-13 and the other Reduce*-18 take ``axes`` as an input, with ``noop_with_empty_axes``:
-    set, empty axes leave the input as it is, else they mean every axis. Older versions take constant
-    axes as an attribute, where none means every axis. So empty or absent axes with the flag set
-    become Identity; constant axes are written as the older attribute here (the converter writes
-    ``axes=[]`` for every axis, keeps the flag set, and has no ReduceMax 13 -> 12 adapter); computed
-    ones have no older form."""
+    set, empty axes reduce nothing, else they mean every axis. Older versions take constant axes as
+    an attribute, where none means every axis. So empty or absent axes with the flag set become
+    Identity, or the op's elementwise step where it has one (:func:`_elementwise_step`); constant axes
+    are written as the older attribute here (the converter writes ``axes=[]`` for every axis, keeps
+    the flag set, and has no ReduceMax 13 -> 12 adapter); computed ones, and an initializer callers
+    may override, have no older form."""
     try:
         old = onnx.defs.get_schema(node.op_type, target, "")
     except onnx.defs.SchemaError:
@@ -304,11 +352,13 @@ def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | No
                                            f"{target}'s {node.op_type} reduces every axis when given none")
     axes = None
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        axes = ir.convenience.get_const_tensor(node.inputs[1])
+        axes = constant_tensor(node.inputs[1])
         if axes is None:
-            raise _refuse(node, scope, target, f"its axes are computed in the graph, and opset {target}'s "
+            raise _refuse(node, scope, target, f"{_not_constant(node.inputs[1], 'axes')}, and opset {target}'s "
                                                f"{node.op_type} takes them as a constant attribute")
     if noop is not None and noop.value and (axes is None or axes.size == 0):
+        if node.op_type not in _PURE_REDUCE_OPS:
+            return _elementwise_step(node, scope, target)
         identity = ir.node("Identity", [node.inputs[0]])
         _replace(node, scope, [identity], list(identity.outputs))
         return [identity]
@@ -322,6 +372,90 @@ def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | No
     if axes.size:
         node.attributes["axes"] = ir.AttrInt64s("axes", [int(a) for a in axes.numpy().reshape(-1)])
     return None
+
+
+def _elementwise_step(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum and ReduceLogSumExp with the flag set and no
+    axes reduce nothing and apply their elementwise step (x*x, |x|, sqrt(x*x), log x, log(exp x)). Written
+    in forms that give onnxruntime's result bit for bit (NaN, inf and overflow included; every float16):
+    float, double, int32 and int64 as the same op reducing an axis of size 1 put in front (its kernel
+    then runs the step as it does here; Log or Abs alone round or treat ints otherwise); float16, whose
+    kernels differ between the versions, as the elementwise ops. Other types, which onnxruntime's
+    kernels lack (bfloat16, uint32, uint64), are refused: nothing could show a form exact."""
+    x = node.inputs[0]
+    dtype = None if x is None else _input_dtype(x)
+    step = {"ReduceSumSquare": "x*x", "ReduceL1": "|x|", "ReduceL2": "sqrt(x*x)", "ReduceLogSum": "log(x)",
+            "ReduceLogSumExp": "log(exp(x))"}[node.op_type]
+    shape = x.shape if x is not None else None
+    if dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT32, ir.DataType.INT64):
+        front = _constant(np.array([0], np.int64))
+        unsqueeze = _typed(ir.node("Unsqueeze", [x, front.outputs[0]]), dtype,
+                           None if shape is None else ir.Shape([1, *shape]))
+        reduce = ir.node(node.op_type, [unsqueeze.outputs[0], front.outputs[0]], {"keepdims": 0})
+        nodes = [front, unsqueeze, reduce]
+    elif dtype == ir.DataType.FLOAT16:
+        if node.op_type == "ReduceLogSumExp":  # (onnxruntime's float16 kernel computes it in double)
+            wide = _typed(ir.node("Cast", [x], {"to": ir.DataType.DOUBLE}), ir.DataType.DOUBLE, shape)
+            exp = _typed(ir.node("Exp", [wide.outputs[0]]), ir.DataType.DOUBLE, shape)
+            log = _typed(ir.node("Log", [exp.outputs[0]]), ir.DataType.DOUBLE, shape)
+            nodes = [wide, exp, log, ir.node("Cast", [log.outputs[0]], {"to": dtype})]
+        elif node.op_type in ("ReduceSumSquare", "ReduceL2"):
+            nodes = [_typed(ir.node("Mul", [x, x]), dtype, shape)]
+            if node.op_type == "ReduceL2":
+                nodes.append(ir.node("Sqrt", [nodes[0].outputs[0]]))
+        else:
+            nodes = [ir.node({"ReduceL1": "Abs", "ReduceLogSum": "Log"}[node.op_type], [x])]
+    else:
+        what = "unknown" if dtype is None else dtype.name
+        raise _refuse(node, scope, target, f"with noop_with_empty_axes set and no axes it computes {step} "
+                                           f"elementwise, and no form at opset {target} is known to compute that "
+                                           f"bit for bit for its data type ({what})")
+    _replace(node, scope, nodes, list(nodes[-1].outputs))
+    return nodes
+
+
+def _pad_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Pad-18 added ``axes``: ``pads`` then holds the begins and the ends of those axes only. Older
+    Pads take pads for every axis: the same pads written out for each, zeros elsewhere (constant
+    pads here, computed ones gathered at run time), which needs constant axes and the input's rank."""
+    if target >= 18 or len(node.inputs) < 4 or node.inputs[3] is None:
+        return [node]
+    x, pads = node.inputs[0], node.inputs[1]
+    why = f"opset {target}'s Pad takes pads for every axis"
+    axes = constant_tensor(node.inputs[3])
+    if axes is None:
+        raise _refuse(node, scope, target, f"{_not_constant(node.inputs[3], 'axes')}, and {why}")
+    rank = None if x is None or x.shape is None else len(x.shape)
+    if rank is None:
+        raise _refuse(node, scope, target, f"its input's rank is unknown, and {why}")
+    axes = [int(a) for a in axes.numpy().reshape(-1)]
+    for a in axes:
+        if not -rank <= a < rank:
+            raise _refuse(node, scope, target, f"axis {a} is out of range for its rank-{rank} input (onnxruntime "
+                                               "refuses it too)")
+    axes = [a % rank for a in axes]
+    if len(set(axes)) < len(axes):
+        raise _refuse(node, scope, target, f"its axes {axes} repeat an axis (onnxruntime refuses it too)")
+    # index[j]: where entry j of every axis's pads (begins, then ends) is in pads; 2 * len(axes) is a zero
+    index = np.full(2 * rank, 2 * len(axes), np.int64)
+    for i, a in enumerate(axes):
+        index[a], index[rank + a] = i, len(axes) + i
+    given = constant_tensor(pads)
+    if given is not None:
+        if given.size != 2 * len(axes):
+            raise _refuse(node, scope, target, f"it has {given.size} pads for {len(axes)} axes, where Pad takes "
+                                               "two per axis (onnxruntime refuses it too)")
+        nodes = [_constant(np.append(given.numpy().reshape(-1).astype(np.int64), 0)[index])]
+    else:
+        zero, where = _constant(np.array([0], np.int64)), _constant(index)
+        padded = _typed(ir.node("Concat", [pads, zero.outputs[0]], {"axis": 0}), ir.DataType.INT64,
+                        ir.Shape([2 * len(axes) + 1]))
+        nodes = [zero, where, padded, _typed(ir.node("Gather", [padded.outputs[0], where.outputs[0]]),
+                                             ir.DataType.INT64, ir.Shape([2 * rank]))]
+    value = [node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] is not None else []
+    pad = ir.node("Pad", [x, nodes[-1].outputs[0], *value], dict(node.attributes))
+    _replace(node, scope, [*nodes, pad], list(pad.outputs))
+    return [*nodes, pad]
 
 
 def _split_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
@@ -427,6 +561,35 @@ def _input_dtype(value: ir.Value) -> ir.DataType | None:
     return None if tensor is None else tensor.dtype
 
 
+_NO_ADAPTER = re.compile(r"No Adapter (To|From) Version \$(\d+) for|No Adapter For|No Previous Version of")
+
+
+def _converter_reason(node: ir.Node, source: int, target: int, error: Exception) -> str:
+    """Why onnx.version_converter refused ``node`` (at ``source``), in the model's terms rather than
+    its C++ assertion's (``BaseConverter.h:63: adapter_lookup: Assertion `false` failed: ...``)."""
+    text = str(error).strip()
+    op, since = node.op_type, since_version(node.op_type, source)
+    if "No initializer or constant input" in text:  # an input the older op takes as an attribute
+        for i, value in enumerate(node.inputs[1:], 1):
+            if value is not None and constant_tensor(value) is None:
+                formals = onnx.defs.get_schema(op, source, "").inputs
+                formal = formals[min(i, len(formals) - 1)].name
+                return f"{_not_constant(value, formal)}, and opset {target}'s {op} takes it as a constant attribute"
+    match = _NO_ADAPTER.search(text)
+    if match is None:  # another failure: the converter's own words, without its source file and assertion
+        words = text.splitlines()[0].rsplit("failed: ", 1)[-1] if text else type(error).__name__
+        return f"onnx.version_converter: {words}"
+    if match.group(0).startswith("No Previous"):
+        first = next(v for v in range(target, source + 1) if since_version(op, v) is not None)
+        return f"{op} has no version before opset {first}, nor a form of one here"
+    # Down from version `last` the converter has no adapter (To $V: from the version after V to V).
+    last = since if match.group(1) is None else int(match.group(2)) + (match.group(1) == "To")
+    older = since_version(op, last - 1)
+    to = f" to {op}-{older}" if older is not None else ""
+    return (f"{op}-{since} has no form at opset {target} here (onnx.version_converter has no adapter from "
+            f"{op}-{last}{to})")
+
+
 def _signature(node: ir.Node) -> tuple:
     attrs = tuple(sorted((k, f"@{a.ref_attr_name}" if is_reference(a) else repr(a.value))
                          for k, a in node.attributes.items()))
@@ -438,8 +601,9 @@ def _signature(node: ir.Node) -> tuple:
 
 
 def _const_bytes(value: ir.Value) -> bytes | None:
-    # Some adapters read constant inputs (Split's split, Reshape's shape...): small ones go along.
-    tensor = ir.convenience.get_const_tensor(value)
+    # Some adapters read constant inputs (Split's split, Reshape's shape...): small ones go along; an
+    # initializer callers may override is no constant (the adapter would write its default in).
+    tensor = constant_tensor(value)
     if tensor is None or tensor.size > 64:
         return None
     return tensor.tobytes()
@@ -459,7 +623,7 @@ def _one_node_model(node: ir.Node, source: int) -> onnx.ModelProto:
         dtype = known.value if known is not None else onnx.TensorProto.FLOAT
         const = _const_bytes(value)
         if const is not None:
-            initializers.append(ir.serde.serialize_tensor(ir.Tensor(ir.convenience.get_const_tensor(value).numpy(), name=name)))
+            initializers.append(ir.serde.serialize_tensor(ir.Tensor(constant_tensor(value).numpy(), name=name)))
         graph_inputs.append(onnx.helper.make_tensor_value_info(name, dtype, None))
     outputs = [onnx.helper.make_tensor_value_info(f"out{i}", onnx.TensorProto.UNDEFINED, None) for i in range(len(node.outputs))]
     proto_node = onnx.helper.make_node(node.op_type, input_names, [o.name for o in outputs])
@@ -557,7 +721,7 @@ class _Converter:
         self._bodies: set[tuple] = set()  # cache keys whose entry is a function body
 
     def convert_node(self, node: ir.Node, scope: Scope) -> None:
-        nodes = exact_older_form(node, scope, self.target) if scope.opset > self.target else [node]
+        nodes = exact_form(node, scope, self.target)
         if nodes is None:  # valid and the same at the target as it is
             self.kept += 1
             return
@@ -586,11 +750,8 @@ class _Converter:
                     if converted is not None:
                         self._bodies.add(key)
                 if converted is None:
-                    gap = _type_gap(node, self.target)
-                    raise ConversionError(
-                        f"onnx.version_converter cannot convert {describe(node, scope)} to opset {self.target}: "
-                        + (gap or (str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__))
-                    ) from e
+                    why = _type_gap(node, self.target) or _converter_reason(node, scope.opset, self.target, e)
+                    raise _refuse(node, scope, self.target, why) from e
             else:
                 _drop_default_attributes(converted, scope.opset, self.target)
             self.cache[key] = converted
@@ -722,6 +883,13 @@ class OpsetMove:
         return text
 
 
+def _reads_rank(node: ir.Node) -> bool:
+    """Whether the node's exact older form (:func:`exact_form`) needs its input's rank, unrecorded."""
+    x = node.inputs[0] if node.inputs else None
+    pad_axes = node.op_type == "Pad" and len(node.inputs) > 3 and node.inputs[3] is not None
+    return x is not None and x.shape is None and (node.op_type in _SOFTMAX_OPS or node.op_type == "Split" or pad_axes)
+
+
 def scope_opsets(model: ir.Model) -> set[int]:
     current = default_opset(model.opset_imports, fallback=1)
     return {current} | {default_opset(f.opset_imports, current) for f in model.functions.values()}
@@ -741,10 +909,12 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
     containers = [(node, scope) for scope in iter_scopes(model) if scope.opset > target for node in scope.body
                   if is_default_domain(node) and node.op_type in _CONTAINER_OPS]
     borrowed = []
-    if any(scope.opset > target and any(v is not None and v.dtype is None for v in (*node.inputs, *node.outputs))
+    if any(scope.opset > target and (any(v is not None and v.dtype is None for v in (*node.inputs, *node.outputs))
+                                     or _reads_rank(node))
            for node, scope in work + containers):
-        # Downgrades: the converter and fits_schema need dtypes that exporters often leave unrecorded (TorchScript
-        # writes no value_info): borrow ONNX shape inference's for the conversion, then give them back.
+        # Downgrades: the converter and fits_schema need dtypes, some exact forms a rank, that exporters often
+        # leave unrecorded (TorchScript writes no value_info, a lowering's output has no shape): borrow ONNX shape
+        # inference's for the conversion, then give them back.
         borrowed = borrow_inferred_types(model)
         for function in {id(s.body): s.body for _, s in work if s.is_function}.values():
             borrowed += annotate_function_types(model, function)

@@ -567,8 +567,13 @@ def test_pad_forms_older_opsets_lack_are_refused():
     # (The converter took wrap from 19 to 18 as it is, a mode Pad-18 lacks.)
     with pytest.raises(ConversionError, match=r"Pad \(opset 19, main graph\) to opset 18: Pad has mode 'wrap' from opset 19"):
         converted(_pad_model("wrap", opset=19), 18)
-    with pytest.raises(ConversionError, match="Pad"):
-        converted(_pad_model(None, axes=[1]), 17)  # axes: from 18
+    # axes: from 18. Constant ones are written out as pads for every axis (tested below); a default that
+    # callers may override is no constant.
+    overridable = _pad_model(None, axes=[1])
+    overridable.graph.input.append(oh.make_tensor_value_info("axes", TensorProto.INT64, [1]))
+    with pytest.raises(ConversionError, match=r"Pad \(opset 18, main graph\) to opset 17: its axes 'axes' is a graph "
+                                              r"input with an initializer, which callers may override"):
+        converted(overridable, 17)
     with pytest.raises(ConversionError, match="Pad at opset 11 does not take BOOL"):
         converted(_pad_model(None, dtype=TensorProto.BOOL), 11)  # bool: from 13
     assert converted(_pad_model(None, dtype=TensorProto.BOOL), 13).graph.node[0].op_type == "Pad"
@@ -587,3 +592,373 @@ def test_a_scatter_reduction_newer_than_the_target_is_not_kept():
     assert fits_schema(node, 18, 16) == []
     node.attributes["reduction"] = ir.AttrString("reduction", "none")
     assert fits_schema(node, 18, 13) == ["reduction"]  # the default: dropped
+
+
+# --- Reduce* with noop_with_empty_axes and an elementwise step: ReduceL2 of no axes is sqrt(x*x) -----------------
+
+_STEPS = {"ReduceSumSquare": np.square, "ReduceL1": np.abs, "ReduceL2": lambda x: np.sqrt(np.square(x)),
+          "ReduceLogSum": np.log, "ReduceLogSumExp": lambda x: np.log(np.exp(x))}
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}")
+
+
+def _noop_inputs(dtype: int) -> np.ndarray:
+    """Every float16; for the other types their edges (NaN payloads, inf, overflow, subnormals,
+    the integer limits) and random bit patterns."""
+    np_dtype = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    if dtype == TensorProto.FLOAT16:
+        return np.arange(2**16, dtype=np.uint16).view(np.float16)
+    rng = np.random.default_rng(dtype)
+    unsigned = np.dtype(f"u{np_dtype.itemsize}")
+    random = rng.integers(0, np.iinfo(unsigned).max, 4000, dtype=unsigned, endpoint=True).view(np_dtype)
+    if np.issubdtype(np_dtype, np.integer):
+        info = np.iinfo(np_dtype)
+        edges = np.array([0, 1, -1, 3, -7, 46341, 65536, info.max, info.min, info.min + 1], np_dtype)
+        return np.concatenate([edges, random, rng.integers(-100, 100, 200).astype(np_dtype)])
+    info = np.finfo(np_dtype)
+    edges = np.array([1.5, -2.0, 0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, info.max, -info.max, info.tiny,
+                      info.smallest_subnormal, 88.5, 89.0, 709.5, 710.0, 1e19, 1e-20], np_dtype)
+    payloads = np.array([0x7FC00001, 0xFFC00003, 0x7F800001] if np_dtype == np.float32 else
+                        [0x7FF8000000000001, 0x7FF0000000000001], unsigned).view(np_dtype)
+    return np.concatenate([edges, payloads, random, (rng.standard_normal(1000) * 100).astype(np_dtype)])
+
+
+def _noop_model(op: str, dtype: int, axes) -> onnx.ModelProto:
+    """``op`` with noop_with_empty_axes=1 and no axes input (``axes`` None) or an empty constant one."""
+    vi = oh.make_tensor_value_info
+    inputs = ["x"] if axes is None else ["x", "axes"]
+    inits = [] if axes is None else [onnx.numpy_helper.from_array(np.array(axes, np.int64), "axes")]
+    graph = oh.make_graph([oh.make_node(op, inputs, ["y"], noop_with_empty_axes=1)], "g", [vi("x", dtype, ["n"])],
+                          [vi("y", dtype, ["n"])], initializer=inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("dtype", [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT32,
+                                   TensorProto.INT64])
+@pytest.mark.parametrize("op", list(_STEPS))
+def test_composite_reduce_of_no_axes_keeps_its_elementwise_step_bit_for_bit(op, dtype):
+    # (It became Identity at opsets taking axes as an attribute: ReduceSumSquare gave x, not x*x.)
+    x = _noop_inputs(dtype)
+    for axes in (None, []):
+        model = _noop_model(op, dtype, axes)
+        (expected,) = _ort(model, {"x": x})
+        if dtype != TensorProto.INT32 and dtype != TensorProto.INT64:  # the spec's step, not only onnxruntime's
+            sample = np.array([0.5, 1.5, 3.0], x.dtype)
+            np.testing.assert_allclose(_ort(model, {"x": sample})[0], _STEPS[op](sample.astype(np.float64)), rtol=1e-3)
+        for target in (11, 13, 17):
+            out = converted(model, target)
+            ops = [n.op_type for n in out.graph.node if n.op_type != "Constant"]
+            assert "Identity" not in ops and ("noop_with_empty_axes" not in
+                                              {a.name for n in out.graph.node for a in n.attribute})
+            if dtype != TensorProto.FLOAT16:  # the same reduction over an axis of size 1 put in front
+                assert ops == ["Unsqueeze", op]
+            np.testing.assert_array_equal(_bits(_ort(out, {"x": x})[0]), _bits(expected))
+
+
+def test_composite_reduce_of_no_axes_of_a_type_without_a_proven_form_stops_the_move():
+    model = _noop_model("ReduceL2", TensorProto.BFLOAT16, None)
+    with pytest.raises(ConversionError, match=r"cannot convert ReduceL2 \(opset 18, main graph\) to opset 13: with "
+                                              r"noop_with_empty_axes set and no axes it computes sqrt\(x\*x\) "
+                                              r"elementwise.*\(BFLOAT16\)"):
+        converted(model, 13)
+
+
+@pytest.mark.parametrize("dtype", [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT32,
+                                   TensorProto.INT64])
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"])
+def test_pure_reduce_of_no_axes_is_identity(op, dtype):
+    x = _noop_inputs(dtype)
+    model = _noop_model(op, dtype, None)
+    out = converted(model, 13 if op != "ReduceSum" else 12)
+    assert [n.op_type for n in out.graph.node] == ["Identity"]
+    expected, got = _ort(model, {"x": x})[0], _ort(out, {"x": x})[0]
+    if dtype == TensorProto.FLOAT16:  # onnxruntime's float16 kernels quiet a signaling NaN (0x7c01 -> 0x7e01)
+        np.testing.assert_array_equal(got, expected)
+    else:
+        np.testing.assert_array_equal(_bits(got), _bits(expected))
+
+
+def test_composite_reduce_of_no_axes_through_lower_validates_exactly():
+    import scatter_rewrite as sr
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="max"),
+             oh.make_node("ReduceLogSum", ["s"], ["y"], noop_with_empty_axes=1)]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [5, 3]),
+                                       vi("u", TensorProto.FLOAT, [5, 3])], [vi("y", TensorProto.FLOAT, [4, 3])])
+    result, outcome = sr.lower(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), opset=13, validate=True,
+                               return_report=True)
+    assert "Identity" not in {n.op_type for n in result.graph.node}
+    assert outcome.validation["max_abs_diff"] == 0.0
+
+
+# --- Softmax, LogSoftmax, Hardmax moved up across 13 ---------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(op=st.sampled_from(["Softmax", "LogSoftmax", "Hardmax"]), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+       data=st.data(), source=st.sampled_from([9, 11, 12]), target=st.sampled_from([13, 18]))
+def test_softmax_family_keeps_its_meaning_from_below_13(op, shape, data, source, target):
+    """Before 13 these ops flatten from ``axis`` (default 1) on; from 13 ``axis`` (default -1) alone.
+    The converter keeps Hardmax's axis (another function: one 1 per row of the last axis instead of
+    per flattened row). Every axis moves to onnxruntime's result bit for bit, and back down again."""
+    lowest = 0 if source < 11 else -len(shape)  # (negative axes from 11)
+    axis = data.draw(st.one_of(st.none(), st.integers(lowest, len(shape) - 1)), label="axis")
+    model = _softmax_model(op, shape, axis, opset=source)
+    if axis is None and len(shape) == 1:  # the default 1 is out of range: onnxruntime refuses the original
+        with pytest.raises(ConversionError, match="axis 1 is out of range for its rank-1 input"):
+            converted(model, target)
+        return
+    out = converted(model, target)
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    x.flat[0] = x.flat[-1]  # (a tie for Hardmax)
+    np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+    last = (1 if axis is None else axis) in (-1, len(shape) - 1)
+    assert [n.op_type for n in out.graph.node] == ([op] if last else ["Flatten", "Shape", op, "Reshape"])
+    (a,) = [a for n in out.graph.node if n.op_type == op for a in n.attribute if a.name == "axis"]
+    assert a.i in (-1, len(shape) - 1)  # (not last: on the Flatten's 2-D output)
+    back = converted(out, max(source, 11))
+    np.testing.assert_array_equal(_ort(back, {"x": x})[0], _ort(model, {"x": x})[0])
+
+
+def test_hardmax_11_through_upgrade_and_lower_to_13_validates_exactly():
+    # (Both kept Hardmax axis=1 at 13: 8 ones for a [2, 3, 4] input instead of 2.)
+    import scatter_rewrite as sr
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("Hardmax", ["x"], ["y"], axis=1), oh.make_node("ScatterElements", ["x", "i", "x"], ["s"], axis=1)]
+    graph = oh.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 3, 4]), vi("i", TensorProto.INT64, [2, 3, 4])],
+                          [vi("y", TensorProto.FLOAT, [2, 3, 4]), vi("s", TensorProto.FLOAT, [2, 3, 4])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 11)])
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32),
+             "i": np.zeros((2, 3, 4), np.int64)}
+    for verb in (sr.upgrade, sr.lower):
+        result, outcome = verb(model, opset=13, validate=True, return_report=True)
+        assert outcome.validation["max_abs_diff"] == 0.0
+        assert _ort(result, feeds)[0].sum() == 2
+        np.testing.assert_array_equal(_ort(result, feeds)[0], _ort(model, feeds)[0])
+
+
+def test_hardmax_of_unknown_rank_moves_up_and_an_axis_from_a_function_attribute_too():
+    """Flatten needs no rank; an ``axis = @ax`` goes to Flatten, whose default (1) is the older op's."""
+    model = _function_called_at_two_ranks("Hardmax", 1)
+    model.opset_import[0].version = model.functions[0].opset_import[0].version = 11
+    out = converted(model, 13)
+    assert [n.op_type for n in out.functions[0].node] == ["Flatten", "Shape", "Hardmax", "Reshape"]
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "z": rng.standard_normal((2, 3, 4)).astype(np.float32)}
+    _same_outputs(out, model, feeds)
+
+    softmax = oh.make_node("Softmax", ["a"], ["b"])
+    softmax.attribute.append(onnx.AttributeProto(name="axis", ref_attr_name="ax", type=onnx.AttributeProto.INT))
+    function = oh.make_function("local", "F", ["a"], ["b"], [softmax], opset_imports=[oh.make_opsetid("", 11)],
+                                attributes=["ax"])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local", ax=0), oh.make_node("F", ["z"], ["w"], domain="local")],
+                          "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                                oh.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3, 4])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+                           oh.make_tensor_value_info("w", TensorProto.FLOAT, [2, 3, 4])])
+    model = oh.make_model(graph, functions=[function], opset_imports=[oh.make_opsetid("", 11), oh.make_opsetid("local", 1)])
+    out = converted(model, 13)
+    flatten = out.functions[0].node[0]
+    assert flatten.op_type == "Flatten" and flatten.attribute[0].ref_attr_name == "ax"
+    _same_outputs(out, model, feeds)
+
+
+# --- Initializers that are also graph inputs are defaults callers may override, not constants ------------------
+
+def _run_overriding(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    """onnxruntime on one thread, fed initializers it lets callers override too (run_onnxruntime feeds
+    the session's inputs only)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    assert {i.name for i in session.get_overridable_initializers()} & set(feeds)
+    return session.run(None, feeds)
+
+
+def _same_overridden(a: onnx.ModelProto, b: onnx.ModelProto, feeds: dict) -> None:
+    for left, right in zip(_run_overriding(a, feeds), _run_overriding(b, feeds), strict=True):
+        np.testing.assert_array_equal(left, right)
+
+
+def _with_overridable(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
+    """``model`` with its initializer ``name`` listed as a graph input too."""
+    init = next(i for i in model.graph.initializer if i.name == name)
+    model.graph.input.append(oh.make_tensor_value_info(name, init.data_type, list(init.dims)))
+    return model
+
+
+def test_reduce_axes_callers_may_override_are_not_written_into_the_attribute():
+    # (lower wrote the default axes [1] into ReduceMean-13's attribute: axes=[0] fed at run time gave [[1], [4]].)
+    import scatter_rewrite as sr
+
+    model = _with_overridable(_reduce_model("ReduceMean", [1], None, out_shape=[None, None]), "axes")
+    with pytest.raises(ConversionError, match=r"cannot convert ReduceMean \(opset 18, main graph\) to opset 13: its axes "
+                                              r"'axes' is a graph input with an initializer, which callers may override"):
+        sr.lower(model, opset=13)
+    out = converted(model, 17 + 1)  # (no move: 18 reads them at run time)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(_run_overriding(out, {"x": x, "axes": np.array([0])})[0], [[1.5, 2.5, 3.5]])
+
+
+@pytest.mark.parametrize("op", ["Squeeze", "Unsqueeze"])
+def test_an_axes_input_callers_may_override_is_not_given_to_the_converter_as_a_constant(op):
+    # (onnx.version_converter wrote the default axes into Squeeze-11's attribute.)
+    vi = oh.make_tensor_value_info
+    shape = [1, 3] if op == "Squeeze" else [3]
+    graph = oh.make_graph([oh.make_node(op, ["x", "ax"], ["y"])], "g", [vi("x", TensorProto.FLOAT, shape)],
+                          [vi("y", TensorProto.FLOAT, [3] if op == "Squeeze" else [1, 3])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([0]), "ax")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+    assert len(converted(model, 11).graph.node[0].input) == 1  # a constant: the attribute
+    with pytest.raises(ConversionError, match=rf"cannot convert {op} \(opset 13, main graph\) to opset 11: its axes 'ax' "
+                                              rf"is a graph input with an initializer, which callers may override .*"
+                                              rf"and opset 11's {op} takes it as a constant attribute"):
+        converted(_with_overridable(model, "ax"), 11)
+
+
+def _reshape_split_model() -> onnx.ModelProto:
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("Reshape", ["x", "shape"], ["b"]), oh.make_node("Split", ["b"], ["p", "q"], axis=1, num_outputs=2)]
+    graph = oh.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [6])],
+                          [vi("p", TensorProto.FLOAT, [None, None]), vi("q", TensorProto.FLOAT, [None, None])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([2, 3], np.int64), "shape")])
+    return _with_overridable(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), "shape")
+
+
+def test_shapes_inferred_from_a_default_callers_may_override_are_not_used():
+    # (Shape inference read the default [2, 3]: Split-18 num_outputs=2 became constant chunks [2, 1], which
+    # onnxruntime refused for shape [3, 2] and miscut for [1, 6].)
+    from scatter_rewrite.passes._inference import inferred_tensor_types
+
+    model = _reshape_split_model()
+    found = inferred_tensor_types(ir.serde.deserialize_model(model))
+    assert len(found["b"].shape.dim) == 2 and not any(d.HasField("dim_value") for d in found["b"].shape.dim)
+    out = converted(model, 13)
+    for shape in ([2, 3], [3, 2], [1, 6]):
+        feeds = {"x": np.arange(6, dtype=np.float32), "shape": np.array(shape, np.int64)}
+        _same_overridden(out, model, feeds)
+        assert [a.shape for a in _run_overriding(out, feeds)] == [(shape[0], -(-shape[1] // 2)), (shape[0], shape[1] // 2)]
+    with pytest.raises(ConversionError, match=r"Split \(opset 18, main graph\) to opset 12: dimension 1 of its input is "
+                                              r"not known before run time"):
+        converted(model, 12)
+
+
+# --- Pad-18 with an axes input as Pad-11/13 -------------------------------------------------------------------------
+
+def _pad_axes_model(axes, pads, mode: str | None = None, value: bool = False, pads_input: bool = False,
+                    shape=(3, 4), opset: int = 18) -> onnx.ModelProto:
+    vi = oh.make_tensor_value_info
+    inits = [onnx.numpy_helper.from_array(np.array(axes, np.int64).reshape(-1), "axes")]
+    inputs = [vi("x", TensorProto.FLOAT, None if shape is None else list(shape))]
+    if pads_input:
+        inputs.append(vi("pads", TensorProto.INT64, [len(pads)]))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.array(pads, np.int64).reshape(-1), "pads"))
+    if value:
+        inits.append(onnx.numpy_helper.from_array(np.array(-1.5, np.float32), "v"))
+    attrs = {} if mode is None else {"mode": mode}
+    node = oh.make_node("Pad", ["x", "pads", "v" if value else "", "axes"], ["y"], **attrs)
+    graph = oh.make_graph([node], "g", inputs, [vi("y", TensorProto.FLOAT, None if shape is None else [None] * len(shape))],
+                          initializer=inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("target", [11, 13, 17])
+@pytest.mark.parametrize("mode,value", [(None, True), ("constant", False), ("reflect", False), ("edge", False)])
+@pytest.mark.parametrize("axes,pads", [([1], [1, 2]), ([-1], [2, 0]), ([0, 1], [1, 0, 2, 1]), ([1, -2], [0, 1, 2, 1]),
+                                       ([-2], [1, 1]), ([], []), ([1], [-1, 2])])
+def test_pad_with_constant_axes_is_pad_11_with_pads_for_every_axis(axes, pads, mode, value, target):
+    # (No Adapter To Version $17 for Pad: PyTorch's dynamo exporter writes F.pad as Pad-18 with axes.)
+    model = _pad_axes_model(axes, pads, mode, value)
+    out = converted(model, target)
+    assert [n.op_type for n in out.graph.node if n.op_type != "Constant"] == ["Pad"]
+    pad = next(n for n in out.graph.node if n.op_type == "Pad")
+    assert len(pad.input) == (3 if value else 2) and [a.s.decode() for a in pad.attribute] == ([mode] if mode else [])
+    _same_outputs(out, model, {"x": np.arange(12, dtype=np.float32).reshape(3, 4)})
+
+
+def test_pad_with_constant_axes_and_pads_computed_at_run_time_gathers_them():
+    model = _pad_axes_model([-1, 0], [0, 0, 0, 0], pads_input=True, value=True)
+    out = converted(model, 11)
+    assert [n.op_type for n in out.graph.node if n.op_type != "Constant"] == ["Concat", "Gather", "Pad"]
+    for pads in ([1, 2, 3, 0], [0, 0, 0, 0], [2, 0, -1, 1]):
+        _same_outputs(out, model, {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "pads": np.array(pads)})
+
+
+def test_pad_axes_of_an_unknown_rank_or_out_of_range_stop_the_move_with_the_reason():
+    with pytest.raises(ConversionError, match=r"Pad \(opset 18, main graph\) to opset 13: its input's rank is unknown, and "
+                                              r"opset 13's Pad takes pads for every axis"):
+        converted(_pad_axes_model([1], [1, 1], shape=None), 13)
+    with pytest.raises(ConversionError, match=r"axes \[1, 1\] repeat an axis"):
+        converted(_pad_axes_model([1, -1], [0, 0, 1, 1]), 13)
+
+
+def test_pad_with_axes_moves_for_tensorrt_8_6():
+    import scatter_rewrite as sr
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="add"),
+             oh.make_node("Pad", ["s", "pads", "", "axes"], ["y"], mode="edge")]
+    graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT, [4, 4]), vi("i", TensorProto.INT64, [6, 4]),
+                                       vi("u", TensorProto.FLOAT, [6, 4])], [vi("y", TensorProto.FLOAT, [4, 7])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([1, 2], np.int64), "pads"),
+                                       onnx.numpy_helper.from_array(np.array([-1], np.int64), "axes")])
+    result = sr.prepare_for_tensorrt(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), trt_version="8.6",
+                                     validate=True)
+    assert {o.version for o in result.opset_import if o.domain == ""} == {17}
+
+
+# --- Where onnx.version_converter has no adapter: said in the model's terms ------------------------------------
+
+def _no_adapter_model(case: str) -> onnx.ModelProto:
+    vi = oh.make_tensor_value_info
+    if case == "GridSample":
+        nodes, opset = [oh.make_node("GridSample", ["x", "grid"], ["y"])], 20
+        inits = [onnx.numpy_helper.from_array(np.zeros((1, 2, 2, 2), np.float32), "grid")]
+        x, y = [1, 1, 3, 3], [1, 1, 2, 2]
+    elif case == "Resize":
+        nodes, opset = [oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")], 19
+        inits = [onnx.numpy_helper.from_array(np.array([1, 2, 2], np.float32), "scales")]
+        x, y = [1, 2, 4], [1, 4, 8]
+    else:
+        nodes, opset, inits = [oh.make_node("DFT", ["x", ""], ["y"])], 20, []
+        x, y = [1, 4, 1], [1, 4, 2]
+    graph = oh.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, x)], [vi("y", TensorProto.FLOAT, y)], initializer=inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("case,target,why", [
+    ("GridSample", 17, r"GridSample-20 has no form at opset 17 here \(onnx.version_converter has no adapter from "
+                       r"GridSample-20 to GridSample-16\)$"),
+    ("Resize", 11, r"Resize-19 has no form at opset 11 here \(onnx.version_converter has no adapter from Resize-13 to "
+                   r"Resize-11\)$"),
+    ("DFT", 13, r"DFT has no version before opset 17, nor a form of one here$"),
+])
+def test_a_move_the_converter_has_no_adapter_for_is_refused_in_the_models_terms(case, target, why):
+    # (The message was the converter's C++ assertion: "BaseConverter.h:66: adapter_lookup: Assertion `false`
+    # failed: No Adapter From Version $20 for GridSample".)
+    with pytest.raises(ConversionError, match=rf"^cannot convert {case} \(opset \d+, main graph\) to opset {target}: {why}") as e:
+        converted(_no_adapter_model(case), target)
+    assert "Assertion" not in str(e.value) and "$" not in str(e.value)
+
+
+def test_the_tensorrt_opset_cap_says_why_in_the_models_terms():
+    import scatter_rewrite as sr
+
+    model = _no_adapter_model("GridSample")
+    vi = oh.make_tensor_value_info
+    model.graph.node.append(oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0))
+    model.graph.input.extend([vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [2, 3]),
+                              vi("u", TensorProto.FLOAT, [2, 3])])
+    model.graph.output.append(vi("s", TensorProto.FLOAT, [4, 3]))
+    result, report = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True, return_report=True)
+    assert result.opset_import[0].version == 20
+    notes = " ".join(n for p in report.passes for n in p["notes"])
+    assert ("left at opset 20 (TensorRT 8.6's parser documents opsets up to 17): cannot convert GridSample (opset 20, "
+            "main graph) to opset 17: GridSample-20 has no form at opset 17 here" in notes), notes
+    assert "Assertion" not in notes

@@ -60,12 +60,13 @@ def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] |
     graph input of its dtype and dims. The small ones go in with their values, external or not:
     inference reads Reshape's shape, Unsqueeze's axes and Range's bounds, and without them it fails
     for the whole graph (the values after them stayed untyped, and opset moves refused Add-14 or
-    Expand-13 after a Reshape by an initializer)."""
+    Expand-13 after a Reshape by an initializer). An initializer that is also a graph input goes in
+    as that input, by its type only (:func:`_overridable_as_inputs`)."""
     proto = serialize_without_weights(model)
+    _overridable_as_inputs(proto)
     small_external = {name: value.const_value for name, value in model.graph.initializers.items()
                       if isinstance(value.const_value, ir.ExternalTensor)
                       and value.const_value.nbytes <= SHAPE_ONLY_BYTES}
-    inputs = {i.name for i in proto.graph.input}
     kept = []
     for init in proto.graph.initializer:
         if init.data_location != onnx.TensorProto.EXTERNAL:  # small: serialize_without_weights kept its bytes
@@ -75,7 +76,7 @@ def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] |
             del init.external_data[:]
             init.data_location = onnx.TensorProto.DEFAULT
             kept.append(init)
-        elif init.name not in inputs:  # (IR < 4 lists initializers as inputs already)
+        else:
             proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
     del proto.graph.initializer[:]
     proto.graph.initializer.extend(kept)
@@ -94,6 +95,17 @@ def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] |
             for a in node.attribute:
                 graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
     return found
+
+
+def _overridable_as_inputs(proto: onnx.ModelProto) -> None:
+    """Drop the main graph's initializers that are also graph inputs from this copy for inference:
+    callers may override them, and a shape inferred from the default (a Reshape's, which an opset move
+    then split into constant chunks) holds for that default only. The graph input keeps its type."""
+    inputs = {i.name for i in proto.graph.input}
+    kept = [init for init in proto.graph.initializer if init.name not in inputs]
+    if len(kept) < len(proto.graph.initializer):
+        del proto.graph.initializer[:]
+        proto.graph.initializer.extend(kept)
 
 
 def shape_of(t: onnx.TypeProto.Tensor) -> ir.Shape | None:
@@ -255,6 +267,7 @@ def correct_contradicted_shapes(model: ir.Model) -> list[str]:
     correcting a false one changes no result. Callers ask only of models that had control flow or
     local functions before their rewrite (:func:`has_control_flow`), where such claims come from."""
     proto = serialize_without_weights(model)
+    _overridable_as_inputs(proto)
     _custom_scatters_as_standard(proto)
     graphs = [proto.graph]
     while graphs:

@@ -231,7 +231,6 @@ def main() -> None:
             [case.ours, lambda: sess.run(None, feeds), lambda: [np.copy(a) for a in case.inputs],
              lambda: np.copy(case.inputs[0]), lambda: np.copyto(reused, case.inputs[0])],
             args.runs)
-        del reused
         first_run = first_run_ms(model, so, feeds, args.runs)
         if args.no_reference:
             ref_cell, ratio_cell = "-", "-"

@@ -59,7 +59,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import (
-    CUSTOM_SCATTER_OPS, Scope, attr, describe, is_default_domain, iter_nodes, nodes_within, reference_reason, remove_unused_expands,
+    CUSTOM_SCATTER_OPS, Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes, nodes_within, reference_reason, remove_unused_expands,
 )
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._trt_support import (
@@ -98,12 +98,7 @@ def check_trt_version(trt_version: str) -> str:
 
 
 def _is_constant(value: ir.Value | None) -> bool:
-    if value is None:
-        return False
-    if value.is_initializer() and not value.is_graph_input():
-        return True
-    producer = value.producer()
-    return producer is not None and producer.op_type == "Constant"
+    return constant_tensor(value) is not None
 
 
 def _loop_shape_changes(node: ir.Node) -> list[str]:

@@ -48,7 +48,7 @@ import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import (
-    SCATTER_OPS, Scope, attr, describe, function_calls, is_default_domain, iter_nodes, iter_scopes, reference_reason,
+    SCATTER_OPS, Scope, attr, constant_tensor, describe, function_calls, is_default_domain, iter_nodes, iter_scopes, reference_reason,
 )
 from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
@@ -174,17 +174,9 @@ def infer_missing_shapes(model: ir.Model) -> None:
 
 
 def const_array(value: ir.Value | None) -> np.ndarray | None:
-    """The value's array when it is a true constant (not an overridable graph input)."""
-    if value is None:
-        return None
-    if value.is_initializer() and not value.is_graph_input() and value.const_value is not None:
-        return value.const_value.numpy()
-    producer = value.producer()
-    if producer is not None and producer.op_type == "Constant" and is_default_domain(producer):
-        tensor = attr(producer, "value")
-        if tensor is not None:
-            return tensor.numpy()
-    return None
+    """The value's array when it is a true constant (:func:`graph.constant_tensor`)."""
+    tensor = constant_tensor(value)
+    return None if tensor is None else tensor.numpy()
 
 
 def call_site_values(model: ir.Model, scope: Scope, value: ir.Value) -> list[ir.Value] | None:

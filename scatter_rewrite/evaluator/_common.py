@@ -290,15 +290,17 @@ def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray,
         return restore_string_dtype(out, dtype)
     if _in_float32(dtype, reduction):
         work = data.astype(np.float32, order="C").reshape(-1)
-        _apply(work, flat, upd.astype(np.float32), reduction)
+        with _quiet():
+            _apply(work, flat, upd.astype(np.float32), reduction)
         out = np.array(data, order="C", copy=True)
         # Only the targets are rounded back: a round trip through float32 would rewrite the
         # payload of every bfloat16 NaN (ml_dtypes makes them all 0x7fc0), updated or not.
-        with np.errstate(all="ignore"):  # a sum past float16's range is inf, as in the type itself
+        with _quiet():  # a sum past float16's range is inf, as in the type itself
             out.reshape(-1)[flat] = work[flat].astype(dtype)
         return out
     out = copy_releasing(data)
-    _apply(out.reshape(-1), flat, upd, reduction)
+    with _quiet():
+        _apply(out.reshape(-1), flat, upd, reduction)
     return out
 
 
@@ -325,29 +327,30 @@ def scatter_rows(data: np.ndarray, updates: np.ndarray, reduction: str, n_rows: 
     out = np.empty(data.shape, dtype=dtype)
     per_row = upd.size // n_rows if n_rows else 0
     step = max(1, _BLOCK_BYTES // max(1, data[0].nbytes))
-    for r0 in range(0, data.shape[0], step):  # loops over blocks of rows, not elements
-        r1 = min(r0 + step, data.shape[0])
-        out[r0:r1] = data[r0:r1]
-        release_pages(data[r0:r1])
-        e1 = min(r1, n_rows)
-        if e1 > r0:
-            block_updates = upd[r0 * per_row:e1 * per_row]
-            _apply(out[r0:r1].reshape(-1), positions(r0, e1), block_updates, reduction)
-            release_pages(block_updates)
+    with _quiet():
+        for r0 in range(0, data.shape[0], step):  # loops over blocks of rows, not elements
+            r1 = min(r0 + step, data.shape[0])
+            out[r0:r1] = data[r0:r1]
+            release_pages(data[r0:r1])
+            e1 = min(r1, n_rows)
+            if e1 > r0:
+                block_updates = upd[r0 * per_row:e1 * per_row]
+                _apply(out[r0:r1].reshape(-1), positions(r0, e1), block_updates, reduction)
+                release_pages(block_updates)
     return out
 
 
+def _quiet() -> np.errstate:
+    """NaN and inf are values like any other in a scatter (inf - inf is NaN, as in onnxruntime):
+    no RuntimeWarning for them on the user's terminal."""
+    return np.errstate(all="ignore")
+
+
 def _apply(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, reduction: str) -> None:
-    """Scatter ``upd`` into the 1-D ``out`` at ``flat``, in order, combining with ``reduction``."""
+    """Scatter ``upd`` into the 1-D ``out`` at ``flat``, in order, combining with ``reduction``.
+    (Callers run it under :func:`_quiet`, once per kernel call: per block it cost 0.6 ms of 22.)"""
     if flat.size == 0:
         return
-    # NaN and inf are values like any other here (inf - inf is NaN, as in onnxruntime): no
-    # RuntimeWarning for them on the user's terminal.
-    with np.errstate(all="ignore"):
-        _combine(out, flat, upd, reduction)
-
-
-def _combine(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, reduction: str) -> None:
     if reduction == "none":
         # A 1-D integer-array assignment writes in index order, so for duplicate targets the
         # last update wins, the same as onnxruntime's sequential loop (the spec leaves it

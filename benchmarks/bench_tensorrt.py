@@ -181,7 +181,7 @@ def bench_nd(runs: int, write: bool = True) -> None:
          "`Where` took 13.6 ms for `Where` alone). The dynamic form adds an Expand of the row coordinates "
          "(~0.5 ms) and a dozen small shape nodes. So the ratio follows the machine more than the form: static "
          "1.50-1.60x and dynamic 1.62-1.72x over three runs on 2026-11-23, static 1.83-1.91x and dynamic 1.99-2.01x "
-         "over four runs on an AMD VM on 2026-11-24, static 1.38x and dynamic 1.49x on an Intel Xeon VM the same day, "
+         "over four runs on an AMD VM on 2026-11-24, static 1.38-1.45x and dynamic 1.43-1.49x over two runs on an Intel Xeon VM the same day, "
          "whose ScatterElements run is 3.5x slower (25-26 ms against 7) while the form adds 10-12 ms to it "
          "(6-7 ms on the AMD VM) "
          "(the forms unchanged)."])

@@ -38,3 +38,16 @@ class UpgradeAndRetypeIndices(ScatterPass):
         for value in model.graph.inputs:
             if value.name == "i":
                 value.type = ir.TensorType(ir.DataType.INT32)
+
+
+class Unregistered(ScatterPass):
+    """An invalid rewrite on purpose: an Add becomes an op no opset has (onnx.checker must catch it)."""
+
+    name = "unregistered-op"
+
+    def run(self, model):
+        for node, scope in iter_nodes(model):
+            if node.op_type == "Add":
+                node.op_type = "NoSuchOp"
+                self.rewrote(node, scope, "-> NoSuchOp (invalid on purpose)")
+                return

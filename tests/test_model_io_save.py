@@ -25,12 +25,11 @@ from onnx import TensorProto
 from typer.testing import CliRunner
 
 import scatter_rewrite.model_io as model_io
-from _wrong_passes import NegateScatterOutputs
+from _wrong_passes import NegateScatterOutputs, Unregistered
 from scatter_rewrite import testing
 from scatter_rewrite.cli import app
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import iter_nodes
-from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.pipeline import VERBS, Verb, check_model, rewrite_file
 from scatter_rewrite.validate import run_onnxruntime
@@ -103,19 +102,6 @@ def _move_to_file(model_path: Path, moves: dict[str, str]) -> None:
         for entry in tensor.external_data:
             entry.value = {"location": moves[tensor.name], "offset": str(offset), "length": str(len(data))}[entry.key]
     onnx.save(model, model_path)
-
-
-class Unregistered(ScatterPass):
-    """An invalid rewrite on purpose: an Add becomes an op no opset has (onnx.checker must catch it)."""
-
-    name = "unregistered-op"
-
-    def run(self, model):
-        for node, scope in iter_nodes(model):
-            if node.op_type == "Add":
-                node.op_type = "NoSuchOp"
-                self.rewrote(node, scope, "-> NoSuchOp (invalid on purpose)")
-                return
 
 
 # --------------------------------------------------------------------------- in place: the data file

@@ -50,7 +50,7 @@ from scatter_rewrite.graph import (
     SCATTER_OPS, attr, describe_parts, function_calls, is_default_domain, is_reference, iter_nodes,
     reference_reason,
 )
-from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
+from scatter_rewrite.type_inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
 from scatter_rewrite.passes.tensorrt import (
@@ -177,7 +177,7 @@ class _Inlined:
             return None
         copy = self._copies.get(fixed)
         if copy is None:
-            from scatter_rewrite.passes._inference import weightless_copy
+            from scatter_rewrite.type_inference import weightless_copy
             from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
 
             annotated = [(value, value.type, value.shape) for value, _ in self._borrowed]

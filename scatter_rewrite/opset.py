@@ -898,7 +898,7 @@ def scope_opsets(model: ir.Model) -> set[int]:
 def convert_opset(model: ir.Model, target: int) -> OpsetMove:
     """Set every default-domain opset import (model and functions) to ``target``, converting the
     nodes whose schema changes."""
-    from scatter_rewrite.passes._inference import annotate_function_types, borrow_inferred_types, restore_types
+    from scatter_rewrite.type_inference import annotate_function_types, borrow_inferred_types, restore_types
 
     move = OpsetMove(scope_opsets(model), target)
     converter = _Converter(target)

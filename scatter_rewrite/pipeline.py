@@ -116,7 +116,7 @@ class Outcome:
 def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase]) -> list[ScatterPassResult | ir.passes.PassResult]:
     """Run passes in order on ``model`` (in place). Unlike ``ir.passes.PassManager`` this keeps our
     errors as they are instead of wrapping them, and keeps every pass's result."""
-    from scatter_rewrite.passes._inference import correct_contradicted_shapes, has_control_flow
+    from scatter_rewrite.type_inference import correct_contradicted_shapes, has_control_flow
 
     claims = has_control_flow(model)  # (before the passes, which may inline what made the claims false)
     results = []

@@ -60,7 +60,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
 from scatter_rewrite.graph import attr, computes_a_scatter, function_calls, is_default_domain, is_reference, iter_nodes
-from scatter_rewrite.passes._inference import (
+from scatter_rewrite.type_inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
 )
 

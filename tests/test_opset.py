@@ -269,7 +269,7 @@ def test_range_by_initializer_bounds_then_add_moves_to_11():
 def test_inference_reads_small_initializers_and_gets_big_weights_as_typed_inputs(monkeypatch):
     """The small initializers shape inference reads go in with their values; a weight over
     SHAPE_ONLY_BYTES goes in as a graph input of its dtype and dims, never with its data."""
-    from scatter_rewrite.passes import _inference
+    from scatter_rewrite import type_inference as _inference
 
     vi = oh.make_tensor_value_info
     weight = np.ones((64, 32), np.float32)  # 8 KiB
@@ -294,7 +294,7 @@ def test_inference_reads_small_initializers_and_gets_big_weights_as_typed_inputs
 
 def test_inference_reads_a_small_initializer_kept_in_external_data(tmp_path):
     from scatter_rewrite.model_io import load_model
-    from scatter_rewrite.passes._inference import inferred_tensor_types
+    from scatter_rewrite.type_inference import inferred_tensor_types
 
     path = tmp_path / "m.onnx"
     onnx.save(_reshape_add_model(), path, save_as_external_data=True, location="m.data", size_threshold=0)
@@ -833,7 +833,7 @@ def _reshape_split_model() -> onnx.ModelProto:
 def test_shapes_inferred_from_a_default_callers_may_override_are_not_used():
     # (Shape inference read the default [2, 3]: Split-18 num_outputs=2 became constant chunks [2, 1], which
     # onnxruntime refused for shape [3, 2] and miscut for [1, 6].)
-    from scatter_rewrite.passes._inference import inferred_tensor_types
+    from scatter_rewrite.type_inference import inferred_tensor_types
 
     model = _reshape_split_model()
     found = inferred_tensor_types(ir.serde.deserialize_model(model))

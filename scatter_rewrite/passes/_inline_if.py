@@ -41,7 +41,7 @@ import onnx_ir as ir
 from scatter_rewrite.graph import (
     Scope, body_nodes, describe, is_default_domain, is_reference, iter_nodes, iter_scopes,
 )
-from scatter_rewrite.passes._inference import (
+from scatter_rewrite.type_inference import (
     annotate_function_types, borrow_inferred_types, inferred_tensor_types, restore_types, shape_of,
 )
 from scatter_rewrite.passes.fold import CannotEvaluate, ConstantChains

@@ -65,7 +65,7 @@ from scatter_rewrite.graph import (
 )
 from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes import _segment_reduce as seg
-from scatter_rewrite.passes._inference import annotate_functions_with, borrow_inferred_types, restore_types
+from scatter_rewrite.type_inference import annotate_functions_with, borrow_inferred_types, restore_types
 from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass
 

@@ -50,7 +50,7 @@ from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import (
     SCATTER_OPS, Scope, attr, constant_tensor, describe, function_calls, is_default_domain, iter_nodes, iter_scopes, reference_reason,
 )
-from scatter_rewrite.passes._inference import annotate_functions_with, restore_types
+from scatter_rewrite.type_inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
 from scatter_rewrite.passes.base import ScatterPass
 

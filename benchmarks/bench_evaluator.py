@@ -244,12 +244,14 @@ def main() -> None:
             ort_f32 = True
             wide = [a.astype(np.float32) if a.dtype == np.float16 else a for a in case.inputs]
             model = one_node_model(case.op, wide, **case.attrs)
-            sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            sess = ort.InferenceSession(model.SerializeToString(), so,
+                                        providers=["CPUExecutionProvider"])
             feeds = dict(zip(input_names(case.op), wide))
             expected = sess.run(None, feeds)[0].astype(np.float16)
         if case.attrs.get("reduction") in ("add", "mul"):
             tol = 1e-2 if got.dtype == np.float16 else 1e-5  # float16: rounded after each update
-            np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32), rtol=tol, atol=tol)
+            np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32),
+                                       rtol=tol, atol=tol)
         else:
             np.testing.assert_array_equal(got, expected)
 
@@ -277,9 +279,9 @@ def main() -> None:
                 note += f", on 1/{scale} of the indices, time x{scale}"
             notes.append(f"- {case.name}: onnx.reference {note}")
         f32 = " (f32)" if ort_f32 else ""
-        lines.append(f"| {case.name} | {_ms(ours)} | {_ms(ort_ms)}{f32} | {ref_cell} | {_ms(floor)} | "
-                     f"{_ms(fresh_copy)} | {ours / ort_ms:.2f}{f32} | {ratio_cell} | {_ms(first_run)}{f32} | "
-                     f"{ours / first_run:.2f}{f32} |")
+        lines.append(f"| {case.name} | {_ms(ours)} | {_ms(ort_ms)}{f32} | {ref_cell} | "
+                     f"{_ms(floor)} | {_ms(fresh_copy)} | {ours / ort_ms:.2f}{f32} | "
+                     f"{ratio_cell} | {_ms(first_run)}{f32} | {ours / first_run:.2f}{f32} |")
         rows.append(Row(case.op, case.name, ours, ort_ms, None if args.no_reference else ref, floor,
                         fresh_copy, reused_copy, first_run, ort_f32))
         print(lines[-1], file=sys.stderr, flush=True)
@@ -292,8 +294,9 @@ def main() -> None:
         "once; \"data copy into new memory\" = np.copy of the data (past_cache) alone, what any kernel that "
         "returns a new array and leaves its inputs alone must at least do. ORT's column is a session's steady "
         "state, writing into arena memory earlier runs mapped; \"ORT first run\" is the first run of a new "
-        "session (creation not timed), as when a constant scatter is folded once. \"(f32)\": onnxruntime has "
-        "no kernel for the case's float16 add, its float32 kernel on the same shapes was timed.",
+        "session (creation not timed), as when a constant scatter is folded once. "
+        "\"(f32)\": onnxruntime has no kernel for the case's float16 add, its float32 kernel "
+        "on the same shapes was timed.",
         "",
         *lines,
         *(["", "onnx.reference runs:", *notes] if notes else []),
@@ -350,9 +353,10 @@ def reading(rows: list[Row]) -> list[str]:
                            f"{_ms(r.ort)}; ours spends {_ms(r.ours - r.new_copy)} ms beyond it")
             out.append(f"  - {r.name} at {r.ours / r.ort:.2f}: {verdict}.")
     if half:
-        out.append("- float16 add (onnxruntime 1.32's CPU provider has no such kernel; ours rounds after "
-                   "each update, bit for bit with onnx.reference): ours/(onnxruntime's float32 kernel on the "
-                   "same shapes) " + ", ".join(f"{r.ours / r.ort:.2f} ({r.name})" for r in half) + ".")
+        ratios_said = ", ".join(f"{r.ours / r.ort:.2f} ({r.name})" for r in half)
+        out.append("- float16 add (onnxruntime 1.32's CPU provider has no such kernel; ours rounds "
+                   "after each update, bit for bit with onnx.reference): ours/(onnxruntime's "
+                   f"float32 kernel on the same shapes) {ratios_said}.")
     first = [r.ours / r.ort_first for r in rows_with_ort]
     out.append(f"- ours/(ORT first run of a new session), which pays for new pages too: {min(first):.2f}-{max(first):.2f} "
                "(not the target's measure, which is the steady state above).")

@@ -12,8 +12,9 @@ The nodes (see docs/custom-ops.md and :mod:`scatter_rewrite.passes.lower`):
 
 Semantics: exactly ONNX ScatterElements-18/ScatterND-18 as onnxruntime's CPU kernels compute them
 (our NumPy evaluator, :mod:`scatter_rewrite.evaluator`). float16 and bfloat16 data they take
-only widened to float32 (:data:`WIDENED_TO_FLOAT32`: ``lower --mode custom`` casts around the node). They are onnxruntime-extensions Python
-ops (``onnxruntime_extensions.onnx_op``): that package fixes the domain to ``ai.onnx.contrib``
+only widened to float32 (:data:`WIDENED_TO_FLOAT32`: ``lower --mode custom`` casts around the
+node). They are onnxruntime-extensions Python ops (``onnxruntime_extensions.onnx_op``): that
+package fixes the domain to ``ai.onnx.contrib``
 and needs one registration per type signature (an op may have only one dynamically typed input,
 onnxruntime 1.32 custom_ops.cc), hence one per data dtype x index dtype. Python ops are slow
 (every output goes through a Python list): they are for validation, not for serving.

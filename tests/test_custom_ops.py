@@ -34,8 +34,8 @@ def gnn_model(elem_type: int, reduction: str, outer_type: int | None = None) -> 
         oh.make_node("Unsqueeze", ["dst", "axes1"], ["dst_col"]),
         oh.make_node("Shape", ["messages"], ["messages_shape"]),
         oh.make_node("Expand", ["dst_col", "messages_shape"], ["index"]),
-        oh.make_node("ScatterElements", [x, "index", "messages"], [out], axis=0, reduction=reduction,
-                     name="aggregate"),
+        oh.make_node("ScatterElements", [x, "index", "messages"], [out], axis=0,
+                     reduction=reduction, name="aggregate"),
     ]
     if outer_type is not None:
         nodes.append(oh.make_node("Cast", ["y_inner"], ["y"], to=outer_type))
@@ -63,7 +63,8 @@ def feeds(x_dtype) -> dict[str, np.ndarray]:
 def run_with_custom_ops(model: onnx.ModelProto, inputs: dict) -> np.ndarray:
     options = ort.SessionOptions()
     custom_ops.register(options)
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
     return custom_ops.run(session, inputs)[0]
 
 

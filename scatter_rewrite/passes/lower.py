@@ -222,8 +222,9 @@ class LowerPass(ScatterPass):
             nodes, out = custom_reduction(node, names)
             detail = f"-> {CUSTOM_DOMAIN}::{node.op_type}(reduction={reduction})"
             if _widened(node):
-                detail += (f" on float32, cast from and back to {node.inputs[0].dtype.name.lower()} "
-                           f"(onnxruntime-extensions' Python ops take no float16/bfloat16)")
+                detail += (f" on float32, cast from and back to "
+                           f"{node.inputs[0].dtype.name.lower()} (onnxruntime-extensions' Python "
+                           f"ops take no float16/bfloat16)")
             return nodes, out, detail
         if self.mode == "tensorrt-plugin":
             reason = tensorrt_plugin_blocker(node)
@@ -253,12 +254,13 @@ def custom_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir
     if _widened(node):  # float32 holds every value exactly: Cast there and back loses none
         data, indices, updates = node.inputs
         dtype, wide = data.dtype, ir.DataType.FLOAT
-        result = b.op(node.op_type, b.cast(data, wide, dtype), indices, b.cast(updates, wide, dtype),
-                      domain=CUSTOM_DOMAIN, dtype=wide, **attributes)
+        result = b.op(node.op_type, b.cast(data, wide, dtype), indices,
+                      b.cast(updates, wide, dtype), domain=CUSTOM_DOMAIN, dtype=wide, **attributes)
         _shaped_like_data(result, node)
         out = b.cast(result, dtype, wide)
     else:
-        out = b.op(node.op_type, *node.inputs, domain=CUSTOM_DOMAIN, dtype=node.inputs[0].dtype, **attributes)
+        out = b.op(node.op_type, *node.inputs, domain=CUSTOM_DOMAIN, dtype=node.inputs[0].dtype,
+                   **attributes)
     _shaped_like_data(out, node)
     return b.nodes, out
 

@@ -177,7 +177,7 @@ def test_the_cli_prints_the_cross_check(tmp_path):
 
 @pytest.mark.parametrize("op", ["Sigmoid", "Softmax"])
 def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_original_there(op):
-    """The other way round: onnxruntime runs the float16 original, not the custom-domain float16
+    """The other way round: onnxruntime runs the float16 original, not the TensorRT plugin's float16
     form (no such Python op), and onnxruntime's float16 Sigmoid/Softmax after the scatter rounds
     otherwise than NumPy's. Both models run in onnx.reference; onnxruntime's results on the original
     are compared with onnx.reference's within the float16 tolerance."""
@@ -186,7 +186,7 @@ def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_origin
     graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT16, [8, 64]), vi("i", TensorProto.INT64, [4, 64]),
                                        vi("u", TensorProto.FLOAT16, [4, 64])], [vi("y", TensorProto.FLOAT16, [8, 64])])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
-    _, outcome = sr.lower(model, opset=13, mode="custom", validate=True, return_report=True)
+    _, outcome = sr.lower(model, opset=13, mode="tensorrt-plugin", validate=True, return_report=True)
     v = outcome.validation
     assert v["checked_against"].startswith("onnxruntime on the original model, onnx.reference")
     assert v["checked_against"].endswith(" and on the original") and v["max_abs_diff"] == 0.0

@@ -20,7 +20,7 @@ from onnx import TensorProto
 from onnx import numpy_helper as nh
 
 import scatter_rewrite as sr
-from scatter_rewrite import validate as validation
+from scatter_rewrite.validate import engines
 from scatter_rewrite.validate import compare, plan_validation, run_onnxruntime, validate
 
 ort.set_default_logger_severity(3)
@@ -207,12 +207,12 @@ def test_onnxruntime_far_from_onnx_reference_on_the_rewritten_model_is_reported_
     """The cross-check measures, it does not judge: the proof is the comparison in one engine, and
     engines round differently (an audit's MatMul with K=768 differed by 6e-5, a Conv by 5e-5)."""
     (original, rewritten), plan = legacy_paths
-    real = validation.run_onnxruntime
+    real = engines.run_onnxruntime
 
     def off_by_a_bit(model, inputs, threads=0):
         return [o + np.float32(1e-3) for o in real(model, inputs, threads)]
 
-    monkeypatch.setattr(validation, "run_onnxruntime", off_by_a_bit)
+    monkeypatch.setattr(engines, "run_onnxruntime", off_by_a_bit)
     result = validate(original, rewritten, plan)
     assert result.max_abs_diff == 0.0  # the proof, in onnx.reference
     assert result.cross_check.startswith("onnxruntime runs the rewritten model too; its outputs differ from "
@@ -250,7 +250,7 @@ def test_a_rewritten_model_onnx_reference_cannot_run_is_compared_across_engines(
     (Whether NumPy's and onnxruntime's MatMul agree depends on the CPU: zero inputs make every
     product zero in both, and the one-ulp step below is the difference to catch.)"""
     (original, rewritten), plan = legacy_paths
-    real_reference, real_ort = validation.run_reference, validation.run_onnxruntime
+    real_reference, real_ort = engines.run_reference, engines.run_onnxruntime
     plan.inputs["d"] = np.zeros_like(plan.inputs["d"])
     plan.inputs["u"] = np.zeros_like(plan.inputs["u"])
 
@@ -262,11 +262,11 @@ def test_a_rewritten_model_onnx_reference_cannot_run_is_compared_across_engines(
     def one_ulp_up(model, inputs, threads=0):
         return [np.nextafter(o, np.float32(np.inf)) for o in real_ort(model, inputs, threads)]
 
-    monkeypatch.setattr(validation, "run_reference", not_the_rewritten)
+    monkeypatch.setattr(engines, "run_reference", not_the_rewritten)
     result = validate(original, rewritten, plan)
     assert result.checked_against.endswith("onnxruntime on the rewritten one (onnx.reference cannot)")
     assert result.cross_check == "" and result.max_abs_diff == 0.0
-    monkeypatch.setattr(validation, "run_onnxruntime", one_ulp_up)
+    monkeypatch.setattr(engines, "run_onnxruntime", one_ulp_up)
     with pytest.raises(sr.ValidationError, match="not bit-exact"):
         validate(original, rewritten, plan)
 

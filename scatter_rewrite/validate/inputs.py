@@ -1,4 +1,4 @@
-"""Prove a rewrite changes nothing: run original and rewritten in onnxruntime on the same inputs.
+"""Inputs for validation that respect every scatter's contract, traced on the original model.
 
 Inputs are seeded and respect each scatter's contract (our custom-domain scatters, which compute the
 standard ops, included: :func:`graph.computes_a_scatter`): a graph input that feeds scatter indices
@@ -35,14 +35,6 @@ plan's notes say so, and such a validation may fail on write order. Joint genera
 indices over the product of the bounds, split between the inputs) would cover the same-shape case
 too; not done, to keep one contract per input.
 
-Comparison is exact (bit for bit, NaN positions included) for integers and for none/max/min; float
-outputs of a model holding a float add/mul scatter are compared within :data:`FLOAT_TOLERANCE`,
-because a lowering may sum in another order. Where onnxruntime cannot run the original (an invalid
-deprecated ``Scatter``, a reduction its CPU kernel lacks) or the rewritten model (a kernel it lacks),
-both are evaluated by ``onnx.reference`` with our NumPy scatter kernels and compared there, and the
-model onnxruntime does run is compared with its own onnx.reference results within the float
-tolerance (see :func:`validate`); the result says so. onnxruntime's outputs are compared as the
-element types the model declares (:func:`_as_declared`).
 """
 
 from __future__ import annotations
@@ -50,28 +42,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import re
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
+from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.graph import attr, computes_a_scatter, function_calls, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.type_inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
 )
+from scatter_rewrite.validate.engines import first_line
 
-# (rtol, atol) for float outputs of models with a float add/mul scatter: a few ulps of the partial
-# sums' magnitude. Everything else must be bit-exact.
-FLOAT_TOLERANCE = {
-    np.dtype(np.float16): (1e-2, 1e-2),
-    np.dtype(np.float32): (1e-5, 1e-5),
-    np.dtype(np.float64): (1e-12, 1e-12),
-}
-BFLOAT16_TOLERANCE = (4e-2, 4e-2)
 SYMBOLIC_DIM_SIZE = 4
 # Ops whose output has the shape of their first input, besides the scatters (computes_a_scatter).
 _SAME_SHAPE_OPS = {"Cast", "Identity"}
@@ -116,23 +98,6 @@ class ValidationPlan:
     notes: list[str]
     outputs: list[str] = dataclasses.field(default_factory=list)  # graph output names (passes keep them)
 
-
-@dataclasses.dataclass
-class ValidationResult:
-    checked_against: str
-    tolerance: str
-    max_abs_diff: float
-    outputs: dict[str, float]
-    notes: list[str]
-    # Where the proof ran in onnx.reference: how onnxruntime's results on the model it runs compare
-    # with onnx.reference's (see validate); empty where onnxruntime ran both.
-    cross_check: str = ""
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-# --------------------------------------------------------------------------- inputs
 
 
 def _np_dtype(dtype: ir.DataType | None):
@@ -841,355 +806,6 @@ def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as archive:
             return {k: archive[k] for k in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else _first_line(e)
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
         raise ValidationError(f"--inputs {path}: cannot read it as a .npz archive ({reason})") from e
 
-
-# --------------------------------------------------------------------------- running
-
-
-def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0) -> list[np.ndarray]:
-    import onnxruntime as ort
-
-    from scatter_rewrite import custom_ops
-
-    source = str(model) if isinstance(model, (str, Path)) else model
-    run = None
-    try:
-        session = ort.InferenceSession(source, _session_options(threads), providers=["CPUExecutionProvider"])
-    except Exception as e:
-        # Our custom-domain nodes (lower --mode custom) only: registering them costs seconds where
-        # onnxruntime-extensions finds PyTorch installed (it imports it), so only on demand.
-        if custom_ops.DOMAIN not in str(e):
-            raise
-        options = _session_options(threads)
-        custom_ops.register(options)
-        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-        run = custom_ops.run  # raises what the ops raised (an index out of range), after the run
-    names = {i.name for i in session.get_inputs()}
-    run_options = ort.RunOptions()
-    run_options.log_severity_level = 4
-    feeds = {k: v for k, v in inputs.items() if k in names}
-    outputs = run(session, feeds, run_options) if run else session.run(None, feeds, run_options)
-    return [_as_declared(array, o.type) for array, o in zip(outputs, session.get_outputs())]
-
-
-def _as_declared(array: Any, ort_type: str) -> Any:
-    """An onnxruntime output as the ONNX element type the model declares (``ort_type``, as
-    ``tensor(float8e4m3fn)``), the type onnx.reference returns. onnxruntime's Python binding returns
-    float8e4m3fn and float4e2m1 as raw uint8: one byte per element, or packed two to a byte (low
-    nibble first) at the start of an array of the element count. (The other types NumPy lacks, float8e5m2
-    or int4, it does not return at all: "No corresponding Numpy type".)"""
-    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not ort_type.startswith("tensor("):
-        return array
-    declared = getattr(ir.DataType, ort_type[len("tensor("):-1].upper(), None)
-    if declared is None or declared == ir.DataType.UINT8:
-        return array
-    if declared.bitwidth == 8:
-        return array.view(declared.numpy())
-    packed = array.reshape(-1)[: (array.size * declared.bitwidth + 7) // 8]
-    return ir.PackedTensor(packed, declared, shape=ir.Shape(array.shape)).numpy()
-
-
-def _session_options(threads: int):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 4  # failures reach the user as our own one-line error, not ORT's log
-    # Validation checks kernels, not ORT's graph optimizer. ORT memory-maps external initializers on
-    # CPU, but constant folding and MatMul weight prepacking copy them into the heap: measured with
-    # ORT 1.32 on a 2.2 GiB external-data model, a session holds 1286 MB after creation with the
-    # default level and 54 MB with optimizations off (benchmarks/RESULTS-scale.md). Off also makes
-    # session creation ~30% faster on a 50k-node graph.
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.add_session_config_entry("session.disable_prepacking", "1")
-    # Without the arena, buffers go back as soon as a run is done instead of staying reserved for
-    # the next run (there is none): measured 0.8 -> 0.5 GB peak validating a 76 MiB model.
-    options.enable_cpu_mem_arena = False
-    return options
-
-
-def run_reference(model_path: str | os.PathLike, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
-    import warnings
-
-    from scatter_rewrite.evaluator.reference_ops import make_evaluator
-
-    evaluator = make_evaluator(onnx.load(str(model_path)))
-    # NumPy's RuntimeWarnings (log of 0, an overflow to inf) are values here, as in onnxruntime,
-    # not lines for the user's terminal.
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return evaluator.run(None, inputs)
-
-
-_BLOCK = 1 << 20  # elements compared at a time: temporaries stay ~8 MiB whatever the output's size
-
-
-def _blocks(e: np.ndarray, a: np.ndarray):
-    """The two arrays as matching flat blocks (no copy of either whole array)."""
-    e, a = e.reshape(-1), a.reshape(-1)
-    for start in range(0, max(e.size, 1), _BLOCK):
-        yield e[start:start + _BLOCK], a[start:start + _BLOCK]
-
-
-def _wide(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
-
-
-def _is_float(dtype: np.dtype) -> bool:
-    """NumPy's float and complex types, and ml_dtypes' floats (bfloat16, float8, float4: kind "V")."""
-    if dtype.kind in "fc":
-        return True
-    if dtype.kind != "V":
-        return False
-    import ml_dtypes
-
-    try:
-        ml_dtypes.finfo(dtype)
-    except (TypeError, ValueError):  # int4, uint4, ...
-        return False
-    return True
-
-
-def _bit_exact_mismatch(a: np.ndarray, b: np.ndarray) -> bool:
-    """Different values, NaN positions or zero signs (NaN payloads may differ)."""
-    if not _is_float(a.dtype):  # (== on an ml_dtypes float would take NaN for a difference, -0.0 for +0.0)
-        return not np.array_equal(a, b)
-    for ea, eb in _blocks(a, b):
-        af, bf = _wide(ea), _wide(eb)
-        nan_a = np.isnan(af)
-        if not np.array_equal(nan_a, np.isnan(bf)):
-            return True
-        ok = ~nan_a
-        if not np.array_equal(af[ok], bf[ok]):
-            return True
-        if a.dtype.kind != "c" and not np.array_equal(np.signbit(af[ok]), np.signbit(bf[ok])):
-            return True
-    return False
-
-
-def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
-    if a.dtype == object or a.dtype == np.bool_ or a.size == 0:
-        return 0.0 if np.array_equal(a, b) else float("inf")
-    worst = 0.0
-    for ea, eb in _blocks(a, b):
-        with np.errstate(invalid="ignore"):  # inf - inf is NaN, dropped: equal infinities differ by nothing
-            diff = np.abs(_wide(ea) - _wide(eb))
-        diff = diff[~np.isnan(diff)]
-        if diff.size:
-            worst = max(worst, float(diff.max()))
-    return worst
-
-
-def _within_tolerance(e: np.ndarray, a: np.ndarray, rtol: float, atol: float) -> bool:
-    return all(np.allclose(_wide(ab), _wide(eb), rtol=rtol, atol=atol, equal_nan=True) for eb, ab in _blocks(e, a))
-
-
-def _tolerance(dtype: np.dtype) -> tuple[float, float] | None:
-    if dtype.name == "bfloat16":
-        return BFLOAT16_TOLERANCE
-    return FLOAT_TOLERANCE.get(dtype)
-
-
-def _tolerance_said(outputs: list[Any]) -> str:
-    """The tolerances of the float types among ``outputs`` (the others are compared exactly)."""
-    dtypes = {o.dtype: None for o in outputs if isinstance(o, np.ndarray)}
-    said = [f"{d.name}: rtol={t[0]}, atol={t[1]}" for d in dtypes if (t := _tolerance(d)) is not None]
-    return ("float outputs within " + ", ".join(said) + "; everything else exact") if said else "exact (bit for bit)"
-
-
-def _as_text(strings: np.ndarray) -> np.ndarray:
-    """A string tensor as an object array of ``str`` (ONNX strings are UTF-8)."""
-    decode = np.frompyfunc(lambda x: x.decode() if isinstance(x, bytes) else str(x), 1, 1)
-    return np.asarray(decode(strings), dtype=object) if strings.size else strings.astype(object)
-
-
-def compare(names: list[str], expected: list[Any], actual: list[Any], float_tolerance: bool) -> tuple[dict[str, float], list[str]]:
-    """Per-output max |difference|, and a list of failures (empty when they agree)."""
-    diffs, failures = {}, []
-    for name, e, a in zip(names, expected, actual):
-        e, a = np.asarray(e), np.asarray(a)
-        if e.dtype.kind in "OSU" and a.dtype.kind in "OSU":  # strings: np.str_/np.bytes_ arrays from
-            e, a = _as_text(e), _as_text(a)  # onnx.reference, object arrays (str) from onnxruntime
-        if e.shape != a.shape or e.dtype != a.dtype:
-            failures.append(f"output '{name}': expected {e.dtype}{list(e.shape)}, got {a.dtype}{list(a.shape)}")
-            continue
-        diffs[name] = _max_abs_diff(e, a)
-        tol = _tolerance(e.dtype) if float_tolerance else None
-        if tol is not None:
-            rtol, atol = tol
-            if not _within_tolerance(e, a, rtol, atol):
-                failures.append(f"output '{name}': max |difference| {diffs[name]:.3g} exceeds rtol={rtol}, atol={atol}")
-        elif _bit_exact_mismatch(e, a):
-            failures.append(f"output '{name}': not bit-exact (max |difference| {diffs[name]:.3g})")
-    return diffs, failures
-
-
-def _first_line(e: BaseException, limit: int = 200) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:limit] if text else type(e).__name__
-
-
-def _without_paths(reason: str | None) -> str | None:
-    """An onnxruntime reason without the model file it names ("Load model from /tmp/x.onnx failed:"),
-    to compare the original's failure with the rewritten model's."""
-    return None if reason is None else re.sub(r"Load model from \S+ failed:", "Load model failed:", reason)
-
-
-def _ort_reason(e: BaseException) -> str:
-    """onnxruntime's messages bury the reason after the node dump: keep the reason."""
-    text = _first_line(e, 10_000)
-    for marker in ("Type Error: ", " Error ", "Status Message: "):
-        if marker in text:
-            return text.rsplit(marker, 1)[1][:200]
-    return text[:200]
-
-
-def allow_float_rounding(plan: ValidationPlan, results) -> None:
-    """After the passes: where one re-expressed an op so that float results may round differently
-    (``ScatterPassResult.float_rounding``: an op replaced by its ONNX function body, the spec's own
-    definition of it), float outputs are compared within FLOAT_TOLERANCE, and the notes say why."""
-    ops = sorted({op for r in results for op in getattr(r, "float_rounding", ())})
-    if ops and not plan.float_tolerance:
-        plan.float_tolerance = True
-        plan.notes.append(f"float outputs compared within tolerance: {', '.join(ops)} replaced by "
-                          f"{'its' if len(ops) == 1 else 'their'} ONNX function body")
-
-
-def _lacks_a_kernel(e: BaseException) -> bool:
-    """Whether onnxruntime refused a model for a kernel or type its CPU provider lacks, or whose
-    inputs or outputs its Python binding cannot pass (bfloat16 inputs: "Numpy_type 256 can't be
-    converted"; float8e5m2, int4 outputs: "No corresponding Numpy type"), not for a malformed graph."""
-    text = str(e)
-    # (A type refused inside an If/Loop body comes as FAIL "Graph attribute inferencing failed".)
-    return ("NOT_IMPLEMENTED" in text or "No corresponding Numpy type" in text or "can't be converted to MLDataType" in text or ("RUNTIME_EXCEPTION" in text and "data type is not supported" in text)
-            or (("INVALID_GRAPH" in text or "Graph attribute inferencing failed" in text)
-                and "Type Error: Type 'tensor(" in text))
-
-
-_REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
-
-
-def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:
-    """Run both models and compare; raise ValidationError on any difference.
-
-    Both run in onnxruntime where it runs both. Where it cannot run one of them, both run in
-    onnx.reference and are compared there, in one engine: the proof of the rewrite. (Across engines,
-    a float op after the scatter, NumPy's MatMul against onnxruntime's, rounds differently, and no
-    bit-for-bit comparison would hold.) The model onnxruntime does run is then compared with its own
-    onnx.reference results too (``cross_check``): it loads and runs, and the summary says how far the
-    two engines are apart on it (never a failure: their float ops round differently). Where
-    onnx.reference cannot run that model, onnxruntime's results on it are compared with the other's.
-    """
-    try:
-        original_ort = run_onnxruntime(original, plan.inputs)
-        ort_cannot_run_original = None
-    except Exception as ort_error:  # ORT reports load/run failures through several exception types
-        original_ort, ort_cannot_run_original = None, _ort_reason(ort_error)
-    original_ref = None
-    if original_ort is None:
-        original_ref = _run_original_in_reference(original, plan, ort_cannot_run_original)
-    try:
-        rewritten_ort = run_onnxruntime(rewritten, plan.inputs)
-        ort_cannot_run_rewritten = None
-    except Exception as e:
-        # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
-        # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime cannot run.
-        if not _lacks_a_kernel(e) and _without_paths(_ort_reason(e)) != _without_paths(ort_cannot_run_original):
-            raise ValidationError(f"onnxruntime cannot run the rewritten model: {_first_line(e, 300)}") from e
-        # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
-        # original's ScatterElements has): the rewritten model runs in the reference evaluator
-        # (already past onnx.checker), and the summary says so.
-        rewritten_ort, ort_cannot_run_rewritten = None, _ort_reason(e)
-    cross_check = None  # (model, its onnx.reference results, its onnxruntime results)
-    if original_ort is not None and rewritten_ort is not None:
-        expected, actual = original_ort, rewritten_ort
-        checked_against = "onnxruntime on the original model"
-    elif original_ort is None and rewritten_ort is None:
-        expected, actual = original_ref, _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
-        checked_against = f"{_REFERENCE}, for both models (onnxruntime cannot run either: {ort_cannot_run_original})"
-    elif original_ort is None:  # the rewritten model runs in onnxruntime
-        expected, actual = original_ref, _reference_or_none(rewritten, plan)
-        checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
-                           f"{ort_cannot_run_original})")
-        if actual is None:
-            actual = rewritten_ort
-            checked_against = (f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
-                               f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference cannot)")
-        else:
-            cross_check = ("rewritten", actual, rewritten_ort)
-    else:  # the original runs in onnxruntime, the rewritten model does not
-        expected = _reference_or_none(original, plan)
-        actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
-        checked_against = (f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime lacks a "
-                           f"kernel it uses: {ort_cannot_run_rewritten})")
-        if expected is None:
-            expected = original_ort
-        else:
-            checked_against += " and on the original"
-            cross_check = ("original", expected, original_ort)
-    # (Not read back from the rewritten file: with inline weights that would parse all of them again.)
-    names = plan.outputs or [f"output {i}" for i in range(len(actual))]
-    diffs, failures = compare(names, expected, actual, plan.float_tolerance)
-    if failures:
-        raise ValidationError("validation failed, nothing written: " + "; ".join(failures))
-    tolerance = _tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
-    return ValidationResult(checked_against, tolerance, max(diffs.values(), default=0.0), diffs, list(plan.notes),
-                            _cross_check(names, *cross_check) if cross_check else "")
-
-
-def _run_original_in_reference(original: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
-    """The original's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
-    try:
-        return run_reference(original, plan.inputs)
-    except IndexOutOfRangeError as e:
-        if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
-            raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
-                                  "scatter indices must lie within the data's bounds") from e
-        # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
-        # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
-        raise ValidationError(f"the generated validation inputs put an index out of range in the original "
-                              f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate") from e
-    except ScatterRewriteError:
-        raise
-    except Exception as ref_error:
-        raise ValidationError(
-            f"cannot evaluate the original model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{_first_line(ref_error)}'; use --no-validate to skip"
-        ) from ref_error
-
-
-def _run_rewritten_in_reference(rewritten: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
-    """The rewritten model's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
-    try:
-        return run_reference(rewritten, plan.inputs)
-    except ScatterRewriteError:
-        raise
-    except Exception as ref_error:
-        raise ValidationError(f"cannot evaluate the rewritten model: onnxruntime says '{ort_reason}', "
-                              f"onnx.reference says '{_first_line(ref_error)}'") from ref_error
-
-
-def _reference_or_none(model: str | os.PathLike, plan: ValidationPlan) -> list | None:
-    """A model's outputs from onnx.reference, or None where it cannot run it (onnxruntime does)."""
-    try:
-        return run_reference(model, plan.inputs)
-    except Exception:  # (an op or type onnxruntime has and onnx.reference lacks)
-        return None
-
-
-def _cross_check(names: list[str], which: str, reference: list, ort: list) -> str:
-    """onnxruntime's results on the ``which`` model against onnx.reference's, which the proof used, for
-    the summary: how far apart the two engines are on a model the rewrite does not judge (a MatMul with
-    K=768, a Conv, a long ReduceSum round differently in each, by more than any tolerance for a
-    scatter's sums; a QuantizeLinear after them may then differ by one). Never a failure: the proof is
-    the comparison in one engine."""
-    diffs, failures = compare(names, reference, ort, float_tolerance=True)
-    worst = max(diffs.values(), default=0.0)
-    if not failures:
-        return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
-                f"{_tolerance_said(reference)}, max |difference| {worst:.3g}")
-    return (f"onnxruntime runs the {which} model too; its outputs differ from onnx.reference's by up to {worst:.3g} "
-            f"(the engines' float ops round differently: {'; '.join(failures)})")

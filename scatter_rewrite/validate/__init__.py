@@ -5,7 +5,7 @@ Three parts, one module each:
 - :mod:`.inputs`: seeded inputs that respect every scatter's contract, traced on the original
   model before any pass runs (:func:`plan_validation`), or the user's, checked.
 - :mod:`.engines`: running a model in onnxruntime or in ``onnx.reference`` with our NumPy kernels.
-- :mod:`.compare`: exact for integers and none/max/min, a judgement that follows the float
+- :mod:`.comparison`: exact for integers and none/max/min, a judgement that follows the float
   arithmetic where a rewrite may reorder float additions or multiplications.
 
 :func:`validate` (in :mod:`.proof`) runs both models, in one engine where it can, and raises
@@ -13,7 +13,7 @@ ValidationError on any difference. The caller plans before the passes and, after
 passes' results say where floats may round otherwise (:func:`allow_float_rounding`).
 """
 
-from scatter_rewrite.validate.compare import BFLOAT16_TOLERANCE, FLOAT_TOLERANCE, compare
+from scatter_rewrite.validate.comparison import BFLOAT16_TOLERANCE, FLOAT_TOLERANCE, compare
 from scatter_rewrite.validate.engines import run_onnxruntime, run_reference
 from scatter_rewrite.validate.inputs import IndexContract, ValidationPlan, load_inputs, plan_validation
 from scatter_rewrite.validate.proof import ValidationResult, allow_float_rounding, validate

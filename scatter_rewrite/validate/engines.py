@@ -75,13 +75,13 @@ def _session_options(threads: int):
     return options
 
 
-def run_reference(model_path: str | os.PathLike, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run_reference(model: str | os.PathLike | onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
     import warnings
 
     from scatter_rewrite.evaluator.reference_ops import make_evaluator
 
-    evaluator = make_evaluator(onnx.load(str(model_path)))
+    evaluator = make_evaluator(model if isinstance(model, onnx.ModelProto) else onnx.load(str(model)))
     # NumPy's RuntimeWarnings (log of 0, an overflow to inf) are values here, as in onnxruntime,
     # not lines for the user's terminal.
     with np.errstate(all="ignore"), warnings.catch_warnings():

@@ -47,7 +47,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import ValidationError
+from scatter_rewrite.errors import OptionError, ValidationError
 from scatter_rewrite.graph import attr, computes_a_scatter, function_calls, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.type_inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
@@ -97,7 +97,8 @@ class ValidationPlan:
     float_tolerance: bool  # float outputs compared within FLOAT_TOLERANCE: a float add/mul scatter, or an op replaced by its function body (allow_float_rounding)
     notes: list[str]
     outputs: list[str] = dataclasses.field(default_factory=list)  # graph output names (passes keep them)
-
+    # The user's (rtol, atol) for every float output (--rtol/--atol), instead of our judgement.
+    tolerance: tuple[float, float] | None = None
 
 
 def _np_dtype(dtype: ir.DataType | None):
@@ -730,10 +731,13 @@ def _planning_copy(model: ir.Model) -> ir.Model:
 
 
 def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
-                    dim_sizes: dict[str, int] | None = None) -> ValidationPlan:
+                    dim_sizes: dict[str, int] | None = None, rtol: float | None = None,
+                    atol: float | None = None) -> ValidationPlan:
     """Inputs for the original ``model`` (or the user's, checked), and how to compare outputs.
     Symbolic dimensions get ``dim_sizes[name]`` where given (the sizes a pass fixed them to),
-    else a small size."""
+    else a small size. ``rtol``/``atol`` (either, the other then 0): the user's bound for every
+    float output, ``|rewritten - original| <= atol + rtol * |original|``."""
+    tolerance = user_tolerance(rtol, atol)
     rng = np.random.default_rng(seed)
     sizes: dict[str, int] = dict(dim_sizes or {})
     initializer_names = set(model.graph.initializers)
@@ -757,7 +761,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
         extra = sorted(set(inputs) - set(given))
         user_notes = ["user inputs"] + ([f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
                                         if extra else [])
-        return ValidationPlan(given, float_tolerance, user_notes, [v.name for v in model.graph.outputs])
+        return ValidationPlan(given, float_tolerance, user_notes, [v.name for v in model.graph.outputs], tolerance)
     generated = {}
     for v in graph_inputs:
         shape, dtype = input_shapes[v.name], _np_dtype(v.dtype)
@@ -767,7 +771,18 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
             generated[v.name] = _random_values(shape, dtype, rng)
     if contracts:
         notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
-    return ValidationPlan(generated, float_tolerance, notes, [v.name for v in model.graph.outputs])
+    return ValidationPlan(generated, float_tolerance, notes, [v.name for v in model.graph.outputs], tolerance)
+
+
+def user_tolerance(rtol: float | None, atol: float | None) -> tuple[float, float] | None:
+    """(rtol, atol) from the user's ``--rtol``/``--atol`` (None: neither given); OptionError for a
+    bound that is negative or not a number."""
+    if rtol is None and atol is None:
+        return None
+    for flag, value in (("--rtol", rtol), ("--atol", atol)):
+        if value is not None and not (np.isfinite(value) and value >= 0):
+            raise OptionError(f"{flag} {value}: a tolerance is a finite number >= 0")
+    return (float(rtol or 0.0), float(atol or 0.0))
 
 
 def _check_user_input(value: ir.Value, array: np.ndarray, fixed: dict[str, int]) -> None:

@@ -176,17 +176,26 @@ def test_the_cli_prints_the_cross_check(tmp_path):
 
 
 @pytest.mark.parametrize("op", ["Sigmoid", "Softmax"])
-def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_original_there(op):
-    """The other way round: onnxruntime runs the float16 original, not the custom-domain float16
-    form (no such Python op), and onnxruntime's float16 Sigmoid/Softmax after the scatter rounds
+def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_original_there(op, monkeypatch):
+    """The other way round: onnxruntime runs the float16 original, not the rewritten model (here made
+    to lack a kernel for it), and onnxruntime's float16 Sigmoid/Softmax after the scatter rounds
     otherwise than NumPy's. Both models run in onnx.reference; onnxruntime's results on the original
     are compared with onnx.reference's within the float16 tolerance."""
+    real = engines.run_onnxruntime
+
+    def lacks_a_kernel_for_the_rewritten(model, inputs, threads=0):
+        if Path(model).name == "rewritten.onnx":
+            raise RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation "
+                               "for ScatterND(18) node with name ''")
+        return real(model, inputs, threads)
+
+    monkeypatch.setattr(engines, "run_onnxruntime", lacks_a_kernel_for_the_rewritten)
     nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="max"),
              oh.make_node("Abs", ["s"], ["a"]), oh.make_node(op, ["a"], ["y"])]
     graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT16, [8, 64]), vi("i", TensorProto.INT64, [4, 64]),
                                        vi("u", TensorProto.FLOAT16, [4, 64])], [vi("y", TensorProto.FLOAT16, [8, 64])])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
-    _, outcome = sr.lower(model, opset=13, mode="custom", validate=True, return_report=True)
+    _, outcome = sr.lower(model, opset=13, validate=True, return_report=True)
     v = outcome.validation
     assert v["checked_against"].startswith("onnxruntime on the original model, onnx.reference")
     assert v["checked_against"].endswith(" and on the original") and v["max_abs_diff"] == 0.0
@@ -346,3 +355,41 @@ def test_bit_exact_comparison_of_ml_dtypes_floats(np_type):
     other[1] = np.array(0.0 if has_negative_zero else 2.0, np.float32).astype(np_type)
     [failure] = compare(["y"], [values], [other], False)[1]
     assert failure.startswith("output 'y': not bit-exact")
+
+
+# ---- a --mode custom result must load where its users run it ------------------------------------
+
+def gnn_sum(dtype: int) -> onnx.ModelProto:
+    node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
+    graph = oh.make_graph([node], "g", [vi("d", dtype, [10, 4]), vi("i", TensorProto.INT64, ["E", 4]),
+                                        vi("u", dtype, ["E", 4])], [vi("y", dtype, [10, 4])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
+
+
+def test_a_custom_model_onnxruntime_cannot_load_fails_validation(monkeypatch):
+    """Without our ops registered, onnxruntime cannot load a --mode custom result: validation fails
+    and says why, instead of proving the model in onnx.reference alone."""
+    from scatter_rewrite import custom_ops
+
+    monkeypatch.setattr(custom_ops, "register", lambda options: None)
+    with pytest.raises(sr.ValidationError) as caught:
+        sr.lower(gnn_sum(TensorProto.FLOAT), opset=13, mode="custom", validate=True)
+    message = str(caught.value)
+    assert message.startswith("onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register")
+    assert "--mode standard" in message and "--no-validate" in message
+
+
+@pytest.mark.parametrize("dtype", [TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE])
+def test_a_custom_model_that_passes_validation_loads_in_onnxruntime(dtype):
+    """PASSED means the written model loads and runs in onnxruntime with custom_ops.register (a
+    float16 GNN printed PASSED, checked in onnx.reference alone, and did not load); where the custom
+    op lacks the type, validation fails saying so."""
+    try:
+        lowered = sr.lower(gnn_sum(dtype), opset=13, mode="custom", validate=True)
+    except sr.ValidationError as e:
+        assert str(e).startswith("onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops"), e
+        return
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    feeds = {"d": np.ones((10, 4), np_type), "i": np.zeros((3, 4), np.int64), "u": np.ones((3, 4), np_type)}
+    (y,) = run_onnxruntime(lowered.SerializeToString(), feeds)
+    np.testing.assert_array_equal(y[0], np.full(4, 4, np_type))

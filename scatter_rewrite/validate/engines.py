@@ -13,6 +13,11 @@ import onnx
 import onnx_ir as ir
 
 
+class CustomOpsRefused(Exception):
+    """onnxruntime cannot load a model with our custom-domain ops even with
+    ``custom_ops.register``: how that model's users run it (``lower --mode custom``)."""
+
+
 def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0) -> list[np.ndarray]:
     import onnxruntime as ort
 
@@ -29,7 +34,10 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
             raise
         options = _session_options(threads)
         custom_ops.register(options)
-        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        try:
+            session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        except Exception as refused:
+            raise CustomOpsRefused(ort_reason(refused)) from refused
         run = custom_ops.run  # raises what the ops raised (an index out of range), after the run
     names = {i.name for i in session.get_inputs()}
     run_options = ort.RunOptions()

@@ -69,6 +69,11 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
     try:
         rewritten_ort = engines.run_onnxruntime(rewritten, plan.inputs)
         ort_cannot_run_rewritten = None
+    except engines.CustomOpsRefused as e:  # never PASSED for a model its users cannot load
+        raise ValidationError(
+            "onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register, which is how a "
+            f"--mode custom model runs: {e}; lower with --mode standard, or skip validation with --no-validate "
+            "to write it anyway") from e
     except Exception as e:
         # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
         # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime cannot run.

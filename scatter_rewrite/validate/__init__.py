@@ -5,6 +5,9 @@ Three parts, one module each:
 - :mod:`.inputs`: seeded inputs that respect every scatter's contract, traced on the original
   model before any pass runs (:func:`plan_validation`), or the user's, checked.
 - :mod:`.engines`: running a model in onnxruntime or in ``onnx.reference`` with our NumPy kernels.
+  onnxruntime runs with the graph optimizations a user's session gets by default; only weight
+  prepacking is off (it copies memory-mapped external weights into the heap; same results).
+  A ``--mode custom`` result must load with ``custom_ops.register``, as its users run it.
 - :mod:`.comparison`: exact for integers and none/max/min, a judgement that follows the float
   arithmetic where a rewrite may reorder float additions or multiplications.
 

@@ -169,3 +169,44 @@ def test_a_failed_validation_keeps_the_passes_in_the_report(tmp_path, monkeypatc
     [model] = json.loads(report.read_text())["models"]
     assert model["status"] == "FAILED" and [p["pass"] for p in model["passes"]][-1] == "drop-one-term"
     assert not (tmp_path / "gnn.tensorrt.onnx").exists()
+
+
+# ---- every deliberately wrong pass is caught ---------------------------------------------------------
+
+def legacy_scatter() -> onnx.ModelProto:
+    """The deprecated Scatter at opset 13 (onnxruntime rejects it), an Add after it (what Unregistered breaks)."""
+    nodes = [oh.make_node("Scatter", ["d", "i", "u"], ["s"], axis=0), oh.make_node("Add", ["s", "s"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("d", TensorProto.FLOAT, [N, F]),
+                                       oh.make_tensor_value_info("i", TensorProto.INT64, [3, F]),
+                                       oh.make_tensor_value_info("u", TensorProto.FLOAT, [3, F])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [N, F])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=7)
+
+
+def test_every_wrong_pass_is_caught():
+    """Each pass in _wrong_passes, on a model it breaks: validation (or onnx.checker) refuses it.
+    A wrong pass added there without a case here fails this test."""
+    import _wrong_passes
+    from scatter_rewrite.passes.base import ScatterPass
+    from scatter_rewrite.passes.upgrade import UpgradePass
+
+    sum_inputs = edge_inputs(3000)
+    cases = {  # name: (model, passes, inputs, error, message)
+        "NegateScatterOutputs": (gnn_sum(3000), [_wrong_passes.NegateScatterOutputs()], sum_inputs,
+                                 sr.ValidationError, "beyond what the original's own rounding allows"),
+        "UpgradeAndRetypeIndices": (legacy_scatter(), [_wrong_passes.UpgradeAndRetypeIndices()], None,
+                                    sr.ValidationError, "onnxruntime cannot run the rewritten model"),
+        "Unregistered": (legacy_scatter(), [UpgradePass(), _wrong_passes.Unregistered()], None,
+                         sr.InvalidModelError, "fails onnx.checker"),
+        "DropOneTerm": (gnn_sum(3000), [DropOneTerm("u")], sum_inputs, sr.ValidationError, "beyond"),
+        "DoubleOneTerm": (gnn_sum(3000), [DoubleOneTerm("u")], sum_inputs, sr.ValidationError, "beyond"),
+        "OneTermToTheNextSlot": (gnn_sum(3000), [OneTermToTheNextSlot("i")], sum_inputs, sr.ValidationError,
+                                 "beyond"),
+    }
+    wrong = {name for name, c in vars(_wrong_passes).items()
+             if isinstance(c, type) and issubclass(c, ScatterPass) and c.__module__ == "_wrong_passes"
+             and not name.startswith("_")}
+    assert wrong == set(cases)
+    for name, (model, passes, inputs, error, message) in cases.items():
+        with pytest.raises(error, match=message):
+            sr.rewrite(model, passes=passes, validate=True, inputs=inputs)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from typing import Any
 
 import numpy as np
 import onnx
@@ -55,12 +56,8 @@ from scatter_rewrite.type_inference import (
 from scatter_rewrite.validate.engines import first_line
 
 SYMBOLIC_DIM_SIZE = 4
-# Ops whose output has the shape of their first input, besides the scatters (computes_a_scatter).
-_SAME_SHAPE_OPS = {"Cast", "Identity"}
 # Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
 _GATHER_OPS = {"Gather", "GatherElements"}
-# Ops through which an index tensor's values pass unchanged (only reshaped, broadcast or cast).
-_VALUE_PRESERVING = {"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Flatten", "Transpose"}
 
 
 @dataclasses.dataclass
@@ -178,20 +175,13 @@ def _trace(value: ir.Value | None, outer: dict[int, list], width: int = 1, shape
 def _index_source(node: ir.Node, width: int, shape_of) -> ir.Value | None:
     """The input of ``node`` whose values its output carries, as far as index bounds go, or None.
 
-    Value-preserving ops, and ``Where(Less(x, 0), Add(x, n), x)``: it maps [-n, n) onto [0, n) and
-    keeps values unique mod n, which the generated indices are. With ``width`` > 1 (ScatterND tuples
+    The ops of :data:`_CARRIERS`: value-preserving ones, PyTorch's normalization
+    ``Where(Less(x, 0), Add(x, n), x)``, a Gather by constant positions. With ``width`` > 1 (ScatterND tuples
     of that many components along the last axis), only where the input's last axis is that same
     axis: same size, not moved by a Transpose (``shape_of`` gives a value's static shape or None).
     """
-    if not is_default_domain(node) or not node.inputs:
-        return None
-    source = node.inputs[0] if node.op_type in _VALUE_PRESERVING or _selected_by_constant(node) is not None else None
-    if node.op_type == "Where" and len(node.inputs) == 3:
-        cond, shifted, x = node.inputs
-        less, add = (v.producer() if v is not None else None for v in (cond, shifted))
-        if (less is not None and less.op_type == "Less" and list(less.inputs[:1]) == [x] and _is_zero(less.inputs[1])
-                and add is not None and add.op_type == "Add" and x in add.inputs):
-            source = x
+    carrier = _carrier(node)
+    source = carrier.source(node) if carrier is not None else None
     if source is None or width == 1:
         return source
     perm = attr(node, "perm")
@@ -237,7 +227,8 @@ def _constant_ints(value: ir.Value | None, shape_of) -> np.ndarray | None:
     if node.op_type == "Shape":
         shape = shape_of(node.inputs[0]) if node.inputs[0] is not None else None
         return None if shape is None else np.array(shape, np.int64)[attr(node, "start", 0):attr(node, "end", None)]
-    if node.op_type in ("Cast", "Identity", "Squeeze", "Unsqueeze", "Reshape", "Flatten"):
+    carrier = _carrier(node)
+    if carrier is not None and carrier.flat_order:
         return _constant_ints(node.inputs[0], shape_of)
     if node.op_type == "Gather" and attr(node, "axis", 0) == 0 and len(node.inputs) == 2:
         data, positions = (_constant_ints(v, shape_of) for v in node.inputs)
@@ -287,46 +278,111 @@ def _map_axis(steps: list, axis: int | None, rank_of) -> int | None:
         out_shape, in_shape = rank_of(value), rank_of(source)
         if out_shape is None or in_shape is None:
             return None
-        op = "Identity" if node is None else node.op_type
-        if op in ("Cast", "Identity", "Where", "Reshape", "Flatten"):
-            if len(in_shape) != len(out_shape):
-                return None
-            if op in ("Reshape", "Flatten") and (in_shape != out_shape or None in in_shape):
-                return None
-        elif op == "Transpose":
-            perm = attr(node, "perm") or list(reversed(range(len(out_shape))))
-            axis = perm[axis]
-        elif op == "Unsqueeze":
-            axes = _axes(node)
-            if axes is None:
-                return None
-            axes = [a % len(out_shape) for a in axes]
-            axis = _NO_AXIS if axis in axes else axis - sum(a < axis for a in axes)
-        elif op == "Squeeze":
-            axes = _axes(node)
-            if axes is None and None in in_shape:
-                return None
-            axes = [i for i, d in enumerate(in_shape) if d == 1] if axes is None else [a % len(in_shape) for a in axes]
-            kept = [i for i in range(len(in_shape)) if i not in axes]
-            if len(kept) != len(out_shape):
-                return None
-            axis = kept[axis]
-        elif op == "Gather":  # by constant positions (_index_source): axes of the positions replace its axis
-            gathered, picked = attr(node, "axis", 0) % len(in_shape), _selected_by_constant(node).ndim
-            if gathered <= axis < gathered + picked:
-                return None
-            axis = axis if axis < gathered else axis - picked + 1
-        elif op == "Expand":
-            k = axis - (len(out_shape) - len(in_shape))
-            if k < 0 or in_shape[k] == 1:  # a new or size-1 axis: broadcast along it unless it stays 1
-                if out_shape[axis] != 1:
-                    return None
-                axis = _NO_AXIS if k < 0 else k
-            else:
-                axis = k
-        else:
+        carrier = _CARRIERS["Identity"] if node is None else _carrier(node)  # (node None: a body input)
+        if carrier is None or carrier.axis is None:
             return None
+        axis = carrier.axis(node, axis, in_shape, out_shape)
     return axis
+
+
+def _same_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    return axis if len(in_shape) == len(out_shape) else None
+
+
+def _reshaped_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    return axis if in_shape == out_shape and None not in in_shape else None  # (only a Reshape to itself)
+
+
+def _transposed_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    perm = attr(node, "perm") or list(reversed(range(len(out_shape))))
+    return perm[axis]
+
+
+def _unsqueezed_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    axes = _axes(node)
+    if axes is None:
+        return None
+    axes = [a % len(out_shape) for a in axes]
+    return _NO_AXIS if axis in axes else axis - sum(a < axis for a in axes)
+
+
+def _squeezed_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    axes = _axes(node)
+    if axes is None and None in in_shape:
+        return None
+    axes = [i for i, d in enumerate(in_shape) if d == 1] if axes is None else [a % len(in_shape) for a in axes]
+    kept = [i for i in range(len(in_shape)) if i not in axes]
+    return kept[axis] if len(kept) == len(out_shape) else None
+
+
+def _gathered_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    """By constant positions (:func:`_selected_by_constant`): their axes replace the gathered one."""
+    gathered, picked = attr(node, "axis", 0) % len(in_shape), _selected_by_constant(node).ndim
+    if gathered <= axis < gathered + picked:
+        return None
+    return axis if axis < gathered else axis - picked + 1
+
+
+def _expanded_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    k = axis - (len(out_shape) - len(in_shape))
+    if k < 0 or in_shape[k] == 1:  # a new or size-1 axis: broadcast along it unless it stays 1
+        return (_NO_AXIS if k < 0 else k) if out_shape[axis] == 1 else None
+    return k
+
+
+def _first_input(node: ir.Node) -> ir.Value | None:
+    return node.inputs[0]
+
+
+def _normalized(node: ir.Node) -> ir.Value | None:
+    """``Where(Less(x, 0), Add(x, n), x)``'s x: it maps [-n, n) onto [0, n) and keeps values
+    unique mod n, which the generated indices are."""
+    if len(node.inputs) != 3:
+        return None
+    cond, shifted, x = node.inputs
+    less, add = (v.producer() if v is not None else None for v in (cond, shifted))
+    if (less is not None and less.op_type == "Less" and list(less.inputs[:1]) == [x] and _is_zero(less.inputs[1])
+            and add is not None and add.op_type == "Add" and x in add.inputs):
+        return x
+    return None
+
+
+def _gathered_by_constant(node: ir.Node) -> ir.Value | None:
+    return node.inputs[0] if _selected_by_constant(node) is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Carrier:
+    """How an op carries index values from an input to its output, for the index-contract tracer:
+    which input's values it carries (``source``: None where this node does not), whether its
+    output has that input's shape and its values in their flat order (constant ints pass through),
+    and which axis of that input becomes an axis of the output (``axis``: None where not known)."""
+
+    source: Any = _first_input
+    same_shape: bool = False
+    flat_order: bool = False
+    axis: Any = None
+
+
+# Every op the tracer sees through, in one table (default domain only).
+_CARRIERS = {
+    "Cast": _Carrier(same_shape=True, flat_order=True, axis=_same_axis),
+    "Identity": _Carrier(same_shape=True, flat_order=True, axis=_same_axis),
+    "Reshape": _Carrier(flat_order=True, axis=_reshaped_axis),
+    "Flatten": _Carrier(flat_order=True, axis=_reshaped_axis),
+    "Squeeze": _Carrier(flat_order=True, axis=_squeezed_axis),
+    "Unsqueeze": _Carrier(flat_order=True, axis=_unsqueezed_axis),
+    "Transpose": _Carrier(axis=_transposed_axis),
+    "Expand": _Carrier(axis=_expanded_axis),
+    "Where": _Carrier(source=_normalized, axis=_same_axis),
+    "Gather": _Carrier(source=_gathered_by_constant, axis=_gathered_axis),
+}
+
+
+def _carrier(node: ir.Node) -> _Carrier | None:
+    if not is_default_domain(node) or not node.inputs:
+        return None
+    return _CARRIERS.get(node.op_type)
 
 
 @dataclasses.dataclass
@@ -483,7 +539,7 @@ def _shape_of(value: ir.Value, shapes, outer: dict[int, list], partial: bool = F
             return inferred or declared
         producer = value.producer()
         same_shape = producer is not None and (
-            computes_a_scatter(producer) or (producer.op_type in _SAME_SHAPE_OPS and is_default_domain(producer)))
+            computes_a_scatter(producer) or getattr(_carrier(producer), "same_shape", False))
         if same_shape and producer.inputs:
             # A scatter's output has its data's shape (a Cast's, its input's): what shape inference
             # cannot say inside a function or a Loop body (a chain of scatters there) that input may.

@@ -393,3 +393,66 @@ def test_a_custom_model_that_passes_validation_loads_in_onnxruntime(dtype):
     feeds = {"d": np.ones((10, 4), np_type), "i": np.zeros((3, 4), np.int64), "u": np.ones((3, 4), np_type)}
     (y,) = run_onnxruntime(lowered.SerializeToString(), feeds)
     np.testing.assert_array_equal(y[0], np.full(4, 4, np_type))
+
+
+# ---- what onnxruntime lacks: its kernel registry, and the messages it alone tells --------------------
+
+def one_scatter_file(path: Path, dtype: int, reduction: str = "none", opset: int = 18) -> Path:
+    node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction=reduction)
+    graph = oh.make_graph([node], "g", [vi("d", dtype, [4, 3]), vi("i", TensorProto.INT64, [2, 3]),
+                                        vi("u", dtype, [2, 3])], [vi("y", dtype, [4, 3])])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=9), path)
+    return path
+
+
+def test_missing_kernels_are_read_from_onnxruntimes_registry(tmp_path, monkeypatch):
+    path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT)
+    assert engines.undeclared_kernels(path) == []
+    registry = engines._cpu_kernels()
+    without_float = {op: [(lo, hi, {p: t - {"tensor(float)"} for p, t in c.items()}) for lo, hi, c in kernels]
+                     for op, kernels in registry.items()}
+    monkeypatch.setattr(engines, "_cpu_kernels", lambda: without_float)
+    assert engines.undeclared_kernels(path) == ["ScatterElements(18, float)"]
+    monkeypatch.setattr(engines, "_cpu_kernels", lambda: {k: v for k, v in registry.items() if k != "ScatterElements"})
+    assert engines.undeclared_kernels(path) == ["ScatterElements(18)"]
+
+
+ORT = f"onnxruntime {ort.__version__}"
+
+
+def feeds(dtype) -> dict[str, np.ndarray]:
+    return {"d": np.zeros((4, 3), dtype), "i": np.array([[0, 1, 2], [3, 2, 1]]), "u": np.ones((2, 3), dtype)}
+
+
+def test_onnxruntime_refusing_float16_add_at_run_time_is_a_kernel_it_lacks(tmp_path):
+    """Its registry declares float16 ScatterElements; the kernel refuses add on it at run time."""
+    path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT16, "add")
+    assert engines.undeclared_kernels(path) == []
+    with pytest.raises(Exception) as refused:
+        run_onnxruntime(path, feeds(np.float16))
+    assert engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"
+
+
+def test_onnxruntime_refusing_bfloat16_inputs_is_a_kernel_it_lacks(tmp_path):
+    """Its Python binding cannot pass bfloat16 inputs ("Numpy_type 256 can't be converted")."""
+    path = one_scatter_file(tmp_path / "m.onnx", TensorProto.BFLOAT16)
+    with pytest.raises(Exception) as refused:
+        run_onnxruntime(path, feeds(ml_dtypes.bfloat16))
+    assert engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"
+
+
+def test_onnxruntime_refusing_float8e5m2_outputs_is_a_kernel_it_lacks(tmp_path):
+    """Its Python binding returns no float8e5m2 array ("No corresponding Numpy type")."""
+    values = np.array([1.0, -2.0, 0.5], np.float32).astype(ml_dtypes.float8_e5m2)
+    path = tmp_path / "m.onnx"
+    onnx.save(constant_model(values, TensorProto.FLOAT8E5M2), path)
+    with pytest.raises(Exception) as refused:
+        run_onnxruntime(path, {})
+    assert engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"
+
+
+def test_a_graph_onnxruntime_refuses_for_another_reason_is_not_a_kernel_it_lacks(tmp_path):
+    path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT)
+    with pytest.raises(Exception) as refused:
+        run_onnxruntime(path, {**feeds(np.float32), "i": np.array([[0, 1, 2], [9, 2, 1]])})  # out of range
+    assert not engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"

@@ -69,15 +69,18 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
     try:
         rewritten_ort = engines.run_onnxruntime(rewritten, plan.inputs)
         ort_cannot_run_rewritten = None
-    except engines.CustomOpsRefused as e:  # never PASSED for a model its users cannot load
-        raise ValidationError(
-            "onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register, which is how a "
-            f"--mode custom model runs: {e}; lower with --mode standard, or skip validation with --no-validate "
-            "to write it anyway") from e
+    except engines.CustomOpsRefused as e:
+        if not engines.needs_custom_ops_in_onnxruntime(rewritten):  # (the TensorRT plugin form)
+            rewritten_ort, ort_cannot_run_rewritten = None, str(e)
+        else:  # never PASSED for a model its users cannot load
+            raise ValidationError(
+                "onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register, which is how "
+                f"a --mode custom model runs: {e}; lower with --mode standard, or skip validation with --no-validate "
+                "to write it anyway") from e
     except Exception as e:
         # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
         # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime cannot run.
-        if not lacks_a_kernel(e) and without_paths(ort_reason(e)) != without_paths(ort_cannot_run_original):
+        if not lacks_a_kernel(rewritten, e) and without_paths(ort_reason(e)) != without_paths(ort_cannot_run_original):
             raise ValidationError(f"onnxruntime cannot run the rewritten model: {first_line(e, 300)}") from e
         # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
         # original's ScatterElements has): the rewritten model runs in the reference evaluator

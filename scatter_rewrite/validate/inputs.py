@@ -91,11 +91,20 @@ class ValidationPlan:
     """What validation needs to know about the *original* model, computed before any pass runs."""
 
     inputs: dict[str, np.ndarray]
-    float_tolerance: bool  # float outputs compared within FLOAT_TOLERANCE: a float add/mul scatter, or an op replaced by its function body (allow_float_rounding)
+    # The original's float add/mul scatters (named): sums and products a rewrite may reorder.
+    float_sums: list[str]
     notes: list[str]
     outputs: list[str] = dataclasses.field(default_factory=list)  # graph output names (passes keep them)
     # The user's (rtol, atol) for every float output (--rtol/--atol), instead of our judgement.
     tolerance: tuple[float, float] | None = None
+    # Ops the passes re-expressed so that float results may round otherwise (allow_float_rounding).
+    float_rounding: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def float_tolerance(self) -> bool:
+        """Whether float outputs may differ by rounding (see :mod:`.comparison`): the one place that
+        says so, from what the original computes and what the passes report."""
+        return bool(self.float_sums or self.float_rounding)
 
 
 def _np_dtype(dtype: ir.DataType | None):
@@ -570,7 +579,7 @@ def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexCont
     contracts[name] = IndexContract(old.kind, bounds, old.unique or new.unique, old.axis, shifts, window)
 
 
-def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], bool, list[str]]:
+def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], list[str], list[str]]:
     graph_inputs = {id(v) for v in model.graph.inputs if v.name in input_shapes}  # not those with an initializer
     shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
     outer = _outer_values(model)
@@ -583,7 +592,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         return _shape_of(value, shapes, outer, partial=True)
 
     contracts: dict[str, IndexContract] = {}
-    float_tolerance, notes = False, []
+    float_sums, notes = [], []
     for node, _scope in iter_nodes(model):
         if node.op_type in _GATHER_OPS and is_default_domain(node):
             _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls)
@@ -594,7 +603,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         data = node.inputs[0]
         # Unknown dtype (inside a function): assume float; integer outputs are compared exactly anyway.
         if reduction in ("add", "mul", None) and (data is None or data.dtype is None or data.dtype.is_floating_point()):
-            float_tolerance = True
+            float_sums.append(_named(node))
         if node.op_type == "TensorScatter":
             _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls)
             continue
@@ -658,7 +667,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         if unique and problems and names:  # (constant indices are the model's own business)
             notes.append(f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
                          f"{', '.join(names)} may repeat, and reduction none then depends on write order")
-    return contracts, float_tolerance, notes
+    return contracts, float_sums, notes
 
 
 def _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_of, calls) -> None:
@@ -804,7 +813,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     # of constants there) comes from inferring the body with its call sites' input types.
     borrowed = annotate_functions_with(planned, computes_a_scatter)
     try:
-        contracts, float_tolerance, notes = _contracts(planned, input_shapes)
+        contracts, float_sums, notes = _contracts(planned, input_shapes)
     finally:
         restore_types(borrowed)
     if inputs is not None:
@@ -817,7 +826,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
         extra = sorted(set(inputs) - set(given))
         user_notes = ["user inputs"] + ([f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
                                         if extra else [])
-        return ValidationPlan(given, float_tolerance, user_notes, [v.name for v in model.graph.outputs], tolerance)
+        return ValidationPlan(given, float_sums, user_notes, [v.name for v in model.graph.outputs], tolerance)
     generated = {}
     for v in graph_inputs:
         shape, dtype = input_shapes[v.name], _np_dtype(v.dtype)
@@ -827,7 +836,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
             generated[v.name] = _random_values(shape, dtype, rng)
     if contracts:
         notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
-    return ValidationPlan(generated, float_tolerance, notes, [v.name for v in model.graph.outputs], tolerance)
+    return ValidationPlan(generated, float_sums, notes, [v.name for v in model.graph.outputs], tolerance)
 
 
 def user_tolerance(rtol: float | None, atol: float | None) -> tuple[float, float] | None:

@@ -37,8 +37,9 @@ def allow_float_rounding(plan: ValidationPlan, results) -> None:
     (``ScatterPassResult.float_rounding``: an op replaced by its ONNX function body, the spec's own
     definition of it), float outputs are compared within FLOAT_TOLERANCE, and the notes say why."""
     ops = sorted({op for r in results for op in getattr(r, "float_rounding", ())})
-    if ops and not plan.float_tolerance:
-        plan.float_tolerance = True
+    already = plan.float_tolerance
+    plan.float_rounding = ops
+    if ops and not already:
         plan.notes.append(f"float outputs compared within tolerance: {', '.join(ops)} replaced by "
                           f"{'its' if len(ops) == 1 else 'their'} ONNX function body")
 

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-import readme_examples  # noqa: E402
+import readme_examples
 
 ROOT = readme_examples.ROOT
 TEXT = readme_examples.README.read_text(encoding="utf-8")

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 # The one graph optimization validation leaves out: onnxruntime 1.32's ExpandElimination drops an
 # Expand of a [3, 1] tensor to a [3, 0] shape as if it changed nothing, and the next node then fails
-# on the [3, 1] it gets (tests/test_edge_cases_stop10.py's zero-size cases, lowered for TensorRT).
+# on the [3, 1] it gets (tests/test_edge_cases.py's zero-size cases, lowered for TensorRT).
 _DISABLED_OPTIMIZERS = ["ExpandElimination"]
 
 

@@ -210,3 +210,33 @@ def test_every_wrong_pass_is_caught():
     for name, (model, passes, inputs, error, message) in cases.items():
         with pytest.raises(error, match=message):
             sr.rewrite(model, passes=passes, validate=True, inputs=inputs)
+
+
+@pytest.mark.parametrize("flag,value", [("--rtol", "-1"), ("--atol", "nan")])
+def test_a_bad_bound_is_one_line_before_any_work(tmp_path, flag, value):
+    from scatter_rewrite.cli import app
+
+    onnx.save(gnn_sum(), tmp_path / "gnn.onnx")
+    result = CliRunner().invoke(app, ["lower", str(tmp_path / "gnn.onnx"), flag, value])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"scatter-rewrite: error: {flag} {float(value)}: a tolerance is a finite number >= 0"]
+    assert not (tmp_path / "gnn.lower.onnx").exists()
+
+
+def test_float16_sums_are_judged_in_float16_units():
+    """A float16 sum rounded after each update (as onnxruntime and onnx.reference do) against the
+    exact sum rounded once: more accurate, it passes; a term dropped is caught (among 40: in float16,
+    one term of 300 is within a few roundings of the sum, what no judgement can tell apart)."""
+    rng = np.random.default_rng(2)
+    terms = rng.uniform(0.5, 1.5, 40).astype(np.float16)
+    original = np.float16(0)
+    for t in terms:
+        original = np.float16(original + t)
+    exact = math.fsum(map(float, terms))
+    magnitude = np.array([math.fsum(abs(float(x)) for x in terms)])
+    args = np.array([original], np.float16), np.array([exact]), magnitude
+    assert float(original) != float(np.float16(exact))  # the original's own rounding
+    assert judge_rounding("y", args[0], np.array([exact], np.float16), args[1], args[2])[0] is None
+    dropped = np.array([exact - float(terms[0])], np.float16)
+    assert judge_rounding("y", args[0], dropped, args[1], args[2])[0] is not None

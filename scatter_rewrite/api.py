@@ -81,8 +81,8 @@ def rewrite(
     With ``return_report=True`` the result comes with an :class:`~scatter_rewrite.pipeline.Outcome`.
     """
     if isinstance(model, (str, os.PathLike)):
-        outcome = rewrite_file(verb, model, passes=passes, output=output, validate=validate, inputs=inputs,
-                               rtol=rtol, atol=atol)
+        outcome = rewrite_file(verb, model, passes=passes, output=output, validate=validate,
+                               inputs=inputs, rtol=rtol, atol=atol)
         result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)  # the kind given
         return (result, outcome) if return_report else result
 
@@ -95,7 +95,8 @@ def rewrite(
         outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
         result = _from_ir(working, model)
         return (result, outcome) if return_report else result
-    plan = validation.plan_validation(working, inputs=inputs, dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
+    plan = validation.plan_validation(working, inputs=inputs, dim_sizes=fixed_dim_sizes(passes),
+                                      rtol=rtol, atol=atol)
     with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
         # Both models are saved as the CLI saves them: external weights (an ir.load-ed model's) are
         # written beside them in the temporary folder, which is where onnxruntime looks for them.

@@ -107,10 +107,11 @@ Inputs = Annotated[Optional[str], typer.Option(
     "--inputs", help="An .npz of model inputs to validate with, instead of generated ones.", callback=_nonempty,
     metavar="X.npz")]
 Rtol = Annotated[Optional[float], typer.Option(
-    "--rtol", help="Your own bound for float outputs: |rewritten - original| <= atol + rtol * |original| "
-    "(default: exact, and float sums a rewrite reorders judged against a float64 evaluation).", metavar="R")]
-Atol = Annotated[Optional[float], typer.Option("--atol", help="With --rtol (either alone: the other is 0).",
-                                               metavar="A")]
+    "--rtol", help="Your own bound for float outputs: |rewritten - original| <= atol + rtol * "
+    "|original| (default: exact, and float sums a rewrite reorders judged against a float64 "
+    "evaluation).", metavar="R")]
+Atol = Annotated[Optional[float], typer.Option(
+    "--atol", help="With --rtol (either alone: the other is 0).", metavar="A")]
 Report = Annotated[Optional[str], typer.Option("--report", help="Write a JSON report of what was done.",
                                                callback=_nonempty, metavar="R.json")]
 InPlace = Annotated[bool, typer.Option("--in-place", help="Overwrite the input model (and its external data).")]
@@ -348,7 +349,8 @@ def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Opti
             _check_report_path(report_path, taken)
         user_tolerance(rtol, atol)  # a bad bound is refused before any work
         kwargs = dict(options=options, output=output_path, output_is_folder=folder_output, in_place=in_place,
-                      validate=validate, inputs=load_inputs(inputs) if inputs else None, rtol=rtol, atol=atol)
+                      validate=validate, inputs=load_inputs(inputs) if inputs else None,
+                      rtol=rtol, atol=atol)
         if len(files) == 1:
             started = time.perf_counter()
             try:
@@ -357,8 +359,8 @@ def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Opti
                 if report_path is not None:
                     from scatter_rewrite.pipeline import Outcome
 
-                    failed_outcome = Outcome(str(files[0]), passes=getattr(e, "passes", []), error=str(e),
-                                             seconds=time.perf_counter() - started)
+                    failed_outcome = Outcome(str(files[0]), passes=getattr(e, "passes", []),
+                                             error=str(e), seconds=time.perf_counter() - started)
                     try:
                         _write_report(report_path, verb, [failed_outcome])
                     except ScatterRewriteError:

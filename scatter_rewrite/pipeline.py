@@ -240,8 +240,10 @@ def rewrite_file(
     del proto
     check_scatter_nodes(model)  # (the passes do too, but validation plans its inputs from the nodes first)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
-    plan = (validation.plan_validation(model, seed=seed, inputs=inputs, dim_sizes=fixed_dim_sizes(passes),
-                                       rtol=rtol, atol=atol) if validate else None)
+    plan = None
+    if validate:
+        plan = validation.plan_validation(model, seed=seed, inputs=inputs,
+                                          dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
     results = run_passes(model, passes)
     if plan is not None:
         validation.allow_float_rounding(plan, results)
@@ -268,7 +270,8 @@ def rewrite_file(
 
 
 def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome) -> dict:
-    """``validate``'s result; a failure carries the passes that ran (``error.passes``) for the report."""
+    """``validate``'s result; a failure carries the passes that ran (``error.passes``), for the
+    report."""
     from scatter_rewrite import validate as validation
 
     try:

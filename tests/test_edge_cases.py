@@ -357,13 +357,13 @@ def test_custom_float16_validation_does_not_abort():
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert len(lines) == 4
-    # The TensorRT plugin form (its runtime is TensorRT) is proven in onnx.reference where onnxruntime
-    # cannot run it; a --mode custom result must load in onnxruntime with custom_ops.register, or
-    # validation says it does not (where the custom op lacks float16).
+    # The TensorRT plugin form (its runtime is TensorRT) is proven in onnx.reference where
+    # onnxruntime cannot run it; a --mode custom result must load in onnxruntime with
+    # custom_ops.register, or validation says it does not (where the custom op lacks float16).
+    refused = "refused: onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops"
     for line in lines:
         mode = line.split()[0]
-        assert line.endswith(" validated") or (mode == "custom" and "refused: onnxruntime cannot load the "
-                                               "rewritten model with scatter_rewrite.custom_ops" in line), line
+        assert line.endswith(" validated") or (mode == "custom" and refused in line), line
     assert sorted(line for line in lines if line.startswith("tensorrt-plugin")) == [
         "tensorrt-plugin add validated", "tensorrt-plugin max validated"]
 
@@ -380,7 +380,8 @@ def test_custom_bfloat16_validated_in_the_reference_evaluator(mode):
     try:
         lowered, outcome = sr.lower(model, opset=13, mode=mode, validate=True, return_report=True)
     except sr.ValidationError as e:
-        assert mode == "custom" and "cannot load the rewritten model with scatter_rewrite.custom_ops" in str(e), e
+        assert mode == "custom", e
+        assert "cannot load the rewritten model with scatter_rewrite.custom_ops" in str(e), e
         lowered, outcome = sr.lower(model, opset=13, mode=mode), None
     if outcome is not None:
         assert "onnx.reference" in outcome.validation["checked_against"]

@@ -176,17 +176,18 @@ def test_the_cli_prints_the_cross_check(tmp_path):
 
 
 @pytest.mark.parametrize("op", ["Sigmoid", "Softmax"])
-def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_original_there(op, monkeypatch):
-    """The other way round: onnxruntime runs the float16 original, not the rewritten model (here made
-    to lack a kernel for it), and onnxruntime's float16 Sigmoid/Softmax after the scatter rounds
+def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_original_there(op,
+                                                                                         monkeypatch):
+    """The other way round: onnxruntime runs the float16 original, not the rewritten model (here
+    made to lack a kernel for it), and onnxruntime's float16 Sigmoid/Softmax after the scatter rounds
     otherwise than NumPy's. Both models run in onnx.reference; onnxruntime's results on the original
     are compared with onnx.reference's within the float16 tolerance."""
     real = engines.run_onnxruntime
 
     def lacks_a_kernel_for_the_rewritten(model, inputs, threads=0):
         if Path(model).name == "rewritten.onnx":
-            raise RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation "
-                               "for ScatterND(18) node with name ''")
+            raise RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an "
+                               "implementation for ScatterND(18) node with name ''")
         return real(model, inputs, threads)
 
     monkeypatch.setattr(engines, "run_onnxruntime", lacks_a_kernel_for_the_rewritten)
@@ -361,8 +362,8 @@ def test_bit_exact_comparison_of_ml_dtypes_floats(np_type):
 
 def gnn_sum(dtype: int) -> onnx.ModelProto:
     node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
-    graph = oh.make_graph([node], "g", [vi("d", dtype, [10, 4]), vi("i", TensorProto.INT64, ["E", 4]),
-                                        vi("u", dtype, ["E", 4])], [vi("y", dtype, [10, 4])])
+    inputs = [vi("d", dtype, [10, 4]), vi("i", TensorProto.INT64, ["E", 4]), vi("u", dtype, ["E", 4])]
+    graph = oh.make_graph([node], "g", inputs, [vi("y", dtype, [10, 4])])
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
 
 
@@ -375,7 +376,8 @@ def test_a_custom_model_onnxruntime_cannot_load_fails_validation(monkeypatch):
     with pytest.raises(sr.ValidationError) as caught:
         sr.lower(gnn_sum(TensorProto.FLOAT), opset=13, mode="custom", validate=True)
     message = str(caught.value)
-    assert message.startswith("onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register")
+    assert message.startswith("onnxruntime cannot load the rewritten model with "
+                              "scatter_rewrite.custom_ops.register")
     assert "--mode standard" in message and "--no-validate" in message
 
 
@@ -387,15 +389,17 @@ def test_a_custom_model_that_passes_validation_loads_in_onnxruntime(dtype):
     try:
         lowered = sr.lower(gnn_sum(dtype), opset=13, mode="custom", validate=True)
     except sr.ValidationError as e:
-        assert str(e).startswith("onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops"), e
+        assert str(e).startswith("onnxruntime cannot load the rewritten model with "
+                                 "scatter_rewrite.custom_ops"), e
         return
     np_type = onnx.helper.tensor_dtype_to_np_dtype(dtype)
-    feeds = {"d": np.ones((10, 4), np_type), "i": np.zeros((3, 4), np.int64), "u": np.ones((3, 4), np_type)}
+    feeds = {"d": np.ones((10, 4), np_type), "i": np.zeros((3, 4), np.int64),
+             "u": np.ones((3, 4), np_type)}
     (y,) = run_onnxruntime(lowered.SerializeToString(), feeds)
     np.testing.assert_array_equal(y[0], np.full(4, 4, np_type))
 
 
-# ---- what onnxruntime lacks: its kernel registry, and the messages it alone tells --------------------
+# ---- what onnxruntime lacks: its kernel registry, and the messages it alone tells ---------------
 
 def one_scatter_file(path: Path, dtype: int, reduction: str = "none", opset: int = 18) -> Path:
     node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction=reduction)
@@ -409,11 +413,12 @@ def test_missing_kernels_are_read_from_onnxruntimes_registry(tmp_path, monkeypat
     path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT)
     assert engines.undeclared_kernels(path) == []
     registry = engines._cpu_kernels()
-    without_float = {op: [(lo, hi, {p: t - {"tensor(float)"} for p, t in c.items()}) for lo, hi, c in kernels]
-                     for op, kernels in registry.items()}
+    without_float = {op: [(lo, hi, {p: t - {"tensor(float)"} for p, t in c.items()})
+                          for lo, hi, c in kernels] for op, kernels in registry.items()}
     monkeypatch.setattr(engines, "_cpu_kernels", lambda: without_float)
     assert engines.undeclared_kernels(path) == ["ScatterElements(18, float)"]
-    monkeypatch.setattr(engines, "_cpu_kernels", lambda: {k: v for k, v in registry.items() if k != "ScatterElements"})
+    without_scatter = {k: v for k, v in registry.items() if k != "ScatterElements"}
+    monkeypatch.setattr(engines, "_cpu_kernels", lambda: without_scatter)
     assert engines.undeclared_kernels(path) == ["ScatterElements(18)"]
 
 
@@ -421,7 +426,8 @@ ORT = f"onnxruntime {ort.__version__}"
 
 
 def feeds(dtype) -> dict[str, np.ndarray]:
-    return {"d": np.zeros((4, 3), dtype), "i": np.array([[0, 1, 2], [3, 2, 1]]), "u": np.ones((2, 3), dtype)}
+    return {"d": np.zeros((4, 3), dtype), "i": np.array([[0, 1, 2], [3, 2, 1]]),
+            "u": np.ones((2, 3), dtype)}
 
 
 def test_onnxruntime_refusing_float16_add_at_run_time_is_a_kernel_it_lacks(tmp_path):
@@ -454,5 +460,6 @@ def test_onnxruntime_refusing_float8e5m2_outputs_is_a_kernel_it_lacks(tmp_path):
 def test_a_graph_onnxruntime_refuses_for_another_reason_is_not_a_kernel_it_lacks(tmp_path):
     path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT)
     with pytest.raises(Exception) as refused:
-        run_onnxruntime(path, {**feeds(np.float32), "i": np.array([[0, 1, 2], [9, 2, 1]])})  # out of range
+        out_of_range = np.array([[0, 1, 2], [9, 2, 1]])
+        run_onnxruntime(path, {**feeds(np.float32), "i": out_of_range})
     assert not engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"

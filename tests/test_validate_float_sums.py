@@ -50,7 +50,8 @@ def judged(rewritten: list[float], terms_per_slot: list[np.ndarray]):
     original = np.array([sequential_sum(t) for t in terms_per_slot], np.float32)
     exact = np.array([math.fsum(map(float, t)) for t in terms_per_slot])
     magnitude = np.array([math.fsum(abs(float(x)) for x in t) for t in terms_per_slot])
-    return original, judge_rounding("y", original, np.array(rewritten, np.float32), exact, magnitude)
+    rewritten = np.array(rewritten, np.float32)
+    return original, judge_rounding("y", original, rewritten, exact, magnitude)
 
 
 def test_a_sum_more_accurate_than_the_original_passes_though_beyond_the_fixed_tolerance():
@@ -86,22 +87,25 @@ def test_nan_and_infinity_must_match_the_original():
     exact = original.astype(np.float64)
     assert judge_rounding("y", original, original.copy(), exact, np.abs(exact))[0] is None
     for other in ([0.0, np.inf, 1.0], [np.nan, -np.inf, 1.0], [np.nan, np.inf, np.nan]):
-        assert "NaN or infinity" in judge_rounding("y", original, np.array(other, np.float32), exact, exact)[0]
+        failure, _ = judge_rounding("y", original, np.array(other, np.float32), exact, exact)
+        assert "NaN or infinity" in failure
 
 
-# ---- on models: a GNN's scatter sum lowered for TensorRT 8.6 ---------------------------------------
+# ---- on models: a GNN's scatter sum lowered for TensorRT 8.6 ------------------------------------
 
 def gnn_sum(edges: int | str = "E", dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
     """ScatterElements add, data [N, F], updates [E, F], opset 18: a GNN's neighbour sum."""
     node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
-    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("d", dtype, [N, F]),
-                                        oh.make_tensor_value_info("i", TensorProto.INT64, [edges, F]),
-                                        oh.make_tensor_value_info("u", dtype, [edges, F])],
-                          [oh.make_tensor_value_info("y", dtype, [N, F])])
+    vi = oh.make_tensor_value_info
+    inputs = [vi("d", dtype, [N, F]), vi("i", TensorProto.INT64, [edges, F]),
+              vi("u", dtype, [edges, F])]
+    graph = oh.make_graph([node], "g", inputs, [vi("y", dtype, [N, F])])
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
 
 
-EDGES = 30_000  # 3,000 terms per slot: onnxruntime's sequential sum and the lowering's differ by > rtol=1e-5
+# 3,000 terms per slot: onnxruntime's sequential sum and the lowering's differ by more than
+# rtol=1e-5 on this project's machine (the smallest E of the issue's case that does, by 10k).
+EDGES = 30_000
 
 
 def edge_inputs(edges: int = EDGES) -> dict[str, np.ndarray]:
@@ -122,17 +126,20 @@ def test_the_gnn_sum_lowered_for_tensorrt_validates_with_the_fixed_tolerance_at_
     """The issue's case (E=200000 there): the lowering sums each slot in another order than
     onnxruntime's kernel. With the fixed tolerance at zero, any difference goes to the judgement."""
     monkeypatch.setitem(comparison.FLOAT_TOLERANCE, np.dtype(np.float32), (0.0, 0.0))
-    _, outcome = sr.prepare_for_tensorrt(gnn_sum(EDGES), trt_version="8.6", validate=True, return_report=True)
+    _, outcome = sr.prepare_for_tensorrt(gnn_sum(EDGES), trt_version="8.6", validate=True,
+                                         return_report=True)
     v = outcome.validation
-    assert v["max_abs_diff"] == 0.0 or "or else judged against a float64 evaluation of the original ('y': " \
-        "the rewritten model off by up to" in v["tolerance"], v
+    judged = ("or else judged against a float64 evaluation of the original "
+              "('y': the rewritten model off by")
+    assert v["max_abs_diff"] == 0.0 or judged in v["tolerance"], v
 
 
 @pytest.mark.parametrize("wrong", [DropOneTerm("u"), DoubleOneTerm("u"), OneTermToTheNextSlot("i")],
                          ids=lambda p: p.name)
 def test_a_lowering_that_gets_one_term_of_thousands_wrong_is_caught(wrong):
     with pytest.raises(sr.ValidationError) as caught:
-        sr.rewrite(gnn_sum(EDGES), passes=[*tensorrt_passes(), wrong], validate=True, inputs=edge_inputs())
+        sr.rewrite(gnn_sum(EDGES), passes=[*tensorrt_passes(), wrong], validate=True,
+                   inputs=edge_inputs())
     message = str(caught.value)
     assert message.startswith("validation failed, nothing written: output 'y' at [")
     assert "beyond what the original's own rounding allows" in message
@@ -144,8 +151,8 @@ def test_rtol_and_atol_set_the_users_own_bound():
     model, inputs = gnn_sum(EDGES), edge_inputs()
     with pytest.raises(sr.ValidationError, match=r"exceeds rtol=0.0, atol=0.5"):
         sr.rewrite(model, passes=[DropOneTerm("u")], validate=True, inputs=inputs, atol=0.5)
-    _, outcome = sr.rewrite(model, passes=[DropOneTerm("u")], validate=True, inputs=inputs, atol=2.0,
-                            return_report=True)
+    _, outcome = sr.rewrite(model, passes=[DropOneTerm("u")], validate=True, inputs=inputs,
+                            atol=2.0, return_report=True)
     assert outcome.validation["tolerance"] == ("float outputs within the given rtol=0.0, atol=2.0; "
                                                "everything else exact")
     with pytest.raises(sr.OptionError, match="--rtol -1.0: a tolerance is a finite number >= 0"):
@@ -159,23 +166,28 @@ def test_a_failed_validation_keeps_the_passes_in_the_report(tmp_path, monkeypatc
     onnx.save(gnn_sum(), tmp_path / "gnn.onnx")
     np.savez(tmp_path / "x.npz", **edge_inputs(2000))
     right = VERBS["tensorrt"].make_passes
-    wrong = dataclasses.replace(VERBS["tensorrt"], make_passes=lambda **o: [*right(**o), DropOneTerm("u")])
+    wrong = dataclasses.replace(VERBS["tensorrt"],
+                                make_passes=lambda **o: [*right(**o), DropOneTerm("u")])
     monkeypatch.setitem(VERBS, "tensorrt", wrong)
     report = tmp_path / "r.json"
-    result = CliRunner().invoke(app, ["tensorrt", str(tmp_path / "gnn.onnx"), "--trt-version", "8.6", "--fix-dim",
-                                      "E=2000", "--inputs", str(tmp_path / "x.npz"), "--report", str(report)])
+    result = CliRunner().invoke(app, ["tensorrt", str(tmp_path / "gnn.onnx"), "--trt-version",
+                                      "8.6", "--fix-dim", "E=2000", "--inputs",
+                                      str(tmp_path / "x.npz"), "--report", str(report)])
     assert result.exit_code == 1
     assert "beyond what the original's own rounding allows" in result.stderr
     [model] = json.loads(report.read_text())["models"]
-    assert model["status"] == "FAILED" and [p["pass"] for p in model["passes"]][-1] == "drop-one-term"
+    assert model["status"] == "FAILED"
+    assert [p["pass"] for p in model["passes"]][-1] == "drop-one-term"
     assert not (tmp_path / "gnn.tensorrt.onnx").exists()
 
 
-# ---- every deliberately wrong pass is caught ---------------------------------------------------------
+# ---- every deliberately wrong pass is caught ----------------------------------------------------
 
 def legacy_scatter() -> onnx.ModelProto:
-    """The deprecated Scatter at opset 13 (onnxruntime rejects it), an Add after it (what Unregistered breaks)."""
-    nodes = [oh.make_node("Scatter", ["d", "i", "u"], ["s"], axis=0), oh.make_node("Add", ["s", "s"], ["y"])]
+    """The deprecated Scatter at opset 13 (onnxruntime rejects it), an Add after it (what
+    Unregistered breaks)."""
+    nodes = [oh.make_node("Scatter", ["d", "i", "u"], ["s"], axis=0),
+             oh.make_node("Add", ["s", "s"], ["y"])]
     graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("d", TensorProto.FLOAT, [N, F]),
                                        oh.make_tensor_value_info("i", TensorProto.INT64, [3, F]),
                                        oh.make_tensor_value_info("u", TensorProto.FLOAT, [3, F])],
@@ -191,23 +203,23 @@ def test_every_wrong_pass_is_caught():
     from scatter_rewrite.passes.upgrade import UpgradePass
 
     sum_inputs = edge_inputs(3000)
-    cases = {  # name: (model, passes, inputs, error, message)
+    beyond = (sr.ValidationError, "beyond what the original's own rounding allows")
+    cases = {  # name: (model, passes, inputs, (error, message))
         "NegateScatterOutputs": (gnn_sum(3000), [_wrong_passes.NegateScatterOutputs()], sum_inputs,
-                                 sr.ValidationError, "beyond what the original's own rounding allows"),
-        "UpgradeAndRetypeIndices": (legacy_scatter(), [_wrong_passes.UpgradeAndRetypeIndices()], None,
-                                    sr.ValidationError, "onnxruntime cannot run the rewritten model"),
+                                 beyond),
+        "UpgradeAndRetypeIndices": (legacy_scatter(), [_wrong_passes.UpgradeAndRetypeIndices()],
+                                    None, (sr.ValidationError, "cannot run the rewritten model")),
         "Unregistered": (legacy_scatter(), [UpgradePass(), _wrong_passes.Unregistered()], None,
-                         sr.InvalidModelError, "fails onnx.checker"),
-        "DropOneTerm": (gnn_sum(3000), [DropOneTerm("u")], sum_inputs, sr.ValidationError, "beyond"),
-        "DoubleOneTerm": (gnn_sum(3000), [DoubleOneTerm("u")], sum_inputs, sr.ValidationError, "beyond"),
-        "OneTermToTheNextSlot": (gnn_sum(3000), [OneTermToTheNextSlot("i")], sum_inputs, sr.ValidationError,
-                                 "beyond"),
+                         (sr.InvalidModelError, "fails onnx.checker")),
+        "DropOneTerm": (gnn_sum(3000), [DropOneTerm("u")], sum_inputs, beyond),
+        "DoubleOneTerm": (gnn_sum(3000), [DoubleOneTerm("u")], sum_inputs, beyond),
+        "OneTermToTheNextSlot": (gnn_sum(3000), [OneTermToTheNextSlot("i")], sum_inputs, beyond),
     }
     wrong = {name for name, c in vars(_wrong_passes).items()
-             if isinstance(c, type) and issubclass(c, ScatterPass) and c.__module__ == "_wrong_passes"
-             and not name.startswith("_")}
+             if isinstance(c, type) and issubclass(c, ScatterPass)
+             and c.__module__ == "_wrong_passes" and not name.startswith("_")}
     assert wrong == set(cases)
-    for name, (model, passes, inputs, error, message) in cases.items():
+    for name, (model, passes, inputs, (error, message)) in cases.items():
         with pytest.raises(error, match=message):
             sr.rewrite(model, passes=passes, validate=True, inputs=inputs)
 
@@ -226,8 +238,9 @@ def test_a_bad_bound_is_one_line_before_any_work(tmp_path, flag, value):
 
 def test_float16_sums_are_judged_in_float16_units():
     """A float16 sum rounded after each update (as onnxruntime and onnx.reference do) against the
-    exact sum rounded once: more accurate, it passes; a term dropped is caught (among 40: in float16,
-    one term of 300 is within a few roundings of the sum, what no judgement can tell apart)."""
+    exact sum rounded once: more accurate, it passes; a term dropped is caught (among 40: in
+    float16, one term of 300 is within a few roundings of the sum, what no judgement can tell
+    apart)."""
     rng = np.random.default_rng(2)
     terms = rng.uniform(0.5, 1.5, 40).astype(np.float16)
     original = np.float16(0)

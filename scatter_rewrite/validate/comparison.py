@@ -96,7 +96,7 @@ def _tolerance(dtype: np.dtype) -> tuple[float, float] | None:
     return FLOAT_TOLERANCE.get(dtype)
 
 
-def _tolerance_said(outputs: list[Any]) -> str:
+def tolerance_said(outputs: list[Any]) -> str:
     """The tolerances of the float types among ``outputs`` (the others are compared exactly)."""
     dtypes = {o.dtype: None for o in outputs if isinstance(o, np.ndarray)}
     said = [f"{d.name}: rtol={t[0]}, atol={t[1]}" for d in dtypes if (t := _tolerance(d)) is not None]
@@ -118,7 +118,7 @@ def compare(names: list[str], expected: list[Any], actual: list[Any], float_tole
 
 
 def compare_outputs(names: list[str], expected: list[Any], actual: list[Any], float_tolerance: bool,
-                    tolerance: tuple[float, float] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+                    tolerance: tuple[float, float] | None = None) -> tuple[dict, dict[str, str]]:
     """As :func:`compare`, with the failures by output name."""
     diffs, failures = {}, {}
     for name, e, a in zip(names, expected, actual):
@@ -126,7 +126,8 @@ def compare_outputs(names: list[str], expected: list[Any], actual: list[Any], fl
         if e.dtype.kind in "OSU" and a.dtype.kind in "OSU":  # strings: np.str_/np.bytes_ arrays from
             e, a = _as_text(e), _as_text(a)  # onnx.reference, object arrays (str) from onnxruntime
         if e.shape != a.shape or e.dtype != a.dtype:
-            failures[name] = f"output '{name}': expected {e.dtype}{list(e.shape)}, got {a.dtype}{list(a.shape)}"
+            failures[name] = (f"output '{name}': expected {e.dtype}{list(e.shape)}, "
+                              f"got {a.dtype}{list(a.shape)}")
             continue
         diffs[name] = _max_abs_diff(e, a)
         if tolerance is not None and _is_float(e.dtype):
@@ -136,7 +137,8 @@ def compare_outputs(names: list[str], expected: list[Any], actual: list[Any], fl
         if tol is not None:
             rtol, atol = tol
             if not _within_tolerance(e, a, rtol, atol):
-                failures[name] = f"output '{name}': max |difference| {diffs[name]:.3g} exceeds rtol={rtol}, atol={atol}"
+                failures[name] = (f"output '{name}': max |difference| {diffs[name]:.3g} "
+                                  f"exceeds rtol={rtol}, atol={atol}")
         elif _bit_exact_mismatch(e, a):
             failures[name] = f"output '{name}': not bit-exact (max |difference| {diffs[name]:.3g})"
     return diffs, failures
@@ -166,8 +168,8 @@ def judge_rounding(name: str, original: np.ndarray, rewritten: np.ndarray, exact
 
     Returns (the failure or None, what was measured, for the summary)."""
     if exact.shape != original.shape or magnitude.shape != original.shape:
-        return (f"output '{name}': the float64 evaluation of the original gave shape {list(exact.shape)}, "
-                f"not {list(original.shape)}"), ""
+        return (f"output '{name}': the float64 evaluation of the original gave shape "
+                f"{list(exact.shape)}, not {list(original.shape)}"), ""
     u = float(_finfo(original.dtype).eps) / 2
     o, r, x = _wide(original), _wide(rewritten), exact.astype(np.float64)
     m = np.abs(magnitude.astype(np.float64))
@@ -179,18 +181,19 @@ def judge_rounding(name: str, original: np.ndarray, rewritten: np.ndarray, exact
             return f"output '{name}': NaN or infinity where the original has another value", ""
         error_o = np.where(finite, np.abs(o - x), 0.0)
         error_r = np.where(finite, np.abs(r - x), 0.0)
-        allowed = ORIGINAL_ERROR_FACTOR * error_o + ROUNDINGS_OF_MAGNITUDE * u * np.where(finite, m, 0.0)
+        rounding = ROUNDINGS_OF_MAGNITUDE * u * np.where(finite, m, 0.0)
+        allowed = ORIGINAL_ERROR_FACTOR * error_o + rounding
         excess = np.where(np.isnan(error_r), np.inf, error_r - allowed)
     measured = (f"the rewritten model off by up to {float(error_r.max(initial=0.0)):.3g}, "
                 f"the original by up to {float(error_o.max(initial=0.0)):.3g}")
     if not excess.size or float(excess.max()) <= 0:
         return None, measured
     at = np.unravel_index(int(np.argmax(excess)), excess.shape)
-    return (f"output '{name}' at {list(map(int, at))}: {float(r[at]):.9g} against a float64 evaluation's "
-            f"{float(x[at]):.9g} is off by {float(error_r[at]):.3g}, beyond what the original's own rounding allows "
-            f"there ({float(allowed[at]):.3g}: {ORIGINAL_ERROR_FACTOR} x its error {float(error_o[at]):.3g} + "
-            f"{ROUNDINGS_OF_MAGNITUDE} roundings of {original.dtype.name} on the terms' magnitude "
-            f"{float(m[at]):.3g})"), measured
+    return (f"output '{name}' at {list(map(int, at))}: {float(r[at]):.9g} against a float64 "
+            f"evaluation's {float(x[at]):.9g} is off by {float(error_r[at]):.3g}, beyond what the "
+            f"original's own rounding allows there ({float(allowed[at]):.3g}: "
+            f"{ORIGINAL_ERROR_FACTOR} x its error {float(error_o[at]):.3g} + {ROUNDINGS_OF_MAGNITUDE} roundings of "
+            f"{original.dtype.name} on the terms' magnitude {float(m[at]):.3g})"), measured
 
 
 def _finfo(dtype: np.dtype):

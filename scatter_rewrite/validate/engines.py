@@ -18,6 +18,7 @@ import onnx_ir as ir
 # Expand of a [3, 1] tensor to a [3, 0] shape as if it changed nothing, and the next node then fails
 # on the [3, 1] it gets (tests/test_edge_cases.py's zero-size cases, lowered for TensorRT).
 _DISABLED_OPTIMIZERS = ["ExpandElimination"]
+_CPU = ["CPUExecutionProvider"]
 
 
 class CustomOpsRefused(Exception):
@@ -44,7 +45,7 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
     source = str(model) if isinstance(model, (str, Path)) else model
     run = None
     try:
-        session = ort.InferenceSession(source, _session_options(threads), providers=["CPUExecutionProvider"],
+        session = ort.InferenceSession(source, _session_options(threads), providers=_CPU,
                                        disabled_optimizers=_DISABLED_OPTIMIZERS)
     except Exception as e:
         # Our custom-domain nodes (lower --mode custom) only: registering them costs seconds where
@@ -54,7 +55,7 @@ def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarr
         options = _session_options(threads)
         custom_ops.register(options)
         try:
-            session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"],
+            session = ort.InferenceSession(source, options, providers=_CPU,
                                            disabled_optimizers=_DISABLED_OPTIMIZERS)
         except Exception as refused:
             raise CustomOpsRefused(ort_reason(refused)) from refused
@@ -105,13 +106,14 @@ def _session_options(threads: int):
     return options
 
 
-def run_reference(model: str | os.PathLike | onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run_reference(model: str | os.PathLike | onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list:
     """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
     import warnings
 
     from scatter_rewrite.evaluator.reference_ops import make_evaluator
 
-    evaluator = make_evaluator(model if isinstance(model, onnx.ModelProto) else onnx.load(str(model)))
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    evaluator = make_evaluator(proto)
     # NumPy's RuntimeWarnings (log of 0, an overflow to inf) are values here, as in onnxruntime,
     # not lines for the user's terminal.
     with np.errstate(all="ignore"), warnings.catch_warnings():

@@ -86,7 +86,7 @@ def _widen_node(node: onnx.NodeProto, magnitudes: bool) -> list[onnx.GraphProto]
     return subgraphs
 
 
-def widened_inputs(inputs: dict[str, np.ndarray], magnitudes: bool = False) -> dict[str, np.ndarray]:
+def widened_inputs(inputs: dict[str, np.ndarray], magnitudes: bool = False) -> dict:
     """The inputs as the widened model takes them: float inputs of 32 bits and less as float64."""
     wide = {}
     for name, array in inputs.items():
@@ -105,5 +105,6 @@ def _is_narrow_float(dtype: np.dtype) -> bool:
 def evaluate(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> tuple[list, list]:
     """The float64 evaluation of ``model`` on ``inputs``, and the same on their magnitudes."""
     exact = engines.run_reference(widened(model), widened_inputs(inputs))
-    magnitude = engines.run_reference(widened(model, magnitudes=True), widened_inputs(inputs, magnitudes=True))
+    magnitude = engines.run_reference(widened(model, magnitudes=True),
+                                      widened_inputs(inputs, magnitudes=True))
     return exact, magnitude

@@ -185,8 +185,8 @@ def _index_source(node: ir.Node, width: int, shape_of) -> ir.Value | None:
     """The input of ``node`` whose values its output carries, as far as index bounds go, or None.
 
     The ops of :data:`_CARRIERS`: value-preserving ones, PyTorch's normalization
-    ``Where(Less(x, 0), Add(x, n), x)``, a Gather by constant positions. With ``width`` > 1 (ScatterND tuples
-    of that many components along the last axis), only where the input's last axis is that same
+    ``Where(Less(x, 0), Add(x, n), x)``, a Gather by constant positions. With ``width`` > 1
+    (ScatterND tuples of that many components along the last axis), only where the input's last axis is that same
     axis: same size, not moved by a Transpose (``shape_of`` gives a value's static shape or None).
     """
     carrier = _carrier(node)
@@ -287,7 +287,8 @@ def _map_axis(steps: list, axis: int | None, rank_of) -> int | None:
         out_shape, in_shape = rank_of(value), rank_of(source)
         if out_shape is None or in_shape is None:
             return None
-        carrier = _CARRIERS["Identity"] if node is None else _carrier(node)  # (node None: a body input)
+        # (node None: a body input bound outside, whose value it is)
+        carrier = _CARRIERS["Identity"] if node is None else _carrier(node)
         if carrier is None or carrier.axis is None:
             return None
         axis = carrier.axis(node, axis, in_shape, out_shape)
@@ -299,7 +300,7 @@ def _same_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None
 
 
 def _reshaped_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
-    return axis if in_shape == out_shape and None not in in_shape else None  # (only a Reshape to itself)
+    return axis if in_shape == out_shape and None not in in_shape else None  # (a Reshape to itself)
 
 
 def _transposed_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
@@ -319,13 +320,15 @@ def _squeezed_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | 
     axes = _axes(node)
     if axes is None and None in in_shape:
         return None
-    axes = [i for i, d in enumerate(in_shape) if d == 1] if axes is None else [a % len(in_shape) for a in axes]
+    if axes is None:
+        axes = [i for i, d in enumerate(in_shape) if d == 1]
+    axes = [a % len(in_shape) for a in axes]
     kept = [i for i in range(len(in_shape)) if i not in axes]
     return kept[axis] if len(kept) == len(out_shape) else None
 
 
 def _gathered_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
-    """By constant positions (:func:`_selected_by_constant`): their axes replace the gathered one."""
+    """By constant positions (:func:`_selected_by_constant`): theirs replace the gathered axis."""
     gathered, picked = attr(node, "axis", 0) % len(in_shape), _selected_by_constant(node).ndim
     if gathered <= axis < gathered + picked:
         return None
@@ -350,8 +353,8 @@ def _normalized(node: ir.Node) -> ir.Value | None:
         return None
     cond, shifted, x = node.inputs
     less, add = (v.producer() if v is not None else None for v in (cond, shifted))
-    if (less is not None and less.op_type == "Less" and list(less.inputs[:1]) == [x] and _is_zero(less.inputs[1])
-            and add is not None and add.op_type == "Add" and x in add.inputs):
+    if (less is not None and less.op_type == "Less" and list(less.inputs[:1]) == [x]
+            and _is_zero(less.inputs[1]) and add is not None and add.op_type == "Add" and x in add.inputs):
         return x
     return None
 
@@ -579,7 +582,8 @@ def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexCont
     contracts[name] = IndexContract(old.kind, bounds, old.unique or new.unique, old.axis, shifts, window)
 
 
-def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], list[str], list[str]]:
+def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict, list[str], list[str]]:
+    """The index contract of each graph input, the float add/mul scatters (named), and notes."""
     graph_inputs = {id(v) for v in model.graph.inputs if v.name in input_shapes}  # not those with an initializer
     shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
     outer = _outer_values(model)
@@ -803,6 +807,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     else a small size. ``rtol``/``atol`` (either, the other then 0): the user's bound for every
     float output, ``|rewritten - original| <= atol + rtol * |original|``."""
     tolerance = user_tolerance(rtol, atol)
+    outputs = [v.name for v in model.graph.outputs]
     rng = np.random.default_rng(seed)
     sizes: dict[str, int] = dict(dim_sizes or {})
     initializer_names = set(model.graph.initializers)
@@ -826,7 +831,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
         extra = sorted(set(inputs) - set(given))
         user_notes = ["user inputs"] + ([f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
                                         if extra else [])
-        return ValidationPlan(given, float_sums, user_notes, [v.name for v in model.graph.outputs], tolerance)
+        return ValidationPlan(given, float_sums, user_notes, outputs, tolerance)
     generated = {}
     for v in graph_inputs:
         shape, dtype = input_shapes[v.name], _np_dtype(v.dtype)
@@ -836,7 +841,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
             generated[v.name] = _random_values(shape, dtype, rng)
     if contracts:
         notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
-    return ValidationPlan(generated, float_sums, notes, [v.name for v in model.graph.outputs], tolerance)
+    return ValidationPlan(generated, float_sums, notes, outputs, tolerance)
 
 
 def user_tolerance(rtol: float | None, atol: float | None) -> tuple[float, float] | None:

@@ -11,7 +11,9 @@ import onnx
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
 from scatter_rewrite.validate import engines, float64
-from scatter_rewrite.validate.comparison import _tolerance_said, compare, compare_outputs, judge_rounding, judgeable
+from scatter_rewrite.validate.comparison import (
+    compare, compare_outputs, judge_rounding, judgeable, tolerance_said,
+)
 from scatter_rewrite.validate.engines import first_line, lacks_a_kernel, ort_reason, without_paths
 from scatter_rewrite.validate.inputs import ValidationPlan
 
@@ -75,13 +77,14 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
             rewritten_ort, ort_cannot_run_rewritten = None, str(e)
         else:  # never PASSED for a model its users cannot load
             raise ValidationError(
-                "onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register, which is how "
-                f"a --mode custom model runs: {e}; lower with --mode standard, or skip validation with --no-validate "
-                "to write it anyway") from e
+                "onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register, "
+                f"which is how a --mode custom model runs: {e}; lower with --mode standard, or skip "
+                "validation with --no-validate to write it anyway") from e
     except Exception as e:
         # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
         # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime cannot run.
-        if not lacks_a_kernel(rewritten, e) and without_paths(ort_reason(e)) != without_paths(ort_cannot_run_original):
+        as_the_original = without_paths(ort_reason(e)) == without_paths(ort_cannot_run_original)
+        if not as_the_original and not lacks_a_kernel(rewritten, e):
             raise ValidationError(f"onnxruntime cannot run the rewritten model: {first_line(e, 300)}") from e
         # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
         # original's ScatterElements has): the rewritten model runs in the reference evaluator
@@ -118,11 +121,13 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
     diffs, failures = compare_outputs(names, expected, actual, plan.float_tolerance, plan.tolerance)
     if plan.tolerance is not None:
-        tolerance = f"float outputs within the given rtol={plan.tolerance[0]}, atol={plan.tolerance[1]}; everything else exact"
+        rtol, atol = plan.tolerance
+        tolerance = f"float outputs within the given rtol={rtol}, atol={atol}; everything else exact"
     else:
-        tolerance = _tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
+        tolerance = tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
     if failures and plan.float_tolerance and plan.tolerance is None:
-        failures, judged = _judge_by_the_arithmetic(original, plan, names, expected, actual, failures)
+        failures, judged = _judge_by_the_arithmetic(original, plan, names, expected, actual,
+                                                    failures)
         tolerance = judged or tolerance
     if failures:
         raise ValidationError(_failed(checked_against, failures))
@@ -132,13 +137,15 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
 
 def _failed(checked_against: str, failures: dict[str, str]) -> str:
     """What was compared, by how much it missed, and the ways out."""
-    return (f"validation failed, nothing written: {'; '.join(failures.values())} (compared: {checked_against}); "
-            "if the difference is acceptable, set the bound with --rtol/--atol (rtol=/atol= in the Python API), "
-            "or skip validation with --no-validate (validate=False)")
+    return (f"validation failed, nothing written: {'; '.join(failures.values())} "
+            f"(compared: {checked_against}); if the difference is acceptable, set the bound with "
+            "--rtol/--atol (rtol=/atol= in the Python API), or skip validation with --no-validate "
+            "(validate=False)")
 
 
-def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, names: list[str], expected: list,
-                             actual: list, failures: dict[str, str]) -> tuple[dict[str, str], str]:
+def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, names: list[str],
+                             expected: list, actual: list,
+                             failures: dict[str, str]) -> tuple[dict[str, str], str]:
     """The float outputs beyond the fixed tolerance, judged against a float64 evaluation of the
     original (:func:`comparison.judge_rounding`). Returns the failures left, and the tolerance said
     for the summary ("" where no output was judged)."""
@@ -149,16 +156,17 @@ def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, 
         return failures, ""
     try:
         exact, magnitude = float64.evaluate(onnx.load(str(original)), plan.inputs)
-    except Exception as e:  # (an op onnx.reference cannot run in float64): the fixed tolerance stands
+    except Exception as e:  # (an op onnx.reference cannot run in float64): the fixed bound stands
         left = dict(failures)
         for name in judged:
-            left[name] += f" (and no float64 evaluation of the original to judge its rounding by: {first_line(e)})"
+            left[name] += (" (and no float64 evaluation of the original to judge its rounding by: "
+                           f"{first_line(e)})")
         return left, ""
     left, measured = dict(failures), []
     for name in judged:
         k = at[name]
-        failure, said = judge_rounding(name, expected[k], np.asarray(actual[k]), np.asarray(exact[k]),
-                                       np.asarray(magnitude[k]))
+        failure, said = judge_rounding(name, expected[k], np.asarray(actual[k]),
+                                       np.asarray(exact[k]), np.asarray(magnitude[k]))
         if failure is None:
             del left[name]
             measured.append(f"'{name}': {said}")
@@ -166,8 +174,9 @@ def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, 
             left[name] = failure
     if left:
         return left, ""
-    return left, (_tolerance_said(expected).replace("; everything else exact", "") + ", or else judged against a "
-                  f"float64 evaluation of the original ({'; '.join(measured)}); everything else exact")
+    fixed = tolerance_said(expected).replace("; everything else exact", "")
+    return left, (f"{fixed}, or else judged against a float64 evaluation of the original "
+                  f"({'; '.join(measured)}); everything else exact")
 
 
 def _run_original_in_reference(original: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
@@ -220,6 +229,6 @@ def _cross_check(names: list[str], which: str, reference: list, ort: list) -> st
     worst = max(diffs.values(), default=0.0)
     if not failures:
         return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
-                f"{_tolerance_said(reference)}, max |difference| {worst:.3g}")
+                f"{tolerance_said(reference)}, max |difference| {worst:.3g}")
     return (f"onnxruntime runs the {which} model too; its outputs differ from onnx.reference's by up to {worst:.3g} "
             f"(the engines' float ops round differently: {'; '.join(failures)})")

@@ -253,3 +253,23 @@ def test_float16_sums_are_judged_in_float16_units():
     assert judge_rounding("y", args[0], np.array([exact], np.float16), args[1], args[2])[0] is None
     dropped = np.array([exact - float(terms[0])], np.float16)
     assert judge_rounding("y", args[0], dropped, args[1], args[2])[0] is not None
+
+
+def test_an_op_replaced_by_its_function_body_inside_the_tensorrt_pass_is_compared_as_floats():
+    """Lowering a TensorScatter for TensorRT 8.6 moves the model to opset 17 from inside the
+    TensorRT pass, replacing Gelu by its function body: the pass reports that (float_rounding) as
+    any other does, and validation compares the float output within tolerance, saying why."""
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("TensorScatter", ["past", "update", "write"], ["s"], axis=1),
+             oh.make_node("Gelu", ["s"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [vi("past", TensorProto.FLOAT, [2, 8, 4]),
+                                       vi("update", TensorProto.FLOAT, [2, 1, 4]),
+                                       vi("write", TensorProto.INT64, [2])],
+                          [vi("y", TensorProto.FLOAT, [2, 8, 4])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)], ir_version=11)
+    _, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True, return_report=True)
+    assert any("replaced by their ONNX function bodies: Gelu" in n
+               for p in outcome.passes if p["pass"] == "lower-tensorscatter" for n in p["notes"])
+    v = outcome.validation
+    assert "float outputs compared within tolerance: Gelu replaced by its ONNX function body" in v["notes"]
+    assert v["tolerance"].startswith("float outputs within float32: rtol=1e-05, atol=1e-05")

@@ -143,7 +143,7 @@ def test_a_lowering_that_gets_one_term_of_thousands_wrong_is_caught(wrong):
     message = str(caught.value)
     assert message.startswith("validation failed, nothing written: output 'y' at [")
     assert "beyond what the original's own rounding allows" in message
-    assert "(compared: onnxruntime on the original model)" in message
+    assert "(checked against: onnxruntime on the original model)" in message
     assert "--rtol/--atol" in message and "--no-validate" in message
 
 

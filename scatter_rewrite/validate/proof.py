@@ -138,7 +138,7 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
 def _failed(checked_against: str, failures: dict[str, str]) -> str:
     """What was compared, by how much it missed, and the ways out."""
     return (f"validation failed, nothing written: {'; '.join(failures.values())} "
-            f"(compared: {checked_against}); if the difference is acceptable, set the bound with "
+            f"(checked against: {checked_against}); if the difference is acceptable, set the bound with "
             "--rtol/--atol (rtol=/atol= in the Python API), or skip validation with --no-validate "
             "(validate=False)")
 

@@ -326,8 +326,7 @@ def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Opti
     try:
         from scatter_rewrite.errors import OptionError, ScatterRewriteError
         from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
-        from scatter_rewrite.validate import load_inputs
-        from scatter_rewrite.validate.inputs import user_tolerance
+        from scatter_rewrite.validate import load_inputs, user_tolerance
 
         VERBS[verb].make_passes(**options)  # option errors surface before any work
         if in_place and output is not None:

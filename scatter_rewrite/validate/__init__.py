@@ -19,12 +19,12 @@ passes' results say where floats may round otherwise (:func:`allow_float_roundin
 from scatter_rewrite.validate.comparison import BFLOAT16_TOLERANCE, FLOAT_TOLERANCE, compare
 from scatter_rewrite.validate.engines import run_onnxruntime, run_reference
 from scatter_rewrite.validate.inputs import (
-    IndexContract, ValidationPlan, load_inputs, plan_validation,
+    IndexContract, ValidationPlan, load_inputs, plan_validation, user_tolerance,
 )
 from scatter_rewrite.validate.proof import ValidationResult, allow_float_rounding, validate
 
 __all__ = [
     "BFLOAT16_TOLERANCE", "FLOAT_TOLERANCE", "IndexContract", "ValidationPlan", "ValidationResult",
     "allow_float_rounding", "compare", "load_inputs", "plan_validation", "run_onnxruntime",
-    "run_reference", "validate",
+    "run_reference", "user_tolerance", "validate",
 ]

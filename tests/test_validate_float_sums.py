@@ -134,6 +134,18 @@ def test_the_gnn_sum_lowered_for_tensorrt_validates_with_the_fixed_tolerance_at_
     assert v["max_abs_diff"] == 0.0 or judged in v["tolerance"], v
 
 
+@pytest.mark.slow
+def test_the_issues_gnn_sum_at_200000_edges_validates_from_the_command_line(tmp_path):
+    """The issue's command: 20,000 terms per slot; it exited 1 with max |difference| 0.0015."""
+    from scatter_rewrite.cli import app
+
+    onnx.save(gnn_sum(), tmp_path / "gnn.onnx")
+    result = CliRunner().invoke(app, ["tensorrt", str(tmp_path / "gnn.onnx"), "--trt-version",
+                                      "8.6", "--fix-dim", "E=200000"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "gnn.tensorrt.onnx").exists()
+
+
 @pytest.mark.parametrize("wrong", [DropOneTerm("u"), DoubleOneTerm("u"), OneTermToTheNextSlot("i")],
                          ids=lambda p: p.name)
 def test_a_lowering_that_gets_one_term_of_thousands_wrong_is_caught(wrong):

@@ -193,11 +193,8 @@ def _index_source(node: ir.Node, width: int, shape_of) -> ir.Value | None:
     source = carrier.source(node) if carrier is not None else None
     if source is None or width == 1:
         return source
-    perm = attr(node, "perm")
     shape = shape_of(source)
-    moves_last = ((node.op_type == "Transpose" and (perm is None or perm[-1] != len(perm) - 1))
-                  or (node.op_type == "Gather" and shape and attr(node, "axis", 0) % len(shape) == len(shape) - 1))
-    if shape and shape[-1] == width and not moves_last:
+    if shape and shape[-1] == width and carrier.keeps_last(node, shape):
         return source
     return None
 
@@ -342,6 +339,19 @@ def _expanded_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | 
     return k
 
 
+def _keeps_last(node: ir.Node, shape: tuple) -> bool:
+    return True
+
+
+def _transpose_keeps_last(node: ir.Node, shape: tuple) -> bool:
+    perm = attr(node, "perm")
+    return perm is not None and perm[-1] == len(perm) - 1
+
+
+def _gather_keeps_last(node: ir.Node, shape: tuple) -> bool:
+    return attr(node, "axis", 0) % len(shape) != len(shape) - 1
+
+
 def _first_input(node: ir.Node) -> ir.Value | None:
     return node.inputs[0]
 
@@ -368,12 +378,15 @@ class _Carrier:
     """How an op carries index values from an input to its output, for the index-contract tracer:
     which input's values it carries (``source``: None where this node does not), whether its
     output has that input's shape and its values in their flat order (constant ints pass through),
-    and which axis of that input becomes an axis of the output (``axis``: None where not known)."""
+    which axis of that input becomes an axis of the output (``axis``: None where not known), and
+    whether the input's last axis stays the output's last (``keeps_last``, given the input's
+    shape: where ScatterND index tuples lie)."""
 
     source: Any = _first_input
     same_shape: bool = False
     flat_order: bool = False
     axis: Any = None
+    keeps_last: Any = _keeps_last
 
 
 # Every op the tracer sees through, in one table (default domain only).
@@ -384,10 +397,11 @@ _CARRIERS = {
     "Flatten": _Carrier(flat_order=True, axis=_reshaped_axis),
     "Squeeze": _Carrier(flat_order=True, axis=_squeezed_axis),
     "Unsqueeze": _Carrier(flat_order=True, axis=_unsqueezed_axis),
-    "Transpose": _Carrier(axis=_transposed_axis),
+    "Transpose": _Carrier(axis=_transposed_axis, keeps_last=_transpose_keeps_last),
     "Expand": _Carrier(axis=_expanded_axis),
     "Where": _Carrier(source=_normalized, axis=_same_axis),
-    "Gather": _Carrier(source=_gathered_by_constant, axis=_gathered_axis),
+    "Gather": _Carrier(source=_gathered_by_constant, axis=_gathered_axis,
+                       keeps_last=_gather_keeps_last),
 }
 
 

@@ -91,12 +91,10 @@ def test_float16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
 
 @pytest.mark.parametrize("reduction", ["add", "min"])
 def test_bfloat16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
-    """onnxruntime's Python binding passes no bfloat16: the model takes float32 and casts.
-    (Not validated here: validation judges the float32 output by float32's tolerance, while the
-    original rounds each bfloat16 update and the lowered node rounds its float32 sum once.)"""
+    """onnxruntime's Python binding passes no bfloat16: the model takes float32 and casts."""
     model = gnn_model(TensorProto.BFLOAT16, reduction, outer_type=TensorProto.FLOAT)
     inputs = feeds(np.float32)
-    lowered = sr.lower(model, opset=13, mode="custom", validate=False)
+    lowered = sr.lower(model, opset=13, mode="custom", validate=True)
     onnx.checker.check_model(lowered, full_check=True)
     assert len(custom_nodes(lowered)) == 1
     got = run_with_custom_ops(lowered, inputs)
@@ -115,3 +113,13 @@ def test_float32_custom_node_is_not_cast():
     assert "Cast" not in [n.op_type for n in lowered.graph.node]
     (node,) = custom_nodes(lowered)
     assert node.input[0] == "x"
+
+
+@pytest.mark.parametrize("mode", ["standard", "custom"])
+@pytest.mark.parametrize("elem_type", [TensorProto.FLOAT16, TensorProto.BFLOAT16])
+def test_half_float_sum_in_a_float32_graph_validates(elem_type, mode):
+    """The original rounds each half-float update, the lowered graph its float32 sum once: the
+    float32 output is judged by the rounding of the type the sum is computed in, not float32's."""
+    lowered = sr.lower(gnn_model(elem_type, "add", outer_type=TensorProto.FLOAT), opset=13,
+                       mode=mode, validate=True)
+    onnx.checker.check_model(lowered, full_check=True)

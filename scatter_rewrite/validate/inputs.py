@@ -877,7 +877,8 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
             generated[v.name] = _random_values(shape, dtype, rng)
     if contracts:
         notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
-    return ValidationPlan(generated, float_sums, notes, outputs, tolerance, float_sum_types=sum_types)
+    return ValidationPlan(generated, float_sums, notes, outputs, tolerance,
+                          float_sum_types=sum_types)
 
 
 def user_tolerance(rtol: float | None, atol: float | None) -> tuple[float, float] | None:

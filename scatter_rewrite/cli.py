@@ -9,8 +9,8 @@ happen inside the commands so ``--help`` is instant.
 
 from __future__ import annotations
 
+import contextlib
 import enum
-import functools
 import inspect
 import json
 import logging
@@ -25,6 +25,8 @@ import typer
 import typer.core
 import typer.main
 import typer.models
+
+from scatter_rewrite.verbs import VERBS
 
 
 class _Command(typer.core.TyperCommand):
@@ -73,8 +75,19 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from scatter_rewrite import __version__
+
+        typer.echo(f"scatter-rewrite {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
     """Rewrite ONNX scatter operators; see each command's --help."""
 
 
@@ -126,10 +139,27 @@ class _LineFormatter(logging.Formatter):
         return f"scatter-rewrite: {record.levelname.lower()}: {source}{record.getMessage()}"
 
 
+class _Once(logging.Filter):
+    """Each warning once: a library that reads the model twice (onnx_ir's loader warns of an invalid
+    input on every read) says it once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.getMessage())
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+
 def _setup_logging(verbose: bool) -> None:
     if not verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_LineFormatter())
+        handler.addFilter(_Once())
         logging.basicConfig(level=logging.WARNING, handlers=[handler])
         return
     logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -177,6 +207,8 @@ def _format(outcome: Any) -> str:
             lines.append(f"    {v['cross_check']}")
     elif outcome.status == "PASSED":
         lines.append("  validation: skipped (--no-validate)")
+    if outcome.status == "UNCHANGED":
+        lines.append("  nothing rewritten: the output is a copy of the input")
     if outcome.error:
         lines.append(f"  error: {outcome.error}")
     lines.append(f"{outcome.status} in {outcome.seconds:.2f} s")
@@ -312,25 +344,31 @@ def _unique(files: list[Path]) -> list[Path]:
     return unique
 
 
-def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Optional[str], validate: bool,
+def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: Optional[str], validate: bool,
              inputs: Optional[str], report: Optional[str], in_place: bool, verbose: bool) -> None:
-    """Shared body of every rewriting verb."""
+    """Shared body of every rewriting verb (``declared``: its verbs.Verb, whose options these are)."""
+    verb = declared.name
+    model_paths = [Path(m) for m in models]
+    output_says_folder = output is not None and output.endswith(("/", os.sep))
+    # Several MODEL arguments (or a folder) make -o a folder, even when they name one file twice.
+    several = len(model_paths) > 1 or any(m.is_dir() for m in model_paths)
+    if several and output is not None and output.endswith(".onnx") and not output_says_folder \
+            and not Path(output).is_dir():
+        raise typer.BadParameter(f"{output} names one model file, and several models are given: name a "
+                                 "folder (ending with /) or rewrite them one at a time", param_hint="-o")
     _setup_logging(verbose)
     try:
         from scatter_rewrite.errors import OptionError, ScatterRewriteError
         from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
         from scatter_rewrite.validate import load_inputs
 
+        options = declared.bind(options, cli=True)
         VERBS[verb].make_passes(**options)  # option errors surface before any work
         if in_place and output is not None:
             raise OptionError("--in-place and -o/--output exclude each other; pick one")
-        output_says_folder = output is not None and output.endswith(("/", os.sep))
-        model_paths = [Path(m) for m in models]
         output_path = Path(output) if output is not None else None
         report_path = Path(report) if report is not None else None
         files = _unique(_expand(model_paths, [v.suffix for v in VERBS.values()]))
-        # Several MODEL arguments (or a folder) make -o a folder, even when they name one file twice.
-        several = len(model_paths) > 1 or any(m.is_dir() for m in model_paths)
         if output_path is not None and (several or output_says_folder) and output_path.exists() \
                 and not output_path.is_dir():
             raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a folder, "
@@ -344,12 +382,14 @@ def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Opti
         if len(files) == 1:
             started = time.perf_counter()
             try:
-                outcomes = [rewrite_file(verb, files[0], **kwargs)]
+                with _pass_progress(files[0]) as progress:
+                    outcomes = [rewrite_file(verb, files[0], progress=progress, **kwargs)]
             except ScatterRewriteError as e:
                 if report_path is not None:
                     from scatter_rewrite.pipeline import Outcome
 
-                    failed_outcome = Outcome(str(files[0]), error=str(e), seconds=time.perf_counter() - started)
+                    failed_outcome = Outcome(str(files[0]), error=str(e), seconds=time.perf_counter() - started,
+                                             verb=verb, options=options)
                     try:
                         _write_report(report_path, verb, [failed_outcome])
                     except ScatterRewriteError:
@@ -372,15 +412,32 @@ def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Opti
         except ScatterRewriteError as e:
             _error(str(e), e, verbose)
             raise typer.Exit(1) from None
-    failed = [o for o in outcomes if o.status != "PASSED"]
+    from scatter_rewrite.pipeline import SUCCEEDED, UNCHANGED
+
+    failed = [o for o in outcomes if o.status not in SUCCEEDED]
     if several:
-        typer.echo(f"{len(outcomes) - len(failed)} of {len(outcomes)} model(s) PASSED")
+        unchanged = [o.input for o in outcomes if o.status == UNCHANGED]
+        passed = len(outcomes) - len(failed) - len(unchanged)
+        said = f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})" if unchanged else ""
+        typer.echo(f"{passed} of {len(outcomes)} model(s) PASSED{said}")
     if failed:
         for o in failed:
             error = str(o.error)
             typer.echo(f"scatter-rewrite: error: {error if error.startswith(o.input) else f'{o.input}: {error}'}",
                        err=True)
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _pass_progress(model: Path):
+    """On a terminal (stderr), a spinner naming the pass running on ``model`` (a long model would
+    otherwise print nothing for seconds); elsewhere nothing. Yields the pipeline's progress callback."""
+    console = _stderr_console()
+    if not console.is_terminal:
+        yield None
+        return
+    with console.status(f"{model}: loading", spinner="line") as status:
+        yield lambda step: status.update(f"{model}: {step}")
 
 
 def _internal_error(e: BaseException, verbose: bool):
@@ -418,71 +475,11 @@ _SHARED = [  # (name, annotation, default): every rewriting verb takes these, af
 ]
 
 
-def rewriting_verb(verb: str):
-    """Register a rewriting verb. The decorated function takes the verb's own options and returns
-    them as the pass options; the MODEL... argument and the shared options are added here, once."""
-
-    def decorate(own_options):
-        kw = inspect.Parameter.KEYWORD_ONLY
-        own = [p.replace(kind=kw) for p in inspect.signature(own_options, eval_str=True).parameters.values()]
-        parameters = ([inspect.Parameter("models", kw, annotation=Models)] + own
-                      + [inspect.Parameter(n, kw, annotation=a, default=d) for n, a, d in _SHARED])
-
-        @functools.wraps(own_options)
-        def command(**kwargs: Any) -> None:
-            shared = {name: kwargs.pop(name) for name, _, _ in _SHARED}
-            models = kwargs.pop("models")
-            run_verb(verb, own_options(**kwargs), models, **shared)
-
-        command.__signature__ = inspect.Signature(parameters)
-        del command.__wrapped__  # Typer must see the new signature, not the wrapped one
-        return app.command(name=verb, cls=_Command)(command)
-
-    return decorate
-
-
-@rewriting_verb("upgrade")
-def upgrade(
-    opset: Annotated[Optional[int], typer.Option(help="Target default-domain opset (>= 11). Default: the model's own if >= 11, else 11.", metavar="N")] = None,
-) -> dict:
-    """Upgrade deprecated Scatter to ScatterElements (main graph, subgraphs, functions)."""
-    return {"opset": opset}
-
-
-@rewriting_verb("fold")
-def fold(
-    size_limit: Annotated[Optional[int], typer.Option("--size-limit", help="Leave scatters whose result exceeds BYTES unfolded.", metavar="BYTES")] = None,
-) -> dict:
-    """Fold scatters whose inputs are all constant into initializers (our NumPy evaluator)."""
-    return {"size_limit": size_limit}
-
-
-class LowerMode(str, enum.Enum):
-    standard = "standard"
-    custom = "custom"
-    tensorrt_plugin = "tensorrt-plugin"
-
-
-@rewriting_verb("lower")
-def lower(
-    opset: Annotated[int, typer.Option(help="Target default-domain opset, 11 to 23 (the model moves to it, up or down).",
-                                       metavar="N")] = 13,
-    mode: Annotated[LowerMode, typer.Option(
-        metavar="MODE", help="standard: exact standard ops; custom: ai.onnx.contrib nodes (docs/custom-ops.md); "
-             "tensorrt-plugin: the form TensorRT 10's ScatterElements plugin takes.")] = LowerMode.standard,
-) -> dict:
-    """Lower scatter reductions and TensorScatter that an older opset lacks."""
-    return {"opset": opset, "mode": mode.value}
-
-
-class TrtVersion(str, enum.Enum):
-    v8_6 = "8.6"
-    v10 = "10"
-
-
-def _dim_sizes(values: Optional[list[str]]) -> dict[str, int]:
+def _dim_sizes(values: Optional[list[str]]) -> Optional[dict[str, int]]:
+    if values is None:
+        return None
     sizes = {}
-    for text in values or []:
+    for text in values:
         name, _, size = text.partition("=")
         if not name or not size.strip().isdigit() or int(size) < 1:
             raise typer.BadParameter(f"{text!r}: expected NAME=SIZE, a symbolic dimension name and a positive integer",
@@ -491,66 +488,120 @@ def _dim_sizes(values: Optional[list[str]]) -> dict[str, int]:
     return sizes
 
 
-@rewriting_verb("tensorrt")
-def tensorrt(
-    trt_version: Annotated[TrtVersion, typer.Option("--trt-version", help="The TensorRT version to prepare for: 8.6 or 10.",
-                                               metavar="VERSION")] = TrtVersion.v10,
-    fix_dim: Annotated[Optional[list[str]], typer.Option(
-        "--fix-dim", metavar="NAME=SIZE",
-        help="Fix the symbolic input dimension NAME to SIZE first (repeatable): on TensorRT 8.6 a reduction "
-             "with a dynamic number of updates is lowered only once that number is static.")] = None,
-) -> dict:
-    """Prepare every scatter for TensorRT: upgrade, fold, lower, ScatterElements -> ScatterND."""
-    return {"trt_version": trt_version.value, "fix_dims": _dim_sizes(fix_dim)}
+def _cli_parameter(option: Any) -> tuple[inspect.Parameter, Any]:
+    """The Typer parameter for a declared option (verbs.Option), and how its value becomes the
+    option's (an enum's value; NAME=SIZE texts a dict)."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    info = dict(help=option.help, metavar=option.metavar)
+    if option.choices:
+        choices = enum.Enum(f"{option.name.title().replace('_', '')}Choice", {c: c for c in option.choices},
+                            type=str)
+        annotation = Annotated[choices, typer.Option(option.cli_flag, **info)]
+        return inspect.Parameter(option.name, kw, annotation=annotation, default=choices(option.default)), \
+            lambda v: v.value
+    if option.kind is dict:
+        annotation = Annotated[Optional[list[str]], typer.Option(option.cli_flag, **info)]
+        return inspect.Parameter(option.name, kw, annotation=annotation, default=None), _dim_sizes
+    annotation = Annotated[Optional[option.kind] if option.default is None else option.kind,
+                           typer.Option(option.cli_flag, **info)]
+    return inspect.Parameter(option.name, kw, annotation=annotation, default=option.default), lambda v: v
+
+
+def _register(verb: Any) -> None:
+    """The command of a declared verb (verbs.VERBS): MODEL..., the verb's options, the shared ones."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    own = [_cli_parameter(o) for o in verb.options]
+    parameters = ([inspect.Parameter("models", kw, annotation=Models)] + [p for p, _ in own]
+                  + [inspect.Parameter(n, kw, annotation=a, default=d) for n, a, d in _SHARED])
+    converters = {p.name: convert for p, convert in own}
+
+    def command(**kwargs: Any) -> None:
+        shared = {name: kwargs.pop(name) for name, _, _ in _SHARED}
+        models = kwargs.pop("models")
+        run_verb(verb, {name: converters[name](value) for name, value in kwargs.items()}, models, **shared)
+
+    command.__signature__ = inspect.Signature(parameters)
+    command.__doc__ = verb.summary
+    command.__name__ = verb.name
+    app.command(name=verb.command, cls=_Command)(command)
+
+
+for _verb in VERBS.values():
+    _register(_verb)
 
 
 @app.command(name="check", cls=_Command)
 def check(
-    model: Annotated[str, typer.Argument(help="The ONNX model to inspect.", show_default=False, callback=_nonempty,
-                                         metavar="MODEL", click_type=_PathText())],
-    target: Annotated[str, typer.Option("--target", help="tensorrt-10, tensorrt-8.6 or opset-N.",
+    models: Annotated[list[str], typer.Argument(help="ONNX model files, or folders of them.", show_default=False,
+                                                callback=_nonempty, metavar="MODEL...", click_type=_PathText())],
+    target: Annotated[str, typer.Option("--target", help="tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N "
+                                        "from 9 to the highest the installed onnx defines).",
                                         metavar="TARGET")] = "tensorrt-10",
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON (for CI).")] = False,
     verbose: CheckVerbose = False,
 ) -> None:
-    """Report every scatter node's readiness for a target; exit 1 if any is blocked (writes nothing)."""
+    """Check models (onnx.checker) and every scatter node's readiness for a target; exit 1 if blocked."""
     _setup_logging(verbose)
     try:
-        from scatter_rewrite.check import check as run_check
         from scatter_rewrite.errors import ScatterRewriteError
-        from scatter_rewrite.model_io import load_model
+        from scatter_rewrite.readiness import check_report, parse_target
 
-        findings = run_check(load_model(model), target)
+        parse_target(target)
+        files = _unique(_expand([Path(m) for m in models], [v.suffix for v in VERBS.values()]))
+        reports = [check_report(f, target) for f in files]
     except ScatterRewriteError as e:
         _error(str(e), e, verbose)
         raise typer.Exit(1) from None
     except Exception as e:  # a bug of ours: one line; -v shows where
         _internal_error(e, verbose)
-    blocked = [f for f in findings if f.blocked]
     if as_json:
-        typer.echo(json.dumps({"model": str(model), "target": target, "blocked": len(blocked),
-                               "findings": [f.to_dict() for f in findings]}, indent=2))
+        shown = [r.to_dict() for r in reports]
+        typer.echo(json.dumps(shown[0] if len(shown) == 1 else
+                              {"target": target, "blocked": sum(bool(r.blocked) for r in reports), "models": shown},
+                              indent=2))
     else:
-        _print_findings(str(model), target, findings)
+        for r in reports:
+            _print_report(r)
     from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START
 
-    suspects = sum(any(n.startswith(ACCUMULATE_NOTE_START) for n in f.notes) for f in findings)
-    if suspects:  # not a blocker (the model may mean it), but what no rewrite can make right
-        typer.echo(f"scatter-rewrite: warning: {suspects} scatter node(s) write into zeros and are then added: "
-                   "the TorchScript export of an accumulating op, wrong with repeated indices (see the notes)", err=True)
+    for r in reports:
+        suspects = sum(any(n.startswith(ACCUMULATE_NOTE_START) for n in f.notes) for f in r.findings)
+        if suspects:  # not a blocker (the model may mean it), but what no rewrite can make right
+            typer.echo(f"scatter-rewrite: warning: {r.model}: {suspects} scatter node(s) write into zeros and are "
+                       "then added: the TorchScript export of an accumulating op, wrong with repeated indices (see "
+                       "the notes)", err=True)
+        for note in r.notes:
+            typer.echo(f"scatter-rewrite: note: {r.model}: {note}", err=True)
+    blocked = [r for r in reports if r.blocked]
     if blocked:  # exit 1 says why in one line, like every other exit 1
-        _error(f"{len(blocked)} of {len(findings)} scatter node(s) blocked on {target}", None, verbose)
+        for r in blocked:
+            nodes = sum(f.blocked for f in r.findings)
+            why = f"{nodes} of {len(r.findings)} scatter node(s) blocked on {target}" if nodes else ""
+            why = "; ".join(w for w in (why, r.invalid and f"the model {r.invalid}") if w)
+            _error(f"{r.model}: {why}" if len(reports) > 1 or not nodes else why, None, verbose)
         raise typer.Exit(1)
 
 
-def _print_findings(model: str, target: str, findings: list) -> None:
+def _print_report(report: Any) -> None:
+    if report.findings:
+        _print_findings(report.model, report.target, report.findings, report.invalid)
+    else:
+        typer.echo(f"{report.model}: " + (f"{report.invalid}: BLOCKED" if report.invalid else
+                                           f"no scatter node: READY for {report.target}"))
+
+
+def _print_findings(model: str, target: str, findings: list, invalid: str | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     table = Table(title=f"{model}: scatter readiness for {target}", show_lines=True)
-    for column in ("node", "reduction", "dtypes (data / indices)", "blocks on target", "fix"):
+    for column in ("node", "reduction", "dtypes (data / indices)", "blocks on target"):
         table.add_column(column, overflow="fold")
+    # The fix column wraps between words only (a command broken mid-word cannot be copied): as wide
+    # as its longest word.
+    words = [w for f in findings for w in (f.fix or "none known").split()]
+    table.add_column("fix", overflow="ellipsis", min_width=max(map(len, words), default=4))
     for f in findings:
         table.add_row(f.node, _reduction_cell(f), f"{f.data_type or '?'} / {f.indices_type or '-'}",
                       "\n".join(f.blockers + [f"note: {n}" for n in f.notes]) or "ready",
@@ -564,8 +615,10 @@ def _print_findings(model: str, target: str, findings: list) -> None:
     for fix, count in fixes.items():
         console.print(f"fix: {fix} ({count} node(s))", highlight=False, soft_wrap=True, markup=False)
     blocked = sum(f.blocked for f in findings)
+    if invalid:
+        console.print(f"the model {invalid}", highlight=False, markup=False)
     console.print(f"{len(findings)} scatter node(s), {blocked} blocked on {target}: "
-                  + ("BLOCKED" if blocked else "READY"), highlight=False)
+                  + ("BLOCKED" if blocked or invalid else "READY"), highlight=False)
 
 
 def _reduction_cell(f) -> str:

@@ -2,7 +2,7 @@
 which no rewrite can see is wrong (validation proves a rewrite equal to the export, not to PyTorch).
 Every verb notes them in its report and ``check`` in its findings.
 
-Kept apart from :mod:`scatter_rewrite.check`, which imports every pass: each verb asks this of the
+Kept apart from :mod:`scatter_rewrite.readiness`, which imports every pass: each verb asks this of the
 model it is given, and a fold should not pay for importing the TensorRT passes.
 """
 

@@ -13,7 +13,7 @@ from onnx import TensorProto
 from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.check import check
+from scatter_rewrite.readiness import check
 from scatter_rewrite.cli import app
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_passes, tensorrt_violations

@@ -32,6 +32,10 @@ Targets:
     reductions add/mul below 16 and max/min below 18, TensorScatter below 24; and a node whose
     opset is above N (``lower --opset N`` moves the model down).
 
+Before any of that, the model is checked with onnx.checker (full), as every rewriting verb does:
+a model it rejects (an undefined node input, a cycle, an unknown op...) is blocked with the reason
+(:func:`check_report`); the deprecated ``Scatter`` alone is left to the findings, which say to upgrade.
+
 On every target, a default-domain node that breaks its op's schema (:mod:`scatter_rewrite.spec`:
 an attribute of the wrong type or unknown, an input or output count the op does not have) is
 blocked with the reason and no fix, and nothing else is said of it.
@@ -40,7 +44,10 @@ blocked with the reason and no fix, and nothing else is said of it.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import re
+from pathlib import Path
 
 import onnx_ir as ir
 
@@ -59,7 +66,12 @@ from scatter_rewrite.passes.tensorrt import (
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 from scatter_rewrite.spec import scatter_node_problem
 
-TARGETS_HELP = "tensorrt-10, tensorrt-8.6 or opset-N (N from 9 to 24)"
+__all__ = ["CheckReport", "Finding", "check", "check_report", "parse_target", "TARGETS_HELP", "OPSET_TARGET_FLOOR"]
+
+logger = logging.getLogger("scatter_rewrite")
+# opset-N from 9: Scatter's first opset (the lowest at which there is anything to say)
+OPSET_TARGET_FLOOR = 9
+TARGETS_HELP = "tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N from 9 to the installed onnx's highest)"
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 REDUCTION_OPSET = {"add": 16, "mul": 16, "max": 18, "min": 18}
 
@@ -85,14 +97,75 @@ class Finding:
         return dataclasses.asdict(self) | {"blocked": self.blocked}
 
 
+@dataclasses.dataclass
+class CheckReport:
+    """What ``check`` found: the model's onnx.checker failure (``invalid``, None if it passes) and
+    one :class:`Finding` per scatter node (none when the model is invalid)."""
+
+    model: str
+    target: str
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    invalid: str | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)  # about the whole model
+
+    @property
+    def blocked(self) -> bool:
+        return self.invalid is not None or any(f.blocked for f in self.findings)
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "target": self.target, "invalid": self.invalid,
+                "blocked": self.invalid is not None or sum(f.blocked for f in self.findings),
+                "notes": self.notes, "findings": [f.to_dict() for f in self.findings]}
+
+
+def check_report(path: str | os.PathLike, target: str = "tensorrt-10", name: str | None = None) -> CheckReport:
+    """onnx.checker (full) on the model file at ``path``, then :func:`check` on it; ``name``: how
+    the report names the model (default: its path)."""
+    from scatter_rewrite.model_io import load_proto, to_ir
+    from scatter_rewrite.pipeline import checker_failure
+
+    parse_target(target)  # a bad target is refused before any work
+    report = CheckReport(str(name or path), target)
+    proto = load_proto(path)  # (a missing, empty or truncated file: ModelLoadError)
+    failure = checker_failure(Path(path))
+    if failure is not None and "Scatter is deprecated" not in failure:  # (the findings say that one)
+        report.invalid = f"fails onnx.checker: {failure}"
+    model = to_ir(proto, path)
+    del proto
+    try:
+        report.findings = check(model, target)
+    except Exception:
+        if report.invalid is None:
+            raise
+        # An invalid model (a cycle, say) may defeat the node-by-node reading: the checker's reason
+        # is the report, and the model is blocked anyway.
+        logger.debug("%s: no findings on the invalid model", path, exc_info=True)
+    if any(_is_custom_scatter(node) for node, _ in iter_nodes(model)):
+        report.notes.append("the model holds custom-domain scatter nodes (lower --mode custom): onnxruntime runs it "
+                            "only with the custom ops registered, scatter_rewrite.custom_ops.register(session_options)")
+    return report
+
+
+def _is_custom_scatter(node: ir.Node) -> bool:
+    from scatter_rewrite.custom_ops import DOMAIN
+
+    return node.domain == DOMAIN
+
+
 def parse_target(target: str) -> tuple[str, object]:
-    """("tensorrt", "10"|"8.6") or ("opset", N); OptionError otherwise."""
+    """("tensorrt", "8.6"|"10"|"11") or ("opset", N); OptionError otherwise (an opset out of
+    range is said to be so)."""
+    from scatter_rewrite.verbs import TRT_VERSIONS, highest_opset
+
     t = target.strip().lower()
-    if t in ("tensorrt-10", "tensorrt-8.6"):
+    if t.startswith("tensorrt-") and t.split("-", 1)[1] in TRT_VERSIONS:
         return "tensorrt", t.split("-", 1)[1]
     m = re.fullmatch(r"opset-(\d+)", t)
-    if m and 9 <= int(m.group(1)) <= 24:
+    if m and OPSET_TARGET_FLOOR <= int(m.group(1)) <= highest_opset():
         return "opset", int(m.group(1))
+    if m:
+        raise OptionError(f"--target {target!r} is out of range: pick opset-{OPSET_TARGET_FLOOR} to "
+                          f"opset-{highest_opset()} (the highest this onnx defines)")
     raise OptionError(f"--target {target!r} is unknown: pick {TARGETS_HELP}")
 
 

@@ -15,6 +15,7 @@ import inspect
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -37,6 +38,29 @@ class _Command(typer.core.TyperCommand):
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
 
 
+class Stopped(BaseException):
+    """SIGINT, SIGTERM or SIGHUP arrived. Raised where the process is, so that every ``finally``
+    runs: the staging folder of the model in progress (model_io.staged_save) is removed and nothing
+    of that model is written. A BaseException: no ``except Exception`` of ours takes it for a failure."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise Stopped(signum)
+
+
+def _stop_on_signals() -> None:
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, _raise_stopped)
+
+
 class _App(typer.core.TyperGroup):
     """Bad usage (a missing argument, an unknown option or command, a value of the wrong type) is one
     line on stderr and exit 2, like every other failure, instead of Click's usage block or Typer's
@@ -47,6 +71,10 @@ class _App(typer.core.TyperGroup):
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
+        except Stopped as e:
+            typer.echo(f"scatter-rewrite: error: stopped by {e.name}: no output of a model in progress is left "
+                       "(models finished before it are written)", err=True)
+            sys.exit(128 + e.signum)
         except typer.Abort:
             typer.echo("scatter-rewrite: error: aborted", err=True)
             sys.exit(1)
@@ -136,7 +164,13 @@ class _LineFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         source = "" if record.name.split(".")[0] == "scatter_rewrite" else f"{record.name}: "
-        return f"scatter-rewrite: {record.levelname.lower()}: {source}{record.getMessage()}"
+        message = record.getMessage()
+        if not record.args and "%s" in message and record.exc_info and record.exc_info[1] is not None:
+            # onnx_ir logs "Shape inference failed: %s." with the exception as exc_info, not as an
+            # argument: the exception's first words go where it meant them (no traceback without -v).
+            error = record.exc_info[1]
+            message = message.replace("%s", " ".join(str(error).split())[:300] or type(error).__name__, 1)
+        return f"scatter-rewrite: {record.levelname.lower()}: {source}{' '.join(message.split())}"
 
 
 class _Once(logging.Filter):
@@ -446,19 +480,54 @@ def _internal_error(e: BaseException, verbose: bool):
 
 
 def _run_parallel(verb: str, files: list[Path], kwargs: dict, worker) -> list[Any]:
+    """The models in worker processes. Stopped by a signal, the models not started are cancelled and
+    the workers stopped too (each removing its staging folder), before the signal goes on."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from rich.progress import Progress
 
     outcomes: dict[Path, Any] = {}
-    with ProcessPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool, \
-            Progress(transient=True, console=_stderr_console()) as progress:
-        task = progress.add_task(f"{verb}", total=len(files))
-        futures = {pool.submit(worker, verb, str(f), kwargs): f for f in files}
-        for future in as_completed(futures):
-            outcomes[futures[future]] = future.result()
-            progress.advance(task)
+    pool = ProcessPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1), initializer=_worker_signals)
+    try:
+        with Progress(transient=True, console=_stderr_console()) as progress:
+            task = progress.add_task(f"{verb}", total=len(files))
+            futures = {pool.submit(_in_worker, worker, verb, str(f), kwargs): f for f in files}
+            for future in as_completed(futures):
+                outcomes[futures[future]] = future.result()
+                progress.advance(task)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for child in multiprocessing.active_children():
+            child.terminate()  # (SIGTERM: the worker's handler stops its model cleanly)
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown()
     return [outcomes[f] for f in files]
+
+
+_BUSY = False  # in a worker process: whether a model is in progress
+
+
+def _worker_signals() -> None:
+    """In a worker: a signal stops the model in progress cleanly (see Stopped); an idle worker exits."""
+
+    def stop(signum: int, frame: Any) -> None:
+        if _BUSY:
+            raise Stopped(signum)
+        os._exit(128 + signum)
+
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, stop)
+
+
+def _in_worker(worker, verb: str, source: str, kwargs: dict) -> Any:
+    global _BUSY
+    _BUSY = True
+    try:
+        return worker(verb, source, kwargs)
+    finally:
+        _BUSY = False
 
 
 def _stderr_console():
@@ -630,6 +699,7 @@ def _reduction_cell(f) -> str:
 
 
 def main() -> None:
+    _stop_on_signals()
     app(prog_name="scatter-rewrite")  # (also under python -m / -c: the name the messages and help use)
 
 

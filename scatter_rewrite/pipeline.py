@@ -76,6 +76,7 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
     from scatter_rewrite.type_inference import correct_contradicted_shapes, has_control_flow
 
     claims = has_control_flow(model)  # (before the passes, which may inline what made the claims false)
+    unused_before = {id(v) for _, v in _unused_initializers(model)}  # (the model's own: left as they are)
     results = []
     for p in passes:
         if progress is not None:
@@ -84,14 +85,33 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
         if result.model is not model:
             raise RuntimeError(f"pass {p} is not in place")  # our passes all are: a bug if not
         results.append(result)
+    last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
+    left = [(body, v) for body, v in _unused_initializers(model) if id(v) not in unused_before]
+    for body, value in left:  # what a rewrite stopped using (onnxruntime warns of each on load)
+        body.initializers.pop(value.name)
+    if left and last is not None:
+        last.notes.append(f"{len(left)} initializer(s) the rewrite no longer uses removed")
     if claims and any(r.modified for r in results):
         # An exporter's shape claims the rewrite made checkable and false would fail onnx.checker.
         corrected = correct_contradicted_shapes(model)
-        last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
         if corrected and last is not None:
             last.notes.append(f"{len(corrected)} declared shape(s) the rewrite showed false, corrected (the export's "
                               f"claims; no value changes): {'; '.join(corrected[:3])}{' ...' if len(corrected) > 3 else ''}")
     return results
+
+
+def _unused_initializers(model: ir.Model) -> list[tuple[ir.Graph, ir.Value]]:
+    """(graph, initializer) for every initializer of the main graph and the subgraphs that no node
+    reads and that is neither a graph input nor a graph output."""
+    from scatter_rewrite.graph import iter_scopes
+
+    unused = []
+    for scope in iter_scopes(model):
+        body = scope.body
+        if isinstance(body, ir.Graph):
+            ends = {id(v) for v in body.inputs} | {id(v) for v in body.outputs}
+            unused += [(body, v) for v in body.initializers.values() if not v.uses() and id(v) not in ends]
+    return unused
 
 
 def result_dict(result: ir.passes.PassResult) -> dict:

@@ -61,7 +61,7 @@ from scatter_rewrite.type_inference import annotate_functions_with, restore_type
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
 from scatter_rewrite.passes.tensorrt import (
-    CUSTOM_AS_ONNX, PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker,
+    CUSTOM_AS_ONNX, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker,
 )
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 from scatter_rewrite.spec import scatter_node_problem
@@ -283,8 +283,12 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
                           "ScatterElements")
         f.fix = f"scatter-rewrite upgrade (or {fix})"
         return
+    if op == "TensorScatter" and version in PARSES_TENSORSCATTER:
+        f.notes.append(f"TensorRT {version}'s parser imports TensorScatter (onnx-tensorrt 10.15 and later)")
+        _above_parser_opset(f, version, fix)
+        return
     if op == "TensorScatter":
-        f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser")
+        f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser before 10.15")
         f.fix = f"{fix} (lowers it to ScatterElements; or scatter-rewrite lower --opset 20)"
         return
     if _unknown_reduction(f, f"whether TensorRT {version} runs it"):
@@ -298,7 +302,7 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
         fixable = fixable and gate[1]
         if fixable and reduction == "none":
             f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, Cast back: exact)")
-    elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10")):
+    elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10"), ("DOUBLE", "11")):
         # onnx-tensorrt docs/operators.md: "TensorRT will attempt to cast down INT64 to INT32 and DOUBLE
         # down to FLOAT, clamping values" (10.x: DOUBLE only). Accepted, but not bit for bit.
         narrow = "INT32" if f.data_type == "INT64" else "FLOAT"
@@ -335,10 +339,7 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
                 if over:
                     f.blockers.append(f"{name} dimension {over[0]} ({dims[over[0]]}) exceeds data's ({limit[over[0]]}): "
                                       "TensorRT asserts 'Indices dimensions must be less than data dimensions!'")
-    from scatter_rewrite.passes.tensorrt import MAX_OPSET
-
-    if f.opset > MAX_OPSET[version]:  # the scatter's own schema is then one the parser does not document
-        f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to {MAX_OPSET[version]}")
+    _above_parser_opset(f, version, None)
     if f.blockers:
         f.fix = " ".join([fix, *fix_options]) if fixable else None
         if not rewritable:
@@ -346,6 +347,16 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
                            "was lowered to custom-domain nodes")
         elif not fixable:
             f.notes.append(f"no exact rewrite TensorRT {version} accepts is known for this node")
+
+
+def _above_parser_opset(f: Finding, version: str, fix: str | None) -> None:
+    """Block ``f`` when its opset is above the highest TensorRT ``version``'s parser documents (the
+    scatter's own schema is then one the parser does not know); ``fix``: set as its fix."""
+    from scatter_rewrite.passes.tensorrt import MAX_OPSET
+
+    if f.opset > MAX_OPSET[version]:
+        f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to {MAX_OPSET[version]}")
+        f.fix = fix or f.fix
 
 
 def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined, fix_options: list[str]) -> bool:

@@ -243,7 +243,7 @@ def test_tensorrt_violations():
     assert tensorrt_violations([ir.node("If", [x], {"then_branch": inner, "else_branch": inner})], "10")
 
 
-@pytest.mark.parametrize("version", ["9", "7.0", "11"])
+@pytest.mark.parametrize("version", ["9", "7.0", "12"])
 def test_unknown_version(version):
     with pytest.raises(sr.OptionError, match="--trt-version"):
         tensorrt_passes(version)

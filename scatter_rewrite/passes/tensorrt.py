@@ -72,7 +72,7 @@ from scatter_rewrite.passes.to_scatternd import (
     known_rank, scatter_nd_through, value_dtype,
 )
 
-TRT_VERSIONS = ("8.6", "10")
+TRT_VERSIONS = ("8.6", "10", "11")
 REDUCTIONS = ("add", "mul", "max", "min")
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.
 PLUGIN_DATA_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64}
@@ -81,11 +81,15 @@ REJECTED_DATA_TYPES = {ir.DataType.UINT8}
 # Scatter data written through INT32 (exact): TensorRT's scatter layer has no BOOL (see scatter_data_blocker).
 CARRIED_DATA_TYPES = {ir.DataType.BOOL}
 # The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT 10.0
-# supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset 17").
-MAX_OPSET = {"8.6": 17, "10": 20}
+# supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset 17"). TensorRT 11
+# (docs/tensorrt-11.md): 24 on every 11.x; opset 25 came with 11.5 ("Added support for ONNX opset 25").
+MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
+# The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support for
+# ... TensorScatter"): the flow leaves it as it is there.
+PARSES_TENSORSCATTER = frozenset({"11"})
 # The largest K TensorRT's TopK takes (docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html:
 # 1024 in 8.6, 3840 in 10.x).
-TOPK_MAX_K = {"8.6": 1024, "10": 3840}
+TOPK_MAX_K = {"8.6": 1024, "10": 3840, "11": 3840}  # (11: the 10.x limit; no change noted since)
 # Ops whose output size depends on input values (a Loop may not carry what they shape).
 VALUE_SIZED_OPS = {"NonZero", "Compress", "Unique"}
 
@@ -324,6 +328,8 @@ class TensorRTPass(_ForTensorRT):
     def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names) -> str | None:
         op, reduction = node.op_type, attr(node, "reduction", "none")
         data = node.inputs[0] if node.inputs else None
+        if op == "TensorScatter" and self.trt_version in PARSES_TENSORSCATTER:
+            return None
         if op in ("Scatter", "TensorScatter"):
             raise Decline(f"{op} is left for the upgrade/lower passes of this flow (TensorRT does not support it)")
         if (why := reference_reason(node)) is not None:
@@ -347,7 +353,7 @@ class TensorRTPass(_ForTensorRT):
                 "ScatterElements one: NVIDIA/TensorRT#3650)" + why
         if reduction not in REDUCTIONS:
             raise Decline(f"unknown reduction {reduction!r}")
-        if self.trt_version == "10":
+        if self.trt_version != "8.6":  # (10 and 11: the ScatterElements plugin)
             plugin_reason = self._plugin_blocker(model, node, scope)
             if plugin_reason is None:
                 return self._to_plugin_form(model, node, scope, names)
@@ -470,7 +476,7 @@ class _LowerTensorScatter(_ForTensorRT):
 
     def run(self, model: ir.Model) -> None:
         found = [(n, s) for n, s in iter_nodes(model) if n.op_type == "TensorScatter" and is_default_domain(n)]
-        if not found:
+        if not found or self.trt_version in PARSES_TENSORSCATTER:
             return
         target = MAX_OPSET[self.trt_version]
         lacking = [(n, s) for n, s in iter_nodes(model) if n.op_type in ("ScatterElements", "ScatterND")
@@ -553,7 +559,7 @@ def _reduction_opset(reduction: str | None) -> int:
 
 
 def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list[ir.passes.PassBase]:
-    """The whole TensorRT preparation for ``trt_version`` ("8.6" or "10"), in order; first, when
+    """The whole TensorRT preparation for ``trt_version`` ("8.6", "10" or "11"), in order; first, when
     given, ``fix_dims`` (symbolic dimension name -> size: :mod:`.fix_dims`)."""
     version = check_trt_version(trt_version)
     from scatter_rewrite.passes.fix_dims import FixDimsPass

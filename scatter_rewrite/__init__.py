@@ -62,8 +62,8 @@ if TYPE_CHECKING:
         check, fold, lower, prepare_for_tensorrt, rewrite, to_scatternd, upgrade,
     )
     from scatter_rewrite.errors import (  # noqa: F401
-        ConversionError, IndexOutOfRangeError, InvalidModelError, ModelLoadError, OptionError, OptionTypeError,
-        ScatterRewriteError, ValidationError,
+        ConversionError, IndexOutOfRangeError, InvalidModelError, ModelLoadError, OptionError,
+        OptionTypeError, ScatterRewriteError, ValidationError,
     )
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401
     from scatter_rewrite.pipeline import Outcome  # noqa: F401

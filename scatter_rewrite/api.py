@@ -26,7 +26,8 @@ from scatter_rewrite.verbs import VERBS
 if TYPE_CHECKING:
     from scatter_rewrite.readiness import CheckReport
 
-__all__ = ["rewrite", "upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "check", "ModelLike"]
+__all__ = ["rewrite", "upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "check",
+           "ModelLike"]
 
 logger = logging.getLogger("scatter_rewrite")
 ModelLike = TypeVar("ModelLike")
@@ -48,11 +49,12 @@ def _to_ir(model: Any) -> ir.Model:
         return deserialize(gs.export_onnx(model), "the onnx_graphsurgeon graph")
     if type(model).__name__ == "ONNXProgram" and type(model).__module__.startswith("torch."):
         raise ScatterRewriteError(
-            "cannot rewrite a torch.onnx.ONNXProgram itself: pass its .model (an onnx_ir.Model, and you get one "
-            "back) or .model_proto, or the path it was saved to (onnx_program.save(path))")
+            "cannot rewrite a torch.onnx.ONNXProgram itself: pass its .model (an onnx_ir.Model, "
+            "and you get one back) or .model_proto, or the path it was saved to "
+            "(onnx_program.save(path))")
     raise ScatterRewriteError(
-        f"cannot rewrite a {type(model).__name__}: pass an onnx.ModelProto, onnx_ir.Model, path or onnx_graphsurgeon.Graph"
-    )
+        f"cannot rewrite a {type(model).__name__}: pass an onnx.ModelProto, onnx_ir.Model, path or "
+        "onnx_graphsurgeon.Graph")
 
 
 def _from_ir(model: ir.Model, like: Any) -> Any:
@@ -80,32 +82,34 @@ def rewrite(
     """Run ``passes`` on ``model``; return the rewritten model, of the same kind as given.
 
     ``validate=True`` proves the result equal to the original in onnxruntime (see
-    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise. For a path, the result
-    is written to ``output`` (default ``<stem>.<verb suffix>.onnx`` beside it) and its path returned.
-    With ``return_report=True`` the result comes with an :class:`~scatter_rewrite.pipeline.Outcome`.
-    Every verb goes through the same orchestration as the command line
-    (:func:`scatter_rewrite.pipeline.rewrite_model`).
+    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise. For a path, the
+    result is written to ``output`` (default ``<stem>.<verb suffix>.onnx`` beside it) and its
+    path returned. With ``return_report=True`` the result comes with an
+    :class:`~scatter_rewrite.pipeline.Outcome`. Every verb goes through the same orchestration
+    as the command line (:func:`scatter_rewrite.pipeline.rewrite_model`).
 
     Example::
 
         from scatter_rewrite.passes import UpgradePass
-        upgraded = scatter_rewrite.rewrite(onnx.load("model.onnx"), [UpgradePass(13)], validate=True)
+        upgraded = scatter_rewrite.rewrite(onnx.load("old.onnx"), [UpgradePass(13)], validate=True)
     """
     if isinstance(model, (str, os.PathLike)):
-        outcome = rewrite_file(verb, model, options=options, passes=passes, output=output, validate=validate,
-                               inputs=inputs)
-        result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)  # the kind given
+        outcome = rewrite_file(verb, model, options=options, passes=passes, output=output,
+                               validate=validate, inputs=inputs)
+        # (the kind given: a str for a str)
+        result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)
         return (result, outcome) if return_report else result
     if output is not None:
-        raise OptionError(f"{verb}(): output= is for a model given as a path; save the returned model instead")
+        raise OptionError(f"{verb}(): output= is for a model given as a path; save the returned "
+                          "model instead")
     working = _to_ir(model)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
-        # The original and the result are saved as the CLI saves them (external weights, an ir.load-ed
-        # model's, beside them in the temporary folder, where onnxruntime looks for them): the checker
-        # judges the result, validation runs both.
-        # (The original in a folder named as long as the staging folder of the result: validation
-        # compares onnxruntime's failures on both, paths included, cut to 200 characters.)
+        # The original and the result are saved as the CLI saves them (external weights, an
+        # ir.load-ed model's, beside them in the temporary folder, where onnxruntime looks for
+        # them): the checker judges the result, validation runs both. (The original in a folder
+        # named as long as the staging folder of the result: validation compares onnxruntime's
+        # failures on both, paths included, cut to 200 characters.)
         original = Path(tmp, ".scatter-rewrite-original", "model.onnx")
         save_model(working, original)
         outcome = rewrite_model(working, passes, original, Path(tmp, "model.onnx"), verb=verb,
@@ -123,19 +127,21 @@ def _run_verb(name: str, model: Any, options: dict[str, Any], validate: bool, in
               output: str | os.PathLike | None, return_report: bool) -> Any:
     verb = VERBS[name]
     options = verb.bind(options)
-    return rewrite(model, verb.make_passes(**options), verb=name, options=options, validate=validate,
-                   inputs=inputs, output=output, return_report=return_report)
+    return rewrite(model, verb.make_passes(**options), verb=name, options=options,
+                   validate=validate, inputs=inputs, output=output, return_report=return_report)
 
 
-def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = False, inputs: dict | None = None,
-            output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
+def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = False,
+            inputs: dict | None = None, output: str | os.PathLike | None = None,
+            return_report: bool = False) -> ModelLike:
     """Every deprecated ``Scatter`` becomes ``ScatterElements``; the model moves to ``opset``
     (default: its own if >= 11, else 11; at most the highest the installed onnx defines). See
     :mod:`scatter_rewrite.passes.upgrade`.
 
     ``validate=True`` proves the result in onnxruntime (``inputs``: your own, name -> array);
     ``output``: where a model given as a path is written; ``return_report=True`` returns
-    ``(model, Outcome)``. The result is of the kind given (ModelProto, onnx_ir.Model, path, graph).
+    ``(model, Outcome)``. The result is of the kind given (ModelProto, onnx_ir.Model, path,
+    graph).
 
     Example::
 
@@ -146,18 +152,21 @@ def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = Fals
     return _run_verb("upgrade", model, {"opset": opset}, validate, inputs, output, return_report)
 
 
-def fold(model: ModelLike, *, size_limit: int | None = None, validate: bool = False, inputs: dict | None = None,
-         output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
+def fold(model: ModelLike, *, size_limit: int | None = None, validate: bool = False,
+         inputs: dict | None = None, output: str | os.PathLike | None = None,
+         return_report: bool = False) -> ModelLike:
     """Replace every scatter whose inputs are all constant by an initializer computed with our
     NumPy evaluator (and the constant chains feeding it); ``size_limit``: leave results of more
-    bytes unfolded. See :mod:`scatter_rewrite.passes.fold`; the other arguments as in :func:`upgrade`.
+    bytes unfolded. See :mod:`scatter_rewrite.passes.fold`; the other arguments as in
+    :func:`upgrade`.
 
     Example::
 
         folded, report = scatter_rewrite.fold("model.onnx", output="model.folded.onnx",
                                               validate=True, return_report=True)
     """
-    return _run_verb("fold", model, {"size_limit": size_limit}, validate, inputs, output, return_report)
+    return _run_verb("fold", model, {"size_limit": size_limit}, validate, inputs, output,
+                     return_report)
 
 
 def lower(model: ModelLike, *, opset: int = 13, mode: str = "standard", validate: bool = False,
@@ -165,16 +174,17 @@ def lower(model: ModelLike, *, opset: int = 13, mode: str = "standard", validate
           return_report: bool = False) -> ModelLike:
     """Lower scatter reductions (and TensorScatter) the target ``opset`` lacks into exact standard
     ops (``mode="standard"``), custom-domain nodes (``"custom"``: they need
-    :func:`scatter_rewrite.custom_ops.register`) or TensorRT's plugin form (``"tensorrt-plugin"``);
-    move the model to ``opset``. See :mod:`scatter_rewrite.passes.lower`; the other arguments as
-    in :func:`upgrade`.
+    :func:`scatter_rewrite.custom_ops.register`) or TensorRT's plugin form
+    (``"tensorrt-plugin"``); move the model to ``opset``. See :mod:`scatter_rewrite.passes.lower`;
+    the other arguments as in :func:`upgrade`.
 
     Example::
 
         onnx_program = torch.onnx.export(model, args, dynamo=True)
         lowered = scatter_rewrite.lower(onnx_program.model, opset=13, validate=True)
     """
-    return _run_verb("lower", model, {"opset": opset, "mode": mode}, validate, inputs, output, return_report)
+    return _run_verb("lower", model, {"opset": opset, "mode": mode}, validate, inputs, output,
+                     return_report)
 
 
 def to_scatternd(model: ModelLike, *, validate: bool = False, inputs: dict | None = None,
@@ -189,28 +199,30 @@ def to_scatternd(model: ModelLike, *, validate: bool = False, inputs: dict | Non
     return _run_verb("to_scatternd", model, {}, validate, inputs, output, return_report)
 
 
-def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10", fix_dims: dict[str, int] | None = None,
-                         validate: bool = False, inputs: dict | None = None,
-                         output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
+def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
+                         fix_dims: dict[str, int] | None = None, validate: bool = False,
+                         inputs: dict | None = None, output: str | os.PathLike | None = None,
+                         return_report: bool = False) -> ModelLike:
     """The whole TensorRT preparation: upgrade, fold, lower TensorScatter, make every scatter
-    TensorRT-ready for ``trt_version`` ("8.6", "10" or "11"). See :mod:`scatter_rewrite.passes.tensorrt`.
-    ``fix_dims`` (symbolic dimension name -> size) fixes those input dimensions first, so that a
-    reduction with a dynamic number of updates can be lowered for TensorRT 8.6
-    (:mod:`scatter_rewrite.passes.fix_dims`). The other arguments as in :func:`upgrade`.
+    TensorRT-ready for ``trt_version`` ("8.6", "10" or "11"). See
+    :mod:`scatter_rewrite.passes.tensorrt`. ``fix_dims`` (symbolic dimension name -> size)
+    fixes those input dimensions first, so that a reduction with a dynamic number of updates can
+    be lowered for TensorRT 8.6 (:mod:`scatter_rewrite.passes.fix_dims`). The other arguments as
+    in :func:`upgrade`.
 
     Example::
 
         ready = scatter_rewrite.prepare_for_tensorrt("model.onnx", trt_version="8.6",
                                                      fix_dims={"batch": 4}, validate=True)
     """
-    return _run_verb("tensorrt", model, {"trt_version": trt_version, "fix_dims": fix_dims}, validate, inputs,
-                     output, return_report)
+    return _run_verb("tensorrt", model, {"trt_version": trt_version, "fix_dims": fix_dims},
+                     validate, inputs, output, return_report)
 
 
 def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:
-    """Every scatter node's readiness for ``target`` ("tensorrt-8.6", "tensorrt-10", "tensorrt-11"
-    or "opset-N"), after onnx.checker (full): returned as data, nothing written. ``model``: as for
-    the other functions (the model given is not changed).
+    """Every scatter node's readiness for ``target`` ("tensorrt-8.6", "tensorrt-10",
+    "tensorrt-11" or "opset-N"), after onnx.checker (full): returned as data, nothing written.
+    ``model``: as for the other functions (the model given is not changed).
 
     Example::
 

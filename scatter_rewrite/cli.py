@@ -41,7 +41,8 @@ class _Command(typer.core.TyperCommand):
 class Stopped(BaseException):
     """SIGINT, SIGTERM or SIGHUP arrived. Raised where the process is, so that every ``finally``
     runs: the staging folder of the model in progress (model_io.staged_save) is removed and nothing
-    of that model is written. A BaseException: no ``except Exception`` of ours takes it for a failure."""
+    of that model is written. A BaseException: no ``except Exception`` of ours takes it for a
+    failure."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
@@ -49,7 +50,8 @@ class Stopped(BaseException):
         self.name = signal.Signals(signum).name
 
 
-_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                      if hasattr(signal, name))
 
 
 def _raise_stopped(signum: int, frame: Any) -> None:
@@ -72,8 +74,8 @@ class _App(typer.core.TyperGroup):
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except Stopped as e:
-            typer.echo(f"scatter-rewrite: error: stopped by {e.name}: no output of a model in progress is left "
-                       "(models finished before it are written)", err=True)
+            typer.echo(f"scatter-rewrite: error: stopped by {e.name}: no output of a model in "
+                       "progress is left (models finished before it are written)", err=True)
             sys.exit(128 + e.signum)
         except typer.Abort:
             typer.echo("scatter-rewrite: error: aborted", err=True)
@@ -113,8 +115,8 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
-                                          callback=_print_version)] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.",
+                                          is_eager=True, callback=_print_version)] = False,
 ) -> None:
     """Rewrite ONNX scatter operators; see each command's --help."""
 
@@ -165,11 +167,12 @@ class _LineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         source = "" if record.name.split(".")[0] == "scatter_rewrite" else f"{record.name}: "
         message = record.getMessage()
-        if not record.args and "%s" in message and record.exc_info and record.exc_info[1] is not None:
-            # onnx_ir logs "Shape inference failed: %s." with the exception as exc_info, not as an
-            # argument: the exception's first words go where it meant them (no traceback without -v).
-            error = record.exc_info[1]
-            message = message.replace("%s", " ".join(str(error).split())[:300] or type(error).__name__, 1)
+        error = record.exc_info[1] if record.exc_info else None
+        if not record.args and "%s" in message and error is not None:
+            # onnx_ir logs "Shape inference failed: %s." with the exception as exc_info, not as
+            # an argument: the exception's words go where it meant them (no traceback without -v).
+            said = " ".join(str(error).split())[:300] or type(error).__name__
+            message = message.replace("%s", said, 1)
         return f"scatter-rewrite: {record.levelname.lower()}: {source}{' '.join(message.split())}"
 
 
@@ -378,9 +381,11 @@ def _unique(files: list[Path]) -> list[Path]:
     return unique
 
 
-def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: Optional[str], validate: bool,
-             inputs: Optional[str], report: Optional[str], in_place: bool, verbose: bool) -> None:
-    """Shared body of every rewriting verb (``declared``: its verbs.Verb, whose options these are)."""
+def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: Optional[str],
+             validate: bool, inputs: Optional[str], report: Optional[str], in_place: bool,
+             verbose: bool) -> None:
+    """Shared body of every rewriting verb (``declared``: its verbs.Verb, whose options these
+    are)."""
     verb = declared.name
     model_paths = [Path(m) for m in models]
     output_says_folder = output is not None and output.endswith(("/", os.sep))
@@ -388,8 +393,9 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
     several = len(model_paths) > 1 or any(m.is_dir() for m in model_paths)
     if several and output is not None and output.endswith(".onnx") and not output_says_folder \
             and not Path(output).is_dir():
-        raise typer.BadParameter(f"{output} names one model file, and several models are given: name a "
-                                 "folder (ending with /) or rewrite them one at a time", param_hint="-o")
+        raise typer.BadParameter(f"{output} names one model file, and several models are given: "
+                                 "name a folder (ending with /) or rewrite them one at a time",
+                                 param_hint="-o")
     _setup_logging(verbose)
     try:
         from scatter_rewrite.errors import OptionError, ScatterRewriteError
@@ -422,8 +428,9 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
                 if report_path is not None:
                     from scatter_rewrite.pipeline import Outcome
 
-                    failed_outcome = Outcome(str(files[0]), error=str(e), seconds=time.perf_counter() - started,
-                                             verb=verb, options=options)
+                    failed_outcome = Outcome(str(files[0]), error=str(e), verb=verb,
+                                             options=options,
+                                             seconds=time.perf_counter() - started)
                     try:
                         _write_report(report_path, verb, [failed_outcome])
                     except ScatterRewriteError:
@@ -452,7 +459,8 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
     if several:
         unchanged = [o.input for o in outcomes if o.status == UNCHANGED]
         passed = len(outcomes) - len(failed) - len(unchanged)
-        said = f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})" if unchanged else ""
+        said = (f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})"
+                if unchanged else "")
         typer.echo(f"{passed} of {len(outcomes)} model(s) PASSED{said}")
     if failed:
         for o in failed:
@@ -465,7 +473,8 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
 @contextlib.contextmanager
 def _pass_progress(model: Path):
     """On a terminal (stderr), a spinner naming the pass running on ``model`` (a long model would
-    otherwise print nothing for seconds); elsewhere nothing. Yields the pipeline's progress callback."""
+    otherwise print nothing for seconds); elsewhere nothing. Yields the pipeline's progress
+    callback."""
     console = _stderr_console()
     if not console.is_terminal:
         yield None
@@ -488,7 +497,8 @@ def _run_parallel(verb: str, files: list[Path], kwargs: dict, worker) -> list[An
     from rich.progress import Progress
 
     outcomes: dict[Path, Any] = {}
-    pool = ProcessPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1), initializer=_worker_signals)
+    pool = ProcessPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1),
+                               initializer=_worker_signals)
     try:
         with Progress(transient=True, console=_stderr_console()) as progress:
             task = progress.add_task(f"{verb}", total=len(files))
@@ -510,7 +520,8 @@ _BUSY = False  # in a worker process: whether a model is in progress
 
 
 def _worker_signals() -> None:
-    """In a worker: a signal stops the model in progress cleanly (see Stopped); an idle worker exits."""
+    """In a worker: a signal stops the model in progress cleanly (see Stopped); an idle worker
+    exits."""
 
     def stop(signum: int, frame: Any) -> None:
         if _BUSY:
@@ -563,21 +574,23 @@ def _cli_parameter(option: Any) -> tuple[inspect.Parameter, Any]:
     kw = inspect.Parameter.KEYWORD_ONLY
     info = dict(help=option.help, metavar=option.metavar)
     if option.choices:
-        choices = enum.Enum(f"{option.name.title().replace('_', '')}Choice", {c: c for c in option.choices},
-                            type=str)
+        choices = enum.Enum(f"{option.name.title().replace('_', '')}Choice",
+                            {c: c for c in option.choices}, type=str)
         annotation = Annotated[choices, typer.Option(option.cli_flag, **info)]
-        return inspect.Parameter(option.name, kw, annotation=annotation, default=choices(option.default)), \
-            lambda v: v.value
+        parameter = inspect.Parameter(option.name, kw, annotation=annotation,
+                                      default=choices(option.default))
+        return parameter, lambda v: v.value
     if option.kind is dict:
         annotation = Annotated[Optional[list[str]], typer.Option(option.cli_flag, **info)]
         return inspect.Parameter(option.name, kw, annotation=annotation, default=None), _dim_sizes
     annotation = Annotated[Optional[option.kind] if option.default is None else option.kind,
                            typer.Option(option.cli_flag, **info)]
-    return inspect.Parameter(option.name, kw, annotation=annotation, default=option.default), lambda v: v
+    parameter = inspect.Parameter(option.name, kw, annotation=annotation, default=option.default)
+    return parameter, lambda v: v
 
 
 def _register(verb: Any) -> None:
-    """The command of a declared verb (verbs.VERBS): MODEL..., the verb's options, the shared ones."""
+    """The command of a declared verb (verbs.VERBS): MODEL..., its options, the shared ones."""
     kw = inspect.Parameter.KEYWORD_ONLY
     own = [_cli_parameter(o) for o in verb.options]
     parameters = ([inspect.Parameter("models", kw, annotation=Models)] + [p for p, _ in own]
@@ -587,7 +600,8 @@ def _register(verb: Any) -> None:
     def command(**kwargs: Any) -> None:
         shared = {name: kwargs.pop(name) for name, _, _ in _SHARED}
         models = kwargs.pop("models")
-        run_verb(verb, {name: converters[name](value) for name, value in kwargs.items()}, models, **shared)
+        options = {name: converters[name](value) for name, value in kwargs.items()}
+        run_verb(verb, options, models, **shared)
 
     command.__signature__ = inspect.Signature(parameters)
     command.__doc__ = verb.summary
@@ -601,15 +615,14 @@ for _verb in VERBS.values():
 
 @app.command(name="check", cls=_Command)
 def check(
-    models: Annotated[list[str], typer.Argument(help="ONNX model files, or folders of them.", show_default=False,
-                                                callback=_nonempty, metavar="MODEL...", click_type=_PathText())],
-    target: Annotated[str, typer.Option("--target", help="tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N "
-                                        "from 9 to the highest the installed onnx defines).",
-                                        metavar="TARGET")] = "tensorrt-10",
+    models: Models,
+    target: Annotated[str, typer.Option(
+        "--target", metavar="TARGET", help="tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N "
+        "from 9 to the highest the installed onnx defines).")] = "tensorrt-10",
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON (for CI).")] = False,
     verbose: CheckVerbose = False,
 ) -> None:
-    """Check models (onnx.checker) and every scatter node's readiness for a target; exit 1 if blocked."""
+    """Check models (onnx.checker) and each scatter node's readiness for a target; 1 if blocked."""
     _setup_logging(verbose)
     try:
         from scatter_rewrite.errors import ScatterRewriteError
@@ -625,27 +638,30 @@ def check(
         _internal_error(e, verbose)
     if as_json:
         shown = [r.to_dict() for r in reports]
-        typer.echo(json.dumps(shown[0] if len(shown) == 1 else
-                              {"target": target, "blocked": sum(bool(r.blocked) for r in reports), "models": shown},
-                              indent=2))
+        several = {"target": target, "blocked": sum(bool(r.blocked) for r in reports),
+                   "models": shown}
+        typer.echo(json.dumps(shown[0] if len(shown) == 1 else several, indent=2))
     else:
         for r in reports:
             _print_report(r)
     from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START
 
     for r in reports:
-        suspects = sum(any(n.startswith(ACCUMULATE_NOTE_START) for n in f.notes) for f in r.findings)
+        suspects = sum(any(n.startswith(ACCUMULATE_NOTE_START) for n in f.notes)
+                       for f in r.findings)
         if suspects:  # not a blocker (the model may mean it), but what no rewrite can make right
-            typer.echo(f"scatter-rewrite: warning: {r.model}: {suspects} scatter node(s) write into zeros and are "
-                       "then added: the TorchScript export of an accumulating op, wrong with repeated indices (see "
-                       "the notes)", err=True)
+            named = f"{r.model}: " if len(reports) > 1 else ""
+            typer.echo(f"scatter-rewrite: warning: {named}{suspects} scatter node(s) write "
+                       "into zeros and are then added: the TorchScript export of an accumulating "
+                       "op, wrong with repeated indices (see the notes)", err=True)
         for note in r.notes:
             typer.echo(f"scatter-rewrite: note: {r.model}: {note}", err=True)
     blocked = [r for r in reports if r.blocked]
     if blocked:  # exit 1 says why in one line, like every other exit 1
         for r in blocked:
             nodes = sum(f.blocked for f in r.findings)
-            why = f"{nodes} of {len(r.findings)} scatter node(s) blocked on {target}" if nodes else ""
+            why = (f"{nodes} of {len(r.findings)} scatter node(s) blocked on {target}" if nodes
+                   else "")
             why = "; ".join(w for w in (why, r.invalid and f"the model {r.invalid}") if w)
             _error(f"{r.model}: {why}" if len(reports) > 1 or not nodes else why, None, verbose)
         raise typer.Exit(1)

@@ -7,8 +7,8 @@ Messages name the node, the op, the opset and the fix, on one line.
 from __future__ import annotations
 
 __all__ = [
-    "ScatterRewriteError", "ModelLoadError", "InvalidModelError", "IndexOutOfRangeError", "OptionError",
-    "OptionTypeError", "ValidationError", "ConversionError",
+    "ScatterRewriteError", "ModelLoadError", "InvalidModelError", "IndexOutOfRangeError",
+    "OptionError", "OptionTypeError", "ValidationError", "ConversionError",
 ]
 
 

@@ -58,7 +58,7 @@ class Outcome:
     seconds: float = 0.0
     notes: list[str] = dataclasses.field(default_factory=list)  # about the files and the export itself, not any pass
     verb: str | None = None
-    options: dict = dataclasses.field(default_factory=dict)  # the verb's options, as declared (verbs.py)
+    options: dict = dataclasses.field(default_factory=dict)  # the verb's, as declared (verbs.py)
 
     @property
     def modified(self) -> bool:
@@ -69,14 +69,16 @@ class Outcome:
 
 
 def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
-               progress: Callable[[str], None] | None = None) -> list[ScatterPassResult | ir.passes.PassResult]:
+               progress: Callable[[str], None] | None = None
+               ) -> list[ScatterPassResult | ir.passes.PassResult]:
     """Run passes in order on ``model`` (in place). Unlike ``ir.passes.PassManager`` this keeps our
     errors as they are instead of wrapping them, and keeps every pass's result. ``progress`` is
     called with each pass's name before it runs."""
     from scatter_rewrite.type_inference import correct_contradicted_shapes, has_control_flow
 
     claims = has_control_flow(model)  # (before the passes, which may inline what made the claims false)
-    unused_before = {id(v) for _, v in _unused_initializers(model)}  # (the model's own: left as they are)
+    # (the model's own unused initializers are left as they are)
+    unused_before = {id(v) for _, v in _unused_initializers(model)}
     results = []
     for p in passes:
         if progress is not None:
@@ -110,7 +112,8 @@ def _unused_initializers(model: ir.Model) -> list[tuple[ir.Graph, ir.Value]]:
         body = scope.body
         if isinstance(body, ir.Graph):
             ends = {id(v) for v in body.inputs} | {id(v) for v in body.outputs}
-            unused += [(body, v) for v in body.initializers.values() if not v.uses() and id(v) not in ends]
+            unused += [(body, v) for v in body.initializers.values()
+                       if not v.uses() and id(v) not in ends]
     return unused
 
 
@@ -152,7 +155,7 @@ def checker_failure(path: Path) -> str | None:
         with checkable(path) as target:  # big inline weights: checked without reading them again
             onnx.checker.check_model(target, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        # (one line: the checker's message spans several, "... of node: \nname: OpType: ...\n is not ...")
+        # (one line: the checker's message spans several, "of node: \nname: OpType: ...\n is not")
         text = " ".join(str(e).split())
         return (text if len(text) <= 400 else text[:400] + " ...") or type(e).__name__
     return None
@@ -210,13 +213,15 @@ def rewrite_file(
     data_name = output_data_name(source, destination, input_data, in_place)
     result = on_proto(protos[0], **options) if on_proto is not None else None
     if result is not None:  # done on the parsed file (see Verb.on_proto): save, check, rename
-        outcome = Outcome(str(source), str(destination), [result.to_dict()], verb=verb_name, options=options)
+        outcome = Outcome(str(source), str(destination), [result.to_dict()], verb=verb_name,
+                          options=options)
         with staged_save(protos.pop(), destination) as staged:
             check_model(staged, source)
         return _finish(outcome, started)
-    # (protos.pop(): the parsed file is freed once converted, the IR once written; see rewrite_model)
-    outcome = rewrite_model(to_ir(protos.pop(), source), passes, source, destination, verb=verb_name,
-                            options=options, data_name=data_name, external=bool(input_data) and not in_place,
+    # (protos.pop(): the parsed file is freed once converted, the IR once written: rewrite_model)
+    outcome = rewrite_model(to_ir(protos.pop(), source), passes, source, destination,
+                            verb=verb_name, options=options, data_name=data_name,
+                            external=bool(input_data) and not in_place,
                             validate=validate, inputs=inputs, seed=seed, progress=progress,
                             replaced_data=input_data if in_place else None)
     for note in outcome.notes:
@@ -261,8 +266,9 @@ def rewrite_model(
     results = run_passes(model, passes, progress=progress)
     if plan is not None:
         validation.allow_float_rounding(plan, results)
-    outcome = Outcome(str(source_name or source), str(destination), [result_dict(r) for r in results],
-                      notes=suspects, verb=verb, options=dict(options or {}))
+    outcome = Outcome(str(source_name or source), str(destination),
+                      [result_dict(r) for r in results], notes=suspects, verb=verb,
+                      options=dict(options or {}))
     del results  # they hold the model too
     if progress is not None:
         progress("checking" if plan is None or not outcome.modified else "validating")
@@ -270,11 +276,12 @@ def rewrite_model(
     # tensor; in place, such a model is written whole and the old data file left, with a note.
     with staged_save(model, destination, data_name, external=external) as staged:
         if not keep_model:
-            del model  # written: free the rewritten weights (a folded result, say) before validation runs
+            del model  # written: free the rewritten weights (a folded result, say) now
         check_model(staged, source, source_name)
         if plan is not None and outcome.modified:
             outcome.validation = validation.validate(source, staged, plan).to_dict()
-        written = data_name if data_name is not None and (staged.parent / data_name).is_file() else None
+        written = (data_name if data_name is not None and (staged.parent / data_name).is_file()
+                   else None)
     if replaced_data is not None:
         outcome.notes += _left_data_notes(replaced_data, written)
     outcome.status = PASSED if outcome.modified else UNCHANGED
@@ -326,9 +333,10 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
     try:
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
-        return Outcome(str(source), None, status=FAILED, error=str(e), seconds=time.perf_counter() - started,
-                       verb=verb_name)
+        return Outcome(str(source), None, status=FAILED, error=str(e),
+                       seconds=time.perf_counter() - started, verb=verb_name)
     except Exception as e:
         logger.debug("%s: internal error", source, exc_info=True)
-        return Outcome(str(source), None, status=FAILED, seconds=time.perf_counter() - started, verb=verb_name,
+        return Outcome(str(source), None, status=FAILED, seconds=time.perf_counter() - started,
+                       verb=verb_name,
                        error=f"internal error ({type(e).__name__}: {e}); rerun with -v and report it")

@@ -34,7 +34,8 @@ Targets:
 
 Before any of that, the model is checked with onnx.checker (full), as every rewriting verb does:
 a model it rejects (an undefined node input, a cycle, an unknown op...) is blocked with the reason
-(:func:`check_report`); the deprecated ``Scatter`` alone is left to the findings, which say to upgrade.
+(:func:`check_report`); the deprecated ``Scatter`` alone is left to the findings (they say to
+upgrade).
 
 On every target, a default-domain node that breaks its op's schema (:mod:`scatter_rewrite.spec`:
 an attribute of the wrong type or unknown, an input or output count the op does not have) is
@@ -61,17 +62,20 @@ from scatter_rewrite.type_inference import annotate_functions_with, restore_type
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
 from scatter_rewrite.passes.tensorrt import (
-    CUSTOM_AS_ONNX, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker,
+    CUSTOM_AS_ONNX, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, is_reducing_scatter,
+    scatter_data_blocker,
 )
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 from scatter_rewrite.spec import scatter_node_problem
 
-__all__ = ["CheckReport", "Finding", "check", "check_report", "parse_target", "TARGETS_HELP", "OPSET_TARGET_FLOOR"]
+__all__ = ["CheckReport", "Finding", "check", "check_report", "parse_target", "TARGETS_HELP",
+           "OPSET_TARGET_FLOOR"]
 
 logger = logging.getLogger("scatter_rewrite")
 # opset-N from 9: Scatter's first opset (the lowest at which there is anything to say)
 OPSET_TARGET_FLOOR = 9
-TARGETS_HELP = "tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N from 9 to the installed onnx's highest)"
+TARGETS_HELP = ("tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N from 9 to the installed onnx's "
+                "highest)")
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 REDUCTION_OPSET = {"add": 16, "mul": 16, "max": 18, "min": 18}
 
@@ -118,7 +122,8 @@ class CheckReport:
                 "notes": self.notes, "findings": [f.to_dict() for f in self.findings]}
 
 
-def check_report(path: str | os.PathLike, target: str = "tensorrt-10", name: str | None = None) -> CheckReport:
+def check_report(path: str | os.PathLike, target: str = "tensorrt-10",
+                 name: str | None = None) -> CheckReport:
     """onnx.checker (full) on the model file at ``path``, then :func:`check` on it; ``name``: how
     the report names the model (default: its path)."""
     from scatter_rewrite.model_io import load_proto, to_ir
@@ -128,7 +133,8 @@ def check_report(path: str | os.PathLike, target: str = "tensorrt-10", name: str
     report = CheckReport(str(name or path), target)
     proto = load_proto(path)  # (a missing, empty or truncated file: ModelLoadError)
     failure = checker_failure(Path(path))
-    if failure is not None and "Scatter is deprecated" not in failure:  # (the findings say that one)
+    # (the deprecated Scatter: the findings say it, with the fix)
+    if failure is not None and "Scatter is deprecated" not in failure:
         report.invalid = f"fails onnx.checker: {failure}"
     model = to_ir(proto, path)
     del proto
@@ -141,8 +147,9 @@ def check_report(path: str | os.PathLike, target: str = "tensorrt-10", name: str
         # is the report, and the model is blocked anyway.
         logger.debug("%s: no findings on the invalid model", path, exc_info=True)
     if any(_is_custom_scatter(node) for node, _ in iter_nodes(model)):
-        report.notes.append("the model holds custom-domain scatter nodes (lower --mode custom): onnxruntime runs it "
-                            "only with the custom ops registered, scatter_rewrite.custom_ops.register(session_options)")
+        report.notes.append("the model holds custom-domain scatter nodes (lower --mode custom): "
+                            "onnxruntime runs it only with the custom ops registered, "
+                            "scatter_rewrite.custom_ops.register(session_options)")
     return report
 
 
@@ -164,7 +171,8 @@ def parse_target(target: str) -> tuple[str, object]:
     if m and OPSET_TARGET_FLOOR <= int(m.group(1)) <= highest_opset():
         return "opset", int(m.group(1))
     if m:
-        raise OptionError(f"--target {target!r} is out of range: pick opset-{OPSET_TARGET_FLOOR} to "
+        raise OptionError(f"--target {target!r} is out of range: pick opset-{OPSET_TARGET_FLOOR} "
+                          "to "
                           f"opset-{highest_opset()} (the highest this onnx defines)")
     raise OptionError(f"--target {target!r} is unknown: pick {TARGETS_HELP}")
 
@@ -284,11 +292,13 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
         f.fix = f"scatter-rewrite upgrade (or {fix})"
         return
     if op == "TensorScatter" and version in PARSES_TENSORSCATTER:
-        f.notes.append(f"TensorRT {version}'s parser imports TensorScatter (onnx-tensorrt 10.15 and later)")
+        f.notes.append(f"TensorRT {version}'s parser imports TensorScatter (onnx-tensorrt 10.15 "
+                       "and later)")
         _above_parser_opset(f, version, fix)
         return
     if op == "TensorScatter":
-        f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser before 10.15")
+        f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser "
+                          "before 10.15")
         f.fix = f"{fix} (lowers it to ScatterElements; or scatter-rewrite lower --opset 20)"
         return
     if _unknown_reduction(f, f"whether TensorRT {version} runs it"):
@@ -302,7 +312,8 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
         fixable = fixable and gate[1]
         if fixable and reduction == "none":
             f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, Cast back: exact)")
-    elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10"), ("DOUBLE", "11")):
+    elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10"),
+                                    ("DOUBLE", "11")):
         # onnx-tensorrt docs/operators.md: "TensorRT will attempt to cast down INT64 to INT32 and DOUBLE
         # down to FLOAT, clamping values" (10.x: DOUBLE only). Accepted, but not bit for bit.
         narrow = "INT32" if f.data_type == "INT64" else "FLOAT"
@@ -355,7 +366,8 @@ def _above_parser_opset(f: Finding, version: str, fix: str | None) -> None:
     from scatter_rewrite.passes.tensorrt import MAX_OPSET
 
     if f.opset > MAX_OPSET[version]:
-        f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to {MAX_OPSET[version]}")
+        f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to "
+                          f"{MAX_OPSET[version]}")
         f.fix = fix or f.fix
 
 

@@ -24,7 +24,7 @@ LOWER_MODES = ("standard", "custom", "tensorrt-plugin")
 
 
 def highest_opset() -> int:
-    """The highest default-domain opset the installed onnx defines (the one ceiling of every verb)."""
+    """The highest default-domain opset the installed onnx defines (every verb's ceiling)."""
     import onnx
 
     return onnx.defs.onnx_opset_version()
@@ -36,7 +36,7 @@ def opset_range(floor: int = OPSET_FLOOR) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Option:
-    """One option of a verb: the API's keyword argument, the CLI's ``--flag`` and the report's key."""
+    """One option of a verb: the API's keyword argument, the CLI's ``--flag``, the report's key."""
 
     name: str  # the keyword argument and the report's key
     kind: type  # int, str or dict (dict: the CLI's repeatable NAME=SIZE)
@@ -62,8 +62,8 @@ class Option:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 value = str(value)
             if not isinstance(value, str):
-                raise OptionTypeError(f"{verb}(): {self.name} must be a str, one of {', '.join(self.choices)}; "
-                                      f"got {type(value).__name__}")
+                raise OptionTypeError(f"{verb}(): {self.name} must be a str, one of "
+                                      f"{', '.join(self.choices)}; got {type(value).__name__}")
             if value not in self.choices:
                 said = (f"{self.cli_flag} {value!r} is unknown for {verb}" if cli
                         else f"{verb}(): {self.name}={value!r} is unknown")
@@ -71,8 +71,8 @@ class Option:
             return value
         if self.kind is int:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise OptionTypeError(f"{verb}(): {self.name} must be an int, got {type(value).__name__} "
-                                      f"{value!r}")
+                raise OptionTypeError(f"{verb}(): {self.name} must be an int, got "
+                                      f"{type(value).__name__} {value!r}")
             low = self.minimum
             high = highest_opset() if self.opset else None
             if (low is not None and value < low) or (high is not None and value > high):
@@ -86,8 +86,10 @@ class Option:
                 raise OptionTypeError(f"{verb}(): {self.name} must be a dict of str to int, got "
                                       f"{type(value).__name__}")
             for name, size in value.items():
-                if not isinstance(name, str) or isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                    shown = f"{self.cli_flag} {name}={size}" if cli else f"{verb}(): {self.name}[{name!r}]={size!r}"
+                positive = isinstance(size, int) and not isinstance(size, bool) and size >= 1
+                if not isinstance(name, str) or not positive:
+                    shown = (f"{self.cli_flag} {name}={size}" if cli
+                             else f"{verb}(): {self.name}[{name!r}]={size!r}")
                     raise OptionError(f"{shown}: expected a dimension name and a positive int")
             return dict(value)
         raise AssertionError(f"option kind {self.kind} is not handled")  # a declaration bug
@@ -105,6 +107,7 @@ class Verb:
     on_proto: Callable[..., Any] | None = None
     options: tuple[Option, ...] = ()
     summary: str = ""  # the CLI command's help line
+    function: str = ""  # the API's function, when not named as the verb
 
     @property
     def command(self) -> str:
@@ -113,11 +116,13 @@ class Verb:
 
     def bind(self, values: Mapping[str, Any], cli: bool = False) -> dict[str, Any]:
         """The verb's options: ``values`` checked (see :meth:`Option.check`), defaults filled in.
-        A name the verb does not declare is a bug of the caller's (the API's signatures are explicit)."""
+        A name the verb does not declare is a bug of the caller's (the API's signatures are
+        explicit)."""
+        caller = self.name if cli else self.function or self.name
         unknown = set(values) - {o.name for o in self.options}
         if unknown:
-            raise TypeError(f"{self.name}() got unexpected option(s) {', '.join(sorted(unknown))}")
-        return {o.name: o.check(self.name, values.get(o.name, o.default), cli) for o in self.options}
+            raise TypeError(f"{caller}() got unexpected option(s) {', '.join(sorted(unknown))}")
+        return {o.name: o.check(caller, values.get(o.name, o.default), cli) for o in self.options}
 
 
 def _upgrade_passes(opset: int | None = None) -> list:
@@ -156,25 +161,35 @@ def _tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = 
     return tensorrt_passes(trt_version, fix_dims)
 
 
+_OPSET_HELP = "Target default-domain opset, 11 to the highest the installed onnx defines"
+
 VERBS: dict[str, Verb] = {
     "upgrade": Verb(
         "upgrade", "upgraded", _upgrade_passes, on_proto=_upgrade_proto,
-        options=(Option("opset", int, None, "Target default-domain opset, 11 to the highest the installed onnx "
-                        "defines. Default: the model's own if >= 11, else 11.", "N", minimum=OPSET_FLOOR,
-                        opset=True),),
-        summary="Upgrade deprecated Scatter to ScatterElements (main graph, subgraphs, functions)."),
+        options=(
+            Option("opset", int, None,
+                   f"{_OPSET_HELP}. Default: the model's own if >= 11, else 11.", "N",
+                   minimum=OPSET_FLOOR, opset=True),
+        ),
+        summary="Upgrade deprecated Scatter to ScatterElements (main graph, subgraphs, "
+                "functions)."),
     "fold": Verb(
         "fold", "folded", _fold_passes,
-        options=(Option("size_limit", int, None, "Leave scatters whose result exceeds BYTES unfolded.", "BYTES",
-                        minimum=0),),
-        summary="Fold scatters whose inputs are all constant into initializers (our NumPy evaluator)."),
+        options=(
+            Option("size_limit", int, None, "Leave scatters whose result exceeds BYTES unfolded.",
+                   "BYTES", minimum=0),
+        ),
+        summary="Fold scatters whose inputs are all constant into initializers (our NumPy "
+                "evaluator)."),
     "lower": Verb(
         "lower", "lowered", _lower_passes,
         options=(
-            Option("opset", int, 13, "Target default-domain opset, 11 to the highest the installed onnx defines "
-                   "(the model moves to it, up or down).", "N", minimum=OPSET_FLOOR, opset=True),
-            Option("mode", str, "standard", "standard: exact standard ops; custom: ai.onnx.contrib nodes "
-                   "(docs/custom-ops.md); tensorrt-plugin: the form TensorRT 10's ScatterElements plugin takes.",
+            Option("opset", int, 13, f"{_OPSET_HELP} (the model moves to it, up or down).", "N",
+                   minimum=OPSET_FLOOR, opset=True),
+            Option("mode", str, "standard",
+                   "standard: exact standard ops; custom: ai.onnx.contrib nodes "
+                   "(docs/custom-ops.md); tensorrt-plugin: the form TensorRT's ScatterElements "
+                   "plugin takes.",
                    "MODE", choices=LOWER_MODES),
         ),
         summary="Lower scatter reductions and TensorScatter that an older opset lacks."),
@@ -184,11 +199,15 @@ VERBS: dict[str, Verb] = {
     "tensorrt": Verb(
         "tensorrt", "tensorrt", _tensorrt_passes,
         options=(
-            Option("trt_version", str, "10", f"The TensorRT version to prepare for: {', '.join(TRT_VERSIONS)}.",
-                   "VERSION", choices=TRT_VERSIONS),
-            Option("fix_dims", dict, None, "Fix the symbolic input dimension NAME to SIZE first (repeatable): on "
-                   "TensorRT 8.6 a reduction with a dynamic number of updates is lowered only once that number "
-                   "is static.", "NAME=SIZE", flag="--fix-dim"),
+            Option("trt_version", str, "10",
+                   f"The TensorRT version to prepare for: {', '.join(TRT_VERSIONS)}.", "VERSION",
+                   choices=TRT_VERSIONS),
+            Option("fix_dims", dict, None,
+                   "Fix the symbolic input dimension NAME to SIZE first (repeatable): on TensorRT "
+                   "8.6 a reduction with a dynamic number of updates is lowered only once that "
+                   "number is static.", "NAME=SIZE", flag="--fix-dim"),
         ),
-        summary="Prepare every scatter for TensorRT: upgrade, fold, lower, ScatterElements -> ScatterND."),
+        summary="Prepare every scatter for TensorRT: upgrade, fold, lower, ScatterElements -> "
+                "ScatterND.",
+        function="prepare_for_tensorrt"),
 }

@@ -149,7 +149,8 @@ def test_unknown_target(target):
 
 
 def test_opset_targets_span_what_the_installed_onnx_defines():
-    """One opset range: from 9 (Scatter's first) to onnx's highest; beyond it is out of range, not unknown."""
+    """One opset range: from 9 (Scatter's first) to onnx's highest; beyond: out of range, not
+    unknown."""
     highest = onnx.defs.onnx_opset_version()
     assert parse_target(f"opset-{highest}") == ("opset", highest)
     assert parse_target("opset-9") == ("opset", 9)

@@ -65,10 +65,12 @@ def test_o_naming_one_file_with_several_models_is_a_usage_error(tmp_path: Path):
     b = save(scatter_model("Scatter", opset=10), tmp_path / "b.onnx")
     result = invoke("upgrade", a, b, "-o", tmp_path / "x.onnx")
     assert result.exit_code == 2
-    assert result.stderr.startswith("scatter-rewrite: error: ") and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("scatter-rewrite: error: ")
+    assert len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "x.onnx").exists()
     assert invoke("upgrade", a, b, "-o", f"{tmp_path / 'x'}/").exit_code == 0  # a folder: fine
-    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["a.upgraded.onnx", "b.upgraded.onnx"]
+    written = sorted(p.name for p in (tmp_path / "x").iterdir())
+    assert written == ["a.upgraded.onnx", "b.upgraded.onnx"]
 
 
 def test_check_takes_several_models_and_folders(tmp_path: Path):
@@ -81,14 +83,16 @@ def test_check_takes_several_models_and_folders(tmp_path: Path):
     assert result.exit_code == 1
     assert result.stdout.count("scatter readiness for opset-13") == 3
     blocked = result.stderr.strip().splitlines()
-    assert len(blocked) == 2 and all(line.startswith("scatter-rewrite: error: ") for line in blocked)
+    assert len(blocked) == 2
+    assert all(line.startswith("scatter-rewrite: error: ") for line in blocked)
     assert "add.onnx: 1 of 1 scatter node(s) blocked" in blocked[0] and "legacy.onnx" in blocked[1]
     as_json = invoke("check", folder, "--target", "opset-18", "--json")
     assert as_json.exit_code == 0
     import json
 
     shown = json.loads(as_json.stdout)
-    assert shown["blocked"] == 0 and [Path(m["model"]).name for m in shown["models"]] == ["add.onnx", "plain.onnx"]
+    assert shown["blocked"] == 0
+    assert [Path(m["model"]).name for m in shown["models"]] == ["add.onnx", "plain.onnx"]
 
 
 def _undefined_input(path: Path) -> Path:
@@ -100,7 +104,8 @@ def _undefined_input(path: Path) -> Path:
 def _cycle(path: Path) -> Path:
     model = scatter_model("ScatterElements", opset=16)
     model.graph.node[0].input[2] = "back"
-    model.graph.node.append(onnx.helper.make_node("Identity", [model.graph.node[0].output[0]], ["back"]))
+    scatter_output = model.graph.node[0].output[0]
+    model.graph.node.append(onnx.helper.make_node("Identity", [scatter_output], ["back"]))
     return save(model, path)
 
 
@@ -118,8 +123,10 @@ def test_check_blocks_a_model_the_checker_rejects_with_the_reason(tmp_path: Path
     result = invoke("check", model)
     assert result.exit_code == 1
     assert "READY" not in result.stdout and "BLOCKED" in result.stdout
-    errors = [line for line in result.stderr.splitlines() if line.startswith("scatter-rewrite: error:")]
-    assert len(errors) == 1 and "fails onnx.checker" in errors[0] and reason in errors[0], result.stderr
+    errors = [line for line in result.stderr.splitlines()
+              if line.startswith("scatter-rewrite: error:")]
+    assert len(errors) == 1, result.stderr
+    assert "fails onnx.checker" in errors[0] and reason in errors[0], result.stderr
     # the other verbs reject it too
     assert invoke("upgrade", model, "-o", tmp_path / "out.onnx").exit_code == 1
 
@@ -145,14 +152,16 @@ def test_a_model_with_nothing_to_rewrite_is_said_so_and_still_written(tmp_path: 
     legacy = save(scatter_model("Scatter", opset=10), tmp_path / "legacy.onnx")
     one = invoke("upgrade", plain)
     assert one.exit_code == 0
-    assert "nothing rewritten" in one.stdout and one.stdout.rstrip().splitlines()[-1].startswith("UNCHANGED")
+    assert "nothing rewritten" in one.stdout
+    assert one.stdout.rstrip().splitlines()[-1].startswith("UNCHANGED")
     assert "PASSED" not in one.stdout and "validation:" not in one.stdout
     assert (tmp_path / "plain.upgraded.onnx").exists()
     batch = invoke("upgrade", plain, legacy, "-o", f"{tmp_path / 'out'}/")
     assert batch.exit_code == 0
     assert batch.stdout.rstrip().splitlines()[-1] == (
         f"1 of 2 model(s) PASSED, 1 unchanged (nothing to rewrite: {plain})")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["legacy.upgraded.onnx", "plain.upgraded.onnx"]
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["legacy.upgraded.onnx", "plain.upgraded.onnx"]
 
 
 def test_no_initializer_the_rewrite_stopped_using_is_left(tmp_path: Path):
@@ -176,31 +185,33 @@ def test_a_library_log_line_is_formatted_on_one_line():
     except ValueError:
         import sys
 
-        record = logging.LogRecord("onnx_ir.passes.common.shape_inference", logging.WARNING, __file__, 1,
-                                   "Shape inference failed: %s. Model is left unchanged", None, sys.exc_info())
+        message = "Shape inference failed: %s. Model is left unchanged"
+        record = logging.LogRecord("onnx_ir.passes.common.shape_inference", logging.WARNING,
+                                   __file__, 1, message, None, sys.exc_info())
     line = cli._LineFormatter().format(record)
-    assert line == ("scatter-rewrite: warning: onnx_ir.passes.common.shape_inference: Shape inference failed: "
-                    "bad shape at node x. Model is left unchanged")
+    assert line == ("scatter-rewrite: warning: onnx_ir.passes.common.shape_inference: Shape "
+                    "inference failed: bad shape at node x. Model is left unchanged")
 
 
 def test_the_check_table_in_an_80_column_pipe_keeps_words_whole(tmp_path: Path):
-    model = save(scatter_model("ScatterND", opset=18, reduction="add", indices_shape=(2, 1), updates_shape=(2, 5)),
-                 tmp_path / "m.onnx")
+    model = save(scatter_model("ScatterND", opset=18, reduction="add", indices_shape=(2, 1),
+                               updates_shape=(2, 5)), tmp_path / "m.onnx")
     result = invoke("check", model, "--target", "tensorrt-8.6", terminal_width=80)
     table = result.stdout.split("fix: ")[0]
     assert "scatter-rewrite" in table and "--trt-version" in table
     for line in table.splitlines():
         cells = [c.strip() for c in line.split("│")[1:-1]]
         if len(cells) == 5 and cells[4]:  # the fix column: whole words only
-            assert all(word in ("scatter-rewrite", "tensorrt", "--trt-version", "8.6", "none", "known", "-")
-                       for word in cells[4].split()), line
+            whole = ("scatter-rewrite", "tensorrt", "--trt-version", "8.6", "none", "known", "-")
+            assert all(word in whole for word in cells[4].split()), line
 
 
 def test_progress_on_a_terminal_names_each_pass(tmp_path: Path, monkeypatch):
     from rich.console import Console
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "_stderr_console", lambda: Console(file=screen, force_terminal=True, width=100))
+    monkeypatch.setattr(cli, "_stderr_console",
+                        lambda: Console(file=screen, force_terminal=True, width=100))
     steps = []
     real = cli._pass_progress
 

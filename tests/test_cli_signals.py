@@ -33,7 +33,8 @@ def _stop_while_staged(command: list[str], cwd: Path, signum: int, staged_in: Pa
     process = subprocess.Popen([sys.executable, "-m", "scatter_rewrite.cli", *command], cwd=cwd,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        while process.poll() is None and not (folder.is_dir() and list(folder.glob(".scatter-rewrite-*"))):
+        while process.poll() is None and not (folder.is_dir()
+                                              and list(folder.glob(".scatter-rewrite-*"))):
             time.sleep(0.002)
         assert process.poll() is None, "the run ended before its result was staged"
         process.send_signal(signum)
@@ -44,14 +45,17 @@ def _stop_while_staged(command: list[str], cwd: Path, signum: int, staged_in: Pa
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
-def test_a_signal_mid_run_leaves_no_staging_folder_and_no_output(tmp_path: Path, signum: signal.Signals):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT],
+                         ids=lambda s: s.name)
+def test_a_signal_mid_run_leaves_no_staging_folder_and_no_output(tmp_path: Path,
+                                                                  signum: signal.Signals):
     model = _staged_model(tmp_path)
-    done = _stop_while_staged(["lower", model.name, "-o", "out.onnx", "--opset", "13"], tmp_path, signum)
+    done = _stop_while_staged(["lower", model.name, "-o", "out.onnx", "--opset", "13"], tmp_path,
+                              signum)
     assert done.returncode == 128 + signum
     lines = done.stderr.strip().splitlines()
-    assert lines == [f"scatter-rewrite: error: stopped by {signum.name}: no output of a model in progress is "
-                     "left (models finished before it are written)"], done.stderr
+    assert lines == [f"scatter-rewrite: error: stopped by {signum.name}: no output of a model in "
+                     "progress is left (models finished before it are written)"], done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
 
 
@@ -60,10 +64,12 @@ def test_a_signal_stops_a_batch_and_its_workers_cleanly(tmp_path: Path):
     for name in ("a.onnx", "b.onnx"):
         _staged_model(tmp_path, name)
     out = tmp_path / "out"
-    done = _stop_while_staged(["lower", "a.onnx", "b.onnx", "-o", "out/", "--opset", "13"], tmp_path,
-                              signal.SIGTERM, staged_in=out)
+    done = _stop_while_staged(["lower", "a.onnx", "b.onnx", "-o", "out/", "--opset", "13"],
+                              tmp_path, signal.SIGTERM, staged_in=out)
     assert done.returncode == 128 + signal.SIGTERM
-    assert len(done.stderr.strip().splitlines()) == 1 and "stopped by SIGTERM" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "stopped by SIGTERM" in done.stderr
     # The folder made for the outputs goes too, unless a model finished before the signal: whole.
     assert not out.exists() or all(p.suffix == ".onnx" for p in out.iterdir())
-    assert sorted(p.name for p in tmp_path.iterdir()) in (["a.onnx", "b.onnx"], ["a.onnx", "b.onnx", "out"])
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left in (["a.onnx", "b.onnx"], ["a.onnx", "b.onnx", "out"])

@@ -1,5 +1,6 @@
 """--trt-version 11 (TensorRT 11.0-11.5; sources in docs/tensorrt-11.md): the opset cap, the
-ScatterElements plugin for reductions, TensorScatter left to the parser, ScatterND reductions lowered."""
+ScatterElements plugin for reductions, TensorScatter left to the parser, ScatterND reductions
+lowered."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ def _opset(model: onnx.ModelProto) -> int:
 
 
 def _scatters(model: onnx.ModelProto) -> list[str]:
-    return [n.op_type for n in model.graph.node if n.op_type.startswith(("Scatter", "TensorScatter"))]
+    return [n.op_type for n in model.graph.node
+            if n.op_type.startswith(("Scatter", "TensorScatter"))]
 
 
 def test_the_model_moves_down_to_the_opset_every_11_x_parses():
     model = scatter_model("ScatterElements", opset=26, reduction="add")
-    out, outcome = sr.prepare_for_tensorrt(model, trt_version="11", validate=True, return_report=True)
+    out, outcome = sr.prepare_for_tensorrt(model, trt_version="11", validate=True,
+                                           return_report=True)
     assert MAX_OPSET["11"] == 24 and _opset(out) == 24
     # the reduction runs through the ScatterElements plugin, as on 10: left a ScatterElements(add)
     assert _scatters(out) == ["ScatterElements"] and outcome.status == "PASSED"
@@ -53,13 +56,15 @@ def test_tensor_scatter_is_left_to_the_11_parser_and_lowered_for_10():
 
 
 def test_explicit_none_on_scatternd_blocks_10_only():
-    model = scatter_model("ScatterND", opset=18, reduction="none", indices_shape=(2, 1), updates_shape=(2, 5))
+    model = scatter_model("ScatterND", opset=18, reduction="none", indices_shape=(2, 1),
+                          updates_shape=(2, 5))
     assert sr.check(model, target="tensorrt-10").blocked
     assert not sr.check(model, target="tensorrt-11").blocked
 
 
 def test_scatternd_reductions_are_still_lowered_for_11():
-    model = scatter_model("ScatterND", opset=18, reduction="max", indices_shape=(2, 1), updates_shape=(2, 5))
+    model = scatter_model("ScatterND", opset=18, reduction="max", indices_shape=(2, 1),
+                          updates_shape=(2, 5))
     (finding,) = sr.check(model, target="tensorrt-11").findings
     assert finding.blocked and finding.fix == "scatter-rewrite tensorrt --trt-version 11"
     out = sr.prepare_for_tensorrt(model, trt_version="11", validate=True)
@@ -83,5 +88,6 @@ def test_every_version_has_its_tables(version):
     from scatter_rewrite.verbs import TRT_VERSIONS as DECLARED
 
     assert TRT_VERSIONS == DECLARED
-    assert version in MAX_OPSET and version in TOPK_MAX_K and version in SUPPORTED_TYPES and version in PARSER_CASTS
+    for table in (MAX_OPSET, TOPK_MAX_K, SUPPORTED_TYPES, PARSER_CASTS):
+        assert version in table
     assert np.all([MAX_OPSET[v] <= onnx.defs.onnx_opset_version() for v in TRT_VERSIONS])

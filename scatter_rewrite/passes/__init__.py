@@ -53,8 +53,12 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.fold import FoldPass  # noqa: F401
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
     from scatter_rewrite.passes.specialize import SpecializeCallsPass  # noqa: F401
-    from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_passes  # noqa: F401
+    from scatter_rewrite.passes.tensorrt import (  # noqa: F401
+        TensorRTPass, tensorrt_passes,
+    )
     from scatter_rewrite.passes.tensorrt import _CapOpset as CapOpsetPass  # noqa: F401
-    from scatter_rewrite.passes.tensorrt import _LowerTensorScatter as LowerTensorScatterPass  # noqa: F401
+    from scatter_rewrite.passes.tensorrt import (  # noqa: F401
+        _LowerTensorScatter as LowerTensorScatterPass,
+    )
     from scatter_rewrite.passes.to_scatternd import ToScatterNDPass  # noqa: F401
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401

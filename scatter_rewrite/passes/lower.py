@@ -3,8 +3,8 @@
 Rewrites, in the main graph, every If/Loop/Scan body and every model-local function:
 
 * ``ScatterElements``/``ScatterND`` with ``reduction`` add/mul (opset 16) or max/min (opset 18)
-  when the target opset (11..the installed onnx's highest) lacks that reduction. Reductions the target has are kept
-  (add/mul at 16-17, everything at 18+); ``reduction="none"`` needs no lowering.
+  when the target opset (11 to the installed onnx's highest) lacks that reduction. Reductions the
+  target has are kept (add/mul at 16-17, everything at 18+); ``reduction="none"`` needs no lowering.
 * ``TensorScatter`` (opset 24, KV-cache update, linear or circular, optional ``write_indices``)
   into one ``ScatterElements`` (reduction none, unique targets) for every target below 24.
 * the deprecated ``Scatter``, first, into ``ScatterElements`` (:class:`~.upgrade.UpgradePass`).
@@ -49,8 +49,8 @@ node's output declares the data's shape, so what follows it stays checkable. Oth
 
 Leaves alone: nodes of other domains, reductions the target has. A node that cannot be lowered
 (unknown rank, a data type without an exact lowering, ...) makes the target unreachable: the pass
-raises ConversionError naming it and why. ``opset`` outside 11..the installed onnx's highest or an unknown ``mode`` raise
-OptionError.
+raises ConversionError naming it and why. ``opset`` outside 11 to the installed onnx's highest or
+an unknown ``mode`` raise OptionError.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ from scatter_rewrite.type_inference import annotate_functions_with, borrow_infer
 from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass
 
-# The one opset range of every verb (scatter_rewrite.verbs): from ScatterElements' first to the highest
-# the installed onnx defines (at 24 and above only the model's move remains: nothing lacks a scatter).
+# The one opset range of every verb (scatter_rewrite.verbs): from ScatterElements' first to the
+# highest the installed onnx defines (from 24 only the model's move remains: no scatter is lacking).
 MIN_TARGET, MAX_TARGET = 11, onnx.defs.onnx_opset_version()
 MODES = ("standard", "custom", "tensorrt-plugin")
 CUSTOM_DOMAIN = custom_ops.DOMAIN  # onnxruntime-extensions fixes it

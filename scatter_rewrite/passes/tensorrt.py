@@ -81,11 +81,12 @@ REJECTED_DATA_TYPES = {ir.DataType.UINT8}
 # Scatter data written through INT32 (exact): TensorRT's scatter layer has no BOOL (see scatter_data_blocker).
 CARRIED_DATA_TYPES = {ir.DataType.BOOL}
 # The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT 10.0
-# supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset 17"). TensorRT 11
-# (docs/tensorrt-11.md): 24 on every 11.x; opset 25 came with 11.5 ("Added support for ONNX opset 25").
+# supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset 17").
+# TensorRT 11 (docs/tensorrt-11.md): 24 on every 11.x; 25 came with 11.5 ("Added support for ONNX
+# opset 25").
 MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
-# The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support for
-# ... TensorScatter"): the flow leaves it as it is there.
+# The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support
+# for ... TensorScatter"): the flow leaves it as it is there.
 PARSES_TENSORSCATTER = frozenset({"11"})
 # The largest K TensorRT's TopK takes (docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html:
 # 1024 in 8.6, 3840 in 10.x).
@@ -559,8 +560,8 @@ def _reduction_opset(reduction: str | None) -> int:
 
 
 def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list[ir.passes.PassBase]:
-    """The whole TensorRT preparation for ``trt_version`` ("8.6", "10" or "11"), in order; first, when
-    given, ``fix_dims`` (symbolic dimension name -> size: :mod:`.fix_dims`)."""
+    """The whole TensorRT preparation for ``trt_version`` ("8.6", "10" or "11"), in order; first,
+    when given, ``fix_dims`` (symbolic dimension name -> size: :mod:`.fix_dims`)."""
     version = check_trt_version(trt_version)
     from scatter_rewrite.passes.fix_dims import FixDimsPass
     from scatter_rewrite.passes.fold import FoldPass

@@ -29,6 +29,10 @@ import typer.models
 
 from scatter_rewrite.verbs import VERBS
 
+__all__ = [
+    "Stopped", "app", "main", "run_verb",
+]
+
 
 class _Command(typer.core.TyperCommand):
     """Usage line as the README writes it: typer 0.28 wraps a required argument's metavar in braces

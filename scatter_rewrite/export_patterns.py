@@ -13,6 +13,10 @@ import onnx_ir as ir
 
 from scatter_rewrite.graph import attr, describe, is_default_domain, is_reference, iter_nodes
 
+__all__ = [
+    "accumulate_export_notes", "accumulate_export_suspect", "ACCUMULATE_NOTE_START",
+]
+
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
 
 

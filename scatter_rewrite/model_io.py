@@ -30,6 +30,13 @@ import onnx_ir as ir
 from scatter_rewrite import _protowire
 from scatter_rewrite.errors import ModelLoadError, OptionError
 
+__all__ = [
+    "check_in_memory_references", "data_file_name", "deserialize", "external_data_files",
+    "EXTERNAL_THRESHOLD_BYTES", "has_external_data", "in_place_data_name",
+    "input_data_files", "load_model", "load_proto", "PROTO_LIMIT_BYTES", "replace_file",
+    "save_model", "staged_save", "to_ir", "unwritable_folder", "write_error",
+]
+
 # The protobuf limit is 2 GiB; stay clear of it so that metadata and graph fit alongside weights.
 PROTO_LIMIT_BYTES = 2**31 - 64 * 2**20
 EXTERNAL_THRESHOLD_BYTES = 1024  # tensors at least this big go to the external data file

@@ -68,8 +68,8 @@ from scatter_rewrite.passes._trt_support import (
 )
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (
-    Builder, Decline, Names, const_array, convert_to_scatternd, drop_none_reduction, infer_missing_shapes,
-    known_rank, scatter_nd_through, value_dtype,
+    Decline, ModelNames, ReplacementBuilder, const_array, convert_to_scatternd, drop_none_reduction,
+    infer_missing_shapes, known_rank, scatter_nd_through, value_dtype,
 )
 
 TRT_VERSIONS = ("8.6", "10", "11")
@@ -285,7 +285,7 @@ class TensorRTPass(_ForTensorRT):
         for text in inline_rank_hiding_ifs(model):
             self.note(text, modified=True)
         infer_missing_shapes(model)
-        names = Names(model)
+        names = ModelNames(model)
         # A reduction in a function is lowered with the dtype and shapes all its call sites agree on
         # (borrowed for the pass: the function's values stay untyped in the saved model).
         borrowed = annotate_functions_with(model, is_reducing_scatter)
@@ -326,7 +326,8 @@ class TensorRTPass(_ForTensorRT):
                 f"domain): {why}; this pass rewrites default-domain nodes only, so run it on the model before "
                 "it was lowered to custom-domain nodes")
 
-    def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names) -> str | None:
+    def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope,
+                 names: ModelNames) -> str | None:
         op, reduction = node.op_type, attr(node, "reduction", "none")
         data = node.inputs[0] if node.inputs else None
         if op == "TensorScatter" and self.trt_version in PARSES_TENSORSCATTER:
@@ -376,10 +377,11 @@ class TensorRTPass(_ForTensorRT):
                 return "the rank of data is unknown"
         return None  # a ScatterElements needs nothing else: the plugin reads axis and reduction as they are
 
-    def _to_plugin_form(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names) -> str | None:
+    def _to_plugin_form(self, model: ir.Model, node: ir.Node, scope: Scope,
+                        names: ModelNames) -> str | None:
         data, indices, updates = node.inputs
         reduction = attr(node, "reduction")
-        b = Builder(model, scope, names, node.name or "scatter")
+        b = ReplacementBuilder(model, scope, names, node.name or "scatter")
         if node.op_type == "ScatterElements":
             if value_dtype(model, scope, indices) == ir.DataType.INT64:
                 return None  # already what the plugin takes
@@ -422,7 +424,8 @@ class TensorRTPass(_ForTensorRT):
 
     # ---- lowering to standard ops -------------------------------------------------------------
 
-    def _lower(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names, why: str) -> str:
+    def _lower(self, model: ir.Model, node: ir.Node, scope: Scope, names: ModelNames,
+               why: str) -> str:
         return lower_tensorrt_safe(node, scope, names, self.trt_version, why)
 
 
@@ -442,7 +445,8 @@ def inline_rank_hiding_ifs(model: ir.Model) -> list[str]:
     return inline_ifs_hiding_rank(model, lambda node: attr(node, "reduction", "none") in REDUCTIONS)
 
 
-def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: Names, trt_version: str, why: str) -> str:
+def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_version: str,
+                        why: str) -> str:
     """Replace the reducing ``node`` by its sorting-network lowering and return what was done;
     Decline with the reason (the model unchanged) when the lowering does not apply or would emit
     what TensorRT ``trt_version`` rejects."""
@@ -499,7 +503,7 @@ class _LowerTensorScatter(_ForTensorRT):
                               f"{len(lacking)} max/min scatter(s) lowered too, and {describe(node, scope)} "
                               f"{_UNLOWERABLE}: {reason}")
                 return
-            names = Names(model)
+            names = ModelNames(model)
             for node, scope in lacking:
                 try:
                     detail = lower_tensorrt_safe(node, scope, names, self.trt_version,

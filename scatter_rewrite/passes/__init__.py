@@ -27,9 +27,8 @@ _EXPORTS = {
     "FixDimsPass": ("scatter_rewrite.passes.fix_dims", "FixDimsPass"),
     "SpecializeCallsPass": ("scatter_rewrite.passes.specialize", "SpecializeCallsPass"),
     "TensorRTPass": ("scatter_rewrite.passes.tensorrt", "TensorRTPass"),
-    # (the steps of tensorrt_passes, defined under private names in passes/tensorrt.py)
-    "LowerTensorScatterPass": ("scatter_rewrite.passes.tensorrt", "_LowerTensorScatter"),
-    "CapOpsetPass": ("scatter_rewrite.passes.tensorrt", "_CapOpset"),
+    "LowerTensorScatterPass": ("scatter_rewrite.passes.tensorrt", "LowerTensorScatterPass"),
+    "CapOpsetPass": ("scatter_rewrite.passes.tensorrt", "CapOpsetPass"),
     "tensorrt_passes": ("scatter_rewrite.passes.tensorrt", "tensorrt_passes"),
 }
 
@@ -54,11 +53,7 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
     from scatter_rewrite.passes.specialize import SpecializeCallsPass  # noqa: F401
     from scatter_rewrite.passes.tensorrt import (  # noqa: F401
-        TensorRTPass, tensorrt_passes,
-    )
-    from scatter_rewrite.passes.tensorrt import _CapOpset as CapOpsetPass  # noqa: F401
-    from scatter_rewrite.passes.tensorrt import (  # noqa: F401
-        _LowerTensorScatter as LowerTensorScatterPass,
+        CapOpsetPass, LowerTensorScatterPass, TensorRTPass, tensorrt_passes,
     )
     from scatter_rewrite.passes.to_scatternd import ToScatterNDPass  # noqa: F401
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401

@@ -473,7 +473,7 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_vers
             f"segmented scan, one ScatterND with unique targets) ({why})")
 
 
-class _LowerTensorScatter(_ForTensorRT):
+class LowerTensorScatterPass(_ForTensorRT):
     """Run LowerPass only when the model holds a TensorScatter (opset 24, which no TensorRT parses):
     it becomes ScatterElements and the model moves to the highest opset the TensorRT version documents."""
 
@@ -522,7 +522,7 @@ class _LowerTensorScatter(_ForTensorRT):
         self.result.modified |= inner.modified
 
 
-class _CapOpset(_ForTensorRT):
+class CapOpsetPass(_ForTensorRT):
     """Move a model above the highest opset the TensorRT version's parser documents (8.6: 17, 10: 20)
     down to it, once its scatters are TensorRT-ready; left as it is, with a note saying why, when a
     scatter kept a reduction that the lower opset lacks or a node cannot be converted."""
@@ -574,6 +574,6 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
 
     fixed = [FixDimsPass(fix_dims)] if fix_dims else []
-    return [*fixed, SpecializeCallsPass(), UpgradePass(), FoldPass(), _LowerTensorScatter(version), TensorRTPass(version),
-            _CapOpset(version)]
+    return [*fixed, SpecializeCallsPass(), UpgradePass(), FoldPass(), LowerTensorScatterPass(version),
+            TensorRTPass(version), CapOpsetPass(version)]
 

@@ -261,7 +261,8 @@ def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
     is valid and equal to the input, but TensorRT rejects those nodes or computes them wrong (8.6
     ignores reductions), which PASSED alone would hide. The exit stays 0: the rewrite succeeded."""
     for o in outcomes:
-        left = sum(len(p["skipped"]) for p in o.passes if p["pass"] == "tensorrt") if o.status == "PASSED" else 0
+        written = o.status in ("PASSED", "UNCHANGED")
+        left = sum(len(p["skipped"]) for p in o.passes if p["pass"] == "tensorrt") if written else 0
         if left:
             typer.echo(f"scatter-rewrite: warning: {left} scatter node(s) in {o.output} left that TensorRT "
                        f"{trt_version} rejects or computes wrong (reasons above; scatter-rewrite check "

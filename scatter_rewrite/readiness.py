@@ -117,8 +117,10 @@ class CheckReport:
         return self.invalid is not None or any(f.blocked for f in self.findings)
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "target": self.target, "invalid": self.invalid,
-                "blocked": self.invalid is not None or sum(f.blocked for f in self.findings),
+        """As ``check --json`` prints it: ``blocked`` counts the blocked nodes, ``ready`` says
+        whether the model is ready (valid, and no node blocked)."""
+        return {"model": self.model, "target": self.target, "ready": not self.blocked,
+                "invalid": self.invalid, "blocked": sum(f.blocked for f in self.findings),
                 "notes": self.notes, "findings": [f.to_dict() for f in self.findings]}
 
 

@@ -240,3 +240,24 @@ def test_progress_on_a_terminal_names_each_pass(tmp_path: Path, monkeypatch):
     again = invoke("lower", model, "-o", tmp_path / "again.onnx")
     assert again.exit_code == 0, again.output
     assert not steps and not screen.getvalue()  # not a terminal: nothing
+
+
+def test_an_unchanged_tensorrt_output_still_warns_of_what_tensorrt_rejects(tmp_path: Path):
+    from onnx import TensorProto
+
+    model = save(scatter_model("ScatterElements", opset=18, data_type=TensorProto.UINT8),
+                 tmp_path / "m.onnx")
+    result = invoke("tensorrt", model)
+    assert result.exit_code == 0
+    assert result.stdout.rstrip().splitlines()[-1].startswith("UNCHANGED")
+    assert "1 scatter node(s) in" in result.stderr and "TensorRT 10 rejects" in result.stderr
+
+
+def test_check_json_of_an_invalid_model(tmp_path: Path):
+    import json
+
+    result = invoke("check", _undefined_input(tmp_path / "bad.onnx"), "--json")
+    assert result.exit_code == 1
+    shown = json.loads(result.stdout)
+    assert shown["ready"] is False and "fails onnx.checker" in shown["invalid"]
+    assert isinstance(shown["blocked"], int)

@@ -2,9 +2,11 @@
 
 Every rewriting verb shares one shape, whose options are defined once below:
 ``scatter-rewrite VERB MODEL... [-o OUT] [--validate/--no-validate] [--inputs X.npz]
-[--report R.json] [--in-place] [-v]``. Exit 0 on success, 1 on a user error or failed validation
-(one line on stderr; ``-v`` adds the traceback), 2 on bad usage (one line too). Heavy imports (onnx, onnxruntime)
-happen inside the commands so ``--help`` is instant.
+[--report R.json] [--in-place] [-v]``, the verbs and their own options built from their one
+declaration (:mod:`scatter_rewrite.verbs`). Exit 0 on success, 1 on a user error or failed
+validation (one line on stderr; ``-v`` adds the traceback), 2 on bad usage (one line too), 128 + N
+when stopped by signal N. Heavy imports (onnx, onnxruntime) happen inside the commands so
+``--help`` is instant.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class _Command(typer.core.TyperCommand):
     (``{MODEL...}``)."""
 
     def collect_usage_pieces(self, ctx):
-        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p
+                for p in super().collect_usage_pieces(ctx)]
 
 
 class Stopped(BaseException):
@@ -68,9 +71,9 @@ def _stop_on_signals() -> None:
 
 
 class _App(typer.core.TyperGroup):
-    """Bad usage (a missing argument, an unknown option or command, a value of the wrong type) is one
-    line on stderr and exit 2, like every other failure, instead of Click's usage block or Typer's
-    panel. No arguments at all still prints the help."""
+    """Bad usage (a missing argument, an unknown option or command, a value of the wrong type) is
+    one line on stderr and exit 2, like every other failure, instead of Click's usage block or
+    Typer's panel. No arguments at all still prints the help."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
@@ -85,9 +88,11 @@ class _App(typer.core.TyperGroup):
             typer.echo("scatter-rewrite: error: aborted", err=True)
             sys.exit(1)
         except Exception as e:
-            if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):  # not a Click usage error
+            # (not a Click usage error)
+            if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
                 raise
-            if type(e).__name__ == "NoArgsIsHelpError":  # no arguments: the help (rich mode printed it)
+            # no arguments: the help (rich mode printed it)
+            if type(e).__name__ == "NoArgsIsHelpError":
                 typer.echo(e.format_message() or "", nl=bool(e.format_message()))
                 sys.exit(e.exit_code)
             ctx = getattr(e, "ctx", None)
@@ -102,7 +107,8 @@ app = typer.Typer(
     cls=_App,
     name="scatter-rewrite",
     help="Rewrite ONNX scatter operators: upgrade deprecated Scatter, fold constant scatters, "
-    "lower reductions for older opsets, prepare for TensorRT. Every rewrite is validated in onnxruntime.",
+    "lower reductions for older opsets, prepare for TensorRT. Every rewrite is validated in "
+    "onnxruntime.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -135,16 +141,21 @@ def _nonempty(value):
     return value
 
 
-class _PathText(type(typer.main.get_click_type(annotation=str, parameter_info=typer.models.ParameterInfo()))):
-    """A path given as text (see above), with no type in the help's argument column (typer 0.28 wrote
-    ``<str>`` there)."""
+_TEXT_TYPE = type(typer.main.get_click_type(annotation=str,
+                                            parameter_info=typer.models.ParameterInfo()))
+
+
+class _PathText(_TEXT_TYPE):
+    """A path given as text (see above), with no type in the help's argument column (typer 0.28
+    wrote ``<str>`` there)."""
 
     def get_metavar(self, param, ctx=None) -> str:
         return ""
 
 
-Models = Annotated[list[str], typer.Argument(help="ONNX model files, or folders of them.", show_default=False,
-                                             callback=_nonempty, metavar="MODEL...", click_type=_PathText())]
+Models = Annotated[list[str], typer.Argument(
+    help="ONNX model files, or folders of them.", show_default=False, callback=_nonempty,
+    metavar="MODEL...", click_type=_PathText())]
 Output = Annotated[Optional[str], typer.Option(
     "-o", "--output", help="Where to write (a folder when several models are given, or when it ends with /). "
     "Default: beside the input as <stem>.<verb>.onnx.", callback=_nonempty, metavar="OUT")]
@@ -203,7 +214,8 @@ def _setup_logging(verbose: bool) -> None:
         handler.addFilter(_Once())
         logging.basicConfig(level=logging.WARNING, handlers=[handler])
         return
-    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("onnx_ir", "onnx", "onnxruntime"):
         logging.getLogger(noisy).setLevel(logging.INFO)
 
@@ -233,7 +245,8 @@ def _expand(models: list[Path], suffixes: list[str]) -> list[Path]:
 def _format(outcome: Any) -> str:
     lines = [f"{outcome.input} -> {outcome.output}" if outcome.output else f"{outcome.input}"]
     for p in outcome.passes:
-        lines.append(f"  {p['pass']}: {len(p['rewritten'])} rewritten, {len(p['skipped'])} left alone")
+        lines.append(f"  {p['pass']}: {len(p['rewritten'])} rewritten, {len(p['skipped'])} left "
+                     "alone")
         lines += [f"    rewrote {n['node']}: {n['detail']}" for n in p["rewritten"][:20]]
         if len(p["rewritten"]) > 20:
             lines.append(f"    ... and {len(p['rewritten']) - 20} more (see --report)")
@@ -264,9 +277,10 @@ def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
         written = o.status in ("PASSED", "UNCHANGED")
         left = sum(len(p["skipped"]) for p in o.passes if p["pass"] == "tensorrt") if written else 0
         if left:
-            typer.echo(f"scatter-rewrite: warning: {left} scatter node(s) in {o.output} left that TensorRT "
-                       f"{trt_version} rejects or computes wrong (reasons above; scatter-rewrite check "
-                       f"{o.output} --target tensorrt-{trt_version})", err=True)
+            typer.echo(f"scatter-rewrite: warning: {left} scatter node(s) in {o.output} left that "
+                       f"TensorRT {trt_version} rejects or computes wrong (reasons above; "
+                       f"scatter-rewrite check {o.output} --target tensorrt-{trt_version})",
+                       err=True)
 
 
 def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
@@ -275,7 +289,8 @@ def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
     from scatter_rewrite.errors import OptionError
     from scatter_rewrite.model_io import replace_file
 
-    text = json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2, default=str)
+    text = json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2,
+                      default=str)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -306,8 +321,8 @@ def _check_report_path(report: Path, taken: dict[str, str]) -> None:
         except OSError as e:
             raise OptionError(f"--report {report}: cannot open it ({e.strerror or e})") from e
         if head and not head.startswith(b"{"):
-            raise OptionError(f"--report {report} exists and is not a JSON report; it would be overwritten: "
-                              "name another file")
+            raise OptionError(f"--report {report} exists and is not a JSON report; it would be "
+                              "overwritten: name another file")
     folder = Path(os.path.abspath(report)).parent
     while not folder.exists():
         folder = folder.parent
@@ -319,27 +334,34 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
                   output_is_folder: bool) -> dict[str, str]:
     """Before any work: no two models write the same file, and none writes over a file another one
     reads, model or external data (two models sharing a data file and rewritten in place would each
-    replace it with their own tensors). A model writing over its own input is the pipeline's to judge
-    (--in-place does so; otherwise that model alone is refused), as is one it cannot resolve or read.
-    Returns real path -> what it is (inputs, outputs and their data files), for the --report check."""
+    replace it with their own tensors). A model writing over its own input is the pipeline's to
+    judge (--in-place does so; otherwise that model alone is refused), as is one it cannot resolve
+    or read. Returns real path -> what it is (inputs, outputs and their data files), for the
+    --report check."""
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
     from scatter_rewrite.model_io import input_data_files, unwritable_folder
     from scatter_rewrite.pipeline import output_data_name, resolve_output
 
-    reads: dict[str, list[tuple[Path, str]]] = {}  # real path -> (model reading it, what it is to that model)
+    # real path -> (model reading it, what it is to that model)
+    reads: dict[str, list[tuple[Path, str]]] = {}
     input_data: dict[Path, list[str]] = {}
     for f in files:
         try:
-            input_data[f] = input_data_files(f)  # (from the file's bytes: only the rewrite parses the model)
+            # (from the file's bytes: only the rewrite parses the model)
+            input_data[f] = input_data_files(f)
         except ScatterRewriteError:
             input_data[f] = []  # reported for that model alone, when it is loaded
-        for path, what in [(f, f"the input model {f}")] + [(f.parent / d, f"the external data file of {f}")
-                                                           for d in input_data[f]]:
+        read = [(f, f"the input model {f}")] + [(f.parent / d, f"the external data file of {f}")
+                                                for d in input_data[f]]
+        for path, what in read:
             reads.setdefault(os.path.realpath(path), []).append((f, what))
-    # In place, the way out is a data file of its own for each result; otherwise another name or folder.
-    hint = ("rewrite them without --in-place (each result then gets a data file of its own)" if in_place
+    # In place, the way out is a data file of its own for each result; otherwise another name or
+    # folder.
+    hint = ("rewrite them without --in-place (each result then gets a data file of its own)"
+            if in_place
             else "move one of them or write into another folder")
-    writers: dict[str, tuple[Path, Path, str]] = {}  # real path -> (model, the path it writes, what it is)
+    # real path -> (model, the path it writes, what it is)
+    writers: dict[str, tuple[Path, Path, str]] = {}
     for f in files:
         try:
             destination = resolve_output(f, verb, output, in_place, output_is_folder)
@@ -348,10 +370,12 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
             continue  # reported for that model alone, the others going on
         blocked = unwritable_folder(destination)
         if blocked is not None:
-            why = f"no permission to write in {blocked}" if blocked.is_dir() else f"{blocked} is not a folder"
+            why = (f"no permission to write in {blocked}" if blocked.is_dir()
+                   else f"{blocked} is not a folder")
             raise OptionError(f"cannot write {destination}: {why}; write the output elsewhere (-o)")
         # (The data file is written only when the result has external data; planned as if it had.)
-        for target, what in ((destination, "the output"), (data, "the external data file of the output")):
+        for target, what in ((destination, "the output"),
+                             (data, "the external data file of the output")):
             real = os.path.realpath(target)
             if real not in writers:
                 writers[real] = (f, target, what)
@@ -361,13 +385,17 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
                 raise OptionError(f"{other} and {f} would both be written to {destination}; "
                                   "rewrite them in separate runs or into different folders")
             if what != other_what:
-                raise OptionError(f"{other} and {f} would both write {target} ({other_what} for {other}, {what} "
+                raise OptionError(f"{other} and {f} would both write {target} ({other_what} for "
+                                  f"{other}, {what} "
                                   f"for {f}); {hint}")
-            shared = ", the data file they share" if {other, f} <= {g for g, _ in reads.get(real, [])} else ""
-            raise OptionError(f"{other} and {f} would both write their external data to {target}{shared}; {hint}")
+            readers = {g for g, _ in reads.get(real, [])}
+            shared = ", the data file they share" if {other, f} <= readers else ""
+            raise OptionError(f"{other} and {f} would both write their external data to "
+                              f"{target}{shared}; {hint}")
     taken = {real: readers[0][1] for real, readers in reads.items()}
     for real, (f, target, what) in writers.items():
-        others = [w for g, w in reads.get(real, []) if g != f]  # (its own input: --in-place replaces it)
+        # (its own input: --in-place replaces it)
+        others = [w for g, w in reads.get(real, []) if g != f]
         if others:
             raise OptionError(f"{what} for {f}, {target}, is {' and '.join(others)}; {hint}")
         taken.setdefault(real, f"{what} for {f}")
@@ -416,14 +444,15 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
         files = _unique(_expand(model_paths, [v.suffix for v in VERBS.values()]))
         if output_path is not None and (several or output_says_folder) and output_path.exists() \
                 and not output_path.is_dir():
-            raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a folder, "
-                              "and that is a file")
+            raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a "
+                              "folder, and that is a file")
         folder_output = several or output_says_folder
         taken = _plan_outputs(VERBS[verb], files, output_path, in_place, folder_output)
         if report_path is not None:
             _check_report_path(report_path, taken)
-        kwargs = dict(options=options, output=output_path, output_is_folder=folder_output, in_place=in_place,
-                      validate=validate, inputs=load_inputs(inputs) if inputs else None)
+        kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
+                      in_place=in_place, validate=validate,
+                      inputs=load_inputs(inputs) if inputs else None)
         if len(files) == 1:
             started = time.perf_counter()
             try:
@@ -470,8 +499,8 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
     if failed:
         for o in failed:
             error = str(o.error)
-            typer.echo(f"scatter-rewrite: error: {error if error.startswith(o.input) else f'{o.input}: {error}'}",
-                       err=True)
+            said = error if error.startswith(o.input) else f"{o.input}: {error}"
+            typer.echo(f"scatter-rewrite: error: {said}", err=True)
         raise typer.Exit(1)
 
 
@@ -567,8 +596,8 @@ def _dim_sizes(values: Optional[list[str]]) -> Optional[dict[str, int]]:
     for text in values:
         name, _, size = text.partition("=")
         if not name or not size.strip().isdigit() or int(size) < 1:
-            raise typer.BadParameter(f"{text!r}: expected NAME=SIZE, a symbolic dimension name and a positive integer",
-                                     param_hint="--fix-dim")
+            raise typer.BadParameter(f"{text!r}: expected NAME=SIZE, a symbolic dimension name and "
+                                     "a positive integer", param_hint="--fix-dim")
         sizes[name] = int(size)
     return sizes
 
@@ -624,7 +653,8 @@ def check(
     target: Annotated[str, typer.Option(
         "--target", metavar="TARGET", help="tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N "
         "from 9 to the highest the installed onnx defines).")] = "tensorrt-10",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON (for CI).")] = False,
+    as_json: Annotated[bool, typer.Option("--json",
+                                          help="Print the findings as JSON (for CI).")] = False,
     verbose: CheckVerbose = False,
 ) -> None:
     """Check models (onnx.checker) and each scatter node's readiness for a target; 1 if blocked."""
@@ -697,13 +727,14 @@ def _print_findings(model: str, target: str, findings: list, invalid: str | None
                       "\n".join(f.blockers + [f"note: {n}" for n in f.notes]) or "ready",
                       f.fix or ("-" if not f.blocked else "none known"))
     console.print(table)
-    # Each fix command once, whole (the table folds its narrow column mid-word): copyable from a CI log.
+    # Each fix command once, whole: copyable from a CI log.
     fixes: dict[str, int] = {}
     for f in findings:
         if f.blocked and f.fix:
             fixes[f.fix] = fixes.get(f.fix, 0) + 1
     for fix, count in fixes.items():
-        console.print(f"fix: {fix} ({count} node(s))", highlight=False, soft_wrap=True, markup=False)
+        console.print(f"fix: {fix} ({count} node(s))", highlight=False, soft_wrap=True,
+                      markup=False)
     blocked = sum(f.blocked for f in findings)
     if invalid:
         console.print(f"the model {invalid}", highlight=False, markup=False)
@@ -721,7 +752,8 @@ def _reduction_cell(f) -> str:
 
 def main() -> None:
     _stop_on_signals()
-    app(prog_name="scatter-rewrite")  # (also under python -m / -c: the name the messages and help use)
+    # (also under python -m / -c: the name the messages and help use)
+    app(prog_name="scatter-rewrite")
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError, OptionError, ScatterRewriteError
 from scatter_rewrite.export_patterns import accumulate_export_notes
-from scatter_rewrite.model_io import (data_file_name, external_data_files, in_place_data_name, load_proto,
-                                      staged_save, to_ir)
+from scatter_rewrite.model_io import (
+    data_file_name, external_data_files, in_place_data_name, load_proto, staged_save, to_ir,
+)
 from scatter_rewrite.passes.base import ScatterPassResult
 from scatter_rewrite.spec import check_scatter_nodes
 from scatter_rewrite.verbs import VERBS, Verb
@@ -63,7 +64,8 @@ class Outcome:
     status: str = FAILED
     error: str | None = None
     seconds: float = 0.0
-    notes: list[str] = dataclasses.field(default_factory=list)  # about the files and the export itself, not any pass
+    # about the files and the export itself, not any pass
+    notes: list[str] = dataclasses.field(default_factory=list)
     verb: str | None = None
     options: dict = dataclasses.field(default_factory=dict)  # the verb's, as declared (verbs.py)
 
@@ -83,7 +85,8 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
     called with each pass's name before it runs."""
     from scatter_rewrite.type_inference import correct_contradicted_shapes, has_control_flow
 
-    claims = has_control_flow(model)  # (before the passes, which may inline what made the claims false)
+    # (before the passes, which may inline what made the claims false)
+    claims = has_control_flow(model)
     # (the model's own unused initializers are left as they are)
     unused_before = {id(v) for _, v in _unused_initializers(model)}
     results = []
@@ -104,8 +107,10 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
         # An exporter's shape claims the rewrite made checkable and false would fail onnx.checker.
         corrected = correct_contradicted_shapes(model)
         if corrected and last is not None:
-            last.notes.append(f"{len(corrected)} declared shape(s) the rewrite showed false, corrected (the export's "
-                              f"claims; no value changes): {'; '.join(corrected[:3])}{' ...' if len(corrected) > 3 else ''}")
+            more = " ..." if len(corrected) > 3 else ""
+            last.notes.append(f"{len(corrected)} declared shape(s) the rewrite showed false, "
+                              f"corrected (the export's claims; no value changes): "
+                              f"{'; '.join(corrected[:3])}{more}")
     return results
 
 
@@ -127,7 +132,8 @@ def _unused_initializers(model: ir.Model) -> list[tuple[ir.Graph, ir.Value]]:
 def result_dict(result: ir.passes.PassResult) -> dict:
     if isinstance(result, ScatterPassResult):
         return result.to_dict()
-    return {"pass": type(result).__name__, "modified": result.modified, "rewritten": [], "skipped": [], "notes": []}
+    return {"pass": type(result).__name__, "modified": result.modified, "rewritten": [],
+            "skipped": [], "notes": []}
 
 
 def check_model(path: Path, source: Path | None = None, source_name: str | None = None) -> None:
@@ -137,21 +143,24 @@ def check_model(path: Path, source: Path | None = None, source_name: str | None 
     failure = checker_failure(path)
     if failure is None:
         return
-    # (The source through its real path: a model file that is a symlink into another folder has its big
-    # inline weights referenced by the real file's name, see _protowire.checkable.)
+    # (The source through its real path: a model file that is a symlink into another folder has its
+    # big inline weights referenced by the real file's name, see _protowire.checkable.)
     before = checker_failure(Path(os.path.realpath(source))) if source is not None else None
     source_name = source_name or str(source)
     if before == failure:
-        hint = "; scatter-rewrite upgrade replaces a deprecated Scatter" if "Scatter is deprecated" in failure else ""
-        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite, and this rewrite does not "
-                                f"fix it: {failure}{hint}")
-    if before is not None:  # (the same fault may read differently once nodes moved, e.g. a rewritten export)
-        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite ({before}), and so does the "
-                                f"rewritten model: {failure}")
+        hint = ("; scatter-rewrite upgrade replaces a deprecated Scatter"
+                if "Scatter is deprecated" in failure else "")
+        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite, and this "
+                                f"rewrite does not fix it: {failure}{hint}")
+    # (the same fault may read differently once nodes moved, e.g. a rewritten export)
+    if before is not None:
+        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite ({before}), "
+                                f"and so does the rewritten model: {failure}")
     hint = ""
-    if "Inferred shape and existing shape differ" in failure:  # (what a fold's constants let inference see)
-        hint = ("; a shape the model declares (value_info or a graph output) may contradict what its now-constant "
-                "values give: check the model's declared shapes")
+    # (what a fold's constants let inference see)
+    if "Inferred shape and existing shape differ" in failure:
+        hint = ("; a shape the model declares (value_info or a graph output) may contradict what "
+                "its now-constant values give: check the model's declared shapes")
     raise InvalidModelError(f"the rewritten model fails onnx.checker: {failure}{hint}")
 
 
@@ -266,10 +275,11 @@ def rewrite_model(
     """
     from scatter_rewrite import validate as validation
 
-    check_scatter_nodes(model)  # (the passes do too, but validation plans its inputs from the nodes first)
+    # (the passes check the nodes too, but validation plans its inputs from them first)
+    check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
-    plan = (validation.plan_validation(model, seed=seed, inputs=inputs, dim_sizes=fixed_dim_sizes(passes))
-            if validate else None)
+    plan = (validation.plan_validation(model, seed=seed, inputs=inputs,
+                                       dim_sizes=fixed_dim_sizes(passes)) if validate else None)
     results = run_passes(model, passes, progress=progress)
     if plan is not None:
         validation.allow_float_rounding(plan, results)
@@ -279,8 +289,9 @@ def rewrite_model(
     del results  # they hold the model too
     if progress is not None:
         progress("checking" if plan is None or not outcome.modified else "validating")
-    # A new output keeps the input's form, external data, even when the rewrite replaced every external
-    # tensor; in place, such a model is written whole and the old data file left, with a note.
+    # A new output keeps the input's form, external data, even when the rewrite replaced every
+    # external tensor; in place, such a model is written whole and the old data file left, with a
+    # note.
     with staged_save(model, destination, data_name, external=external) as staged:
         if not keep_model:
             del model  # written: free the rewritten weights (a folded result, say) now
@@ -314,10 +325,12 @@ def output_data_name(source: Path, destination: Path, input_data: list[str], in_
         return in_place_data_name(destination, input_data)
     name = data_file_name(destination)
     inputs = {os.path.realpath(source.parent / f) for f in input_data}
-    for target, what in ((destination, "is"), (destination.parent / name, "would write its external data to")):
+    for target, what in ((destination, "is"),
+                         (destination.parent / name, "would write its external data to")):
         if os.path.realpath(target) in inputs:
-            raise OptionError(f"{destination} {what} the input's external data file {os.path.realpath(target)}; "
-                              "write the output elsewhere, or pass --in-place to overwrite the input")
+            raise OptionError(f"{destination} {what} the input's external data file "
+                              f"{os.path.realpath(target)}; write the output elsewhere, or pass "
+                              "--in-place to overwrite the input")
     return name
 
 
@@ -346,4 +359,5 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
         logger.debug("%s: internal error", source, exc_info=True)
         return Outcome(str(source), None, status=FAILED, seconds=time.perf_counter() - started,
                        verb=verb_name,
-                       error=f"internal error ({type(e).__name__}: {e}); rerun with -v and report it")
+                       error=f"internal error ({type(e).__name__}: {e}); rerun with -v and report "
+                             "it")

@@ -78,11 +78,14 @@ def rewrite(
     return_report: bool = False,
     verb: str = "rewrite",
     options: dict[str, Any] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> ModelLike | tuple[ModelLike, Outcome]:
     """Run ``passes`` on ``model``; return the rewritten model, of the same kind as given.
 
     ``validate=True`` proves the result equal to the original in onnxruntime (see
-    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise. For a path, the
+    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise; ``rtol``/``atol``
+    set your own bound for float outputs instead of validation's judgement. For a path, the
     result is written to ``output`` (default ``<stem>.<verb suffix>.onnx`` beside it) and its
     path returned. With ``return_report=True`` the result comes with an
     :class:`~scatter_rewrite.pipeline.Outcome`. Every verb goes through the same orchestration
@@ -95,7 +98,7 @@ def rewrite(
     """
     if isinstance(model, (str, os.PathLike)):
         outcome = rewrite_file(verb, model, options=options, passes=passes, output=output,
-                               validate=validate, inputs=inputs)
+                               validate=validate, inputs=inputs, rtol=rtol, atol=atol)
         # (the kind given: a str for a str)
         result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)
         return (result, outcome) if return_report else result
@@ -107,14 +110,14 @@ def rewrite(
     with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
         # The original and the result are saved as the CLI saves them (external weights, an
         # ir.load-ed model's, beside them in the temporary folder, where onnxruntime looks for
-        # them): the checker judges the result, validation runs both. (The original in a folder
-        # named as long as the staging folder of the result: validation compares onnxruntime's
-        # failures on both, paths included, cut to 200 characters.)
-        original = Path(tmp, ".scatter-rewrite-original", "model.onnx")
+        # them): the checker judges the result, validation runs both. (The original's path as long
+        # as the staged result's, .scatter-rewrite-XXXXXXXX/rewritten.onnx: validation compares
+        # onnxruntime's failures on both, paths included, cut to 200 characters.)
+        original = Path(tmp, ".scatter-rewrite-original", "unchanged.onnx")
         save_model(working, original)
-        outcome = rewrite_model(working, passes, original, Path(tmp, "model.onnx"), verb=verb,
+        outcome = rewrite_model(working, passes, original, Path(tmp, "rewritten.onnx"), verb=verb,
                                 options=options, source_name="the model given", validate=validate,
-                                inputs=inputs, keep_model=True)
+                                inputs=inputs, rtol=rtol, atol=atol, keep_model=True)
     outcome.input = outcome.output = "<in memory>"
     outcome.seconds = time.perf_counter() - started
     for note in outcome.notes:
@@ -124,22 +127,24 @@ def rewrite(
 
 
 def _run_verb(name: str, model: Any, options: dict[str, Any], validate: bool, inputs: dict | None,
-              output: str | os.PathLike | None, return_report: bool) -> Any:
+              rtol: float | None, atol: float | None, output: str | os.PathLike | None,
+              return_report: bool) -> Any:
     verb = VERBS[name]
     options = verb.bind(options)
     return rewrite(model, verb.make_passes(**options), verb=name, options=options,
-                   validate=validate, inputs=inputs, output=output, return_report=return_report)
+                   validate=validate, inputs=inputs, rtol=rtol, atol=atol, output=output,
+                   return_report=return_report)
 
 
 def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = False,
-            inputs: dict | None = None, output: str | os.PathLike | None = None,
-            return_report: bool = False) -> ModelLike:
+            inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
+            output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Every deprecated ``Scatter`` becomes ``ScatterElements``; the model moves to ``opset``
     (default: its own if >= 11, else 11; at most the highest the installed onnx defines). See
     :mod:`scatter_rewrite.passes.upgrade`.
 
-    ``validate=True`` proves the result in onnxruntime (``inputs``: your own, name -> array);
-    ``output``: where a model given as a path is written; ``return_report=True`` returns
+    ``validate=True`` proves the result in onnxruntime (``inputs``: your own, name -> array;
+    ``rtol``/``atol``: your own bound for float outputs, see docs/validation.md); ``output``: where a model given as a path is written; ``return_report=True`` returns
     ``(model, Outcome)``. The result is of the kind given (ModelProto, onnx_ir.Model, path,
     graph).
 
@@ -149,12 +154,13 @@ def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = Fals
         model = scatter_rewrite.upgrade(onnx.load("old.onnx"), opset=13, validate=True)
         onnx.save(model, "new.onnx")
     """
-    return _run_verb("upgrade", model, {"opset": opset}, validate, inputs, output, return_report)
+    return _run_verb("upgrade", model, {"opset": opset}, validate, inputs, rtol, atol, output,
+                     return_report)
 
 
 def fold(model: ModelLike, *, size_limit: int | None = None, validate: bool = False,
-         inputs: dict | None = None, output: str | os.PathLike | None = None,
-         return_report: bool = False) -> ModelLike:
+         inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
+         output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Replace every scatter whose inputs are all constant by an initializer computed with our
     NumPy evaluator (and the constant chains feeding it); ``size_limit``: leave results of more
     bytes unfolded. See :mod:`scatter_rewrite.passes.fold`; the other arguments as in
@@ -165,13 +171,13 @@ def fold(model: ModelLike, *, size_limit: int | None = None, validate: bool = Fa
         folded, report = scatter_rewrite.fold("model.onnx", output="model.folded.onnx",
                                               validate=True, return_report=True)
     """
-    return _run_verb("fold", model, {"size_limit": size_limit}, validate, inputs, output,
-                     return_report)
+    return _run_verb("fold", model, {"size_limit": size_limit}, validate, inputs, rtol, atol,
+                     output, return_report)
 
 
 def lower(model: ModelLike, *, opset: int = 13, mode: str = "standard", validate: bool = False,
-          inputs: dict | None = None, output: str | os.PathLike | None = None,
-          return_report: bool = False) -> ModelLike:
+          inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
+          output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Lower scatter reductions (and TensorScatter) the target ``opset`` lacks into exact standard
     ops (``mode="standard"``), custom-domain nodes (``"custom"``: they need
     :func:`scatter_rewrite.custom_ops.register`) or TensorRT's plugin form
@@ -183,11 +189,12 @@ def lower(model: ModelLike, *, opset: int = 13, mode: str = "standard", validate
         onnx_program = torch.onnx.export(model, args, dynamo=True)
         lowered = scatter_rewrite.lower(onnx_program.model, opset=13, validate=True)
     """
-    return _run_verb("lower", model, {"opset": opset, "mode": mode}, validate, inputs, output,
-                     return_report)
+    return _run_verb("lower", model, {"opset": opset, "mode": mode}, validate, inputs, rtol, atol,
+                     output, return_report)
 
 
 def to_scatternd(model: ModelLike, *, validate: bool = False, inputs: dict | None = None,
+                 rtol: float | None = None, atol: float | None = None,
                  output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Every ScatterElements becomes an exactly equivalent ScatterND.
     See :mod:`scatter_rewrite.passes.to_scatternd`; the arguments as in :func:`upgrade`.
@@ -196,12 +203,14 @@ def to_scatternd(model: ModelLike, *, validate: bool = False, inputs: dict | Non
 
         nd = scatter_rewrite.to_scatternd(onnx.load("model.onnx"), validate=True)
     """
-    return _run_verb("to_scatternd", model, {}, validate, inputs, output, return_report)
+    return _run_verb("to_scatternd", model, {}, validate, inputs, rtol, atol, output,
+                     return_report)
 
 
 def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
                          fix_dims: dict[str, int] | None = None, validate: bool = False,
-                         inputs: dict | None = None, output: str | os.PathLike | None = None,
+                         inputs: dict | None = None, rtol: float | None = None,
+                         atol: float | None = None, output: str | os.PathLike | None = None,
                          return_report: bool = False) -> ModelLike:
     """The whole TensorRT preparation: upgrade, fold, lower TensorScatter, make every scatter
     TensorRT-ready for ``trt_version`` ("8.6", "10" or "11"). See
@@ -216,7 +225,7 @@ def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
                                                      fix_dims={"batch": 4}, validate=True)
     """
     return _run_verb("tensorrt", model, {"trt_version": trt_version, "fix_dims": fix_dims},
-                     validate, inputs, output, return_report)
+                     validate, inputs, rtol, atol, output, return_report)
 
 
 def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:

@@ -211,6 +211,8 @@ def rewrite_file(
     inputs: dict | None = None,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> Outcome:
     """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix.
     ``options``: the verb's, already checked (:meth:`scatter_rewrite.verbs.Verb.bind`)."""
@@ -238,8 +240,8 @@ def rewrite_file(
     outcome = rewrite_model(to_ir(protos.pop(), source), passes, source, destination,
                             verb=verb_name, options=options, data_name=data_name,
                             external=bool(input_data) and not in_place,
-                            validate=validate, inputs=inputs, seed=seed, progress=progress,
-                            replaced_data=input_data if in_place else None)
+                            validate=validate, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
+                            progress=progress, replaced_data=input_data if in_place else None)
     for note in outcome.notes:
         logger.warning("%s: %s", source, note)
     return _finish(outcome, started)
@@ -259,6 +261,8 @@ def rewrite_model(
     validate: bool = True,
     inputs: dict | None = None,
     seed: int = 0,
+    rtol: float | None = None,
+    atol: float | None = None,
     keep_model: bool = False,
     progress: Callable[[str], None] | None = None,
     replaced_data: list[str] | None = None,
@@ -272,14 +276,17 @@ def rewrite_model(
     before validation runs) unless ``keep_model`` (the API returns it). ``source_name``: how errors
     name the input (default: its path). ``progress``: called with each pass's name before it runs.
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
+    ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
     """
     from scatter_rewrite import validate as validation
 
     # (the passes check the nodes too, but validation plans its inputs from them first)
     check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
-    plan = (validation.plan_validation(model, seed=seed, inputs=inputs,
-                                       dim_sizes=fixed_dim_sizes(passes)) if validate else None)
+    plan = None
+    if validate:
+        plan = validation.plan_validation(model, seed=seed, inputs=inputs,
+                                          dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
     results = run_passes(model, passes, progress=progress)
     if plan is not None:
         validation.allow_float_rounding(plan, results)
@@ -297,7 +304,7 @@ def rewrite_model(
             del model  # written: free the rewritten weights (a folded result, say) now
         check_model(staged, source, source_name)
         if plan is not None and outcome.modified:
-            outcome.validation = validation.validate(source, staged, plan).to_dict()
+            outcome.validation = _validated(source, staged, plan, outcome)
         written = (data_name if data_name is not None and (staged.parent / data_name).is_file()
                    else None)
     if replaced_data is not None:
@@ -311,6 +318,18 @@ def _finish(outcome: Outcome, started: float) -> Outcome:
         outcome.status = PASSED if outcome.modified else UNCHANGED
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome) -> dict:
+    """``validate``'s result; a failure carries the passes that ran (``error.passes``), for the
+    report."""
+    from scatter_rewrite import validate as validation
+
+    try:
+        return validation.validate(original, rewritten, plan).to_dict()
+    except ScatterRewriteError as e:
+        e.passes = outcome.passes
+        raise
 
 
 def output_data_name(source: Path, destination: Path, input_data: list[str], in_place: bool) -> str:
@@ -353,7 +372,7 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
     try:
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
-        return Outcome(str(source), None, status=FAILED, error=str(e),
+        return Outcome(str(source), None, getattr(e, "passes", []), status=FAILED, error=str(e),
                        seconds=time.perf_counter() - started, verb=verb_name)
     except Exception as e:
         logger.debug("%s: internal error", source, exc_info=True)

@@ -22,7 +22,7 @@ from scatter_rewrite.verbs import VERBS
 
 API_OF_VERB = {"upgrade": sr.upgrade, "fold": sr.fold, "lower": sr.lower,
                "to_scatternd": sr.to_scatternd, "tensorrt": sr.prepare_for_tensorrt}
-SHARED = ["validate", "inputs", "output", "return_report"]
+SHARED = ["validate", "inputs", "rtol", "atol", "output", "return_report"]
 
 
 def test_dir_lists_the_api_without_importing_onnx():

@@ -672,7 +672,8 @@ def check(
         from scatter_rewrite.readiness import check_report, parse_target
 
         parse_target(target)
-        files = _unique(_expand([Path(m) for m in models], [v.suffix for v in VERBS.values()]))
+        # (every model of a folder, the verbs' outputs too: they are what one checks)
+        files = _unique(_expand([Path(m) for m in models], []))
         reports = [check_report(f, target) for f in files]
     except ScatterRewriteError as e:
         _error(str(e), e, verbose)

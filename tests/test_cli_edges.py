@@ -86,6 +86,11 @@ def test_check_takes_several_models_and_folders(tmp_path: Path):
     assert len(blocked) == 2
     assert all(line.startswith("scatter-rewrite: error: ") for line in blocked)
     assert "add.onnx: 1 of 1 scatter node(s) blocked" in blocked[0] and "legacy.onnx" in blocked[1]
+    # a folder of the verbs' outputs: checked too (rewriting verbs skip them, check does not)
+    assert invoke("lower", folder / "add.onnx", "-o", f"{tmp_path / 'out'}/").exit_code == 0
+    outputs = invoke("check", tmp_path / "out", "--target", "opset-13")
+    assert outputs.exit_code == 0, outputs.output
+    assert outputs.stdout.count("scatter readiness for opset-13") == 1
     as_json = invoke("check", folder, "--target", "opset-18", "--json")
     assert as_json.exit_code == 0
     import json

@@ -9,6 +9,8 @@ Inference is best effort: when it fails, nothing is borrowed and the caller only
 
 from __future__ import annotations
 
+import math
+
 import onnx
 import onnx_ir as ir
 
@@ -255,6 +257,115 @@ def _custom_scatters_as_standard(proto: onnx.ModelProto) -> None:
                 bodies.extend([a.g.node] if a.HasField("g") else [g.node for g in a.graphs])
 
 
+DATA_PROP_ELEMENTS = 1024  # values with more elements never reach ONNX's data propagation
+DATA_PROP_ROUNDS = 3
+_UNREAD = "scatter_rewrite::cut::"  # the name a cut value's producer writes instead
+
+
+def _inferred_types(graph: onnx.GraphProto) -> dict[str, tuple[int, tuple | None]]:
+    """(element type, shape with None for an unknown dim, or None) of every typed value of ``graph``
+    and its subgraphs, by name."""
+    types: dict[str, tuple[int, tuple | None]] = {}
+    graphs = [graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            t = vi.type.tensor_type
+            shape = tuple(d.dim_value if d.HasField("dim_value") else None
+                          for d in t.shape.dim) if t.HasField("shape") else None
+            types[vi.name] = (t.elem_type, shape)
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    return types
+
+
+def _is_big(elem: int, shape: tuple | None) -> bool:
+    return (bool(elem) and shape is not None and all(d is not None for d in shape)
+            and math.prod(shape) > DATA_PROP_ELEMENTS)
+
+
+def infer_with_bounded_data_prop(proto: onnx.ModelProto) -> dict[str, tuple] | None:
+    """ONNX shape inference with data propagation kept to small values: the shape of every value
+    that has one, by name (None for an unknown dim); None when inference fails.
+
+    ``infer_shapes(data_prop=True)`` on a whole model propagates the content of every integer
+    value it can compute from constants, whatever its size: the TensorRT lowering's sorting network
+    over 2^18 positions made it hold hundreds of such vectors as protobuf dims (15 GB and a minute
+    for a 1.4 MB model). Shape tensors are small, so: plain inference first; then every value of
+    the main graph and its If branches whose shape is static and over :data:`DATA_PROP_ELEMENTS`
+    elements (a big Constant or a node output) is cut out of a copy: the copy reads a typed graph
+    input of that name instead (data propagation refines only shapes that are not yet static, so
+    nothing is lost), and data propagation runs on the copy. When that makes more values static
+    and big, they are cut too and it runs again, at most :data:`DATA_PROP_ROUNDS` times in all.
+    ``proto`` is not changed."""
+    try:
+        types = _inferred_types(onnx.shape_inference.infer_shapes(proto).graph)
+    except Exception:  # best effort
+        return None
+    cut: set[str] = set()
+    for round_ in range(DATA_PROP_ROUNDS):
+        fresh = {name for name, (elem, shape) in types.items() if name not in cut and _is_big(elem, shape)}
+        if round_ and not fresh:
+            break
+        cut |= fresh
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        added = _cut_values(copy.graph, cut, types, copy.graph)
+        _drop_unread(copy.graph, added)
+        try:
+            found = _inferred_types(onnx.shape_inference.infer_shapes(copy, data_prop=True).graph)
+        except Exception:  # best effort
+            return None
+        found = {name: t for name, t in found.items() if not name.startswith(_UNREAD)}
+        types = types | found  # (the values of nodes dropped from the copy keep their plain inference)
+    return {name: shape for name, (_, shape) in types.items() if shape is not None}
+
+
+def _cut_values(graph: onnx.GraphProto, cut: set[str], types: dict, main: onnx.GraphProto) -> set[str]:
+    """In this copy for inference: each value named in ``cut`` that a node of ``graph`` (or of an If
+    branch in it) produces becomes a typed main-graph input (branches see the outer scope), and its
+    producer no longer writes it; nodes left with no output go. Graph outputs and Loop/Scan bodies
+    are left as they are. Returns the names made inputs."""
+    outputs = {o.name for o in graph.output}
+    added = set()
+    kept = []
+    for node in graph.node:
+        for i, name in enumerate(node.output):
+            if name in cut and name not in outputs:
+                elem, shape = types[name]
+                node.output[i] = _UNREAD + name  # (a required output must keep a name)
+                added.add(name)
+                main.input.append(onnx.helper.make_tensor_value_info(name, elem, list(shape)))
+        if not all(o.startswith(_UNREAD) or not o for o in node.output):
+            # (a node with every output cut goes: inferring it again costs and tells nothing)
+            kept.append(node)
+        if node.op_type == "If":
+            for a in node.attribute:
+                if a.HasField("g"):
+                    added |= _cut_values(a.g, cut, types, main)
+    if len(kept) < len(graph.node):
+        del graph.node[:]
+        graph.node.extend(kept)
+    return added
+
+
+def _drop_unread(main: onnx.GraphProto, added: set[str]) -> None:
+    """Remove the inputs :func:`_cut_values` added that no node (in any subgraph) reads."""
+    read: set[str] = {o.name for o in main.output}
+    graphs = [main]
+    while graphs:
+        g = graphs.pop()
+        read.update(o.name for o in g.output)
+        for node in g.node:
+            read.update(node.input)
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    kept = [i for i in main.input if i.name not in added or i.name in read]
+    del main.input[:]
+    main.input.extend(kept)
+
+
 def correct_contradicted_shapes(model: ir.Model) -> list[str]:
     """Replace the declared shape of every value (main graph and subgraphs, graph outputs included)
     that ONNX shape inference, run without any declared intermediate or output shape, contradicts
@@ -278,21 +389,9 @@ def correct_contradicted_shapes(model: ir.Model) -> list[str]:
         for node in g.node:
             for a in node.attribute:
                 graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
-    try:
-        inferred_proto = onnx.shape_inference.infer_shapes(proto, data_prop=True)
-    except Exception:  # best effort: nothing corrected
+    inferred = infer_with_bounded_data_prop(proto)
+    if inferred is None:  # best effort: nothing corrected
         return []
-    inferred: dict[str, tuple] = {}
-    graphs = [inferred_proto.graph]
-    while graphs:
-        g = graphs.pop()
-        for vi in list(g.value_info) + list(g.output):
-            t = vi.type.tensor_type
-            if t.HasField("shape"):
-                inferred[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
-        for node in g.node:
-            for a in node.attribute:
-                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
     corrected = []
     for scope in iter_scopes(model):
         if scope.is_function:

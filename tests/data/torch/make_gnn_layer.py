@@ -1,0 +1,78 @@
+"""Make the PyG-style max-aggregation layer in both PyTorch exports (needs torch; tests do not):
+
+    /work/wt/.../.venv/bin/python tests/data/torch/make_gnn_layer.py
+
+The layer (``GnnMaxLayer``): messages ``src = x[edge_src] @ W``, then
+``out = zeros(N, F); out.scatter_reduce_(0, edge_dst.unsqueeze(-1).expand_as(src), src, "amax")``.
+Inputs ``x`` [N, F] float32, ``edge_src`` and ``edge_dst`` [E] int64 (duplicates: several edges
+per node). Two files per size, each with ``NAME.npz`` (inputs ``in_*`` and PyTorch's eager output
+``out_y``):
+
+* ``gnn_max_layer_ts17``: TorchScript exporter (``dynamo=False``), opset 17: the index goes through
+  Unsqueeze, then ``expand_as`` is a Shape of ``src`` into Expand, and the scatter sits in the
+  exporter's rank-0 If wrapper.
+* ``gnn_max_layer_dynamo18``: dynamo exporter, opset 18.
+
+``export_layer`` is what benchmarks/bench_torchscript.py calls for its bigger sizes.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+F = 64
+
+
+class GnnMaxLayer(torch.nn.Module):
+    def __init__(self, features: int):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(features, features) / features ** 0.5)
+
+    def forward(self, x, edge_src, edge_dst):
+        src = x[edge_src] @ self.weight
+        out = torch.zeros(x.shape[0], src.shape[1], dtype=src.dtype)
+        out.scatter_reduce_(0, edge_dst.unsqueeze(-1).expand_as(src), src, "amax")
+        return out
+
+
+def layer_inputs(nodes: int, edges: int, features: int = F, seed: int = 0) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(nodes, features, generator=generator),
+            "edge_src": torch.randint(0, nodes, (edges,), generator=generator),
+            "edge_dst": torch.randint(0, nodes, (edges,), generator=generator)}
+
+
+def export_layer(path: Path, nodes: int, edges: int, *, dynamo: bool, features: int = F) -> dict[str, np.ndarray]:
+    """Export the layer to ``path``; return the inputs and PyTorch's output (``in_*``, ``out_y``)."""
+    warnings.simplefilter("ignore")
+    torch.manual_seed(0)
+    module = GnnMaxLayer(features).eval()
+    inputs = layer_inputs(nodes, edges, features)
+    args = tuple(inputs.values())
+    if dynamo:
+        torch.onnx.export(module, args, path, dynamo=True, opset_version=18, input_names=list(inputs),
+                          output_names=["y"], external_data=False, optimize=False)
+    else:
+        torch.onnx.export(module, args, path, dynamo=False, opset_version=17, input_names=list(inputs),
+                          output_names=["y"])
+    with torch.no_grad():
+        expected = module(*args)
+    return {f"in_{k}": v.numpy() for k, v in inputs.items()} | {"out_y": expected.numpy()}
+
+
+def main() -> None:
+    nodes, edges, features = 6, 24, 8  # small: 4 edges per node on average, some nodes with none
+    for name, dynamo in (("gnn_max_layer_ts17", False), ("gnn_max_layer_dynamo18", True)):
+        arrays = export_layer(HERE / f"{name}.onnx", nodes, edges, dynamo=dynamo, features=features)
+        np.savez(HERE / f"{name}.npz", **arrays)
+        print(f"{name}.onnx: {(HERE / f'{name}.onnx').stat().st_size} bytes", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

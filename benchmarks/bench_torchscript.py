@@ -1,8 +1,8 @@
 """The PyG-style max layer exported both ways, through three commands, at three sizes.
 
-    python benchmarks/bench_torchscript.py                  # E = 2,000 / 20,000 / 200,000 (needs torch)
+    python benchmarks/bench_torchscript.py           # E = 2,000 / 20,000 / 200,000 (needs torch)
     python benchmarks/bench_torchscript.py --sizes 2000 --runs 3
-    python benchmarks/bench_torchscript.py --smoke   # the committed 24-edge exports, 1 run, prints only
+    python benchmarks/bench_torchscript.py --smoke   # the committed 24-edge exports, prints only
 
 The layer is tests/data/torch/make_gnn_layer.py's: ``out.scatter_reduce_(0,
 edge_dst.unsqueeze(-1).expand_as(src), src, "amax")`` on N = E / 10 nodes with F = 64 features,
@@ -11,8 +11,9 @@ output declared flat) and by dynamo (opset 18). For each size, export and comman
 (``lower --opset 13``, ``tensorrt --trt-version 8.6``, ``tensorrt``): the command's wall time and
 peak RSS as a whole process (``/usr/bin/time -v``, under ``prlimit --as`` of :data:`MEMORY_CAP`
 so that a blow-up fails instead of taking the shared machine down), validation on (the default),
-and again with ``--no-validate`` (the rewrite alone), the result's node count, and the result's onnxruntime latency (CPU, one intra-op thread, default
-optimizations; medians of ``--runs`` after 2 warm-ups) against the dynamo original's (the
+and again with ``--no-validate`` (the rewrite alone); the result's node count, and the result's
+onnxruntime latency (CPU, one intra-op thread, default optimizations; medians of ``--runs``
+after 2 warm-ups) against the dynamo original's (the
 TorchScript original does not load in onnxruntime: its output is declared [N * F]). Every
 result's output is checked bit for bit against PyTorch's own before its row is printed.
 
@@ -53,11 +54,12 @@ VERBS = {"lower --opset 13": ["lower", "--opset", "13"],
          "tensorrt": ["tensorrt"]}
 MEMORY_CAP = 4_000_000_000  # bytes of address space per command
 TARGET = 1.5
-HEADER = ("| E | export | command | wall time | peak RSS | --no-validate: wall time | peak RSS | result nodes "
-          "| result in onnxruntime | dynamo original in onnxruntime |")
+HEADER = ("| E | export | command | wall time | peak RSS | --no-validate: wall time | peak RSS "
+          "| result nodes | result in onnxruntime | dynamo original in onnxruntime |")
 
 
-def export_models(workdir: Path, edges: int, smoke: bool) -> dict[str, tuple[Path, dict, np.ndarray]]:
+def export_models(workdir: Path, edges: int,
+                  smoke: bool) -> dict[str, tuple[Path, dict, np.ndarray]]:
     """{export: (model path, inputs, PyTorch's output)}."""
     found = {}
     for export in EXPORTS:
@@ -82,7 +84,8 @@ def run_command(args: list[str]) -> tuple[float, float, str]:
     cli = Path(sys.executable).parent / "scatter-rewrite"
     cmd = [*timer(), "prlimit", f"--as={MEMORY_CAP}", str(cli), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", proc.stderr)
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)",
+                     proc.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
     seconds = int(wall.group(1) or 0) * 3600 + int(wall.group(2)) * 60 + float(wall.group(3))
     error = ""
@@ -124,22 +127,27 @@ def bench(sizes, runs: int, smoke: bool) -> tuple[list[str], dict]:
                 for verb, args in VERBS.items():
                     out = workdir / f"{export}_{edges}_{args[0]}_{len(args)}.onnx"
                     bare = workdir / "unvalidated.onnx"
-                    bare_seconds, bare_rss, bare_error = run_command([*args, str(path), "-o", str(bare), "--no-validate"])
-                    seconds, rss, error = run_command([*args, str(path), "-o", str(out), "--inputs", str(npz)])
+                    bare_seconds, bare_rss, bare_error = run_command(
+                        [*args, str(path), "-o", str(bare), "--no-validate"])
+                    seconds, rss, error = run_command(
+                        [*args, str(path), "-o", str(out), "--inputs", str(npz)])
                     if error or bare_error:
-                        rows.append(f"| {edges:,} | {export} | `{verb}` | {seconds:.1f} s | {rss:.0f} MiB "
-                                    f"| {bare_seconds:.1f} s | {bare_rss:.0f} MiB | failed: {error or bare_error} "
-                                    "| - | - |")
-                        measured[(edges, export, verb)] = (seconds, rss, None, None, bare_seconds, bare_rss)
+                        rows.append(f"| {edges:,} | {export} | `{verb}` | {seconds:.1f} s "
+                                    f"| {rss:.0f} MiB | {bare_seconds:.1f} s | {bare_rss:.0f} MiB "
+                                    f"| failed: {error or bare_error} | - | - |")
+                        measured[(edges, export, verb)] = (
+                            seconds, rss, None, None, bare_seconds, bare_rss)
                         continue
                     result = onnx.load(out, load_external_data=False)
                     nodes = len(result.graph.node)
                     sess = session(out)
                     got = sess.run(None, feeds)[0]
-                    np.testing.assert_array_equal(got, expected)  # PyTorch's own output, bit for bit
+                    np.testing.assert_array_equal(got, expected)  # PyTorch's output, bit for bit
                     result_ms = latency(sess, feeds, runs)
-                    measured[(edges, export, verb)] = (seconds, rss, nodes, result_ms, bare_seconds, bare_rss)
-                    rows.append(f"| {edges:,} | {export} | `{verb}` | {seconds:.1f} s | {rss:.0f} MiB "
+                    measured[(edges, export, verb)] = (
+                        seconds, rss, nodes, result_ms, bare_seconds, bare_rss)
+                    rows.append(f"| {edges:,} | {export} | `{verb}` | {seconds:.1f} s "
+                                f"| {rss:.0f} MiB "
                                 f"| {bare_seconds:.1f} s | {bare_rss:.0f} MiB | {nodes} "
                                 f"| {result_ms:.2f} ms | {original_ms:.2f} ms |")
                     print(rows[-1], flush=True)
@@ -147,28 +155,32 @@ def bench(sizes, runs: int, smoke: bool) -> tuple[list[str], dict]:
 
 
 def ratios(measured: dict, sizes) -> list[str]:
-    """One line per size and command: TorchScript / dynamo for time, memory and the result's latency;
-    the TensorRT 8.6 form's nodes against lower --opset 13's."""
+    """One line per size and command: TorchScript / dynamo for time, memory and the result's
+    latency; the TensorRT 8.6 form's nodes against lower --opset 13's."""
     lines = []
     for edges in sizes:
         for verb in VERBS:
-            ts, dyn = measured.get((edges, "TorchScript", verb)), measured.get((edges, "dynamo", verb))
+            ts = measured.get((edges, "TorchScript", verb))
+            dyn = measured.get((edges, "dynamo", verb))
             if not ts or not dyn or ts[2] is None or dyn[2] is None:
                 lines.append(f"| {edges:,} | `{verb}` | - | - | - | - | - |")
                 continue
             lines.append(f"| {edges:,} | `{verb}` | {ts[0] / dyn[0]:.2f}x | {ts[1] / dyn[1]:.2f}x "
-                         f"| {ts[4] / dyn[4]:.2f}x | {ts[5] / dyn[5]:.2f}x | {ts[3] / dyn[3]:.2f}x |")
+                         f"| {ts[4] / dyn[4]:.2f}x | {ts[5] / dyn[5]:.2f}x "
+                         f"| {ts[3] / dyn[3]:.2f}x |")
         for export in EXPORTS:
-            trt, low = measured.get((edges, export, "tensorrt --trt-version 8.6")), measured.get(
-                (edges, export, "lower --opset 13"))
+            trt = measured.get((edges, export, "tensorrt --trt-version 8.6"))
+            low = measured.get((edges, export, "lower --opset 13"))
             if trt and low and trt[2] and low[2]:
-                lines.append(f"| {edges:,} | {export}: 8.6 nodes / lower nodes | {trt[2]} / {low[2]} "
+                lines.append(f"| {edges:,} | {export}: 8.6 nodes / lower nodes "
+                             f"| {trt[2]} / {low[2]} "
                              f"= {trt[2] / low[2]:.1f}x | | | | |")
     return lines
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--smoke", action="store_true")
@@ -178,15 +190,14 @@ def main() -> int:
     load_before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     rows, measured = bench(sizes, runs, args.smoke)
     table = "\n".join([HEADER, "|---|---|---|---|---|---|---|---|---|---|", *rows])
-    ratio_table = "\n".join(["| E | command | TorchScript / dynamo: time | peak RSS | --no-validate time "
-                              "| --no-validate peak RSS | result latency |",
+    ratio_table = "\n".join(["| E | command | TorchScript / dynamo: time | peak RSS "
+                              "| --no-validate time | --no-validate peak RSS | result latency |",
                               "|---|---|---|---|---|---|---|", *ratios(measured, sizes)])
     text = f"""## TorchScript and dynamo exports of a PyG max layer: lower and tensorrt
 
-`python benchmarks/bench_torchscript.py{' --smoke' if args.smoke else ''}` — N = E / 10 nodes, F = 64
-features, {runs} onnxruntime run(s) per median; each command once validated (the default) and once
-with `--no-validate`, under
-`prlimit --as={MEMORY_CAP}`.
+`python benchmarks/bench_torchscript.py{' --smoke' if args.smoke else ''}` — N = E / 10 nodes,
+F = 64 features, {runs} onnxruntime run(s) per median; each command once validated (the default)
+and once with `--no-validate`, under `prlimit --as={MEMORY_CAP}`.
 Machine: {machine()}; load average at the start {load_before}.
 
 {table}

@@ -305,7 +305,8 @@ def infer_with_bounded_data_prop(proto: onnx.ModelProto) -> dict[str, tuple] | N
         return None
     cut: set[str] = set()
     for round_ in range(DATA_PROP_ROUNDS):
-        fresh = {name for name, (elem, shape) in types.items() if name not in cut and _is_big(elem, shape)}
+        fresh = {name for name, (elem, shape) in types.items()
+                 if name not in cut and _is_big(elem, shape)}
         if round_ and not fresh:
             break
         cut |= fresh
@@ -318,11 +319,12 @@ def infer_with_bounded_data_prop(proto: onnx.ModelProto) -> dict[str, tuple] | N
         except Exception:  # best effort
             return None
         found = {name: t for name, t in found.items() if not name.startswith(_UNREAD)}
-        types = types | found  # (the values of nodes dropped from the copy keep their plain inference)
+        types = types | found  # (values of nodes dropped from the copy keep their plain inference)
     return {name: shape for name, (_, shape) in types.items() if shape is not None}
 
 
-def _cut_values(graph: onnx.GraphProto, cut: set[str], types: dict, main: onnx.GraphProto) -> set[str]:
+def _cut_values(graph: onnx.GraphProto, cut: set[str], types: dict,
+                main: onnx.GraphProto) -> set[str]:
     """In this copy for inference: each value named in ``cut`` that a node of ``graph`` (or of an If
     branch in it) produces becomes a typed main-graph input (branches see the outer scope), and its
     producer no longer writes it; nodes left with no output go. Graph outputs and Loop/Scan bodies

@@ -129,11 +129,13 @@ def test_bench_scale_smoke():
 
 def test_bench_torchscript_smoke():
     out = run("bench_torchscript.py", "--smoke")
-    rows = table(out, "| E | export | command | wall time | peak RSS | --no-validate: wall time | peak RSS "
-                      "| result nodes | result in onnxruntime | dynamo original in onnxruntime |")
+    rows = table(out, "| E | export | command | wall time | peak RSS | --no-validate: wall time "
+                      "| peak RSS | result nodes | result in onnxruntime "
+                      "| dynamo original in onnxruntime |")
     # a row follows the check of the result's output against PyTorch's, bit for bit, in onnxruntime
     commands = ["`lower --opset 13`", "`tensorrt --trt-version 8.6`", "`tensorrt`"]
-    assert [(row[1], row[2]) for row in rows] == [(e, c) for e in ("TorchScript", "dynamo") for c in commands]
+    exports = ("TorchScript", "dynamo")
+    assert [(row[1], row[2]) for row in rows] == [(e, c) for e in exports for c in commands]
     assert all(row[7].isdigit() and int(row[7]) > 1 for row in rows), rows  # no "failed: ..."
     by_command = {(row[1], row[2]): int(row[7]) for row in rows}
     # the same row-key lowering for both exports: the TorchScript export has fewer other nodes

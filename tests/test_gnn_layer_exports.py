@@ -39,9 +39,10 @@ def test_the_exports_are_what_the_tests_are_about():
     ts, _, expected = load(EXPORTS[0])
     ops = [n.op_type for n in ts.graph.node]
     assert ops.count("If") == 2 and "Unsqueeze" in ops and "Expand" in ops  # the rank-0 wrapper
-    shape = next(n for n in ts.graph.node if n.op_type == "Shape")  # expand_as: a Shape of the updates
+    shape = next(n for n in ts.graph.node if n.op_type == "Shape")  # expand_as: Shape(updates)
     assert next(n for n in ts.graph.node if n.op_type == "Expand").input[1] == shape.output[0]
-    assert [d.dim_value for d in ts.graph.output[0].type.tensor_type.shape.dim] == [NODES * FEATURES]  # false
+    declared = [d.dim_value for d in ts.graph.output[0].type.tensor_type.shape.dim]
+    assert declared == [NODES * FEATURES]  # a false claim
     assert expected.shape == (NODES, FEATURES)
     dynamo, _, _ = load(EXPORTS[1])
     assert "If" not in [n.op_type for n in dynamo.graph.node]
@@ -54,14 +55,16 @@ def test_every_verb_gives_pytorchs_output(name, verb):
     function, options = VERBS[verb]
     rewritten = function(model, validate=True, inputs=feeds, **options)
     onnx.checker.check_model(rewritten, full_check=True)
-    np.testing.assert_array_equal(run_onnxruntime(rewritten.SerializeToString(), feeds)[0], expected)
+    got = run_onnxruntime(rewritten.SerializeToString(), feeds)[0]
+    np.testing.assert_array_equal(got, expected)
 
 
 def lowered_node_count(name: str, verb: str) -> int:
     model, feeds, _ = load(name)
     function, options = VERBS[verb]
     _, outcome = function(model, validate=True, inputs=feeds, return_report=True, **options)
-    (note,) = [note for p in outcome.passes for note in p.get("rewritten", []) if "ScatterElements" in note["node"]]
+    (note,) = [note for p in outcome.passes for note in p.get("rewritten", [])
+               if "ScatterElements" in note["node"]]
     return int(re.search(r"(\d+) (?:TensorRT-safe )?standard nodes", note["detail"]).group(1))
 
 
@@ -128,7 +131,7 @@ def test_a_row_constant_index_is_recognized_in_every_exporter_form(form):
     borrowed = borrow_inferred_types(model)
     try:
         scatter = next(node for node in model.graph if node.op_type == "ScatterElements")
-        assert row_counts(scatter) == (EDGES, NODES, FEATURES)  # rows of 8, not 24 x 8 single elements
+        assert row_counts(scatter) == (EDGES, NODES, FEATURES)  # rows of 8, not 24 x 8 elements
     finally:
         restore_types(borrowed)
     rng = np.random.default_rng(0)
@@ -139,4 +142,5 @@ def test_a_row_constant_index_is_recognized_in_every_exporter_form(form):
     expected = run_onnxruntime(proto.SerializeToString(), feeds)[0]
     for function, options in VERBS.values():
         rewritten = function(proto, validate=True, inputs=feeds, **options)
-        np.testing.assert_array_equal(run_onnxruntime(rewritten.SerializeToString(), feeds)[0], expected)
+        got = run_onnxruntime(rewritten.SerializeToString(), feeds)[0]
+        np.testing.assert_array_equal(got, expected)

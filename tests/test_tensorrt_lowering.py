@@ -223,7 +223,7 @@ def test_one_int32_sort_key_where_the_pairs_fit():
         counts[nodes] = [n.op_type for n in emitted]
     assert counts[7].count("Div") == 1 and "Div" not in counts["n"]
     steps = 6 * 7 // 2  # a 64-wide bitonic network (37 keys padded)
-    # each step of the pair form compares with two Less (keys, then positions); the one-key form has none
+    # each step of the pair form compares with two Less (keys, then positions); one key needs none
     assert counts["n"].count("Less") - counts[7].count("Less") == 2 * steps
     assert len(counts[7]) < len(counts["n"]) - 10 * steps, (len(counts[7]), len(counts["n"]))
 

@@ -76,10 +76,10 @@ def test_data_propagation_sees_the_shape_chain_but_no_big_value(data_prop_runs):
         produced = {o for node in run.graph.node for o in node.output}
         assert not {"r", "q"} & produced  # cut out: typed inputs instead (p, a graph output, stays)
         inputs = {i.name for i in run.graph.input}
-        for node in run.graph.node:  # a big value left (a graph output) is computed from inputs only
+        for node in run.graph.node:  # a big value left (a graph output) comes from inputs only
             big = [o for o in node.output if _static_sizes(run).get(o, 0) > DATA_PROP_ELEMENTS]
             assert not big or set(node.input) <= inputs, node
-    assert [n.op_type for n in proto.graph.node].count("Range") == 1  # the caller's proto is unchanged
+    assert [n.op_type for n in proto.graph.node].count("Range") == 1  # the caller's: unchanged
 
 
 def test_a_shape_only_data_propagation_shows_false_is_still_corrected():

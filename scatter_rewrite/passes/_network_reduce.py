@@ -228,11 +228,12 @@ def _sort_combined(b: seg.Builder, keys: ir.Value, rows: int, n: int) -> tuple[i
     position`` with ``Min``/``Max`` (opset >= 12), 7-9 nodes a step instead of 25 for the pair's
     compare and exchange; keys and positions are split off it once at the end."""
     size = padded_size(n)
-    positions = b.op("Range", b.const(0, np.int32), b.const(size, np.int32), b.const(1, np.int32), dtype=INT32)
-    if size > n:
-        pad = b.op("Expand", b.const([rows], np.int32), b.const([size - n]), dtype=INT32)  # sentinel keys
+    width = b.const(size, np.int32)
+    positions = b.op("Range", b.const(0, np.int32), width, b.const(1, np.int32), dtype=INT32)
+    if size > n:  # sentinel keys
+        pad = b.op("Expand", b.const([rows], np.int32), b.const([size - n]), dtype=INT32)
         keys = b.op("Concat", keys, pad, axis=0, dtype=INT32)
-    combined = b.op("Add", b.op("Mul", keys, b.const(size, np.int32), dtype=INT32), positions, dtype=INT32)
+    combined = b.op("Add", b.op("Mul", keys, width, dtype=INT32), positions, dtype=INT32)
     flat = b.const([size])
     k = 1
     while k < size:
@@ -247,13 +248,14 @@ def _sort_combined(b: seg.Builder, keys: ir.Value, rows: int, n: int) -> tuple[i
             lo, hi = b.op("Min", lower, upper, dtype=INT32), b.op("Max", lower, upper, dtype=INT32)
             if mirror:
                 hi = _reverse(b, hi, j)
-            combined = b.op("Reshape", b.op("Concat", lo, hi, axis=1, dtype=INT32), flat, dtype=INT32)
+            joined = b.op("Concat", lo, hi, axis=1, dtype=INT32)
+            combined = b.op("Reshape", joined, flat, dtype=INT32)
             j //= 2
         k *= 2
     if size > n:
         combined = b.op("Slice", combined, b.const([0]), b.const([n]), dtype=INT32)
-    sorted_keys = b.op("Div", combined, b.const(size, np.int32), dtype=INT32)  # (non-negative: exact)
-    positions = b.op("Sub", combined, b.op("Mul", sorted_keys, b.const(size, np.int32), dtype=INT32), dtype=INT32)
+    sorted_keys = b.op("Div", combined, width, dtype=INT32)  # (non-negative: exact)
+    positions = b.op("Sub", combined, b.op("Mul", sorted_keys, width, dtype=INT32), dtype=INT32)
     return sorted_keys, positions
 
 

@@ -274,7 +274,8 @@ def _row_broadcast_source(indices: ir.Value, rank: int, axis: int) -> ir.Value |
     wrapper, once inlined, leaves ``Identity`` nodes between the Expand and the scatter: looked
     through."""
     producer = indices.producer()
-    while producer is not None and producer.op_type == "Identity" and producer.domain == "" and producer.inputs:
+    while (producer is not None and producer.op_type == "Identity" and producer.domain == ""
+           and producer.inputs):
         indices = producer.inputs[0]
         producer = indices.producer() if indices is not None else None
     if producer is None or producer.op_type != "Expand" or producer.domain != "" or axis >= rank - 1:

@@ -43,26 +43,29 @@ class GnnMaxLayer(torch.nn.Module):
         return out
 
 
-def layer_inputs(nodes: int, edges: int, features: int = F, seed: int = 0) -> dict[str, torch.Tensor]:
+def layer_inputs(nodes: int, edges: int, features: int = F,
+                 seed: int = 0) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     return {"x": torch.randn(nodes, features, generator=generator),
             "edge_src": torch.randint(0, nodes, (edges,), generator=generator),
             "edge_dst": torch.randint(0, nodes, (edges,), generator=generator)}
 
 
-def export_layer(path: Path, nodes: int, edges: int, *, dynamo: bool, features: int = F) -> dict[str, np.ndarray]:
-    """Export the layer to ``path``; return the inputs and PyTorch's output (``in_*``, ``out_y``)."""
+def export_layer(path: Path, nodes: int, edges: int, *, dynamo: bool,
+                 features: int = F) -> dict[str, np.ndarray]:
+    """Export the layer to ``path``; return its inputs and PyTorch's output (in_*, out_y)."""
     warnings.simplefilter("ignore")
     torch.manual_seed(0)
     module = GnnMaxLayer(features).eval()
     inputs = layer_inputs(nodes, edges, features)
     args = tuple(inputs.values())
     if dynamo:
-        torch.onnx.export(module, args, path, dynamo=True, opset_version=18, input_names=list(inputs),
-                          output_names=["y"], external_data=False, optimize=False)
+        torch.onnx.export(module, args, path, dynamo=True, opset_version=18,
+                          input_names=list(inputs), output_names=["y"], external_data=False,
+                          optimize=False)
     else:
-        torch.onnx.export(module, args, path, dynamo=False, opset_version=17, input_names=list(inputs),
-                          output_names=["y"])
+        torch.onnx.export(module, args, path, dynamo=False, opset_version=17,
+                          input_names=list(inputs), output_names=["y"])
     with torch.no_grad():
         expected = module(*args)
     return {f"in_{k}": v.numpy() for k, v in inputs.items()} | {"out_y": expected.numpy()}

@@ -1,4 +1,4 @@
-"""Regressions for what a randomized differential run of every verb found (stop 10).
+"""Regressions for what a randomized differential run of every verb found.
 
 Each model is the minimized reproducer of one finding; each test fails on the code before its fix
 (except the custom-domain form of the first, which builds no Loop and always passed).

@@ -64,6 +64,26 @@ def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] |
     for the whole graph (the values after them stayed untyped, and opset moves refused Add-14 or
     Expand-13 after a Reshape by an initializer). An initializer that is also a graph input goes in
     as that input, by its type only (:func:`_overridable_as_inputs`)."""
+    proto = _inference_proto(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # best effort
+        return None
+    found: dict[str, onnx.TypeProto.Tensor] = {}
+    graphs = [inferred.graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.value_info) + list(g.output):
+            if vi.type.HasField("tensor_type"):
+                found[vi.name] = vi.type.tensor_type
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    return found
+
+
+def _inference_proto(model: ir.Model) -> onnx.ModelProto:
+    """The copy of ``model`` :func:`inferred_tensor_types` infers on (see there)."""
     proto = serialize_without_weights(model)
     _overridable_as_inputs(proto)
     small_external = {name: value.const_value for name, value in model.graph.initializers.items()
@@ -82,21 +102,7 @@ def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] |
             proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
     del proto.graph.initializer[:]
     proto.graph.initializer.extend(kept)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
-    except Exception:  # best effort
-        return None
-    found: dict[str, onnx.TypeProto.Tensor] = {}
-    graphs = [inferred.graph]
-    while graphs:
-        g = graphs.pop()
-        for vi in list(g.value_info) + list(g.output):
-            if vi.type.HasField("tensor_type"):
-                found[vi.name] = vi.type.tensor_type
-        for node in g.node:
-            for a in node.attribute:
-                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
-    return found
+    return proto
 
 
 def _overridable_as_inputs(proto: onnx.ModelProto) -> None:
@@ -116,12 +122,20 @@ def shape_of(t: onnx.TypeProto.Tensor) -> ir.Shape | None:
     return ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim])
 
 
-def borrow_inferred_types(model: ir.Model) -> Borrowed:
+def borrow_inferred_types(model: ir.Model, sharpen: bool = False) -> Borrowed:
     """Set ONNX-inferred dtype/shape on main-graph and subgraph values that lack them; return
-    (value, (dtype it had, shape it had)) for each, for :func:`restore_types`."""
+    (value, (dtype it had, shape it had)) for each, for :func:`restore_types`.
+
+    ``sharpen``: also give a static size to every dim that is symbolic or unknown (declared or
+    inferred) where ONNX inference with data propagation, kept to small values
+    (:func:`infer_with_bounded_data_prop`), finds one: TorchScript declares the values out of its
+    rank-0 If wrapper with dims named after the If (``Identity_output_0_dim_1``), and the zeros it
+    scatters into come from ``ConstantOfShape(Concat(..., Gather(Shape(updates), 1)))``; the
+    GNN row layout needs to see that the data's row width is the updates' (64, not a name)."""
     found = inferred_tensor_types(model)
     if not found:
         return []
+    static = (infer_with_bounded_data_prop(_inference_proto(model)) or {}) if sharpen else {}
     borrowed = []
     for scope in iter_scopes(model):
         if scope.is_function:
@@ -129,14 +143,30 @@ def borrow_inferred_types(model: ir.Model) -> Borrowed:
         for node in scope.body:
             for value in node.outputs:
                 t = found.get(value.name)
-                if t is None or (value.dtype is not None and value.shape is not None):
+                lacks = t is not None and (value.dtype is None or value.shape is None)
+                shape = value.shape
+                if shape is None and t is not None:
+                    shape = shape_of(t)
+                sharper = _sharpened(shape, static.get(value.name))
+                if not lacks and sharper is None:
                     continue
                 borrowed.append((value, (value.dtype, value.shape)))
-                if value.dtype is None and t.elem_type:
+                if value.dtype is None and t is not None and t.elem_type:
                     value.dtype = ir.DataType(t.elem_type)
-                if value.shape is None:
-                    value.shape = shape_of(t)
+                value.shape = sharper if sharper is not None else shape
     return borrowed
+
+
+def _sharpened(shape: ir.Shape | None, static: tuple | None) -> ir.Shape | None:
+    """``shape`` with each dim that is not an int taken from ``static`` where that has one (same
+    rank only); None when nothing changes."""
+    if shape is None or static is None or len(shape) != len(static):
+        return None
+    dims = [s if not isinstance(d, int) and isinstance(s, int) else d
+            for d, s in zip(shape, static)]
+    if all(a is b for a, b in zip(dims, shape)):
+        return None
+    return ir.Shape(dims)
 
 
 def restore_types(borrowed: Borrowed) -> None:

@@ -144,3 +144,26 @@ def test_a_row_constant_index_is_recognized_in_every_exporter_form(form):
         rewritten = function(proto, validate=True, inputs=feeds, **options)
         got = run_onnxruntime(rewritten.SerializeToString(), feeds)[0]
         np.testing.assert_array_equal(got, expected)
+
+
+def test_the_view_expand_spelling_with_dynamic_edges_gets_row_keys_too():
+    """``edge_dst.view(-1, 1).expand(-1, F)`` by TorchScript with a dynamic edge count: a Reshape to
+    [-1, 1], an Expand to sizes out of a Where(Equal(sizes, -1)) chain, zeros whose row width is a
+    Gather of the updates' Shape, and the If wrapper's outputs declared with dims named after it.
+    lower finds the row keys through all of it (one key per edge: a per-element key would add a
+    Range/Reshape/Mul/Add for the feature coordinate, 69 nodes); tensorrt once the edge count is
+    fixed builds the very network of the static export."""
+    model, feeds, expected = load("gnn_max_view_expand_ts17")
+    assert model.graph.input[1].type.tensor_type.shape.dim[0].dim_param == "num_edges"
+    ops = [n.op_type for n in model.graph.node]
+    assert {"Reshape", "Where", "ConstantOfShape", "Expand", "If"} <= set(ops)
+    lowered, outcome = sr.lower(model, opset=13, validate=True, inputs=feeds, return_report=True)
+    np.testing.assert_array_equal(run_onnxruntime(lowered.SerializeToString(), feeds)[0], expected)
+    (note,) = [n for p in outcome.passes for n in p.get("rewritten", []) if "Scatter" in n["node"]]
+    assert note["detail"].startswith("-> 50 standard nodes"), note
+    trt, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", fix_dims={"num_edges": EDGES},
+                                           validate=True, inputs=feeds, return_report=True)
+    np.testing.assert_array_equal(run_onnxruntime(trt.SerializeToString(), feeds)[0], expected)
+    (note,) = [n for p in outcome.passes for n in p.get("rewritten", []) if "Scatter" in n["node"]]
+    count = int(re.search(r"(\d+) TensorRT-safe", note["detail"]).group(1))
+    assert count == lowered_node_count("gnn_max_layer_ts17", "tensorrt --trt-version 8.6")

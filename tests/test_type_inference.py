@@ -8,7 +8,8 @@ import pytest
 
 from scatter_rewrite import type_inference
 from scatter_rewrite.type_inference import (
-    DATA_PROP_ELEMENTS, correct_contradicted_shapes, infer_with_bounded_data_prop,
+    DATA_PROP_ELEMENTS, borrow_inferred_types, correct_contradicted_shapes,
+    infer_with_bounded_data_prop, restore_types,
 )
 
 BIG = 4 * DATA_PROP_ELEMENTS
@@ -90,3 +91,17 @@ def test_a_shape_only_data_propagation_shows_false_is_still_corrected():
     corrected = correct_contradicted_shapes(model)
     assert corrected == ["'flat' declared [6, 6], is [36]"]
     assert list(flat.shape) == [36]
+
+
+def test_borrowing_sharpens_symbolic_dims_data_propagation_fixes_and_gives_them_back():
+    model = ir.serde.deserialize_model(onnx.parser.parse_model(MODEL))
+    flat = next(v for node in model.graph for v in node.outputs if v.name == "flat")
+    flat.shape = ir.Shape(["If_output_dim_0"])  # a name, as TorchScript declares out of its If
+    flat.dtype = ir.DataType.FLOAT
+    borrowed = borrow_inferred_types(model)
+    assert [str(d) for d in flat.shape] == ["If_output_dim_0"]  # without sharpen: declared stays
+    restore_types(borrowed)
+    borrowed = borrow_inferred_types(model, sharpen=True)
+    assert list(flat.shape) == [36]
+    restore_types(borrowed)
+    assert [str(d) for d in flat.shape] == ["If_output_dim_0"] and flat.dtype == ir.DataType.FLOAT

@@ -289,8 +289,9 @@ class TensorRTPass(_ForTensorRT):
         if any(is_reducing_scatter(node) and not scope.is_function
                for node, scope in iter_nodes(model)):
             # The row-key layout reads the shape of the value an index Expand broadcasts (an
-            # Unsqueeze or Reshape TorchScript writes no type for): borrowed for the pass too.
-            borrowed += borrow_inferred_types(model)
+            # Unsqueeze or Reshape TorchScript writes no type for) and the data's row width
+            # (TorchScript's is a symbolic dim): borrowed for the pass too.
+            borrowed += borrow_inferred_types(model, sharpen=True)
         try:
             for node, scope in iter_nodes(model):
                 if not is_default_domain(node) and (why := self._custom_domain_blocker(node)) is not None:

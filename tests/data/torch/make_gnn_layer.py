@@ -14,6 +14,10 @@ per node). Two files per size, each with ``NAME.npz`` (inputs ``in_*`` and PyTor
   Unsqueeze, then ``expand_as`` is a Shape of ``src`` into Expand, and the scatter sits in the
   exporter's rank-0 If wrapper.
 * ``gnn_max_layer_dynamo18``: dynamo exporter, opset 18.
+* ``gnn_max_view_expand_ts17``: ``GnnMaxViewExpand``, the other spelling,
+  ``edge_dst.view(-1, 1).expand(-1, F)``, by TorchScript at opset 17 with the edge count dynamic
+  (``num_edges``): a Reshape to [-1, 1], then Expand to sizes from TorchScript's
+  ``Where(Equal(sizes, -1), ConstantOfShape(...), sizes)`` chain over a Shape of the messages.
 
 ``export_layer`` is what benchmarks/bench_torchscript.py calls for its bigger sizes.
 """
@@ -40,6 +44,14 @@ class GnnMaxLayer(torch.nn.Module):
         src = x[edge_src] * self.scale
         out = torch.zeros(x.shape[0], src.shape[1], dtype=src.dtype)
         out.scatter_reduce_(0, edge_dst.unsqueeze(-1).expand_as(src), src, "amax")
+        return out
+
+
+class GnnMaxViewExpand(GnnMaxLayer):
+    def forward(self, x, edge_src, edge_dst):
+        src = x[edge_src] * self.scale
+        out = torch.zeros(x.shape[0], src.shape[1], dtype=src.dtype)
+        out.scatter_reduce_(0, edge_dst.view(-1, 1).expand(-1, src.shape[1]), src, "amax")
         return out
 
 
@@ -77,6 +89,18 @@ def main() -> None:
         arrays = export_layer(HERE / f"{name}.onnx", nodes, edges, dynamo=dynamo, features=features)
         np.savez(HERE / f"{name}.npz", **arrays)
         print(f"{name}.onnx: {(HERE / f'{name}.onnx').stat().st_size} bytes", file=sys.stderr)
+    torch.manual_seed(0)
+    module = GnnMaxViewExpand(features).eval()
+    inputs = layer_inputs(nodes, edges, features, seed=1)
+    name = "gnn_max_view_expand_ts17"
+    edges_dynamic = {"edge_src": {0: "num_edges"}, "edge_dst": {0: "num_edges"}}
+    torch.onnx.export(module, tuple(inputs.values()), HERE / f"{name}.onnx", dynamo=False,
+                      opset_version=17, input_names=list(inputs), output_names=["y"],
+                      dynamic_axes=edges_dynamic)
+    with torch.no_grad():
+        expected = module(*inputs.values())
+    np.savez(HERE / f"{name}.npz", **{f"in_{k}": v.numpy() for k, v in inputs.items()},
+             out_y=expected.numpy())
 
 
 if __name__ == "__main__":

@@ -323,7 +323,7 @@ def infer_with_bounded_data_prop(proto: onnx.ModelProto) -> dict[str, tuple] | N
     value it can compute from constants, whatever its size: the TensorRT lowering's sorting network
     over 2^18 positions made it hold hundreds of such vectors as protobuf dims (15 GB and a minute
     for a 1.4 MB model). Shape tensors are small, so: plain inference first; then every value of
-    the main graph and its If branches whose shape is static and over :data:`DATA_PROP_ELEMENTS`
+    the main graph and its subgraphs whose shape is static and over :data:`DATA_PROP_ELEMENTS`
     elements (a big Constant or a node output) is cut out of a copy: the copy reads a typed graph
     input of that name instead (data propagation refines only shapes that are not yet static, so
     nothing is lost), and data propagation runs on the copy. When that makes more values static
@@ -355,10 +355,11 @@ def infer_with_bounded_data_prop(proto: onnx.ModelProto) -> dict[str, tuple] | N
 
 def _cut_values(graph: onnx.GraphProto, cut: set[str], types: dict,
                 main: onnx.GraphProto) -> set[str]:
-    """In this copy for inference: each value named in ``cut`` that a node of ``graph`` (or of an If
-    branch in it) produces becomes a typed main-graph input (branches see the outer scope), and its
-    producer no longer writes it; nodes left with no output go. Graph outputs and Loop/Scan bodies
-    are left as they are. Returns the names made inputs."""
+    """In this copy for inference: each value named in ``cut`` that a node of ``graph`` or of a
+    subgraph in it produces becomes a typed main-graph input (subgraphs see the outer scope), and
+    its producer no longer writes it; nodes left with no output go. A graph's own outputs stay
+    (a Loop body's may change shape from one iteration to the next). Returns the names made
+    inputs."""
     outputs = {o.name for o in graph.output}
     added = set()
     kept = []
@@ -372,10 +373,9 @@ def _cut_values(graph: onnx.GraphProto, cut: set[str], types: dict,
         if not all(o.startswith(_UNREAD) or not o for o in node.output):
             # (a node with every output cut goes: inferring it again costs and tells nothing)
             kept.append(node)
-        if node.op_type == "If":
-            for a in node.attribute:
-                if a.HasField("g"):
-                    added |= _cut_values(a.g, cut, types, main)
+        for a in node.attribute:
+            for body in [a.g] if a.HasField("g") else list(a.graphs):
+                added |= _cut_values(body, cut, types, main)
     if len(kept) < len(graph.node):
         del graph.node[:]
         graph.node.extend(kept)

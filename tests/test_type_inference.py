@@ -105,3 +105,28 @@ def test_borrowing_sharpens_symbolic_dims_data_propagation_fixes_and_gives_them_
     assert list(flat.shape) == [36]
     restore_types(borrowed)
     assert [str(d) for d in flat.shape] == ["If_output_dim_0"] and flat.dtype == ir.DataType.FLOAT
+
+
+LOOP_MODEL = f"""
+<ir_version: 8, opset_import: ["" : 17]>
+g (int64 trips, bool go, int32[{BIG}] acc) => (int32[{BIG}] out) {{
+    out = Loop(trips, go, acc) <body = body (int64 i, bool c, int32[{BIG}] a)
+                                     => (bool c_out, int32[{BIG}] a_out) {{
+        start = Constant<value = int32 {{0}}>()
+        limit = Constant<value = int32 {{{BIG}}}>()
+        step = Constant<value = int32 {{1}}>()
+        r = Range(start, limit, step)
+        a_out = Add(a, r)
+        c_out = Identity(c)
+    }}>
+}}
+"""
+
+
+def test_a_big_value_inside_a_loop_body_is_cut_out_too(data_prop_runs):
+    shapes = infer_with_bounded_data_prop(onnx.parser.parse_model(LOOP_MODEL))
+    assert shapes["r"] == (BIG,)
+    (run,) = data_prop_runs
+    body = run.graph.node[0].attribute[0].g
+    assert "r" not in {o for node in body.node for o in node.output}
+    assert "r" in {i.name for i in run.graph.input}  # read from the outer scope instead

@@ -154,7 +154,8 @@ class LowerPass(ScatterPass):
         # of another call (custom nodes need no rank, but the model would still fail the checker).
         for text in inline_constant_ifs(model, near=self._inlining_helps):
             self.note(text, modified=True)
-        borrowed = borrow_inferred_types(model) + annotate_functions_with(model, self.needs_lowering)
+        borrowed = (borrow_inferred_types(model, sharpen=True)
+                    + annotate_functions_with(model, self.needs_lowering))
         try:
             self._run(model, pending, blocked)
         finally:

@@ -244,7 +244,36 @@ def exact_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None
         return _split_form(node, scope, target)
     if node.op_type == "Pad":
         return _pad_form(node, scope, target)
+    if node.op_type == "Mod":
+        return _mod_form(node, scope, target)
     return [node]
+
+
+_FLOATS = frozenset({ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.BFLOAT16})
+
+
+def _mod_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Mod-28 takes ``fmod=0`` on floats: the remainder with the divisor's sign (Python's ``%``).
+    Older Mods take floats only with ``fmod=1`` (C's fmod, the dividend's sign). The same from it:
+    r = fmod(a, b), plus b where r is non-zero and its sign is not b's (exact: r and b then have
+    opposite signs and |r| < |b|, so r + b rounds like the true remainder, inf and NaN as ``%``)."""
+    if target >= 28 or attr(node, "fmod", 0) != 0 or _input_dtype(node.inputs[0]) not in _FLOATS:
+        return [node]
+    a, b = node.inputs
+    dtype, shape = _input_dtype(a), node.outputs[0].shape
+    zero = _constant(np.zeros((), dtype.numpy()))
+    r = _typed(ir.node("Mod", [a, b], {"fmod": 1}), dtype, shape)
+    r_neg = _typed(ir.node("Less", [r.outputs[0], zero.outputs[0]]), ir.DataType.BOOL, shape)
+    b_neg = _typed(ir.node("Less", [b, zero.outputs[0]]), ir.DataType.BOOL, None)
+    signs = _typed(ir.node("Xor", [r_neg.outputs[0], b_neg.outputs[0]]), ir.DataType.BOOL, shape)
+    r_zero = _typed(ir.node("Equal", [r.outputs[0], zero.outputs[0]]), ir.DataType.BOOL, shape)
+    r_nonzero = _typed(ir.node("Not", [r_zero.outputs[0]]), ir.DataType.BOOL, shape)
+    fix = _typed(ir.node("And", [signs.outputs[0], r_nonzero.outputs[0]]), ir.DataType.BOOL, shape)
+    shifted = _typed(ir.node("Add", [r.outputs[0], b]), dtype, shape)
+    out = ir.node("Where", [fix.outputs[0], shifted.outputs[0], r.outputs[0]])
+    nodes = [zero, r, r_neg, b_neg, signs, r_zero, r_nonzero, fix, shifted, out]
+    _replace(node, scope, nodes, list(out.outputs))
+    return nodes
 
 
 def _refuse(node: ir.Node, scope: Scope, target: int, why: str) -> ConversionError:
@@ -918,6 +947,9 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
         borrowed = borrow_inferred_types(model)
         for function in {id(s.body): s.body for _, s in work if s.is_function}.values():
             borrowed += annotate_function_types(model, function)
+    moved = [_Moved(describe(node, scope), node.op_type, since_version(node.op_type, scope.opset), node.name)
+             for node, scope in work]
+    before = _checkable(model) if work else None
     try:
         for node, scope in containers:
             gap = _type_gap(node, target)
@@ -935,6 +967,8 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
         model.opset_imports[""] = target
     if model.ir_version is not None and model.ir_version < MIN_IR_VERSION:
         model.ir_version = MIN_IR_VERSION
+    if before is not None:
+        _verify_move(model, before, moved, target)
     logger.info("opset conversion to %d: %d node(s) converted, %d kept as they are (the older schema "
                 "accepts them unchanged), %d replaced by function bodies", target, converter.converted,
                 converter.kept, sum(converter.expanded.values()))
@@ -953,3 +987,83 @@ def move_to_opset(model: ir.Model, target: int) -> OpsetMove | None:
 def opset_note(opsets: set[int], target: int, converted: int) -> str:
     """The report line for a model whose scopes were at ``opsets`` and are now at ``target``."""
     return f"default-domain opset {', '.join(map(str, sorted(opsets)))} -> {target} ({converted} other node(s) converted)"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Moved:
+    """A node the move converted: how an error names it and its step."""
+
+    where: str  # describe(node, scope)
+    op_type: str
+    since: int | None
+    name: str | None
+
+
+# Initializers bigger than this go to the structural check as graph inputs of their type: the check
+# reads the graph, not the weights (a model with gigabytes of external data is not loaded for it).
+_CHECK_INLINE_BYTES = 1 << 16
+# Domains whose ops a stock onnxruntime session knows; a model with others is checked by onnx.checker
+# alone (a custom-domain lowering's nodes run only with their own kernels registered).
+_ORT_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
+
+
+def _checkable(model: ir.Model) -> onnx.ModelProto:
+    """``model`` serialized for :func:`_failure`, its big initializers as typed graph inputs."""
+    detached = []
+    for name, value in list(model.graph.initializers.items()):
+        tensor = value.const_value
+        if tensor is not None and tensor.nbytes > _CHECK_INLINE_BYTES and not value.is_graph_input():
+            detached.append((value, tensor))
+            value.const_value = None
+            del model.graph.initializers[name]
+    try:
+        proto = ir.serde.serialize_model(model)
+    finally:
+        for value, tensor in detached:
+            value.const_value = tensor
+            model.graph.register_initializer(value)
+    for value, tensor in detached:
+        proto.graph.input.append(onnx.helper.make_tensor_value_info(value.name, tensor.dtype.value, tensor.shape.dims))
+    return proto
+
+
+def _failure(proto: onnx.ModelProto) -> str | None:
+    """Why ``proto`` fails onnx.checker (full) or onnxruntime's session creation; None if neither."""
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as e:  # (ValidationError, InferenceError, and C++ errors without a type of their own)
+        return f"onnx.checker: {_first_line(e)}"
+    domains = {n.domain for n in proto.graph.node} | {f.domain for f in proto.functions}
+    if proto.ByteSize() >= 2**31 - 1 or not domains <= _ORT_DOMAINS:
+        return None
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    try:
+        ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime's own exception types
+        return f"onnxruntime: {_first_line(e)}"
+    return None
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _verify_move(model: ir.Model, before: onnx.ModelProto, moved: list[_Moved], target: int) -> None:
+    """ConversionError when the moved model fails onnx.checker or onnxruntime's session creation and
+    the model before the move did not, naming the moved node the failure names (else every moved op)."""
+    failure = _failure(_checkable(model))
+    if failure is None or _failure(before) is not None:  # (a fault the move did not cause: the caller's check)
+        return
+    named = [m for m in moved if m.name and f"'{m.name}'" in failure or f"node {m.name}" in failure]
+    named = named or [m for m in moved if m.op_type in failure]
+    if named:
+        first = named[0]
+        step = f"{first.op_type}-{first.since} -> opset {target}"
+        raise ConversionError(f"cannot convert {first.where} to opset {target}: the step {step} gives a model "
+                              f"that fails {failure}")
+    ops = ", ".join(sorted({f"{m.op_type}-{m.since}" for m in moved}))
+    raise ConversionError(f"cannot move the model to opset {target}: after converting {ops}, it fails {failure}")

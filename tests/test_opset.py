@@ -55,14 +55,40 @@ def test_reshape_allowzero_default_dropped_and_set_refused():
     shape = oh.make_tensor("shape", TensorProto.INT64, [2], [2, 3])
     plain = converted(one_node("Reshape", ["x", "shape"], {"allowzero": 0}, initializers=[shape], shapes={"x": [6]}, out_shape=[2, 3]), 13)
     assert [a.name for a in plain.graph.node[0].attribute] == []
-    with pytest.raises(ConversionError, match="Reshape"):
-        converted(one_node("Reshape", ["x", "shape"], {"allowzero": 1}, initializers=[shape], shapes={"x": [6]}, out_shape=[2, 3]), 13)
+    # allowzero=1 with a constant shape holding no 0: Reshape-13 computes the same
+    kept = converted(one_node("Reshape", ["x", "shape"], {"allowzero": 1}, initializers=[shape], shapes={"x": [6]},
+                              out_shape=[2, 3]), 11)
+    assert [n.op_type for n in kept.graph.node] == ["Reshape"] and not kept.graph.node[0].attribute
+    feeds = {"x": np.arange(6, dtype=np.float32)}
+    np.testing.assert_array_equal(run_onnxruntime(kept.SerializeToString(), feeds)[0], feeds["x"].reshape(2, 3))
+    zero = oh.make_tensor("shape", TensorProto.INT64, [2], [0, 3])
+    with pytest.raises(ConversionError, match=r"Reshape.*holds a 0"):
+        converted(one_node("Reshape", ["x", "shape"], {"allowzero": 1}, initializers=[zero], shapes={"x": [0, 3]}, out_shape=[0, 3]), 13)
 
 
-def test_shape_15_start_end_refused_plain_kept():
+def test_reshape_allowzero_computed_shape_needs_a_nonzero_input():
+    """A computed shape: the same when the input's size is known non-zero (a 0 would leave no element)."""
+    vi = oh.make_tensor_value_info
+    def model(x_shape):
+        graph = oh.make_graph(
+            [oh.make_node("Shape", ["y"], ["s"]), oh.make_node("Reshape", ["x", "s"], ["z"], allowzero=1)], "g",
+            [vi("x", TensorProto.FLOAT, x_shape), vi("y", TensorProto.FLOAT, [3, 2])], [vi("z", TensorProto.FLOAT, [None, None])])
+        return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    out = converted(model([2, 3]), 13)
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "y": np.zeros((3, 2), np.float32)}
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], feeds["x"].reshape(3, 2))
+    with pytest.raises(ConversionError, match="may hold a 0"):
+        converted(model(["n", 3]), 13)
+
+
+@pytest.mark.parametrize("start, end", [(1, None), (-1, None), (0, -1), (1, 2), (-5, 10)])
+def test_shape_start_end_as_shape_then_slice(start, end):
+    attrs = {"start": start} if end is None else {"start": start, "end": end}
     assert converted(one_node("Shape", ["x"], shapes={"x": [2, 3]}, out_dtype=TensorProto.INT64, out_shape=[2]), 13).graph.node[0].op_type == "Shape"
-    with pytest.raises(ConversionError, match="Shape"):
-        converted(one_node("Shape", ["x"], {"start": 1}, shapes={"x": [2, 3]}, out_dtype=TensorProto.INT64, out_shape=[1]), 13)
+    out = converted(one_node("Shape", ["x"], attrs, shapes={"x": [2, 3, 4]}, out_dtype=TensorProto.INT64, out_shape=[None]), 11)
+    assert "Slice" in [n.op_type for n in out.graph.node]
+    got = run_onnxruntime(out.SerializeToString(), {"x": np.zeros((2, 3, 4), np.float32)})[0]
+    np.testing.assert_array_equal(got, np.array([2, 3, 4])[slice(start, end)])
 
 
 @pytest.mark.parametrize("attr,value,expected", [("value_ints", [1, 2], np.array([1, 2])), ("value_float", 2.5, np.float32(2.5)),
@@ -565,7 +591,7 @@ def test_pad_without_axes_is_pad_11(mode, value, opset, target):
 
 def test_pad_forms_older_opsets_lack_are_refused():
     # (The converter took wrap from 19 to 18 as it is, a mode Pad-18 lacks.)
-    with pytest.raises(ConversionError, match=r"Pad \(opset 19, main graph\) to opset 18: Pad has mode 'wrap' from opset 19"):
+    with pytest.raises(ConversionError, match=r"Pad \(opset 19, main graph\) to opset 18: Pad-19 -> Pad-18: Pad has mode 'wrap' from opset 19"):
         converted(_pad_model("wrap", opset=19), 18)
     # axes: from 18. Constant ones are written out as pads for every axis (tested below); a default that
     # callers may override is no constant.
@@ -919,8 +945,9 @@ def _no_adapter_model(case: str) -> onnx.ModelProto:
     vi = oh.make_tensor_value_info
     if case == "GridSample":
         nodes, opset = [oh.make_node("GridSample", ["x", "grid"], ["y"])], 20
-        inits = [onnx.numpy_helper.from_array(np.zeros((1, 2, 2, 2), np.float32), "grid")]
-        x, y = [1, 1, 3, 3], [1, 1, 2, 2]
+        # (5-D: GridSample-16 takes 4-D input only; the 4-D one moves, test_grid_sample_modes_renamed)
+        inits = [onnx.numpy_helper.from_array(np.zeros((1, 2, 2, 2, 3), np.float32), "grid")]
+        x, y = [1, 1, 3, 3, 3], [1, 1, 2, 2, 2]
     elif case == "Resize":
         nodes, opset = [oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")], 19
         inits = [onnx.numpy_helper.from_array(np.array([1, 2, 2], np.float32), "scales")]
@@ -933,11 +960,11 @@ def _no_adapter_model(case: str) -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("case,target,why", [
-    ("GridSample", 17, r"GridSample-20 has no form at opset 17 here \(onnx.version_converter has no adapter from "
-                       r"GridSample-20 to GridSample-16\)$"),
+    ("GridSample", 17, r"GridSample-20 -> GridSample-16: its input's rank is 5, and GridSample-16 takes 4-D input "
+                       r"only$"),
     ("Resize", 11, r"Resize-19 has no form at opset 11 here \(onnx.version_converter has no adapter from Resize-13 to "
                    r"Resize-11\)$"),
-    ("DFT", 13, r"DFT has no version before opset 17, nor a form of one here$"),
+    ("DFT", 13, r"DFT-17 \(no older version\): no older op computes it and ONNX gives it no function body$"),
 ])
 def test_a_move_the_converter_has_no_adapter_for_is_refused_in_the_models_terms(case, target, why):
     # (The message was the converter's C++ assertion: "BaseConverter.h:66: adapter_lookup: Assertion `false`
@@ -945,6 +972,22 @@ def test_a_move_the_converter_has_no_adapter_for_is_refused_in_the_models_terms(
     with pytest.raises(ConversionError, match=rf"^cannot convert {case} \(opset \d+, main graph\) to opset {target}: {why}") as e:
         converted(_no_adapter_model(case), target)
     assert "Assertion" not in str(e.value) and "$" not in str(e.value)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_grid_sample_modes_renamed(mode):
+    """GridSample-20's linear/cubic are GridSample-16's bilinear/bicubic on 4-D input."""
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph([oh.make_node("GridSample", ["x", "grid"], ["y"], mode=mode)], "g",
+                          [vi("x", TensorProto.FLOAT, [1, 1, 3, 3]), vi("grid", TensorProto.FLOAT, [1, 2, 2, 2])],
+                          [vi("y", TensorProto.FLOAT, [1, 1, 2, 2])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 20)])
+    out = converted(model, 17)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((1, 1, 3, 3)).astype(np.float32),
+             "grid": rng.uniform(-1, 1, (1, 2, 2, 2)).astype(np.float32)}
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0],
+                                  run_onnxruntime(model.SerializeToString(), feeds)[0])
 
 
 def test_the_tensorrt_opset_cap_says_why_in_the_models_terms():
@@ -960,5 +1003,5 @@ def test_the_tensorrt_opset_cap_says_why_in_the_models_terms():
     assert result.opset_import[0].version == 20
     notes = " ".join(n for p in report.passes for n in p["notes"])
     assert ("left at opset 20 (TensorRT 8.6's parser documents opsets up to 17): cannot convert GridSample (opset 20, "
-            "main graph) to opset 17: GridSample-20 has no form at opset 17 here" in notes), notes
+            "main graph) to opset 17: GridSample-20 -> GridSample-16: its input's rank is 5" in notes), notes
     assert "Assertion" not in notes

@@ -54,6 +54,7 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.opset import steps
 from scatter_rewrite.spec import REDUCTIONS_SINCE
 from scatter_rewrite.graph import (
     DEFAULT_DOMAINS, Scope, attr, constant_tensor, default_opset, describe, is_default_domain, is_overridable,
@@ -185,8 +186,7 @@ def _type_gap(node: ir.Node, target: int) -> str | None:
 def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
     """For a downgrade the converter refuses: the attributes to drop (their values are the newer
     schema's defaults) if ``node`` is valid and means the same under ``target``'s schema; None if not."""
-    same = node.op_type in SAME_SEMANTICS_OPS or SAME_SEMANTICS_SINCE.get(node.op_type, MAX_OPSET + 1) <= target
-    if not same or target > source:
+    if target > source or not _same_by_table(node, source, target):
         return None
     try:
         old = onnx.defs.get_schema(node.op_type, target, "")
@@ -224,29 +224,77 @@ _PURE_REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin
 
 
 def exact_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
-    """For a move of ``node`` (at ``scope.opset``) to ``target``: the nodes, valid at its opset,
-    that replace it in ``scope.body`` and are then converted in turn (``[node]`` when it needs no
-    rewrite), or None when it is now in its exact form at ``target`` and needs nothing more. Raises
-    ConversionError naming the node and why when it has none there: an attribute value the older op
-    lacks (:data:`NEWER_ATTRIBUTE_VALUES`), which the converter may keep as it is, among others.
-    Upwards only the Softmax family changes meaning (the converter keeps Hardmax's axis at 13)."""
+    """Upwards: the Softmax family's form (:func:`_softmax_form`), the one op whose meaning changes
+    going up (the converter keeps Hardmax's axis at 13); every other node as it is (``[node]``)."""
     if node.op_type in _SOFTMAX_OPS:
         return _softmax_form(node, scope, target)
-    if scope.opset < target:
-        return [node]
-    for name, a in node.attributes.items():
-        since = 0 if is_reference(a) else _value_since(node.op_type, name, a)
-        if since > target:
-            raise _refuse(node, scope, target, f"{node.op_type} has {name} '{_text(a.value)}' from opset {since} on")
-    if node.op_type in _REDUCE_OPS:
-        return _reduce_form(node, scope, target)
-    if node.op_type == "Split":
-        return _split_form(node, scope, target)
-    if node.op_type == "Pad":
-        return _pad_form(node, scope, target)
-    if node.op_type == "Mod":
-        return _mod_form(node, scope, target)
     return [node]
+
+
+def _refuse(node: ir.Node, scope: Scope, target: int, why: str) -> ConversionError:
+    return ConversionError(f"cannot convert {describe(node, scope)} to opset {target}: {why}")
+
+
+# Rewrites that leave a node without their trigger as it is: with none, their step means the same.
+# The engine applies a step's rewrite before it judges the steps: after it, the node is one the step keeps.
+_NEUTRAL_REWRITES = frozenset({"split_num_outputs", "pad_axes", "reshape_allowzero", "shape_slice", "mod_floor",
+                               "constant_value_tensor", "reduce_axes", "grid_sample_mode"})
+
+
+def _previous(op_type: str, since: int) -> int | None:
+    older = [v for v in steps.versions(op_type) if v < since]
+    return older[-1] if older else None
+
+
+def _step_name(op_type: str, since: int) -> str:
+    prev = _previous(op_type, since)
+    return f"{op_type}-{since} -> {op_type}-{prev}" if prev is not None else f"{op_type}-{since} (no older version)"
+
+
+def _condition_gap(node: ir.Node, step: steps.Step, since: int) -> str | None:
+    """Why ``node`` fails a SAME_IF step's condition; None when it holds."""
+    try:
+        newer = onnx.defs.get_schema(node.op_type, since, "")
+    except onnx.defs.SchemaError:
+        newer = None
+    prev = _previous(node.op_type, since)
+    for name, wanted in step.when:
+        a = node.attributes.get(name)
+        if a is not None and is_reference(a):
+            return f"its {reference_reason(node, (name,))}, and {node.op_type}-{prev} means {name}={wanted!r} only"
+        if a is None:
+            if wanted == steps.ONES or newer is None or not newer.attributes[name].default_value.name:
+                continue
+            value = onnx.helper.get_attribute_value(newer.attributes[name].default_value)
+        else:
+            value = a.value
+        value = _text(value)
+        if wanted == steps.ONES:
+            if any(int(v) != 1 for v in value):
+                return f"its {name} {list(value)} are not all 1, which {node.op_type}-{prev} has no attribute for"
+        elif value != wanted:
+            return f"its {name} is {value!r}, and {node.op_type}-{prev} computes what {name}={wanted!r} does only"
+    for name, firsts in step.values:
+        a = node.attributes.get(name)
+        if a is None:
+            continue
+        first = max(firsts.values()) if is_reference(a) else firsts.get(_text(a.value), 0)
+        if first > (prev or 0):
+            return f"{node.op_type} has {name} '{_text(a.value)}' from opset {first} on"
+    return None
+
+
+def _same_by_table(node: ir.Node, source: int, target: int) -> bool:
+    """Whether every declared step from ``source`` to ``target`` keeps the node's meaning as it is."""
+    for since, step in steps.steps_between(node.op_type, source, target):
+        if step.kind == steps.Kind.SAME:
+            continue
+        if step.kind == steps.Kind.SAME_IF and _condition_gap(node, step, since) is None:
+            continue
+        if step.kind == steps.Kind.REWRITE and step.rewrite in _NEUTRAL_REWRITES:
+            continue
+        return False
+    return True
 
 
 _FLOATS = frozenset({ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.BFLOAT16})
@@ -274,10 +322,6 @@ def _mod_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     nodes = [zero, r, r_neg, b_neg, signs, r_zero, r_nonzero, fix, shifted, out]
     _replace(node, scope, nodes, list(out.outputs))
     return nodes
-
-
-def _refuse(node: ir.Node, scope: Scope, target: int, why: str) -> ConversionError:
-    return ConversionError(f"cannot convert {describe(node, scope)} to opset {target}: {why}")
 
 
 def _not_constant(value: ir.Value, what: str) -> str:
@@ -539,6 +583,106 @@ _CONSTANT_KINDS = {"value_int": np.int64, "value_ints": np.int64, "value_float":
                    "value_floats": np.float32, "value_string": np.str_, "value_strings": np.str_}
 
 
+def _reshape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Reshape-14's ``allowzero=1`` keeps a 0 in the shape as a 0-size dimension; Reshape-13 copies
+    that dimension from the input. The same when the shape holds no 0: a constant shape without one,
+    or any shape when the input has a known non-zero size (a 0 would leave no elements for its)."""
+    a = node.attributes.get("allowzero")
+    if a is None or (not is_reference(a) and a.value == 0):
+        return [node]
+    older = f"Reshape-13 copies a 0 in the shape from the input where allowzero=1 keeps it as a 0-size dimension"
+    if is_reference(a):
+        raise _refuse(node, scope, target, f"its {reference_reason(node, ('allowzero',))}, and {older}")
+    shape = constant_tensor(node.inputs[1])
+    x = node.inputs[0]
+    if shape is not None:
+        if (shape.numpy() == 0).any():
+            raise _refuse(node, scope, target, f"its constant shape {shape.numpy().tolist()} holds a 0, and {older}")
+    elif x is None or x.shape is None or not all(isinstance(d, int) and d > 0 for d in x.shape):
+        raise _refuse(node, scope, target, f"allowzero=1 with a shape computed in the graph that may hold a 0 (its "
+                                           f"input's size is not known to be non-zero), and {older}")
+    del node.attributes["allowzero"]
+    return [node]
+
+
+def _shape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Shape-15's ``start``/``end`` take a slice of the shape, clamped as Slice clamps: Shape, then
+    Slice with those bounds."""
+    reason = reference_reason(node, ("start", "end"))
+    if reason is not None:
+        raise _refuse(node, scope, target, f"its {reason}, and Shape-13 has no start or end")
+    start, end = attr(node, "start", 0), attr(node, "end")
+    if start == 0 and end is None:
+        node.attributes.pop("start", None)
+        return [node]
+    x = node.inputs[0]
+    shape = _typed(ir.node("Shape", [x]), ir.DataType.INT64, None if x.shape is None else ir.Shape([len(x.shape)]))
+    starts = _constant(np.array([start], np.int64))
+    ends = _constant(np.array([np.iinfo(np.int64).max if end is None else end], np.int64))
+    piece = ir.node("Slice", [shape.outputs[0], starts.outputs[0], ends.outputs[0]])
+    nodes = [shape, starts, ends, piece]
+    _replace(node, scope, nodes, list(piece.outputs))
+    return nodes
+
+
+def _trilu_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Trilu (opset 14, no older version) keeps x[..., i, j] where j - i >= k (upper) or <= k
+    (lower) and writes 0 elsewhere: Where over a mask from Range on the last two dimensions."""
+    reason = reference_reason(node, ("upper",))
+    if reason is not None:
+        raise _refuse(node, scope, target, f"its {reason}, which decides the mask")
+    x = node.inputs[0]
+    dtype = _input_dtype(x)
+    if dtype is None or dtype.numpy() is None:
+        raise _refuse(node, scope, target, "its input's data type is unknown, and the zeros it writes need it")
+    upper = attr(node, "upper", 1)
+    i64 = ir.DataType.INT64
+    last = [_constant(np.array(k, np.int64)) for k in (-2, -1)]
+    zero, one = _constant(np.array(0, np.int64)), _constant(np.array(1, np.int64))
+    column = _constant(np.array([-1, 1], np.int64))
+    k = node.inputs[1] if len(node.inputs) > 1 and node.inputs[1] is not None else zero.outputs[0]
+    shape = _typed(ir.node("Shape", [x]), i64, None)
+    rows = _typed(ir.node("Gather", [shape.outputs[0], last[0].outputs[0]]), i64, ir.Shape([]))
+    cols = _typed(ir.node("Gather", [shape.outputs[0], last[1].outputs[0]]), i64, ir.Shape([]))
+    i = _typed(ir.node("Range", [zero.outputs[0], rows.outputs[0], one.outputs[0]]), i64, ir.Shape([None]))
+    j = _typed(ir.node("Range", [zero.outputs[0], cols.outputs[0], one.outputs[0]]), i64, ir.Shape([None]))
+    i_column = _typed(ir.node("Reshape", [i.outputs[0], column.outputs[0]]), i64, ir.Shape([None, 1]))
+    diagonal = _typed(ir.node("Sub", [j.outputs[0], i_column.outputs[0]]), i64, ir.Shape([None, None]))
+    # upper: keep j - i >= k, i.e. not (j - i < k); lower: keep j - i <= k, i.e. not (j - i > k)
+    outside = _typed(ir.node("Less" if upper else "Greater", [diagonal.outputs[0], k]), ir.DataType.BOOL, None)
+    keep = _typed(ir.node("Not", [outside.outputs[0]]), ir.DataType.BOOL, None)
+    nothing = _constant(np.zeros((), dtype.numpy()))
+    out = ir.node("Where", [keep.outputs[0], x, nothing.outputs[0]])
+    nodes = [*last, zero, one, column, shape, rows, cols, i, j, i_column, diagonal, outside, keep, nothing, out]
+    _replace(node, scope, nodes, list(out.outputs))
+    return nodes
+
+
+_GRID_SAMPLE_MODES = {"linear": "bilinear", "cubic": "bicubic", "nearest": "nearest"}
+
+
+def _grid_sample_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """GridSample-20 renamed its modes (linear, cubic: GridSample-16's bilinear, bicubic) and took
+    N-D input; GridSample-16 takes 4-D input only."""
+    reason = reference_reason(node, ("mode",))
+    if reason is not None:
+        raise _refuse(node, scope, target, f"its {reason}, and GridSample-16 names its modes otherwise")
+    x = node.inputs[0]
+    if x is None or x.shape is None or len(x.shape) != 4:
+        rank = "unknown" if x is None or x.shape is None else len(x.shape)
+        raise _refuse(node, scope, target, f"GridSample-20 -> GridSample-16: its input's rank is {rank}, and "
+                                           "GridSample-16 takes 4-D input only")
+    node.attributes["mode"] = ir.AttrString("mode", _GRID_SAMPLE_MODES[_text(attr(node, "mode", "linear"))])
+    return [node]
+
+
+def _constant_value_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Constant-12 added value_int(s)/value_float(s)/value_string(s): as ``value`` before."""
+    if target < 12:
+        _constant_as_value_tensor(node)
+    return [node]
+
+
 def _constant_as_value_tensor(node: ir.Node) -> None:
     """Constant-12 added value_int(s)/value_float(s)/value_string(s); opset 11 has only ``value``."""
     for name, np_type in _CONSTANT_KINDS.items():
@@ -750,7 +894,51 @@ class _Converter:
         self._bodies: set[tuple] = set()  # cache keys whose entry is a function body
 
     def convert_node(self, node: ir.Node, scope: Scope) -> None:
-        nodes = exact_form(node, scope, self.target)
+        """Move ``node`` from ``scope.opset`` to the target: downwards by the declared steps
+        (:mod:`scatter_rewrite.opset.steps`), newest first."""
+        if scope.opset < self.target:
+            self._follow(node, scope, exact_form(node, scope, self.target))
+            return
+        converter = False
+        for since, step in steps.steps_between(node.op_type, scope.opset, self.target):
+            if step.kind in (steps.Kind.SAME_IF, steps.Kind.NO_FORM):
+                gap = _condition_gap(node, step, since) if step.kind == steps.Kind.SAME_IF else step.reason
+                if gap is None:
+                    continue
+                if step.otherwise != steps.Kind.BODY:
+                    raise _refuse(node, scope, self.target, f"{_step_name(node.op_type, since)}: {gap}")
+                self._convert(node, scope, body_only=True)
+                return
+            if step.kind == steps.Kind.BODY:
+                self._convert(node, scope, body_only=True)
+                return
+            if step.kind == steps.Kind.REWRITE:
+                nodes = REWRITES[step.rewrite](node, scope, self.target)
+                if nodes is None or nodes != [node]:  # done, or replaced by older ops
+                    self._follow(node, scope, nodes)
+                    return
+            converter = converter or step.kind == steps.Kind.CONVERTER
+        if converter:
+            self._convert(node, scope)
+            return
+        drop = fits_schema(node, scope.opset, self.target)
+        if drop is None:  # (an attribute off its default, a type the older op lacks: the converter says which)
+            self._convert(node, scope)
+            return
+        self._keep(node, drop)
+
+    def _keep(self, node: ir.Node, drop: list[str]) -> None:
+        """A node the older schema takes and means the same by: without the attributes it lacks
+        (``drop``, at their newer defaults) and omitted trailing inputs."""
+        for name in drop:
+            del node.attributes[name]
+        while node.inputs and node.inputs[-1] is None:  # (an omitted trailing input the older schema lacks)
+            node.resize_inputs(len(node.inputs) - 1)
+        self.kept += 1
+
+    def _follow(self, node: ir.Node, scope: Scope, nodes: list[ir.Node] | None) -> None:
+        """After a rewrite: ``None`` when ``node`` is now in its form at the target; else the nodes
+        that replaced it (or ``node`` itself), each moved on in turn."""
         if nodes is None:  # valid and the same at the target as it is
             self.kept += 1
             return
@@ -762,9 +950,19 @@ class _Converter:
             elif is_default_domain(new) and needs_conversion(new.op_type, scope.opset, self.target):
                 self.convert_node(new, scope)
 
-    def _convert(self, node: ir.Node, scope: Scope) -> None:
-        key = (scope.opset, _signature(node))
+    def _convert(self, node: ir.Node, scope: Scope, body_only: bool = False) -> None:
+        """``node`` through onnx.version_converter, else kept as the older schema takes it, else moved
+        from an opset between, else its function body (``body_only``: the body at once)."""
+        key = (scope.opset, _signature(node), body_only)
         converted = self.cache.get(key)
+        if converted is None and body_only:
+            converted = _function_body_model(node, scope.opset, self.target)
+            if converted is None:
+                raise _refuse(node, scope, self.target, f"{_step_name(node.op_type, since_version(node.op_type, scope.opset))}"
+                                                        " has no older form but the op's ONNX function body, which "
+                                                        "could not be built for it (an input of unknown type?)")
+            self._bodies.add(key)
+            self.cache[key] = converted
         if converted is None:
             try:
                 converted = onnx.version_converter.convert_version(_one_node_model(node, scope.opset), self.target)
@@ -1067,3 +1265,20 @@ def _verify_move(model: ir.Model, before: onnx.ModelProto, moved: list[_Moved], 
                               f"that fails {failure}")
     ops = ", ".join(sorted({f"{m.op_type}-{m.since}" for m in moved}))
     raise ConversionError(f"cannot move the model to opset {target}: after converting {ops}, it fails {failure}")
+
+
+# The exact rewrites the table's ``rewrite(name)`` steps name: each takes (node, scope, target) and
+# returns None (the node is now in its form at the target), ``[node]`` (nothing to rewrite: the step
+# means the same for it) or the nodes that replaced it, valid at the scope's opset and moved on in turn.
+REWRITES = {
+    "softmax_axis": _softmax_form,
+    "reshape_allowzero": _reshape_form,
+    "shape_slice": _shape_form,
+    "trilu": _trilu_form,
+    "grid_sample_mode": _grid_sample_form,
+    "reduce_axes": _reduce_form,
+    "split_num_outputs": _split_form,
+    "pad_axes": _pad_form,
+    "mod_floor": _mod_form,
+    "constant_value_tensor": _constant_value_form,
+}

@@ -329,7 +329,10 @@ def _not_constant(value: ir.Value, what: str) -> str:
     if is_overridable(value):
         return (f"its {what} '{value.name}' is a graph input with an initializer, which callers may override (a "
                 "default, not a constant)")
-    return f"its {what} {'are' if what == 'axes' else 'is'} computed in the graph"
+    verb = "are" if what == "axes" else "is"
+    if value.is_graph_input():
+        return f"its {what} '{value.name}' {verb} a graph input, known only at run time"
+    return f"its {what} {verb} computed in the graph"
 
 
 def _replace(node: ir.Node, scope: Scope, new_nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
@@ -427,8 +430,12 @@ def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | No
     if len(node.inputs) > 1 and node.inputs[1] is not None:
         axes = constant_tensor(node.inputs[1])
         if axes is None:
-            raise _refuse(node, scope, target, f"{_not_constant(node.inputs[1], 'axes')}, and opset {target}'s "
-                                               f"{node.op_type} takes them as a constant attribute")
+            x = node.inputs[0]
+            if x is None or x.shape is None:
+                raise _refuse(node, scope, target, f"{_not_constant(node.inputs[1], 'axes')}, opset {target}'s "
+                                                   f"{node.op_type} takes them as a constant attribute, and its input's "
+                                                   "rank, which reducing axis by axis needs, is unknown")
+            return _reduce_axis_by_axis(node, scope, target)
     if noop is not None and noop.value and (axes is None or axes.size == 0):
         if node.op_type not in _PURE_REDUCE_OPS:
             return _elementwise_step(node, scope, target)
@@ -445,6 +452,98 @@ def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | No
     if axes.size:
         node.attributes["axes"] = ir.AttrInt64s("axes", [int(a) for a in axes.numpy().reshape(-1)])
     return None
+
+
+# Reduce* over axes known only at run time, axis by axis: (the step before, the per-axis op, the step after).
+_AXIS_BY_AXIS = {
+    "ReduceSum": (None, "ReduceSum", None), "ReduceMean": (None, "ReduceMean", None),
+    "ReduceMax": (None, "ReduceMax", None), "ReduceMin": (None, "ReduceMin", None),
+    "ReduceProd": (None, "ReduceProd", None), "ReduceSumSquare": ("Square", "ReduceSum", None),
+    "ReduceL1": ("Abs", "ReduceSum", None), "ReduceL2": ("Square", "ReduceSum", "Sqrt"),
+    "ReduceLogSum": (None, "ReduceSum", "Log"), "ReduceLogSumExp": ("ShiftedExp", "ReduceSum", "LogShifted"),
+}
+
+
+def _reduce_axis_by_axis(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Reduce* whose ``axes`` are known only at run time (a graph input, a computed value), on an
+    input of known rank r: for each axis i < r, ``Reduce(y, [i])`` where i is in axes, else y (both
+    concatenated on axis i and sliced; constant axes each, which every older version takes),
+    then the reduced axes dropped unless keepdims. Empty axes mean every axis, or none with
+    ``noop_with_empty_axes``. Max and Min are exact; Sum, Mean and Prod add or multiply in another
+    order (Mean: the mean of equal-size means), within validation's float tolerance; the other ops
+    through ReduceSum between their elementwise steps, LogSumExp shifted by the maximum as
+    onnxruntime's kernel does (inf and -inf included)."""
+    x, axes = node.inputs[0], node.inputs[1]
+    rank = len(x.shape)
+    dtype = _input_dtype(x)
+    keepdims, noop = attr(node, "keepdims", 1), attr(node, "noop_with_empty_axes", 0)
+    i64, boolean = ir.DataType.INT64, ir.DataType.BOOL
+    nodes: list[ir.Node] = []
+
+    def add(op: str, inputs: list, attributes: dict | None = None, out=None, shape=None) -> ir.Value:
+        nodes.append(_typed(ir.node(op, inputs, attributes or {}), out, shape))
+        return nodes[-1].outputs[0]
+
+    def const(array) -> ir.Value:
+        nodes.append(_constant(np.asarray(array)))
+        return nodes[-1].outputs[0]
+
+    # in_axis[i]: whether axis i is reduced (axes normalized into [0, r); repeated ones count once)
+    normalized = add("Mod", [add("Add", [axes, const(np.int64(rank))], out=i64), const(np.int64(rank))], out=i64)
+    column = add("Reshape", [normalized, const(np.array([-1, 1], np.int64))], out=i64, shape=ir.Shape([None, 1]))
+    hits = add("Equal", [column, const(np.arange(rank, dtype=np.int64))], out=boolean, shape=ir.Shape([None, rank]))
+    counted = add("ReduceSum", [add("Cast", [hits], {"to": i64}, out=i64), const(np.array([0], np.int64))],
+                  {"keepdims": 0}, out=i64, shape=ir.Shape([rank]))
+    in_axis = add("Greater", [counted, const(np.int64(0))], out=boolean, shape=ir.Shape([rank]))
+    if not noop:  # no axes: every axis
+        empty = add("Equal", [add("Size", [axes], out=i64, shape=ir.Shape([])), const(np.int64(0))], out=boolean)
+        in_axis = add("Or", [in_axis, empty], out=boolean, shape=ir.Shape([rank]))
+    # Concat(reduced, y) on axis i, then [0:1] (the reduced) where axis i is reduced, else [1:] (y itself).
+    flags = [add("Gather", [in_axis, const(np.int64(i))], out=boolean, shape=ir.Shape([])) for i in range(rank)]
+    starts = [add("Where", [flag, const(np.array([0], np.int64)), const(np.array([1], np.int64))], out=i64,
+                  shape=ir.Shape([1])) for flag in flags]
+    ends = [add("Where", [flag, const(np.array([1], np.int64)), const(np.array([np.iinfo(np.int64).max], np.int64))],
+                out=i64, shape=ir.Shape([1])) for flag in flags]
+
+    def reduce_each(y: ir.Value, op: str) -> ir.Value:
+        for i in range(rank):
+            reduced = add(op, [y, const(np.array([i], np.int64))], {"keepdims": 1}, out=dtype)
+            both = add("Concat", [reduced, y], {"axis": i}, out=dtype)
+            y = add("Slice", [both, starts[i], ends[i], const(np.array([i], np.int64))], out=dtype)
+        return y
+
+    before, op, after = _AXIS_BY_AXIS[node.op_type]
+    y, shift = x, None
+    if before == "Square":
+        y = add("Mul", [x, x], out=dtype)
+    elif before == "Abs":
+        y = add("Abs", [x], out=dtype)
+    elif before == "ShiftedExp":  # log(sum(exp(x - m))) + m, m the maximum (0 where it is infinite)
+        peak = reduce_each(x, "ReduceMax")
+        shift = add("Where", [add("IsInf", [peak], out=boolean), const(np.zeros((), dtype.numpy())), peak], out=dtype)
+        y = add("Exp", [add("Sub", [x, shift], out=dtype)], out=dtype)
+    y = reduce_each(y, op)
+    if after == "Sqrt":
+        y = add("Sqrt", [y], out=dtype)
+    elif after == "Log":
+        y = add("Log", [y], out=dtype)
+    elif after == "LogShifted":
+        y = add("Add", [add("Log", [y], out=dtype), shift], out=dtype)
+    if not keepdims and target >= 13:  # the reduced axes (length 1 now) dropped: Squeeze takes them as an input
+        positions = add("Compress", [const(np.arange(rank, dtype=np.int64)), in_axis], {"axis": 0}, out=i64,
+                        shape=ir.Shape([None]))
+        y = add("Squeeze", [y, positions], out=dtype)
+    elif not keepdims:  # Squeeze-11 takes constant axes: the kept dimensions as a shape instead
+        if not all(isinstance(d, int) and d > 0 for d in x.shape):
+            raise _refuse(node, scope, target, f"{_not_constant(axes, 'axes')}, and with keepdims=0 opset {target} "
+                                               "drops them only as constant Squeeze axes or as a Reshape, which copies "
+                                               "a 0-size dimension from the wrong place (its input may have one)")
+        kept = add("Compress", [add("Shape", [y], out=i64, shape=ir.Shape([rank])),
+                                add("Not", [in_axis], out=boolean, shape=ir.Shape([rank]))], {"axis": 0}, out=i64,
+                   shape=ir.Shape([None]))
+        y = add("Reshape", [y, kept], out=dtype)
+    _replace(node, scope, nodes, [y])
+    return nodes
 
 
 def _elementwise_step(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
@@ -599,8 +698,8 @@ def _reshape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
         if (shape.numpy() == 0).any():
             raise _refuse(node, scope, target, f"its constant shape {shape.numpy().tolist()} holds a 0, and {older}")
     elif x is None or x.shape is None or not all(isinstance(d, int) and d > 0 for d in x.shape):
-        raise _refuse(node, scope, target, f"allowzero=1 with a shape computed in the graph that may hold a 0 (its "
-                                           f"input's size is not known to be non-zero), and {older}")
+        raise _refuse(node, scope, target, f"allowzero=1, {_not_constant(node.inputs[1], 'shape')}, and may hold a 0 "
+                                           f"(its input's size is not known to be non-zero), and {older}")
     del node.attributes["allowzero"]
     return [node]
 

@@ -881,7 +881,9 @@ def _const_bytes(value: ir.Value) -> bytes | None:
     return tensor.tobytes()
 
 
-def _one_node_model(node: ir.Node, source: int) -> onnx.ModelProto:
+def _one_node_model(node: ir.Node, source: int, shapes: bool = False) -> onnx.ModelProto:
+    """``node`` alone at opset ``source``: inputs ``in{i}`` typed (with their shapes if ``shapes``;
+    small constants as initializers), outputs ``out{i}``."""
     graph_inputs, initializers, input_names = [], [], []
     for i, value in enumerate(node.inputs):
         if value is None:
@@ -896,7 +898,8 @@ def _one_node_model(node: ir.Node, source: int) -> onnx.ModelProto:
         const = _const_bytes(value)
         if const is not None:
             initializers.append(ir.serde.serialize_tensor(ir.Tensor(constant_tensor(value).numpy(), name=name)))
-        graph_inputs.append(onnx.helper.make_tensor_value_info(name, dtype, None))
+        dims = None if not shapes or value.shape is None else [d if isinstance(d, int) else None for d in value.shape]
+        graph_inputs.append(onnx.helper.make_tensor_value_info(name, dtype, dims))
     outputs = [onnx.helper.make_tensor_value_info(f"out{i}", onnx.TensorProto.UNDEFINED, None) for i in range(len(node.outputs))]
     proto_node = onnx.helper.make_node(node.op_type, input_names, [o.name for o in outputs])
     # A reference to a function attribute has no value to convert: left out, put back after (_Converter).
@@ -910,7 +913,7 @@ EXACT_BODIES = frozenset({"CastLike"})
 _BODY_DOMAIN = "scatter_rewrite.function_body"  # the one-node model's call to the body, inlined at once
 
 
-def _function_body_model(node: ir.Node, source: int, target: int) -> onnx.ModelProto | None:
+def _function_body_model(node: ir.Node, source: int, target: int, shapes: bool = False) -> onnx.ModelProto | None:
     """``node`` (at opset ``source``) as its op's ONNX function body, converted to ``target``: a
     model shaped like :func:`_one_node_model`'s (inputs ``in{i}``, outputs ``out{i}``). None when the
     op has no body at or below ``source``, or the body cannot be built (an input of unknown type, an
@@ -928,22 +931,24 @@ def _function_body_model(node: ir.Node, source: int, target: int) -> onnx.ModelP
     if any(v is not None and _input_dtype(v) is None for v in node.inputs):
         return None  # (a context-dependent body is built from the input types)
     opset = min(versions)  # the body nearest the (lower) target
-    mini = _one_node_model(node, source)
+    mini = _one_node_model(node, source, shapes)  # (some context-dependent bodies are built from the shapes)
     call = mini.graph.node[0]
-    # Every attribute written out: a body node referring to one the node leaves out would otherwise
-    # take its own op's default, not this op's.
-    written = {a.name for a in call.attribute}
-    for name, formal in schema.attributes.items():
-        if name not in written and formal.default_value.name:
-            call.attribute.append(formal.default_value)
     try:
-        if contextual:
+        if contextual:  # (its builder reads the node's attributes with the op's own defaults)
             types = {i.name: i.type.SerializeToString() for i in mini.graph.input}
             body = schema.get_context_dependent_function_with_opset_version(
                 opset, call.SerializeToString(), [types.get(name, b"") for name in call.input])
         else:
             body = schema.get_function_with_opset_version(opset)
         function = onnx.FunctionProto.FromString(body)
+        if not function.node:  # (a builder that declines the node's form returns an empty function)
+            return None
+        # Every attribute written out: a body node referring to one the node leaves out would otherwise
+        # take its own op's default, not this op's.
+        written = {a.name for a in call.attribute}
+        for name, formal in schema.attributes.items():
+            if name not in written and formal.default_value.name:
+                call.attribute.append(formal.default_value)
         function.domain, function.name = _BODY_DOMAIN, node.op_type
         call.domain = _BODY_DOMAIN
         mini.functions.append(function)
@@ -1052,10 +1057,11 @@ class _Converter:
     def _convert(self, node: ir.Node, scope: Scope, body_only: bool = False) -> None:
         """``node`` through onnx.version_converter, else kept as the older schema takes it, else moved
         from an opset between, else its function body (``body_only``: the body at once)."""
-        key = (scope.opset, _signature(node), body_only)
+        shapes = tuple(None if v is None or v.shape is None else tuple(map(str, v.shape)) for v in node.inputs)
+        key = (scope.opset, _signature(node), shapes if body_only else None)
         converted = self.cache.get(key)
         if converted is None and body_only:
-            converted = _function_body_model(node, scope.opset, self.target)
+            converted = _function_body_model(node, scope.opset, self.target, shapes=True)
             if converted is None:
                 raise _refuse(node, scope, self.target, f"{_step_name(node.op_type, since_version(node.op_type, scope.opset))}"
                                                         " has no older form but the op's ONNX function body, which "
@@ -1152,10 +1158,13 @@ class _Converter:
             const = ir.node("Constant", [], attributes={"value": init.const_value}, num_outputs=1)
             by_name[init_name] = const.outputs[0]
             constants.append(const)
-        for new in new_nodes:
-            for i, value in enumerate(new.inputs):
-                if value is not None and value.name in by_name and value.producer() is None:
-                    new.replace_input_with(i, by_name[value.name])
+        # The one-node model's inputs, read by its nodes and by nodes in their subgraphs (outer-scope
+        # references in a function body's If branches): the node's own inputs instead.
+        outer = {id(v): by_name[v.name] for v in [*mini.inputs, *mini.initializers.values()] if v.name in by_name}
+        for inner in _nodes_within(new_nodes):
+            for i, value in enumerate(inner.inputs):
+                if value is not None and id(value) in outer:
+                    inner.replace_input_with(i, outer[id(value)])
         produced = {v.name: v for n in new_nodes for v in n.outputs}
         new_outputs = [produced[o.name] for o in mini.outputs]
         mini.outputs.clear()  # a value may be the output of one graph only
@@ -1182,6 +1191,42 @@ class _Converter:
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], constants + new_nodes, list(node.outputs), new_outputs
         )
+        # Names inside the new nodes' subgraphs (a function body's If branches) came from the one-node
+        # model and repeat at every splice: prefixed with the node's first output name, unique in the model.
+        prefix = f"{new_outputs[0].name}__" if new_outputs else f"{node.name}__"
+        for new in new_nodes:
+            for a in new.attributes.values():
+                graphs = [a.value] if a.type == ir.AttributeType.GRAPH else (
+                    list(a.value) if a.type == ir.AttributeType.GRAPHS else [])
+                for graph in graphs:
+                    for value in _values_within(graph):
+                        if value.name:
+                            value.name = prefix + value.name
+
+
+def _nodes_within(nodes):
+    """``nodes`` and every node in their subgraphs, nested ones included."""
+    for node in nodes:
+        yield node
+        for a in node.attributes.values():
+            if a.type == ir.AttributeType.GRAPH:
+                yield from _nodes_within(list(a.value))
+            elif a.type == ir.AttributeType.GRAPHS:
+                for sub in a.value:
+                    yield from _nodes_within(list(sub))
+
+
+def _values_within(graph: ir.Graph):
+    """Every value a graph and the graphs nested in it define: inputs and node outputs."""
+    yield from graph.inputs
+    for node in graph:
+        yield from node.outputs
+        for a in node.attributes.values():
+            if a.type == ir.AttributeType.GRAPH:
+                yield from _values_within(a.value)
+            elif a.type == ir.AttributeType.GRAPHS:
+                for sub in a.value:
+                    yield from _values_within(sub)
 
 
 @dataclasses.dataclass
@@ -1234,6 +1279,7 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
     # older schema: If took bfloat16 only from 16.
     containers = [(node, scope) for scope in iter_scopes(model) if scope.opset > target for node in scope.body
                   if is_default_domain(node) and node.op_type in _CONTAINER_OPS]
+    before = _checkable(model) if work else None  # (before any borrowed type: as the model was given)
     borrowed = []
     if any(scope.opset > target and (any(v is not None and v.dtype is None for v in (*node.inputs, *node.outputs))
                                      or _reads_rank(node))
@@ -1246,7 +1292,6 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
             borrowed += annotate_function_types(model, function)
     moved = [_Moved(describe(node, scope), node.op_type, since_version(node.op_type, scope.opset), node.name)
              for node, scope in work]
-    before = _checkable(model) if work else None
     try:
         for node, scope in containers:
             gap = _type_gap(node, target)
@@ -1353,7 +1398,7 @@ def _verify_move(model: ir.Model, before: onnx.ModelProto, moved: list[_Moved], 
     """ConversionError when the moved model fails onnx.checker or onnxruntime's session creation and
     the model before the move did not, naming the moved node the failure names (else every moved op)."""
     failure = _failure(_checkable(model))
-    if failure is None or _failure(before) is not None:  # (a fault the move did not cause: the caller's check)
+    if failure is None or _failure(before) == failure:  # (a fault the move did not cause: the caller's check)
         return
     named = [m for m in moved if m.name and f"'{m.name}'" in failure or f"node {m.name}" in failure]
     named = named or [m for m in moved if m.op_type in failure]

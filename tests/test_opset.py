@@ -992,8 +992,6 @@ def _no_adapter_model(case: str) -> onnx.ModelProto:
 @pytest.mark.parametrize("case,target,why", [
     ("GridSample", 17, r"GridSample-20 -> GridSample-16: its input's rank is 5, and GridSample-16 takes 4-D input "
                        r"only$"),
-    ("Resize", 11, r"Resize-19 has no form at opset 11 here \(onnx.version_converter has no adapter from Resize-13 to "
-                   r"Resize-11\)$"),
     ("DFT", 13, r"DFT-17 \(no older version\): no older op computes it and ONNX gives it no function body$"),
 ])
 def test_a_move_the_converter_has_no_adapter_for_is_refused_in_the_models_terms(case, target, why):
@@ -1002,6 +1000,24 @@ def test_a_move_the_converter_has_no_adapter_for_is_refused_in_the_models_terms(
     with pytest.raises(ConversionError, match=rf"^cannot convert {case} \(opset \d+, main graph\) to opset {target}: {why}") as e:
         converted(_no_adapter_model(case), target)
     assert "Assertion" not in str(e.value) and "$" not in str(e.value)
+
+
+@pytest.mark.parametrize("target", [11, 13, 17])
+def test_resize_with_axes_and_without_roi_moves_down(target):
+    """Resize-18's axes as scales for every axis; Resize-11's roi and scales inputs written empty."""
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph(
+        [oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest", axes=[-2, -1]),
+         oh.make_node("Resize", ["x", "", "", "sizes"], ["z"], mode="linear", axes=[2])], "g",
+        [vi("x", TensorProto.FLOAT, [1, 2, 4]), vi("sizes", TensorProto.INT64, [1])],
+        [vi("y", TensorProto.FLOAT, [1, 4, 8]), vi("z", TensorProto.FLOAT, [1, 2, None])],
+        initializer=[onnx.numpy_helper.from_array(np.array([2, 2], np.float32), "scales")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)])
+    out = converted(model, target)
+    assert all(a.name != "axes" for n in out.graph.node for a in n.attribute)
+    feeds = {"x": np.arange(8, dtype=np.float32).reshape(1, 2, 4), "sizes": np.array([7], np.int64)}
+    for got, want in zip(run_onnxruntime(out.SerializeToString(), feeds), run_onnxruntime(model.SerializeToString(), feeds)):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])

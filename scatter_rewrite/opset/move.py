@@ -238,7 +238,8 @@ def _refuse(node: ir.Node, scope: Scope, target: int, why: str) -> ConversionErr
 # Rewrites that leave a node without their trigger as it is: with none, their step means the same.
 # The engine applies a step's rewrite before it judges the steps: after it, the node is one the step keeps.
 _NEUTRAL_REWRITES = frozenset({"split_num_outputs", "pad_axes", "reshape_allowzero", "shape_slice", "mod_floor",
-                               "constant_value_tensor", "reduce_axes", "grid_sample_mode"})
+                               "constant_value_tensor", "reduce_axes", "grid_sample_mode", "resize_axes",
+                               "resize_inputs"})
 
 
 def _previous(op_type: str, since: int) -> int | None:
@@ -775,6 +776,69 @@ def _grid_sample_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]
     return [node]
 
 
+def _resize_axes_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Resize-18's ``axes``: roi, scales and sizes then hold values for those axes only. Older
+    Resizes take them for every axis: roi 0 and 1, scale 1 and the input's size elsewhere (scattered
+    at run time into a full tensor), which needs the input's rank; ``keep_aspect_ratio_policy``
+    other than stretch has no older form."""
+    if "axes" not in node.attributes:
+        return [node]
+    reason = reference_reason(node, ("axes", "keep_aspect_ratio_policy"))
+    if reason is not None:
+        raise _refuse(node, scope, target, f"its {reason}, and Resize-13 takes roi, scales and sizes for every axis")
+    policy = _text(attr(node, "keep_aspect_ratio_policy", "stretch"))
+    if policy != "stretch":
+        raise _refuse(node, scope, target, f"Resize-18 -> Resize-13: keep_aspect_ratio_policy '{policy}' computes "
+                                           "the sizes from one scale, which Resize-13 has no attribute for")
+    x = node.inputs[0]
+    if x is None or x.shape is None:
+        raise _refuse(node, scope, target, "Resize-18 -> Resize-13: its input's rank is unknown, and Resize-13 takes "
+                                           "roi, scales and sizes for every axis")
+    rank = len(x.shape)
+    axes = [int(a) % rank for a in attr(node, "axes")]
+    nodes: list[ir.Node] = []
+
+    def full(value: ir.Value, base: ir.Value, positions: list[int]) -> ir.Value:
+        where = _constant(np.array(positions, np.int64))
+        nodes.extend([where, _typed(ir.node("ScatterElements", [base, where.outputs[0], value], {"axis": 0}),
+                                    value.dtype, ir.Shape([len(positions) and None]))])
+        return nodes[-1].outputs[0]
+
+    inputs = list(node.inputs) + [None] * (4 - len(node.inputs))
+    roi, scales, sizes = inputs[1:4]
+    if roi is not None:
+        dtype = _input_dtype(roi) or ir.DataType.FLOAT
+        base = _constant(np.array([0] * rank + [1] * rank, dtype.numpy()))
+        nodes.append(base)
+        node.replace_input_with(1, full(roi, base.outputs[0], axes + [a + rank for a in axes]))
+    if scales is not None:
+        base = _constant(np.ones(rank, (_input_dtype(scales) or ir.DataType.FLOAT).numpy()))
+        nodes.append(base)
+        node.replace_input_with(2, full(scales, base.outputs[0], axes))
+    if sizes is not None:
+        shape = _typed(ir.node("Shape", [x]), ir.DataType.INT64, ir.Shape([rank]))
+        nodes.append(shape)
+        node.replace_input_with(3, full(sizes, shape.outputs[0], axes))
+    del node.attributes["axes"]
+    node.attributes.pop("keep_aspect_ratio_policy", None)
+    scope.body.insert_before(node, nodes)
+    return [*nodes, node]
+
+
+def _resize_inputs_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Resize-13 made roi and scales optional; Resize-11 takes them always (empty when unused)."""
+    if target >= 13:
+        return [node]
+    nodes = []
+    for i in (1, 2):
+        if i < len(node.inputs) and node.inputs[i] is None:
+            empty = _constant(np.array([], np.float32))
+            nodes.append(empty)
+            node.replace_input_with(i, empty.outputs[0])
+    scope.body.insert_before(node, nodes)
+    return [*nodes, node]
+
+
 def _constant_value_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     """Constant-12 added value_int(s)/value_float(s)/value_string(s): as ``value`` before."""
     if target < 12:
@@ -1018,9 +1082,12 @@ class _Converter:
                 return
             if step.kind == steps.Kind.REWRITE:
                 nodes = REWRITES[step.rewrite](node, scope, self.target)
-                if nodes is None or nodes != [node]:  # done, or replaced by older ops
+                if nodes is None or all(n is not node for n in nodes):  # done, or replaced by older ops
                     self._follow(node, scope, nodes)
                     return
+                # the node itself, maybe with new nodes computing its inputs: those moved on, the node's
+                # older steps next
+                self._follow(node, scope, [n for n in nodes if n is not node])
             converter = converter or step.kind == steps.Kind.CONVERTER
         if converter:
             self._convert(node, scope)
@@ -1204,6 +1271,27 @@ class _Converter:
                             value.name = prefix + value.name
 
 
+def _distinct_nested_names(model: ir.Model) -> None:
+    """Values a move wrote into subgraphs are named per graph ('val_0' in each If branch); ONNX wants
+    a name once in a graph and the graphs nested in it. A repeated name in a subgraph gets a suffix."""
+    seen_by_root: dict[str, set[str]] = {}
+    for scope in iter_scopes(model):
+        root, nested = scope.where.split(" > ")[0], " > " in scope.where
+        seen = seen_by_root.setdefault(root, set())
+        body = scope.body
+        values = [*body.inputs, *(body.initializers.values() if isinstance(body, ir.Graph) else ()),
+                  *(v for node in body for v in node.outputs)]
+        for value in values:
+            if not value.name:
+                continue
+            if nested and value.name in seen:
+                k = 1
+                while f"{value.name}__{k}" in seen:
+                    k += 1
+                value.name = f"{value.name}__{k}"
+            seen.add(value.name)
+
+
 def _nodes_within(nodes):
     """``nodes`` and every node in their subgraphs, nested ones included."""
     for node in nodes:
@@ -1309,6 +1397,8 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
         model.opset_imports[""] = target
     if model.ir_version is not None and model.ir_version < MIN_IR_VERSION:
         model.ir_version = MIN_IR_VERSION
+    if any(" > " in scope.where for _, scope in work):
+        _distinct_nested_names(model)
     if before is not None:
         _verify_move(model, before, moved, target)
     logger.info("opset conversion to %d: %d node(s) converted, %d kept as they are (the older schema "
@@ -1420,6 +1510,8 @@ REWRITES = {
     "shape_slice": _shape_form,
     "trilu": _trilu_form,
     "grid_sample_mode": _grid_sample_form,
+    "resize_axes": _resize_axes_form,
+    "resize_inputs": _resize_inputs_form,
     "reduce_axes": _reduce_form,
     "split_num_outputs": _split_form,
     "pad_axes": _pad_form,

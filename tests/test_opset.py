@@ -66,19 +66,25 @@ def test_reshape_allowzero_default_dropped_and_set_refused():
         converted(one_node("Reshape", ["x", "shape"], {"allowzero": 1}, initializers=[zero], shapes={"x": [0, 3]}, out_shape=[0, 3]), 13)
 
 
-def test_reshape_allowzero_computed_shape_needs_a_nonzero_input():
-    """A computed shape: the same when the input's size is known non-zero (a 0 would leave no element)."""
+def test_reshape_allowzero_computed_shape():
+    """A computed shape: the same when the input's size is known non-zero (a 0 would leave no element);
+    otherwise padded, reshaped and sliced so that a 0 stays a 0-size dimension."""
     vi = oh.make_tensor_value_info
-    def model(x_shape):
+    def model(x_shape, y_shape=(3, 2)):
         graph = oh.make_graph(
             [oh.make_node("Shape", ["y"], ["s"]), oh.make_node("Reshape", ["x", "s"], ["z"], allowzero=1)], "g",
-            [vi("x", TensorProto.FLOAT, x_shape), vi("y", TensorProto.FLOAT, [3, 2])], [vi("z", TensorProto.FLOAT, [None, None])])
+            [vi("x", TensorProto.FLOAT, x_shape), vi("y", TensorProto.FLOAT, list(y_shape))],
+            [vi("z", TensorProto.FLOAT, [None, None])])
         return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
     out = converted(model([2, 3]), 13)
     feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "y": np.zeros((3, 2), np.float32)}
     np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], feeds["x"].reshape(3, 2))
-    with pytest.raises(ConversionError, match="may hold a 0"):
-        converted(model(["n", 3]), 13)
+    # A dynamic input: the shape may hold a 0, kept as a 0-size dimension (padded, reshaped, sliced).
+    out = converted(model(["n", 3], ["a", "b"]), 13)
+    assert "allowzero" not in {a.name for n in out.graph.node for a in n.attribute}
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], feeds["x"].reshape(3, 2))
+    empty = {"x": np.zeros((0, 3), np.float32), "y": np.zeros((3, 0), np.float32)}
+    assert run_onnxruntime(out.SerializeToString(), empty)[0].shape == (3, 0)
 
 
 @pytest.mark.parametrize("start, end", [(1, None), (-1, None), (0, -1), (1, 2), (-5, 10)])

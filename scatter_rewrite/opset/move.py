@@ -239,7 +239,7 @@ def _refuse(node: ir.Node, scope: Scope, target: int, why: str) -> ConversionErr
 # The engine applies a step's rewrite before it judges the steps: after it, the node is one the step keeps.
 _NEUTRAL_REWRITES = frozenset({"split_num_outputs", "pad_axes", "reshape_allowzero", "shape_slice", "mod_floor",
                                "constant_value_tensor", "reduce_axes", "grid_sample_mode", "resize_axes",
-                               "resize_inputs"})
+                               "resize_inputs", "min_max_integers"})
 
 
 def _previous(op_type: str, since: int) -> int | None:
@@ -325,6 +325,41 @@ def _mod_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     return nodes
 
 
+# Ops through which a value computed from small constants alone is known before run time here (an
+# exporter's ``Reshape(Constant, [-1])`` for a Reduce's axes).
+_FOLDABLE = frozenset({"Identity", "Reshape", "Concat", "Cast"})
+
+
+def _known_value(value: ir.Value | None, depth: int = 4) -> ir.TensorProtocol | None:
+    """``value``'s tensor when it is a constant (:func:`constant_tensor`) or computed from small
+    constants alone through Identity, Reshape (without allowzero), Concat or Cast; None otherwise."""
+    tensor = constant_tensor(value)
+    if tensor is not None or value is None or depth == 0:
+        return tensor
+    node = value.producer()
+    if node is None or not is_default_domain(node) or node.op_type not in _FOLDABLE or len(node.outputs) != 1:
+        return None
+    inputs = [_known_value(v, depth - 1) for v in node.inputs]
+    if any(t is None for t in inputs) or any(t.size > 64 for t in inputs):
+        return None
+    arrays = [t.numpy() for t in inputs]
+    if node.op_type == "Identity":
+        result = arrays[0]
+    elif node.op_type == "Reshape" and not attr(node, "allowzero", 0):  # (0: the input's dimension there)
+        dims = [int(d) for d in arrays[1].reshape(-1)]
+        result = arrays[0].reshape([arrays[0].shape[i] if d == 0 else d for i, d in enumerate(dims)])
+    elif node.op_type == "Concat" and not is_reference(node.attributes.get("axis", ir.AttrInt64("axis", 0))):
+        result = np.concatenate(arrays, axis=attr(node, "axis", 0))
+    elif node.op_type == "Cast" and not is_reference(node.attributes["to"]):
+        numpy_type = ir.DataType(attr(node, "to")).numpy()
+        if numpy_type is None:
+            return None
+        result = arrays[0].astype(numpy_type)
+    else:
+        return None
+    return ir.tensor(np.ascontiguousarray(result))
+
+
 def _not_constant(value: ir.Value, what: str) -> str:
     """Why input ``what`` (``value``) has no value before run time, for a refusal."""
     if is_overridable(value):
@@ -338,8 +373,10 @@ def _not_constant(value: ir.Value, what: str) -> str:
 
 def _replace(node: ir.Node, scope: Scope, new_nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
     """``new_nodes`` in ``node``'s place; ``outputs`` take its outputs' names, types and uses."""
-    for new in new_nodes:
-        new.name = node.name if new.op_type == node.op_type else None  # (None: named on insertion)
+    named = False
+    for new in new_nodes:  # the first of the same op keeps the name (None: named on insertion)
+        new.name = node.name if new.op_type == node.op_type and not named else None
+        named = named or new.name is not None
     ir.convenience.replace_nodes_and_values(scope.body, node, [node], new_nodes, list(node.outputs), outputs)
 
 
@@ -429,7 +466,7 @@ def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | No
                                            f"{target}'s {node.op_type} reduces every axis when given none")
     axes = None
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        axes = constant_tensor(node.inputs[1])
+        axes = _known_value(node.inputs[1])
         if axes is None:
             x = node.inputs[0]
             if x is None or x.shape is None:
@@ -698,11 +735,97 @@ def _reshape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     if shape is not None:
         if (shape.numpy() == 0).any():
             raise _refuse(node, scope, target, f"its constant shape {shape.numpy().tolist()} holds a 0, and {older}")
-    elif x is None or x.shape is None or not all(isinstance(d, int) and d > 0 for d in x.shape):
-        raise _refuse(node, scope, target, f"allowzero=1, {_not_constant(node.inputs[1], 'shape')}, and may hold a 0 "
-                                           f"(its input's size is not known to be non-zero), and {older}")
+    elif not (x is not None and x.shape is not None and all(isinstance(d, int) and d > 0 for d in x.shape)
+              or _copies_where_zero(node)):
+        return _reshape_padded(node, scope, target)
     del node.attributes["allowzero"]
     return [node]
+
+
+def _copies_where_zero(node: ir.Node) -> bool:
+    """Whether each entry of a Reshape's computed shape is a non-zero constant or the data's own
+    dimension at the same position (``Concat`` of constants and of ``Shape(data, start, end)``, or
+    its Shape-then-Slice form, at the offset ``start``): where it is 0, Reshape-13 copies that same 0."""
+    data, shape = node.inputs[0], node.inputs[1]
+    concat = shape.producer()
+    if concat is None or concat.op_type != "Concat" or data is None or data.shape is None:
+        return False
+    rank, offset = len(data.shape), 0
+    for part in concat.inputs:
+        piece = constant_tensor(part)
+        if piece is not None:
+            values = piece.numpy().reshape(-1)
+            if (values == 0).any():
+                return False
+            offset += values.size
+            continue
+        span = _shape_span(part, data, rank)
+        if span is None or span[0] != offset:
+            return False
+        offset += span[1] - span[0]
+    return True
+
+
+def _shape_span(value: ir.Value, data: ir.Value, rank: int) -> tuple[int, int] | None:
+    """(start, end) when ``value`` is ``Shape(data)[start:end]`` (Shape-15's attributes, or Shape then
+    a constant Slice), clamped to ``rank``; None otherwise."""
+    producer = value.producer()
+    if producer is None:
+        return None
+    if producer.op_type == "Shape" and producer.inputs[0] is data:
+        start, end = attr(producer, "start", 0), attr(producer, "end", rank)
+    elif (producer.op_type == "Slice" and len(producer.inputs) in (3, 4) and producer.inputs[0].producer() is not None
+          and producer.inputs[0].producer().op_type == "Shape" and producer.inputs[0].producer().inputs[0] is data
+          and not producer.inputs[0].producer().attributes):
+        bounds = [constant_tensor(v) for v in producer.inputs[1:]]
+        if any(b is None or b.size != 1 for b in bounds) or (len(bounds) == 3 and int(bounds[2].numpy()) != 0):
+            return None
+        start, end = (int(b.numpy().reshape(-1)[0]) for b in bounds[:2])
+    else:
+        return None
+    if not isinstance(start, int) or not isinstance(end, int):  # (a reference to a function's attribute)
+        return None
+    start, end = (min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end))
+    return (start, end) if start < end else None
+
+
+def _reshape_padded(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Reshape-14 ``allowzero=1`` on a shape S computed at run time: a 0 in S is a 0-size dimension
+    (the data then has no elements; the spec forbids -1 beside it). Exact at Reshape-13: the data,
+    flattened and padded with zeros to the size of S' (S with its 0s as 1s), reshaped to S', then
+    sliced to 0 where S is 0. With no 0 in S, nothing is padded and nothing sliced."""
+    data, shape = node.inputs
+    dtype = _input_dtype(data)
+    if dtype is None or dtype.numpy() is None:
+        raise _refuse(node, scope, target, "allowzero=1 on a computed shape, and its data type, which the zeros "
+                                           "that stand in for a 0-size dimension need, is unknown")
+    i64, boolean = ir.DataType.INT64, ir.DataType.BOOL
+    nodes: list[ir.Node] = []
+
+    def add(op: str, inputs: list, attributes: dict | None = None, out=i64) -> ir.Value:
+        nodes.append(_typed(ir.node(op, inputs, attributes or {}), out, None))
+        return nodes[-1].outputs[0]
+
+    def const(array) -> ir.Value:
+        nodes.append(_constant(np.asarray(array)))
+        return nodes[-1].outputs[0]
+
+    zero, one = const(np.array([0], np.int64)), const(np.array([1], np.int64))
+    is_zero = add("Equal", [shape, zero], out=boolean)
+    ones_for_zeros = add("Where", [is_zero, one, shape])
+    size = add("ReduceProd", [ones_for_zeros], {"keepdims": 1})
+    missing = add("Sub", [size, add("Size", [data])])
+    missing = add("Where", [add("Greater", [missing, zero], out=boolean), missing, zero])  # (-1 in S: none)
+    flat = add("Reshape", [data, const(np.array([-1], np.int64))], out=dtype)
+    filler = add("Expand", [const(np.zeros((), dtype.numpy())), missing], out=dtype)
+    padded = add("Concat", [flat, filler], {"axis": 0}, out=dtype)
+    reshaped = add("Reshape", [padded, ones_for_zeros], out=dtype)
+    ends = add("Where", [is_zero, zero, const(np.array([np.iinfo(np.int64).max], np.int64))])
+    starts = add("Sub", [ends, ends])
+    out = add("Slice", [reshaped, starts, ends], out=dtype)
+    nodes[-1].outputs[0].dtype = dtype
+    _replace(node, scope, nodes, [out])
+    return nodes
 
 
 def _shape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
@@ -837,6 +960,31 @@ def _resize_inputs_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Nod
             node.replace_input_with(i, empty.outputs[0])
     scope.body.insert_before(node, nodes)
     return [*nodes, node]
+
+
+_INTEGERS = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT8,
+                       ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64})
+
+
+def _min_max_integers_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+    """Max-12 and Min-12 took integers; Max-8/Min-8 take floats only. On integers (no NaN) the same
+    as Where(Greater(a, b), a, b) (Less for Min), folded over the inputs with their broadcasting."""
+    dtype = _input_dtype(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
+    if target >= 12 or dtype not in _INTEGERS:
+        return [node]
+    if len(node.inputs) == 1:  # the one input as it is
+        identity = ir.node("Identity", [node.inputs[0]])
+        _replace(node, scope, [identity], list(identity.outputs))
+        return [identity]
+    compare = "Greater" if node.op_type == "Max" else "Less"
+    nodes, best = [], node.inputs[0]
+    for other in node.inputs[1:]:
+        better = _typed(ir.node(compare, [best, other]), ir.DataType.BOOL, None)
+        pick = _typed(ir.node("Where", [better.outputs[0], best, other]), dtype, None)
+        nodes += [better, pick]
+        best = pick.outputs[0]
+    _replace(node, scope, nodes, [best])
+    return nodes
 
 
 def _constant_value_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
@@ -1512,6 +1660,7 @@ REWRITES = {
     "grid_sample_mode": _grid_sample_form,
     "resize_axes": _resize_axes_form,
     "resize_inputs": _resize_inputs_form,
+    "min_max_integers": _min_max_integers_form,
     "reduce_axes": _reduce_form,
     "split_num_outputs": _split_form,
     "pad_axes": _pad_form,

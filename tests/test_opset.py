@@ -1057,3 +1057,28 @@ def test_the_tensorrt_opset_cap_says_why_in_the_models_terms():
     assert ("left at opset 20 (TensorRT 8.6's parser documents opsets up to 17): cannot convert GridSample (opset 20, "
             "main graph) to opset 17: GridSample-20 -> GridSample-16: its input's rank is 5" in notes), notes
     assert "Assertion" not in notes
+
+
+def test_check_opset_target_says_what_lower_will_do():
+    """check --target opset-N gives `lower --opset N` as the fix only when the declared steps move
+    the whole model: a BitwiseAnd-18 beside the scatter has no form at 13."""
+    import scatter_rewrite as sr
+    from scatter_rewrite.check import check
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="max")]
+    inputs = [vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [2, 3]), vi("u", TensorProto.FLOAT, [2, 3])]
+    outputs = [vi("s", TensorProto.FLOAT, [4, 3])]
+    movable = oh.make_model(oh.make_graph(nodes, "g", inputs, outputs), opset_imports=[oh.make_opsetid("", 18)])
+    [ready] = check(ir.serde.deserialize_model(movable), "opset-13")
+    assert ready.fix == "scatter-rewrite lower --opset 13"
+    sr.lower(movable, opset=13, validate=True)  # (which does move it)
+    bits = oh.make_graph(nodes + [oh.make_node("BitwiseAnd", ["a", "b"], ["c"])], "g",
+                         inputs + [vi("a", TensorProto.INT32, [2]), vi("b", TensorProto.INT32, [2])],
+                         outputs + [vi("c", TensorProto.INT32, [2])])
+    stuck = oh.make_model(bits, opset_imports=[oh.make_opsetid("", 18)])
+    [blocked] = check(ir.serde.deserialize_model(stuck), "opset-13")
+    assert blocked.fix is None
+    assert any("BitwiseAnd-18 (no older version): no older op works on the bits" in b for b in blocked.blockers)
+    with pytest.raises(ConversionError, match="BitwiseAnd"):
+        sr.lower(stuck, opset=13)

@@ -223,12 +223,40 @@ _REDUCE_OPS = frozenset(op for op in SAME_SEMANTICS_OPS if op.startswith("Reduce
 _PURE_REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
 
 
-def exact_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+@dataclasses.dataclass(frozen=True)
+class Unchanged:
+    """The step means the same for this node as it is (or as the form left it, attributes rewritten)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    """The node is now in its form at the target: nothing more to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Replaced:
+    """The node was replaced by ``nodes`` (valid at the scope's opset), each moved on in turn."""
+
+    nodes: tuple[ir.Node, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """New ``nodes`` compute the node's inputs in their older form; the node goes on to its older steps."""
+
+    nodes: tuple[ir.Node, ...]
+
+
+Form = Unchanged | Done | Replaced | Prepared  # what an exact rewrite (:data:`REWRITES`) returns
+UNCHANGED, DONE = Unchanged(), Done()
+
+
+def exact_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Upwards: the Softmax family's form (:func:`_softmax_form`), the one op whose meaning changes
-    going up (the converter keeps Hardmax's axis at 13); every other node as it is (``[node]``)."""
+    going up (the converter keeps Hardmax's axis at 13); every other node unchanged."""
     if node.op_type in _SOFTMAX_OPS:
         return _softmax_form(node, scope, target)
-    return [node]
+    return UNCHANGED
 
 
 def _refuse(node: ir.Node, scope: Scope, target: int, why: str) -> ConversionError:
@@ -301,13 +329,13 @@ def _same_by_table(node: ir.Node, source: int, target: int) -> bool:
 _FLOATS = frozenset({ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.BFLOAT16})
 
 
-def _mod_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _mod_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Mod-28 takes ``fmod=0`` on floats: the remainder with the divisor's sign (Python's ``%``).
     Older Mods take floats only with ``fmod=1`` (C's fmod, the dividend's sign). The same from it:
     r = fmod(a, b), plus b where r is non-zero and its sign is not b's (exact: r and b then have
     opposite signs and |r| < |b|, so r + b rounds like the true remainder, inf and NaN as ``%``)."""
     if target >= 28 or attr(node, "fmod", 0) != 0 or _input_dtype(node.inputs[0]) not in _FLOATS:
-        return [node]
+        return UNCHANGED
     a, b = node.inputs
     dtype, shape = _input_dtype(a), node.outputs[0].shape
     zero = _constant(np.zeros((), dtype.numpy()))
@@ -322,7 +350,7 @@ def _mod_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     out = ir.node("Where", [fix.outputs[0], shifted.outputs[0], r.outputs[0]])
     nodes = [zero, r, r_neg, b_neg, signs, r_zero, r_nonzero, fix, shifted, out]
     _replace(node, scope, nodes, list(out.outputs))
-    return nodes
+    return Replaced(tuple(nodes))
 
 
 # Ops through which a value computed from small constants alone is known before run time here (an
@@ -394,7 +422,7 @@ def _typed(node: ir.Node, dtype: ir.DataType | None, shape: ir.Shape | None) -> 
     return node
 
 
-def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+def _softmax_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Softmax, LogSoftmax and Hardmax before opset 13 flatten the input to 2-D at ``axis`` (default 1)
     and normalize over every axis from it on; from 13, over ``axis`` (default -1) alone. The same on
     the last axis, where the node stays with its axis written out. Another axis, moving down: moved
@@ -402,7 +430,7 @@ def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | N
     op's own flattening, Flatten(axis) -> the op on the last axis -> Reshape to the input's shape (the
     converter's Softmax adapter writes that; its Hardmax adapter keeps the axis, another function)."""
     if (scope.opset < 13) == (target < 13):
-        return [node]
+        return UNCHANGED
     up = target > scope.opset
     x = node.inputs[0]
     rank = None if x is None or x.shape is None else len(x.shape)
@@ -418,7 +446,7 @@ def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | N
         if gap is not None:
             raise _refuse(node, scope, target, gap)
         node.attributes["axis"] = ir.AttrInt64("axis", axis)  # (written: the default changes at 13)
-        return None  # the last axis: what the op does at both opsets
+        return DONE  # the last axis: what the op does at both opsets
     if up:
         if reason is None:
             flatten_axis = ir.AttrInt64("axis", axis)
@@ -430,7 +458,7 @@ def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | N
         inner = _typed(ir.node(node.op_type, [flatten.outputs[0]], {"axis": -1}), x.dtype, ir.Shape([None, None]))
         reshape = ir.node("Reshape", [inner.outputs[0], shape.outputs[0]])
         _replace(node, scope, [flatten, shape, inner, reshape], list(reshape.outputs))
-        return [flatten, shape, inner, reshape]
+        return Replaced((flatten, shape, inner, reshape))
     if rank is None:
         raise _refuse(node, scope, target, f"its input's rank is unknown, and opset {target}'s {node.op_type} "
                                            f"takes axis {axis} to mean every axis from it on (the same only on the "
@@ -443,10 +471,10 @@ def _softmax_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | N
     for value in (before.outputs[0], inner.outputs[0]):
         value.dtype, value.shape = x.dtype, ir.Shape([x.shape[i] for i in perm])
     _replace(node, scope, [before, inner, after], list(after.outputs))
-    return [before, inner, after]
+    return Replaced((before, inner, after))
 
 
-def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | None:
+def _reduce_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """ReduceSum-13 and the other Reduce*-18 take ``axes`` as an input, with ``noop_with_empty_axes``:
     set, empty axes reduce nothing, else they mean every axis. Older versions take constant axes as
     an attribute, where none means every axis. So empty or absent axes with the flag set become
@@ -457,9 +485,9 @@ def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | No
     try:
         old = onnx.defs.get_schema(node.op_type, target, "")
     except onnx.defs.SchemaError:
-        return [node]
+        return UNCHANGED
     if "noop_with_empty_axes" in old.attributes:  # the target takes axes as an input, and the flag, too
-        return [node]
+        return UNCHANGED
     noop = node.attributes.get("noop_with_empty_axes")
     if noop is not None and is_reference(noop):
         raise _refuse(node, scope, target, f"its {reference_reason(node, ('noop_with_empty_axes',))}, and opset "
@@ -479,9 +507,9 @@ def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | No
             return _elementwise_step(node, scope, target)
         identity = ir.node("Identity", [node.inputs[0]])
         _replace(node, scope, [identity], list(identity.outputs))
-        return [identity]
+        return Replaced((identity,))
     if axes is None:
-        return [node]  # every axis at both opsets (the flag at its default: dropped after conversion)
+        return UNCHANGED  # every axis at both opsets (the flag at its default: dropped after conversion)
     gap = _type_gap(node, target)
     if gap is not None:
         raise _refuse(node, scope, target, gap)
@@ -489,7 +517,7 @@ def _reduce_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node] | No
     node.attributes.pop("noop_with_empty_axes", None)  # (non-empty axes: the flag changes nothing)
     if axes.size:
         node.attributes["axes"] = ir.AttrInt64s("axes", [int(a) for a in axes.numpy().reshape(-1)])
-    return None
+    return DONE
 
 
 # Reduce* over axes known only at run time, axis by axis: (the step before, the per-axis op, the step after).
@@ -502,7 +530,7 @@ _AXIS_BY_AXIS = {
 }
 
 
-def _reduce_axis_by_axis(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _reduce_axis_by_axis(node: ir.Node, scope: Scope, target: int) -> Form:
     """Reduce* whose ``axes`` are known only at run time (a graph input, a computed value), on an
     input of known rank r: for each axis i < r, ``Reduce(y, [i])`` where i is in axes, else y (both
     concatenated on axis i and sliced; constant axes each, which every older version takes),
@@ -581,10 +609,10 @@ def _reduce_axis_by_axis(node: ir.Node, scope: Scope, target: int) -> list[ir.No
                    shape=ir.Shape([None]))
         y = add("Reshape", [y, kept], out=dtype)
     _replace(node, scope, nodes, [y])
-    return nodes
+    return Replaced(tuple(nodes))
 
 
-def _elementwise_step(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _elementwise_step(node: ir.Node, scope: Scope, target: int) -> Form:
     """ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum and ReduceLogSumExp with the flag set and no
     axes reduce nothing and apply their elementwise step (x*x, |x|, sqrt(x*x), log x, log(exp x)). Written
     in forms that give onnxruntime's result bit for bit (NaN, inf and overflow included; every float16):
@@ -621,15 +649,15 @@ def _elementwise_step(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]
                                            f"elementwise, and no form at opset {target} is known to compute that "
                                            f"bit for bit for its data type ({what})")
     _replace(node, scope, nodes, list(nodes[-1].outputs))
-    return nodes
+    return Replaced(tuple(nodes))
 
 
-def _pad_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _pad_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Pad-18 added ``axes``: ``pads`` then holds the begins and the ends of those axes only. Older
     Pads take pads for every axis: the same pads written out for each, zeros elsewhere (constant
     pads here, computed ones gathered at run time), which needs constant axes and the input's rank."""
     if target >= 18 or len(node.inputs) < 4 or node.inputs[3] is None:
-        return [node]
+        return UNCHANGED
     x, pads = node.inputs[0], node.inputs[1]
     why = f"opset {target}'s Pad takes pads for every axis"
     axes = constant_tensor(node.inputs[3])
@@ -665,15 +693,15 @@ def _pad_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     value = [node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] is not None else []
     pad = ir.node("Pad", [x, nodes[-1].outputs[0], *value], dict(node.attributes))
     _replace(node, scope, [*nodes, pad], list(pad.outputs))
-    return [*nodes, pad]
+    return Replaced((*nodes, pad))
 
 
-def _split_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _split_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Split-18's ``num_outputs`` cuts chunks of ceil(size / n) along ``axis``, the last one smaller
     (onnxruntime refuses a size that leaves it negative). Older Splits need the sizes: constant for a
     static dimension, computed from the input's shape otherwise (an input from 13, an attribute before)."""
     if target >= 18 or "num_outputs" not in node.attributes:
-        return [node]
+        return UNCHANGED
     reason = reference_reason(node, ("num_outputs", "axis"))
     if reason is not None:
         raise _refuse(node, scope, target, f"its {reason}, and opset {target}'s Split needs the chunk sizes")
@@ -693,7 +721,7 @@ def _split_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
                                            f"opset {target}'s Split takes the chunk sizes as a constant attribute")
     split = ir.node("Split", [x, sizes[-1].outputs[0]], {"axis": axis}, num_outputs=len(node.outputs))
     _replace(node, scope, [*sizes, split], list(split.outputs))
-    return [*sizes, split]
+    return Replaced((*sizes, split))
 
 
 def _computed_chunk_sizes(x: ir.Value, axis: int, n: int) -> list[ir.Node]:
@@ -720,13 +748,13 @@ _CONSTANT_KINDS = {"value_int": np.int64, "value_ints": np.int64, "value_float":
                    "value_floats": np.float32, "value_string": np.str_, "value_strings": np.str_}
 
 
-def _reshape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _reshape_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Reshape-14's ``allowzero=1`` keeps a 0 in the shape as a 0-size dimension; Reshape-13 copies
     that dimension from the input. The same when the shape holds no 0: a constant shape without one,
     or any shape when the input has a known non-zero size (a 0 would leave no elements for its)."""
     a = node.attributes.get("allowzero")
     if a is None or (not is_reference(a) and a.value == 0):
-        return [node]
+        return UNCHANGED
     older = f"Reshape-13 copies a 0 in the shape from the input where allowzero=1 keeps it as a 0-size dimension"
     if is_reference(a):
         raise _refuse(node, scope, target, f"its {reference_reason(node, ('allowzero',))}, and {older}")
@@ -739,7 +767,7 @@ def _reshape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
               or _copies_where_zero(node)):
         return _reshape_padded(node, scope, target)
     del node.attributes["allowzero"]
-    return [node]
+    return UNCHANGED
 
 
 def _copies_where_zero(node: ir.Node) -> bool:
@@ -789,7 +817,7 @@ def _shape_span(value: ir.Value, data: ir.Value, rank: int) -> tuple[int, int] |
     return (start, end) if start < end else None
 
 
-def _reshape_padded(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _reshape_padded(node: ir.Node, scope: Scope, target: int) -> Form:
     """Reshape-14 ``allowzero=1`` on a shape S computed at run time: a 0 in S is a 0-size dimension
     (the data then has no elements; the spec forbids -1 beside it). Exact at Reshape-13: the data,
     flattened and padded with zeros to the size of S' (S with its 0s as 1s), reshaped to S', then
@@ -825,10 +853,10 @@ def _reshape_padded(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     out = add("Slice", [reshaped, starts, ends], out=dtype)
     nodes[-1].outputs[0].dtype = dtype
     _replace(node, scope, nodes, [out])
-    return nodes
+    return Replaced(tuple(nodes))
 
 
-def _shape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _shape_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Shape-15's ``start``/``end`` take a slice of the shape, clamped as Slice clamps: Shape, then
     Slice with those bounds."""
     reason = reference_reason(node, ("start", "end"))
@@ -837,7 +865,7 @@ def _shape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     start, end = attr(node, "start", 0), attr(node, "end")
     if start == 0 and end is None:
         node.attributes.pop("start", None)
-        return [node]
+        return UNCHANGED
     x = node.inputs[0]
     shape = _typed(ir.node("Shape", [x]), ir.DataType.INT64, None if x.shape is None else ir.Shape([len(x.shape)]))
     starts = _constant(np.array([start], np.int64))
@@ -845,10 +873,10 @@ def _shape_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     piece = ir.node("Slice", [shape.outputs[0], starts.outputs[0], ends.outputs[0]])
     nodes = [shape, starts, ends, piece]
     _replace(node, scope, nodes, list(piece.outputs))
-    return nodes
+    return Replaced(tuple(nodes))
 
 
-def _trilu_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _trilu_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Trilu (opset 14, no older version) keeps x[..., i, j] where j - i >= k (upper) or <= k
     (lower) and writes 0 elsewhere: Where over a mask from Range on the last two dimensions."""
     reason = reference_reason(node, ("upper",))
@@ -878,13 +906,13 @@ def _trilu_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
     out = ir.node("Where", [keep.outputs[0], x, nothing.outputs[0]])
     nodes = [*last, zero, one, column, shape, rows, cols, i, j, i_column, diagonal, outside, keep, nothing, out]
     _replace(node, scope, nodes, list(out.outputs))
-    return nodes
+    return Replaced(tuple(nodes))
 
 
 _GRID_SAMPLE_MODES = {"linear": "bilinear", "cubic": "bicubic", "nearest": "nearest"}
 
 
-def _grid_sample_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _grid_sample_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """GridSample-20 renamed its modes (linear, cubic: GridSample-16's bilinear, bicubic) and took
     N-D input; GridSample-16 takes 4-D input only."""
     reason = reference_reason(node, ("mode",))
@@ -896,16 +924,16 @@ def _grid_sample_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]
         raise _refuse(node, scope, target, f"GridSample-20 -> GridSample-16: its input's rank is {rank}, and "
                                            "GridSample-16 takes 4-D input only")
     node.attributes["mode"] = ir.AttrString("mode", _GRID_SAMPLE_MODES[_text(attr(node, "mode", "linear"))])
-    return [node]
+    return UNCHANGED
 
 
-def _resize_axes_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _resize_axes_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Resize-18's ``axes``: roi, scales and sizes then hold values for those axes only. Older
     Resizes take them for every axis: roi 0 and 1, scale 1 and the input's size elsewhere (scattered
     at run time into a full tensor), which needs the input's rank; ``keep_aspect_ratio_policy``
     other than stretch has no older form."""
     if "axes" not in node.attributes:
-        return [node]
+        return UNCHANGED
     reason = reference_reason(node, ("axes", "keep_aspect_ratio_policy"))
     if reason is not None:
         raise _refuse(node, scope, target, f"its {reason}, and Resize-13 takes roi, scales and sizes for every axis")
@@ -945,13 +973,13 @@ def _resize_axes_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]
     del node.attributes["axes"]
     node.attributes.pop("keep_aspect_ratio_policy", None)
     scope.body.insert_before(node, nodes)
-    return [*nodes, node]
+    return Prepared(tuple(nodes))
 
 
-def _resize_inputs_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _resize_inputs_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Resize-13 made roi and scales optional; Resize-11 takes them always (empty when unused)."""
     if target >= 13:
-        return [node]
+        return UNCHANGED
     nodes = []
     for i in (1, 2):
         if i < len(node.inputs) and node.inputs[i] is None:
@@ -959,23 +987,23 @@ def _resize_inputs_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Nod
             nodes.append(empty)
             node.replace_input_with(i, empty.outputs[0])
     scope.body.insert_before(node, nodes)
-    return [*nodes, node]
+    return Prepared(tuple(nodes))
 
 
 _INTEGERS = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT8,
                        ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64})
 
 
-def _min_max_integers_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _min_max_integers_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Max-12 and Min-12 took integers; Max-8/Min-8 take floats only. On integers (no NaN) the same
     as Where(Greater(a, b), a, b) (Less for Min), folded over the inputs with their broadcasting."""
     dtype = _input_dtype(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
     if target >= 12 or dtype not in _INTEGERS:
-        return [node]
+        return UNCHANGED
     if len(node.inputs) == 1:  # the one input as it is
         identity = ir.node("Identity", [node.inputs[0]])
         _replace(node, scope, [identity], list(identity.outputs))
-        return [identity]
+        return Replaced((identity,))
     compare = "Greater" if node.op_type == "Max" else "Less"
     nodes, best = [], node.inputs[0]
     for other in node.inputs[1:]:
@@ -984,14 +1012,14 @@ def _min_max_integers_form(node: ir.Node, scope: Scope, target: int) -> list[ir.
         nodes += [better, pick]
         best = pick.outputs[0]
     _replace(node, scope, nodes, [best])
-    return nodes
+    return Replaced(tuple(nodes))
 
 
-def _constant_value_form(node: ir.Node, scope: Scope, target: int) -> list[ir.Node]:
+def _constant_value_form(node: ir.Node, scope: Scope, target: int) -> Form:
     """Constant-12 added value_int(s)/value_float(s)/value_string(s): as ``value`` before."""
     if target < 12:
         _constant_as_value_tensor(node)
-    return [node]
+    return UNCHANGED
 
 
 def _constant_as_value_tensor(node: ir.Node) -> None:
@@ -1213,7 +1241,11 @@ class _Converter:
         """Move ``node`` from ``scope.opset`` to the target: downwards by the declared steps
         (:mod:`scatter_rewrite.opset.steps`), newest first."""
         if scope.opset < self.target:
-            self._follow(node, scope, exact_form(node, scope, self.target))
+            form = exact_form(node, scope, self.target)
+            if isinstance(form, Unchanged):
+                self._convert(node, scope)
+            else:
+                self._follow(scope, form)
             return
         converter = False
         for since, step in steps.steps_between(node.op_type, scope.opset, self.target):
@@ -1229,13 +1261,12 @@ class _Converter:
                 self._convert(node, scope, body_only=True)
                 return
             if step.kind == steps.Kind.REWRITE:
-                nodes = REWRITES[step.rewrite](node, scope, self.target)
-                if nodes is None or all(n is not node for n in nodes):  # done, or replaced by older ops
-                    self._follow(node, scope, nodes)
+                form = REWRITES[step.rewrite](node, scope, self.target)
+                if isinstance(form, (Done, Replaced)):
+                    self._follow(scope, form)
                     return
-                # the node itself, maybe with new nodes computing its inputs: those moved on, the node's
-                # older steps next
-                self._follow(node, scope, [n for n in nodes if n is not node])
+                if isinstance(form, Prepared):  # its inputs' new nodes moved on; the node's older steps next
+                    self._follow(scope, form)
             converter = converter or step.kind == steps.Kind.CONVERTER
         if converter:
             self._convert(node, scope)
@@ -1255,17 +1286,14 @@ class _Converter:
             node.resize_inputs(len(node.inputs) - 1)
         self.kept += 1
 
-    def _follow(self, node: ir.Node, scope: Scope, nodes: list[ir.Node] | None) -> None:
-        """After a rewrite: ``None`` when ``node`` is now in its form at the target; else the nodes
-        that replaced it (or ``node`` itself), each moved on in turn."""
-        if nodes is None:  # valid and the same at the target as it is
+    def _follow(self, scope: Scope, form: Done | Replaced | Prepared) -> None:
+        """After a rewrite: the new nodes moved on in turn (constants no node reads any more dropped)."""
+        if isinstance(form, Done):
             self.kept += 1
             return
-        for new in sorted(nodes, key=lambda n: n.op_type == "Constant"):  # (the sizes a Split-11 takes in)
-            if new is not node and new.op_type == "Constant" and not new.outputs[0].uses():
+        for new in sorted(form.nodes, key=lambda n: n.op_type == "Constant"):  # (the sizes a Split-11 takes in)
+            if new.op_type == "Constant" and not new.outputs[0].uses():
                 scope.body.remove(new)
-            elif new is node:
-                self._convert(node, scope)
             elif is_default_domain(new) and needs_conversion(new.op_type, scope.opset, self.target):
                 self.convert_node(new, scope)
 
@@ -1649,9 +1677,8 @@ def _verify_move(model: ir.Model, before: onnx.ModelProto, moved: list[_Moved], 
     raise ConversionError(f"cannot move the model to opset {target}: after converting {ops}, it fails {failure}")
 
 
-# The exact rewrites the table's ``rewrite(name)`` steps name: each takes (node, scope, target) and
-# returns None (the node is now in its form at the target), ``[node]`` (nothing to rewrite: the step
-# means the same for it) or the nodes that replaced it, valid at the scope's opset and moved on in turn.
+# The exact rewrites the table's ``rewrite(name)`` steps name: each takes (node, scope, target), returns
+# a :data:`Form` (Unchanged, Done, Replaced or Prepared) and raises ConversionError when there is none.
 REWRITES = {
     "softmax_axis": _softmax_form,
     "reshape_allowzero": _reshape_form,

@@ -1,40 +1,29 @@
-"""Move a model's default-domain opset to a target, converting the nodes we do not rewrite.
+"""Move a model's default-domain opset to a target, node by node, by the declared version steps.
 
-``onnx.version_converter`` works on a whole ModelProto: it crashes on model-local functions,
-leaves a deprecated ``Scatter`` in place, cannot see a model over 2 GiB, and its cost grows with
-(nodes x nodes replaced). So we convert per node instead: only nodes whose operator schema differs
-between the source and the target opset are handed to the converter, each in a one-node model
-(cached by signature), and the result is spliced back. Every other node only needs the opset
-import changed. Cost: linear in the number of nodes.
+Every step of every default-domain op is declared in :mod:`scatter_rewrite.opset.steps`; moving a
+node down walks its steps from its version to the one in force at the target, newest first:
 
-The converter has no down-adapter for many schema changes that only widened types or added an
-optional attribute (Add/Mul-14, Reshape-14, Shape-15, Identity-16, Constant-13 -> 11, ...), so
-lowering a realistic opset-18 export to 13 would fail on them. When it refuses a downgrade, a node
-is kept as it is if the older schema accepts it unchanged (:func:`fits_schema`): its op is one
-whose semantics did not change across 11..24 (:data:`SAME_SEMANTICS_OPS`; Split from 13 and Pad from
-11 on, :data:`SAME_SEMANTICS_SINCE`), every attribute exists in the older schema (or equals the newer
-default, and is dropped) with a value it has, its input/output counts fit, and every input/output
-dtype is one the older schema allows. A node that fits an opset between the two (Split-18 with
-``split`` is Split-13) is converted from there.
+* SAME / SAME_IF: the older schema means the same (SAME_IF: when the node's attributes hold the
+  step's condition; else no form, or the op's function body where the step says so). The node is
+  kept, without the attributes the older schema lacks (at their newer defaults), when the older
+  schema takes its data types (:func:`fits_schema`); else the converter, which names the type.
+* a named exact rewrite (:data:`REWRITES`, one explicit :data:`Form` result): Softmax's axis, Reduce*
+  axes (constant, or at run time axis by axis), Split's num_outputs, Pad's and Resize's axes,
+  Reshape's allowzero, Shape's start/end, Trilu, Mod's fmod=0 on floats, GridSample's modes, Max/Min
+  on integers; each replaced node's new nodes are moved on in turn.
+* CONVERTER: ``onnx.version_converter``'s adapter, on a one-node model per distinct node signature
+  (cached), spliced back; where it has none, the node kept as the older schema takes it, or moved
+  from an opset between, or its function body.
+* BODY: the op's ONNX function body (:func:`_function_body_model`), the spec's own definition of the
+  op, whose nodes are then moved in turn; a runtime's fused kernel and the body's separate ops may
+  round float results differently, so :class:`OpsetMove` lists such expansions for validation.
+* NO_FORM: a ConversionError naming the node, the step and why.
 
-Before that, a move rewrites the forms the converter would refuse or silently change the meaning
-of into exact ones (:func:`exact_form`): Softmax/LogSoftmax/Hardmax on an axis other than the last
-across opset 13 (before 13 they flatten from the axis on), down between two Transposes, up as
-Flatten -> op -> Reshape (the converter keeps Hardmax's axis); and downwards a Reduce* whose
-``noop_with_empty_axes`` leaves empty axes alone as Identity, or as its elementwise step (ReduceL2 is
-sqrt(x*x), in forms checked bit for bit against onnxruntime), its constant ``axes`` input as the older
-attribute, Split-18's ``num_outputs`` as chunk sizes, Pad-18's ``axes`` as pads for every axis. Where
-there is none (an unknown rank, computed axes, an attribute value the older op lacks), the move stops
-naming the node and why, as it does, in the model's terms, where the converter has no adapter.
-Constant means known before run time: an initializer that is also a graph input is a default callers
-may override (:func:`scatter_rewrite.graph.is_overridable`), and neither a form here nor the
-converter's adapters read its value.
-
-An op with no older version at all (Gelu-20, LayerNormalization-17, Mish-18, ...) is replaced by its
-ONNX function body, the spec's own definition of the op (:func:`_function_body_model`), whose nodes
-are then converted in turn. A runtime's fused kernel and the body's separate ops may round float
-results differently, so :class:`OpsetMove` lists such expansions and validation compares float
-outputs within its stated tolerance when there are any.
+Cost: linear in the number of nodes (one-node conversions cached by signature). Constant means known
+before run time: an initializer that is also a graph input is a default callers may override
+(:func:`scatter_rewrite.graph.is_overridable`), and no form reads its value. A moved model that fails
+onnx.checker (full) or onnxruntime's session creation, where the model given did not, is a
+ConversionError naming the step, raised before anything is returned (:func:`_verify_move`).
 """
 
 from __future__ import annotations
@@ -55,7 +44,6 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import steps
-from scatter_rewrite.spec import REDUCTIONS_SINCE
 from scatter_rewrite.graph import (
     DEFAULT_DOMAINS, Scope, attr, constant_tensor, default_opset, describe, is_default_domain, is_overridable,
     is_reference, iter_scopes, reference_reason,
@@ -66,38 +54,6 @@ logger = logging.getLogger("scatter_rewrite")
 MIN_IR_VERSION = 7  # opset >= 11 needs IR >= 6; 7 keeps training-free models loadable everywhere
 MIN_OPSET = 7  # oldest opset the converter's adapters start from that we accept as a source
 MAX_OPSET = onnx.defs.onnx_opset_version()
-
-# Ops whose schema changes from opset 11 to 24 only widened types or added attributes/inputs
-# whose absence keeps the old meaning (checked per node by fits_schema). Not here on purpose:
-# Softmax/LogSoftmax/Hardmax (13 changed what ``axis`` means), Resize, Pad, GridSample (new values
-# of existing attributes), Quantize/DequantizeLinear (wider scale shapes), BatchNormalization,
-# Dropout, Split, Squeeze/Unsqueeze (attributes moved to inputs: the converter's adapters handle those).
-# The Reduce* ops are here although their ``axes`` moved to an input (ReduceSum at 13, the others at
-# 18): a node using that input does not fit the older schema's input count, so only the forms whose
-# meaning did not change are kept (a ReduceMean-13 with its axes attribute going to 11, say).
-SAME_SEMANTICS_OPS = frozenset({
-    "Abs", "Add", "And", "ArgMax", "ArgMin", "Cast", "CastLike", "Ceil", "Clip", "Concat", "Constant",
-    "ConstantOfShape", "CumSum", "Div", "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather",
-    "GatherElements", "GatherND", "Gemm", "Greater", "GreaterOrEqual", "Identity", "IsInf", "IsNaN",
-    "Less", "LessOrEqual", "Log", "MatMul", "Max", "Min", "Mod", "Mul", "Neg", "NonZero", "Not", "Or",
-    "Pow", "Range", "Reciprocal", "Relu", "Reshape", "Round", "Shape", "Sigmoid", "Sign", "Size",
-    "Slice", "Sqrt", "Sub", "Sum", "Tanh", "Tile", "TopK", "Transpose", "Where", "Xor",
-    # reduction="none" (the default, dropped) means the same from 11 on; the converter's 16 -> 15
-    # adapter refuses bfloat16, which ScatterElements-13/ScatterND-13 accept.
-    "ScatterElements", "ScatterND",
-    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
-    "ReduceProd", "ReduceSum", "ReduceSumSquare",
-})
-
-# Ops whose meaning changed at one version and not since, for the forms an older schema from that
-# version on accepts unchanged: Split-13 took ``split`` as an input (18 added num_outputs), Pad-11
-# ``pads`` (18 added axes, 19 the wrap mode, later versions types). Split-18 with ``split`` is Split-13.
-SAME_SEMANTICS_SINCE = {"Split": 13, "Pad": 11}
-
-# Values an older schema's attribute lacks: (op, attribute) -> {value: the first opset with it}. The
-# converter takes Pad's wrap from 19 to 18 as it is.
-NEWER_ATTRIBUTE_VALUES = {("Pad", "mode"): {"wrap": 19}, ("ScatterElements", "reduction"): REDUCTIONS_SINCE,
-                          ("ScatterND", "reduction"): REDUCTIONS_SINCE}
 
 # Control-flow nodes carry subgraphs; their own schema changes between 11 and 24 only widen types,
 # and their bodies are converted as scopes of their own.
@@ -195,9 +151,7 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
         return None
     drop = []
     for name, value in node.attributes.items():
-        if name in old.attributes:
-            if _value_since(node.op_type, name, value) > target:
-                return None
+        if name in old.attributes:  # (a value the older op lacks: a SAME_IF step's values, judged above)
             continue
         if not _is_default(new, name, value.value):
             return None
@@ -217,7 +171,6 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
 # Forms onnx.version_converter refuses to move, or moves to another meaning, that have an exact form
 # at the target (:func:`exact_form`).
 _SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
-_REDUCE_OPS = frozenset(op for op in SAME_SEMANTICS_OPS if op.startswith("Reduce"))
 # With noop_with_empty_axes set and no axes these reduce nothing and are the input as it is; the
 # other Reduce* still apply their elementwise step (:func:`_elementwise_step`).
 _PURE_REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
@@ -755,7 +708,7 @@ def _reshape_form(node: ir.Node, scope: Scope, target: int) -> Form:
     a = node.attributes.get("allowzero")
     if a is None or (not is_reference(a) and a.value == 0):
         return UNCHANGED
-    older = f"Reshape-13 copies a 0 in the shape from the input where allowzero=1 keeps it as a 0-size dimension"
+    older = "Reshape-13 copies a 0 in the shape from the input where allowzero=1 keeps it as a 0-size dimension"
     if is_reference(a):
         raise _refuse(node, scope, target, f"its {reference_reason(node, ('allowzero',))}, and {older}")
     shape = constant_tensor(node.inputs[1])
@@ -1050,15 +1003,6 @@ def _is_default(schema, name: str, value) -> bool:
     if default is None or not default.name:
         return False
     return _text(onnx.helper.get_attribute_value(default)) == _text(value)
-
-
-def _value_since(op_type: str, name: str, a) -> int:
-    """The first opset whose ``op_type`` takes attribute ``a``'s value (:data:`NEWER_ATTRIBUTE_VALUES`);
-    for a reference to a function's attribute, which may hold any of them at a call site, the newest."""
-    values = NEWER_ATTRIBUTE_VALUES.get((op_type, name))
-    if not values:
-        return 0
-    return max(values.values()) if is_reference(a) else values.get(_text(a.value), 0)
 
 
 def _text(value):

@@ -1,11 +1,12 @@
-"""Run every benchmark (benchmarks/bench_*.py) and put their tables into the README.
+"""Run every benchmark (benchmarks/bench_*.py) and put their tables into benchmarks/README.md.
 
     python benchmarks/run_all.py            # all of them
     python benchmarks/run_all.py fold lower # only bench_fold.py and bench_lower.py
 
 Each bench script runs its cases side by side with the peer in one process (medians of several runs)
-and writes benchmarks/RESULTS-<area>.md. This script then replaces the README's section between the
-``benchmarks:start`` and ``benchmarks:end`` markers with those files, in a fixed order.
+and writes benchmarks/RESULTS-<area>.md. This script then replaces the section of
+benchmarks/README.md between the ``benchmarks:start`` and ``benchmarks:end`` markers with those
+files, in a fixed order.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-README = HERE.parent / "README.md"
+README = HERE / "README.md"
 ORDER = ["evaluator", "fold", "lower", "tensorrt", "scale"]
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 
@@ -36,7 +37,7 @@ def main(selected: list[str]) -> int:
         head, rest = text.split(START, 1)
         tail = rest.split(END, 1)[1]
         README.write_text(head + START + "\n" + "\n\n".join(sections) + "\n" + END + tail)
-        print("README.md benchmark section updated")
+        print("benchmarks/README.md tables updated")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

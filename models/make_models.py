@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnx.helper as oh
 from onnx import TensorProto
 
-from scatter_rewrite.testing import scatter_model
+from scatter_rewrite.testing import constant_scatter_model, scatter_model
 
 HERE = Path(__file__).parent
 
@@ -34,9 +35,55 @@ def legacy_export() -> onnx.ModelProto:
     return model
 
 
+def gnn_aggregation(reduction: str, opset: int, nodes: int | str, edges: int | str) -> onnx.ModelProto:
+    """One message-passing step as PyTorch's dynamo exporter writes ``scatter_reduce``: each edge's
+    message (the features of its source node) is reduced into its target node with
+    ``ScatterElements(axis=0, reduction=...)``, the indices ``Expand(Unsqueeze(edge_index[1]))``.
+    ``nodes``/``edges`` are sizes, or names for dynamic dimensions."""
+    features = 4
+    inputs = [oh.make_tensor_value_info("x", TensorProto.FLOAT, [nodes, features]),
+              oh.make_tensor_value_info("edge_index", TensorProto.INT64, [2, edges])]
+    output = oh.make_tensor_value_info("aggregated", TensorProto.FLOAT, [nodes, features])
+    initializers = [oh.make_tensor("zero", TensorProto.INT64, [], [0]),
+                    oh.make_tensor("one", TensorProto.INT64, [], [1]),
+                    oh.make_tensor("axis_1", TensorProto.INT64, [1], [1])]
+    graph_nodes = [
+        oh.make_node("Gather", ["edge_index", "zero"], ["src"], axis=0, name="src"),
+        oh.make_node("Gather", ["edge_index", "one"], ["dst"], axis=0, name="dst"),
+        oh.make_node("Gather", ["x", "src"], ["messages"], axis=0, name="messages"),
+        oh.make_node("Unsqueeze", ["dst", "axis_1"], ["dst_column"], name="dst_column"),
+        oh.make_node("Shape", ["messages"], ["messages_shape"], name="messages_shape"),
+        oh.make_node("Expand", ["dst_column", "messages_shape"], ["targets"], name="targets"),
+        oh.make_node("ScatterElements", ["x", "targets", "messages"], ["aggregated"], axis=0,
+                     reduction=reduction, name=f"scatter_{reduction}"),
+    ]
+    graph = oh.make_graph(graph_nodes, f"gnn_{reduction}", inputs, [output], initializers)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    model.ir_version = 8
+    model.producer_name = "scatter-rewrite sample (GNN aggregation)"
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def constant_float16_scatter() -> onnx.ModelProto:
+    """``y = x + ScatterElements(table, indices, updates, reduction="add")``, every scatter input an
+    initializer: a constant that onnxruntime cannot fold (its CPU kernels lack float16 add)."""
+    rng = np.random.default_rng(0)
+    model = constant_scatter_model(
+        data=np.zeros((8, 4), np.float16),
+        indices=rng.integers(0, 8, (6, 4)).astype(np.int64),
+        updates=rng.standard_normal((6, 4)).astype(np.float16),
+        opset=18, axis=0, reduction="add")
+    model.producer_name = "scatter-rewrite sample (constant float16 scatter)"
+    return model
+
+
 SAMPLES = {
     "legacy_scatter_opset13.onnx": legacy_export,
     "legacy_scatter_opset10.onnx": lambda: scatter_model("Scatter", opset=10, axis=1),
+    "constant_scatter_fp16.onnx": constant_float16_scatter,
+    "gnn_max_opset18.onnx": lambda: gnn_aggregation("max", 18, "num_nodes", "num_edges"),
+    "gnn_add_opset17.onnx": lambda: gnn_aggregation("add", 17, 10, 8),
 }
 
 

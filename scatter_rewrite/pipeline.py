@@ -210,6 +210,8 @@ def rewrite_file(
     validate: bool = True,
     inputs: dict | None = None,
     seed: int = 0,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> Outcome:
     """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix."""
     from scatter_rewrite import validate as validation
@@ -238,8 +240,10 @@ def rewrite_file(
     del proto
     check_scatter_nodes(model)  # (the passes do too, but validation plans its inputs from the nodes first)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
-    plan = (validation.plan_validation(model, seed=seed, inputs=inputs, dim_sizes=fixed_dim_sizes(passes))
-            if validate else None)
+    plan = None
+    if validate:
+        plan = validation.plan_validation(model, seed=seed, inputs=inputs,
+                                          dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
     results = run_passes(model, passes)
     if plan is not None:
         validation.allow_float_rounding(plan, results)
@@ -252,7 +256,7 @@ def rewrite_file(
         del model  # written: free the rewritten weights (a folded result, say) before validation runs
         check_model(staged, source)
         if plan is not None and modified:
-            outcome.validation = validation.validate(source, staged, plan).to_dict()
+            outcome.validation = _validated(source, staged, plan, outcome)
         elif plan is not None:
             outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}
         written = data_name if (staged.parent / data_name).is_file() else None
@@ -263,6 +267,18 @@ def rewrite_file(
     outcome.status = "PASSED"
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome) -> dict:
+    """``validate``'s result; a failure carries the passes that ran (``error.passes``), for the
+    report."""
+    from scatter_rewrite import validate as validation
+
+    try:
+        return validation.validate(original, rewritten, plan).to_dict()
+    except ScatterRewriteError as e:
+        e.passes = outcome.passes
+        raise
 
 
 def output_data_name(source: Path, destination: Path, input_data: list[str], in_place: bool) -> str:
@@ -303,7 +319,8 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
     try:
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
-        return Outcome(str(source), None, status="FAILED", error=str(e), seconds=time.perf_counter() - started)
+        return Outcome(str(source), None, getattr(e, "passes", []), status="FAILED", error=str(e),
+                       seconds=time.perf_counter() - started)
     except Exception as e:
         logger.debug("%s: internal error", source, exc_info=True)
         return Outcome(str(source), None, status="FAILED", seconds=time.perf_counter() - started,

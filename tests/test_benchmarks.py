@@ -2,7 +2,8 @@
 run, printed only. Nothing else runs them between full benchmark runs, so they rotted unnoticed
 (bench_tensorrt.py's trt86 part once crashed on a renamed keyword). The numbers mean nothing here;
 what is checked is that each script exits 0, prints its tables with one row per case, that its own
-comparison with onnxruntime passed, and that it wrote no RESULTS file and left README.md alone.
+comparison with onnxruntime passed, and that it wrote no RESULTS file and left benchmarks/README.md
+alone.
 
 Every script checks its outputs before it prints a case's row (np.testing / assert on onnxruntime's
 result, or our CLI's validation, which exits non-zero on a mismatch), so a row per case means every
@@ -23,7 +24,8 @@ BENCH = ROOT / "benchmarks"
 
 def run(script: str, *args: str) -> str:
     """Run ``benchmarks/<script>`` as `python benchmarks/<script> ARGS` from the repository root; its stdout."""
-    kept = {path: path.read_bytes() for path in [*BENCH.glob("RESULTS-*.md"), ROOT / "README.md"]}
+    kept = {path: path.read_bytes()
+            for path in [*BENCH.glob("RESULTS-*.md"), BENCH / "README.md"]}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONOPTIMIZE", None)
     proc = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=ROOT, env=env,

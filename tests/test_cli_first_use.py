@@ -1,4 +1,4 @@
-"""What a new user met on a fresh install (stop 11): help text, usage errors, unwritable folders,
+"""What a new user meets on a fresh install: help text, usage errors, unwritable folders,
 objects the API is handed straight from PyTorch.
 
 Every failure: one line on stderr starting ``scatter-rewrite: error:``, exit 1 (user error) or 2

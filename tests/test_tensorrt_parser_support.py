@@ -1,10 +1,10 @@
-"""Audit (stop 11): every node ``scatter-rewrite tensorrt`` writes is one TensorRT's ONNX parser of that
+"""Every node ``scatter-rewrite tensorrt`` writes is one TensorRT's ONNX parser of that
 version documents, with the data types it gets, and ``check`` reports what the parser would reject.
 
 The authority is the one table in :mod:`scatter_rewrite.passes._trt_support` (onnx-tensorrt
 docs/operators.md and the TensorRT operator docs, cited there). The corpus below runs the whole
 flow for 8.6 and 10; the types of every value come from ONNX shape inference on the result (local
-functions inlined), independent of the types the passes record. Findings fixed at this stop:
+functions inlined), independent of the types the passes record. What this corpus caught:
 
 * BOOL scatter data: no TensorRT scatter takes BOOL (Scatter.html: 8.6 int8/int32/float16/float32;
   10.x adds int64/bfloat16). ScatterElements(none) became ScatterND(BOOL) and ScatterND(BOOL) stayed;

@@ -1,4 +1,4 @@
-"""Regression tests for what the randomized fold audit (stop 11, ``tests/_fold_fuzz.py``) found.
+"""Regression tests for what the randomized fold audit (``tests/_fold_fuzz.py``) found.
 
 Each test builds the smallest model that showed the problem, folds it, and checks the result against
 onnxruntime (one thread) on the original, plus a short seed list of the generator itself.

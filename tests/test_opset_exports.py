@@ -16,10 +16,19 @@ from scatter_rewrite.cli import app
 from scatter_rewrite.validate import run_onnxruntime
 
 DATA = Path(__file__).parent / "data" / "torch"
-EXPORTS = ["mp_layer_dynamodefault", "mp_layer_dynamo18", "mp_layer_dynamo18_dynamic", "view_layer_dynamodefault",
-           "view_layer_dynamo18", "view_layer_dynamo18_dynamic"]
-COMMANDS = {"lower-13": (["lower", "--opset", "13"], 13), "lower-11": (["lower", "--opset", "11"], 11),
-            "tensorrt-8.6": (["tensorrt", "--trt-version", "8.6"], None)}
+EXPORTS = [
+    "mp_layer_dynamodefault",
+    "mp_layer_dynamo18",
+    "mp_layer_dynamo18_dynamic",
+    "view_layer_dynamodefault",
+    "view_layer_dynamo18",
+    "view_layer_dynamo18_dynamic",
+]
+COMMANDS = {
+    "lower-13": (["lower", "--opset", "13"], 13),
+    "lower-11": (["lower", "--opset", "11"], 11),
+    "tensorrt-8.6": (["tensorrt", "--trt-version", "8.6"], None),
+}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -27,7 +36,9 @@ COMMANDS = {"lower-13": (["lower", "--opset", "13"], 13), "lower-11": (["lower",
 def test_dynamo_export_moved_down_gives_pytorchs_outputs(tmp_path, name, command):
     args, opset = COMMANDS[command]
     out = tmp_path / f"{name}.onnx"
-    result = CliRunner().invoke(app, [args[0], str(DATA / f"{name}.onnx"), *args[1:], "-o", str(out)])
+    result = CliRunner().invoke(
+        app, [args[0], str(DATA / f"{name}.onnx"), *args[1:], "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     model = onnx.load(out)
     version = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
@@ -41,9 +52,14 @@ def test_dynamo_export_moved_down_gives_pytorchs_outputs(tmp_path, name, command
 def test_the_exports_use_what_the_move_must_handle():
     """(So that the tests above test the forms: an export that changed would pass them emptily.)"""
     view = onnx.load(DATA / "view_layer_dynamo18_dynamic.onnx")
-    assert any(n.op_type == "Reshape" and any(a.name == "allowzero" and a.i == 1 for a in n.attribute)
-               for n in view.graph.node)
-    assert any(n.op_type == "Shape" and any(a.name in ("start", "end") for a in n.attribute) for n in view.graph.node)
+    assert any(
+        n.op_type == "Reshape" and any(a.name == "allowzero" and a.i == 1 for a in n.attribute)
+        for n in view.graph.node
+    )
+    assert any(
+        n.op_type == "Shape" and any(a.name in ("start", "end") for a in n.attribute)
+        for n in view.graph.node
+    )
     mp = onnx.load(DATA / "mp_layer_dynamo18_dynamic.onnx")
     assert not isinstance(mp.graph.input[1].type.tensor_type.shape.dim[1].dim_value or None, int)
     default = onnx.load(DATA / "view_layer_dynamodefault.onnx")

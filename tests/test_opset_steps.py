@@ -10,8 +10,13 @@ from scatter_rewrite.opset.move import REWRITES
 
 
 def _default_domain_versions():
-    return sorted({(s.name, s.since_version) for s in onnx.defs.get_all_schemas_with_history()
-                   if s.domain in ("", "ai.onnx") and s.since_version > steps.MIN_TARGET})
+    return sorted(
+        {
+            (s.name, s.since_version)
+            for s in onnx.defs.get_all_schemas_with_history()
+            if s.domain in ("", "ai.onnx") and s.since_version > steps.MIN_TARGET
+        }
+    )
 
 
 def test_every_op_version_of_the_installed_onnx_is_declared():

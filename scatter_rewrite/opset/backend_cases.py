@@ -56,7 +56,9 @@ def _session(model: onnx.ModelProto):
 
     options = ort.SessionOptions()
     options.log_severity_level = 4
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def _outputs(model: onnx.ModelProto, inputs: list) -> list:
@@ -72,8 +74,12 @@ def same_outputs(got: list, expected: list) -> bool:
         return False
     for g, e in zip(got, expected):
         if isinstance(e, list) or isinstance(g, list):
-            if not (isinstance(g, list) and isinstance(e, list) and len(g) == len(e)
-                    and all(same_outputs([a], [b]) for a, b in zip(g, e))):
+            if not (
+                isinstance(g, list)
+                and isinstance(e, list)
+                and len(g) == len(e)
+                and all(same_outputs([a], [b]) for a, b in zip(g, e))
+            ):
                 return False
             continue
         if e is None or g is None:
@@ -84,9 +90,13 @@ def same_outputs(got: list, expected: list) -> bool:
         if g.shape != e.shape:
             return False
         if e.dtype.kind in "fc":
-            if not np.allclose(g.astype(np.complex128 if e.dtype.kind == "c" else np.float64),
-                               e.astype(np.complex128 if e.dtype.kind == "c" else np.float64),
-                               rtol=RTOL, atol=ATOL, equal_nan=True):
+            if not np.allclose(
+                g.astype(np.complex128 if e.dtype.kind == "c" else np.float64),
+                e.astype(np.complex128 if e.dtype.kind == "c" else np.float64),
+                rtol=RTOL,
+                atol=ATOL,
+                equal_nan=True,
+            ):
                 return False
         elif e.dtype.kind in "OUS":
             if not (g.astype(object) == e.astype(object)).all():
@@ -94,6 +104,11 @@ def same_outputs(got: list, expected: list) -> bool:
         elif not np.array_equal(g, e):
             return False
     return True
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _checker_failure(model: onnx.ModelProto) -> str | None:
@@ -122,7 +137,10 @@ def judge_model(model: onnx.ModelProto, case) -> tuple[str, str]:
             if not same_outputs(_outputs(model, inputs), outputs):
                 return "wrong", "outputs differ from the expected ones"
     except Exception as e:  # onnxruntime refuses the session or the run
-        return "wrong", f"onnxruntime: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
+        return (
+            "wrong",
+            f"onnxruntime: {_first_line(e)}",
+        )
     return "correct", ""
 
 
@@ -148,9 +166,12 @@ def judge_case(case, target: int) -> Judged:
 
 
 def cases_above(target: int, names: set[str] | None = None) -> list:
-    """The node cases above ``target`` (those named in ``names``, if given) that onnxruntime runs."""
-    return [c for c in node_cases() if model_opset(c.model) > target and (names is None or c.name in names)
-            and runs_before(c)]
+    """The node cases above ``target`` (those named in ``names``, if given) onnxruntime runs."""
+    return [
+        c
+        for c in node_cases()
+        if model_opset(c.model) > target and (names is None or c.name in names) and runs_before(c)
+    ]
 
 
 def sweep(target: int, names: set[str] | None = None) -> list[Judged]:
@@ -158,5 +179,7 @@ def sweep(target: int, names: set[str] | None = None) -> list[Judged]:
 
 
 def counts(judged: list[Judged]) -> dict[str, collections.Counter]:
-    return {"ours": collections.Counter(j.ours for j in judged),
-            "converter": collections.Counter(j.converter for j in judged)}
+    return {
+        "ours": collections.Counter(j.ours for j in judged),
+        "converter": collections.Counter(j.converter for j in judged),
+    }

@@ -7,7 +7,8 @@ A step is one of (:class:`Kind`):
 * ``same_if(...)``: the same meaning when a condition holds on the node: named attributes absent
   or at the value given (``ONES``: every entry 1); ``values``: attribute values the older op lacks,
   with the first opset that has them. Otherwise no exact form, or the step's ``otherwise``.
-* ``rewrite(name)``: an exact rewrite into older ops, a function of :mod:`scatter_rewrite.opset.move`
+* ``rewrite(name)``: an exact rewrite into older ops, a function of
+  :mod:`scatter_rewrite.opset.move`
   (:data:`scatter_rewrite.opset.move.REWRITES`).
 * ``CONVERTER``: onnx.version_converter's adapter, exact for this step.
 * ``BODY``: the op's ONNX function body (context-dependent where the schema's is).
@@ -60,8 +61,12 @@ BODY = Step(Kind.BODY)
 
 
 def same_if(values: dict | None = None, otherwise: Step | None = None, **when) -> Step:
-    return Step(Kind.SAME_IF, when=tuple(sorted(when.items())), values=tuple(sorted((values or {}).items())),
-                otherwise=None if otherwise is None else otherwise.kind)
+    return Step(
+        Kind.SAME_IF,
+        when=tuple(sorted(when.items())),
+        values=tuple(sorted((values or {}).items())),
+        otherwise=None if otherwise is None else otherwise.kind,
+    )
 
 
 def rewrite(name: str) -> Step:
@@ -69,7 +74,9 @@ def rewrite(name: str) -> Step:
 
 
 def no_form(reason: str, otherwise: Step | None = None) -> Step:
-    return Step(Kind.NO_FORM, reason=reason, otherwise=None if otherwise is None else otherwise.kind)
+    return Step(
+        Kind.NO_FORM, reason=reason, otherwise=None if otherwise is None else otherwise.kind
+    )
 
 
 # (op, since): how a node of that version moves to the op's previous version.
@@ -164,7 +171,10 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Dropout", 12): CONVERTER,
     ("Dropout", 13): CONVERTER,
     ("Dropout", 22): SAME,
-    ("Einsum", 12): no_form("no ONNX function body, and its equation's form in MatMul/Transpose/ReduceSum depends on it (not written here)"),
+    ("Einsum", 12): no_form(
+        "no ONNX function body, and its equation's form in MatMul/Transpose/ReduceSum "
+        "depends on it (not written here)"
+    ),
     ("Einsum", 28): SAME,
     ("Elu", 22): SAME,
     ("Equal", 13): SAME,
@@ -197,7 +207,9 @@ STEPS: dict[tuple[str, int], Step] = {
     ("GridSample", 20): rewrite("grid_sample_mode"),
     ("GridSample", 22): SAME,
     ("GroupNormalization", 18): BODY,
-    ("GroupNormalization", 21): no_form("GroupNormalization-18 takes scale and bias per group, 21 per channel", otherwise=BODY),
+    ("GroupNormalization", 21): no_form(
+        "GroupNormalization-18 takes scale and bias per group, 21 per channel", otherwise=BODY
+    ),
     ("HammingWindow", 17): BODY,
     ("HannWindow", 17): BODY,
     ("HardSigmoid", 22): SAME,
@@ -343,7 +355,9 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Reshape", 25): SAME,
     ("Resize", 13): rewrite("resize_inputs"),
     ("Resize", 18): rewrite("resize_axes"),
-    ("Resize", 19): same_if(values={"coordinate_transformation_mode": {"half_pixel_symmetric": 19}}),
+    ("Resize", 19): same_if(
+        values={"coordinate_transformation_mode": {"half_pixel_symmetric": 19}}
+    ),
     ("ReverseSequence", 28): SAME,
     ("RoiAlign", 16): same_if(coordinate_transformation_mode="output_half_pixel"),
     ("RoiAlign", 22): SAME,
@@ -423,14 +437,20 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Unsqueeze", 23): SAME,
     ("Unsqueeze", 24): SAME,
     ("Unsqueeze", 25): SAME,
-    ("Where", 16): SAME,}
+    ("Where", 16): SAME,
+}
 
 
 @functools.lru_cache(maxsize=None)
 def versions(op_type: str) -> tuple[int, ...]:
     """The since-versions of ``op_type``'s default-domain schemas, oldest first."""
-    return tuple(sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history()
-                        if s.name == op_type and s.domain in ("", "ai.onnx")))
+    return tuple(
+        sorted(
+            s.since_version
+            for s in onnx.defs.get_all_schemas_with_history()
+            if s.name == op_type and s.domain in ("", "ai.onnx")
+        )
+    )
 
 
 def steps_between(op_type: str, source: int, target: int) -> list[tuple[int, Step]]:

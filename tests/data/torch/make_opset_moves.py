@@ -4,8 +4,9 @@ dynamic edge (row) count (needs torch and onnxscript; tests do not).
 
     /work/venv/bin/python tests/data/torch/make_opset_moves.py
 
-* ``mp_layer_dynamo{default,18}[_dynamic]``: ``h = relu(lin_self(x) + scatter_add(lin_msg(x[src]), dst)
-  + scatter_amax(...))``, edges ``edge_index`` [2, E] (E = 20, or dynamic).
+* ``mp_layer_dynamo{default,18}[_dynamic]``:
+  ``h = relu(lin_self(x) + scatter_add(lin_msg(x[src]), dst) + scatter_amax(...))``,
+  edges ``edge_index`` [2, E] (E = 20, or dynamic).
 * ``view_layer_dynamo{default,18}[_dynamic]``: heads split with ``view``, mixed, joined with
   ``reshape`` and normalized over the last axis (rows N = 6, or dynamic): dynamo writes Reshape
   with ``allowzero=1`` and, with a dynamic N, the shape computed from ``Shape(start, end)``.
@@ -55,20 +56,39 @@ class ViewLayer(torch.nn.Module):
         return joined * x.mean(-1, keepdim=True)
 
 
-def export(name: str, module: torch.nn.Module, inputs: dict[str, torch.Tensor], opset: int | None,
-           dynamic: dict | None) -> None:
+def export(
+    name: str,
+    module: torch.nn.Module,
+    inputs: dict[str, torch.Tensor],
+    opset: int | None,
+    dynamic: dict | None,
+) -> None:
     path = HERE / f"{name}.onnx"
     args = tuple(inputs.values())
-    # optimize=False: onnxscript's optimizer rewrote some ScatterND(add) into Identity(updates) (make.py)
-    program = torch.onnx.export(module, args, dynamo=True, opset_version=opset, input_names=list(inputs),
-                                output_names=["y"], dynamic_shapes=dynamic, optimize=False)
+    # optimize=False: onnxscript's optimizer rewrote ScatterND(add) into Identity(updates) (make.py)
+    program = torch.onnx.export(
+        module,
+        args,
+        dynamo=True,
+        opset_version=opset,
+        input_names=list(inputs),
+        output_names=["y"],
+        dynamic_shapes=dynamic,
+        optimize=False,
+    )
     program.save(str(path), external_data=False)
     expected = module(*args)
-    np.savez(HERE / f"{name}.npz", **{f"in_{k}": v.numpy() for k, v in inputs.items()},
-             out_y=expected.detach().numpy())
+    np.savez(
+        HERE / f"{name}.npz",
+        **{f"in_{k}": v.numpy() for k, v in inputs.items()},
+        out_y=expected.detach().numpy(),
+    )
     model = onnx.load(path)
     version = next(o.version for o in model.opset_import if o.domain == "")
-    print(f"{path.name}: opset {version}, {path.stat().st_size} bytes, {sorted({n.op_type for n in model.graph.node})}")
+    print(
+        f"{path.name}: opset {version}, {path.stat().st_size} bytes, "
+        f"{sorted({n.op_type for n in model.graph.node})}"
+    )
 
 
 def main() -> None:
@@ -80,8 +100,13 @@ def main() -> None:
     for opset, tag in ((None, "default"), (18, "18")):
         export(f"mp_layer_dynamo{tag}", mp, {"x": x, "edge_index": edges}, opset, None)
         export(f"view_layer_dynamo{tag}", view, {"x": x}, opset, None)
-    export("mp_layer_dynamo18_dynamic", mp, {"x": x, "edge_index": edges}, 18,
-           {"x": None, "edge_index": {1: edge_count}})
+    export(
+        "mp_layer_dynamo18_dynamic",
+        mp,
+        {"x": x, "edge_index": edges},
+        18,
+        {"x": None, "edge_index": {1: edge_count}},
+    )
     export("view_layer_dynamo18_dynamic", view, {"x": x}, 18, {"x": {0: rows}})
 
 

@@ -95,3 +95,24 @@ def test_every_backend_case_above_the_target(target):
     counts = backend_cases.counts(judged)
     assert counts["ours"]["correct"] >= MIN_CORRECT[target] * len(judged), counts
     assert counts["ours"]["correct"] > counts["converter"]["correct"], counts
+
+
+def test_a_move_whose_result_fails_the_checker_is_refused_before_anything_is_written(tmp_path):
+    """MaxPool-22's ceil_mode output size differs from older versions' inference on this case:
+    the moved model fails onnx.checker, so the move is an error naming the node and the step,
+    from the API with validate=False and from the command line (no output file)."""
+    import onnx
+    from typer.testing import CliRunner
+
+    import scatter_rewrite as sr
+    from scatter_rewrite.cli import app
+    from scatter_rewrite.errors import ConversionError
+
+    [case] = [c for c in backend_cases.node_cases() if c.name == "test_maxpool_2d_ceil_output_size_reduce_by_one"]
+    with pytest.raises(ConversionError, match=r"^cannot convert MaxPool .* to opset 17: the step MaxPool-22 -> "
+                                              r"opset 17 gives a model that fails onnx.checker"):
+        sr.lower(case.model, opset=17, validate=False)
+    source, out = tmp_path / "maxpool.onnx", tmp_path / "maxpool.lowered.onnx"
+    onnx.save(case.model, source)
+    result = CliRunner().invoke(app, ["lower", str(source), "--opset", "17", "--no-validate", "-o", str(out)])
+    assert result.exit_code == 1 and "MaxPool-22 -> opset 17" in result.output and not out.exists()

@@ -1592,6 +1592,7 @@ def _failure(proto: onnx.ModelProto) -> str | None:
 
     options = ort.SessionOptions()
     options.log_severity_level = 4
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # (creating it is the check)
     try:
         ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime's own exception types

@@ -1180,6 +1180,7 @@ class _Converter:
         self.kept = 0  # downgrades the converter refused but the older schema accepts as is
         self.expanded: dict[str, int] = {}  # op -> nodes replaced by the op's function body
         self._bodies: set[tuple] = set()  # cache keys whose entry is a function body
+        self.between_error: tuple[int, Exception] | None = None  # the converter's refusal from an opset between
 
     def convert_node(self, node: ir.Node, scope: Scope) -> None:
         """Move ``node`` from ``scope.opset`` to the target: downwards by the declared steps
@@ -1263,13 +1264,15 @@ class _Converter:
                     _constant_as_value_tensor(node)  # key stays: same signature, same rewrite
                 converted = fits_schema(node, scope.opset, self.target)
                 if converted is None:
+                    self.between_error = None
                     converted = self._from_opset_between(node, scope.opset)
                 if converted is None:
                     converted = _function_body_model(node, scope.opset, self.target)
                     if converted is not None:
                         self._bodies.add(key)
                 if converted is None:
-                    why = _type_gap(node, self.target) or _converter_reason(node, scope.opset, self.target, e)
+                    source, error = self.between_error or (scope.opset, e)
+                    why = _type_gap(node, self.target) or _converter_reason(node, source, self.target, error)
                     raise _refuse(node, scope, self.target, why) from e
             else:
                 _drop_default_attributes(converted, scope.opset, self.target)
@@ -1308,7 +1311,8 @@ class _Converter:
                 proto_node.input.pop()
             try:
                 converted = onnx.version_converter.convert_version(mini, self.target)
-            except Exception:  # (no adapter from there either)
+            except Exception as e:  # (no adapter from there either: its reason is the one to give)
+                self.between_error = (between, e)
                 return None
             _drop_default_attributes(converted, between, self.target)
             return converted

@@ -139,6 +139,17 @@ def _type_gap(node: ir.Node, target: int) -> str | None:
     return None
 
 
+def _unknown_type_gap(node: ir.Node, source: int, target: int) -> str | None:
+    """Why ``node`` cannot stay as it is when a data type it reads or writes is not known here (no
+    value info in a subgraph or function) and the older schema takes fewer types than the newer."""
+    values = [*node.inputs, *node.outputs]
+    if not any(v is not None and _dtype(v, node) is None for v in values):
+        return None
+    older, newer = since_version(node.op_type, target), since_version(node.op_type, source)
+    return (f"a data type it reads or writes is not known here, and {node.op_type}-{older} does not take every "
+            f"type {node.op_type}-{newer} does")
+
+
 def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
     """For a downgrade the converter refuses: the attributes to drop (their values are the newer
     schema's defaults) if ``node`` is valid and means the same under ``target``'s schema; None if not."""
@@ -1272,7 +1283,8 @@ class _Converter:
                         self._bodies.add(key)
                 if converted is None:
                     source, error = self.between_error or (scope.opset, e)
-                    why = _type_gap(node, self.target) or _converter_reason(node, source, self.target, error)
+                    why = (_type_gap(node, self.target) or _unknown_type_gap(node, scope.opset, self.target)
+                           or _converter_reason(node, source, self.target, error))
                     raise _refuse(node, scope, self.target, why) from e
             else:
                 _drop_default_attributes(converted, scope.opset, self.target)

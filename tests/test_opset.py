@@ -1063,7 +1063,7 @@ def test_check_opset_target_says_what_lower_will_do():
     """check --target opset-N gives `lower --opset N` as the fix only when the declared steps move
     the whole model: a BitwiseAnd-18 beside the scatter has no form at 13."""
     import scatter_rewrite as sr
-    from scatter_rewrite.check import check
+    from scatter_rewrite.readiness import check
 
     vi = oh.make_tensor_value_info
     nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="max")]

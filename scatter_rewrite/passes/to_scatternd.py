@@ -58,7 +58,7 @@ from scatter_rewrite.spec import REDUCTIONS_SINCE
 __all__ = [
     "call_site_values", "const_array", "convert_to_scatternd", "Coordinates", "coordinates",
     "Decline", "drop_none_reduction", "GRID_BYTES_LIMIT", "infer_missing_shapes",
-    "known_rank", "ModelNames", "REDUCTION_OPSET", "ReplacementBuilder",
+    "known_rank", "ModelNames", "ReplacementBuilder",
     "scatter_elements_rank_axis", "scatter_nd_through", "static_shape", "ToScatterNDPass",
     "value_dtype",
 ]

@@ -27,7 +27,7 @@ def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | Non
     if node.op_type not in ("Scatter", "ScatterElements", "ScatterND") or (reduction or "none") != "none":
         return None
     add = next((user for user, _ in node.outputs[0].uses() if user.op_type == "Add" and is_default_domain(user)), None)
-    if add is None or not node.inputs or not _is_constant_zeros(node.inputs[0]):  # (the Add first: no data read)
+    if add is None or not node.inputs or not is_constant_zeros(node.inputs[0]):  # (the Add first: no data read)
         return None
     return (f"{ACCUMULATE_NOTE_START} (Add {add.name or '<unnamed>'!r}): TorchScript's export of scatter_add "
             "(below opset 16), index_add and index_put_(accumulate=True), which counts a repeated index once where "
@@ -45,7 +45,7 @@ def accumulate_export_notes(model: ir.Model) -> list[str]:
     return notes
 
 
-def _is_constant_zeros(value: ir.Value | None, depth: int = 0) -> bool:
+def is_constant_zeros(value: ir.Value | None, depth: int = 0) -> bool:
     """Whether ``value`` is all zeros by construction: a zero Constant or initializer, a
     ConstantOfShape of zero (its default), or a Cast/Expand/Identity of one."""
     if value is None or depth > 8:
@@ -63,7 +63,7 @@ def _is_constant_zeros(value: ir.Value | None, depth: int = 0) -> bool:
     if node.op_type == "ConstantOfShape":
         return tensor is None or (tensor.type == ir.AttributeType.TENSOR and _all_zero(tensor.value))
     if node.op_type in ("Cast", "Expand", "Identity"):
-        return _is_constant_zeros(node.inputs[0] if node.inputs else None, depth + 1)
+        return is_constant_zeros(node.inputs[0] if node.inputs else None, depth + 1)
     return False
 
 

@@ -16,6 +16,7 @@ _EXPORTS = {
     "lower": "scatter_rewrite.api",
     "to_scatternd": "scatter_rewrite.api",
     "prepare_for_tensorrt": "scatter_rewrite.api",
+    "repair": "scatter_rewrite.api",
     "UpgradePass": "scatter_rewrite.passes.upgrade",
     "ScatterRewriteError": "scatter_rewrite.errors",
     "ModelLoadError": "scatter_rewrite.errors",
@@ -36,7 +37,9 @@ def __getattr__(name: str):
 
 
 if TYPE_CHECKING:
-    from scatter_rewrite.api import fold, lower, prepare_for_tensorrt, rewrite, to_scatternd, upgrade  # noqa: F401
+    from scatter_rewrite.api import (  # noqa: F401
+        fold, lower, prepare_for_tensorrt, repair, rewrite, to_scatternd, upgrade,
+    )
     from scatter_rewrite.errors import (  # noqa: F401
         ConversionError, IndexOutOfRangeError, InvalidModelError, ModelLoadError, OptionError,
         ScatterRewriteError, ValidationError,

@@ -103,7 +103,9 @@ def rewrite(
         if any(r.modified for r in results):
             save_model(working, rewritten_path)
             check_model(rewritten_path, original_path, source_name="the model given")  # (not our temporary copy)
-            outcome.validation = validation.validate(original_path, rewritten_path, plan).to_dict()
+            prove = VERBS[verb].prove if verb in VERBS else None
+            outcome.validation = (prove(original_path, rewritten_path) if prove is not None
+                                  else validation.validate(original_path, rewritten_path, plan).to_dict())
         else:  # as the CLI says it
             outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}
     result = _from_ir(working, model)
@@ -138,6 +140,15 @@ def to_scatternd(model: ModelLike, **kwargs: Any) -> ModelLike:
     """Every ScatterElements becomes an exactly equivalent ScatterND.
     See :mod:`scatter_rewrite.passes.to_scatternd`."""
     return _verb("to_scatternd", model, {}, **kwargs)
+
+
+def repair(model: ModelLike, **kwargs: Any) -> ModelLike:
+    """Repair the TorchScript exporter's accumulating scatters (zeros -> scatter without reduction
+    -> Add, wrong with repeated indices: pytorch/pytorch#61034, #111159) into what PyTorch computed:
+    the scatter with reduction add, lowered exactly below opset 16. The one function that changes
+    a model's results; ``validate=True`` proves them (:mod:`scatter_rewrite.repair_proof`).
+    See :mod:`scatter_rewrite.passes.repair`."""
+    return _verb("repair", model, {}, **kwargs)
 
 
 def prepare_for_tensorrt(model: ModelLike, trt_version: str = "10", fix_dims: dict[str, int] | None = None,

@@ -53,6 +53,7 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
+from scatter_rewrite.passes.repair import REPAIR_NOTE, repairable_nodes
 from scatter_rewrite.passes.tensorrt import (
     CUSTOM_AS_ONNX, PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker,
 )
@@ -122,6 +123,7 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
 def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
     inlined = _Inlined(model, borrowed)
     findings = []
+    repairable = repairable_nodes(model)
     for node, scope in iter_nodes(model):
         # TensorRT's parser dispatches on op_type alone: a ScatterElements/ScatterND of another domain
         # (lower --mode custom or tensorrt-plugin writes them) is imported as the ONNX op.
@@ -154,6 +156,9 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
         accumulating = accumulate_export_suspect(node, finding.reduction)
         if accumulating is not None:
             finding.notes.append(accumulating)
+        if id(node) in repairable:
+            finding.notes.append(REPAIR_NOTE)
+            finding.fix = finding.fix or "scatter-rewrite repair"
         findings.append(finding)
     return findings
 

@@ -475,6 +475,12 @@ def lower(
     return {"opset": opset, "mode": mode.value}
 
 
+@rewriting_verb("repair")
+def repair() -> dict:
+    """Repair TorchScript's accumulating scatters (scatter_add, index_add, index_put_ accumulate) to sum repeated indices."""
+    return {}
+
+
 class TrtVersion(str, enum.Enum):
     v8_6 = "8.6"
     v10 = "10"
@@ -538,6 +544,9 @@ def check(
     if suspects:  # not a blocker (the model may mean it), but what no rewrite can make right
         typer.echo(f"scatter-rewrite: warning: {suspects} scatter node(s) write into zeros and are then added: "
                    "the TorchScript export of an accumulating op, wrong with repeated indices (see the notes)", err=True)
+        repairable = sum(f.fix == "scatter-rewrite repair" for f in findings)
+        if repairable:
+            typer.echo(f"scatter-rewrite: fix: scatter-rewrite repair {model} ({repairable} node(s))", err=True)
     if blocked:  # exit 1 says why in one line, like every other exit 1
         _error(f"{len(blocked)} of {len(findings)} scatter node(s) blocked on {target}", None, verbose)
         raise typer.Exit(1)

@@ -39,6 +39,9 @@ class Verb:
     # The same rewrite done on the parsed file when the model allows (None: it does not), taken
     # when nothing needs the IR afterwards (no validation); called with the verb's options.
     on_proto: Callable[..., ScatterPassResult | None] | None = None
+    # Its own proof (original path, rewritten path, seed) -> report dict, replacing the proof of
+    # equality: for the one verb meant to change results (repair_proof.prove_repair).
+    prove: Callable[..., dict] | None = None
 
 
 def _upgrade_passes(opset: int | None = None) -> list[ir.passes.PassBase]:
@@ -77,6 +80,18 @@ def _tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = 
     return tensorrt_passes(trt_version, fix_dims)
 
 
+def _repair_passes() -> list[ir.passes.PassBase]:
+    from scatter_rewrite.passes.repair import RepairPass
+
+    return [RepairPass()]
+
+
+def _prove_repair(original: Path, repaired: Path, seed: int = 0) -> dict:
+    from scatter_rewrite.repair_proof import prove_repair
+
+    return prove_repair(original, repaired, seed)
+
+
 def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
     """The sizes the passes give symbolic dimensions (``FixDimsPass.dim_sizes``): validation feeds
     both models inputs of those sizes, which the rewritten model then requires."""
@@ -93,6 +108,7 @@ VERBS: dict[str, Verb] = {
     "lower": Verb("lower", "lowered", _lower_passes),
     "to_scatternd": Verb("to_scatternd", "scatternd", _to_scatternd_passes),
     "tensorrt": Verb("tensorrt", "tensorrt", _tensorrt_passes),
+    "repair": Verb("repair", "repaired", _repair_passes, prove=_prove_repair),
 }
 
 
@@ -243,7 +259,8 @@ def rewrite_file(
     results = run_passes(model, passes)
     if plan is not None:
         validation.allow_float_rounding(plan, results)
-    outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results], notes=suspects)
+    outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results],
+                      notes=without_repaired(suspects, results))
     modified = any(r.modified for r in results)
     del results  # they hold the model too
     # A new output keeps the input's form, external data, even when the rewrite replaced every external
@@ -251,7 +268,9 @@ def rewrite_file(
     with staged_save(model, destination, data_name, external=bool(input_data) and not in_place) as staged:
         del model  # written: free the rewritten weights (a folded result, say) before validation runs
         check_model(staged, source)
-        if plan is not None and modified:
+        if plan is not None and modified and verb.prove is not None:
+            outcome.validation = verb.prove(source, staged, seed)
+        elif plan is not None and modified:
             outcome.validation = validation.validate(source, staged, plan).to_dict()
         elif plan is not None:
             outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}
@@ -263,6 +282,12 @@ def rewrite_file(
     outcome.status = "PASSED"
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def without_repaired(notes: list[str], results: Sequence[ir.passes.PassResult]) -> list[str]:
+    """``notes`` (about the export) less those on a node the repair pass repaired."""
+    repaired = [n.node for r in results if getattr(r, "name", "") == "repair" for n in r.rewritten]
+    return [note for note in notes if not any(note.startswith(f"{node} ") for node in repaired)]
 
 
 def output_data_name(source: Path, destination: Path, input_data: list[str], in_place: bool) -> str:

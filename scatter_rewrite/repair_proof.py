@@ -80,17 +80,23 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
                                       "written: " + "; ".join(failures))
             worst = max(worst, *diffs.values(), 0.0)
             differs = bool(validation.compare(names, expected, _run(original, repeats.inputs)[0], True)[1])
+    tolerance = _tolerance_said(expected, validation.FLOAT_TOLERANCE)
+    repeated = {
+        "checked_against": ("scatter-rewrite's evaluator (onnx.reference with its NumPy kernels) on the original "
+                            f"with each repaired scatter reducing with add; {engine} on the repaired model"),
+        "tolerance": tolerance, "max_abs_diff": worst, "draws": tries,
+        "original_differs": differs,  # False: no draw repeated an index the export gets wrong
+    }
+    without = (f"equal to {unique['checked_against']} bit for bit" if "tolerance" in unique
+               else "no inputs without repeated indices exist (more updates than targets)")
+    said = "the original differs there" if differs else f"no draw of {tries} repeated an index the original misses"
     return {
+        "checked_against": (f"repair's proof: without repeated indices, {without}; with repeated indices ({said}), "
+                            f"equal to the evaluator's add on the original, {engine} on the repaired model"),
+        "tolerance": tolerance,
+        "max_abs_diff": worst,
         "without_repeated_indices": unique,
-        "with_repeated_indices": {
-            "checked_against": ("scatter-rewrite's evaluator (onnx.reference with its NumPy kernels) on the "
-                                f"original with each repaired scatter reducing with add; {engine} on the repaired "
-                                "model"),
-            "tolerance": _tolerance_said(expected, validation.FLOAT_TOLERANCE),
-            "max_abs_diff": worst,
-            "draws": tries,
-            "original_differs": differs,  # False: no draw repeated an index the export gets wrong
-        },
+        "with_repeated_indices": repeated,
         "notes": list(repeats.notes),
     }
 

@@ -159,6 +159,22 @@ def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
     return None
 
 
+REPAIR_NOTE = ("`scatter-rewrite repair` changes it into what PyTorch computed (reduction add: repeated indices "
+               "summed; see docs/repair.md)")
+
+
+def repairable_nodes(model: ir.Model) -> set[int]:
+    """The ids of the scatter nodes :class:`RepairPass` would change (for ``check``)."""
+    from scatter_rewrite.type_inference import annotate_functions_with, borrow_inferred_types, restore_types
+
+    scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
+    borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
+    try:
+        return {id(site.scatter) for site in find_sites(model)[0]}
+    finally:
+        restore_types(borrowed)
+
+
 class RepairPass(ScatterPass):
     """Give each TorchScript accumulating scatter ``reduction="add"`` (lowered below opset 16)."""
 

@@ -45,7 +45,7 @@ import re
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.export_patterns import accumulate_export_suspect
+from scatter_rewrite.export_patterns import accumulate_export_suspect, mean_export_suspect
 from scatter_rewrite.graph import (
     SCATTER_OPS, attr, describe_parts, function_calls, is_default_domain, is_reference, iter_nodes,
     reference_reason,
@@ -156,6 +156,8 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
         accumulating = accumulate_export_suspect(node, finding.reduction)
         if accumulating is not None:
             finding.notes.append(accumulating)
+        if (mean := mean_export_suspect(node, finding.reduction)) is not None:
+            finding.notes.append(mean)
         if id(node) in repairable:
             finding.notes.append(REPAIR_NOTE)
             finding.fix = finding.fix or "scatter-rewrite repair"

@@ -8,12 +8,17 @@ model it is given, and a fold should not pay for importing the TensorRT passes.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.graph import attr, describe, is_default_domain, is_reference, iter_nodes
 
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
+MEAN_NOTE_START = "is named as dynamo's export of scatter_reduce and has no reduction"
+# The dynamo exporter names each node after its aten op: node_scatter_reduce, node_scatter_reduce_1...
+_SCATTER_REDUCE_NAME = re.compile(r"node_scatter_reduce(_\d+)?$")
 
 
 def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
@@ -34,14 +39,31 @@ def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | Non
             "PyTorch sums; if indices can repeat, re-export with dynamo=True (or scatter_add at opset 16 or later)")
 
 
+def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
+    """A note when ``node`` looks like the dynamo exporter's form of ``scatter_reduce(reduce="mean")``
+    (torch 2.13, opset 18): a ScatterElements with ``reduction="none"`` written out, named
+    ``node_scatter_reduce``. The mean is lost: each index gets the last update written (with
+    ``include_self=False`` after a first scatter of zeros). A plain ``scatter`` exports to the very
+    same node under another name, and a name is no semantics, so no pass rewrites it: this only
+    warns. ``reduction``: the attribute as written (None when absent). None otherwise."""
+    if node.op_type != "ScatterElements" or reduction != "none" or not _SCATTER_REDUCE_NAME.match(node.name or ""):
+        return None
+    return (f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports scatter_reduce(reduce='mean'), which keeps "
+            "the last update written instead of the mean; nothing but the name tells it from a plain scatter, so no "
+            "verb changes it: compute the mean as a scatter_reduce('sum') divided by a count (docs/repair.md)")
+
+
 def accumulate_export_notes(model: ir.Model) -> list[str]:
-    """:func:`accumulate_export_suspect` for every scatter node of ``model``, each note naming its node."""
+    """The exporter-pattern notes (:func:`accumulate_export_suspect`, :func:`mean_export_suspect`)
+    for every scatter node of ``model``, each note naming its node."""
     notes = []
     for node, scope in iter_nodes(model):
+        if not is_default_domain(node):
+            continue
         reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
-        note = accumulate_export_suspect(node, reduction) if is_default_domain(node) else None
-        if note is not None:
-            notes.append(f"{describe(node, scope)} {note}")
+        for note in (accumulate_export_suspect(node, reduction), mean_export_suspect(node, reduction)):
+            if note is not None:
+                notes.append(f"{describe(node, scope)} {note}")
     return notes
 
 

@@ -15,6 +15,10 @@ outputs (``out_<output name>``) in eager mode, on inputs with repeated indices, 
   destination nodes with ``zeros.scatter_add`` (``dst[:, None].expand(-1, F)``), then a ReLU.
 * ``bev_pool_ts17``: BEV pooling: point features summed into a flat grid of cells with
   ``index_put_(accumulate=True)``, reshaped to (C, H, W).
+* ``scatter_reduce_mean_dynamo18``: ``scatter_reduce(0, idx, src, "mean")`` with ``include_self``
+  True and False, dynamo exporter, opset 18: two plain ScatterElements (reduction "none", the
+  second after a scatter of zeros), named ``node_scatter_reduce*``; the mean is lost and nothing
+  but the names tells them from ``scatter`` (not repaired: warned about).
 """
 
 from __future__ import annotations
@@ -68,13 +72,27 @@ class BevPool(torch.nn.Module):
         return grid.t().reshape(feats.shape[1], self.height, self.width)
 
 
-def export(name: str, module: torch.nn.Module, inputs: dict[str, torch.Tensor], opset: int) -> None:
+class ScatterReduceMean(torch.nn.Module):
+    def forward(self, x, idx, src):
+        with_self = x.scatter_reduce(0, idx, src, reduce="mean", include_self=True)
+        return with_self, x.scatter_reduce(0, idx, src, reduce="mean", include_self=False)
+
+
+def export(name: str, module: torch.nn.Module, inputs: dict[str, torch.Tensor], opset: int,
+           dynamo: bool = False) -> None:
     path = HERE / f"{name}.onnx"
     args = tuple(inputs.values())
-    torch.onnx.export(module, args, path, dynamo=False, opset_version=opset, input_names=list(inputs),
-                      output_names=["y"])
+    outputs = ["y", "y_without_self"] if isinstance(module, ScatterReduceMean) else ["y"]
+    if dynamo:  # optimize=False: as the exporter translates it, before onnxscript's optimizer
+        torch.onnx.export(module, args, path, dynamo=True, opset_version=opset, input_names=list(inputs),
+                          output_names=outputs, external_data=False, optimize=False)
+    else:
+        torch.onnx.export(module, args, path, dynamo=False, opset_version=opset, input_names=list(inputs),
+                          output_names=outputs)
     expected = module(*args)
-    arrays = {f"in_{k}": v.numpy() for k, v in inputs.items()} | {"out_y": expected.detach().numpy()}
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    arrays = {f"in_{k}": v.numpy() for k, v in inputs.items()}
+    arrays |= {f"out_{o}": e.detach().numpy() for o, e in zip(outputs, expected)}
     np.savez(HERE / f"{name}.npz", **arrays)
     model = onnx.load(path)
     ops = [n.op_type for n in model.graph.node]
@@ -95,6 +113,7 @@ def main() -> None:
     export("gnn_sum_ts13", GnnSum(), {"h": torch.randn(5, 4), "src": torch.randint(0, 5, (12,)),
                                       "dst": torch.randint(0, 5, (12,))}, 13)
     export("bev_pool_ts17", BevPool(), {"feats": torch.randn(30, 3), "cell": torch.randint(0, 20, (30,))}, 17)
+    export("scatter_reduce_mean_dynamo18", ScatterReduceMean(), {"x": x, "idx": idx, "src": src}, 18, dynamo=True)
 
 
 if __name__ == "__main__":

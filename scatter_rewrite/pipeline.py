@@ -39,7 +39,7 @@ class Verb:
     # The same rewrite done on the parsed file when the model allows (None: it does not), taken
     # when nothing needs the IR afterwards (no validation); called with the verb's options.
     on_proto: Callable[..., ScatterPassResult | None] | None = None
-    # Its own proof (original path, rewritten path, seed) -> report dict, replacing the proof of
+    # Its own proof (original path, rewritten path, seed, user inputs) -> report, replacing the proof of
     # equality: for the one verb meant to change results (repair_proof.prove_repair).
     prove: Callable[..., dict] | None = None
 
@@ -86,10 +86,10 @@ def _repair_passes() -> list[ir.passes.PassBase]:
     return [RepairPass()]
 
 
-def _prove_repair(original: Path, repaired: Path, seed: int = 0) -> dict:
+def _prove_repair(original: Path, repaired: Path, seed: int = 0, inputs: dict | None = None) -> dict:
     from scatter_rewrite.repair_proof import prove_repair
 
-    return prove_repair(original, repaired, seed)
+    return prove_repair(original, repaired, seed, inputs)
 
 
 def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
@@ -269,7 +269,7 @@ def rewrite_file(
         del model  # written: free the rewritten weights (a folded result, say) before validation runs
         check_model(staged, source)
         if plan is not None and modified and verb.prove is not None:
-            outcome.validation = verb.prove(source, staged, seed)
+            outcome.validation = verb.prove(source, staged, seed, inputs)
         elif plan is not None and modified:
             outcome.validation = validation.validate(source, staged, plan).to_dict()
         elif plan is not None:

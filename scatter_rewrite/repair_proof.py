@@ -47,58 +47,77 @@ def intended_model(original: ir.Model) -> ir.Model:
     return model
 
 
-def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed: int = 0) -> dict:
+def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed: int = 0,
+                 inputs: dict | None = None) -> dict:
     """Both proofs of the module docstring on the model files; ValidationError if either fails.
-    Returns what each compared, for the report."""
+    ``inputs`` (the user's, name -> array): the second proof runs on them too, first. Returns what
+    each compared, for the report."""
     from scatter_rewrite import validate as validation
 
     source = load_model(Path(original))
     plan = validation.plan_validation(source, seed=seed)
     cannot = [note for note in plan.notes if "may repeat" in note]  # more updates than targets
     if cannot:
-        unique = {"checked_against": "nothing: no inputs without repeated indices exist here", "notes": cannot}
+        unique = {"checked_against": "nothing: no inputs without repeated indices exist here",
+                  "notes": cannot}
     else:
         done = validation.validate(original, repaired, dataclasses.replace(plan, float_tolerance=False))
         unique = {"checked_against": done.checked_against, "tolerance": done.tolerance,
                   "max_abs_diff": done.max_abs_diff}
     intended = intended_model(source)
-    worst, tries, differs = 0.0, 0, False
+    worst, draws, differs = 0.0, 0, False
     with tempfile.TemporaryDirectory(prefix="scatter-rewrite-repair-") as tmp:
-        intended_path = Path(tmp, "intended.onnx")
-        save_model(intended, intended_path)
-        # Random in-range indices usually repeat; where a draw happens not to, the next seed is tried
-        # (every draw is a proof too), so that the result can say a repeated index was exercised.
-        while not differs and tries < REPEAT_TRIES:
-            repeats = validation.plan_validation(intended, seed=seed + tries)
-            tries += 1
-            expected = validation.run_reference(intended_path, repeats.inputs)
-            actual, engine = _run(repaired, repeats.inputs)
-            names = repeats.outputs or [f"output {i}" for i in range(len(actual))]
-            diffs, failures = validation.compare(names, expected, actual, float_tolerance=True)
-            if failures:
-                raise ValidationError("the repaired model does not compute the intended accumulation, nothing "
-                                      "written: " + "; ".join(failures))
-            worst = max(worst, *diffs.values(), 0.0)
-            differs = bool(validation.compare(names, expected, _run(original, repeats.inputs)[0], True)[1])
+        intended_path = save_model(intended, Path(tmp, "intended.onnx"))
+        if inputs is not None:
+            given = validation.plan_validation(intended, inputs=inputs)
+            worst, differs, engine, expected = _prove_on(given, intended_path, original, repaired)
+            notes = list(given.notes)
+        # Random in-range indices usually repeat; where a draw happens not to, the next seed is
+        # tried (every draw is a proof too), so that the result can say a repeated index was met.
+        while not differs and draws < REPEAT_TRIES:
+            repeats = validation.plan_validation(intended, seed=seed + draws)
+            draws += 1
+            diff, differs, engine, expected = _prove_on(repeats, intended_path, original, repaired)
+            worst, notes = max(worst, diff), list(repeats.notes)
     tolerance = _tolerance_said(expected, validation.FLOAT_TOLERANCE)
     repeated = {
-        "checked_against": ("scatter-rewrite's evaluator (onnx.reference with its NumPy kernels) on the original "
-                            f"with each repaired scatter reducing with add; {engine} on the repaired model"),
-        "tolerance": tolerance, "max_abs_diff": worst, "draws": tries,
-        "original_differs": differs,  # False: no draw repeated an index the export gets wrong
+        "checked_against": ("scatter-rewrite's evaluator (onnx.reference with its NumPy kernels) on "
+                            "the original with each repaired scatter reducing with add; "
+                            f"{engine} on the repaired model"),
+        "tolerance": tolerance, "max_abs_diff": worst, "draws": draws, "user_inputs": inputs is not None,
+        "original_differs": differs,  # False: no inputs repeated an index the export gets wrong
     }
     without = (f"equal to {unique['checked_against']} bit for bit" if "tolerance" in unique
                else "no inputs without repeated indices exist (more updates than targets)")
-    said = "the original differs there" if differs else f"no draw of {tries} repeated an index the original misses"
+    said = ("the original differs there" if differs
+            else "no inputs tried repeated an index the original misses")
     return {
-        "checked_against": (f"repair's proof: without repeated indices, {without}; with repeated indices ({said}), "
-                            f"equal to the evaluator's add on the original, {engine} on the repaired model"),
+        "checked_against": (f"repair's proof: without repeated indices, {without}; with repeated "
+                            f"indices ({said}), equal to the evaluator's add on the original, "
+                            f"{engine} on the repaired model"),
         "tolerance": tolerance,
         "max_abs_diff": worst,
         "without_repeated_indices": unique,
         "with_repeated_indices": repeated,
-        "notes": list(repeats.notes),
+        "notes": notes,
     }
+
+
+def _prove_on(plan, intended: Path, original, repaired) -> tuple[float, bool, str, list]:
+    """The second proof on ``plan``'s inputs: (max |difference|, whether the original differs
+    from the intended result there, the engine that ran the repaired model, the expected outputs)."""
+    from scatter_rewrite import validate as validation
+
+    expected = validation.run_reference(intended, plan.inputs)
+    actual, engine = _run(repaired, plan.inputs)
+    names = plan.outputs or [f"output {i}" for i in range(len(actual))]
+    diffs, failures = validation.compare(names, expected, actual, float_tolerance=True)
+    if failures:
+        raise ValidationError("the repaired model does not compute the intended accumulation, nothing "
+                              "written: " + "; ".join(failures))
+    before, _ = _run(original, plan.inputs)
+    differs = bool(validation.compare(names, expected, before, float_tolerance=True)[1])
+    return max(diffs.values(), default=0.0), differs, engine, expected
 
 
 def _tolerance_said(outputs: list, tolerances: dict) -> str:

@@ -96,3 +96,14 @@ def test_no_other_verb_changes_the_results(verb, options, tmp_path):
     rewritten = getattr(sr, verb)(proto, **options)
     np.testing.assert_array_equal(run_ort(rewritten, inputs), run_ort(proto, inputs))  # the export's result
     assert not np.allclose(run_ort(rewritten, inputs), expected, rtol=1e-5, atol=1e-5)  # not PyTorch's
+
+
+def test_cli_proves_on_the_users_inputs_too(tmp_path):
+    path, inputs, _ = case("bev_pool_ts17", tmp_path)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    report = tmp_path / "r.json"
+    result = runner.invoke(app, ["repair", str(path), "--inputs", str(tmp_path / "inputs.npz"),
+                                 "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    repeated = json.loads(report.read_text())["models"][0]["validation"]["with_repeated_indices"]
+    assert repeated["user_inputs"] and repeated["original_differs"] and repeated["draws"] == 0

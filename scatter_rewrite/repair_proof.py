@@ -61,7 +61,8 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
         unique = {"checked_against": "nothing: no inputs without repeated indices exist here",
                   "notes": cannot}
     else:
-        done = validation.validate(original, repaired, dataclasses.replace(plan, float_tolerance=False))
+        exact = dataclasses.replace(plan, float_tolerance=False)
+        done = validation.validate(original, repaired, exact)
         unique = {"checked_against": done.checked_against, "tolerance": done.tolerance,
                   "max_abs_diff": done.max_abs_diff}
     intended = intended_model(source)
@@ -81,10 +82,11 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
             worst, notes = max(worst, diff), list(repeats.notes)
     tolerance = _tolerance_said(expected, validation.FLOAT_TOLERANCE)
     repeated = {
-        "checked_against": ("scatter-rewrite's evaluator (onnx.reference with its NumPy kernels) on "
-                            "the original with each repaired scatter reducing with add; "
+        "checked_against": ("scatter-rewrite's evaluator (onnx.reference with its NumPy kernels) "
+                            "on the original with each repaired scatter reducing with add; "
                             f"{engine} on the repaired model"),
-        "tolerance": tolerance, "max_abs_diff": worst, "draws": draws, "user_inputs": inputs is not None,
+        "tolerance": tolerance, "max_abs_diff": worst, "draws": draws,
+        "user_inputs": inputs is not None,
         "original_differs": differs,  # False: no inputs repeated an index the export gets wrong
     }
     without = (f"equal to {unique['checked_against']} bit for bit" if "tolerance" in unique
@@ -105,7 +107,8 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
 
 def _prove_on(plan, intended: Path, original, repaired) -> tuple[float, bool, str, list]:
     """The second proof on ``plan``'s inputs: (max |difference|, whether the original differs
-    from the intended result there, the engine that ran the repaired model, the expected outputs)."""
+    from the intended result there, the engine that ran the repaired model, the expected
+    outputs)."""
     from scatter_rewrite import validate as validation
 
     expected = validation.run_reference(intended, plan.inputs)
@@ -113,8 +116,8 @@ def _prove_on(plan, intended: Path, original, repaired) -> tuple[float, bool, st
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
     diffs, failures = validation.compare(names, expected, actual, float_tolerance=True)
     if failures:
-        raise ValidationError("the repaired model does not compute the intended accumulation, nothing "
-                              "written: " + "; ".join(failures))
+        raise ValidationError("the repaired model does not compute the intended accumulation, "
+                              "nothing written: " + "; ".join(failures))
     before, _ = _run(original, plan.inputs)
     differs = bool(validation.compare(names, expected, before, float_tolerance=True)[1])
     return max(diffs.values(), default=0.0), differs, engine, expected
@@ -123,7 +126,9 @@ def _prove_on(plan, intended: Path, original, repaired) -> tuple[float, bool, st
 def _tolerance_said(outputs: list, tolerances: dict) -> str:
     said = sorted({f"{o.dtype}: rtol={tolerances[o.dtype][0]}, atol={tolerances[o.dtype][1]}"
                    for o in outputs if getattr(o, "dtype", None) in tolerances})
-    return f"float outputs within {', '.join(said)}; everything else exact" if said else "exact (bit for bit)"
+    if not said:
+        return "exact (bit for bit)"
+    return f"float outputs within {', '.join(said)}; everything else exact"
 
 
 def _run(model: str | os.PathLike, inputs: dict) -> tuple[list, str]:

@@ -54,8 +54,8 @@ def repeated(op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("where", ["main", "if", "function"])
-@pytest.mark.parametrize("op,opset", [("ScatterElements", 18), ("ScatterND", 16), ("ScatterElements", 13),
-                                      ("ScatterND", 11), ("Scatter", 9)])
+@pytest.mark.parametrize("op,opset", [("ScatterElements", 18), ("ScatterND", 16),
+                                      ("ScatterElements", 13), ("ScatterND", 11), ("Scatter", 9)])
 @pytest.mark.parametrize("zeros", ["constant", "constant_of_shape", "initializer"])
 def test_the_accumulating_chain_is_repaired(op, opset, zeros, where):
     if zeros == "initializer" and where != "main":
@@ -104,14 +104,15 @@ def test_an_add_reading_a_broadcast_tensor_stays():
 
 def test_an_add_reading_a_tensor_of_unknown_shape_stays():
     model = accumulate_model("ScatterElements")
-    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"  # x: [n, 5] against zeros [4, 5]
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"  # [n, 5] + zeros [4, 5]
     _, result = repaired(model)
     assert not result.modified and "cannot be certain" in result.skipped[0].detail
 
 
 def test_an_add_reading_another_tensor_than_the_zeros_are_shaped_by_stays():
     model = accumulate_model("ScatterND", zeros="constant_of_shape")
-    model.graph.input.append(onnx.helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, ["n", 5]))
+    w = onnx.helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, ["n", 5])
+    model.graph.input.append(w)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "m"
     model.graph.node[-1].input[0] = "w"  # zeros shaped by x, added to w
     _, result = repaired(model)
@@ -121,7 +122,8 @@ def test_an_add_reading_another_tensor_than_the_zeros_are_shaped_by_stays():
 def test_a_scatter_result_read_twice_stays():
     model = accumulate_model("ScatterElements")
     model.graph.node.append(onnx.helper.make_node("Neg", ["scattered"], ["n"]))
-    model.graph.output.append(onnx.helper.make_tensor_value_info("n", onnx.TensorProto.FLOAT, [4, 5]))
+    n = onnx.helper.make_tensor_value_info("n", onnx.TensorProto.FLOAT, [4, 5])
+    model.graph.output.append(n)
     _, result = repaired(model)
     assert not result.modified and "read by more than the Add" in result.skipped[0].detail
 

@@ -1,7 +1,7 @@
 """The committed TorchScript exports of accumulating scatters (tests/data/torch_repair/make.py):
-each holds the exporter's chain (zeros -> Scatter/ScatterElements/ScatterND without reduction -> Add),
-onnxruntime on it differs from PyTorch where indices repeat, and after ``repair`` it gives PyTorch's
-outputs (float32, within rtol = atol = 1e-5: the sums may be added in another order)."""
+each holds the exporter's chain (zeros -> Scatter/ScatterElements/ScatterND without reduction ->
+Add), onnxruntime on it differs from PyTorch where indices repeat, and after ``repair`` it gives
+PyTorch's outputs (float32, within rtol = atol = 1e-5: the sums may be added in another order)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_export_holds_the_accumulating_chain(name):
 @pytest.mark.parametrize("name", EXPORTS)
 def test_onnxruntime_on_the_export_differs_from_pytorch(name):
     model, inputs, expected = load_case(name)
-    if name == "scatter_add_ts9":  # onnxruntime rejects the deprecated Scatter: our evaluator runs it
+    if name == "scatter_add_ts9":  # onnxruntime rejects the deprecated Scatter: the evaluator can
         actual = run_reference(DATA / f"{name}.onnx", inputs)[0]
     else:
         actual = run_ort(model, inputs)
@@ -67,7 +67,8 @@ def test_after_repair_onnxruntime_gives_pytorchs_outputs(name):
     model, inputs, expected = load_case(name)
     working = ir.serde.deserialize_model(model)
     result = RepairPass()(working)
-    assert len([n for n in result.rewritten if "reduction='add'" in n.detail]) == 1 and not result.skipped
+    assert len([n for n in result.rewritten if "reduction='add'" in n.detail]) == 1
+    assert not result.skipped
     repaired = ir.serde.serialize_model(working)
     onnx.checker.check_model(repaired, full_check=True)
     np.testing.assert_allclose(run_ort(repaired, inputs), expected, rtol=RTOL, atol=ATOL)

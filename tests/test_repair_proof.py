@@ -28,7 +28,8 @@ def repair_to(source: Path, destination: Path, reduction: str = "add") -> Path:
     return save_model(model, destination)
 
 
-@pytest.mark.parametrize("name", ["scatter_add_ts9", "index_put_acc_ts11", "gnn_sum_ts13", "bev_pool_ts17"])
+@pytest.mark.parametrize("name", ["scatter_add_ts9", "index_put_acc_ts11", "gnn_sum_ts13",
+                                  "bev_pool_ts17"])
 def test_committed_exports_are_proven(name, tmp_path):
     source = DATA / f"{name}.onnx"
     proof = prove_repair(source, repair_to(source, tmp_path / "repaired.onnx"))
@@ -41,7 +42,8 @@ def test_without_repeats_the_repair_is_bit_exact(op, opset, tmp_path):
     model = accumulate_model(op)  # 3 updates into 4 rows: unique indices exist
     model.opset_import[0].version = opset
     onnx.save(model, tmp_path / "original.onnx")
-    proof = prove_repair(tmp_path / "original.onnx", repair_to(tmp_path / "original.onnx", tmp_path / "r.onnx"))
+    repaired = repair_to(tmp_path / "original.onnx", tmp_path / "r.onnx")
+    proof = prove_repair(tmp_path / "original.onnx", repaired)
     assert proof["without_repeated_indices"]["tolerance"] == "exact (bit for bit)"
     assert proof["without_repeated_indices"]["max_abs_diff"] == 0.0
 
@@ -49,7 +51,7 @@ def test_without_repeats_the_repair_is_bit_exact(op, opset, tmp_path):
 @pytest.mark.parametrize("reduction,fails", [
     ("mul", "not bit-exact"),  # differs where no index repeats
     ("max", "not bit-exact"),
-    ("none", "does not compute the intended accumulation"),  # the export itself: right only without repeats
+    ("none", "does not compute the intended accumulation"),  # the export itself
 ])
 def test_a_wrong_repair_fails_the_proof(reduction, fails, tmp_path):
     model = accumulate_model("ScatterElements")

@@ -109,14 +109,16 @@ def _not_the_pattern(node: ir.Node, add: ir.Node) -> str | None:
         return "does not have the 3 inputs data, indices, updates"
     zeros, written = node.inputs[0], node.outputs[0]
     if not is_constant_zeros(zeros):
-        return ("writes into a constant that is not all zeros (or a graph input's default that a caller "
-                "may override): not the exporter's zero fill")
+        return ("writes into a constant that is not all zeros (or a graph input's default that a "
+                "caller may override): not the exporter's zero fill")
     users = [user for user, _ in written.uses()]
     if len(users) != 1 or written.is_graph_output():
-        return "its result is read by more than the Add: repairing it would change those readers too"
+        return ("its result is read by more than the Add: repairing it would change those readers "
+                "too")
     others = [v for v in add.inputs if v is not written]
     if len(add.inputs) != 2 or len(others) != 1:
-        return f"the Add {add.name or '<unnamed>'!r} does not add the scatter's result to one other tensor"
+        return (f"the Add {add.name or '<unnamed>'!r} does not add the scatter's result to one "
+                "other tensor")
     base = others[0]
     if zeros.dtype is not None and base.dtype is not None and zeros.dtype != base.dtype:
         return f"the Add reads a {base.dtype.name} tensor into {zeros.dtype.name} zeros"
@@ -124,11 +126,12 @@ def _not_the_pattern(node: ir.Node, add: ir.Node) -> str | None:
         return None
     zero_shape, base_shape = _static_shape(zeros), _static_shape(base)
     if zero_shape is None or base_shape is None:
-        return ("the shapes of the zeros and of the tensor the Add reads are not both static, and the zeros "
-                "are not ConstantOfShape(Shape(that tensor)): it cannot be certain they match")
+        return ("the shapes of the zeros and of the tensor the Add reads are not both static, and "
+                "the zeros are not ConstantOfShape(Shape(that tensor)): it cannot be certain they "
+                "match")
     if zero_shape != base_shape:
-        return (f"the Add reads a tensor of shape {list(base_shape)} into zeros of shape {list(zero_shape)} "
-                "(a broadcast): not the tensor the export accumulates into")
+        return (f"the Add reads a tensor of shape {list(base_shape)} into zeros of shape "
+                f"{list(zero_shape)} (a broadcast): not the tensor the export accumulates into")
     return None
 
 
@@ -159,13 +162,15 @@ def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
     return None
 
 
-REPAIR_NOTE = ("`scatter-rewrite repair` changes it into what PyTorch computed (reduction add: repeated indices "
-               "summed; see docs/repair.md)")
+REPAIR_NOTE = ("`scatter-rewrite repair` changes it into what PyTorch computed (reduction add: "
+               "repeated indices summed; see docs/repair.md)")
 
 
 def repairable_nodes(model: ir.Model) -> set[int]:
     """The ids of the scatter nodes :class:`RepairPass` would change (for ``check``)."""
-    from scatter_rewrite.type_inference import annotate_functions_with, borrow_inferred_types, restore_types
+    from scatter_rewrite.type_inference import (
+        annotate_functions_with, borrow_inferred_types, restore_types,
+    )
 
     scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
     borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
@@ -181,7 +186,9 @@ class RepairPass(ScatterPass):
     name = "repair"
 
     def run(self, model: ir.Model) -> None:
-        from scatter_rewrite.type_inference import annotate_functions_with, borrow_inferred_types, restore_types
+        from scatter_rewrite.type_inference import (
+            annotate_functions_with, borrow_inferred_types, restore_types,
+        )
 
         # Static shapes the export may not have recorded (in functions: from their call sites).
         scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
@@ -198,7 +205,8 @@ class RepairPass(ScatterPass):
         if any(site.scope.opset < FIRST_LOWERABLE_OPSET for site in sites):
             from scatter_rewrite.passes.upgrade import UpgradePass
 
-            self.absorb(UpgradePass(FIRST_LOWERABLE_OPSET)(model))  # Scatter -> ScatterElements, opset 11
+            # Scatter -> ScatterElements, the model at opset 11: as `upgrade` does it
+            self.absorb(UpgradePass(FIRST_LOWERABLE_OPSET)(model))
         # Scopes (and opsets) as they are now: the upgrade may have moved them.
         scopes = {id(node): scope for node, scope in iter_nodes(model) if id(node) in found}
         wanted = lambda node: id(node) in found  # noqa: E731
@@ -219,19 +227,23 @@ class RepairPass(ScatterPass):
         reason = seg.reduction_blocker(node, scope.opset)
         if reason is not None:
             del node.attributes["reduction"]
-            self.skip(node, scope, f"{EXPORTER_BEHAVIOUR}; cannot be lowered at opset {scope.opset}: {reason}")
+            self.skip(node, scope, f"{EXPORTER_BEHAVIOUR}; cannot be lowered at opset "
+                                   f"{scope.opset}: {reason}")
             return
         nodes, out = seg.lower_reduction(node, scope.opset, names)
         old_inputs = list(node.inputs)
-        ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
+        ir.convenience.replace_nodes_and_values(
+            scope.body, node, [node], nodes, [node.outputs[0]], [out])
         remove_unused_expands(scope.body, old_inputs)
-        self._record(found_as, f"-> {node.op_type}(reduction='add') lowered to {len(nodes)} standard nodes "
-                               f"at opset {scope.opset} (sort + segmented add + ScatterND)")
-        if isinstance(scope.body, ir.Function):  # function values stay untyped, as lower leaves them
+        self._record(found_as, f"-> {node.op_type}(reduction='add') lowered to {len(nodes)} "
+                               f"standard nodes at opset {scope.opset} (sort + segmented add + "
+                               "ScatterND)")
+        if isinstance(scope.body, ir.Function):  # function values stay untyped, as lower leaves
             for new_node in nodes_within(nodes):
                 for value in new_node.outputs:
                     value.type, value.shape = None, None
 
     def _record(self, found_as: str, detail: str) -> None:
-        self.result.rewritten.append(NodeNote(found_as, f"{detail}: repairs the {EXPORTER_BEHAVIOUR}"))
+        note = NodeNote(found_as, f"{detail}: repairs the {EXPORTER_BEHAVIOUR}")
+        self.result.rewritten.append(note)
         self.result.modified = True

@@ -1,6 +1,6 @@
-"""Make the TorchScript exports whose accumulating scatters ``repair`` fixes (needs torch; tests do not).
+"""Make the exports whose scatters ``repair`` fixes or warns about (needs torch; tests do not).
 
-    /work/wt/<tree>/.venv/bin/python tests/data/torch_repair/make.py    # torch 2.13 CPU, onnxscript 0.7.2
+    python tests/data/torch_repair/make.py    # torch 2.13 CPU, onnxscript 0.7.2
 
 Each ``NAME.onnx`` comes with ``NAME.npz``: the inputs (``in_<input name>``) and PyTorch's own
 outputs (``out_<output name>``) in eager mode, on inputs with repeated indices, where the export
@@ -84,11 +84,12 @@ def export(name: str, module: torch.nn.Module, inputs: dict[str, torch.Tensor], 
     args = tuple(inputs.values())
     outputs = ["y", "y_without_self"] if isinstance(module, ScatterReduceMean) else ["y"]
     if dynamo:  # optimize=False: as the exporter translates it, before onnxscript's optimizer
-        torch.onnx.export(module, args, path, dynamo=True, opset_version=opset, input_names=list(inputs),
-                          output_names=outputs, external_data=False, optimize=False)
+        torch.onnx.export(module, args, path, dynamo=True, opset_version=opset,
+                          input_names=list(inputs), output_names=outputs, external_data=False,
+                          optimize=False)
     else:
-        torch.onnx.export(module, args, path, dynamo=False, opset_version=opset, input_names=list(inputs),
-                          output_names=outputs)
+        torch.onnx.export(module, args, path, dynamo=False, opset_version=opset,
+                          input_names=list(inputs), output_names=outputs)
     expected = module(*args)
     expected = expected if isinstance(expected, tuple) else (expected,)
     arrays = {f"in_{k}": v.numpy() for k, v in inputs.items()}
@@ -104,16 +105,18 @@ def main() -> None:
     idx = torch.randint(0, 4, (9, 3))  # 9 updates into 4 rows: repeated indices
     for opset in (9, 11, 13):
         export(f"scatter_add_ts{opset}", ScatterAdd(), {"x": x, "idx": idx, "src": src}, opset)
-    export("index_add_ts13", IndexAdd(), {"x": torch.randn(6, 4), "i": torch.tensor([0, 2, 2, 5, 2, 1]),
-                                          "v": torch.randn(6, 4)}, 13)
+    i = torch.tensor([0, 2, 2, 5, 2, 1])
+    export("index_add_ts13", IndexAdd(), {"x": torch.randn(6, 4), "i": i, "v": torch.randn(6, 4)}, 13)
     i = torch.tensor([0, 2, 2, 4, 2, 5])
     for opset in (11, 17):
         export(f"index_put_acc_ts{opset}", IndexPutAccumulate(),
                {"x": torch.randn(6, 4), "i": i, "v": torch.randn(6, 4)}, opset)
     export("gnn_sum_ts13", GnnSum(), {"h": torch.randn(5, 4), "src": torch.randint(0, 5, (12,)),
                                       "dst": torch.randint(0, 5, (12,))}, 13)
-    export("bev_pool_ts17", BevPool(), {"feats": torch.randn(30, 3), "cell": torch.randint(0, 20, (30,))}, 17)
-    export("scatter_reduce_mean_dynamo18", ScatterReduceMean(), {"x": x, "idx": idx, "src": src}, 18, dynamo=True)
+    export("bev_pool_ts17", BevPool(),
+           {"feats": torch.randn(30, 3), "cell": torch.randint(0, 20, (30,))}, 17)
+    export("scatter_reduce_mean_dynamo18", ScatterReduceMean(), {"x": x, "idx": idx, "src": src},
+           18, dynamo=True)
 
 
 if __name__ == "__main__":

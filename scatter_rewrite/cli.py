@@ -544,7 +544,9 @@ def check(
     if suspects:  # not a blocker (the model may mean it), but what no rewrite can make right
         typer.echo(f"scatter-rewrite: warning: {suspects} scatter node(s) write into zeros and are then added: "
                    "the TorchScript export of an accumulating op, wrong with repeated indices (see the notes)", err=True)
-        repairable = sum(f.fix == "scatter-rewrite repair" for f in findings)
+        from scatter_rewrite.passes.repair import REPAIR_NOTE
+
+        repairable = sum(REPAIR_NOTE in f.notes for f in findings)
         if repairable:
             typer.echo(f"scatter-rewrite: fix: scatter-rewrite repair {model} ({repairable} node(s))", err=True)
     if blocked:  # exit 1 says why in one line, like every other exit 1

@@ -131,3 +131,10 @@ def test_a_scatter_result_read_twice_stays():
 def test_a_scatter_into_zeros_feeding_no_add_is_no_lookalike():
     _, result = repaired(accumulate_model("ScatterElements", consumer="Mul"))
     assert not result.modified and not result.skipped
+
+
+def test_a_scatter_into_a_computed_tensor_is_no_lookalike():
+    model = accumulate_model("ScatterElements")
+    model.graph.node[0].CopyFrom(onnx.helper.make_node("Identity", ["x"], ["z"]))  # x, not a constant
+    _, result = repaired(model)
+    assert not result.modified and not result.skipped

@@ -86,15 +86,20 @@ def _sole_add(node: ir.Node) -> ir.Node | None:
                  if user.op_type == "Add" and is_default_domain(user)), None)
 
 
-def _constant_fill(value: ir.Value | None) -> bool:
-    """Whether ``value`` is a constant the graph fills (zeros or not): where a lookalike starts."""
-    if value is None:
+def _constant_fill(value: ir.Value | None, depth: int = 0) -> bool:
+    """Whether ``value`` is a constant the graph fills (zeros or not), as
+    :func:`~scatter_rewrite.export_patterns.is_constant_zeros` follows one: where a lookalike
+    starts."""
+    if value is None or depth > 8:
         return False
     producer = value.producer()
     if producer is None:
         return value.is_initializer()
-    return is_default_domain(producer) and producer.op_type in (
-        "Constant", "ConstantOfShape", "Cast", "Expand", "Identity")
+    if not is_default_domain(producer):
+        return False
+    if producer.op_type in ("Cast", "Expand", "Identity"):
+        return _constant_fill(producer.inputs[0] if producer.inputs else None, depth + 1)
+    return producer.op_type in ("Constant", "ConstantOfShape")
 
 
 def _not_the_pattern(node: ir.Node, add: ir.Node) -> str | None:

@@ -13,6 +13,8 @@ outputs (``out_<output name>``) in eager mode, on inputs with repeated indices, 
   ScatterND -> Add.
 * ``gnn_sum_ts13``: a GCN-style layer: ``Linear``, messages gathered by source node, summed into
   destination nodes with ``zeros.scatter_add`` (``dst[:, None].expand(-1, F)``), then a ReLU.
+* ``degree_count_ts13``: a GCN degree count, ``zeros(N, long).scatter_add(0, dst, ones_like(dst))``,
+  int64, dynamic node and edge counts (zeros = ConstantOfShape(Shape(self))).
 * ``bev_pool_ts17``: BEV pooling: point features summed into a flat grid of cells with
   ``index_put_(accumulate=True)``, reshaped to (C, H, W).
 * ``scatter_reduce_mean_dynamo18``: ``scatter_reduce(0, idx, src, "mean")`` with ``include_self``
@@ -61,6 +63,11 @@ class GnnSum(torch.nn.Module):
         return torch.relu(torch.zeros_like(h).scatter_add(0, index, msg))
 
 
+class DegreeCount(torch.nn.Module):
+    def forward(self, h, dst):
+        return torch.zeros(h.shape[0], dtype=torch.long).scatter_add(0, dst, torch.ones_like(dst))
+
+
 class BevPool(torch.nn.Module):
     def __init__(self, height: int = 4, width: int = 5):
         super().__init__()
@@ -79,7 +86,7 @@ class ScatterReduceMean(torch.nn.Module):
 
 
 def export(name: str, module: torch.nn.Module, inputs: dict[str, torch.Tensor], opset: int,
-           dynamo: bool = False) -> None:
+           dynamo: bool = False, dynamic_axes: dict | None = None) -> None:
     path = HERE / f"{name}.onnx"
     args = tuple(inputs.values())
     outputs = ["y", "y_without_self"] if isinstance(module, ScatterReduceMean) else ["y"]
@@ -89,7 +96,7 @@ def export(name: str, module: torch.nn.Module, inputs: dict[str, torch.Tensor], 
                           optimize=False)
     else:
         torch.onnx.export(module, args, path, dynamo=False, opset_version=opset,
-                          input_names=list(inputs), output_names=outputs)
+                          input_names=list(inputs), output_names=outputs, dynamic_axes=dynamic_axes)
     expected = module(*args)
     expected = expected if isinstance(expected, tuple) else (expected,)
     arrays = {f"in_{k}": v.numpy() for k, v in inputs.items()}
@@ -115,6 +122,9 @@ def main() -> None:
                                       "dst": torch.randint(0, 5, (12,))}, 13)
     export("bev_pool_ts17", BevPool(),
            {"feats": torch.randn(30, 3), "cell": torch.randint(0, 20, (30,))}, 17)
+    degree_inputs = {"h": torch.randn(5, 4), "dst": torch.tensor([0, 1, 1, 4, 1, 0, 3])}
+    export("degree_count_ts13", DegreeCount(), degree_inputs,
+           13, dynamic_axes={"h": {0: "nodes"}, "dst": {0: "edges"}})
     export("scatter_reduce_mean_dynamo18", ScatterReduceMean(), {"x": x, "idx": idx, "src": src},
            18, dynamo=True)
 

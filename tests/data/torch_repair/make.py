@@ -113,7 +113,8 @@ def main() -> None:
     for opset in (9, 11, 13):
         export(f"scatter_add_ts{opset}", ScatterAdd(), {"x": x, "idx": idx, "src": src}, opset)
     i = torch.tensor([0, 2, 2, 5, 2, 1])
-    export("index_add_ts13", IndexAdd(), {"x": torch.randn(6, 4), "i": i, "v": torch.randn(6, 4)}, 13)
+    export("index_add_ts13", IndexAdd(), {"x": torch.randn(6, 4), "i": i, "v": torch.randn(6, 4)},
+           13)
     i = torch.tensor([0, 2, 2, 4, 2, 5])
     for opset in (11, 17):
         export(f"index_put_acc_ts{opset}", IndexPutAccumulate(),

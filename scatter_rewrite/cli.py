@@ -477,7 +477,7 @@ def lower(
 
 @rewriting_verb("repair")
 def repair() -> dict:
-    """Repair TorchScript's accumulating scatters (scatter_add, index_add, index_put_ accumulate) to sum repeated indices."""
+    """Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated indices, as PyTorch does."""
     return {}
 
 
@@ -548,7 +548,8 @@ def check(
 
         repairable = sum(REPAIR_NOTE in f.notes for f in findings)
         if repairable:
-            typer.echo(f"scatter-rewrite: fix: scatter-rewrite repair {model} ({repairable} node(s))", err=True)
+            line = f"scatter-rewrite: fix: scatter-rewrite repair {model} ({repairable} node(s))"
+            typer.echo(line, err=True)
     if blocked:  # exit 1 says why in one line, like every other exit 1
         _error(f"{len(blocked)} of {len(findings)} scatter node(s) blocked on {target}", None, verbose)
         raise typer.Exit(1)

@@ -477,7 +477,7 @@ def lower(
 
 @rewriting_verb("repair")
 def repair() -> dict:
-    """Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated indices, as PyTorch does."""
+    """Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated indices."""
     return {}
 
 

@@ -17,7 +17,7 @@ from scatter_rewrite.graph import attr, describe, is_default_domain, is_referenc
 
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
 MEAN_NOTE_START = "is named as dynamo's export of scatter_reduce and has no reduction"
-# The dynamo exporter names each node after its aten op: node_scatter_reduce, node_scatter_reduce_1...
+# The dynamo exporter names a node after its aten op: node_scatter_reduce, node_scatter_reduce_1...
 _SCATTER_REDUCE_NAME = re.compile(r"node_scatter_reduce(_\d+)?$")
 
 
@@ -32,7 +32,8 @@ def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | Non
     if node.op_type not in ("Scatter", "ScatterElements", "ScatterND") or (reduction or "none") != "none":
         return None
     add = next((user for user, _ in node.outputs[0].uses() if user.op_type == "Add" and is_default_domain(user)), None)
-    if add is None or not node.inputs or not is_constant_zeros(node.inputs[0]):  # (the Add first: no data read)
+    # (the Add first: no data read)
+    if add is None or not node.inputs or not is_constant_zeros(node.inputs[0]):
         return None
     return (f"{ACCUMULATE_NOTE_START} (Add {add.name or '<unnamed>'!r}): TorchScript's export of scatter_add "
             "(below opset 16), index_add and index_put_(accumulate=True), which counts a repeated index once where "
@@ -40,17 +41,21 @@ def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | Non
 
 
 def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
-    """A note when ``node`` looks like the dynamo exporter's form of ``scatter_reduce(reduce="mean")``
-    (torch 2.13, opset 18): a ScatterElements with ``reduction="none"`` written out, named
-    ``node_scatter_reduce``. The mean is lost: each index gets the last update written (with
-    ``include_self=False`` after a first scatter of zeros). A plain ``scatter`` exports to the very
-    same node under another name, and a name is no semantics, so no pass rewrites it: this only
-    warns. ``reduction``: the attribute as written (None when absent). None otherwise."""
-    if node.op_type != "ScatterElements" or reduction != "none" or not _SCATTER_REDUCE_NAME.match(node.name or ""):
+    """A note when ``node`` looks like the dynamo exporter's form of
+    ``scatter_reduce(reduce="mean")`` (torch 2.13, opset 18): a ScatterElements with
+    ``reduction="none"`` written out, named ``node_scatter_reduce``. The mean is lost: each index
+    gets the last update written (with ``include_self=False`` after a first scatter of zeros). A
+    plain ``scatter`` exports to the very same node under another name, and a name is no
+    semantics, so no pass rewrites it: this only warns. ``reduction``: the attribute as written
+    (None when absent). None otherwise."""
+    if node.op_type != "ScatterElements" or reduction != "none":
         return None
-    return (f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports scatter_reduce(reduce='mean'), which keeps "
-            "the last update written instead of the mean; nothing but the name tells it from a plain scatter, so no "
-            "verb changes it: compute the mean as a scatter_reduce('sum') divided by a count (docs/repair.md)")
+    if not _SCATTER_REDUCE_NAME.match(node.name or ""):
+        return None
+    return (f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
+            "scatter_reduce(reduce='mean'), which keeps the last update written instead of the "
+            "mean; nothing but the name tells it from a plain scatter, so no verb changes it: "
+            "compute the mean as a scatter_reduce('sum') divided by a count (docs/repair.md)")
 
 
 def accumulate_export_notes(model: ir.Model) -> list[str]:
@@ -61,8 +66,8 @@ def accumulate_export_notes(model: ir.Model) -> list[str]:
         if not is_default_domain(node):
             continue
         reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
-        for note in (accumulate_export_suspect(node, reduction), mean_export_suspect(node, reduction)):
-            if note is not None:
+        for suspect in (accumulate_export_suspect, mean_export_suspect):
+            if (note := suspect(node, reduction)) is not None:
                 notes.append(f"{describe(node, scope)} {note}")
     return notes
 

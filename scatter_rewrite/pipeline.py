@@ -39,8 +39,8 @@ class Verb:
     # The same rewrite done on the parsed file when the model allows (None: it does not), taken
     # when nothing needs the IR afterwards (no validation); called with the verb's options.
     on_proto: Callable[..., ScatterPassResult | None] | None = None
-    # Its own proof (original path, rewritten path, seed, user inputs) -> report, replacing the proof of
-    # equality: for the one verb meant to change results (repair_proof.prove_repair).
+    # Its own proof (original path, rewritten path, seed, user inputs) -> report, replacing the
+    # proof of equality: for the one verb meant to change results (repair_proof.prove_repair).
     prove: Callable[..., dict] | None = None
 
 
@@ -86,7 +86,8 @@ def _repair_passes() -> list[ir.passes.PassBase]:
     return [RepairPass()]
 
 
-def _prove_repair(original: Path, repaired: Path, seed: int = 0, inputs: dict | None = None) -> dict:
+def _prove_repair(original: Path, repaired: Path, seed: int = 0,
+                  inputs: dict | None = None) -> dict:
     from scatter_rewrite.repair_proof import prove_repair
 
     return prove_repair(original, repaired, seed, inputs)

@@ -69,16 +69,20 @@ def rewrite(
     output: str | os.PathLike | None = None,
     return_report: bool = False,
     verb: str = "rewrite",
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> ModelLike | tuple[ModelLike, Outcome]:
     """Run ``passes`` on ``model``; return the rewritten model, of the same kind as given.
 
     ``validate=True`` proves the result equal to the original in onnxruntime (see
-    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise. For a path, the result
+    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise; ``rtol``/``atol`` set
+    your own bound for float outputs instead of validation's judgement. For a path, the result
     is written to ``output`` (default ``<stem>.<verb suffix>.onnx`` beside it) and its path returned.
     With ``return_report=True`` the result comes with an :class:`~scatter_rewrite.pipeline.Outcome`.
     """
     if isinstance(model, (str, os.PathLike)):
-        outcome = rewrite_file(verb, model, passes=passes, output=output, validate=validate, inputs=inputs)
+        outcome = rewrite_file(verb, model, passes=passes, output=output, validate=validate,
+                               inputs=inputs, rtol=rtol, atol=atol)
         result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)  # the kind given
         return (result, outcome) if return_report else result
 
@@ -91,7 +95,8 @@ def rewrite(
         outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
         result = _from_ir(working, model)
         return (result, outcome) if return_report else result
-    plan = validation.plan_validation(working, inputs=inputs, dim_sizes=fixed_dim_sizes(passes))
+    plan = validation.plan_validation(working, inputs=inputs, dim_sizes=fixed_dim_sizes(passes),
+                                      rtol=rtol, atol=atol)
     with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
         # Both models are saved as the CLI saves them: external weights (an ir.load-ed model's) are
         # written beside them in the temporary folder, which is where onnxruntime looks for them.
@@ -105,7 +110,7 @@ def rewrite(
             check_model(rewritten_path, original_path, source_name="the model given")  # (not our temporary copy)
             prove = VERBS[verb].prove if verb in VERBS else None
             if prove is not None:  # repair's own proof: its results are meant to change
-                outcome.validation = prove(original_path, rewritten_path, 0, inputs)
+                outcome.validation = prove(original_path, rewritten_path, 0, inputs, plan.tolerance)
             else:
                 proven = validation.validate(original_path, rewritten_path, plan)
                 outcome.validation = proven.to_dict()

@@ -106,6 +106,12 @@ Validate = Annotated[bool, typer.Option(
 Inputs = Annotated[Optional[str], typer.Option(
     "--inputs", help="An .npz of model inputs to validate with, instead of generated ones.", callback=_nonempty,
     metavar="X.npz")]
+Rtol = Annotated[Optional[float], typer.Option(
+    "--rtol", help="Your own bound for float outputs: |rewritten - original| <= atol + rtol * "
+    "|original| (default: exact, and float sums a rewrite reorders judged against a float64 "
+    "evaluation).", metavar="R")]
+Atol = Annotated[Optional[float], typer.Option(
+    "--atol", help="With --rtol (either alone: the other is 0).", metavar="A")]
 Report = Annotated[Optional[str], typer.Option("--report", help="Write a JSON report of what was done.",
                                                callback=_nonempty, metavar="R.json")]
 InPlace = Annotated[bool, typer.Option("--in-place", help="Overwrite the input model (and its external data).")]
@@ -313,13 +319,14 @@ def _unique(files: list[Path]) -> list[Path]:
 
 
 def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Optional[str], validate: bool,
-             inputs: Optional[str], report: Optional[str], in_place: bool, verbose: bool) -> None:
+             inputs: Optional[str], report: Optional[str], in_place: bool, verbose: bool,
+             rtol: Optional[float] = None, atol: Optional[float] = None) -> None:
     """Shared body of every rewriting verb."""
     _setup_logging(verbose)
     try:
         from scatter_rewrite.errors import OptionError, ScatterRewriteError
         from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
-        from scatter_rewrite.validate import load_inputs
+        from scatter_rewrite.validate import load_inputs, user_tolerance
 
         VERBS[verb].make_passes(**options)  # option errors surface before any work
         if in_place and output is not None:
@@ -339,8 +346,10 @@ def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Opti
         taken = _plan_outputs(VERBS[verb], files, output_path, in_place, folder_output)
         if report_path is not None:
             _check_report_path(report_path, taken)
+        user_tolerance(rtol, atol)  # a bad bound is refused before any work
         kwargs = dict(options=options, output=output_path, output_is_folder=folder_output, in_place=in_place,
-                      validate=validate, inputs=load_inputs(inputs) if inputs else None)
+                      validate=validate, inputs=load_inputs(inputs) if inputs else None,
+                      rtol=rtol, atol=atol)
         if len(files) == 1:
             started = time.perf_counter()
             try:
@@ -349,7 +358,8 @@ def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Opti
                 if report_path is not None:
                     from scatter_rewrite.pipeline import Outcome
 
-                    failed_outcome = Outcome(str(files[0]), error=str(e), seconds=time.perf_counter() - started)
+                    failed_outcome = Outcome(str(files[0]), passes=getattr(e, "passes", []),
+                                             error=str(e), seconds=time.perf_counter() - started)
                     try:
                         _write_report(report_path, verb, [failed_outcome])
                     except ScatterRewriteError:
@@ -414,6 +424,7 @@ def _stderr_console():
 
 _SHARED = [  # (name, annotation, default): every rewriting verb takes these, after its own options
     ("output", Output, None), ("validate", Validate, True), ("inputs", Inputs, None),
+    ("rtol", Rtol, None), ("atol", Atol, None),
     ("report", Report, None), ("in_place", InPlace, False), ("verbose", Verbose, False),
 ]
 

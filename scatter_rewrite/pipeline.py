@@ -39,8 +39,9 @@ class Verb:
     # The same rewrite done on the parsed file when the model allows (None: it does not), taken
     # when nothing needs the IR afterwards (no validation); called with the verb's options.
     on_proto: Callable[..., ScatterPassResult | None] | None = None
-    # Its own proof (original path, rewritten path, seed, user inputs) -> report, replacing the
-    # proof of equality: for the one verb meant to change results (repair_proof.prove_repair).
+    # Its own proof (original path, rewritten path, seed, user inputs, user (rtol, atol)) -> report,
+    # replacing the proof of equality: for the one verb meant to change results
+    # (repair_proof.prove_repair).
     prove: Callable[..., dict] | None = None
 
 
@@ -86,11 +87,11 @@ def _repair_passes() -> list[ir.passes.PassBase]:
     return [RepairPass()]
 
 
-def _prove_repair(original: Path, repaired: Path, seed: int = 0,
-                  inputs: dict | None = None) -> dict:
+def _prove_repair(original: Path, repaired: Path, seed: int = 0, inputs: dict | None = None,
+                  tolerance: tuple[float, float] | None = None) -> dict:
     from scatter_rewrite.repair_proof import prove_repair
 
-    return prove_repair(original, repaired, seed, inputs)
+    return prove_repair(original, repaired, seed, inputs, tolerance)
 
 
 def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
@@ -227,6 +228,8 @@ def rewrite_file(
     validate: bool = True,
     inputs: dict | None = None,
     seed: int = 0,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> Outcome:
     """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix."""
     from scatter_rewrite import validate as validation
@@ -255,8 +258,10 @@ def rewrite_file(
     del proto
     check_scatter_nodes(model)  # (the passes do too, but validation plans its inputs from the nodes first)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
-    plan = (validation.plan_validation(model, seed=seed, inputs=inputs, dim_sizes=fixed_dim_sizes(passes))
-            if validate else None)
+    plan = None
+    if validate:
+        plan = validation.plan_validation(model, seed=seed, inputs=inputs,
+                                          dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
     results = run_passes(model, passes)
     if plan is not None:
         validation.allow_float_rounding(plan, results)
@@ -269,10 +274,8 @@ def rewrite_file(
     with staged_save(model, destination, data_name, external=bool(input_data) and not in_place) as staged:
         del model  # written: free the rewritten weights (a folded result, say) before validation runs
         check_model(staged, source)
-        if plan is not None and modified and verb.prove is not None:
-            outcome.validation = verb.prove(source, staged, seed, inputs)
-        elif plan is not None and modified:
-            outcome.validation = validation.validate(source, staged, plan).to_dict()
+        if plan is not None and modified:
+            outcome.validation = _validated(source, staged, plan, outcome, verb.prove, seed, inputs)
         elif plan is not None:
             outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}
         written = data_name if (staged.parent / data_name).is_file() else None
@@ -289,6 +292,22 @@ def without_repaired(notes: list[str], results: Sequence[ir.passes.PassResult]) 
     """``notes`` (about the export) less those on a node the repair pass repaired."""
     repaired = [n.node for r in results if getattr(r, "name", "") == "repair" for n in r.rewritten]
     return [note for note in notes if not any(note.startswith(f"{node} ") for node in repaired)]
+
+
+def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome,
+               prove: Callable[..., dict] | None = None, seed: int = 0,
+               inputs: dict | None = None) -> dict:
+    """``validate``'s result (or the verb's own proof, ``prove``); a failure carries the passes
+    that ran (``error.passes``), for the report."""
+    from scatter_rewrite import validate as validation
+
+    try:
+        if prove is not None:  # repair's: its results are meant to change
+            return prove(original, rewritten, seed, inputs, plan.tolerance)
+        return validation.validate(original, rewritten, plan).to_dict()
+    except ScatterRewriteError as e:
+        e.passes = outcome.passes
+        raise
 
 
 def output_data_name(source: Path, destination: Path, input_data: list[str], in_place: bool) -> str:
@@ -329,7 +348,8 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
     try:
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
-        return Outcome(str(source), None, status="FAILED", error=str(e), seconds=time.perf_counter() - started)
+        return Outcome(str(source), None, getattr(e, "passes", []), status="FAILED", error=str(e),
+                       seconds=time.perf_counter() - started)
     except Exception as e:
         logger.debug("%s: internal error", source, exc_info=True)
         return Outcome(str(source), None, status="FAILED", seconds=time.perf_counter() - started,

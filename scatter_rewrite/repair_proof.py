@@ -48,10 +48,11 @@ def intended_model(original: ir.Model) -> ir.Model:
 
 
 def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed: int = 0,
-                 inputs: dict | None = None) -> dict:
+                 inputs: dict | None = None, tolerance: tuple[float, float] | None = None) -> dict:
     """Both proofs of the module docstring on the model files; ValidationError if either fails.
-    ``inputs`` (the user's, name -> array): the second proof runs on them too, first. Returns what
-    each compared, for the report."""
+    ``inputs`` (the user's, name -> array): the second proof runs on them too, first.
+    ``tolerance``: the user's (rtol, atol) for the second proof's float outputs (--rtol/--atol).
+    Returns what each compared, for the report."""
     from scatter_rewrite import validate as validation
 
     source = load_model(Path(original))
@@ -61,7 +62,7 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
         unique = {"checked_against": "nothing: no inputs without repeated indices exist here",
                   "notes": cannot}
     else:
-        exact = dataclasses.replace(plan, float_tolerance=False)
+        exact = dataclasses.replace(plan, float_sums=[], float_rounding=[], tolerance=None)
         done = validation.validate(original, repaired, exact)
         unique = {"checked_against": done.checked_against, "tolerance": done.tolerance,
                   "max_abs_diff": done.max_abs_diff}
@@ -71,21 +72,26 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
         intended_path = save_model(intended, Path(tmp, "intended.onnx"))
         if inputs is not None:
             given = validation.plan_validation(intended, inputs=inputs)
-            worst, differs, engine, expected = _prove_on(given, intended_path, original, repaired)
+            worst, differs, engine, expected = _prove_on(given, intended_path, original, repaired,
+                                                         tolerance)
             notes = list(given.notes)
         # Random in-range indices usually repeat; where a draw happens not to, the next seed is
         # tried (every draw is a proof too), so that the result can say a repeated index was met.
         while not differs and draws < REPEAT_TRIES:
             repeats = validation.plan_validation(intended, seed=seed + draws)
             draws += 1
-            diff, differs, engine, expected = _prove_on(repeats, intended_path, original, repaired)
+            diff, differs, engine, expected = _prove_on(repeats, intended_path, original, repaired,
+                                                        tolerance)
             worst, notes = max(worst, diff), list(repeats.notes)
-    tolerance = _tolerance_said(expected, validation.FLOAT_TOLERANCE)
+    if tolerance is not None:
+        said_tolerance = f"float outputs within the given rtol={tolerance[0]}, atol={tolerance[1]}"
+    else:
+        said_tolerance = _tolerance_said(expected, validation.FLOAT_TOLERANCE)
     repeated = {
         "checked_against": ("scatter-rewrite's evaluator (onnx.reference with its NumPy kernels) "
                             "on the original with each repaired scatter reducing with add; "
                             f"{engine} on the repaired model"),
-        "tolerance": tolerance, "max_abs_diff": worst, "draws": draws,
+        "tolerance": said_tolerance, "max_abs_diff": worst, "draws": draws,
         "user_inputs": inputs is not None,
         "original_differs": differs,  # False: no inputs repeated an index the export gets wrong
     }
@@ -97,7 +103,7 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
         "checked_against": (f"repair's proof: without repeated indices, {without}; with repeated "
                             f"indices ({said}), equal to the evaluator's add on the original, "
                             f"{engine} on the repaired model"),
-        "tolerance": tolerance,
+        "tolerance": said_tolerance,
         "max_abs_diff": worst,
         "without_repeated_indices": unique,
         "with_repeated_indices": repeated,
@@ -105,7 +111,8 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
     }
 
 
-def _prove_on(plan, intended: Path, original, repaired) -> tuple[float, bool, str, list]:
+def _prove_on(plan, intended: Path, original, repaired,
+              tolerance: tuple[float, float] | None) -> tuple[float, bool, str, list]:
     """The second proof on ``plan``'s inputs: (max |difference|, whether the original differs
     from the intended result there, the engine that ran the repaired model, the expected
     outputs)."""
@@ -114,7 +121,7 @@ def _prove_on(plan, intended: Path, original, repaired) -> tuple[float, bool, st
     expected = validation.run_reference(intended, plan.inputs)
     actual, engine = _run(repaired, plan.inputs)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
-    diffs, failures = validation.compare(names, expected, actual, float_tolerance=True)
+    diffs, failures = validation.compare(names, expected, actual, True, tolerance)
     if failures:
         raise ValidationError("the repaired model does not compute the intended accumulation, "
                               "nothing written: " + "; ".join(failures))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.graph import iter_nodes
@@ -51,3 +52,51 @@ class Unregistered(ScatterPass):
                 node.op_type = "NoSuchOp"
                 self.rewrote(node, scope, "-> NoSuchOp (invalid on purpose)")
                 return
+
+
+class _ChangeOneTerm(ScatterPass):
+    """Changes the first element of the graph input ``name`` (a term of a float sum, or the slot it
+    goes to) through a ScatterND on it, wrong on purpose: what a lowering that mishandles one update
+    among many would do. Rank-2 inputs (the GNN's [E, F] updates and indices)."""
+
+    value: object
+    reduction: str
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.input_name = name
+
+    def run(self, model):
+        source = next(v for v in model.graph.inputs if v.name == self.input_name)
+        dtype = source.dtype.numpy()
+        where = ir.val("first", const_value=ir.tensor(np.zeros((1, 2), np.int64)))
+        value = ir.val("changed_to", const_value=ir.tensor(np.array([self.value], dtype)))
+        change = ir.node("ScatterND", [source, where, value], {"reduction": self.reduction})
+        change.outputs[0].type, change.outputs[0].shape = source.type, source.shape
+        change.outputs[0].name = f"{self.input_name}_{self.name}"
+        for use, index in list(source.uses()):
+            if use is not change:
+                use.replace_input_with(index, change.outputs[0])
+        for constant in (where, value):
+            model.graph.register_initializer(constant)
+        model.graph.insert_before(model.graph[0], change)
+        self.note(f"{self.name} (wrong on purpose)", modified=True)
+
+
+class DropOneTerm(_ChangeOneTerm):
+    """The first update of a float sum is zeroed: one term dropped."""
+
+    name, value, reduction = "drop-one-term", 0.0, "none"
+
+
+class DoubleOneTerm(_ChangeOneTerm):
+    """The first update of a float sum is doubled: one term counted twice."""
+
+    name, value, reduction = "double-one-term", 2.0, "mul"
+
+
+class OneTermToTheNextSlot(_ChangeOneTerm):
+    """The first index gets 1 added: one term summed into the wrong slot (in range where that index
+    is below the last slot)."""
+
+    name, value, reduction = "one-term-to-the-next-slot", 1, "add"

@@ -97,13 +97,14 @@ def test_torchscript_rank_zero_wrapper_is_inlined_and_lowered(opset):
     """TorchScript wraps scatter_reduce in two Ifs on "is x rank 0?" (Equal(Size(Shape(x)), 0)); x's
     rank is known, so the pass inlines both (their else branches) and lowers the max it then sees.
     The export declares y float[12] for the [4, 3] result (onnxruntime without graph optimizations
-    refuses to run it, so validation evaluates the original with onnx.reference); the pass replaces
+    refuses to run it; with the defaults validation uses, it runs the original); the pass replaces
     that declaration by the inferred [4, 3] and says so, and y then equals PyTorch's bit for bit."""
     model, feeds, torch_out = load("scatter_reduce_amax_ts16")
     assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [12]
     lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)
     assert lowered.opset_import[0].version == opset
+    assert outcome.validation["checked_against"] == "onnxruntime on the original model"  # (no fallback)
     notes = outcome.passes[0]["notes"]
     assert [n.split(":")[0] for n in notes if "_branch inlined" in n] == [
         "If '/If' (opset 16, main graph)", "If '/If_1' (opset 16, main graph)"]

@@ -110,3 +110,13 @@ def test_cli_proves_on_the_users_inputs_too(tmp_path):
     assert result.exit_code == 0, result.output
     repeated = json.loads(report.read_text())["models"][0]["validation"]["with_repeated_indices"]
     assert repeated["user_inputs"] and repeated["original_differs"] and repeated["draws"] == 0
+
+
+def test_cli_rtol_atol_bound_the_proof_with_repeats(tmp_path):
+    path, _, _ = case("scatter_add_ts13", tmp_path)
+    report = tmp_path / "r.json"
+    result = runner.invoke(app, ["repair", str(path), "--rtol", "1e-3", "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    validation = json.loads(report.read_text())["models"][0]["validation"]
+    said = validation["with_repeated_indices"]["tolerance"]
+    assert said == "float outputs within the given rtol=0.001, atol=0.0"

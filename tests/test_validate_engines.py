@@ -20,7 +20,7 @@ from onnx import TensorProto
 from onnx import numpy_helper as nh
 
 import scatter_rewrite as sr
-from scatter_rewrite import validate as validation
+from scatter_rewrite.validate import engines
 from scatter_rewrite.validate import compare, plan_validation, run_onnxruntime, validate
 
 ort.set_default_logger_severity(3)
@@ -176,17 +176,27 @@ def test_the_cli_prints_the_cross_check(tmp_path):
 
 
 @pytest.mark.parametrize("op", ["Sigmoid", "Softmax"])
-def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_original_there(op):
-    """The other way round: onnxruntime runs the float16 original, not the custom-domain float16
-    form (no such Python op), and onnxruntime's float16 Sigmoid/Softmax after the scatter rounds
+def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_original_there(op,
+                                                                                         monkeypatch):
+    """The other way round: onnxruntime runs the float16 original, not the rewritten model (here
+    made to lack a kernel for it), and onnxruntime's float16 Sigmoid/Softmax after the scatter rounds
     otherwise than NumPy's. Both models run in onnx.reference; onnxruntime's results on the original
     are compared with onnx.reference's within the float16 tolerance."""
+    real = engines.run_onnxruntime
+
+    def lacks_a_kernel_for_the_rewritten(model, inputs, threads=0):
+        if Path(model).name == "rewritten.onnx":
+            raise RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an "
+                               "implementation for ScatterND(18) node with name ''")
+        return real(model, inputs, threads)
+
+    monkeypatch.setattr(engines, "run_onnxruntime", lacks_a_kernel_for_the_rewritten)
     nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="max"),
              oh.make_node("Abs", ["s"], ["a"]), oh.make_node(op, ["a"], ["y"])]
     graph = oh.make_graph(nodes, "g", [vi("d", TensorProto.FLOAT16, [8, 64]), vi("i", TensorProto.INT64, [4, 64]),
                                        vi("u", TensorProto.FLOAT16, [4, 64])], [vi("y", TensorProto.FLOAT16, [8, 64])])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
-    _, outcome = sr.lower(model, opset=13, mode="custom", validate=True, return_report=True)
+    _, outcome = sr.lower(model, opset=13, validate=True, return_report=True)
     v = outcome.validation
     assert v["checked_against"].startswith("onnxruntime on the original model, onnx.reference")
     assert v["checked_against"].endswith(" and on the original") and v["max_abs_diff"] == 0.0
@@ -207,12 +217,12 @@ def test_onnxruntime_far_from_onnx_reference_on_the_rewritten_model_is_reported_
     """The cross-check measures, it does not judge: the proof is the comparison in one engine, and
     engines round differently (an audit's MatMul with K=768 differed by 6e-5, a Conv by 5e-5)."""
     (original, rewritten), plan = legacy_paths
-    real = validation.run_onnxruntime
+    real = engines.run_onnxruntime
 
     def off_by_a_bit(model, inputs, threads=0):
         return [o + np.float32(1e-3) for o in real(model, inputs, threads)]
 
-    monkeypatch.setattr(validation, "run_onnxruntime", off_by_a_bit)
+    monkeypatch.setattr(engines, "run_onnxruntime", off_by_a_bit)
     result = validate(original, rewritten, plan)
     assert result.max_abs_diff == 0.0  # the proof, in onnx.reference
     assert result.cross_check.startswith("onnxruntime runs the rewritten model too; its outputs differ from "
@@ -246,23 +256,29 @@ def test_a_rewritten_model_onnxruntime_refuses_for_another_reason_fails(tmp_path
 
 def test_a_rewritten_model_onnx_reference_cannot_run_is_compared_across_engines(legacy_paths, monkeypatch):
     """Where onnx.reference cannot run the rewritten model, onnxruntime's results on it are the
-    proof's other side (as before), bit for bit, and the summary says which engine ran which."""
+    proof's other side (as before), bit for bit, and the summary says which engine ran which.
+    (Whether NumPy's and onnxruntime's MatMul agree depends on the CPU: zero inputs make every
+    product zero in both, and the one-ulp step below is the difference to catch.)"""
     (original, rewritten), plan = legacy_paths
-    real = validation.run_reference
+    real_reference, real_ort = engines.run_reference, engines.run_onnxruntime
+    plan.inputs["d"] = np.zeros_like(plan.inputs["d"])
+    plan.inputs["u"] = np.zeros_like(plan.inputs["u"])
 
     def not_the_rewritten(model, inputs):
         if Path(model) == rewritten:
             raise NotImplementedError("no kernel")
-        return real(model, inputs)
+        return real_reference(model, inputs)
 
-    monkeypatch.setattr(validation, "run_reference", not_the_rewritten)
-    with pytest.raises(sr.ValidationError, match="not bit-exact"):  # MatMul in two engines
-        validate(original, rewritten, plan)
-    plan.inputs["d"] = np.zeros_like(plan.inputs["d"])  # (a zero product: the engines agree)
-    plan.inputs["u"] = np.zeros_like(plan.inputs["u"])
+    def one_ulp_up(model, inputs, threads=0):
+        return [np.nextafter(o, np.float32(np.inf)) for o in real_ort(model, inputs, threads)]
+
+    monkeypatch.setattr(engines, "run_reference", not_the_rewritten)
     result = validate(original, rewritten, plan)
     assert result.checked_against.endswith("onnxruntime on the rewritten one (onnx.reference cannot)")
-    assert result.cross_check == ""
+    assert result.cross_check == "" and result.max_abs_diff == 0.0
+    monkeypatch.setattr(engines, "run_onnxruntime", one_ulp_up)
+    with pytest.raises(sr.ValidationError, match="not bit-exact"):
+        validate(original, rewritten, plan)
 
 
 # ---- element types onnxruntime returns as raw bytes ----------------------------------------------
@@ -340,3 +356,110 @@ def test_bit_exact_comparison_of_ml_dtypes_floats(np_type):
     other[1] = np.array(0.0 if has_negative_zero else 2.0, np.float32).astype(np_type)
     [failure] = compare(["y"], [values], [other], False)[1]
     assert failure.startswith("output 'y': not bit-exact")
+
+
+# ---- a --mode custom result must load where its users run it ------------------------------------
+
+def gnn_sum(dtype: int) -> onnx.ModelProto:
+    node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
+    inputs = [vi("d", dtype, [10, 4]), vi("i", TensorProto.INT64, ["E", 4]), vi("u", dtype, ["E", 4])]
+    graph = oh.make_graph([node], "g", inputs, [vi("y", dtype, [10, 4])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
+
+
+def test_a_custom_model_onnxruntime_cannot_load_fails_validation(monkeypatch):
+    """Without our ops registered, onnxruntime cannot load a --mode custom result: validation fails
+    and says why, instead of proving the model in onnx.reference alone."""
+    from scatter_rewrite import custom_ops
+
+    monkeypatch.setattr(custom_ops, "register", lambda options: None)
+    with pytest.raises(sr.ValidationError) as caught:
+        sr.lower(gnn_sum(TensorProto.FLOAT), opset=13, mode="custom", validate=True)
+    message = str(caught.value)
+    assert message.startswith("onnxruntime cannot load the rewritten model with "
+                              "scatter_rewrite.custom_ops.register")
+    assert "--mode standard" in message and "--no-validate" in message
+
+
+@pytest.mark.parametrize("dtype", [TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE])
+def test_a_custom_model_that_passes_validation_loads_in_onnxruntime(dtype):
+    """PASSED means the written model loads and runs in onnxruntime with custom_ops.register (a
+    float16 GNN printed PASSED, checked in onnx.reference alone, and did not load); where the custom
+    op lacks the type, validation fails saying so."""
+    try:
+        lowered = sr.lower(gnn_sum(dtype), opset=13, mode="custom", validate=True)
+    except sr.ValidationError as e:
+        assert str(e).startswith("onnxruntime cannot load the rewritten model with "
+                                 "scatter_rewrite.custom_ops"), e
+        return
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    feeds = {"d": np.ones((10, 4), np_type), "i": np.zeros((3, 4), np.int64),
+             "u": np.ones((3, 4), np_type)}
+    (y,) = run_onnxruntime(lowered.SerializeToString(), feeds)
+    np.testing.assert_array_equal(y[0], np.full(4, 4, np_type))
+
+
+# ---- what onnxruntime lacks: its kernel registry, and the messages it alone tells ---------------
+
+def one_scatter_file(path: Path, dtype: int, reduction: str = "none", opset: int = 18) -> Path:
+    node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction=reduction)
+    graph = oh.make_graph([node], "g", [vi("d", dtype, [4, 3]), vi("i", TensorProto.INT64, [2, 3]),
+                                        vi("u", dtype, [2, 3])], [vi("y", dtype, [4, 3])])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=9), path)
+    return path
+
+
+def test_missing_kernels_are_read_from_onnxruntimes_registry(tmp_path, monkeypatch):
+    path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT)
+    assert engines.undeclared_kernels(path) == []
+    registry = engines._cpu_kernels()
+    without_float = {op: [(lo, hi, {p: t - {"tensor(float)"} for p, t in c.items()})
+                          for lo, hi, c in kernels] for op, kernels in registry.items()}
+    monkeypatch.setattr(engines, "_cpu_kernels", lambda: without_float)
+    assert engines.undeclared_kernels(path) == ["ScatterElements(18, float)"]
+    without_scatter = {k: v for k, v in registry.items() if k != "ScatterElements"}
+    monkeypatch.setattr(engines, "_cpu_kernels", lambda: without_scatter)
+    assert engines.undeclared_kernels(path) == ["ScatterElements(18)"]
+
+
+ORT = f"onnxruntime {ort.__version__}"
+
+
+def feeds(dtype) -> dict[str, np.ndarray]:
+    return {"d": np.zeros((4, 3), dtype), "i": np.array([[0, 1, 2], [3, 2, 1]]),
+            "u": np.ones((2, 3), dtype)}
+
+
+def test_onnxruntime_refusing_float16_add_at_run_time_is_a_kernel_it_lacks(tmp_path):
+    """Its registry declares float16 ScatterElements; the kernel refuses add on it at run time."""
+    path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT16, "add")
+    assert engines.undeclared_kernels(path) == []
+    with pytest.raises(Exception) as refused:
+        run_onnxruntime(path, feeds(np.float16))
+    assert engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"
+
+
+def test_onnxruntime_refusing_bfloat16_inputs_is_a_kernel_it_lacks(tmp_path):
+    """Its Python binding cannot pass bfloat16 inputs ("Numpy_type 256 can't be converted")."""
+    path = one_scatter_file(tmp_path / "m.onnx", TensorProto.BFLOAT16)
+    with pytest.raises(Exception) as refused:
+        run_onnxruntime(path, feeds(ml_dtypes.bfloat16))
+    assert engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"
+
+
+def test_onnxruntime_refusing_float8e5m2_outputs_is_a_kernel_it_lacks(tmp_path):
+    """Its Python binding returns no float8e5m2 array ("No corresponding Numpy type")."""
+    values = np.array([1.0, -2.0, 0.5], np.float32).astype(ml_dtypes.float8_e5m2)
+    path = tmp_path / "m.onnx"
+    onnx.save(constant_model(values, TensorProto.FLOAT8E5M2), path)
+    with pytest.raises(Exception) as refused:
+        run_onnxruntime(path, {})
+    assert engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"
+
+
+def test_a_graph_onnxruntime_refuses_for_another_reason_is_not_a_kernel_it_lacks(tmp_path):
+    path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT)
+    with pytest.raises(Exception) as refused:
+        out_of_range = np.array([[0, 1, 2], [9, 2, 1]])
+        run_onnxruntime(path, {**feeds(np.float32), "i": out_of_range})
+    assert not engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"

@@ -504,11 +504,7 @@ class _LowerTensorScatter(_ForTensorRT):
                 self.rewrote(node, scope, detail)
         from scatter_rewrite.passes.lower import LowerPass
 
-        inner = LowerPass(opset=target, mode="standard")(model)
-        self.result.rewritten += inner.rewritten
-        self.result.skipped += inner.skipped
-        self.result.notes += inner.notes
-        self.result.modified |= inner.modified
+        self.absorb(LowerPass(opset=target, mode="standard")(model))  # (its float_rounding too)
 
 
 class _CapOpset(_ForTensorRT):

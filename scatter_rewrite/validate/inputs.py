@@ -1,4 +1,4 @@
-"""Prove a rewrite changes nothing: run original and rewritten in onnxruntime on the same inputs.
+"""Inputs for validation that respect every scatter's contract, traced on the original model.
 
 Inputs are seeded and respect each scatter's contract (our custom-domain scatters, which compute the
 standard ops, included: :func:`graph.computes_a_scatter`): a graph input that feeds scatter indices
@@ -35,14 +35,6 @@ plan's notes say so, and such a validation may fail on write order. Joint genera
 indices over the product of the bounds, split between the inputs) would cover the same-shape case
 too; not done, to keep one contract per input.
 
-Comparison is exact (bit for bit, NaN positions included) for integers and for none/max/min; float
-outputs of a model holding a float add/mul scatter are compared within :data:`FLOAT_TOLERANCE`,
-because a lowering may sum in another order. Where onnxruntime cannot run the original (an invalid
-deprecated ``Scatter``, a reduction its CPU kernel lacks) or the rewritten model (a kernel it lacks),
-both are evaluated by ``onnx.reference`` with our NumPy scatter kernels and compared there, and the
-model onnxruntime does run is compared with its own onnx.reference results within the float
-tolerance (see :func:`validate`); the result says so. onnxruntime's outputs are compared as the
-element types the model declares (:func:`_as_declared`).
 """
 
 from __future__ import annotations
@@ -50,35 +42,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
+from scatter_rewrite.errors import OptionError, ValidationError
 from scatter_rewrite.graph import attr, computes_a_scatter, function_calls, is_default_domain, is_reference, iter_nodes
 from scatter_rewrite.type_inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
 )
+from scatter_rewrite.validate.engines import first_line
 
-# (rtol, atol) for float outputs of models with a float add/mul scatter: a few ulps of the partial
-# sums' magnitude. Everything else must be bit-exact.
-FLOAT_TOLERANCE = {
-    np.dtype(np.float16): (1e-2, 1e-2),
-    np.dtype(np.float32): (1e-5, 1e-5),
-    np.dtype(np.float64): (1e-12, 1e-12),
-}
-BFLOAT16_TOLERANCE = (4e-2, 4e-2)
 SYMBOLIC_DIM_SIZE = 4
-# Ops whose output has the shape of their first input, besides the scatters (computes_a_scatter).
-_SAME_SHAPE_OPS = {"Cast", "Identity"}
 # Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
 _GATHER_OPS = {"Gather", "GatherElements"}
-# Ops through which an index tensor's values pass unchanged (only reshaped, broadcast or cast).
-_VALUE_PRESERVING = {"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Flatten", "Transpose"}
 
 
 @dataclasses.dataclass
@@ -112,27 +91,20 @@ class ValidationPlan:
     """What validation needs to know about the *original* model, computed before any pass runs."""
 
     inputs: dict[str, np.ndarray]
-    float_tolerance: bool  # float outputs compared within FLOAT_TOLERANCE: a float add/mul scatter, or an op replaced by its function body (allow_float_rounding)
+    # The original's float add/mul scatters (named): sums and products a rewrite may reorder.
+    float_sums: list[str]
     notes: list[str]
     outputs: list[str] = dataclasses.field(default_factory=list)  # graph output names (passes keep them)
+    # The user's (rtol, atol) for every float output (--rtol/--atol), instead of our judgement.
+    tolerance: tuple[float, float] | None = None
+    # Ops the passes re-expressed so that float results may round otherwise (allow_float_rounding).
+    float_rounding: list[str] = dataclasses.field(default_factory=list)
 
-
-@dataclasses.dataclass
-class ValidationResult:
-    checked_against: str
-    tolerance: str
-    max_abs_diff: float
-    outputs: dict[str, float]
-    notes: list[str]
-    # Where the proof ran in onnx.reference: how onnxruntime's results on the model it runs compare
-    # with onnx.reference's (see validate); empty where onnxruntime ran both.
-    cross_check: str = ""
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-# --------------------------------------------------------------------------- inputs
+    @property
+    def float_tolerance(self) -> bool:
+        """Whether float outputs may differ by rounding (see :mod:`.comparison`): the one place that
+        says so, from what the original computes and what the passes report."""
+        return bool(self.float_sums or self.float_rounding)
 
 
 def _np_dtype(dtype: ir.DataType | None):
@@ -212,27 +184,17 @@ def _trace(value: ir.Value | None, outer: dict[int, list], width: int = 1, shape
 def _index_source(node: ir.Node, width: int, shape_of) -> ir.Value | None:
     """The input of ``node`` whose values its output carries, as far as index bounds go, or None.
 
-    Value-preserving ops, and ``Where(Less(x, 0), Add(x, n), x)``: it maps [-n, n) onto [0, n) and
-    keeps values unique mod n, which the generated indices are. With ``width`` > 1 (ScatterND tuples
-    of that many components along the last axis), only where the input's last axis is that same
+    The ops of :data:`_CARRIERS`: value-preserving ones, PyTorch's normalization
+    ``Where(Less(x, 0), Add(x, n), x)``, a Gather by constant positions. With ``width`` > 1
+    (ScatterND tuples of that many components along the last axis), only where the input's last axis is that same
     axis: same size, not moved by a Transpose (``shape_of`` gives a value's static shape or None).
     """
-    if not is_default_domain(node) or not node.inputs:
-        return None
-    source = node.inputs[0] if node.op_type in _VALUE_PRESERVING or _selected_by_constant(node) is not None else None
-    if node.op_type == "Where" and len(node.inputs) == 3:
-        cond, shifted, x = node.inputs
-        less, add = (v.producer() if v is not None else None for v in (cond, shifted))
-        if (less is not None and less.op_type == "Less" and list(less.inputs[:1]) == [x] and _is_zero(less.inputs[1])
-                and add is not None and add.op_type == "Add" and x in add.inputs):
-            source = x
+    carrier = _carrier(node)
+    source = carrier.source(node) if carrier is not None else None
     if source is None or width == 1:
         return source
-    perm = attr(node, "perm")
     shape = shape_of(source)
-    moves_last = ((node.op_type == "Transpose" and (perm is None or perm[-1] != len(perm) - 1))
-                  or (node.op_type == "Gather" and shape and attr(node, "axis", 0) % len(shape) == len(shape) - 1))
-    if shape and shape[-1] == width and not moves_last:
+    if shape and shape[-1] == width and carrier.keeps_last(node, shape):
         return source
     return None
 
@@ -271,7 +233,8 @@ def _constant_ints(value: ir.Value | None, shape_of) -> np.ndarray | None:
     if node.op_type == "Shape":
         shape = shape_of(node.inputs[0]) if node.inputs[0] is not None else None
         return None if shape is None else np.array(shape, np.int64)[attr(node, "start", 0):attr(node, "end", None)]
-    if node.op_type in ("Cast", "Identity", "Squeeze", "Unsqueeze", "Reshape", "Flatten"):
+    carrier = _carrier(node)
+    if carrier is not None and carrier.flat_order:
         return _constant_ints(node.inputs[0], shape_of)
     if node.op_type == "Gather" and attr(node, "axis", 0) == 0 and len(node.inputs) == 2:
         data, positions = (_constant_ints(v, shape_of) for v in node.inputs)
@@ -321,46 +284,131 @@ def _map_axis(steps: list, axis: int | None, rank_of) -> int | None:
         out_shape, in_shape = rank_of(value), rank_of(source)
         if out_shape is None or in_shape is None:
             return None
-        op = "Identity" if node is None else node.op_type
-        if op in ("Cast", "Identity", "Where", "Reshape", "Flatten"):
-            if len(in_shape) != len(out_shape):
-                return None
-            if op in ("Reshape", "Flatten") and (in_shape != out_shape or None in in_shape):
-                return None
-        elif op == "Transpose":
-            perm = attr(node, "perm") or list(reversed(range(len(out_shape))))
-            axis = perm[axis]
-        elif op == "Unsqueeze":
-            axes = _axes(node)
-            if axes is None:
-                return None
-            axes = [a % len(out_shape) for a in axes]
-            axis = _NO_AXIS if axis in axes else axis - sum(a < axis for a in axes)
-        elif op == "Squeeze":
-            axes = _axes(node)
-            if axes is None and None in in_shape:
-                return None
-            axes = [i for i, d in enumerate(in_shape) if d == 1] if axes is None else [a % len(in_shape) for a in axes]
-            kept = [i for i in range(len(in_shape)) if i not in axes]
-            if len(kept) != len(out_shape):
-                return None
-            axis = kept[axis]
-        elif op == "Gather":  # by constant positions (_index_source): axes of the positions replace its axis
-            gathered, picked = attr(node, "axis", 0) % len(in_shape), _selected_by_constant(node).ndim
-            if gathered <= axis < gathered + picked:
-                return None
-            axis = axis if axis < gathered else axis - picked + 1
-        elif op == "Expand":
-            k = axis - (len(out_shape) - len(in_shape))
-            if k < 0 or in_shape[k] == 1:  # a new or size-1 axis: broadcast along it unless it stays 1
-                if out_shape[axis] != 1:
-                    return None
-                axis = _NO_AXIS if k < 0 else k
-            else:
-                axis = k
-        else:
+        # (node None: a body input bound outside, whose value it is)
+        carrier = _CARRIERS["Identity"] if node is None else _carrier(node)
+        if carrier is None or carrier.axis is None:
             return None
+        axis = carrier.axis(node, axis, in_shape, out_shape)
     return axis
+
+
+def _same_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    return axis if len(in_shape) == len(out_shape) else None
+
+
+def _reshaped_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    return axis if in_shape == out_shape and None not in in_shape else None  # (a Reshape to itself)
+
+
+def _transposed_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    perm = attr(node, "perm") or list(reversed(range(len(out_shape))))
+    return perm[axis]
+
+
+def _unsqueezed_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    axes = _axes(node)
+    if axes is None:
+        return None
+    axes = [a % len(out_shape) for a in axes]
+    return _NO_AXIS if axis in axes else axis - sum(a < axis for a in axes)
+
+
+def _squeezed_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    axes = _axes(node)
+    if axes is None and None in in_shape:
+        return None
+    if axes is None:
+        axes = [i for i, d in enumerate(in_shape) if d == 1]
+    axes = [a % len(in_shape) for a in axes]
+    kept = [i for i in range(len(in_shape)) if i not in axes]
+    return kept[axis] if len(kept) == len(out_shape) else None
+
+
+def _gathered_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    """By constant positions (:func:`_selected_by_constant`): theirs replace the gathered axis."""
+    gathered, picked = attr(node, "axis", 0) % len(in_shape), _selected_by_constant(node).ndim
+    if gathered <= axis < gathered + picked:
+        return None
+    return axis if axis < gathered else axis - picked + 1
+
+
+def _expanded_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
+    k = axis - (len(out_shape) - len(in_shape))
+    if k < 0 or in_shape[k] == 1:  # a new or size-1 axis: broadcast along it unless it stays 1
+        return (_NO_AXIS if k < 0 else k) if out_shape[axis] == 1 else None
+    return k
+
+
+def _keeps_last(node: ir.Node, shape: tuple) -> bool:
+    return True
+
+
+def _transpose_keeps_last(node: ir.Node, shape: tuple) -> bool:
+    perm = attr(node, "perm")
+    return perm is not None and perm[-1] == len(perm) - 1
+
+
+def _gather_keeps_last(node: ir.Node, shape: tuple) -> bool:
+    return attr(node, "axis", 0) % len(shape) != len(shape) - 1
+
+
+def _first_input(node: ir.Node) -> ir.Value | None:
+    return node.inputs[0]
+
+
+def _normalized(node: ir.Node) -> ir.Value | None:
+    """``Where(Less(x, 0), Add(x, n), x)``'s x: it maps [-n, n) onto [0, n) and keeps values
+    unique mod n, which the generated indices are."""
+    if len(node.inputs) != 3:
+        return None
+    cond, shifted, x = node.inputs
+    less, add = (v.producer() if v is not None else None for v in (cond, shifted))
+    if (less is not None and less.op_type == "Less" and list(less.inputs[:1]) == [x]
+            and _is_zero(less.inputs[1]) and add is not None and add.op_type == "Add" and x in add.inputs):
+        return x
+    return None
+
+
+def _gathered_by_constant(node: ir.Node) -> ir.Value | None:
+    return node.inputs[0] if _selected_by_constant(node) is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Carrier:
+    """How an op carries index values from an input to its output, for the index-contract tracer:
+    which input's values it carries (``source``: None where this node does not), whether its
+    output has that input's shape and its values in their flat order (constant ints pass through),
+    which axis of that input becomes an axis of the output (``axis``: None where not known), and
+    whether the input's last axis stays the output's last (``keeps_last``, given the input's
+    shape: where ScatterND index tuples lie)."""
+
+    source: Any = _first_input
+    same_shape: bool = False
+    flat_order: bool = False
+    axis: Any = None
+    keeps_last: Any = _keeps_last
+
+
+# Every op the tracer sees through, in one table (default domain only).
+_CARRIERS = {
+    "Cast": _Carrier(same_shape=True, flat_order=True, axis=_same_axis),
+    "Identity": _Carrier(same_shape=True, flat_order=True, axis=_same_axis),
+    "Reshape": _Carrier(flat_order=True, axis=_reshaped_axis),
+    "Flatten": _Carrier(flat_order=True, axis=_reshaped_axis),
+    "Squeeze": _Carrier(flat_order=True, axis=_squeezed_axis),
+    "Unsqueeze": _Carrier(flat_order=True, axis=_unsqueezed_axis),
+    "Transpose": _Carrier(axis=_transposed_axis, keeps_last=_transpose_keeps_last),
+    "Expand": _Carrier(axis=_expanded_axis),
+    "Where": _Carrier(source=_normalized, axis=_same_axis),
+    "Gather": _Carrier(source=_gathered_by_constant, axis=_gathered_axis,
+                       keeps_last=_gather_keeps_last),
+}
+
+
+def _carrier(node: ir.Node) -> _Carrier | None:
+    if not is_default_domain(node) or not node.inputs:
+        return None
+    return _CARRIERS.get(node.op_type)
 
 
 @dataclasses.dataclass
@@ -517,7 +565,7 @@ def _shape_of(value: ir.Value, shapes, outer: dict[int, list], partial: bool = F
             return inferred or declared
         producer = value.producer()
         same_shape = producer is not None and (
-            computes_a_scatter(producer) or (producer.op_type in _SAME_SHAPE_OPS and is_default_domain(producer)))
+            computes_a_scatter(producer) or getattr(_carrier(producer), "same_shape", False))
         if same_shape and producer.inputs:
             # A scatter's output has its data's shape (a Cast's, its input's): what shape inference
             # cannot say inside a function or a Loop body (a chain of scatters there) that input may.
@@ -548,7 +596,8 @@ def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexCont
     contracts[name] = IndexContract(old.kind, bounds, old.unique or new.unique, old.axis, shifts, window)
 
 
-def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[str, IndexContract], bool, list[str]]:
+def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict, list[str], list[str]]:
+    """The index contract of each graph input, the float add/mul scatters (named), and notes."""
     graph_inputs = {id(v) for v in model.graph.inputs if v.name in input_shapes}  # not those with an initializer
     shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
     outer = _outer_values(model)
@@ -561,7 +610,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         return _shape_of(value, shapes, outer, partial=True)
 
     contracts: dict[str, IndexContract] = {}
-    float_tolerance, notes = False, []
+    float_sums, notes = [], []
     for node, _scope in iter_nodes(model):
         if node.op_type in _GATHER_OPS and is_default_domain(node):
             _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls)
@@ -572,7 +621,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         data = node.inputs[0]
         # Unknown dtype (inside a function): assume float; integer outputs are compared exactly anyway.
         if reduction in ("add", "mul", None) and (data is None or data.dtype is None or data.dtype.is_floating_point()):
-            float_tolerance = True
+            float_sums.append(_named(node))
         if node.op_type == "TensorScatter":
             _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls)
             continue
@@ -636,7 +685,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict[st
         if unique and problems and names:  # (constant indices are the model's own business)
             notes.append(f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
                          f"{', '.join(names)} may repeat, and reduction none then depends on write order")
-    return contracts, float_tolerance, notes
+    return contracts, float_sums, notes
 
 
 def _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_of, calls) -> None:
@@ -765,10 +814,14 @@ def _planning_copy(model: ir.Model) -> ir.Model:
 
 
 def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
-                    dim_sizes: dict[str, int] | None = None) -> ValidationPlan:
+                    dim_sizes: dict[str, int] | None = None, rtol: float | None = None,
+                    atol: float | None = None) -> ValidationPlan:
     """Inputs for the original ``model`` (or the user's, checked), and how to compare outputs.
     Symbolic dimensions get ``dim_sizes[name]`` where given (the sizes a pass fixed them to),
-    else a small size."""
+    else a small size. ``rtol``/``atol`` (either, the other then 0): the user's bound for every
+    float output, ``|rewritten - original| <= atol + rtol * |original|``."""
+    tolerance = user_tolerance(rtol, atol)
+    outputs = [v.name for v in model.graph.outputs]
     rng = np.random.default_rng(seed)
     sizes: dict[str, int] = dict(dim_sizes or {})
     initializer_names = set(model.graph.initializers)
@@ -779,7 +832,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     # of constants there) comes from inferring the body with its call sites' input types.
     borrowed = annotate_functions_with(planned, computes_a_scatter)
     try:
-        contracts, float_tolerance, notes = _contracts(planned, input_shapes)
+        contracts, float_sums, notes = _contracts(planned, input_shapes)
     finally:
         restore_types(borrowed)
     if inputs is not None:
@@ -792,7 +845,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
         extra = sorted(set(inputs) - set(given))
         user_notes = ["user inputs"] + ([f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
                                         if extra else [])
-        return ValidationPlan(given, float_tolerance, user_notes, [v.name for v in model.graph.outputs])
+        return ValidationPlan(given, float_sums, user_notes, outputs, tolerance)
     generated = {}
     for v in graph_inputs:
         shape, dtype = input_shapes[v.name], _np_dtype(v.dtype)
@@ -802,7 +855,18 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
             generated[v.name] = _random_values(shape, dtype, rng)
     if contracts:
         notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
-    return ValidationPlan(generated, float_tolerance, notes, [v.name for v in model.graph.outputs])
+    return ValidationPlan(generated, float_sums, notes, outputs, tolerance)
+
+
+def user_tolerance(rtol: float | None, atol: float | None) -> tuple[float, float] | None:
+    """(rtol, atol) from the user's ``--rtol``/``--atol`` (None: neither given); OptionError for a
+    bound that is negative or not a number."""
+    if rtol is None and atol is None:
+        return None
+    for flag, value in (("--rtol", rtol), ("--atol", atol)):
+        if value is not None and not (np.isfinite(value) and value >= 0):
+            raise OptionError(f"{flag} {value}: a tolerance is a finite number >= 0")
+    return (float(rtol or 0.0), float(atol or 0.0))
 
 
 def _check_user_input(value: ir.Value, array: np.ndarray, fixed: dict[str, int]) -> None:
@@ -841,355 +905,6 @@ def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as archive:
             return {k: archive[k] for k in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else _first_line(e)
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
         raise ValidationError(f"--inputs {path}: cannot read it as a .npz archive ({reason})") from e
 
-
-# --------------------------------------------------------------------------- running
-
-
-def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0) -> list[np.ndarray]:
-    import onnxruntime as ort
-
-    from scatter_rewrite import custom_ops
-
-    source = str(model) if isinstance(model, (str, Path)) else model
-    run = None
-    try:
-        session = ort.InferenceSession(source, _session_options(threads), providers=["CPUExecutionProvider"])
-    except Exception as e:
-        # Our custom-domain nodes (lower --mode custom) only: registering them costs seconds where
-        # onnxruntime-extensions finds PyTorch installed (it imports it), so only on demand.
-        if custom_ops.DOMAIN not in str(e):
-            raise
-        options = _session_options(threads)
-        custom_ops.register(options)
-        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-        run = custom_ops.run  # raises what the ops raised (an index out of range), after the run
-    names = {i.name for i in session.get_inputs()}
-    run_options = ort.RunOptions()
-    run_options.log_severity_level = 4
-    feeds = {k: v for k, v in inputs.items() if k in names}
-    outputs = run(session, feeds, run_options) if run else session.run(None, feeds, run_options)
-    return [_as_declared(array, o.type) for array, o in zip(outputs, session.get_outputs())]
-
-
-def _as_declared(array: Any, ort_type: str) -> Any:
-    """An onnxruntime output as the ONNX element type the model declares (``ort_type``, as
-    ``tensor(float8e4m3fn)``), the type onnx.reference returns. onnxruntime's Python binding returns
-    float8e4m3fn and float4e2m1 as raw uint8: one byte per element, or packed two to a byte (low
-    nibble first) at the start of an array of the element count. (The other types NumPy lacks, float8e5m2
-    or int4, it does not return at all: "No corresponding Numpy type".)"""
-    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not ort_type.startswith("tensor("):
-        return array
-    declared = getattr(ir.DataType, ort_type[len("tensor("):-1].upper(), None)
-    if declared is None or declared == ir.DataType.UINT8:
-        return array
-    if declared.bitwidth == 8:
-        return array.view(declared.numpy())
-    packed = array.reshape(-1)[: (array.size * declared.bitwidth + 7) // 8]
-    return ir.PackedTensor(packed, declared, shape=ir.Shape(array.shape)).numpy()
-
-
-def _session_options(threads: int):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 4  # failures reach the user as our own one-line error, not ORT's log
-    # Validation checks kernels, not ORT's graph optimizer. ORT memory-maps external initializers on
-    # CPU, but constant folding and MatMul weight prepacking copy them into the heap: measured with
-    # ORT 1.32 on a 2.2 GiB external-data model, a session holds 1286 MB after creation with the
-    # default level and 54 MB with optimizations off (benchmarks/RESULTS-scale.md). Off also makes
-    # session creation ~30% faster on a 50k-node graph.
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.add_session_config_entry("session.disable_prepacking", "1")
-    # Without the arena, buffers go back as soon as a run is done instead of staying reserved for
-    # the next run (there is none): measured 0.8 -> 0.5 GB peak validating a 76 MiB model.
-    options.enable_cpu_mem_arena = False
-    return options
-
-
-def run_reference(model_path: str | os.PathLike, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
-    import warnings
-
-    from scatter_rewrite.evaluator.reference_ops import make_evaluator
-
-    evaluator = make_evaluator(onnx.load(str(model_path)))
-    # NumPy's RuntimeWarnings (log of 0, an overflow to inf) are values here, as in onnxruntime,
-    # not lines for the user's terminal.
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return evaluator.run(None, inputs)
-
-
-_BLOCK = 1 << 20  # elements compared at a time: temporaries stay ~8 MiB whatever the output's size
-
-
-def _blocks(e: np.ndarray, a: np.ndarray):
-    """The two arrays as matching flat blocks (no copy of either whole array)."""
-    e, a = e.reshape(-1), a.reshape(-1)
-    for start in range(0, max(e.size, 1), _BLOCK):
-        yield e[start:start + _BLOCK], a[start:start + _BLOCK]
-
-
-def _wide(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
-
-
-def _is_float(dtype: np.dtype) -> bool:
-    """NumPy's float and complex types, and ml_dtypes' floats (bfloat16, float8, float4: kind "V")."""
-    if dtype.kind in "fc":
-        return True
-    if dtype.kind != "V":
-        return False
-    import ml_dtypes
-
-    try:
-        ml_dtypes.finfo(dtype)
-    except (TypeError, ValueError):  # int4, uint4, ...
-        return False
-    return True
-
-
-def _bit_exact_mismatch(a: np.ndarray, b: np.ndarray) -> bool:
-    """Different values, NaN positions or zero signs (NaN payloads may differ)."""
-    if not _is_float(a.dtype):  # (== on an ml_dtypes float would take NaN for a difference, -0.0 for +0.0)
-        return not np.array_equal(a, b)
-    for ea, eb in _blocks(a, b):
-        af, bf = _wide(ea), _wide(eb)
-        nan_a = np.isnan(af)
-        if not np.array_equal(nan_a, np.isnan(bf)):
-            return True
-        ok = ~nan_a
-        if not np.array_equal(af[ok], bf[ok]):
-            return True
-        if a.dtype.kind != "c" and not np.array_equal(np.signbit(af[ok]), np.signbit(bf[ok])):
-            return True
-    return False
-
-
-def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
-    if a.dtype == object or a.dtype == np.bool_ or a.size == 0:
-        return 0.0 if np.array_equal(a, b) else float("inf")
-    worst = 0.0
-    for ea, eb in _blocks(a, b):
-        with np.errstate(invalid="ignore"):  # inf - inf is NaN, dropped: equal infinities differ by nothing
-            diff = np.abs(_wide(ea) - _wide(eb))
-        diff = diff[~np.isnan(diff)]
-        if diff.size:
-            worst = max(worst, float(diff.max()))
-    return worst
-
-
-def _within_tolerance(e: np.ndarray, a: np.ndarray, rtol: float, atol: float) -> bool:
-    return all(np.allclose(_wide(ab), _wide(eb), rtol=rtol, atol=atol, equal_nan=True) for eb, ab in _blocks(e, a))
-
-
-def _tolerance(dtype: np.dtype) -> tuple[float, float] | None:
-    if dtype.name == "bfloat16":
-        return BFLOAT16_TOLERANCE
-    return FLOAT_TOLERANCE.get(dtype)
-
-
-def _tolerance_said(outputs: list[Any]) -> str:
-    """The tolerances of the float types among ``outputs`` (the others are compared exactly)."""
-    dtypes = {o.dtype: None for o in outputs if isinstance(o, np.ndarray)}
-    said = [f"{d.name}: rtol={t[0]}, atol={t[1]}" for d in dtypes if (t := _tolerance(d)) is not None]
-    return ("float outputs within " + ", ".join(said) + "; everything else exact") if said else "exact (bit for bit)"
-
-
-def _as_text(strings: np.ndarray) -> np.ndarray:
-    """A string tensor as an object array of ``str`` (ONNX strings are UTF-8)."""
-    decode = np.frompyfunc(lambda x: x.decode() if isinstance(x, bytes) else str(x), 1, 1)
-    return np.asarray(decode(strings), dtype=object) if strings.size else strings.astype(object)
-
-
-def compare(names: list[str], expected: list[Any], actual: list[Any], float_tolerance: bool) -> tuple[dict[str, float], list[str]]:
-    """Per-output max |difference|, and a list of failures (empty when they agree)."""
-    diffs, failures = {}, []
-    for name, e, a in zip(names, expected, actual):
-        e, a = np.asarray(e), np.asarray(a)
-        if e.dtype.kind in "OSU" and a.dtype.kind in "OSU":  # strings: np.str_/np.bytes_ arrays from
-            e, a = _as_text(e), _as_text(a)  # onnx.reference, object arrays (str) from onnxruntime
-        if e.shape != a.shape or e.dtype != a.dtype:
-            failures.append(f"output '{name}': expected {e.dtype}{list(e.shape)}, got {a.dtype}{list(a.shape)}")
-            continue
-        diffs[name] = _max_abs_diff(e, a)
-        tol = _tolerance(e.dtype) if float_tolerance else None
-        if tol is not None:
-            rtol, atol = tol
-            if not _within_tolerance(e, a, rtol, atol):
-                failures.append(f"output '{name}': max |difference| {diffs[name]:.3g} exceeds rtol={rtol}, atol={atol}")
-        elif _bit_exact_mismatch(e, a):
-            failures.append(f"output '{name}': not bit-exact (max |difference| {diffs[name]:.3g})")
-    return diffs, failures
-
-
-def _first_line(e: BaseException, limit: int = 200) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:limit] if text else type(e).__name__
-
-
-def _without_paths(reason: str | None) -> str | None:
-    """An onnxruntime reason without the model file it names ("Load model from /tmp/x.onnx failed:"),
-    to compare the original's failure with the rewritten model's."""
-    return None if reason is None else re.sub(r"Load model from \S+ failed:", "Load model failed:", reason)
-
-
-def _ort_reason(e: BaseException) -> str:
-    """onnxruntime's messages bury the reason after the node dump: keep the reason."""
-    text = _first_line(e, 10_000)
-    for marker in ("Type Error: ", " Error ", "Status Message: "):
-        if marker in text:
-            return text.rsplit(marker, 1)[1][:200]
-    return text[:200]
-
-
-def allow_float_rounding(plan: ValidationPlan, results) -> None:
-    """After the passes: where one re-expressed an op so that float results may round differently
-    (``ScatterPassResult.float_rounding``: an op replaced by its ONNX function body, the spec's own
-    definition of it), float outputs are compared within FLOAT_TOLERANCE, and the notes say why."""
-    ops = sorted({op for r in results for op in getattr(r, "float_rounding", ())})
-    if ops and not plan.float_tolerance:
-        plan.float_tolerance = True
-        plan.notes.append(f"float outputs compared within tolerance: {', '.join(ops)} replaced by "
-                          f"{'its' if len(ops) == 1 else 'their'} ONNX function body")
-
-
-def _lacks_a_kernel(e: BaseException) -> bool:
-    """Whether onnxruntime refused a model for a kernel or type its CPU provider lacks, or whose
-    inputs or outputs its Python binding cannot pass (bfloat16 inputs: "Numpy_type 256 can't be
-    converted"; float8e5m2, int4 outputs: "No corresponding Numpy type"), not for a malformed graph."""
-    text = str(e)
-    # (A type refused inside an If/Loop body comes as FAIL "Graph attribute inferencing failed".)
-    return ("NOT_IMPLEMENTED" in text or "No corresponding Numpy type" in text or "can't be converted to MLDataType" in text or ("RUNTIME_EXCEPTION" in text and "data type is not supported" in text)
-            or (("INVALID_GRAPH" in text or "Graph attribute inferencing failed" in text)
-                and "Type Error: Type 'tensor(" in text))
-
-
-_REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
-
-
-def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:
-    """Run both models and compare; raise ValidationError on any difference.
-
-    Both run in onnxruntime where it runs both. Where it cannot run one of them, both run in
-    onnx.reference and are compared there, in one engine: the proof of the rewrite. (Across engines,
-    a float op after the scatter, NumPy's MatMul against onnxruntime's, rounds differently, and no
-    bit-for-bit comparison would hold.) The model onnxruntime does run is then compared with its own
-    onnx.reference results too (``cross_check``): it loads and runs, and the summary says how far the
-    two engines are apart on it (never a failure: their float ops round differently). Where
-    onnx.reference cannot run that model, onnxruntime's results on it are compared with the other's.
-    """
-    try:
-        original_ort = run_onnxruntime(original, plan.inputs)
-        ort_cannot_run_original = None
-    except Exception as ort_error:  # ORT reports load/run failures through several exception types
-        original_ort, ort_cannot_run_original = None, _ort_reason(ort_error)
-    original_ref = None
-    if original_ort is None:
-        original_ref = _run_original_in_reference(original, plan, ort_cannot_run_original)
-    try:
-        rewritten_ort = run_onnxruntime(rewritten, plan.inputs)
-        ort_cannot_run_rewritten = None
-    except Exception as e:
-        # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
-        # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime cannot run.
-        if not _lacks_a_kernel(e) and _without_paths(_ort_reason(e)) != _without_paths(ort_cannot_run_original):
-            raise ValidationError(f"onnxruntime cannot run the rewritten model: {_first_line(e, 300)}") from e
-        # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
-        # original's ScatterElements has): the rewritten model runs in the reference evaluator
-        # (already past onnx.checker), and the summary says so.
-        rewritten_ort, ort_cannot_run_rewritten = None, _ort_reason(e)
-    cross_check = None  # (model, its onnx.reference results, its onnxruntime results)
-    if original_ort is not None and rewritten_ort is not None:
-        expected, actual = original_ort, rewritten_ort
-        checked_against = "onnxruntime on the original model"
-    elif original_ort is None and rewritten_ort is None:
-        expected, actual = original_ref, _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
-        checked_against = f"{_REFERENCE}, for both models (onnxruntime cannot run either: {ort_cannot_run_original})"
-    elif original_ort is None:  # the rewritten model runs in onnxruntime
-        expected, actual = original_ref, _reference_or_none(rewritten, plan)
-        checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
-                           f"{ort_cannot_run_original})")
-        if actual is None:
-            actual = rewritten_ort
-            checked_against = (f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
-                               f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference cannot)")
-        else:
-            cross_check = ("rewritten", actual, rewritten_ort)
-    else:  # the original runs in onnxruntime, the rewritten model does not
-        expected = _reference_or_none(original, plan)
-        actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
-        checked_against = (f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime lacks a "
-                           f"kernel it uses: {ort_cannot_run_rewritten})")
-        if expected is None:
-            expected = original_ort
-        else:
-            checked_against += " and on the original"
-            cross_check = ("original", expected, original_ort)
-    # (Not read back from the rewritten file: with inline weights that would parse all of them again.)
-    names = plan.outputs or [f"output {i}" for i in range(len(actual))]
-    diffs, failures = compare(names, expected, actual, plan.float_tolerance)
-    if failures:
-        raise ValidationError("validation failed, nothing written: " + "; ".join(failures))
-    tolerance = _tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
-    return ValidationResult(checked_against, tolerance, max(diffs.values(), default=0.0), diffs, list(plan.notes),
-                            _cross_check(names, *cross_check) if cross_check else "")
-
-
-def _run_original_in_reference(original: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
-    """The original's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
-    try:
-        return run_reference(original, plan.inputs)
-    except IndexOutOfRangeError as e:
-        if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
-            raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
-                                  "scatter indices must lie within the data's bounds") from e
-        # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
-        # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
-        raise ValidationError(f"the generated validation inputs put an index out of range in the original "
-                              f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate") from e
-    except ScatterRewriteError:
-        raise
-    except Exception as ref_error:
-        raise ValidationError(
-            f"cannot evaluate the original model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{_first_line(ref_error)}'; use --no-validate to skip"
-        ) from ref_error
-
-
-def _run_rewritten_in_reference(rewritten: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
-    """The rewritten model's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
-    try:
-        return run_reference(rewritten, plan.inputs)
-    except ScatterRewriteError:
-        raise
-    except Exception as ref_error:
-        raise ValidationError(f"cannot evaluate the rewritten model: onnxruntime says '{ort_reason}', "
-                              f"onnx.reference says '{_first_line(ref_error)}'") from ref_error
-
-
-def _reference_or_none(model: str | os.PathLike, plan: ValidationPlan) -> list | None:
-    """A model's outputs from onnx.reference, or None where it cannot run it (onnxruntime does)."""
-    try:
-        return run_reference(model, plan.inputs)
-    except Exception:  # (an op or type onnxruntime has and onnx.reference lacks)
-        return None
-
-
-def _cross_check(names: list[str], which: str, reference: list, ort: list) -> str:
-    """onnxruntime's results on the ``which`` model against onnx.reference's, which the proof used, for
-    the summary: how far apart the two engines are on a model the rewrite does not judge (a MatMul with
-    K=768, a Conv, a long ReduceSum round differently in each, by more than any tolerance for a
-    scatter's sums; a QuantizeLinear after them may then differ by one). Never a failure: the proof is
-    the comparison in one engine."""
-    diffs, failures = compare(names, reference, ort, float_tolerance=True)
-    worst = max(diffs.values(), default=0.0)
-    if not failures:
-        return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
-                f"{_tolerance_said(reference)}, max |difference| {worst:.3g}")
-    return (f"onnxruntime runs the {which} model too; its outputs differ from onnx.reference's by up to {worst:.3g} "
-            f"(the engines' float ops round differently: {'; '.join(failures)})")

@@ -1,0 +1,225 @@
+"""Running a model: onnxruntime (with our custom-domain ops registered where the model uses them)
+and ``onnx.reference`` with scatter-rewrite's NumPy kernels; what onnxruntime's refusals mean."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+
+# The one graph optimization validation leaves out: onnxruntime 1.32's ExpandElimination drops an
+# Expand of a [3, 1] tensor to a [3, 0] shape as if it changed nothing, and the next node then fails
+# on the [3, 1] it gets (tests/test_edge_cases.py's zero-size cases, lowered for TensorRT).
+_DISABLED_OPTIMIZERS = ["ExpandElimination"]
+_CPU = ["CPUExecutionProvider"]
+
+
+class CustomOpsRefused(Exception):
+    """onnxruntime cannot load a model with our custom-domain ops even with
+    ``custom_ops.register``: how that model's users run it (``lower --mode custom``)."""
+
+
+def needs_custom_ops_in_onnxruntime(model: str | os.PathLike) -> bool:
+    """Whether ``model`` holds our custom-domain nodes in the form onnxruntime runs with
+    ``custom_ops.register`` (``lower --mode custom``), not only the TensorRT plugin form
+    (``--mode tensorrt-plugin``: ``plugin_version`` attributes), whose runtime is TensorRT."""
+    from scatter_rewrite import custom_ops
+    from scatter_rewrite.graph import iter_nodes
+
+    return any(node.domain == custom_ops.DOMAIN and "plugin_version" not in node.attributes
+               for node, _scope in iter_nodes(ir.load(str(model))))
+
+
+def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    from scatter_rewrite import custom_ops
+
+    source = str(model) if isinstance(model, (str, Path)) else model
+    run = None
+    try:
+        session = ort.InferenceSession(source, _session_options(threads), providers=_CPU,
+                                       disabled_optimizers=_DISABLED_OPTIMIZERS)
+    except Exception as e:
+        # Our custom-domain nodes (lower --mode custom) only: registering them costs seconds where
+        # onnxruntime-extensions finds PyTorch installed (it imports it), so only on demand.
+        if custom_ops.DOMAIN not in str(e):
+            raise
+        options = _session_options(threads)
+        custom_ops.register(options)
+        try:
+            session = ort.InferenceSession(source, options, providers=_CPU,
+                                           disabled_optimizers=_DISABLED_OPTIMIZERS)
+        except Exception as refused:
+            raise CustomOpsRefused(ort_reason(refused)) from refused
+        run = custom_ops.run  # raises what the ops raised (an index out of range), after the run
+    names = {i.name for i in session.get_inputs()}
+    run_options = ort.RunOptions()
+    run_options.log_severity_level = 4
+    feeds = {k: v for k, v in inputs.items() if k in names}
+    outputs = run(session, feeds, run_options) if run else session.run(None, feeds, run_options)
+    return [_as_declared(array, o.type) for array, o in zip(outputs, session.get_outputs())]
+
+
+def _as_declared(array: Any, ort_type: str) -> Any:
+    """An onnxruntime output as the ONNX element type the model declares (``ort_type``, as
+    ``tensor(float8e4m3fn)``), the type onnx.reference returns. onnxruntime's Python binding returns
+    float8e4m3fn and float4e2m1 as raw uint8: one byte per element, or packed two to a byte (low
+    nibble first) at the start of an array of the element count. (The other types NumPy lacks, float8e5m2
+    or int4, it does not return at all: "No corresponding Numpy type".)"""
+    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not ort_type.startswith("tensor("):
+        return array
+    declared = getattr(ir.DataType, ort_type[len("tensor("):-1].upper(), None)
+    if declared is None or declared == ir.DataType.UINT8:
+        return array
+    if declared.bitwidth == 8:
+        return array.view(declared.numpy())
+    packed = array.reshape(-1)[: (array.size * declared.bitwidth + 7) // 8]
+    return ir.PackedTensor(packed, declared, shape=ir.Shape(array.shape)).numpy()
+
+
+def _session_options(threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 4  # failures reach the user as our own one-line error, not ORT's log
+    # The graph optimizations a user's session gets by default (ORT_ENABLE_ALL): the rewritten model
+    # is proven as it will run, and a TorchScript original that onnxruntime runs with its defaults
+    # runs here too (with them off, it fell back to onnx.reference). One exception, for memory:
+    # weight prepacking copies every MatMul weight into the heap where ORT memory-maps external
+    # initializers. Measured with ORT 1.32 on 50 MatMuls over 200 MiB of external weights: 255 MiB
+    # after session creation with the defaults, 55 MiB with prepacking off (as with every
+    # optimization off). Prepacking lays the same weights out for the same kernel, and stays off.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    # Without the arena, buffers go back as soon as a run is done instead of staying reserved for
+    # the next run (there is none): measured 0.8 -> 0.5 GB peak validating a 76 MiB model.
+    options.enable_cpu_mem_arena = False
+    return options
+
+
+def run_reference(model: str | os.PathLike | onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list:
+    """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
+    import warnings
+
+    from scatter_rewrite.evaluator.reference_ops import make_evaluator
+
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    evaluator = make_evaluator(proto)
+    # NumPy's RuntimeWarnings (log of 0, an overflow to inf) are values here, as in onnxruntime,
+    # not lines for the user's terminal.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return evaluator.run(None, inputs)
+
+
+
+def first_line(e: BaseException, limit: int = 200) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:limit] if text else type(e).__name__
+
+
+def without_paths(reason: str | None) -> str | None:
+    """An onnxruntime reason without the model file it names ("Load model from /tmp/x.onnx failed:"),
+    to compare the original's failure with the rewritten model's."""
+    return None if reason is None else re.sub(r"Load model from \S+ failed:", "Load model failed:", reason)
+
+
+def ort_reason(e: BaseException) -> str:
+    """onnxruntime's messages bury the reason after the node dump: keep the reason."""
+    text = first_line(e, 10_000)
+    for marker in ("Type Error: ", " Error ", "Status Message: "):
+        if marker in text:
+            return text.rsplit(marker, 1)[1][:200]
+    return text[:200]
+
+
+
+def lacks_a_kernel(model: str | os.PathLike, e: BaseException) -> bool:
+    """Whether onnxruntime refused ``model`` for a kernel or type its CPU provider lacks, or whose
+    inputs or outputs its Python binding cannot pass, not for a malformed graph.
+
+    Asked of onnxruntime's kernel registry first (:func:`undeclared_kernels`). What the registry
+    does not declare, onnxruntime says only in its error text, read here and pinned by tests that
+    produce each with the installed onnxruntime (tests/test_validate_engines.py): a reduction its
+    kernel refuses at run time for a type it registers (float16 add: RUNTIME_EXCEPTION "data type is
+    not supported"), bfloat16 inputs ("Numpy_type 256 can't be converted to MLDataType"), float8e5m2
+    or int4 outputs ("No corresponding Numpy type")."""
+    if undeclared_kernels(model):
+        return True
+    text = str(e)
+    return ("No corresponding Numpy type" in text or "can't be converted to MLDataType" in text
+            or ("RUNTIME_EXCEPTION" in text and "data type is not supported" in text))
+
+
+def undeclared_kernels(model: str | os.PathLike) -> list[str]:
+    """The default-domain nodes of ``model`` (main graph, bodies, local functions) for which
+    onnxruntime's CPU provider registers no kernel at the model's opset, or none for the type of an
+    input (by the schema's type parameter of that input), as ``op(opset)`` or ``op(opset, type)``.
+    Input types not known (inside a function) are not judged."""
+    from scatter_rewrite.graph import is_default_domain, iter_nodes
+
+    try:
+        loaded = ir.load(str(model))
+    except Exception:  # (what cannot be loaded is not ours to judge here)
+        return []
+    opset = loaded.opset_imports.get("", loaded.opset_imports.get("ai.onnx"))
+    if opset is None:
+        return []
+    declared = _cpu_kernels()
+    missing = []
+    for node, _scope in iter_nodes(loaded):
+        if not is_default_domain(node):
+            continue
+        kernels = [c for lo, hi, c in declared.get(node.op_type, []) if lo <= opset <= hi]
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset)
+        except onnx.defs.SchemaError:
+            continue
+        if not kernels and (schema.has_function or schema.has_context_dependent_function):
+            continue  # (onnxruntime runs an op it has no kernel for through its function body)
+        if not kernels:
+            missing.append(f"{node.op_type}({opset})")
+            continue
+        constraints: dict[str, set[str]] = {}  # (one kernel per type, often: their union)
+        for kernel in kernels:
+            for param, types in kernel.items():
+                constraints.setdefault(param, set()).update(types)
+        formal = schema.inputs
+        for k, value in enumerate(node.inputs):
+            param = formal[min(k, len(formal) - 1)].type_str if formal else None
+            if value is None or value.dtype is None or param not in constraints:
+                continue
+            name = _ort_type_name(value.dtype)
+            if f"tensor({name})" not in constraints[param]:
+                missing.append(f"{node.op_type}({opset}, {name})")
+                break
+    return missing
+
+
+def _ort_type_name(dtype: ir.DataType) -> str:
+    return {ir.DataType.FLOAT: "float", ir.DataType.DOUBLE: "double"}.get(dtype, dtype.name.lower())
+
+
+@functools.cache
+def _cpu_kernels() -> dict[str, list[tuple[int, int, dict[str, set[str]]]]]:
+    """onnxruntime's CPU kernels of the default domain, from its registry: op -> (first opset,
+    last opset, the types of each type parameter)."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+
+    kernels: dict[str, list[tuple[int, int, dict[str, set[str]]]]] = {}
+    for kernel in ort_state.get_all_opkernel_def():
+        if kernel.provider != "CPUExecutionProvider" or kernel.domain not in ("", "ai.onnx"):
+            continue
+        lo, hi = kernel.version_range
+        constraints = {param: set(types) for param, types in kernel.type_constraints.items()}
+        kernels.setdefault(kernel.op_name, []).append((lo, hi, constraints))
+    return kernels

@@ -1,0 +1,234 @@
+"""The proof of a rewrite: both models run on the planned inputs, in one engine where it can be,
+and their outputs compared (see :mod:`scatter_rewrite.validate`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import onnx
+
+from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
+from scatter_rewrite.validate import engines, float64
+from scatter_rewrite.validate.comparison import (
+    compare, compare_outputs, judge_rounding, judgeable, tolerance_said,
+)
+from scatter_rewrite.validate.engines import first_line, lacks_a_kernel, ort_reason, without_paths
+from scatter_rewrite.validate.inputs import ValidationPlan
+
+
+@dataclasses.dataclass
+class ValidationResult:
+    checked_against: str
+    tolerance: str
+    max_abs_diff: float
+    outputs: dict[str, float]
+    notes: list[str]
+    # Where the proof ran in onnx.reference: how onnxruntime's results on the model it runs compare
+    # with onnx.reference's (see validate); empty where onnxruntime ran both.
+    cross_check: str = ""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+
+def allow_float_rounding(plan: ValidationPlan, results) -> None:
+    """After the passes: where one re-expressed an op so that float results may round differently
+    (``ScatterPassResult.float_rounding``: an op replaced by its ONNX function body, the spec's own
+    definition of it), float outputs are compared within FLOAT_TOLERANCE, and the notes say why."""
+    ops = sorted({op for r in results for op in getattr(r, "float_rounding", ())})
+    already = plan.float_tolerance
+    plan.float_rounding = ops
+    if ops and not already:
+        plan.notes.append(f"float outputs compared within tolerance: {', '.join(ops)} replaced by "
+                          f"{'its' if len(ops) == 1 else 'their'} ONNX function body")
+
+
+
+_REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
+
+
+def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:
+    """Run both models and compare; raise ValidationError on any difference.
+
+    Both run in onnxruntime where it runs both. Where it cannot run one of them, both run in
+    onnx.reference and are compared there, in one engine: the proof of the rewrite. (Across engines,
+    a float op after the scatter, NumPy's MatMul against onnxruntime's, rounds differently, and no
+    bit-for-bit comparison would hold.) The model onnxruntime does run is then compared with its own
+    onnx.reference results too (``cross_check``): it loads and runs, and the summary says how far the
+    two engines are apart on it (never a failure: their float ops round differently). Where
+    onnx.reference cannot run that model, onnxruntime's results on it are compared with the other's.
+    """
+    try:
+        original_ort = engines.run_onnxruntime(original, plan.inputs)
+        ort_cannot_run_original = None
+    except Exception as ort_error:  # ORT reports load/run failures through several exception types
+        original_ort, ort_cannot_run_original = None, ort_reason(ort_error)
+    original_ref = None
+    if original_ort is None:
+        original_ref = _run_original_in_reference(original, plan, ort_cannot_run_original)
+    try:
+        rewritten_ort = engines.run_onnxruntime(rewritten, plan.inputs)
+        ort_cannot_run_rewritten = None
+    except engines.CustomOpsRefused as e:
+        if not engines.needs_custom_ops_in_onnxruntime(rewritten):  # (the TensorRT plugin form)
+            rewritten_ort, ort_cannot_run_rewritten = None, str(e)
+        else:  # never PASSED for a model its users cannot load
+            raise ValidationError(
+                "onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register, "
+                f"which is how a --mode custom model runs: {e}; lower with --mode standard, or skip "
+                "validation with --no-validate to write it anyway") from e
+    except Exception as e:
+        # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
+        # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime cannot run.
+        as_the_original = without_paths(ort_reason(e)) == without_paths(ort_cannot_run_original)
+        if not as_the_original and not lacks_a_kernel(rewritten, e):
+            raise ValidationError(f"onnxruntime cannot run the rewritten model: {first_line(e, 300)}") from e
+        # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
+        # original's ScatterElements has): the rewritten model runs in the reference evaluator
+        # (already past onnx.checker), and the summary says so.
+        rewritten_ort, ort_cannot_run_rewritten = None, ort_reason(e)
+    cross_check = None  # (model, its onnx.reference results, its onnxruntime results)
+    if original_ort is not None and rewritten_ort is not None:
+        expected, actual = original_ort, rewritten_ort
+        checked_against = "onnxruntime on the original model"
+    elif original_ort is None and rewritten_ort is None:
+        expected, actual = original_ref, _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
+        checked_against = f"{_REFERENCE}, for both models (onnxruntime cannot run either: {ort_cannot_run_original})"
+    elif original_ort is None:  # the rewritten model runs in onnxruntime
+        expected, actual = original_ref, _reference_or_none(rewritten, plan)
+        checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
+                           f"{ort_cannot_run_original})")
+        if actual is None:
+            actual = rewritten_ort
+            checked_against = (f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
+                               f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference cannot)")
+        else:
+            cross_check = ("rewritten", actual, rewritten_ort)
+    else:  # the original runs in onnxruntime, the rewritten model does not
+        expected = _reference_or_none(original, plan)
+        actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
+        checked_against = (f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime lacks a "
+                           f"kernel it uses: {ort_cannot_run_rewritten})")
+        if expected is None:
+            expected = original_ort
+        else:
+            checked_against += " and on the original"
+            cross_check = ("original", expected, original_ort)
+    # (Not read back from the rewritten file: with inline weights that would parse all of them again.)
+    names = plan.outputs or [f"output {i}" for i in range(len(actual))]
+    diffs, failures = compare_outputs(names, expected, actual, plan.float_tolerance, plan.tolerance)
+    if plan.tolerance is not None:
+        rtol, atol = plan.tolerance
+        tolerance = f"float outputs within the given rtol={rtol}, atol={atol}; everything else exact"
+    else:
+        tolerance = tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
+    if failures and plan.float_tolerance and plan.tolerance is None:
+        failures, judged = _judge_by_the_arithmetic(original, plan, names, expected, actual,
+                                                    failures)
+        tolerance = judged or tolerance
+    if failures:
+        raise ValidationError(_failed(checked_against, failures))
+    return ValidationResult(checked_against, tolerance, max(diffs.values(), default=0.0), diffs, list(plan.notes),
+                            _cross_check(names, *cross_check) if cross_check else "")
+
+
+def _failed(checked_against: str, failures: dict[str, str]) -> str:
+    """What was compared, by how much it missed, and the ways out."""
+    return (f"validation failed, nothing written: {'; '.join(failures.values())} "
+            f"(checked against: {checked_against}); if the difference is acceptable, set the bound with "
+            "--rtol/--atol (rtol=/atol= in the Python API), or skip validation with --no-validate "
+            "(validate=False)")
+
+
+def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, names: list[str],
+                             expected: list, actual: list,
+                             failures: dict[str, str]) -> tuple[dict[str, str], str]:
+    """The float outputs beyond the fixed tolerance, judged against a float64 evaluation of the
+    original (:func:`comparison.judge_rounding`). Returns the failures left, and the tolerance said
+    for the summary ("" where no output was judged)."""
+    at = {name: k for k, name in enumerate(names)}
+    judged = [name for name in failures if name in at and judgeable(expected[at[name]])
+              and np.asarray(actual[at[name]]).dtype == expected[at[name]].dtype]
+    if not judged:
+        return failures, ""
+    try:
+        exact, magnitude = float64.evaluate(onnx.load(str(original)), plan.inputs)
+    except Exception as e:  # (an op onnx.reference cannot run in float64): the fixed bound stands
+        left = dict(failures)
+        for name in judged:
+            left[name] += (" (and no float64 evaluation of the original to judge its rounding by: "
+                           f"{first_line(e)})")
+        return left, ""
+    left, measured = dict(failures), []
+    for name in judged:
+        k = at[name]
+        failure, said = judge_rounding(name, expected[k], np.asarray(actual[k]),
+                                       np.asarray(exact[k]), np.asarray(magnitude[k]))
+        if failure is None:
+            del left[name]
+            measured.append(f"'{name}': {said}")
+        else:
+            left[name] = failure
+    if left:
+        return left, ""
+    fixed = tolerance_said(expected).replace("; everything else exact", "")
+    return left, (f"{fixed}, or else judged against a float64 evaluation of the original "
+                  f"({'; '.join(measured)}); everything else exact")
+
+
+def _run_original_in_reference(original: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
+    """The original's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
+    try:
+        return engines.run_reference(original, plan.inputs)
+    except IndexOutOfRangeError as e:
+        if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
+            raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
+                                  "scatter indices must lie within the data's bounds") from e
+        # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
+        # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
+        raise ValidationError(f"the generated validation inputs put an index out of range in the original "
+                              f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate") from e
+    except ScatterRewriteError:
+        raise
+    except Exception as ref_error:
+        raise ValidationError(
+            f"cannot evaluate the original model: onnxruntime says '{ort_reason}', "
+            f"onnx.reference says '{first_line(ref_error)}'; use --no-validate to skip"
+        ) from ref_error
+
+
+def _run_rewritten_in_reference(rewritten: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
+    """The rewritten model's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
+    try:
+        return engines.run_reference(rewritten, plan.inputs)
+    except ScatterRewriteError:
+        raise
+    except Exception as ref_error:
+        raise ValidationError(f"cannot evaluate the rewritten model: onnxruntime says '{ort_reason}', "
+                              f"onnx.reference says '{first_line(ref_error)}'") from ref_error
+
+
+def _reference_or_none(model: str | os.PathLike, plan: ValidationPlan) -> list | None:
+    """A model's outputs from onnx.reference, or None where it cannot run it (onnxruntime does)."""
+    try:
+        return engines.run_reference(model, plan.inputs)
+    except Exception:  # (an op or type onnxruntime has and onnx.reference lacks)
+        return None
+
+
+def _cross_check(names: list[str], which: str, reference: list, ort: list) -> str:
+    """onnxruntime's results on the ``which`` model against onnx.reference's, which the proof used, for
+    the summary: how far apart the two engines are on a model the rewrite does not judge (a MatMul with
+    K=768, a Conv, a long ReduceSum round differently in each, by more than any tolerance for a
+    scatter's sums; a QuantizeLinear after them may then differ by one). Never a failure: the proof is
+    the comparison in one engine."""
+    diffs, failures = compare(names, reference, ort, float_tolerance=True)
+    worst = max(diffs.values(), default=0.0)
+    if not failures:
+        return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
+                f"{tolerance_said(reference)}, max |difference| {worst:.3g}")
+    return (f"onnxruntime runs the {which} model too; its outputs differ from onnx.reference's by up to {worst:.3g} "
+            f"(the engines' float ops round differently: {'; '.join(failures)})")

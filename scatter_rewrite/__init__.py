@@ -1,12 +1,26 @@
-"""scatter-rewrite: ONNX graph passes for scatter operators (upgrade, fold, lower, TensorRT prep).
+"""scatter-rewrite: ONNX graph passes for scatter operators (upgrade, fold, lower, TensorRT prep,
+repair).
 
-The public API, re-exported lazily so that ``scatter-rewrite --help`` does not import onnx.
+The public API, re-exported lazily so that ``scatter-rewrite --help`` does not import onnx::
+
+    import onnx, scatter_rewrite
+    model = scatter_rewrite.lower(onnx.load("model.onnx"), opset=13, validate=True)
+    report = scatter_rewrite.check(model, target="tensorrt-10")
+
+Every verb takes an ``onnx.ModelProto``, an ``onnx_ir.Model``, a path or an onnx_graphsurgeon
+graph and returns the same kind; the passes themselves are in :mod:`scatter_rewrite.passes`.
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
+
+try:
+    __version__ = version("scatter-rewrite")
+except PackageNotFoundError:  # (run from a source tree that was never installed)
+    __version__ = "0+unknown"
 
 # name -> module that defines it
 _EXPORTS = {
@@ -17,17 +31,22 @@ _EXPORTS = {
     "to_scatternd": "scatter_rewrite.api",
     "prepare_for_tensorrt": "scatter_rewrite.api",
     "repair": "scatter_rewrite.api",
+    "check": "scatter_rewrite.api",
+    "CheckReport": "scatter_rewrite.readiness",
+    "Finding": "scatter_rewrite.readiness",
+    "Outcome": "scatter_rewrite.pipeline",
     "UpgradePass": "scatter_rewrite.passes.upgrade",
     "ScatterRewriteError": "scatter_rewrite.errors",
     "ModelLoadError": "scatter_rewrite.errors",
     "InvalidModelError": "scatter_rewrite.errors",
     "IndexOutOfRangeError": "scatter_rewrite.errors",
     "OptionError": "scatter_rewrite.errors",
+    "OptionTypeError": "scatter_rewrite.errors",
     "ValidationError": "scatter_rewrite.errors",
     "ConversionError": "scatter_rewrite.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name: str):
@@ -36,12 +55,18 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'scatter_rewrite' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted(__all__ + ["__all__", "__doc__", "__name__", "__path__"])
+
+
 if TYPE_CHECKING:
     from scatter_rewrite.api import (  # noqa: F401
-        fold, lower, prepare_for_tensorrt, repair, rewrite, to_scatternd, upgrade,
+        check, fold, lower, prepare_for_tensorrt, repair, rewrite, to_scatternd, upgrade,
     )
     from scatter_rewrite.errors import (  # noqa: F401
         ConversionError, IndexOutOfRangeError, InvalidModelError, ModelLoadError, OptionError,
-        ScatterRewriteError, ValidationError,
+        OptionTypeError, ScatterRewriteError, ValidationError,
     )
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401
+    from scatter_rewrite.pipeline import Outcome  # noqa: F401
+    from scatter_rewrite.readiness import CheckReport, Finding  # noqa: F401

@@ -7,22 +7,29 @@ Accepted: ``onnx.ModelProto``, ``onnx_ir.Model``, a path (str or ``os.PathLike``
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import ScatterRewriteError
+from scatter_rewrite.errors import OptionError, ScatterRewriteError
 from scatter_rewrite.model_io import check_in_memory_references, deserialize, save_model
-from scatter_rewrite.pipeline import (
-    Outcome, Verb, VERBS, check_model, fixed_dim_sizes, result_dict, rewrite_file, run_passes,
-)
-from scatter_rewrite.spec import check_scatter_nodes
+from scatter_rewrite.pipeline import Outcome, rewrite_file, rewrite_model
+from scatter_rewrite.verbs import VERBS
 
+if TYPE_CHECKING:
+    from scatter_rewrite.readiness import CheckReport
+
+__all__ = ["rewrite", "upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "repair",
+           "check", "ModelLike"]
+
+logger = logging.getLogger("scatter_rewrite")
 ModelLike = TypeVar("ModelLike")
 
 
@@ -42,11 +49,12 @@ def _to_ir(model: Any) -> ir.Model:
         return deserialize(gs.export_onnx(model), "the onnx_graphsurgeon graph")
     if type(model).__name__ == "ONNXProgram" and type(model).__module__.startswith("torch."):
         raise ScatterRewriteError(
-            "cannot rewrite a torch.onnx.ONNXProgram itself: pass its .model (an onnx_ir.Model, and you get one "
-            "back) or .model_proto, or the path it was saved to (onnx_program.save(path))")
+            "cannot rewrite a torch.onnx.ONNXProgram itself: pass its .model (an onnx_ir.Model, "
+            "and you get one back) or .model_proto, or the path it was saved to "
+            "(onnx_program.save(path))")
     raise ScatterRewriteError(
-        f"cannot rewrite a {type(model).__name__}: pass an onnx.ModelProto, onnx_ir.Model, path or onnx_graphsurgeon.Graph"
-    )
+        f"cannot rewrite a {type(model).__name__}: pass an onnx.ModelProto, onnx_ir.Model, path or "
+        "onnx_graphsurgeon.Graph")
 
 
 def _from_ir(model: ir.Model, like: Any) -> Any:
@@ -69,100 +77,198 @@ def rewrite(
     output: str | os.PathLike | None = None,
     return_report: bool = False,
     verb: str = "rewrite",
+    options: dict[str, Any] | None = None,
     rtol: float | None = None,
     atol: float | None = None,
 ) -> ModelLike | tuple[ModelLike, Outcome]:
     """Run ``passes`` on ``model``; return the rewritten model, of the same kind as given.
 
     ``validate=True`` proves the result equal to the original in onnxruntime (see
-    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise; ``rtol``/``atol`` set
-    your own bound for float outputs instead of validation's judgement. For a path, the result
-    is written to ``output`` (default ``<stem>.<verb suffix>.onnx`` beside it) and its path returned.
-    With ``return_report=True`` the result comes with an :class:`~scatter_rewrite.pipeline.Outcome`.
+    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise; ``rtol``/``atol``
+    set your own bound for float outputs instead of validation's judgement. For a path, the
+    result is written to ``output`` (default ``<stem>.<verb suffix>.onnx`` beside it) and its
+    path returned. With ``return_report=True`` the result comes with an
+    :class:`~scatter_rewrite.pipeline.Outcome`. Every verb goes through the same orchestration
+    as the command line (:func:`scatter_rewrite.pipeline.rewrite_model`).
+
+    Example::
+
+        from scatter_rewrite.passes import UpgradePass
+        upgraded = scatter_rewrite.rewrite(onnx.load("old.onnx"), [UpgradePass(13)], validate=True)
     """
     if isinstance(model, (str, os.PathLike)):
-        outcome = rewrite_file(verb, model, passes=passes, output=output, validate=validate,
-                               inputs=inputs, rtol=rtol, atol=atol)
-        result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)  # the kind given
+        outcome = rewrite_file(verb, model, options=options, passes=passes, output=output,
+                               validate=validate, inputs=inputs, rtol=rtol, atol=atol)
+        # (the kind given: a str for a str)
+        result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)
         return (result, outcome) if return_report else result
-
-    from scatter_rewrite import validate as validation
-
+    if output is not None:
+        raise OptionError(f"{verb}(): output= is for a model given as a path; save the returned "
+                          "model instead")
     working = _to_ir(model)
-    check_scatter_nodes(working)  # (the passes do too, but validation plans its inputs from the nodes first)
-    if not validate:
-        results = run_passes(working, passes)
-        outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
-        result = _from_ir(working, model)
-        return (result, outcome) if return_report else result
-    plan = validation.plan_validation(working, inputs=inputs, dim_sizes=fixed_dim_sizes(passes),
-                                      rtol=rtol, atol=atol)
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
-        # Both models are saved as the CLI saves them: external weights (an ir.load-ed model's) are
-        # written beside them in the temporary folder, which is where onnxruntime looks for them.
-        original_path, rewritten_path = Path(tmp, "original.onnx"), Path(tmp, "rewritten.onnx")
-        save_model(working, original_path)
-        results = run_passes(working, passes)
-        validation.allow_float_rounding(plan, results)
-        outcome = Outcome("<in memory>", "<in memory>", [result_dict(r) for r in results], status="PASSED")
-        if any(r.modified for r in results):
-            save_model(working, rewritten_path)
-            check_model(rewritten_path, original_path, source_name="the model given")  # (not our temporary copy)
-            prove = VERBS[verb].prove if verb in VERBS else None
-            if prove is not None:  # repair's own proof: its results are meant to change
-                outcome.validation = prove(original_path, rewritten_path, 0, inputs, plan.tolerance)
-            else:
-                proven = validation.validate(original_path, rewritten_path, plan)
-                outcome.validation = proven.to_dict()
-        else:  # as the CLI says it
-            outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}
+        # The original and the result are saved as the CLI saves them (external weights, an
+        # ir.load-ed model's, beside them in the temporary folder, where onnxruntime looks for
+        # them): the checker judges the result, validation runs both. (The original's path as long
+        # as the staged result's, .scatter-rewrite-XXXXXXXX/rewritten.onnx: validation compares
+        # onnxruntime's failures on both, paths included, cut to 200 characters.)
+        original = Path(tmp, ".scatter-rewrite-original", "unchanged.onnx")
+        save_model(working, original)
+        outcome = rewrite_model(working, passes, original, Path(tmp, "rewritten.onnx"), verb=verb,
+                                options=options, source_name="the model given", validate=validate,
+                                inputs=inputs, rtol=rtol, atol=atol, keep_model=True)
+    outcome.input = outcome.output = "<in memory>"
+    outcome.seconds = time.perf_counter() - started
+    for note in outcome.notes:
+        logger.warning("the model given: %s", note)
     result = _from_ir(working, model)
     return (result, outcome) if return_report else result
 
 
-def _verb(name: str, model: Any, options: dict, **kwargs: Any) -> Any:
-    verb: Verb = VERBS[name]
-    return rewrite(model, verb.make_passes(**options), verb=name, **kwargs)
+def _run_verb(name: str, model: Any, options: dict[str, Any], validate: bool, inputs: dict | None,
+              rtol: float | None, atol: float | None, output: str | os.PathLike | None,
+              return_report: bool) -> Any:
+    verb = VERBS[name]
+    options = verb.bind(options)
+    return rewrite(model, verb.make_passes(**options), verb=name, options=options,
+                   validate=validate, inputs=inputs, rtol=rtol, atol=atol, output=output,
+                   return_report=return_report)
 
 
-def upgrade(model: ModelLike, opset: int | None = None, **kwargs: Any) -> ModelLike:
+def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = False,
+            inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
+            output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Every deprecated ``Scatter`` becomes ``ScatterElements``; the model moves to ``opset``
-    (default: its own if >= 11, else 11). See :mod:`scatter_rewrite.passes.upgrade`."""
-    return _verb("upgrade", model, {"opset": opset}, **kwargs)
+    (default: its own if >= 11, else 11; at most the highest the installed onnx defines). See
+    :mod:`scatter_rewrite.passes.upgrade`.
+
+    ``validate=True`` proves the result in onnxruntime (``inputs``: your own, name -> array;
+    ``rtol``/``atol``: your own bound for float outputs, see docs/validation.md); ``output``: where a model given as a path is written; ``return_report=True`` returns
+    ``(model, Outcome)``. The result is of the kind given (ModelProto, onnx_ir.Model, path,
+    graph).
+
+    Example::
+
+        import onnx, scatter_rewrite
+        model = scatter_rewrite.upgrade(onnx.load("old.onnx"), opset=13, validate=True)
+        onnx.save(model, "new.onnx")
+    """
+    return _run_verb("upgrade", model, {"opset": opset}, validate, inputs, rtol, atol, output,
+                     return_report)
 
 
-def fold(model: ModelLike, size_limit: int | None = None, **kwargs: Any) -> ModelLike:
+def fold(model: ModelLike, *, size_limit: int | None = None, validate: bool = False,
+         inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
+         output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Replace every scatter whose inputs are all constant by an initializer computed with our
-    NumPy evaluator (and the constant chains feeding it). See :mod:`scatter_rewrite.passes.fold`."""
-    return _verb("fold", model, {"size_limit": size_limit}, **kwargs)
+    NumPy evaluator (and the constant chains feeding it); ``size_limit``: leave results of more
+    bytes unfolded. See :mod:`scatter_rewrite.passes.fold`; the other arguments as in
+    :func:`upgrade`.
+
+    Example::
+
+        folded, report = scatter_rewrite.fold("model.onnx", output="model.folded.onnx",
+                                              validate=True, return_report=True)
+    """
+    return _run_verb("fold", model, {"size_limit": size_limit}, validate, inputs, rtol, atol,
+                     output, return_report)
 
 
-def lower(model: ModelLike, opset: int = 13, mode: str = "standard", **kwargs: Any) -> ModelLike:
+def lower(model: ModelLike, *, opset: int = 13, mode: str = "standard", validate: bool = False,
+          inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
+          output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Lower scatter reductions (and TensorScatter) the target ``opset`` lacks into exact standard
-    ops (``mode="standard"``) or custom-domain nodes (``mode="custom"``); move the model to ``opset``.
-    See :mod:`scatter_rewrite.passes.lower`."""
-    return _verb("lower", model, {"opset": opset, "mode": mode}, **kwargs)
+    ops (``mode="standard"``), custom-domain nodes (``"custom"``: they need
+    :func:`scatter_rewrite.custom_ops.register`) or TensorRT's plugin form
+    (``"tensorrt-plugin"``); move the model to ``opset``. See :mod:`scatter_rewrite.passes.lower`;
+    the other arguments as in :func:`upgrade`.
+
+    Example::
+
+        onnx_program = torch.onnx.export(model, args, dynamo=True)
+        lowered = scatter_rewrite.lower(onnx_program.model, opset=13, validate=True)
+    """
+    return _run_verb("lower", model, {"opset": opset, "mode": mode}, validate, inputs, rtol, atol,
+                     output, return_report)
 
 
-def to_scatternd(model: ModelLike, **kwargs: Any) -> ModelLike:
+def to_scatternd(model: ModelLike, *, validate: bool = False, inputs: dict | None = None,
+                 rtol: float | None = None, atol: float | None = None,
+                 output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Every ScatterElements becomes an exactly equivalent ScatterND.
-    See :mod:`scatter_rewrite.passes.to_scatternd`."""
-    return _verb("to_scatternd", model, {}, **kwargs)
+    See :mod:`scatter_rewrite.passes.to_scatternd`; the arguments as in :func:`upgrade`.
+
+    Example::
+
+        nd = scatter_rewrite.to_scatternd(onnx.load("model.onnx"), validate=True)
+    """
+    return _run_verb("to_scatternd", model, {}, validate, inputs, rtol, atol, output,
+                     return_report)
 
 
-def repair(model: ModelLike, **kwargs: Any) -> ModelLike:
-    """Repair the TorchScript exporter's accumulating scatters (zeros -> scatter without reduction
-    -> Add, wrong with repeated indices: pytorch/pytorch#61034, #111159) into what PyTorch computed:
-    the scatter with reduction add, lowered exactly below opset 16. The one function that changes
-    a model's results; ``validate=True`` proves them (:mod:`scatter_rewrite.repair_proof`).
-    See :mod:`scatter_rewrite.passes.repair`."""
-    return _verb("repair", model, {}, **kwargs)
-
-
-def prepare_for_tensorrt(model: ModelLike, trt_version: str = "10", fix_dims: dict[str, int] | None = None,
-                         **kwargs: Any) -> ModelLike:
+def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
+                         fix_dims: dict[str, int] | None = None, validate: bool = False,
+                         inputs: dict | None = None, rtol: float | None = None,
+                         atol: float | None = None, output: str | os.PathLike | None = None,
+                         return_report: bool = False) -> ModelLike:
     """The whole TensorRT preparation: upgrade, fold, lower TensorScatter, make every scatter
-    TensorRT-ready for ``trt_version``. See :mod:`scatter_rewrite.passes.tensorrt`. ``fix_dims``
-    (symbolic dimension name -> size) fixes those input dimensions first, so that a reduction with a
-    dynamic number of updates can be lowered for TensorRT 8.6 (:mod:`scatter_rewrite.passes.fix_dims`)."""
-    return _verb("tensorrt", model, {"trt_version": trt_version, "fix_dims": fix_dims}, **kwargs)
+    TensorRT-ready for ``trt_version`` ("8.6", "10" or "11"). See
+    :mod:`scatter_rewrite.passes.tensorrt`. ``fix_dims`` (symbolic dimension name -> size)
+    fixes those input dimensions first, so that a reduction with a dynamic number of updates can
+    be lowered for TensorRT 8.6 (:mod:`scatter_rewrite.passes.fix_dims`). The other arguments as
+    in :func:`upgrade`.
+
+    Example::
+
+        ready = scatter_rewrite.prepare_for_tensorrt("model.onnx", trt_version="8.6",
+                                                     fix_dims={"batch": 4}, validate=True)
+    """
+    return _run_verb("tensorrt", model, {"trt_version": trt_version, "fix_dims": fix_dims},
+                     validate, inputs, rtol, atol, output, return_report)
+
+
+def repair(model: ModelLike, *, validate: bool = False, inputs: dict | None = None,
+           rtol: float | None = None, atol: float | None = None,
+           output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
+    """Repair the TorchScript exporter's accumulating scatters (zeros -> scatter without reduction
+    -> Add, wrong with repeated indices: pytorch/pytorch#61034, #111159) into what PyTorch
+    computed: the scatter with reduction add, lowered exactly below opset 16; a lookalike that is
+    not certainly the pattern is left alone, with the reason in the report. See
+    :mod:`scatter_rewrite.passes.repair`.
+
+    The one function that changes a model's results, so ``validate=True`` proves what it promises
+    instead of equality (:mod:`scatter_rewrite.repair_proof`): bit for bit equal to the original
+    on inputs without repeated indices, equal to the evaluator's add-reduction on inputs with
+    repeated indices (``inputs``, when given, too; ``rtol``/``atol``: your own bound for its float
+    outputs). The other arguments as in :func:`upgrade`.
+
+    Example::
+
+        repaired = scatter_rewrite.repair("gcn_ts11.onnx", output="gcn.repaired.onnx",
+                                          validate=True)
+    """
+    return _run_verb("repair", model, {}, validate, inputs, rtol, atol, output, return_report)
+
+
+def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:
+    """Every scatter node's readiness for ``target`` ("tensorrt-8.6", "tensorrt-10",
+    "tensorrt-11" or "opset-N"), after onnx.checker (full): returned as data, nothing written.
+    ``model``: as for the other functions (the model given is not changed).
+
+    Example::
+
+        report = scatter_rewrite.check("model.onnx", target="tensorrt-10")
+        if report.blocked:
+            print([(f.node, f.blockers, f.fix) for f in report.findings if f.blocked])
+    """
+    from scatter_rewrite.readiness import check_report
+
+    if isinstance(model, (str, os.PathLike)):
+        return check_report(model, target)
+    working = _to_ir(model)
+    with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
+        path = Path(tmp, "model.onnx")
+        save_model(working, path)
+        report = check_report(path, target, name="the model given")
+    return report

@@ -2,19 +2,22 @@
 
 Every rewriting verb shares one shape, whose options are defined once below:
 ``scatter-rewrite VERB MODEL... [-o OUT] [--validate/--no-validate] [--inputs X.npz]
-[--report R.json] [--in-place] [-v]``. Exit 0 on success, 1 on a user error or failed validation
-(one line on stderr; ``-v`` adds the traceback), 2 on bad usage (one line too). Heavy imports (onnx, onnxruntime)
-happen inside the commands so ``--help`` is instant.
+[--report R.json] [--in-place] [-v]``, the verbs and their own options built from their one
+declaration (:mod:`scatter_rewrite.verbs`). Exit 0 on success, 1 on a user error or failed
+validation (one line on stderr; ``-v`` adds the traceback), 2 on bad usage (one line too), 128 + N
+when stopped by signal N. Heavy imports (onnx, onnxruntime) happen inside the commands so
+``--help`` is instant.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
-import functools
 import inspect
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -26,32 +29,70 @@ import typer.core
 import typer.main
 import typer.models
 
+from scatter_rewrite.verbs import VERBS
+
+__all__ = [
+    "Stopped", "app", "main", "run_verb",
+]
+
 
 class _Command(typer.core.TyperCommand):
     """Usage line as the README writes it: typer 0.28 wraps a required argument's metavar in braces
     (``{MODEL...}``)."""
 
     def collect_usage_pieces(self, ctx):
-        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p
+                for p in super().collect_usage_pieces(ctx)]
+
+
+class Stopped(BaseException):
+    """SIGINT, SIGTERM or SIGHUP arrived. Raised where the process is, so that every ``finally``
+    runs: the staging folder of the model in progress (model_io.staged_save) is removed and nothing
+    of that model is written. A BaseException: no ``except Exception`` of ours takes it for a
+    failure."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                      if hasattr(signal, name))
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise Stopped(signum)
+
+
+def _stop_on_signals() -> None:
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, _raise_stopped)
 
 
 class _App(typer.core.TyperGroup):
-    """Bad usage (a missing argument, an unknown option or command, a value of the wrong type) is one
-    line on stderr and exit 2, like every other failure, instead of Click's usage block or Typer's
-    panel. No arguments at all still prints the help."""
+    """Bad usage (a missing argument, an unknown option or command, a value of the wrong type) is
+    one line on stderr and exit 2, like every other failure, instead of Click's usage block or
+    Typer's panel. No arguments at all still prints the help."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
+        except Stopped as e:
+            typer.echo(f"scatter-rewrite: error: stopped by {e.name}: no output of a model in "
+                       "progress is left (models finished before it are written)", err=True)
+            sys.exit(128 + e.signum)
         except typer.Abort:
             typer.echo("scatter-rewrite: error: aborted", err=True)
             sys.exit(1)
         except Exception as e:
-            if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):  # not a Click usage error
+            # (not a Click usage error)
+            if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
                 raise
-            if type(e).__name__ == "NoArgsIsHelpError":  # no arguments: the help (rich mode printed it)
+            # no arguments: the help (rich mode printed it)
+            if type(e).__name__ == "NoArgsIsHelpError":
                 typer.echo(e.format_message() or "", nl=bool(e.format_message()))
                 sys.exit(e.exit_code)
             ctx = getattr(e, "ctx", None)
@@ -66,15 +107,27 @@ app = typer.Typer(
     cls=_App,
     name="scatter-rewrite",
     help="Rewrite ONNX scatter operators: upgrade deprecated Scatter, fold constant scatters, "
-    "lower reductions for older opsets, prepare for TensorRT. Every rewrite is validated in onnxruntime.",
+    "lower reductions for older opsets, prepare for TensorRT. Every rewrite is validated in "
+    "onnxruntime.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from scatter_rewrite import __version__
+
+        typer.echo(f"scatter-rewrite {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.",
+                                          is_eager=True, callback=_print_version)] = False,
+) -> None:
     """Rewrite ONNX scatter operators; see each command's --help."""
 
 
@@ -88,16 +141,21 @@ def _nonempty(value):
     return value
 
 
-class _PathText(type(typer.main.get_click_type(annotation=str, parameter_info=typer.models.ParameterInfo()))):
-    """A path given as text (see above), with no type in the help's argument column (typer 0.28 wrote
-    ``<str>`` there)."""
+_TEXT_TYPE = type(typer.main.get_click_type(annotation=str,
+                                            parameter_info=typer.models.ParameterInfo()))
+
+
+class _PathText(_TEXT_TYPE):
+    """A path given as text (see above), with no type in the help's argument column (typer 0.28
+    wrote ``<str>`` there)."""
 
     def get_metavar(self, param, ctx=None) -> str:
         return ""
 
 
-Models = Annotated[list[str], typer.Argument(help="ONNX model files, or folders of them.", show_default=False,
-                                             callback=_nonempty, metavar="MODEL...", click_type=_PathText())]
+Models = Annotated[list[str], typer.Argument(
+    help="ONNX model files, or folders of them.", show_default=False, callback=_nonempty,
+    metavar="MODEL...", click_type=_PathText())]
 Output = Annotated[Optional[str], typer.Option(
     "-o", "--output", help="Where to write (a folder when several models are given, or when it ends with /). "
     "Default: beside the input as <stem>.<verb>.onnx.", callback=_nonempty, metavar="OUT")]
@@ -129,16 +187,41 @@ class _LineFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         source = "" if record.name.split(".")[0] == "scatter_rewrite" else f"{record.name}: "
-        return f"scatter-rewrite: {record.levelname.lower()}: {source}{record.getMessage()}"
+        message = record.getMessage()
+        error = record.exc_info[1] if record.exc_info else None
+        if not record.args and "%s" in message and error is not None:
+            # onnx_ir logs "Shape inference failed: %s." with the exception as exc_info, not as
+            # an argument: the exception's words go where it meant them (no traceback without -v).
+            said = " ".join(str(error).split())[:300] or type(error).__name__
+            message = message.replace("%s", said, 1)
+        return f"scatter-rewrite: {record.levelname.lower()}: {source}{' '.join(message.split())}"
+
+
+class _Once(logging.Filter):
+    """Each warning once: a library that reads the model twice (onnx_ir's loader warns of an invalid
+    input on every read) says it once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.getMessage())
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
 
 
 def _setup_logging(verbose: bool) -> None:
     if not verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_LineFormatter())
+        handler.addFilter(_Once())
         logging.basicConfig(level=logging.WARNING, handlers=[handler])
         return
-    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("onnx_ir", "onnx", "onnxruntime"):
         logging.getLogger(noisy).setLevel(logging.INFO)
 
@@ -168,7 +251,8 @@ def _expand(models: list[Path], suffixes: list[str]) -> list[Path]:
 def _format(outcome: Any) -> str:
     lines = [f"{outcome.input} -> {outcome.output}" if outcome.output else f"{outcome.input}"]
     for p in outcome.passes:
-        lines.append(f"  {p['pass']}: {len(p['rewritten'])} rewritten, {len(p['skipped'])} left alone")
+        lines.append(f"  {p['pass']}: {len(p['rewritten'])} rewritten, {len(p['skipped'])} left "
+                     "alone")
         lines += [f"    rewrote {n['node']}: {n['detail']}" for n in p["rewritten"][:20]]
         if len(p["rewritten"]) > 20:
             lines.append(f"    ... and {len(p['rewritten']) - 20} more (see --report)")
@@ -183,6 +267,8 @@ def _format(outcome: Any) -> str:
             lines.append(f"    {v['cross_check']}")
     elif outcome.status == "PASSED":
         lines.append("  validation: skipped (--no-validate)")
+    if outcome.status == "UNCHANGED":
+        lines.append("  nothing rewritten: the output is a copy of the input")
     if outcome.error:
         lines.append(f"  error: {outcome.error}")
     lines.append(f"{outcome.status} in {outcome.seconds:.2f} s")
@@ -194,11 +280,13 @@ def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
     is valid and equal to the input, but TensorRT rejects those nodes or computes them wrong (8.6
     ignores reductions), which PASSED alone would hide. The exit stays 0: the rewrite succeeded."""
     for o in outcomes:
-        left = sum(len(p["skipped"]) for p in o.passes if p["pass"] == "tensorrt") if o.status == "PASSED" else 0
+        written = o.status in ("PASSED", "UNCHANGED")
+        left = sum(len(p["skipped"]) for p in o.passes if p["pass"] == "tensorrt") if written else 0
         if left:
-            typer.echo(f"scatter-rewrite: warning: {left} scatter node(s) in {o.output} left that TensorRT "
-                       f"{trt_version} rejects or computes wrong (reasons above; scatter-rewrite check "
-                       f"{o.output} --target tensorrt-{trt_version})", err=True)
+            typer.echo(f"scatter-rewrite: warning: {left} scatter node(s) in {o.output} left that "
+                       f"TensorRT {trt_version} rejects or computes wrong (reasons above; "
+                       f"scatter-rewrite check {o.output} --target tensorrt-{trt_version})",
+                       err=True)
 
 
 def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
@@ -207,7 +295,8 @@ def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
     from scatter_rewrite.errors import OptionError
     from scatter_rewrite.model_io import replace_file
 
-    text = json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2, default=str)
+    text = json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2,
+                      default=str)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -238,8 +327,8 @@ def _check_report_path(report: Path, taken: dict[str, str]) -> None:
         except OSError as e:
             raise OptionError(f"--report {report}: cannot open it ({e.strerror or e})") from e
         if head and not head.startswith(b"{"):
-            raise OptionError(f"--report {report} exists and is not a JSON report; it would be overwritten: "
-                              "name another file")
+            raise OptionError(f"--report {report} exists and is not a JSON report; it would be "
+                              "overwritten: name another file")
     folder = Path(os.path.abspath(report)).parent
     while not folder.exists():
         folder = folder.parent
@@ -251,27 +340,34 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
                   output_is_folder: bool) -> dict[str, str]:
     """Before any work: no two models write the same file, and none writes over a file another one
     reads, model or external data (two models sharing a data file and rewritten in place would each
-    replace it with their own tensors). A model writing over its own input is the pipeline's to judge
-    (--in-place does so; otherwise that model alone is refused), as is one it cannot resolve or read.
-    Returns real path -> what it is (inputs, outputs and their data files), for the --report check."""
+    replace it with their own tensors). A model writing over its own input is the pipeline's to
+    judge (--in-place does so; otherwise that model alone is refused), as is one it cannot resolve
+    or read. Returns real path -> what it is (inputs, outputs and their data files), for the
+    --report check."""
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
     from scatter_rewrite.model_io import input_data_files, unwritable_folder
     from scatter_rewrite.pipeline import output_data_name, resolve_output
 
-    reads: dict[str, list[tuple[Path, str]]] = {}  # real path -> (model reading it, what it is to that model)
+    # real path -> (model reading it, what it is to that model)
+    reads: dict[str, list[tuple[Path, str]]] = {}
     input_data: dict[Path, list[str]] = {}
     for f in files:
         try:
-            input_data[f] = input_data_files(f)  # (from the file's bytes: only the rewrite parses the model)
+            # (from the file's bytes: only the rewrite parses the model)
+            input_data[f] = input_data_files(f)
         except ScatterRewriteError:
             input_data[f] = []  # reported for that model alone, when it is loaded
-        for path, what in [(f, f"the input model {f}")] + [(f.parent / d, f"the external data file of {f}")
-                                                           for d in input_data[f]]:
+        read = [(f, f"the input model {f}")] + [(f.parent / d, f"the external data file of {f}")
+                                                for d in input_data[f]]
+        for path, what in read:
             reads.setdefault(os.path.realpath(path), []).append((f, what))
-    # In place, the way out is a data file of its own for each result; otherwise another name or folder.
-    hint = ("rewrite them without --in-place (each result then gets a data file of its own)" if in_place
+    # In place, the way out is a data file of its own for each result; otherwise another name or
+    # folder.
+    hint = ("rewrite them without --in-place (each result then gets a data file of its own)"
+            if in_place
             else "move one of them or write into another folder")
-    writers: dict[str, tuple[Path, Path, str]] = {}  # real path -> (model, the path it writes, what it is)
+    # real path -> (model, the path it writes, what it is)
+    writers: dict[str, tuple[Path, Path, str]] = {}
     for f in files:
         try:
             destination = resolve_output(f, verb, output, in_place, output_is_folder)
@@ -280,10 +376,12 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
             continue  # reported for that model alone, the others going on
         blocked = unwritable_folder(destination)
         if blocked is not None:
-            why = f"no permission to write in {blocked}" if blocked.is_dir() else f"{blocked} is not a folder"
+            why = (f"no permission to write in {blocked}" if blocked.is_dir()
+                   else f"{blocked} is not a folder")
             raise OptionError(f"cannot write {destination}: {why}; write the output elsewhere (-o)")
         # (The data file is written only when the result has external data; planned as if it had.)
-        for target, what in ((destination, "the output"), (data, "the external data file of the output")):
+        for target, what in ((destination, "the output"),
+                             (data, "the external data file of the output")):
             real = os.path.realpath(target)
             if real not in writers:
                 writers[real] = (f, target, what)
@@ -293,13 +391,17 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
                 raise OptionError(f"{other} and {f} would both be written to {destination}; "
                                   "rewrite them in separate runs or into different folders")
             if what != other_what:
-                raise OptionError(f"{other} and {f} would both write {target} ({other_what} for {other}, {what} "
+                raise OptionError(f"{other} and {f} would both write {target} ({other_what} for "
+                                  f"{other}, {what} "
                                   f"for {f}); {hint}")
-            shared = ", the data file they share" if {other, f} <= {g for g, _ in reads.get(real, [])} else ""
-            raise OptionError(f"{other} and {f} would both write their external data to {target}{shared}; {hint}")
+            readers = {g for g, _ in reads.get(real, [])}
+            shared = ", the data file they share" if {other, f} <= readers else ""
+            raise OptionError(f"{other} and {f} would both write their external data to "
+                              f"{target}{shared}; {hint}")
     taken = {real: readers[0][1] for real, readers in reads.items()}
     for real, (f, target, what) in writers.items():
-        others = [w for g, w in reads.get(real, []) if g != f]  # (its own input: --in-place replaces it)
+        # (its own input: --in-place replaces it)
+        others = [w for g, w in reads.get(real, []) if g != f]
         if others:
             raise OptionError(f"{what} for {f}, {target}, is {' and '.join(others)}; {hint}")
         taken.setdefault(real, f"{what} for {f}")
@@ -318,48 +420,58 @@ def _unique(files: list[Path]) -> list[Path]:
     return unique
 
 
-def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Optional[str], validate: bool,
-             inputs: Optional[str], report: Optional[str], in_place: bool, verbose: bool,
-             rtol: Optional[float] = None, atol: Optional[float] = None) -> None:
-    """Shared body of every rewriting verb."""
+def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: Optional[str],
+             validate: bool, inputs: Optional[str], report: Optional[str], in_place: bool,
+             verbose: bool, rtol: Optional[float] = None, atol: Optional[float] = None) -> None:
+    """Shared body of every rewriting verb (``declared``: its verbs.Verb, whose options these
+    are)."""
+    verb = declared.name
+    model_paths = [Path(m) for m in models]
+    output_says_folder = output is not None and output.endswith(("/", os.sep))
+    # Several MODEL arguments (or a folder) make -o a folder, even when they name one file twice.
+    several = len(model_paths) > 1 or any(m.is_dir() for m in model_paths)
+    if several and output is not None and output.endswith(".onnx") and not output_says_folder \
+            and not Path(output).is_dir():
+        raise typer.BadParameter(f"{output} names one model file, and several models are given: "
+                                 "name a folder (ending with /) or rewrite them one at a time",
+                                 param_hint="-o")
     _setup_logging(verbose)
     try:
         from scatter_rewrite.errors import OptionError, ScatterRewriteError
         from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
         from scatter_rewrite.validate import load_inputs, user_tolerance
 
+        options = declared.bind(options, cli=True)
         VERBS[verb].make_passes(**options)  # option errors surface before any work
         if in_place and output is not None:
             raise OptionError("--in-place and -o/--output exclude each other; pick one")
-        output_says_folder = output is not None and output.endswith(("/", os.sep))
-        model_paths = [Path(m) for m in models]
         output_path = Path(output) if output is not None else None
         report_path = Path(report) if report is not None else None
         files = _unique(_expand(model_paths, [v.suffix for v in VERBS.values()]))
-        # Several MODEL arguments (or a folder) make -o a folder, even when they name one file twice.
-        several = len(model_paths) > 1 or any(m.is_dir() for m in model_paths)
         if output_path is not None and (several or output_says_folder) and output_path.exists() \
                 and not output_path.is_dir():
-            raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a folder, "
-                              "and that is a file")
+            raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a "
+                              "folder, and that is a file")
         folder_output = several or output_says_folder
         taken = _plan_outputs(VERBS[verb], files, output_path, in_place, folder_output)
         if report_path is not None:
             _check_report_path(report_path, taken)
         user_tolerance(rtol, atol)  # a bad bound is refused before any work
-        kwargs = dict(options=options, output=output_path, output_is_folder=folder_output, in_place=in_place,
-                      validate=validate, inputs=load_inputs(inputs) if inputs else None,
-                      rtol=rtol, atol=atol)
+        kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
+                      in_place=in_place, validate=validate,
+                      inputs=load_inputs(inputs) if inputs else None, rtol=rtol, atol=atol)
         if len(files) == 1:
             started = time.perf_counter()
             try:
-                outcomes = [rewrite_file(verb, files[0], **kwargs)]
+                with _pass_progress(files[0]) as progress:
+                    outcomes = [rewrite_file(verb, files[0], progress=progress, **kwargs)]
             except ScatterRewriteError as e:
                 if report_path is not None:
                     from scatter_rewrite.pipeline import Outcome
 
                     failed_outcome = Outcome(str(files[0]), passes=getattr(e, "passes", []),
-                                             error=str(e), seconds=time.perf_counter() - started)
+                                             error=str(e), verb=verb, options=options,
+                                             seconds=time.perf_counter() - started)
                     try:
                         _write_report(report_path, verb, [failed_outcome])
                     except ScatterRewriteError:
@@ -382,15 +494,34 @@ def run_verb(verb: str, options: dict[str, Any], models: list[str], output: Opti
         except ScatterRewriteError as e:
             _error(str(e), e, verbose)
             raise typer.Exit(1) from None
-    failed = [o for o in outcomes if o.status != "PASSED"]
+    from scatter_rewrite.pipeline import SUCCEEDED, UNCHANGED
+
+    failed = [o for o in outcomes if o.status not in SUCCEEDED]
     if several:
-        typer.echo(f"{len(outcomes) - len(failed)} of {len(outcomes)} model(s) PASSED")
+        unchanged = [o.input for o in outcomes if o.status == UNCHANGED]
+        passed = len(outcomes) - len(failed) - len(unchanged)
+        said = (f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})"
+                if unchanged else "")
+        typer.echo(f"{passed} of {len(outcomes)} model(s) PASSED{said}")
     if failed:
         for o in failed:
             error = str(o.error)
-            typer.echo(f"scatter-rewrite: error: {error if error.startswith(o.input) else f'{o.input}: {error}'}",
-                       err=True)
+            said = error if error.startswith(o.input) else f"{o.input}: {error}"
+            typer.echo(f"scatter-rewrite: error: {said}", err=True)
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _pass_progress(model: Path):
+    """On a terminal (stderr), a spinner naming the pass running on ``model`` (a long model would
+    otherwise print nothing for seconds); elsewhere nothing. Yields the pipeline's progress
+    callback."""
+    console = _stderr_console()
+    if not console.is_terminal:
+        yield None
+        return
+    with console.status(f"{model}: loading", spinner="line") as status:
+        yield lambda step: status.update(f"{model}: {step}")
 
 
 def _internal_error(e: BaseException, verbose: bool):
@@ -399,19 +530,56 @@ def _internal_error(e: BaseException, verbose: bool):
 
 
 def _run_parallel(verb: str, files: list[Path], kwargs: dict, worker) -> list[Any]:
+    """The models in worker processes. Stopped by a signal, the models not started are cancelled and
+    the workers stopped too (each removing its staging folder), before the signal goes on."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from rich.progress import Progress
 
     outcomes: dict[Path, Any] = {}
-    with ProcessPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool, \
-            Progress(transient=True, console=_stderr_console()) as progress:
-        task = progress.add_task(f"{verb}", total=len(files))
-        futures = {pool.submit(worker, verb, str(f), kwargs): f for f in files}
-        for future in as_completed(futures):
-            outcomes[futures[future]] = future.result()
-            progress.advance(task)
+    pool = ProcessPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1),
+                               initializer=_worker_signals)
+    try:
+        with Progress(transient=True, console=_stderr_console()) as progress:
+            task = progress.add_task(f"{verb}", total=len(files))
+            futures = {pool.submit(_in_worker, worker, verb, str(f), kwargs): f for f in files}
+            for future in as_completed(futures):
+                outcomes[futures[future]] = future.result()
+                progress.advance(task)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for child in multiprocessing.active_children():
+            child.terminate()  # (SIGTERM: the worker's handler stops its model cleanly)
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown()
     return [outcomes[f] for f in files]
+
+
+_BUSY = False  # in a worker process: whether a model is in progress
+
+
+def _worker_signals() -> None:
+    """In a worker: a signal stops the model in progress cleanly (see Stopped); an idle worker
+    exits."""
+
+    def stop(signum: int, frame: Any) -> None:
+        if _BUSY:
+            raise Stopped(signum)
+        os._exit(128 + signum)
+
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, stop)
+
+
+def _in_worker(worker, verb: str, source: str, kwargs: dict) -> Any:
+    global _BUSY
+    _BUSY = True
+    try:
+        return worker(verb, source, kwargs)
+    finally:
+        _BUSY = False
 
 
 def _stderr_console():
@@ -429,166 +597,163 @@ _SHARED = [  # (name, annotation, default): every rewriting verb takes these, af
 ]
 
 
-def rewriting_verb(verb: str):
-    """Register a rewriting verb. The decorated function takes the verb's own options and returns
-    them as the pass options; the MODEL... argument and the shared options are added here, once."""
-
-    def decorate(own_options):
-        kw = inspect.Parameter.KEYWORD_ONLY
-        own = [p.replace(kind=kw) for p in inspect.signature(own_options, eval_str=True).parameters.values()]
-        parameters = ([inspect.Parameter("models", kw, annotation=Models)] + own
-                      + [inspect.Parameter(n, kw, annotation=a, default=d) for n, a, d in _SHARED])
-
-        @functools.wraps(own_options)
-        def command(**kwargs: Any) -> None:
-            shared = {name: kwargs.pop(name) for name, _, _ in _SHARED}
-            models = kwargs.pop("models")
-            run_verb(verb, own_options(**kwargs), models, **shared)
-
-        command.__signature__ = inspect.Signature(parameters)
-        del command.__wrapped__  # Typer must see the new signature, not the wrapped one
-        return app.command(name=verb, cls=_Command)(command)
-
-    return decorate
-
-
-@rewriting_verb("upgrade")
-def upgrade(
-    opset: Annotated[Optional[int], typer.Option(help="Target default-domain opset (>= 11). Default: the model's own if >= 11, else 11.", metavar="N")] = None,
-) -> dict:
-    """Upgrade deprecated Scatter to ScatterElements (main graph, subgraphs, functions)."""
-    return {"opset": opset}
-
-
-@rewriting_verb("fold")
-def fold(
-    size_limit: Annotated[Optional[int], typer.Option("--size-limit", help="Leave scatters whose result exceeds BYTES unfolded.", metavar="BYTES")] = None,
-) -> dict:
-    """Fold scatters whose inputs are all constant into initializers (our NumPy evaluator)."""
-    return {"size_limit": size_limit}
-
-
-class LowerMode(str, enum.Enum):
-    standard = "standard"
-    custom = "custom"
-    tensorrt_plugin = "tensorrt-plugin"
-
-
-@rewriting_verb("lower")
-def lower(
-    opset: Annotated[int, typer.Option(help="Target default-domain opset, 11 to 23 (the model moves to it, up or down).",
-                                       metavar="N")] = 13,
-    mode: Annotated[LowerMode, typer.Option(
-        metavar="MODE", help="standard: exact standard ops; custom: ai.onnx.contrib nodes (docs/custom-ops.md); "
-             "tensorrt-plugin: the form TensorRT 10's ScatterElements plugin takes.")] = LowerMode.standard,
-) -> dict:
-    """Lower scatter reductions and TensorScatter that an older opset lacks."""
-    return {"opset": opset, "mode": mode.value}
-
-
-@rewriting_verb("repair")
-def repair() -> dict:
-    """Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated indices."""
-    return {}
-
-
-class TrtVersion(str, enum.Enum):
-    v8_6 = "8.6"
-    v10 = "10"
-
-
-def _dim_sizes(values: Optional[list[str]]) -> dict[str, int]:
+def _dim_sizes(values: Optional[list[str]]) -> Optional[dict[str, int]]:
+    if values is None:
+        return None
     sizes = {}
-    for text in values or []:
+    for text in values:
         name, _, size = text.partition("=")
         if not name or not size.strip().isdigit() or int(size) < 1:
-            raise typer.BadParameter(f"{text!r}: expected NAME=SIZE, a symbolic dimension name and a positive integer",
-                                     param_hint="--fix-dim")
+            raise typer.BadParameter(f"{text!r}: expected NAME=SIZE, a symbolic dimension name and "
+                                     "a positive integer", param_hint="--fix-dim")
         sizes[name] = int(size)
     return sizes
 
 
-@rewriting_verb("tensorrt")
-def tensorrt(
-    trt_version: Annotated[TrtVersion, typer.Option("--trt-version", help="The TensorRT version to prepare for: 8.6 or 10.",
-                                               metavar="VERSION")] = TrtVersion.v10,
-    fix_dim: Annotated[Optional[list[str]], typer.Option(
-        "--fix-dim", metavar="NAME=SIZE",
-        help="Fix the symbolic input dimension NAME to SIZE first (repeatable): on TensorRT 8.6 a reduction "
-             "with a dynamic number of updates is lowered only once that number is static.")] = None,
-) -> dict:
-    """Prepare every scatter for TensorRT: upgrade, fold, lower, ScatterElements -> ScatterND."""
-    return {"trt_version": trt_version.value, "fix_dims": _dim_sizes(fix_dim)}
+def _cli_parameter(option: Any) -> tuple[inspect.Parameter, Any]:
+    """The Typer parameter for a declared option (verbs.Option), and how its value becomes the
+    option's (an enum's value; NAME=SIZE texts a dict)."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    info = dict(help=option.help, metavar=option.metavar)
+    if option.choices:
+        choices = enum.Enum(f"{option.name.title().replace('_', '')}Choice",
+                            {c: c for c in option.choices}, type=str)
+        annotation = Annotated[choices, typer.Option(option.cli_flag, **info)]
+        parameter = inspect.Parameter(option.name, kw, annotation=annotation,
+                                      default=choices(option.default))
+        return parameter, lambda v: v.value
+    if option.kind is dict:
+        annotation = Annotated[Optional[list[str]], typer.Option(option.cli_flag, **info)]
+        return inspect.Parameter(option.name, kw, annotation=annotation, default=None), _dim_sizes
+    annotation = Annotated[Optional[option.kind] if option.default is None else option.kind,
+                           typer.Option(option.cli_flag, **info)]
+    parameter = inspect.Parameter(option.name, kw, annotation=annotation, default=option.default)
+    return parameter, lambda v: v
+
+
+def _register(verb: Any) -> None:
+    """The command of a declared verb (verbs.VERBS): MODEL..., its options, the shared ones."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    own = [_cli_parameter(o) for o in verb.options]
+    parameters = ([inspect.Parameter("models", kw, annotation=Models)] + [p for p, _ in own]
+                  + [inspect.Parameter(n, kw, annotation=a, default=d) for n, a, d in _SHARED])
+    converters = {p.name: convert for p, convert in own}
+
+    def command(**kwargs: Any) -> None:
+        shared = {name: kwargs.pop(name) for name, _, _ in _SHARED}
+        models = kwargs.pop("models")
+        options = {name: converters[name](value) for name, value in kwargs.items()}
+        run_verb(verb, options, models, **shared)
+
+    command.__signature__ = inspect.Signature(parameters)
+    command.__doc__ = verb.summary
+    command.__name__ = verb.name
+    app.command(name=verb.command, cls=_Command)(command)
+
+
+for _verb in VERBS.values():
+    _register(_verb)
 
 
 @app.command(name="check", cls=_Command)
 def check(
-    model: Annotated[str, typer.Argument(help="The ONNX model to inspect.", show_default=False, callback=_nonempty,
-                                         metavar="MODEL", click_type=_PathText())],
-    target: Annotated[str, typer.Option("--target", help="tensorrt-10, tensorrt-8.6 or opset-N.",
-                                        metavar="TARGET")] = "tensorrt-10",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON (for CI).")] = False,
+    models: Models,
+    target: Annotated[str, typer.Option(
+        "--target", metavar="TARGET", help="tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N "
+        "from 9 to the highest the installed onnx defines).")] = "tensorrt-10",
+    as_json: Annotated[bool, typer.Option("--json",
+                                          help="Print the findings as JSON (for CI).")] = False,
     verbose: CheckVerbose = False,
 ) -> None:
-    """Report every scatter node's readiness for a target; exit 1 if any is blocked (writes nothing)."""
+    """Check models (onnx.checker) and each scatter node's readiness for a target; 1 if blocked."""
     _setup_logging(verbose)
     try:
-        from scatter_rewrite.check import check as run_check
         from scatter_rewrite.errors import ScatterRewriteError
-        from scatter_rewrite.model_io import load_model
+        from scatter_rewrite.readiness import check_report, parse_target
 
-        findings = run_check(load_model(model), target)
+        parse_target(target)
+        # (every model of a folder, the verbs' outputs too: they are what one checks)
+        files = _unique(_expand([Path(m) for m in models], []))
+        reports = [check_report(f, target) for f in files]
     except ScatterRewriteError as e:
         _error(str(e), e, verbose)
         raise typer.Exit(1) from None
     except Exception as e:  # a bug of ours: one line; -v shows where
         _internal_error(e, verbose)
-    blocked = [f for f in findings if f.blocked]
     if as_json:
-        typer.echo(json.dumps({"model": str(model), "target": target, "blocked": len(blocked),
-                               "findings": [f.to_dict() for f in findings]}, indent=2))
+        shown = [r.to_dict() for r in reports]
+        several = {"target": target, "blocked": sum(bool(r.blocked) for r in reports),
+                   "models": shown}
+        typer.echo(json.dumps(shown[0] if len(shown) == 1 else several, indent=2))
     else:
-        _print_findings(str(model), target, findings)
+        for r in reports:
+            _print_report(r)
     from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START
+    from scatter_rewrite.passes.repair import REPAIR_NOTE
 
-    suspects = sum(any(n.startswith(ACCUMULATE_NOTE_START) for n in f.notes) for f in findings)
-    if suspects:  # not a blocker (the model may mean it), but what no rewrite can make right
-        typer.echo(f"scatter-rewrite: warning: {suspects} scatter node(s) write into zeros and are then added: "
-                   "the TorchScript export of an accumulating op, wrong with repeated indices (see the notes)", err=True)
-        from scatter_rewrite.passes.repair import REPAIR_NOTE
-
-        repairable = sum(REPAIR_NOTE in f.notes for f in findings)
-        if repairable:
-            line = f"scatter-rewrite: fix: scatter-rewrite repair {model} ({repairable} node(s))"
-            typer.echo(line, err=True)
+    for r in reports:
+        suspects = sum(any(n.startswith(ACCUMULATE_NOTE_START) for n in f.notes)
+                       for f in r.findings)
+        if suspects:  # not a blocker (the model may mean it): what the export itself gets wrong
+            named = f"{r.model}: " if len(reports) > 1 else ""
+            typer.echo(f"scatter-rewrite: warning: {named}{suspects} scatter node(s) write "
+                       "into zeros and are then added: the TorchScript export of an accumulating "
+                       "op, wrong with repeated indices (see the notes)", err=True)
+        repairable = sum(REPAIR_NOTE in f.notes for f in r.findings)
+        if repairable:  # the nodes repair would change, and the command that does it
+            typer.echo(f"scatter-rewrite: fix: scatter-rewrite repair {r.model} "
+                       f"({repairable} node(s))", err=True)
+        for note in r.notes:
+            typer.echo(f"scatter-rewrite: note: {r.model}: {note}", err=True)
+    blocked = [r for r in reports if r.blocked]
     if blocked:  # exit 1 says why in one line, like every other exit 1
-        _error(f"{len(blocked)} of {len(findings)} scatter node(s) blocked on {target}", None, verbose)
+        for r in blocked:
+            nodes = sum(f.blocked for f in r.findings)
+            why = (f"{nodes} of {len(r.findings)} scatter node(s) blocked on {target}" if nodes
+                   else "")
+            why = "; ".join(w for w in (why, r.invalid and f"the model {r.invalid}") if w)
+            _error(f"{r.model}: {why}" if len(reports) > 1 or not nodes else why, None, verbose)
         raise typer.Exit(1)
 
 
-def _print_findings(model: str, target: str, findings: list) -> None:
+def _print_report(report: Any) -> None:
+    if report.findings:
+        _print_findings(report.model, report.target, report.findings, report.invalid)
+    else:
+        typer.echo(f"{report.model}: " + (f"{report.invalid}: BLOCKED" if report.invalid else
+                                           f"no scatter node: READY for {report.target}"))
+
+
+def _print_findings(model: str, target: str, findings: list, invalid: str | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     table = Table(title=f"{model}: scatter readiness for {target}", show_lines=True)
-    for column in ("node", "reduction", "dtypes (data / indices)", "blocks on target", "fix"):
+    for column in ("node", "reduction", "dtypes (data / indices)", "blocks on target"):
         table.add_column(column, overflow="fold")
+    # The fix column wraps between words only (a command broken mid-word cannot be copied): as wide
+    # as its longest word.
+    words = [w for f in findings for w in (f.fix or "none known").split()]
+    table.add_column("fix", overflow="ellipsis", min_width=max(map(len, words), default=4))
     for f in findings:
         table.add_row(f.node, _reduction_cell(f), f"{f.data_type or '?'} / {f.indices_type or '-'}",
                       "\n".join(f.blockers + [f"note: {n}" for n in f.notes]) or "ready",
                       f.fix or ("-" if not f.blocked else "none known"))
     console.print(table)
-    # Each fix command once, whole (the table folds its narrow column mid-word): copyable from a CI log.
+    # Each fix command once, whole: copyable from a CI log.
     fixes: dict[str, int] = {}
     for f in findings:
         if f.blocked and f.fix:
             fixes[f.fix] = fixes.get(f.fix, 0) + 1
     for fix, count in fixes.items():
-        console.print(f"fix: {fix} ({count} node(s))", highlight=False, soft_wrap=True, markup=False)
+        console.print(f"fix: {fix} ({count} node(s))", highlight=False, soft_wrap=True,
+                      markup=False)
     blocked = sum(f.blocked for f in findings)
+    if invalid:
+        console.print(f"the model {invalid}", highlight=False, markup=False)
     console.print(f"{len(findings)} scatter node(s), {blocked} blocked on {target}: "
-                  + ("BLOCKED" if blocked else "READY"), highlight=False)
+                  + ("BLOCKED" if blocked or invalid else "READY"), highlight=False)
 
 
 def _reduction_cell(f) -> str:
@@ -600,7 +765,9 @@ def _reduction_cell(f) -> str:
 
 
 def main() -> None:
-    app(prog_name="scatter-rewrite")  # (also under python -m / -c: the name the messages and help use)
+    _stop_on_signals()
+    # (also under python -m / -c: the name the messages and help use)
+    app(prog_name="scatter-rewrite")
 
 
 if __name__ == "__main__":

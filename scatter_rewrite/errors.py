@@ -6,6 +6,11 @@ Messages name the node, the op, the opset and the fix, on one line.
 
 from __future__ import annotations
 
+__all__ = [
+    "ScatterRewriteError", "ModelLoadError", "InvalidModelError", "IndexOutOfRangeError",
+    "OptionError", "OptionTypeError", "ValidationError", "ConversionError",
+]
+
 
 class ScatterRewriteError(Exception):
     """Base class: something the user can fix (bad file, bad option, invalid model)."""
@@ -33,3 +38,7 @@ class ValidationError(ScatterRewriteError):
 
 class ConversionError(ScatterRewriteError):
     """Opset conversion of the nodes we do not rewrite failed."""
+
+
+class OptionTypeError(OptionError, TypeError):
+    """An option given to the Python API has the wrong type (``opset="13"``)."""

@@ -2,7 +2,7 @@
 which no rewrite can see is wrong (validation proves a rewrite equal to the export, not to PyTorch).
 Every verb notes them in its report and ``check`` in its findings.
 
-Kept apart from :mod:`scatter_rewrite.check`, which imports every pass: each verb asks this of the
+Kept apart from :mod:`scatter_rewrite.readiness`, which imports every pass: each verb asks this of the
 model it is given, and a fold should not pay for importing the TensorRT passes.
 """
 
@@ -14,6 +14,10 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.graph import attr, describe, is_default_domain, is_reference, iter_nodes
+
+__all__ = [
+    "accumulate_export_notes", "accumulate_export_suspect", "ACCUMULATE_NOTE_START",
+]
 
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
 MEAN_NOTE_START = "is named as dynamo's export of scatter_reduce and has no reduction"

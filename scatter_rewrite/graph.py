@@ -14,6 +14,14 @@ import onnx_ir as ir
 
 from scatter_rewrite import custom_ops
 
+__all__ = [
+    "attr", "body_nodes", "computes_a_scatter", "constant_tensor", "CUSTOM_SCATTER_OPS",
+    "DEFAULT_DOMAINS", "default_opset", "describe", "describe_parts", "function_calls",
+    "is_default_domain", "is_overridable", "is_reference", "iter_nodes", "iter_scopes",
+    "nodes_within", "reference_reason", "remove_unused_expands", "SCATTER_OPS", "Scope",
+    "shadowed_names", "value_names",
+]
+
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Every scatter operator of the default domain, deprecated Scatter and opset-24 TensorScatter included.
 SCATTER_OPS = frozenset({"Scatter", "ScatterElements", "ScatterND", "TensorScatter"})

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -28,6 +29,13 @@ import onnx_ir as ir
 
 from scatter_rewrite import _protowire
 from scatter_rewrite.errors import ModelLoadError, OptionError
+
+__all__ = [
+    "check_in_memory_references", "data_file_name", "deserialize", "external_data_files",
+    "EXTERNAL_THRESHOLD_BYTES", "has_external_data", "in_place_data_name",
+    "input_data_files", "load_model", "load_proto", "PROTO_LIMIT_BYTES", "replace_file",
+    "save_model", "staged_save", "to_ir", "unwritable_folder", "write_error",
+]
 
 # The protobuf limit is 2 GiB; stay clear of it so that metadata and graph fit alongside weights.
 PROTO_LIMIT_BYTES = 2**31 - 64 * 2**20
@@ -350,13 +358,13 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
     destination = Path(destination)
     data_name = data_name or data_file_name(destination)
     created = _make_folders(destination.parent)
+    staging, done = None, False
     try:
-        staging = Path(tempfile.mkdtemp(prefix=".scatter-rewrite-", dir=destination.parent))
-    except OSError as e:
-        _remove_folders(created)
-        raise write_error(destination, e) from e
-    done = False
-    try:
+        with _stop_signals_held():  # (stopped between its creation and here, the folder would stay)
+            try:
+                staging = Path(tempfile.mkdtemp(prefix=".scatter-rewrite-", dir=destination.parent))
+            except OSError as e:
+                raise write_error(destination, e) from e
         staged = staging / destination.name
         try:
             if isinstance(model, onnx.ModelProto):
@@ -374,21 +382,41 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
             raise write_error(destination, e) from e
         del model  # validation of the staged file need not find the rewritten weights still held here
         yield staged
-        # The data file first: the model file that points at it appears last.
-        try:
-            if (staging / data_name).is_file():
-                (destination.parent / data_name).parent.mkdir(parents=True, exist_ok=True)
-                # A new data file beside a model being replaced takes that model's permissions:
-                # the weights of a private (0600) model must not land in a file all can read.
-                replace_file(staging / data_name, destination.parent / data_name, like=destination)
-            replace_file(staged, destination)
-        except OSError as e:  # a folder in the way of the output, say
-            raise write_error(destination, e) from e
-        done = True
+        # The data file first: the model file that points at it appears last. (Both or neither:
+        # a stop signal waits.)
+        with _stop_signals_held():
+            try:
+                if (staging / data_name).is_file():
+                    (destination.parent / data_name).parent.mkdir(parents=True, exist_ok=True)
+                    # A new data file beside a model being replaced takes that model's permissions:
+                    # the weights of a private (0600) model must not land in a file all can read.
+                    replace_file(staging / data_name, destination.parent / data_name,
+                                 like=destination)
+                replace_file(staged, destination)
+            except OSError as e:  # a folder in the way of the output, say
+                raise write_error(destination, e) from e
+            done = True
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         if not done:
             _remove_folders(created)
+
+
+@contextlib.contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP held back for the block, then delivered (the command line stops
+    on them by raising where the process is: see cli.Stopped)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+            if hasattr(signal, name)}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def replace_file(new: Path, target: Path, like: Path | None = None) -> None:

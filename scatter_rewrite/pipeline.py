@@ -21,77 +21,21 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError, OptionError, ScatterRewriteError
 from scatter_rewrite.export_patterns import accumulate_export_notes
-from scatter_rewrite.model_io import (data_file_name, external_data_files, in_place_data_name, load_proto,
-                                      staged_save, to_ir)
+from scatter_rewrite.model_io import (
+    data_file_name, external_data_files, in_place_data_name, load_proto, staged_save, to_ir,
+)
 from scatter_rewrite.passes.base import ScatterPassResult
 from scatter_rewrite.spec import check_scatter_nodes
+from scatter_rewrite.verbs import VERBS, Verb
+
+__all__ = [
+    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "VERBS", "Verb", "check_model",
+    "checker_failure", "default_output", "fixed_dim_sizes", "output_data_name",
+    "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
+    "rewrite_model", "run_passes",
+]
 
 logger = logging.getLogger("scatter_rewrite")
-
-
-@dataclasses.dataclass(frozen=True)
-class Verb:
-    """A rewriting command: its output-name suffix and how its options become passes."""
-
-    name: str
-    suffix: str  # model.<suffix>.onnx
-    make_passes: Callable[..., list[ir.passes.PassBase]]
-    # The same rewrite done on the parsed file when the model allows (None: it does not), taken
-    # when nothing needs the IR afterwards (no validation); called with the verb's options.
-    on_proto: Callable[..., ScatterPassResult | None] | None = None
-    # Its own proof (original path, rewritten path, seed, user inputs, user (rtol, atol)) -> report,
-    # replacing the proof of equality: for the one verb meant to change results
-    # (repair_proof.prove_repair).
-    prove: Callable[..., dict] | None = None
-
-
-def _upgrade_passes(opset: int | None = None) -> list[ir.passes.PassBase]:
-    from scatter_rewrite.passes.upgrade import UpgradePass
-
-    return [UpgradePass(opset)]
-
-
-def _upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPassResult | None:
-    from scatter_rewrite.passes.upgrade import upgrade_proto
-
-    return upgrade_proto(proto, opset)
-
-
-def _fold_passes(size_limit: int | None = None) -> list[ir.passes.PassBase]:
-    from scatter_rewrite.passes.fold import FoldPass
-
-    return [FoldPass(size_limit=size_limit)]
-
-
-def _lower_passes(opset: int = 13, mode: str = "standard") -> list[ir.passes.PassBase]:
-    from scatter_rewrite.passes.lower import LowerPass
-
-    return [LowerPass(opset=opset, mode=mode)]
-
-
-def _to_scatternd_passes() -> list[ir.passes.PassBase]:
-    from scatter_rewrite.passes.to_scatternd import ToScatterNDPass
-
-    return [ToScatterNDPass()]
-
-
-def _tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list[ir.passes.PassBase]:
-    from scatter_rewrite.passes.tensorrt import tensorrt_passes
-
-    return tensorrt_passes(trt_version, fix_dims)
-
-
-def _repair_passes() -> list[ir.passes.PassBase]:
-    from scatter_rewrite.passes.repair import RepairPass
-
-    return [RepairPass()]
-
-
-def _prove_repair(original: Path, repaired: Path, seed: int = 0, inputs: dict | None = None,
-                  tolerance: tuple[float, float] | None = None) -> dict:
-    from scatter_rewrite.repair_proof import prove_repair
-
-    return prove_repair(original, repaired, seed, inputs, tolerance)
 
 
 def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
@@ -103,15 +47,10 @@ def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
     return sizes
 
 
-# The verbs, in one place. Each maps the verb's own options (keyword arguments) to its passes.
-VERBS: dict[str, Verb] = {
-    "upgrade": Verb("upgrade", "upgraded", _upgrade_passes, on_proto=_upgrade_proto),
-    "fold": Verb("fold", "folded", _fold_passes),
-    "lower": Verb("lower", "lowered", _lower_passes),
-    "to_scatternd": Verb("to_scatternd", "scatternd", _to_scatternd_passes),
-    "tensorrt": Verb("tensorrt", "tensorrt", _tensorrt_passes),
-    "repair": Verb("repair", "repaired", _repair_passes, prove=_prove_repair),
-}
+# Outcome.status: PASSED (rewritten, checked, validated unless asked not to), UNCHANGED (nothing to
+# rewrite: the output is still written, a copy of the input), FAILED.
+PASSED, UNCHANGED, FAILED = "PASSED", "UNCHANGED", "FAILED"
+SUCCEEDED = (PASSED, UNCHANGED)
 
 
 @dataclasses.dataclass
@@ -122,76 +61,119 @@ class Outcome:
     output: str | None = None
     passes: list[dict] = dataclasses.field(default_factory=list)
     validation: dict | None = None
-    status: str = "FAILED"
+    status: str = FAILED
     error: str | None = None
     seconds: float = 0.0
-    notes: list[str] = dataclasses.field(default_factory=list)  # about the files and the export itself, not any pass
+    # about the files and the export itself, not any pass
+    notes: list[str] = dataclasses.field(default_factory=list)
+    verb: str | None = None
+    options: dict = dataclasses.field(default_factory=dict)  # the verb's, as declared (verbs.py)
+
+    @property
+    def modified(self) -> bool:
+        return any(p["modified"] for p in self.passes)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
-def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase]) -> list[ScatterPassResult | ir.passes.PassResult]:
+def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
+               progress: Callable[[str], None] | None = None
+               ) -> list[ScatterPassResult | ir.passes.PassResult]:
     """Run passes in order on ``model`` (in place). Unlike ``ir.passes.PassManager`` this keeps our
-    errors as they are instead of wrapping them, and keeps every pass's result."""
+    errors as they are instead of wrapping them, and keeps every pass's result. ``progress`` is
+    called with each pass's name before it runs."""
     from scatter_rewrite.type_inference import correct_contradicted_shapes, has_control_flow
 
-    claims = has_control_flow(model)  # (before the passes, which may inline what made the claims false)
+    # (before the passes, which may inline what made the claims false)
+    claims = has_control_flow(model)
+    # (the model's own unused initializers are left as they are)
+    unused_before = {id(v) for _, v in _unused_initializers(model)}
     results = []
     for p in passes:
+        if progress is not None:
+            progress(getattr(p, "name", type(p).__name__))
         result = p(model)
         if result.model is not model:
             raise RuntimeError(f"pass {p} is not in place")  # our passes all are: a bug if not
         results.append(result)
+    last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
+    left = [(body, v) for body, v in _unused_initializers(model) if id(v) not in unused_before]
+    for body, value in left:  # what a rewrite stopped using (onnxruntime warns of each on load)
+        body.initializers.pop(value.name)
+    if left and last is not None:
+        last.notes.append(f"{len(left)} initializer(s) the rewrite no longer uses removed")
     if claims and any(r.modified for r in results):
         # An exporter's shape claims the rewrite made checkable and false would fail onnx.checker.
         corrected = correct_contradicted_shapes(model)
-        last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
         if corrected and last is not None:
-            last.notes.append(f"{len(corrected)} declared shape(s) the rewrite showed false, corrected (the export's "
-                              f"claims; no value changes): {'; '.join(corrected[:3])}{' ...' if len(corrected) > 3 else ''}")
+            more = " ..." if len(corrected) > 3 else ""
+            last.notes.append(f"{len(corrected)} declared shape(s) the rewrite showed false, "
+                              f"corrected (the export's claims; no value changes): "
+                              f"{'; '.join(corrected[:3])}{more}")
     return results
+
+
+def _unused_initializers(model: ir.Model) -> list[tuple[ir.Graph, ir.Value]]:
+    """(graph, initializer) for every initializer of the main graph and the subgraphs that no node
+    reads and that is neither a graph input nor a graph output."""
+    from scatter_rewrite.graph import iter_scopes
+
+    unused = []
+    for scope in iter_scopes(model):
+        body = scope.body
+        if isinstance(body, ir.Graph):
+            ends = {id(v) for v in body.inputs} | {id(v) for v in body.outputs}
+            unused += [(body, v) for v in body.initializers.values()
+                       if not v.uses() and id(v) not in ends]
+    return unused
 
 
 def result_dict(result: ir.passes.PassResult) -> dict:
     if isinstance(result, ScatterPassResult):
         return result.to_dict()
-    return {"pass": type(result).__name__, "modified": result.modified, "rewritten": [], "skipped": [], "notes": []}
+    return {"pass": type(result).__name__, "modified": result.modified, "rewritten": [],
+            "skipped": [], "notes": []}
 
 
 def check_model(path: Path, source: Path | None = None, source_name: str | None = None) -> None:
     """``onnx.checker`` (full) on the rewritten model at ``path``; InvalidModelError if it fails,
     saying so of the input too when ``source`` fails it the same way (the rewrite did not cause it).
     ``source_name``: how the message names the input (default: its path)."""
-    failure = _checker_failure(path)
+    failure = checker_failure(path)
     if failure is None:
         return
-    # (The source through its real path: a model file that is a symlink into another folder has its big
-    # inline weights referenced by the real file's name, see _protowire.checkable.)
-    before = _checker_failure(Path(os.path.realpath(source))) if source is not None else None
+    # (The source through its real path: a model file that is a symlink into another folder has its
+    # big inline weights referenced by the real file's name, see _protowire.checkable.)
+    before = checker_failure(Path(os.path.realpath(source))) if source is not None else None
     source_name = source_name or str(source)
     if before == failure:
-        hint = "; scatter-rewrite upgrade replaces a deprecated Scatter" if "Scatter is deprecated" in failure else ""
-        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite, and this rewrite does not "
-                                f"fix it: {failure}{hint}")
-    if before is not None:  # (the same fault may read differently once nodes moved, e.g. a rewritten export)
-        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite ({before}), and so does the "
-                                f"rewritten model: {failure}")
+        hint = ("; scatter-rewrite upgrade replaces a deprecated Scatter"
+                if "Scatter is deprecated" in failure else "")
+        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite, and this "
+                                f"rewrite does not fix it: {failure}{hint}")
+    # (the same fault may read differently once nodes moved, e.g. a rewritten export)
+    if before is not None:
+        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite ({before}), "
+                                f"and so does the rewritten model: {failure}")
     hint = ""
-    if "Inferred shape and existing shape differ" in failure:  # (what a fold's constants let inference see)
-        hint = ("; a shape the model declares (value_info or a graph output) may contradict what its now-constant "
-                "values give: check the model's declared shapes")
+    # (what a fold's constants let inference see)
+    if "Inferred shape and existing shape differ" in failure:
+        hint = ("; a shape the model declares (value_info or a graph output) may contradict what "
+                "its now-constant values give: check the model's declared shapes")
     raise InvalidModelError(f"the rewritten model fails onnx.checker: {failure}{hint}")
 
 
-def _checker_failure(path: Path) -> str | None:
+def checker_failure(path: Path) -> str | None:
     from scatter_rewrite._protowire import checkable
 
     try:
         with checkable(path) as target:  # big inline weights: checked without reading them again
             onnx.checker.check_model(target, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        # (one line: the checker's message spans several, "of node: \nname: OpType: ...\n is not")
+        text = " ".join(str(e).split())
+        return (text if len(text) <= 400 else text[:400] + " ...") or type(e).__name__
     return None
 
 
@@ -228,62 +210,113 @@ def rewrite_file(
     validate: bool = True,
     inputs: dict | None = None,
     seed: int = 0,
+    progress: Callable[[str], None] | None = None,
     rtol: float | None = None,
     atol: float | None = None,
 ) -> Outcome:
-    """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix."""
-    from scatter_rewrite import validate as validation
-
+    """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix.
+    ``options``: the verb's, already checked (:meth:`scatter_rewrite.verbs.Verb.bind`)."""
     started = time.perf_counter()
     verb = VERBS[verb_name] if verb_name in VERBS else Verb(verb_name, "rewritten", lambda: [])
+    options = dict(options or {})
     source = Path(source)
     destination = resolve_output(source, verb, output, in_place, output_is_folder)
     if passes is None:
-        passes = verb.make_passes(**(options or {}))
+        passes = verb.make_passes(**options)
         on_proto = verb.on_proto if not validate else None
     else:
         on_proto = None  # the caller's own passes
-    proto = load_proto(source)
-    input_data = external_data_files(proto, source)
+    protos = [load_proto(source)]
+    input_data = external_data_files(protos[0], source)
     data_name = output_data_name(source, destination, input_data, in_place)
-    result = on_proto(proto, **(options or {})) if on_proto is not None else None
+    result = on_proto(protos[0], **options) if on_proto is not None else None
     if result is not None:  # done on the parsed file (see Verb.on_proto): save, check, rename
-        outcome = Outcome(str(source), str(destination), [result.to_dict()])
-        with staged_save(proto, destination) as staged:
-            del proto
+        outcome = Outcome(str(source), str(destination), [result.to_dict()], verb=verb_name,
+                          options=options)
+        with staged_save(protos.pop(), destination) as staged:
             check_model(staged, source)
-        outcome.status, outcome.seconds = "PASSED", time.perf_counter() - started
-        return outcome
-    model = to_ir(proto, source)
-    del proto
-    check_scatter_nodes(model)  # (the passes do too, but validation plans its inputs from the nodes first)
+        return _finish(outcome, started)
+    # (protos.pop(): the parsed file is freed once converted, the IR once written: rewrite_model)
+    outcome = rewrite_model(to_ir(protos.pop(), source), passes, source, destination,
+                            verb=verb_name, options=options, data_name=data_name,
+                            external=bool(input_data) and not in_place,
+                            validate=validate, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
+                            progress=progress, replaced_data=input_data if in_place else None)
+    for note in outcome.notes:
+        logger.warning("%s: %s", source, note)
+    return _finish(outcome, started)
+
+
+def rewrite_model(
+    model: ir.Model,
+    passes: Sequence[ir.passes.PassBase],
+    source: Path,
+    destination: Path,
+    *,
+    verb: str | None = None,
+    options: dict[str, Any] | None = None,
+    source_name: str | None = None,
+    data_name: str | None = None,
+    external: bool = False,
+    validate: bool = True,
+    inputs: dict | None = None,
+    seed: int = 0,
+    rtol: float | None = None,
+    atol: float | None = None,
+    keep_model: bool = False,
+    progress: Callable[[str], None] | None = None,
+    replaced_data: list[str] | None = None,
+) -> Outcome:
+    """The one orchestration of every rewrite, from the CLI and the API: check the scatter nodes,
+    note what the export computes, plan the validation (on the original, before any pass), run the
+    passes, stage the result beside ``destination``, check it with onnx.checker (full), validate it
+    against ``source`` (the original model's file) and only then rename it into place.
+
+    ``model`` is rewritten in place; it is dropped once written (a folded result's weights freed
+    before validation runs) unless ``keep_model`` (the API returns it). ``source_name``: how errors
+    name the input (default: its path). ``progress``: called with each pass's name before it runs.
+    ``replaced_data``: in place, the input's external data files (a note names those left unused).
+    ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
+    """
+    from scatter_rewrite import validate as validation
+
+    # (the passes check the nodes too, but validation plans its inputs from them first)
+    check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
     plan = None
     if validate:
         plan = validation.plan_validation(model, seed=seed, inputs=inputs,
                                           dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
-    results = run_passes(model, passes)
+    results = run_passes(model, passes, progress=progress)
     if plan is not None:
         validation.allow_float_rounding(plan, results)
-    outcome = Outcome(str(source), str(destination), [result_dict(r) for r in results],
-                      notes=without_repaired(suspects, results))
-    modified = any(r.modified for r in results)
+    outcome = Outcome(str(source_name or source), str(destination),
+                      [result_dict(r) for r in results], notes=without_repaired(suspects, results),
+                      verb=verb, options=dict(options or {}))
     del results  # they hold the model too
-    # A new output keeps the input's form, external data, even when the rewrite replaced every external
-    # tensor; in place, such a model is written whole and the old data file left, with a note.
-    with staged_save(model, destination, data_name, external=bool(input_data) and not in_place) as staged:
-        del model  # written: free the rewritten weights (a folded result, say) before validation runs
-        check_model(staged, source)
-        if plan is not None and modified:
-            outcome.validation = _validated(source, staged, plan, outcome, verb.prove, seed, inputs)
-        elif plan is not None:
-            outcome.validation = {"checked_against": "nothing rewritten: the model is unchanged", "max_abs_diff": 0.0}
-        written = data_name if (staged.parent / data_name).is_file() else None
-    if in_place:
-        outcome.notes += _left_data_notes(input_data, written)
-    for note in outcome.notes:
-        logger.warning("%s: %s", source, note)
-    outcome.status = "PASSED"
+    if progress is not None:
+        progress("checking" if plan is None or not outcome.modified else "validating")
+    # A new output keeps the input's form, external data, even when the rewrite replaced every
+    # external tensor; in place, such a model is written whole and the old data file left, with a
+    # note.
+    with staged_save(model, destination, data_name, external=external) as staged:
+        if not keep_model:
+            del model  # written: free the rewritten weights (a folded result, say) now
+        check_model(staged, source, source_name)
+        if plan is not None and outcome.modified:
+            prove = VERBS[verb].prove if verb in VERBS else None
+            outcome.validation = _validated(source, staged, plan, outcome, prove, seed, inputs)
+        written = (data_name if data_name is not None and (staged.parent / data_name).is_file()
+                   else None)
+    if replaced_data is not None:
+        outcome.notes += _left_data_notes(replaced_data, written)
+    outcome.status = PASSED if outcome.modified else UNCHANGED
+    return outcome
+
+
+def _finish(outcome: Outcome, started: float) -> Outcome:
+    if outcome.status == FAILED:
+        outcome.status = PASSED if outcome.modified else UNCHANGED
     outcome.seconds = time.perf_counter() - started
     return outcome
 
@@ -297,8 +330,9 @@ def without_repaired(notes: list[str], results: Sequence[ir.passes.PassResult]) 
 def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome,
                prove: Callable[..., dict] | None = None, seed: int = 0,
                inputs: dict | None = None) -> dict:
-    """``validate``'s result (or the verb's own proof, ``prove``); a failure carries the passes
-    that ran (``error.passes``), for the report."""
+    """``validate``'s result (or the verb's own proof, ``prove``: see
+    :attr:`scatter_rewrite.verbs.Verb.prove`); a failure carries the passes that ran
+    (``error.passes``), for the report."""
     from scatter_rewrite import validate as validation
 
     try:
@@ -322,10 +356,12 @@ def output_data_name(source: Path, destination: Path, input_data: list[str], in_
         return in_place_data_name(destination, input_data)
     name = data_file_name(destination)
     inputs = {os.path.realpath(source.parent / f) for f in input_data}
-    for target, what in ((destination, "is"), (destination.parent / name, "would write its external data to")):
+    for target, what in ((destination, "is"),
+                         (destination.parent / name, "would write its external data to")):
         if os.path.realpath(target) in inputs:
-            raise OptionError(f"{destination} {what} the input's external data file {os.path.realpath(target)}; "
-                              "write the output elsewhere, or pass --in-place to overwrite the input")
+            raise OptionError(f"{destination} {what} the input's external data file "
+                              f"{os.path.realpath(target)}; write the output elsewhere, or pass "
+                              "--in-place to overwrite the input")
     return name
 
 
@@ -348,9 +384,11 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
     try:
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
-        return Outcome(str(source), None, getattr(e, "passes", []), status="FAILED", error=str(e),
-                       seconds=time.perf_counter() - started)
+        return Outcome(str(source), None, getattr(e, "passes", []), status=FAILED, error=str(e),
+                       seconds=time.perf_counter() - started, verb=verb_name)
     except Exception as e:
         logger.debug("%s: internal error", source, exc_info=True)
-        return Outcome(str(source), None, status="FAILED", seconds=time.perf_counter() - started,
-                       error=f"internal error ({type(e).__name__}: {e}); rerun with -v and report it")
+        return Outcome(str(source), None, status=FAILED, seconds=time.perf_counter() - started,
+                       verb=verb_name,
+                       error=f"internal error ({type(e).__name__}: {e}); rerun with -v and report "
+                             "it")

@@ -13,6 +13,11 @@ import onnx
 import onnx.helper as oh
 from onnx import TensorProto
 
+__all__ = [
+    "constant_scatter_model", "external_weights_model", "legacy_chain_model",
+    "LOCAL_DOMAIN", "scatter_model", "wrap",
+]
+
 LOCAL_DOMAIN = "local"
 
 

@@ -12,7 +12,7 @@ from onnx import TensorProto
 from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.check import check, parse_target
+from scatter_rewrite.readiness import check, parse_target
 from scatter_rewrite.cli import app
 from scatter_rewrite.testing import scatter_model
 
@@ -142,10 +142,22 @@ def test_reports_op_opset_reduction_dtypes_and_containers():
     assert len(findings(scatter_model("Scatter", opset=10, where="loop"), "tensorrt-10")) == 1
 
 
-@pytest.mark.parametrize("target", ["tensorrt-11", "opset-30", "opset-x", "tensorrt"])
+@pytest.mark.parametrize("target", ["tensorrt-12", "tensorrt-7", "opset-x", "tensorrt"])
 def test_unknown_target(target):
-    with pytest.raises(sr.OptionError, match="--target"):
+    with pytest.raises(sr.OptionError, match="--target .* is unknown"):
         parse_target(target)
+
+
+def test_opset_targets_span_what_the_installed_onnx_defines():
+    """One opset range: from 9 (Scatter's first) to onnx's highest; beyond: out of range, not
+    unknown."""
+    highest = onnx.defs.onnx_opset_version()
+    assert parse_target(f"opset-{highest}") == ("opset", highest)
+    assert parse_target("opset-9") == ("opset", 9)
+    for beyond in (8, highest + 1):
+        with pytest.raises(sr.OptionError, match=f"out of range: pick opset-9 to opset-{highest}"):
+            parse_target(f"opset-{beyond}")
+    assert parse_target("tensorrt-11") == ("tensorrt", "11")
 
 
 # ---- clean after the fix ------------------------------------------------------------------------

@@ -101,6 +101,7 @@ def test_second_run_changes_nothing(legacy):
     result = invoke("upgrade", first, "-o", legacy.with_name("again.onnx"))
     assert result.exit_code == 0
     assert "0 rewritten" in result.stdout and "nothing rewritten" in result.stdout
+    assert result.stdout.rstrip().splitlines()[-1].startswith("UNCHANGED in ")
 
 
 # ---- bad input: one line on stderr, exit 1, nothing written, input untouched ----------------
@@ -211,12 +212,13 @@ def test_an_input_failing_the_checker_otherwise_than_its_rewrite_is_named_first(
     from scatter_rewrite import pipeline
 
     source, rewritten = tmp_path / "in.onnx", tmp_path / "out.onnx"
-    monkeypatch.setattr(pipeline, "_checker_failure",
+    monkeypatch.setattr(pipeline, "checker_failure",
                         lambda path: "Incompatible dimensions" if path.name == "in.onnx" else "(4) vs (40)")
     with pytest.raises(InvalidModelError, match=r"in\.onnx fails onnx\.checker before any rewrite "
                                                 r"\(Incompatible dimensions\), and so does the rewritten model: \(4\) vs \(40\)"):
         pipeline.check_model(rewritten, source)
-    monkeypatch.setattr(pipeline, "_checker_failure", lambda path: None if path.name == "in.onnx" else "(4) vs (40)")
+    monkeypatch.setattr(pipeline, "checker_failure",
+                        lambda path: None if path.name == "in.onnx" else "(4) vs (40)")
     with pytest.raises(InvalidModelError, match=r"^the rewritten model fails onnx\.checker: \(4\) vs \(40\)$"):
         pipeline.check_model(rewritten, source)
 
@@ -242,7 +244,8 @@ def test_a_declared_shape_conflict_the_rewrite_exposes_gets_a_hint(tmp_path, mon
 
     failure = ("[ShapeInferenceError] Inference error(s): (op_type:Loop): [ShapeInferenceError] Inferred shape "
                "and existing shape differ in dimension 2: (5) vs (4)")
-    monkeypatch.setattr(pipeline, "_checker_failure", lambda path: None if path.name == "in.onnx" else failure)
+    monkeypatch.setattr(pipeline, "checker_failure",
+                        lambda path: None if path.name == "in.onnx" else failure)
     with pytest.raises(InvalidModelError, match=r"differ in dimension 2: \(5\) vs \(4\); a shape the model declares"):
         pipeline.check_model(tmp_path / "out.onnx", tmp_path / "in.onnx")
 

@@ -328,7 +328,7 @@ def test_in_place_on_a_linked_model_replaces_the_link_not_what_it_links_to(tmp_p
 # ---- internal errors stay one line ----------------------------------------------------------------
 
 def test_check_internal_error_is_one_line(legacy: Path, monkeypatch: pytest.MonkeyPatch):
-    import scatter_rewrite.check as check_module
+    import scatter_rewrite.readiness as check_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")

@@ -95,3 +95,11 @@ def test_fold_looks_up_no_onnx_schema_before_it_computes(tmp_path):
                            str(tmp_path / "out.onnx"), "--no-validate"], capture_output=True, text=True, check=True)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == [[]]  # one scatter computed, no schema looked up before it
+
+
+def test_help_and_version_import_neither_onnx_nor_the_passes():
+    """The verbs' declaration the commands are built from (verbs.py) is read without onnx."""
+    for argv in (["--help"], ["lower", "--help"], ["--version"]):
+        code, modules = _modules_after(*argv)
+        assert code in (0, None), argv
+        assert not modules & {"onnx", "onnx_ir", "onnxruntime", "numpy"}, (argv, modules)

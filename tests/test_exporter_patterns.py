@@ -19,7 +19,7 @@ import pytest
 from onnx import TensorProto, numpy_helper
 from typer.testing import CliRunner
 
-from scatter_rewrite.check import check
+from scatter_rewrite.readiness import check
 from scatter_rewrite.cli import app
 from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START, accumulate_export_notes
 

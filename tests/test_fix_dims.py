@@ -14,7 +14,7 @@ from onnx import TensorProto
 from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.check import check
+from scatter_rewrite.readiness import check
 from scatter_rewrite.cli import app
 from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.model_io import load_model

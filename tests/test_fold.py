@@ -589,5 +589,5 @@ def test_fold_imports_only_what_it_runs(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     imported = set(done.stdout.splitlines()[-1].split())
     assert "scatter_rewrite.passes.fold" in imported
-    assert not imported & {"scatter_rewrite.check", "scatter_rewrite.passes.tensorrt",
+    assert not imported & {"scatter_rewrite.readiness", "scatter_rewrite.passes.tensorrt",
                            "scatter_rewrite.passes.to_scatternd", "scatter_rewrite.passes.lower"}, imported

@@ -12,7 +12,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
-from scatter_rewrite.check import check
+from scatter_rewrite.readiness import check
 from scatter_rewrite.export_patterns import MEAN_NOTE_START, accumulate_export_notes
 from scatter_rewrite.passes.repair import RepairPass
 

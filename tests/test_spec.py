@@ -16,7 +16,7 @@ from onnx import numpy_helper as nh
 from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.check import check
+from scatter_rewrite.readiness import check
 from scatter_rewrite.cli import app
 from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.graph import SCATTER_OPS

@@ -13,7 +13,7 @@ from onnx import TensorProto
 from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.check import check
+from scatter_rewrite.readiness import check
 from scatter_rewrite.cli import app
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_passes, tensorrt_violations
@@ -243,7 +243,7 @@ def test_tensorrt_violations():
     assert tensorrt_violations([ir.node("If", [x], {"then_branch": inner, "else_branch": inner})], "10")
 
 
-@pytest.mark.parametrize("version", ["9", "7.0", "11"])
+@pytest.mark.parametrize("version", ["9", "7.0", "12"])
 def test_unknown_version(version):
     with pytest.raises(sr.OptionError, match="--trt-version"):
         tensorrt_passes(version)

@@ -20,7 +20,7 @@ from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite as sr
 from _lower_oracles import BACKEND_CASES, assert_same, expected_outputs, ort_run
-from scatter_rewrite.check import check
+from scatter_rewrite.readiness import check
 from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes import _network_reduce as net

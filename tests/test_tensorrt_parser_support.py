@@ -28,7 +28,7 @@ import pytest
 from onnx import TensorProto
 
 import scatter_rewrite as sr
-from scatter_rewrite.check import check
+from scatter_rewrite.readiness import check
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes import _network_reduce as net
 from scatter_rewrite.passes import _segment_reduce as seg

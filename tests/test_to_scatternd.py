@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx.helper as oh
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
@@ -170,11 +171,22 @@ def test_constant_index_out_of_range_is_an_error():
 
 
 def test_unknown_rank_is_left_alone():
-    model = scatter_model("ScatterElements", opset=18)
-    for value in model.graph.input:
-        value.type.tensor_type.ClearField("shape")
+    # data, indices and updates reshaped to a run-time shape of run-time length: their ranks are
+    # unknown (and the model valid)
+    graph = oh.make_graph(
+        [oh.make_node("Reshape", ["flat", "shape"], ["data"]),
+         oh.make_node("Reshape", ["flat_indices", "shape"], ["indices"]),
+         oh.make_node("Reshape", ["flat_updates", "shape"], ["updates"]),
+         oh.make_node("ScatterElements", ["data", "indices", "updates"], ["scattered"]),
+         oh.make_node("ReduceSum", ["scattered"], ["out"], keepdims=0)], "g",
+        [oh.make_tensor_value_info("flat", TensorProto.FLOAT, [20]),
+         oh.make_tensor_value_info("shape", TensorProto.INT64, ["n"]),
+         oh.make_tensor_value_info("flat_indices", TensorProto.INT64, [10]),
+         oh.make_tensor_value_info("flat_updates", TensorProto.FLOAT, [10])],
+        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [])])  # (a graph output needs a shape)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
     rewritten, outcome = sr.to_scatternd(model, return_report=True)
-    assert op_types(rewritten) == ["ScatterElements"]
+    assert op_types(rewritten) == ["Reshape", "Reshape", "Reshape", "ScatterElements", "ReduceSum"]
     assert "rank of data/indices is unknown" in outcome.passes[0]["skipped"][0]["detail"]
 
 

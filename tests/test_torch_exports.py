@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import scatter_rewrite as sr  # noqa: E402
-from scatter_rewrite.check import check  # noqa: E402
+from scatter_rewrite.readiness import check  # noqa: E402
 from scatter_rewrite.errors import ScatterRewriteError  # noqa: E402
 from scatter_rewrite.model_io import load_model  # noqa: E402
 

@@ -19,7 +19,7 @@ import onnx_ir as ir
 import pytest
 
 import scatter_rewrite as sr
-from scatter_rewrite.check import check
+from scatter_rewrite.readiness import check
 from scatter_rewrite.validate import run_onnxruntime
 
 DATA = Path(__file__).parent / "data" / "torch"

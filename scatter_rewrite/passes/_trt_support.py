@@ -23,6 +23,10 @@ Sources (TensorRT cannot run here; these are the published tables):
   float16, bfloat16, float32), Shape.html (10.7: T1 includes int8) and Scatter.html (10.7: T1
   int8, int32, int64, float16, float32, bfloat16; no bool).
 
+* ``"11"``: the ``"10"`` rows. TensorRT 11.0-11.5's release notes (NVIDIA/TensorRT releases v11.0 to
+  v11.5) add parser support for Swish, DFT, 5-D GridSample, Squeeze without axes and opset 25, and
+  remove deprecated plugins, none a scatter nor a type of the ops below; see docs/tensorrt-11.md.
+
 Only ops the tensorrt flow emits or checks are listed; an op not listed is reported as unaudited
 (never silently accepted). A data type is checked as the parser sees it (:func:`as_parsed`).
 """
@@ -78,7 +82,8 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
 }
 # The parser casts these down on import (docs/operators.md: "TensorRT will attempt to cast down
 # INT64 to INT32 and DOUBLE down to FLOAT, clamping values"; 10.x: DOUBLE only).
-PARSER_CASTS = {"8.6": {I64: I32, F64: F32}, "10": {F64: F32}}
+PARSER_CASTS = {"8.6": {I64: I32, F64: F32}, "10": {F64: F32}, "11": {F64: F32}}
+SUPPORTED_TYPES["11"] = SUPPORTED_TYPES["10"]
 # Ops with no support at all in either version's table ("N").
 UNSUPPORTED_OPS = frozenset({"Compress", "Unique", "StringNormalizer", "TfIdfVectorizer", "BitShift", "BitwiseAnd",
                              "BitwiseOr", "BitwiseXor", "BitwiseNot", "ConcatFromSequence", "SequenceAt",

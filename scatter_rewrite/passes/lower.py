@@ -3,8 +3,8 @@
 Rewrites, in the main graph, every If/Loop/Scan body and every model-local function:
 
 * ``ScatterElements``/``ScatterND`` with ``reduction`` add/mul (opset 16) or max/min (opset 18)
-  when the target opset (11..23) lacks that reduction. Reductions the target has are kept
-  (add/mul at 16-17, everything at 18+); ``reduction="none"`` needs no lowering.
+  when the target opset (11 to the installed onnx's highest) lacks that reduction. Reductions the
+  target has are kept (add/mul at 16-17, everything at 18+); ``reduction="none"`` needs no lowering.
 * ``TensorScatter`` (opset 24, KV-cache update, linear or circular, optional ``write_indices``)
   into one ``ScatterElements`` (reduction none, unique targets) for every target below 24.
 * the deprecated ``Scatter``, first, into ``ScatterElements`` (:class:`~.upgrade.UpgradePass`).
@@ -49,12 +49,13 @@ node's output declares the data's shape, so what follows it stays checkable. Oth
 
 Leaves alone: nodes of other domains, reductions the target has. A node that cannot be lowered
 (unknown rank, a data type without an exact lowering, ...) makes the target unreachable: the pass
-raises ConversionError naming it and why. ``opset`` outside 11..23 or an unknown ``mode`` raise
-OptionError.
+raises ConversionError naming it and why. ``opset`` outside 11 to the installed onnx's highest or
+an unknown ``mode`` raise OptionError.
 """
 
 from __future__ import annotations
 
+import onnx
 import onnx_ir as ir
 
 from scatter_rewrite import custom_ops
@@ -69,7 +70,9 @@ from scatter_rewrite.type_inference import annotate_functions_with, borrow_infer
 from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass
 
-MIN_TARGET, MAX_TARGET = 11, 23
+# The one opset range of every verb (scatter_rewrite.verbs): from ScatterElements' first to the
+# highest the installed onnx defines (from 24 only the model's move remains: no scatter is lacking).
+MIN_TARGET, MAX_TARGET = 11, onnx.defs.onnx_opset_version()
 MODES = ("standard", "custom", "tensorrt-plugin")
 CUSTOM_DOMAIN = custom_ops.DOMAIN  # onnxruntime-extensions fixes it
 CUSTOM_DOMAIN_VERSION = 1
@@ -89,7 +92,7 @@ class LowerPass(ScatterPass):
         if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_TARGET <= opset <= MAX_TARGET:
             raise OptionError(
                 f"--opset {opset} is out of range for lower: pick {MIN_TARGET} to {MAX_TARGET} "
-                f"(ScatterElements starts at 11; from 24 on TensorScatter needs no lowering)"
+                f"(ScatterElements starts at 11; {MAX_TARGET} is the highest this onnx defines)"
             )
         if mode not in MODES:
             raise OptionError(f"--mode {mode!r} is unknown for lower: pick one of {', '.join(MODES)}")

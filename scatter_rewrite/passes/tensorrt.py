@@ -68,11 +68,11 @@ from scatter_rewrite.passes._trt_support import (
 )
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (
-    Builder, Decline, Names, const_array, convert_to_scatternd, drop_none_reduction, infer_missing_shapes,
-    known_rank, scatter_nd_through, value_dtype,
+    Decline, ModelNames, ReplacementBuilder, const_array, convert_to_scatternd, drop_none_reduction,
+    infer_missing_shapes, known_rank, scatter_nd_through, value_dtype,
 )
 
-TRT_VERSIONS = ("8.6", "10")
+TRT_VERSIONS = ("8.6", "10", "11")
 REDUCTIONS = ("add", "mul", "max", "min")
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.
 PLUGIN_DATA_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64}
@@ -82,10 +82,15 @@ REJECTED_DATA_TYPES = {ir.DataType.UINT8}
 CARRIED_DATA_TYPES = {ir.DataType.BOOL}
 # The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT 10.0
 # supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset 17").
-MAX_OPSET = {"8.6": 17, "10": 20}
+# TensorRT 11 (docs/tensorrt-11.md): 24 on every 11.x; 25 came with 11.5 ("Added support for ONNX
+# opset 25").
+MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
+# The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support
+# for ... TensorScatter"): the flow leaves it as it is there.
+PARSES_TENSORSCATTER = frozenset({"11"})
 # The largest K TensorRT's TopK takes (docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html:
 # 1024 in 8.6, 3840 in 10.x).
-TOPK_MAX_K = {"8.6": 1024, "10": 3840}
+TOPK_MAX_K = {"8.6": 1024, "10": 3840, "11": 3840}  # (11: the 10.x limit; no change noted since)
 # Ops whose output size depends on input values (a Loop may not carry what they shape).
 VALUE_SIZED_OPS = {"NonZero", "Compress", "Unique"}
 
@@ -280,7 +285,7 @@ class TensorRTPass(_ForTensorRT):
         for text in inline_rank_hiding_ifs(model):
             self.note(text, modified=True)
         infer_missing_shapes(model)
-        names = Names(model)
+        names = ModelNames(model)
         # A reduction in a function is lowered with the dtype and shapes all its call sites agree on
         # (borrowed for the pass: the function's values stay untyped in the saved model).
         borrowed = annotate_functions_with(model, is_reducing_scatter)
@@ -321,9 +326,12 @@ class TensorRTPass(_ForTensorRT):
                 f"domain): {why}; this pass rewrites default-domain nodes only, so run it on the model before "
                 "it was lowered to custom-domain nodes")
 
-    def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names) -> str | None:
+    def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope,
+                 names: ModelNames) -> str | None:
         op, reduction = node.op_type, attr(node, "reduction", "none")
         data = node.inputs[0] if node.inputs else None
+        if op == "TensorScatter" and self.trt_version in PARSES_TENSORSCATTER:
+            return None
         if op in ("Scatter", "TensorScatter"):
             raise Decline(f"{op} is left for the upgrade/lower passes of this flow (TensorRT does not support it)")
         if (why := reference_reason(node)) is not None:
@@ -347,7 +355,7 @@ class TensorRTPass(_ForTensorRT):
                 "ScatterElements one: NVIDIA/TensorRT#3650)" + why
         if reduction not in REDUCTIONS:
             raise Decline(f"unknown reduction {reduction!r}")
-        if self.trt_version == "10":
+        if self.trt_version != "8.6":  # (10 and 11: the ScatterElements plugin)
             plugin_reason = self._plugin_blocker(model, node, scope)
             if plugin_reason is None:
                 return self._to_plugin_form(model, node, scope, names)
@@ -369,10 +377,11 @@ class TensorRTPass(_ForTensorRT):
                 return "the rank of data is unknown"
         return None  # a ScatterElements needs nothing else: the plugin reads axis and reduction as they are
 
-    def _to_plugin_form(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names) -> str | None:
+    def _to_plugin_form(self, model: ir.Model, node: ir.Node, scope: Scope,
+                        names: ModelNames) -> str | None:
         data, indices, updates = node.inputs
         reduction = attr(node, "reduction")
-        b = Builder(model, scope, names, node.name or "scatter")
+        b = ReplacementBuilder(model, scope, names, node.name or "scatter")
         if node.op_type == "ScatterElements":
             if value_dtype(model, scope, indices) == ir.DataType.INT64:
                 return None  # already what the plugin takes
@@ -415,7 +424,8 @@ class TensorRTPass(_ForTensorRT):
 
     # ---- lowering to standard ops -------------------------------------------------------------
 
-    def _lower(self, model: ir.Model, node: ir.Node, scope: Scope, names: Names, why: str) -> str:
+    def _lower(self, model: ir.Model, node: ir.Node, scope: Scope, names: ModelNames,
+               why: str) -> str:
         return lower_tensorrt_safe(node, scope, names, self.trt_version, why)
 
 
@@ -435,7 +445,8 @@ def inline_rank_hiding_ifs(model: ir.Model) -> list[str]:
     return inline_ifs_hiding_rank(model, lambda node: attr(node, "reduction", "none") in REDUCTIONS)
 
 
-def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: Names, trt_version: str, why: str) -> str:
+def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_version: str,
+                        why: str) -> str:
     """Replace the reducing ``node`` by its sorting-network lowering and return what was done;
     Decline with the reason (the model unchanged) when the lowering does not apply or would emit
     what TensorRT ``trt_version`` rejects."""
@@ -462,7 +473,7 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: Names, trt_version: 
             f"segmented scan, one ScatterND with unique targets) ({why})")
 
 
-class _LowerTensorScatter(_ForTensorRT):
+class LowerTensorScatterPass(_ForTensorRT):
     """Run LowerPass only when the model holds a TensorScatter (opset 24, which no TensorRT parses):
     it becomes ScatterElements and the model moves to the highest opset the TensorRT version documents."""
 
@@ -470,7 +481,7 @@ class _LowerTensorScatter(_ForTensorRT):
 
     def run(self, model: ir.Model) -> None:
         found = [(n, s) for n, s in iter_nodes(model) if n.op_type == "TensorScatter" and is_default_domain(n)]
-        if not found:
+        if not found or self.trt_version in PARSES_TENSORSCATTER:
             return
         target = MAX_OPSET[self.trt_version]
         lacking = [(n, s) for n, s in iter_nodes(model) if n.op_type in ("ScatterElements", "ScatterND")
@@ -492,7 +503,7 @@ class _LowerTensorScatter(_ForTensorRT):
                               f"{len(lacking)} max/min scatter(s) lowered too, and {describe(node, scope)} "
                               f"{_UNLOWERABLE}: {reason}")
                 return
-            names = Names(model)
+            names = ModelNames(model)
             for node, scope in lacking:
                 try:
                     detail = lower_tensorrt_safe(node, scope, names, self.trt_version,
@@ -507,7 +518,7 @@ class _LowerTensorScatter(_ForTensorRT):
         self.absorb(LowerPass(opset=target, mode="standard")(model))  # (its float_rounding too)
 
 
-class _CapOpset(_ForTensorRT):
+class CapOpsetPass(_ForTensorRT):
     """Move a model above the highest opset the TensorRT version's parser documents (8.6: 17, 10: 20)
     down to it, once its scatters are TensorRT-ready; left as it is, with a note saying why, when a
     scatter kept a reduction that the lower opset lacks or a node cannot be converted."""
@@ -549,8 +560,8 @@ def _reduction_opset(reduction: str | None) -> int:
 
 
 def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list[ir.passes.PassBase]:
-    """The whole TensorRT preparation for ``trt_version`` ("8.6" or "10"), in order; first, when
-    given, ``fix_dims`` (symbolic dimension name -> size: :mod:`.fix_dims`)."""
+    """The whole TensorRT preparation for ``trt_version`` ("8.6", "10" or "11"), in order; first,
+    when given, ``fix_dims`` (symbolic dimension name -> size: :mod:`.fix_dims`)."""
     version = check_trt_version(trt_version)
     from scatter_rewrite.passes.fix_dims import FixDimsPass
     from scatter_rewrite.passes.fold import FoldPass
@@ -559,6 +570,6 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
 
     fixed = [FixDimsPass(fix_dims)] if fix_dims else []
-    return [*fixed, SpecializeCallsPass(), UpgradePass(), FoldPass(), _LowerTensorScatter(version), TensorRTPass(version),
-            _CapOpset(version)]
+    return [*fixed, SpecializeCallsPass(), UpgradePass(), FoldPass(), LowerTensorScatterPass(version),
+            TensorRTPass(version), CapOpsetPass(version)]
 

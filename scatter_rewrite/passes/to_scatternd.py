@@ -7,7 +7,7 @@ every dtype, every reduction) in the main graph, If/Loop/Scan bodies and model-l
 position ``p`` of ``indices``: each update lands on exactly the element ScatterElements writes, in
 the same order, so the result is identical for every reduction. ``norm`` is
 ``Where(idx < 0, idx + data.shape[axis], idx)`` (computed as ``idx + Cast(idx < 0) * size``, see
-:meth:`Builder.normalize`) on int64 indices (a ``Cast`` first for int32):
+:meth:`ReplacementBuilder.normalize`) on int64 indices (a ``Cast`` first for int32):
 the ScatterND spec allows negative index values (every version, 11 to 18), but whether TensorRT's
 scatter layer does is unverified (/work/shared/reference/tensorrt-and-exporters.md; its IScatterLayer
 documentation is silent), so none reach it. The normalization is about 10% of the rewritten
@@ -54,6 +54,14 @@ from scatter_rewrite.type_inference import annotate_functions_with, restore_type
 from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
 from scatter_rewrite.passes.base import ScatterPass
 
+__all__ = [
+    "call_site_values", "const_array", "convert_to_scatternd", "Coordinates", "coordinates",
+    "Decline", "drop_none_reduction", "GRID_BYTES_LIMIT", "infer_missing_shapes",
+    "known_rank", "ModelNames", "REDUCTION_OPSET", "ReplacementBuilder",
+    "scatter_elements_rank_axis", "scatter_nd_through", "static_shape", "ToScatterNDPass",
+    "value_dtype",
+]
+
 # A static grid (or constant coords) bigger than this is computed at run time instead.
 GRID_BYTES_LIMIT = 64 << 20
 # The first opset where ScatterND has each reduction (onnx.defs: ScatterND-16 add/mul, -18 max/min).
@@ -63,7 +71,7 @@ REDUCTION_OPSET = {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}
 # --------------------------------------------------------------------------- shared building blocks
 
 
-class Names:
+class ModelNames:
     """Fresh value and node names, unique across the whole model (all scopes)."""
 
     def __init__(self, model: ir.Model):
@@ -86,12 +94,12 @@ class Names:
         return name
 
 
-class Builder:
+class ReplacementBuilder:
     """Collects the replacement nodes of one scatter; constants become initializers of the main
     graph, ``Constant`` nodes elsewhere (function bodies have no initializers; subgraph initializers
     are avoided for TensorRT's sake)."""
 
-    def __init__(self, model: ir.Model, scope: Scope, names: Names, prefix: str):
+    def __init__(self, model: ir.Model, scope: Scope, names: ModelNames, prefix: str):
         self.model, self.scope, self.names, self.prefix = model, scope, names, prefix
         self.nodes: list[ir.Node] = []
 
@@ -240,7 +248,7 @@ class Coordinates:
     how: str  # for the report
 
 
-def coordinates(b: Builder, node: ir.Node, rank: int, axis: int) -> Coordinates:
+def coordinates(b: ReplacementBuilder, node: ir.Node, rank: int, axis: int) -> Coordinates:
     """ScatterND coordinates of every element of a ScatterElements node's indices (see module doc)."""
     data, indices = node.inputs[0], node.inputs[1]
     constant = const_array(indices)
@@ -297,7 +305,7 @@ def scatter_elements_rank_axis(model: ir.Model, node: ir.Node, scope: Scope) -> 
     return rank, axis % rank
 
 
-def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Names,
+def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: ModelNames,
                          reduction: str | None = None, carrier: ir.DataType | None = None) -> str:
     """Replace ScatterElements ``node`` by ScatterND; return the detail for the report, or raise
     :class:`Decline` with the reason. ``reduction`` overrides the node's (the TensorRT pass uses
@@ -320,7 +328,7 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Na
     dtype = value_dtype(model, scope, node.inputs[0])
     if carrier is not None and (reduction != "none" or dtype is None):
         raise Decline("a carrier type needs reduction none and a known data type")
-    b = Builder(model, scope, names, node.name or "scatter")
+    b = ReplacementBuilder(model, scope, names, node.name or "scatter")
     coords = coordinates(b, node, rank, axis)
     attributes = {} if reduction == "none" else {"reduction": reduction}
     if carrier is None:
@@ -335,10 +343,10 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Na
     return f"-> ScatterND({label}{coords.how}, axis {axis} of rank {rank}{through})"
 
 
-def _through(b: Builder, data: ir.Value, indices: ir.Value, updates: ir.Value, dtype: ir.DataType,
-             carrier: ir.DataType) -> ir.Node:
+def _through(b: ReplacementBuilder, data: ir.Value, indices: ir.Value, updates: ir.Value,
+             dtype: ir.DataType, carrier: ir.DataType) -> ir.Node:
     """``Cast(ScatterND(Cast(data), indices, Cast(updates)), to=dtype)`` with the casts to ``carrier``
-    built into ``b``; returns the last Cast (for :meth:`Builder.replace`)."""
+    built into ``b``; returns the last Cast (for :meth:`ReplacementBuilder.replace`)."""
     as_carrier = [b.op("Cast", [v], {"to": carrier}, dtype=carrier,
                        shape=list(v.shape) if v.shape is not None else None, suffix=f"{part}_{carrier.name.lower()}")
                   for v, part in ((data, "data"), (updates, "updates"))]
@@ -347,7 +355,8 @@ def _through(b: Builder, data: ir.Value, indices: ir.Value, updates: ir.Value, d
     return ir.node("Cast", [scattered], {"to": dtype}, num_outputs=1)
 
 
-def scatter_nd_through(model: ir.Model, node: ir.Node, scope: Scope, names: Names, carrier: ir.DataType) -> str:
+def scatter_nd_through(model: ir.Model, node: ir.Node, scope: Scope, names: ModelNames,
+                       carrier: ir.DataType) -> str:
     """Write a ScatterND (reduction none) through ``carrier``: its data and updates cast to it, the
     result cast back (exact for the BOOL -> INT32 the TensorRT pass uses); an explicit
     ``reduction="none"`` is not kept. Returns the detail for the report."""
@@ -356,16 +365,16 @@ def scatter_nd_through(model: ir.Model, node: ir.Node, scope: Scope, names: Name
     dtype = value_dtype(model, scope, node.inputs[0])
     if dtype is None:
         raise Decline("the data type is unknown")
-    b = Builder(model, scope, names, node.name or "scatter")
+    b = ReplacementBuilder(model, scope, names, node.name or "scatter")
     final = _through(b, node.inputs[0], node.inputs[1], node.inputs[2], dtype, carrier)
     b.replace(node, final)
     _name_the_scatter(b, final)
     return f"{dtype.name} data written as {carrier.name} (Cast, ScatterND, Cast back)"
 
 
-def _name_the_scatter(b: Builder, cast_back: ir.Node) -> None:
+def _name_the_scatter(b: ReplacementBuilder, cast_back: ir.Node) -> None:
     """The scatter keeps the replaced node's name (what reports and checker messages show), the
-    Cast after it gets a fresh one (:meth:`Builder.replace` named it after the node)."""
+    Cast after it gets a fresh one (:meth:`ReplacementBuilder.replace` named it after the node)."""
     scatter = cast_back.inputs[0].producer()
     scatter.name, cast_back.name = cast_back.name, b.names(f"{b.prefix}_cast_back")
 
@@ -406,7 +415,7 @@ class ToScatterNDPass(ScatterPass):
             restore_types(borrowed)
 
     def _convert(self, model: ir.Model) -> None:
-        names = Names(model)
+        names = ModelNames(model)
         for node, scope in iter_nodes(model):
             if not is_default_domain(node):
                 continue

@@ -16,8 +16,8 @@ Targets:
     (no support in any version); a ScatterElements reduction on 10 whose indices are not int64 or
     whose data type the ScatterElements plugin lacks; data types the scatter layer lacks
     (:func:`scatter_rewrite.passes.tensorrt.scatter_data_blocker`: UINT8, BFLOAT16 on 8.6, INT16 and
-    other non-TensorRT types: no fix; BOOL: fixed by writing it through INT32); a ScatterElements on the
-    ``reduction="none"`` path whose static indices/updates dimensions exceed data's
+    other non-TensorRT types: no fix; BOOL: fixed by writing it through INT32); a ScatterElements on
+    the ``reduction="none"`` path whose static indices/updates dimensions exceed data's
     ("Indices dimensions must be less than data dimensions!", NVIDIA/TensorRT#3650).
     A reduction TensorRT cannot run (any on 8.6; on 10 those the plugin cannot take) is fixed by
     ``scatter-rewrite tensorrt`` when the TensorRT-safe lowering applies
@@ -32,6 +32,11 @@ Targets:
     reductions add/mul below 16 and max/min below 18, TensorScatter below 24; and a node whose
     opset is above N (``lower --opset N`` moves the model down).
 
+Before any of that, the model is checked with onnx.checker (full), as every rewriting verb does:
+a model it rejects (an undefined node input, a cycle, an unknown op...) is blocked with the reason
+(:func:`check_report`); the deprecated ``Scatter`` alone is left to the findings (they say to
+upgrade).
+
 On every target, a default-domain node that breaks its op's schema (:mod:`scatter_rewrite.spec`:
 an attribute of the wrong type or unknown, an input or output count the op does not have) is
 blocked with the reason and no fix, and nothing else is said of it.
@@ -40,7 +45,10 @@ blocked with the reason and no fix, and nothing else is said of it.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import re
+from pathlib import Path
 
 import onnx_ir as ir
 
@@ -55,12 +63,20 @@ from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
 from scatter_rewrite.passes.repair import REPAIR_NOTE, repairable_nodes
 from scatter_rewrite.passes.tensorrt import (
-    CUSTOM_AS_ONNX, PLUGIN_DATA_TYPES, is_reducing_scatter, scatter_data_blocker,
+    CUSTOM_AS_ONNX, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, is_reducing_scatter,
+    scatter_data_blocker,
 )
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 from scatter_rewrite.spec import scatter_node_problem
 
-TARGETS_HELP = "tensorrt-10, tensorrt-8.6 or opset-N (N from 9 to 24)"
+__all__ = ["CheckReport", "Finding", "check", "check_report", "parse_target", "TARGETS_HELP",
+           "OPSET_TARGET_FLOOR"]
+
+logger = logging.getLogger("scatter_rewrite")
+# opset-N from 9: Scatter's first opset (the lowest at which there is anything to say)
+OPSET_TARGET_FLOOR = 9
+TARGETS_HELP = ("tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N from 9 to the installed "
+                "onnx's highest)")
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 REDUCTION_OPSET = {"add": 16, "mul": 16, "max": 18, "min": 18}
 
@@ -86,14 +102,81 @@ class Finding:
         return dataclasses.asdict(self) | {"blocked": self.blocked}
 
 
+@dataclasses.dataclass
+class CheckReport:
+    """What ``check`` found: the model's onnx.checker failure (``invalid``, None if it passes) and
+    one :class:`Finding` per scatter node (none when the model is invalid)."""
+
+    model: str
+    target: str
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    invalid: str | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)  # about the whole model
+
+    @property
+    def blocked(self) -> bool:
+        return self.invalid is not None or any(f.blocked for f in self.findings)
+
+    def to_dict(self) -> dict:
+        """As ``check --json`` prints it: ``blocked`` counts the blocked nodes, ``ready`` says
+        whether the model is ready (valid, and no node blocked)."""
+        return {"model": self.model, "target": self.target, "ready": not self.blocked,
+                "invalid": self.invalid, "blocked": sum(f.blocked for f in self.findings),
+                "notes": self.notes, "findings": [f.to_dict() for f in self.findings]}
+
+
+def check_report(path: str | os.PathLike, target: str = "tensorrt-10",
+                 name: str | None = None) -> CheckReport:
+    """onnx.checker (full) on the model file at ``path``, then :func:`check` on it; ``name``: how
+    the report names the model (default: its path)."""
+    from scatter_rewrite.model_io import load_proto, to_ir
+    from scatter_rewrite.pipeline import checker_failure
+
+    parse_target(target)  # a bad target is refused before any work
+    report = CheckReport(str(name or path), target)
+    proto = load_proto(path)  # (a missing, empty or truncated file: ModelLoadError)
+    failure = checker_failure(Path(path))
+    # (the deprecated Scatter: the findings say it, with the fix)
+    if failure is not None and "Scatter is deprecated" not in failure:
+        report.invalid = f"fails onnx.checker: {failure}"
+    model = to_ir(proto, path)
+    del proto
+    try:
+        report.findings = check(model, target)
+    except Exception:
+        if report.invalid is None:
+            raise
+        # An invalid model (a cycle, say) may defeat the node-by-node reading: the checker's reason
+        # is the report, and the model is blocked anyway.
+        logger.debug("%s: no findings on the invalid model", path, exc_info=True)
+    if any(_is_custom_scatter(node) for node, _ in iter_nodes(model)):
+        report.notes.append("the model holds custom-domain scatter nodes (lower --mode custom): "
+                            "onnxruntime runs it only with the custom ops registered, "
+                            "scatter_rewrite.custom_ops.register(session_options)")
+    return report
+
+
+def _is_custom_scatter(node: ir.Node) -> bool:
+    from scatter_rewrite.custom_ops import DOMAIN
+
+    return node.domain == DOMAIN
+
+
 def parse_target(target: str) -> tuple[str, object]:
-    """("tensorrt", "10"|"8.6") or ("opset", N); OptionError otherwise."""
+    """("tensorrt", "8.6"|"10"|"11") or ("opset", N); OptionError otherwise (an opset out of
+    range is said to be so)."""
+    from scatter_rewrite.verbs import TRT_VERSIONS, highest_opset
+
     t = target.strip().lower()
-    if t in ("tensorrt-10", "tensorrt-8.6"):
+    if t.startswith("tensorrt-") and t.split("-", 1)[1] in TRT_VERSIONS:
         return "tensorrt", t.split("-", 1)[1]
     m = re.fullmatch(r"opset-(\d+)", t)
-    if m and 9 <= int(m.group(1)) <= 24:
+    if m and OPSET_TARGET_FLOOR <= int(m.group(1)) <= highest_opset():
         return "opset", int(m.group(1))
+    if m:
+        raise OptionError(f"--target {target!r} is out of range: pick opset-{OPSET_TARGET_FLOOR} "
+                          "to "
+                          f"opset-{highest_opset()} (the highest this onnx defines)")
     raise OptionError(f"--target {target!r} is unknown: pick {TARGETS_HELP}")
 
 
@@ -125,24 +208,29 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
     findings = []
     repairable = repairable_nodes(model)
     for node, scope in iter_nodes(model):
-        # TensorRT's parser dispatches on op_type alone: a ScatterElements/ScatterND of another domain
-        # (lower --mode custom or tensorrt-plugin writes them) is imported as the ONNX op.
+        # TensorRT's parser dispatches on op_type alone: a ScatterElements/ScatterND of another
+        # domain (lower --mode custom or tensorrt-plugin writes them) is imported as the ONNX op.
         custom = not is_default_domain(node)
-        if node.op_type not in SCATTER_OPS or (custom and (kind != "tensorrt" or node.op_type not in CUSTOM_AS_ONNX)):
+        as_onnx = kind == "tensorrt" and node.op_type in CUSTOM_AS_ONNX
+        if node.op_type not in SCATTER_OPS or (custom and not as_onnx):
             continue
         inputs = list(node.inputs) + [None, None, None]
-        # (a custom-domain node, judged as the ONNX op, is not held to the ONNX schema: lower wrote it)
+        # (lower wrote the custom-domain nodes: judged as the ONNX op, not held to its schema)
         malformed = scatter_node_problem(node, scope.opset) if not custom else None
-        reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
-        reduction = reduction if isinstance(reduction, str) else None  # (a malformed one's is shown as absent)
+        reduces = node.op_type in ("ScatterElements", "ScatterND")
+        reduction = attr(node, "reduction", None) if reduces else None
+        # (a malformed one's is shown as absent)
+        reduction = reduction if isinstance(reduction, str) else None
         referenced = node.attributes.get("reduction")
         if reduction is None and referenced is not None and is_reference(referenced):
             reduction = "@" + referenced.ref_attr_name  # the function's attribute
         op = f"{node.domain}::{node.op_type}" if custom else node.op_type
-        finding = Finding(describe_parts(op, node.name, scope.opset, scope.where), op, scope.opset, scope.where,
-                          reduction, _dtype(model, scope, inputs[0]),
-                          _dtype(model, scope, inputs[1] if node.op_type != "TensorScatter" else inputs[2]))
-        if malformed is not None:  # nothing else is read from it: its attributes are not what the schema says
+        indices = inputs[1] if node.op_type != "TensorScatter" else inputs[2]
+        finding = Finding(describe_parts(op, node.name, scope.opset, scope.where), op, scope.opset,
+                          scope.where, reduction, _dtype(model, scope, inputs[0]),
+                          _dtype(model, scope, indices))
+        # (nothing else is read from a malformed node: its attributes are not what the schema says)
+        if malformed is not None:
             finding.blockers.append(f"malformed: {malformed}")
             finding.notes.append("no rewrite fixes it: fix the exporter or the model")
             findings.append(finding)
@@ -199,7 +287,8 @@ class _Inlined:
             if inline_rank_hiding_ifs(copy):
                 infer_missing_shapes(copy)
             annotate_functions_with(copy, is_reducing_scatter)
-        return next((n for n, _ in iter_nodes(copy) if n.op_type == node.op_type and n.name == node.name), None)
+        return next((n for n, _ in iter_nodes(copy)
+                     if n.op_type == node.op_type and n.name == node.name), None)
 
 
 def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> None:
@@ -210,15 +299,22 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
     # default-domain nodes only, so its fix is on the model it was lowered from.
     rewritable = is_default_domain(node)
     if not rewritable:
-        f.notes.append(f"TensorRT's parser ignores the domain {node.domain!r} and imports this node as ONNX {op}")
+        f.notes.append(f"TensorRT's parser ignores the domain {node.domain!r} and imports this "
+                       f"node as ONNX {op}")
     data, indices, updates = (list(node.inputs) + [None, None, None])[:3]
     if op == "Scatter":
-        f.blockers.append("deprecated Scatter (replaced by ScatterElements from opset 11): TensorRT's parser expects "
-                          "ScatterElements")
+        f.blockers.append("deprecated Scatter (replaced by ScatterElements from opset 11): "
+                          "TensorRT's parser expects ScatterElements")
         f.fix = f"scatter-rewrite upgrade (or {fix})"
         return
+    if op == "TensorScatter" and version in PARSES_TENSORSCATTER:
+        f.notes.append(f"TensorRT {version}'s parser imports TensorScatter (onnx-tensorrt 10.15 "
+                       "and later)")
+        _above_parser_opset(f, version, fix)
+        return
     if op == "TensorScatter":
-        f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser")
+        f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser "
+                          "before 10.15")
         f.fix = f"{fix} (lowers it to ScatterElements; or scatter-rewrite lower --opset 20)"
         return
     if _unknown_reduction(f, f"whether TensorRT {version} runs it"):
@@ -231,55 +327,72 @@ def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> Non
         f.blockers.append(gate[0])
         fixable = fixable and gate[1]
         if fixable and reduction == "none":
-            f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, Cast back: exact)")
-    elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10")):
-        # onnx-tensorrt docs/operators.md: "TensorRT will attempt to cast down INT64 to INT32 and DOUBLE
-        # down to FLOAT, clamping values" (10.x: DOUBLE only). Accepted, but not bit for bit.
+            f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, "
+                           "Cast back: exact)")
+    elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10"),
+                                    ("DOUBLE", "11")):
+        # onnx-tensorrt docs/operators.md: "TensorRT will attempt to cast down INT64 to INT32 and
+        # DOUBLE down to FLOAT, clamping values" (10.x: DOUBLE only). Accepted, but not bit for bit.
         narrow = "INT32" if f.data_type == "INT64" else "FLOAT"
-        f.notes.append(f"TensorRT {version}'s parser casts {f.data_type} data down to {narrow} (values beyond "
-                       f"{narrow}'s range are clamped)")
+        f.notes.append(f"TensorRT {version}'s parser casts {f.data_type} data down to {narrow} "
+                       f"(values beyond {narrow}'s range are clamped)")
     if op == "ScatterND":
         if reduction == "none" and f.reduction is not None and version == "10":
-            f.blockers.append('explicit reduction="none": TensorRT 10.0-10.8 rejects any reduction attribute on ScatterND')
+            f.blockers.append('explicit reduction="none": TensorRT 10.0-10.8 rejects any reduction '
+                              'attribute on ScatterND')
         elif reduction != "none":
+            ignored = " (8.6 silently ignores it: wrong results)" if version == "8.6" else ""
             f.blockers.append(f"ScatterND reduction={reduction}: no TensorRT version supports it"
-                              + (" (8.6 silently ignores it: wrong results)" if version == "8.6" else ""))
+                              f"{ignored}")
             if version == "8.6" or f.data_type not in PLUGIN_DATA_TYPE_NAMES:
                 fixable = fixable and _lowerable(node, f, inlined, fix_options)
     else:  # ScatterElements
         if reduction != "none" and version == "8.6":
-            f.blockers.append(f"reduction={reduction} is silently ignored by TensorRT 8.6 (wrong results, NVIDIA/TensorRT#3750)")
+            f.blockers.append(f"reduction={reduction} is silently ignored by TensorRT 8.6 (wrong "
+                              "results, NVIDIA/TensorRT#3750)")
             fixable = fixable and _lowerable(node, f, inlined, fix_options)
         elif reduction != "none":
             if f.indices_type not in ("INT64", None):
-                f.blockers.append(f"{f.indices_type} indices: the ScatterElements plugin takes INT64 only")
+                f.blockers.append(f"{f.indices_type} indices: the ScatterElements plugin takes "
+                                  "INT64 only")
             if f.data_type is not None and f.data_type not in PLUGIN_DATA_TYPE_NAMES:
-                f.blockers.append(f"{f.data_type} data: the ScatterElements plugin takes FP32, FP16, INT32, INT64")
+                f.blockers.append(f"{f.data_type} data: the ScatterElements plugin takes FP32, "
+                                  "FP16, INT32, INT64")
                 fixable = fixable and _lowerable(node, f, inlined, fix_options)
             else:
-                f.notes.append("runs through TensorRT's ScatterElements plugin: the application must load the "
-                               "standard plugins (trt.init_libnvinfer_plugins)")
+                f.notes.append("runs through TensorRT's ScatterElements plugin: the application "
+                               "must load the standard plugins (trt.init_libnvinfer_plugins)")
         if reduction == "none" or version == "8.6":
             limit = _static_dims(data)
             for name, value in (("indices", indices), ("updates", updates)):
                 dims = _static_dims(value)
                 if limit is None or dims is None or len(dims) != len(limit):
                     continue
-                over = [i for i, (a, b) in enumerate(zip(dims, limit)) if a is not None and b is not None and a > b]
+                over = [i for i, (a, b) in enumerate(zip(dims, limit))
+                        if a is not None and b is not None and a > b]
                 if over:
-                    f.blockers.append(f"{name} dimension {over[0]} ({dims[over[0]]}) exceeds data's ({limit[over[0]]}): "
-                                      "TensorRT asserts 'Indices dimensions must be less than data dimensions!'")
-    from scatter_rewrite.passes.tensorrt import MAX_OPSET
-
-    if f.opset > MAX_OPSET[version]:  # the scatter's own schema is then one the parser does not document
-        f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to {MAX_OPSET[version]}")
+                    f.blockers.append(f"{name} dimension {over[0]} ({dims[over[0]]}) exceeds "
+                                      f"data's ({limit[over[0]]}): TensorRT asserts 'Indices "
+                                      "dimensions must be less than data dimensions!'")
+    _above_parser_opset(f, version, None)
     if f.blockers:
         f.fix = " ".join([fix, *fix_options]) if fixable else None
         if not rewritable:
-            f.notes.append(f"scatter-rewrite rewrites default-domain nodes only: run {fix} on the model before it "
-                           "was lowered to custom-domain nodes")
+            f.notes.append(f"scatter-rewrite rewrites default-domain nodes only: run {fix} on the "
+                           "model before it was lowered to custom-domain nodes")
         elif not fixable:
             f.notes.append(f"no exact rewrite TensorRT {version} accepts is known for this node")
+
+
+def _above_parser_opset(f: Finding, version: str, fix: str | None) -> None:
+    """Block ``f`` when its opset is above the highest TensorRT ``version``'s parser documents (the
+    scatter's own schema is then one the parser does not know); ``fix``: set as its fix."""
+    from scatter_rewrite.passes.tensorrt import MAX_OPSET
+
+    if f.opset > MAX_OPSET[version]:
+        f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to "
+                          f"{MAX_OPSET[version]}")
+        f.fix = fix or f.fix
 
 
 def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined, fix_options: list[str]) -> bool:
@@ -290,15 +403,17 @@ def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined, fix_options: list[s
         twin = inlined.twin(node)  # the rank may be hidden by an If the tensorrt pass inlines
         if twin is not None:
             reason = network_blocker(twin, f.opset)
-    lowers = ("scatter-rewrite tensorrt lowers it to standard ops TensorRT accepts (bitonic sort of the keys, "
-              "segmented scan, one ScatterND with unique targets)")
+    lowers = ("scatter-rewrite tensorrt lowers it to standard ops TensorRT accepts (bitonic sort "
+              "of the keys, segmented scan, one ScatterND with unique targets)")
     if reason is None:
         f.notes.append(lowers)
         return True
     dims = _fixing_dims(inlined, node, f.opset) if reason.startswith(NOT_STATIC) else []
     if dims:
-        fix_options += [f"--fix-dim {name}=SIZE" for name in dims if f"--fix-dim {name}=SIZE" not in fix_options]
-        f.notes.append(f"{lowers} once the number of updates is static: fix {', '.join(dims)} with --fix-dim")
+        fix_options += [f"--fix-dim {name}=SIZE" for name in dims
+                        if f"--fix-dim {name}=SIZE" not in fix_options]
+        f.notes.append(f"{lowers} once the number of updates is static: fix {', '.join(dims)} with "
+                       "--fix-dim")
         return True
     f.notes.append(f"cannot be lowered TensorRT-safely: {reason}")
     return False
@@ -306,10 +421,12 @@ def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined, fix_options: list[s
 
 def _opset(node: ir.Node, f: Finding, n: int) -> None:
     _opset_lacks(node, f, n)
-    if f.opset > n and node.op_type != "Scatter":  # (a Scatter above 10 is refused above, fixed by upgrade)
+    # (a Scatter above 10 is refused above, fixed by upgrade)
+    if f.opset > n and node.op_type != "Scatter":
         # The node's own schema is newer than the target's: a runtime at opset n does not load it.
         f.blockers.append(f"opset {f.opset}: a runtime at opset {n} does not load it")
-        if not (f.reduction or "").startswith("@") and n >= 11:  # (lower leaves a referenced reduction alone)
+        # (lower leaves a referenced reduction alone)
+        if not (f.reduction or "").startswith("@") and n >= 11:
             f.fix = f"scatter-rewrite lower --opset {n}"
 
 
@@ -317,7 +434,8 @@ def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
     op, reduction = node.op_type, f.reduction or "none"
     if op == "Scatter":
         if n >= 11:
-            f.blockers.append(f"Scatter is deprecated from opset 11 (the checker and onnxruntime reject it at {n})")
+            f.blockers.append(f"Scatter is deprecated from opset 11 (the checker and onnxruntime "
+                              f"reject it at {n})")
             f.fix = f"scatter-rewrite upgrade --opset {n}"
         return
     if op == "TensorScatter":
@@ -341,8 +459,8 @@ def _unknown_reduction(f: Finding, question: str) -> bool:
     at a call site, so neither the target nor scatter-rewrite's passes can tell what it is)."""
     if not (f.reduction or "").startswith("@"):
         return False
-    f.blockers.append(f"reduction={f.reduction} refers to an attribute of the function, known only at a call site: "
-                      f"{question} cannot be told here")
+    f.blockers.append(f"reduction={f.reduction} refers to an attribute of the function, known only "
+                      f"at a call site: {question} cannot be told here")
     return True
 
 
@@ -350,10 +468,11 @@ def _specializing_fix(f: Finding, kind: str, version) -> None:
     """A blocked node whose axis/reduction/mode is a function attribute: the verb for the target
     gives the function one copy per call binding, the value known in each (passes/specialize.py),
     and rewrites what it can there; its output is what to check next."""
-    verb = f"scatter-rewrite tensorrt --trt-version {version}" if kind == "tensorrt" else f"scatter-rewrite lower --opset {version}"
+    verb = (f"scatter-rewrite tensorrt --trt-version {version}" if kind == "tensorrt"
+            else f"scatter-rewrite lower --opset {version}")
     f.fix = verb
-    f.notes.append(f"{verb} gives the function one copy per call, each with the value its call passes, and rewrites "
-                   "them where it can: check its output")
+    f.notes.append(f"{verb} gives the function one copy per call, each with the value its call "
+                   "passes, and rewrites them where it can: check its output")
 
 
 def _fixing_dims(inlined: _Inlined, node: ir.Node, opset: int) -> list[str]:
@@ -369,7 +488,8 @@ def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
     """The named dimensions of the main-graph inputs the node's indices and updates come from,
     followed out of a function through the inputs of its call sites."""
     inputs = {id(v) for v in model.graph.inputs}
-    formal = {id(v): (key, i) for key, function in model.functions.items() for i, v in enumerate(function.inputs)}
+    formal = {id(v): (key, i) for key, function in model.functions.items()
+              for i, v in enumerate(function.inputs)}
     calls = None
     names, seen, stack = set(), set(), [v for v in node.inputs[1:3] if v is not None]
     while stack:
@@ -384,5 +504,6 @@ def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
         elif id(value) in formal:
             calls = function_calls(model) if calls is None else calls
             key, i = formal[id(value)]
-            stack += [c.inputs[i] for c in calls.get(key, []) if i < len(c.inputs) and c.inputs[i] is not None]
+            stack += [c.inputs[i] for c in calls.get(key, [])
+                      if i < len(c.inputs) and c.inputs[i] is not None]
     return sorted(names)

@@ -1,0 +1,196 @@
+"""The Python API: discoverable (dir, __version__, docstrings), one signature per verb built on
+the verbs' declaration, errors worded for Python callers, ``check`` returning data."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+import scatter_rewrite as sr
+import scatter_rewrite.api as api
+import scatter_rewrite.passes as passes
+from scatter_rewrite.testing import constant_scatter_model, scatter_model
+from scatter_rewrite.verbs import VERBS
+
+API_OF_VERB = {"upgrade": sr.upgrade, "fold": sr.fold, "lower": sr.lower,
+               "to_scatternd": sr.to_scatternd, "tensorrt": sr.prepare_for_tensorrt,
+               "repair": sr.repair}
+SHARED = ["validate", "inputs", "rtol", "atol", "output", "return_report"]
+
+
+def test_dir_lists_the_api_without_importing_onnx():
+    script = ("import json, sys, scatter_rewrite as sr\n"
+              "print(json.dumps({'dir': dir(sr), 'onnx': 'onnx' in sys.modules,\n"
+              "                  'version': sr.__version__}))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    shown = json.loads(done.stdout)
+    assert not shown["onnx"]
+    assert {"upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "repair", "check",
+            "rewrite", "ScatterRewriteError", "__version__"} <= set(shown["dir"])
+    assert not {"importlib", "annotations", "TYPE_CHECKING"} & set(shown["dir"])
+    assert shown["version"][0].isdigit()
+
+
+def test_every_exported_name_resolves():
+    for name in sr.__all__:
+        assert getattr(sr, name) is not None
+    for name in passes.__all__:
+        assert getattr(passes, name) is not None
+    with pytest.raises(AttributeError):
+        sr.no_such_thing  # noqa: B018
+
+
+def test_every_pass_class_is_public():
+    from scatter_rewrite.passes.base import ScatterPass
+
+    exported = {name: getattr(passes, name) for name in passes.__all__}
+    found = {name for name, value in exported.items() if inspect.isclass(value)
+             and issubclass(value, ScatterPass) and value is not ScatterPass}
+    assert found >= {"UpgradePass", "FoldPass", "LowerPass", "ToScatterNDPass", "TensorRTPass",
+                     "FixDimsPass", "SpecializeCallsPass", "LowerTensorScatterPass", "CapOpsetPass",
+                     "RepairPass"}
+    # every pass tensorrt_passes runs is reachable by a public name
+    public = {getattr(passes, name) for name in passes.__all__}
+    assert {type(p) for p in passes.tensorrt_passes("10", {"n": 2})} <= public
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_each_verb_function_has_the_declared_keywords_and_an_example(verb: str):
+    function = API_OF_VERB[verb]
+    parameters = inspect.signature(function).parameters
+    declared = VERBS[verb].options
+    assert list(parameters) == ["model"] + [o.name for o in declared] + SHARED
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in list(parameters.values())[1:])
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    for option in declared:
+        assert parameters[option.name].default == option.default, option.name
+    assert "Example::" in function.__doc__
+
+
+def test_check_in_the_api_returns_the_report_as_data(tmp_path: Path):
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    report = sr.check(model, target="tensorrt-8.6")
+    assert report.blocked and report.invalid is None
+    (finding,) = report.findings
+    assert finding.op == "ScatterElements" and finding.reduction == "add"
+    assert any("silently ignored" in b for b in finding.blockers)
+    assert json.loads(json.dumps(report.to_dict()))["findings"][0]["blocked"] is True
+    assert not sr.check(model, target="tensorrt-10").blocked
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    (finding,) = sr.check(str(path), target="opset-15").findings
+    assert finding.fix == "scatter-rewrite lower --opset 15"
+
+
+def test_check_in_the_api_blocks_an_invalid_model():
+    model = scatter_model("ScatterElements", opset=16)
+    model.graph.node[0].input[2] = "undefined"
+    report = sr.check(model)
+    assert report.blocked and "fails onnx.checker" in report.invalid
+    assert "undefined" in report.invalid
+
+
+def test_option_type_errors_name_the_argument():
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    with pytest.raises(TypeError, match=r"^lower\(\): opset must be an int, got str '13'$") \
+            as raised:
+        sr.lower(model, opset="13")
+    assert isinstance(raised.value, sr.OptionError)  # a user error too
+    with pytest.raises(TypeError, match=r"lower\(\) got an unexpected keyword argument 'bogus'"):
+        sr.lower(model, bogus=1)
+    with pytest.raises(sr.OptionError, match=r"^fold\(\): size_limit must be an int"):
+        sr.fold(model, size_limit=1.5)
+    unknown = r"^prepare_for_tensorrt\(\): trt_version='9' is unknown"
+    with pytest.raises(sr.OptionError, match=unknown):
+        sr.prepare_for_tensorrt(model, trt_version="9")
+
+
+def test_option_range_errors_name_the_argument_and_the_range():
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    highest = onnx.defs.onnx_opset_version()
+    expected = rf"^lower\(\): opset={highest + 1} is out of range: pick 11 to {highest}"
+    with pytest.raises(sr.OptionError, match=expected) as raised:
+        sr.lower(model, opset=highest + 1)
+    assert "--opset" not in str(raised.value)
+    with pytest.raises(sr.OptionError, match=r"^upgrade\(\): opset=10 is out of range: pick 11 to"):
+        sr.upgrade(model, opset=10)
+
+
+def test_a_trt_version_given_as_a_number_is_taken():
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    _, outcome = sr.prepare_for_tensorrt(model, trt_version=10, return_report=True)
+    assert outcome.options["trt_version"] == "10"
+
+
+def test_the_api_collects_the_exporter_pattern_notes_as_the_cli_does():
+    """The TorchScript export of scatter_add at opset < 16: zeros -> ScatterElements -> Add."""
+    from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START
+
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("ConstantOfShape", ["shape"], ["zeros"],
+                               value=onnx.helper.make_tensor("v", onnx.TensorProto.FLOAT, [1],
+                                                             [0.0])),
+         onnx.helper.make_node("Scatter", ["zeros", "i", "u"], ["s"], axis=0),
+         onnx.helper.make_node("Add", ["x", "s"], ["y"])],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4]),
+         onnx.helper.make_tensor_value_info("i", onnx.TensorProto.INT64, [2]),
+         onnx.helper.make_tensor_value_info("u", onnx.TensorProto.FLOAT, [2])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])],
+        initializer=[onnx.numpy_helper.from_array(np.array([4], np.int64), "shape")])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 10)])
+    _, outcome = sr.upgrade(model, return_report=True)
+    assert any(ACCUMULATE_NOTE_START in note for note in outcome.notes), outcome.notes
+
+
+def test_an_unchanged_model_is_reported_as_such():
+    model = scatter_model("ScatterElements", opset=16)
+    result, outcome = sr.upgrade(model, validate=True, return_report=True)
+    assert outcome.status == "UNCHANGED" and not outcome.modified and outcome.validation is None
+    assert [n.op_type for n in result.graph.node] == ["ScatterElements"]
+    _, outcome = sr.upgrade(scatter_model("Scatter", opset=10), return_report=True)
+    assert outcome.status == "PASSED" and outcome.modified and outcome.verb == "upgrade"
+
+
+def test_an_ir_model_comes_back_as_an_ir_model_and_the_input_is_not_changed():
+    model = ir.serde.deserialize_model(constant_scatter_model(
+        "ScatterElements", data=np.zeros((4, 4), np.float32), indices=np.zeros((1, 4), np.int64),
+        updates=np.ones((1, 4), np.float32)))
+    before = [n.op_type for n in model.graph]
+    folded = sr.fold(model, validate=True)
+    assert isinstance(folded, ir.Model) and folded is not model
+    assert [n.op_type for n in model.graph] == before and "ScatterElements" in before
+    assert "ScatterElements" not in [n.op_type for n in folded.graph]
+
+
+def test_output_is_for_paths_only():
+    with pytest.raises(sr.OptionError, match="output= is for a model given as a path"):
+        sr.upgrade(scatter_model("Scatter", opset=10), output="x.onnx")
+
+
+def test_the_api_and_the_cli_take_the_same_orchestration(monkeypatch, tmp_path: Path):
+    calls = []
+    real = api.rewrite_model
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("verb"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "rewrite_model", spy)
+    sr.upgrade(scatter_model("Scatter", opset=10))
+    import scatter_rewrite.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "rewrite_model", spy)
+    path = tmp_path / "m.onnx"
+    onnx.save(scatter_model("Scatter", opset=10), path)
+    sr.upgrade(str(path), validate=True)  # (validated: not the on-proto shortcut)
+    assert calls == ["upgrade", "upgrade"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 README = HERE / "README.md"
-ORDER = ["evaluator", "fold", "lower", "tensorrt", "scale"]
+ORDER = ["evaluator", "fold", "lower", "tensorrt", "scale", "torchscript"]
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 
 

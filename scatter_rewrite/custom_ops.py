@@ -11,8 +11,10 @@ The nodes (see docs/custom-ops.md and :mod:`scatter_rewrite.passes.lower`):
 * ``ai.onnx.contrib::ScatterND(data, indices, updates)``, attribute ``reduction``.
 
 Semantics: exactly ONNX ScatterElements-18/ScatterND-18 as onnxruntime's CPU kernels compute them
-(our NumPy evaluator, :mod:`scatter_rewrite.evaluator`). They are onnxruntime-extensions Python
-ops (``onnxruntime_extensions.onnx_op``): that package fixes the domain to ``ai.onnx.contrib``
+(our NumPy evaluator, :mod:`scatter_rewrite.evaluator`). float16 and bfloat16 data they take
+only widened to float32 (:data:`WIDENED_TO_FLOAT32`: ``lower --mode custom`` casts around the
+node). They are onnxruntime-extensions Python ops (``onnxruntime_extensions.onnx_op``): that
+package fixes the domain to ``ai.onnx.contrib``
 and needs one registration per type signature (an op may have only one dynamically typed input,
 onnxruntime 1.32 custom_ops.cc), hence one per data dtype x index dtype. Python ops are slow
 (every output goes through a Python list): they are for validation, not for serving.
@@ -33,6 +35,11 @@ import threading
 logger = logging.getLogger("scatter_rewrite")
 
 DOMAIN = "ai.onnx.contrib"
+# ONNX data types (TensorProto names) these ops take only as float32, which holds each of their
+# values exactly: onnxruntime-extensions' Python ops refuse float16 (a float16 node aborts the
+# process, see _register_python_ops), and onnxruntime's Python binding cannot pass them bfloat16
+# ("Numpy_type 256 can't be converted to MLDataType", onnxruntime 1.32).
+WIDENED_TO_FLOAT32 = ("FLOAT16", "BFLOAT16")
 _registered: bool | None = None  # None: not tried yet; False: onnxruntime-extensions missing
 _run_lock = threading.Lock()  # one run() at a time: its ops record into one list
 _failures: list[BaseException] | None = None  # while run() runs a session: what our ops raised
@@ -97,8 +104,7 @@ def _register_python_ops() -> bool:
     P = PyCustomOpDef
     # No float16: onnxruntime-extensions registers it, but running such a node aborts the process
     # (std::runtime_error "Type float16 not supported by python customops api", uncaught: SIGABRT).
-    # Unregistered, onnxruntime refuses the model and validation reports it or falls back to
-    # onnx.reference, which runs these nodes too (evaluator.reference_ops).
+    # lower --mode custom widens float16 and bfloat16 to float32 instead (WIDENED_TO_FLOAT32).
     data_types = [P.dt_float, P.dt_double, P.dt_int8, P.dt_uint8, P.dt_int16, P.dt_uint16,
                   P.dt_int32, P.dt_uint32, P.dt_int64, P.dt_uint64, P.dt_bool]
     # Only the attributes every form has: an attribute declared here must be on the node, and
@@ -122,4 +128,4 @@ def register(session_options) -> None:
         session_options.register_custom_ops_library(get_library_path())
 
 
-__all__ = ["DOMAIN", "register", "run"]
+__all__ = ["DOMAIN", "WIDENED_TO_FLOAT32", "register", "run"]

@@ -9,6 +9,8 @@ Inference is best effort: when it fails, nothing is borrowed and the caller only
 
 from __future__ import annotations
 
+import math
+
 import onnx
 import onnx_ir as ir
 
@@ -62,6 +64,26 @@ def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] |
     for the whole graph (the values after them stayed untyped, and opset moves refused Add-14 or
     Expand-13 after a Reshape by an initializer). An initializer that is also a graph input goes in
     as that input, by its type only (:func:`_overridable_as_inputs`)."""
+    proto = _inference_proto(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # best effort
+        return None
+    found: dict[str, onnx.TypeProto.Tensor] = {}
+    graphs = [inferred.graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.value_info) + list(g.output):
+            if vi.type.HasField("tensor_type"):
+                found[vi.name] = vi.type.tensor_type
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    return found
+
+
+def _inference_proto(model: ir.Model) -> onnx.ModelProto:
+    """The copy of ``model`` :func:`inferred_tensor_types` infers on (see there)."""
     proto = serialize_without_weights(model)
     _overridable_as_inputs(proto)
     small_external = {name: value.const_value for name, value in model.graph.initializers.items()
@@ -80,21 +102,7 @@ def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] |
             proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
     del proto.graph.initializer[:]
     proto.graph.initializer.extend(kept)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
-    except Exception:  # best effort
-        return None
-    found: dict[str, onnx.TypeProto.Tensor] = {}
-    graphs = [inferred.graph]
-    while graphs:
-        g = graphs.pop()
-        for vi in list(g.value_info) + list(g.output):
-            if vi.type.HasField("tensor_type"):
-                found[vi.name] = vi.type.tensor_type
-        for node in g.node:
-            for a in node.attribute:
-                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
-    return found
+    return proto
 
 
 def _overridable_as_inputs(proto: onnx.ModelProto) -> None:
@@ -114,12 +122,20 @@ def shape_of(t: onnx.TypeProto.Tensor) -> ir.Shape | None:
     return ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim])
 
 
-def borrow_inferred_types(model: ir.Model) -> Borrowed:
+def borrow_inferred_types(model: ir.Model, sharpen: bool = False) -> Borrowed:
     """Set ONNX-inferred dtype/shape on main-graph and subgraph values that lack them; return
-    (value, (dtype it had, shape it had)) for each, for :func:`restore_types`."""
+    (value, (dtype it had, shape it had)) for each, for :func:`restore_types`.
+
+    ``sharpen``: also give a static size to every dim that is symbolic or unknown (declared or
+    inferred) where ONNX inference with data propagation, kept to small values
+    (:func:`infer_with_bounded_data_prop`), finds one: TorchScript declares the values out of its
+    rank-0 If wrapper with dims named after the If (``Identity_output_0_dim_1``), and the zeros it
+    scatters into come from ``ConstantOfShape(Concat(..., Gather(Shape(updates), 1)))``; the
+    GNN row layout needs to see that the data's row width is the updates' (64, not a name)."""
     found = inferred_tensor_types(model)
     if not found:
         return []
+    static = (infer_with_bounded_data_prop(_inference_proto(model)) or {}) if sharpen else {}
     borrowed = []
     for scope in iter_scopes(model):
         if scope.is_function:
@@ -127,14 +143,30 @@ def borrow_inferred_types(model: ir.Model) -> Borrowed:
         for node in scope.body:
             for value in node.outputs:
                 t = found.get(value.name)
-                if t is None or (value.dtype is not None and value.shape is not None):
+                lacks = t is not None and (value.dtype is None or value.shape is None)
+                shape = value.shape
+                if shape is None and t is not None:
+                    shape = shape_of(t)
+                sharper = _sharpened(shape, static.get(value.name))
+                if not lacks and sharper is None:
                     continue
                 borrowed.append((value, (value.dtype, value.shape)))
-                if value.dtype is None and t.elem_type:
+                if value.dtype is None and t is not None and t.elem_type:
                     value.dtype = ir.DataType(t.elem_type)
-                if value.shape is None:
-                    value.shape = shape_of(t)
+                value.shape = sharper if sharper is not None else shape
     return borrowed
+
+
+def _sharpened(shape: ir.Shape | None, static: tuple | None) -> ir.Shape | None:
+    """``shape`` with each dim that is not an int taken from ``static`` where that has one (same
+    rank only); None when nothing changes."""
+    if shape is None or static is None or len(shape) != len(static):
+        return None
+    dims = [s if not isinstance(d, int) and isinstance(s, int) else d
+            for d, s in zip(shape, static)]
+    if all(a is b for a, b in zip(dims, shape)):
+        return None
+    return ir.Shape(dims)
 
 
 def restore_types(borrowed: Borrowed) -> None:
@@ -255,6 +287,117 @@ def _custom_scatters_as_standard(proto: onnx.ModelProto) -> None:
                 bodies.extend([a.g.node] if a.HasField("g") else [g.node for g in a.graphs])
 
 
+DATA_PROP_ELEMENTS = 1024  # values with more elements never reach ONNX's data propagation
+DATA_PROP_ROUNDS = 3
+_UNREAD = "scatter_rewrite::cut::"  # the name a cut value's producer writes instead
+
+
+def _inferred_types(graph: onnx.GraphProto) -> dict[str, tuple[int, tuple | None]]:
+    """(element type, shape with None for an unknown dim, or None) of every typed value of ``graph``
+    and its subgraphs, by name."""
+    types: dict[str, tuple[int, tuple | None]] = {}
+    graphs = [graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            t = vi.type.tensor_type
+            shape = tuple(d.dim_value if d.HasField("dim_value") else None
+                          for d in t.shape.dim) if t.HasField("shape") else None
+            types[vi.name] = (t.elem_type, shape)
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    return types
+
+
+def _is_big(elem: int, shape: tuple | None) -> bool:
+    return (bool(elem) and shape is not None and all(d is not None for d in shape)
+            and math.prod(shape) > DATA_PROP_ELEMENTS)
+
+
+def infer_with_bounded_data_prop(proto: onnx.ModelProto) -> dict[str, tuple] | None:
+    """ONNX shape inference with data propagation kept to small values: the shape of every value
+    that has one, by name (None for an unknown dim); None when inference fails.
+
+    ``infer_shapes(data_prop=True)`` on a whole model propagates the content of every integer
+    value it can compute from constants, whatever its size: the TensorRT lowering's sorting network
+    over 2^18 positions made it hold hundreds of such vectors as protobuf dims (15 GB and a minute
+    for a 1.4 MB model). Shape tensors are small, so: plain inference first; then every value of
+    the main graph and its subgraphs whose shape is static and over :data:`DATA_PROP_ELEMENTS`
+    elements (a big Constant or a node output) is cut out of a copy: the copy reads a typed graph
+    input of that name instead (data propagation refines only shapes that are not yet static, so
+    nothing is lost), and data propagation runs on the copy. When that makes more values static
+    and big, they are cut too and it runs again, at most :data:`DATA_PROP_ROUNDS` times in all.
+    ``proto`` is not changed."""
+    try:
+        types = _inferred_types(onnx.shape_inference.infer_shapes(proto).graph)
+    except Exception:  # best effort
+        return None
+    cut: set[str] = set()
+    for round_ in range(DATA_PROP_ROUNDS):
+        fresh = {name for name, (elem, shape) in types.items()
+                 if name not in cut and _is_big(elem, shape)}
+        if round_ and not fresh:
+            break
+        cut |= fresh
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        added = _cut_values(copy.graph, cut, types, copy.graph)
+        _drop_unread(copy.graph, added)
+        try:
+            found = _inferred_types(onnx.shape_inference.infer_shapes(copy, data_prop=True).graph)
+        except Exception:  # best effort
+            return None
+        found = {name: t for name, t in found.items() if not name.startswith(_UNREAD)}
+        types = types | found  # (values of nodes dropped from the copy keep their plain inference)
+    return {name: shape for name, (_, shape) in types.items() if shape is not None}
+
+
+def _cut_values(graph: onnx.GraphProto, cut: set[str], types: dict,
+                main: onnx.GraphProto) -> set[str]:
+    """In this copy for inference: each value named in ``cut`` that a node of ``graph`` or of a
+    subgraph in it produces becomes a typed main-graph input (subgraphs see the outer scope), and
+    its producer no longer writes it; nodes left with no output go. A graph's own outputs stay
+    (a Loop body's may change shape from one iteration to the next). Returns the names made
+    inputs."""
+    outputs = {o.name for o in graph.output}
+    added = set()
+    kept = []
+    for node in graph.node:
+        for i, name in enumerate(node.output):
+            if name in cut and name not in outputs:
+                elem, shape = types[name]
+                node.output[i] = _UNREAD + name  # (a required output must keep a name)
+                added.add(name)
+                main.input.append(onnx.helper.make_tensor_value_info(name, elem, list(shape)))
+        if not all(o.startswith(_UNREAD) or not o for o in node.output):
+            # (a node with every output cut goes: inferring it again costs and tells nothing)
+            kept.append(node)
+        for a in node.attribute:
+            for body in [a.g] if a.HasField("g") else list(a.graphs):
+                added |= _cut_values(body, cut, types, main)
+    if len(kept) < len(graph.node):
+        del graph.node[:]
+        graph.node.extend(kept)
+    return added
+
+
+def _drop_unread(main: onnx.GraphProto, added: set[str]) -> None:
+    """Remove the inputs :func:`_cut_values` added that no node (in any subgraph) reads."""
+    read: set[str] = {o.name for o in main.output}
+    graphs = [main]
+    while graphs:
+        g = graphs.pop()
+        read.update(o.name for o in g.output)
+        for node in g.node:
+            read.update(node.input)
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    kept = [i for i in main.input if i.name not in added or i.name in read]
+    del main.input[:]
+    main.input.extend(kept)
+
+
 def correct_contradicted_shapes(model: ir.Model) -> list[str]:
     """Replace the declared shape of every value (main graph and subgraphs, graph outputs included)
     that ONNX shape inference, run without any declared intermediate or output shape, contradicts
@@ -278,21 +421,9 @@ def correct_contradicted_shapes(model: ir.Model) -> list[str]:
         for node in g.node:
             for a in node.attribute:
                 graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
-    try:
-        inferred_proto = onnx.shape_inference.infer_shapes(proto, data_prop=True)
-    except Exception:  # best effort: nothing corrected
+    inferred = infer_with_bounded_data_prop(proto)
+    if inferred is None:  # best effort: nothing corrected
         return []
-    inferred: dict[str, tuple] = {}
-    graphs = [inferred_proto.graph]
-    while graphs:
-        g = graphs.pop()
-        for vi in list(g.value_info) + list(g.output):
-            t = vi.type.tensor_type
-            if t.HasField("shape"):
-                inferred[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
-        for node in g.node:
-            for a in node.attribute:
-                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
     corrected = []
     for scope in iter_scopes(model):
         if scope.is_function:

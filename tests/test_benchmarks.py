@@ -127,3 +127,18 @@ def test_bench_scale_smoke():
         assert memory[label][1] == "ok", memory[label]
     ort = table(out, "| onnxruntime session | RSS after session creation | after one run | process peak |")
     assert len(ort) == 2 and all(cell.endswith(" MiB") and cell != "? MiB" for row in ort for cell in row[1:]), ort
+
+
+def test_bench_torchscript_smoke():
+    out = run("bench_torchscript.py", "--smoke")
+    rows = table(out, "| E | export | command | wall time | peak RSS | --no-validate: wall time "
+                      "| peak RSS | result nodes | result in onnxruntime "
+                      "| dynamo original in onnxruntime |")
+    # a row follows the check of the result's output against PyTorch's, bit for bit, in onnxruntime
+    commands = ["`lower --opset 13`", "`tensorrt --trt-version 8.6`", "`tensorrt`"]
+    exports = ("TorchScript", "dynamo")
+    assert [(row[1], row[2]) for row in rows] == [(e, c) for e in exports for c in commands]
+    assert all(row[7].isdigit() and int(row[7]) > 1 for row in rows), rows  # no "failed: ..."
+    by_command = {(row[1], row[2]): int(row[7]) for row in rows}
+    # the same row-key lowering for both exports: the TorchScript export has fewer other nodes
+    assert by_command[("TorchScript", commands[1])] <= by_command[("dynamo", commands[1])]

@@ -213,6 +213,21 @@ def test_gnn_sorts_row_keys_only(reduction, nodes):
     assert_same(ort_run(model, feeds), ort_run(lowered, feeds), reduction in ("add", "mul"))
 
 
+def test_one_int32_sort_key_where_the_pairs_fit():
+    """(key, position) pairs move through the network as one int32 key * N + position where every
+    pair fits (static data rows, opset >= 12), else as pairs: both sort the same."""
+    assert net.fits_one_sort_key(2**31 // 64 - 1, 64) and not net.fits_one_sort_key(2**31 // 64, 64)
+    counts = {}
+    for nodes in (7, "n"):  # static rows: one key; dynamic rows (no static bound): pairs
+        _, emitted = lower_network(gnn_model("max", nodes, edges=37, feats=5))
+        counts[nodes] = [n.op_type for n in emitted]
+    assert counts[7].count("Div") == 1 and "Div" not in counts["n"]
+    steps = 6 * 7 // 2  # a 64-wide bitonic network (37 keys padded)
+    # each step of the pair form compares with two Less (keys, then positions); one key needs none
+    assert counts["n"].count("Less") - counts[7].count("Less") == 2 * steps
+    assert len(counts[7]) < len(counts["n"]) - 10 * steps, (len(counts[7]), len(counts["n"]))
+
+
 def test_nan_and_signed_zero_rules_exactly():
     """The sequences where onnxruntime's fold is not associative: NaN after a larger value, NaN data,
     -0.0/+0.0 ties (the later one wins), a long run (the scan's every step)."""

@@ -4,10 +4,9 @@ Each kernel returns a new array (inputs are never modified) and raises
 :class:`~scatter_rewrite.errors.IndexOutOfRangeError` for out-of-range indices and
 :class:`~scatter_rewrite.errors.InvalidModelError` for shape/axis/attribute violations.
 Results match onnxruntime's CPU kernels bit for bit except the float summation order of
-``add``/``mul`` (which in practice is the same order too) and float16/bfloat16 ``add``/``mul``
-(onnxruntime has no such kernel: computed in float32 and rounded once, as the lowered graphs of
-``lower`` compute them; onnx.reference rounds after every update instead, so it loses small updates
-next to big values and overflows to inf where the final sum would not).
+``add``/``mul`` (which in practice is the same order too). float16/bfloat16 ``add``/``mul`` round
+after each update in index order, bit for bit with onnx.reference and as onnxruntime's newest CPU
+kernel does (onnxruntime 1.32 has none): what a runtime would compute, so a fold bakes in that.
 """
 
 from scatter_rewrite.evaluator.scatter_elements import scatter, scatter_elements

@@ -26,9 +26,12 @@ REDUCTIONS: tuple[str, ...] = ("none", "add", "mul", "max", "min")
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
-# float16/bfloat16 add/mul are computed in float32 and rounded once at the end (onnxruntime has
-# no float16 add/mul kernel; this is the most accurate answer). max/min need no arithmetic and
-# run in the type itself, so every bit, a NaN's payload too, is the one onnxruntime would keep.
+# float16/bfloat16 reductions run in the type itself. add/mul round after each update, in index
+# order, as onnx.reference and onnxruntime's newest CPU kernels do: NumPy's float16 ufunc.at (and
+# ml_dtypes' bfloat16 one) computes each update in float32 and stores the type each time, one
+# correctly rounded operation per update (float32's 24 bits are >= 2 * 11 + 2, so rounding twice
+# is harmless). max/min need no arithmetic, so every bit, a NaN's payload too, is the one
+# onnxruntime keeps. Elements no update touches keep every bit.
 _HALF_FLOATS = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 _HUGE_PAGE = 2 << 20
@@ -288,25 +291,10 @@ def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray,
         out = np.ascontiguousarray(as_string_kind(data, data))  # a copy (data itself may mix the two)
         _apply(out.reshape(-1), flat, as_string_kind(upd, data), reduction)
         return restore_string_dtype(out, dtype)
-    if _in_float32(dtype, reduction):
-        work = data.astype(np.float32, order="C").reshape(-1)
-        with _quiet():
-            _apply(work, flat, upd.astype(np.float32), reduction)
-        out = np.array(data, order="C", copy=True)
-        # Only the targets are rounded back: a round trip through float32 would rewrite the
-        # payload of every bfloat16 NaN (ml_dtypes makes them all 0x7fc0), updated or not.
-        with _quiet():  # a sum past float16's range is inf, as in the type itself
-            out.reshape(-1)[flat] = work[flat].astype(dtype)
-        return out
     out = copy_releasing(data)
     with _quiet():
         _apply(out.reshape(-1), flat, upd, reduction)
     return out
-
-
-def _in_float32(dtype: np.dtype, reduction: str) -> bool:
-    """Whether this reduction is computed in float32 (float16/bfloat16 add/mul: _HALF_FLOATS)."""
-    return reduction in ("add", "mul") and dtype in _HALF_FLOATS
 
 
 def scatter_rows(data: np.ndarray, updates: np.ndarray, reduction: str, n_rows: int,
@@ -321,8 +309,7 @@ def scatter_rows(data: np.ndarray, updates: np.ndarray, reduction: str, n_rows: 
     """
     upd = updates.reshape(-1)
     dtype = data.dtype
-    if (data.ndim == 0 or data.nbytes < _BLOCKED_MIN_BYTES or is_string(dtype)
-            or _in_float32(dtype, reduction)):
+    if data.ndim == 0 or data.nbytes < _BLOCKED_MIN_BYTES or is_string(dtype):
         return scatter_flat(data, positions(0, n_rows), updates, reduction)
     out = np.empty(data.shape, dtype=dtype)
     per_row = upd.size // n_rows if n_rows else 0

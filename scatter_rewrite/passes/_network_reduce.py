@@ -33,7 +33,17 @@ O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updat
    max/min need for exact ties (-0.0/+0.0) and NaN placement. Keys move with ``Min``/``Max`` (opset
    >= 12; arithmetic below), positions with integer arithmetic (onnxruntime's ``Where`` costs
    ~8 ns per int32 element, its ``Add``/``Mul`` < 1 ns). The update rows are then gathered once
-   by the sorted positions.
+   by the sorted positions. Where every pair fits one int32 ``key * N + position`` (static data
+   rows R with (R + 1) N <= 2^31, opset >= 12), the network sorts that one key instead, each
+   step a Reshape, two Slices (a third to mirror), Min, Max and Concat/Reshape: 7-9 nodes against
+   25 for the pair's compare and exchange (:func:`fits_one_sort_key`).
+
+   Why the network stays the bulk of the graph (the opset-13 lowering is ~70 nodes whatever n): it
+   has log2(N) (log2(N) + 1) / 2 steps (120 at N = 2^15), and TensorRT 8.6 offers nothing that
+   sorts n keys at once: its TopK takes K as an initializer, K <= 1024 on 8.6 (3840 on 10;
+   docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html) and FP32/FP16 data only
+   (onnx-tensorrt 8.x docs/operators.md), so neither the keys nor the pairs (exact as float only
+   below 2^24) can be sorted by it; ``ILoop`` needs fixed-shape recurrences (no shrinking rounds).
 3. Segmented inclusive scan (Hillis-Steele, ceil(log2 n) unrolled steps) over the sorted rows
    plus one identity row at the end (:meth:`~._segment_reduce.Kind.identity`): step d computes
    ``V = combine(Gather(V, src), V)`` with ``src[t] = t - d`` where key[t - d] == key[t], else
@@ -128,7 +138,10 @@ def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None =
         "Concat", b.const([1]), b.op("Slice", b.shape(vals), b.const([1]), b.const([2]), dtype=seg.INT64),
         axis=0, dtype=seg.INT64)
 
-    sorted_keys, perm = _sort(b, keys, r32, n, opset >= 12)
+    if opset >= 12 and r_static is not None and fits_one_sort_key(r_static, n):
+        sorted_keys, perm = _sort_combined(b, keys, r_static, n)
+    else:
+        sorted_keys, perm = _sort(b, keys, r32, n, opset >= 12)
 
     # 3. segmented scan over the sorted rows + one identity row (index n)
     identity = b.op("Expand", b.const(kind.identity().reshape(1, 1), kind.identity().dtype), width, dtype=ct)
@@ -201,6 +214,49 @@ def _sort(b: seg.Builder, keys: ir.Value, sentinel: ir.Value, n: int, minmax: bo
         keys = b.op("Slice", keys, b.const([0]), b.const([n]), dtype=INT32)
         positions = b.op("Slice", positions, b.const([0]), b.const([n]), dtype=INT32)
     return keys, positions
+
+
+def fits_one_sort_key(rows: int, n: int) -> bool:
+    """Whether every (key, position) pair fits one int32 ``key * N + position`` (N the network's
+    width, keys up to the sentinel ``rows``), which then sorts alone: ordering it is ordering the
+    pairs lexicographically, as positions lie in [0, N)."""
+    return (rows + 1) * padded_size(n) - 1 <= INT32_MAX
+
+
+def _sort_combined(b: seg.Builder, keys: ir.Value, rows: int, n: int) -> tuple[ir.Value, ir.Value]:
+    """:func:`_sort` where :func:`fits_one_sort_key`: the network moves one int32 ``key * N +
+    position`` with ``Min``/``Max`` (opset >= 12), 7-9 nodes a step instead of 25 for the pair's
+    compare and exchange; keys and positions are split off it once at the end."""
+    size = padded_size(n)
+    width = b.const(size, np.int32)
+    positions = b.op("Range", b.const(0, np.int32), width, b.const(1, np.int32), dtype=INT32)
+    if size > n:  # sentinel keys
+        pad = b.op("Expand", b.const([rows], np.int32), b.const([size - n]), dtype=INT32)
+        keys = b.op("Concat", keys, pad, axis=0, dtype=INT32)
+    combined = b.op("Add", b.op("Mul", keys, width, dtype=INT32), positions, dtype=INT32)
+    flat = b.const([size])
+    k = 1
+    while k < size:
+        j = k
+        while j >= 1:
+            mirror = j == k and k > 1
+            grid = b.op("Reshape", combined, b.const([size // (2 * j), 2, j]), dtype=INT32)
+            lower = b.op("Slice", grid, b.const([0]), b.const([1]), b.const([1]), dtype=INT32)
+            upper = b.op("Slice", grid, b.const([1]), b.const([2]), b.const([1]), dtype=INT32)
+            if mirror:
+                upper = _reverse(b, upper, j)
+            lo, hi = b.op("Min", lower, upper, dtype=INT32), b.op("Max", lower, upper, dtype=INT32)
+            if mirror:
+                hi = _reverse(b, hi, j)
+            joined = b.op("Concat", lo, hi, axis=1, dtype=INT32)
+            combined = b.op("Reshape", joined, flat, dtype=INT32)
+            j //= 2
+        k *= 2
+    if size > n:
+        combined = b.op("Slice", combined, b.const([0]), b.const([n]), dtype=INT32)
+    sorted_keys = b.op("Div", combined, width, dtype=INT32)  # (non-negative: exact)
+    positions = b.op("Sub", combined, b.op("Mul", sorted_keys, width, dtype=INT32), dtype=INT32)
+    return sorted_keys, positions
 
 
 def _compare_exchange(b: seg.Builder, keys, positions, size: int, half: int, mirror: bool, minmax: bool):

@@ -264,8 +264,20 @@ def _horner(b: Builder, coords: list[ir.Value | None], sizes: list[ir.Value]) ->
 
 def _row_broadcast_source(indices: ir.Value, rank: int, axis: int) -> ir.Value | None:
     """If ``indices = Expand(X, shape)`` with X constant along every dimension after ``axis``
-    (X's dims there are statically 1), return X: the row keys, without materializing the Expand."""
+    (X's dims there are statically 1), return X: the row keys, without materializing the Expand.
+
+    Both PyTorch exporters write ``index.unsqueeze(-1).expand_as(src)`` and
+    ``index.view(-1, 1).expand(-1, F)`` so: X is an ``Unsqueeze`` or a ``Reshape`` (its trailing 1
+    is in its inferred shape), and only Expand's ``shape`` differs (a constant or ``Concat``, a
+    ``Shape`` of the updates, TorchScript's ``Where(Equal(size, -1), ...)`` chain), which does not
+    matter: Expand broadcasts X's 1s, whatever sizes it is given. TorchScript's rank-0 ``If``
+    wrapper, once inlined, leaves ``Identity`` nodes between the Expand and the scatter: looked
+    through."""
     producer = indices.producer()
+    while (producer is not None and producer.op_type == "Identity" and producer.domain == ""
+           and producer.inputs):
+        indices = producer.inputs[0]
+        producer = indices.producer() if indices is not None else None
     if producer is None or producer.op_type != "Expand" or producer.domain != "" or axis >= rank - 1:
         return None
     x = producer.inputs[0]

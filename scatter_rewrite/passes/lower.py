@@ -28,6 +28,8 @@ Modes (how a reduction is lowered):
     exactly ONNX ScatterElements-18/ScatterND-18 (onnxruntime's NaN rules for max/min). The domain
     is onnxruntime-extensions' custom-op domain, so :mod:`scatter_rewrite.custom_ops` runs them in
     onnxruntime (validation does). Opset import ``ai.onnx.contrib`` version 1. See docs/custom-ops.md.
+    float16/bfloat16 data, which those ops cannot take, is cast to float32 for the node and back
+    (exact for max/min; add/mul then round once, as the standard lowering's do).
 ``tensorrt-plugin``
     The form TensorRT's ONNX parser sends to its ``ScatterElements`` plugin (TensorRT >= 10):
     ``ai.onnx.contrib::ScatterElements`` as above, indices cast to int64 (the plugin takes INT64
@@ -152,7 +154,8 @@ class LowerPass(ScatterPass):
         # of another call (custom nodes need no rank, but the model would still fail the checker).
         for text in inline_constant_ifs(model, near=self._inlining_helps):
             self.note(text, modified=True)
-        borrowed = borrow_inferred_types(model) + annotate_functions_with(model, self.needs_lowering)
+        borrowed = (borrow_inferred_types(model, sharpen=True)
+                    + annotate_functions_with(model, self.needs_lowering))
         try:
             self._run(model, pending, blocked)
         finally:
@@ -221,7 +224,12 @@ class LowerPass(ScatterPass):
         reduction = attr(node, "reduction", "none")
         if self.mode == "custom":
             nodes, out = custom_reduction(node, names)
-            return nodes, out, f"-> {CUSTOM_DOMAIN}::{node.op_type}(reduction={reduction})"
+            detail = f"-> {CUSTOM_DOMAIN}::{node.op_type}(reduction={reduction})"
+            if _widened(node):
+                detail += (f" on float32, cast from and back to "
+                           f"{node.inputs[0].dtype.name.lower()} (onnxruntime-extensions' Python "
+                           f"ops take no float16/bfloat16)")
+            return nodes, out, detail
         if self.mode == "tensorrt-plugin":
             reason = tensorrt_plugin_blocker(node)
             if reason is None:
@@ -247,9 +255,24 @@ def custom_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir
         attributes["axis"] = attr(node, "axis", 0)
     b = seg.Builder(names)
     names.prefix = seg._hint(node)
-    out = b.op(node.op_type, *node.inputs, domain=CUSTOM_DOMAIN, dtype=node.inputs[0].dtype, **attributes)
+    if _widened(node):  # float32 holds every value exactly: Cast there and back loses none
+        data, indices, updates = node.inputs
+        dtype, wide = data.dtype, ir.DataType.FLOAT
+        result = b.op(node.op_type, b.cast(data, wide, dtype), indices,
+                      b.cast(updates, wide, dtype), domain=CUSTOM_DOMAIN, dtype=wide, **attributes)
+        _shaped_like_data(result, node)
+        out = b.cast(result, dtype, wide)
+    else:
+        out = b.op(node.op_type, *node.inputs, domain=CUSTOM_DOMAIN, dtype=node.inputs[0].dtype,
+                   **attributes)
     _shaped_like_data(out, node)
     return b.nodes, out
+
+
+def _widened(node: ir.Node) -> bool:
+    """Whether the custom node computes on float32 (custom_ops.WIDENED_TO_FLOAT32)."""
+    dtype = node.inputs[0].dtype
+    return dtype is not None and dtype.name in custom_ops.WIDENED_TO_FLOAT32
 
 
 def _shaped_like_data(out: ir.Value, node: ir.Node) -> None:

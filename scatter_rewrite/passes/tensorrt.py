@@ -61,7 +61,9 @@ from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import (
     CUSTOM_SCATTER_OPS, Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes, nodes_within, reference_reason, remove_unused_expands,
 )
-from scatter_rewrite.type_inference import annotate_functions_with, restore_types
+from scatter_rewrite.type_inference import (
+    annotate_functions_with, borrow_inferred_types, restore_types,
+)
 from scatter_rewrite.passes._trt_support import (
     BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names, typed_inputs,
     unsupported_type,
@@ -289,6 +291,12 @@ class TensorRTPass(_ForTensorRT):
         # A reduction in a function is lowered with the dtype and shapes all its call sites agree on
         # (borrowed for the pass: the function's values stay untyped in the saved model).
         borrowed = annotate_functions_with(model, is_reducing_scatter)
+        if any(is_reducing_scatter(node) and not scope.is_function
+               for node, scope in iter_nodes(model)):
+            # The row-key layout reads the shape of the value an index Expand broadcasts (an
+            # Unsqueeze or Reshape TorchScript writes no type for) and the data's row width
+            # (TorchScript's is a symbolic dim): borrowed for the pass too.
+            borrowed += borrow_inferred_types(model, sharpen=True)
         try:
             for node, scope in iter_nodes(model):
                 if not is_default_domain(node) and (why := self._custom_domain_blocker(node)) is not None:

@@ -12,6 +12,7 @@ every float output.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -158,19 +159,24 @@ def judgeable(array: Any) -> bool:
 
 
 def judge_rounding(name: str, original: np.ndarray, rewritten: np.ndarray, exact: np.ndarray,
-                   magnitude: np.ndarray) -> tuple[str | None, str]:
+                   magnitude: np.ndarray,
+                   computed_in: Sequence[np.dtype] = ()) -> tuple[str | None, str]:
     """Judge a float output by the arithmetic: ``exact`` is the original computed in float64,
     ``magnitude`` the same on the absolute values of its inputs and weights (for a sum, the sum of
     its terms' magnitudes). Each element of the rewritten model may be as far from ``exact`` as
     :data:`ORIGINAL_ERROR_FACTOR` times the original's own error there, plus
-    :data:`ROUNDINGS_OF_MAGNITUDE` unit roundoffs of the output type times the magnitude. Where the
-    original is not finite (NaN, an infinity), the rewritten model must be the same.
+    :data:`ROUNDINGS_OF_MAGNITUDE` unit roundoffs of the output type times the magnitude, or of the
+    coarsest of the ``computed_in`` float types its sums are computed in (a float16 sum cast to a
+    float32 output). Where the original is not finite (NaN, an infinity), the rewritten model must
+    be the same.
 
     Returns (the failure or None, what was measured, for the summary)."""
     if exact.shape != original.shape or magnitude.shape != original.shape:
         return (f"output '{name}': the float64 evaluation of the original gave shape "
                 f"{list(exact.shape)}, not {list(original.shape)}"), ""
-    u = float(_finfo(original.dtype).eps) / 2
+    coarsest = max([original.dtype, *(t for t in computed_in if _is_float(t) and t.kind != "c")],
+                   key=lambda t: float(_finfo(t).eps))
+    u = float(_finfo(coarsest).eps) / 2
     o, r, x = _wide(original), _wide(rewritten), exact.astype(np.float64)
     m = np.abs(magnitude.astype(np.float64))
     m = np.where(np.isfinite(m), np.maximum(m, np.abs(x)), np.abs(x))
@@ -193,7 +199,7 @@ def judge_rounding(name: str, original: np.ndarray, rewritten: np.ndarray, exact
             f"evaluation's {float(x[at]):.9g} is off by {float(error_r[at]):.3g}, beyond what the "
             f"original's own rounding allows there ({float(allowed[at]):.3g}: "
             f"{ORIGINAL_ERROR_FACTOR} x its error {float(error_o[at]):.3g} + {ROUNDINGS_OF_MAGNITUDE} roundings of "
-            f"{original.dtype.name} on the terms' magnitude {float(m[at]):.3g})"), measured
+            f"{coarsest.name} on the terms' magnitude {float(m[at]):.3g})"), measured
 
 
 def _finfo(dtype: np.dtype):

@@ -99,6 +99,9 @@ class ValidationPlan:
     tolerance: tuple[float, float] | None = None
     # Ops the passes re-expressed so that float results may round otherwise (allow_float_rounding).
     float_rounding: list[str] = dataclasses.field(default_factory=list)
+    # The float types those sums are computed in, where known: a float16 sum cast to a float32
+    # output rounds as float16 does, not as the output type shows.
+    float_sum_types: list[np.dtype] = dataclasses.field(default_factory=list)
 
     @property
     def float_tolerance(self) -> bool:
@@ -113,6 +116,21 @@ def _np_dtype(dtype: ir.DataType | None):
     if dtype == ir.DataType.STRING:
         return np.dtype(object)
     return dtype.numpy()
+
+
+def _float_type(value: ir.Value | None) -> np.dtype | None:
+    """A value's type where known: declared, or the ``to`` of the Cast that makes it (a half-float
+    sum inside a float32 graph, whose intermediate values carry no type)."""
+    if value is None:
+        return None
+    if value.dtype is not None:
+        return _np_dtype(value.dtype)
+    producer = value.producer()
+    if producer is not None and producer.op_type == "Cast" and is_default_domain(producer):
+        to = attr(producer, "to", None)
+        if isinstance(to, int):
+            return _np_dtype(ir.DataType(to))
+    return None
 
 
 def _concrete_shape(shape: ir.Shape | None, sizes: dict[str, int]) -> tuple[int, ...]:
@@ -596,7 +614,8 @@ def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexCont
     contracts[name] = IndexContract(old.kind, bounds, old.unique or new.unique, old.axis, shifts, window)
 
 
-def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict, list[str], list[str]]:
+def _contracts(model: ir.Model,
+               input_shapes: dict[str, tuple]) -> tuple[dict, list[str], list[np.dtype], list[str]]:
     """The index contract of each graph input, the float add/mul scatters (named), and notes."""
     graph_inputs = {id(v) for v in model.graph.inputs if v.name in input_shapes}  # not those with an initializer
     shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
@@ -610,7 +629,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict, l
         return _shape_of(value, shapes, outer, partial=True)
 
     contracts: dict[str, IndexContract] = {}
-    float_sums, notes = [], []
+    float_sums, float_sum_types, notes = [], [], []
     for node, _scope in iter_nodes(model):
         if node.op_type in _GATHER_OPS and is_default_domain(node):
             _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls)
@@ -622,6 +641,8 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict, l
         # Unknown dtype (inside a function): assume float; integer outputs are compared exactly anyway.
         if reduction in ("add", "mul", None) and (data is None or data.dtype is None or data.dtype.is_floating_point()):
             float_sums.append(_named(node))
+            if (sum_type := _float_type(data)) is not None:
+                float_sum_types.append(sum_type)
         if node.op_type == "TensorScatter":
             _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls)
             continue
@@ -685,7 +706,7 @@ def _contracts(model: ir.Model, input_shapes: dict[str, tuple]) -> tuple[dict, l
         if unique and problems and names:  # (constant indices are the model's own business)
             notes.append(f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
                          f"{', '.join(names)} may repeat, and reduction none then depends on write order")
-    return contracts, float_sums, notes
+    return contracts, float_sums, float_sum_types, notes
 
 
 def _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_of, calls) -> None:
@@ -832,7 +853,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     # of constants there) comes from inferring the body with its call sites' input types.
     borrowed = annotate_functions_with(planned, computes_a_scatter)
     try:
-        contracts, float_sums, notes = _contracts(planned, input_shapes)
+        contracts, float_sums, sum_types, notes = _contracts(planned, input_shapes)
     finally:
         restore_types(borrowed)
     if inputs is not None:
@@ -845,7 +866,8 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
         extra = sorted(set(inputs) - set(given))
         user_notes = ["user inputs"] + ([f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
                                         if extra else [])
-        return ValidationPlan(given, float_sums, user_notes, outputs, tolerance)
+        return ValidationPlan(given, float_sums, user_notes, outputs, tolerance,
+                              float_sum_types=sum_types)
     generated = {}
     for v in graph_inputs:
         shape, dtype = input_shapes[v.name], _np_dtype(v.dtype)
@@ -855,7 +877,8 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
             generated[v.name] = _random_values(shape, dtype, rng)
     if contracts:
         notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
-    return ValidationPlan(generated, float_sums, notes, outputs, tolerance)
+    return ValidationPlan(generated, float_sums, notes, outputs, tolerance,
+                          float_sum_types=sum_types)
 
 
 def user_tolerance(rtol: float | None, atol: float | None) -> tuple[float, float] | None:

@@ -1,0 +1,125 @@
+"""The custom-domain ops of ``lower --mode custom`` in onnxruntime: float16 and bfloat16 models,
+which onnxruntime-extensions' Python ops cannot take as they are, load and run once lowered."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto
+from onnx.reference import ReferenceEvaluator
+
+import scatter_rewrite as sr
+from scatter_rewrite import custom_ops
+
+N_NODES, N_EDGES, FEATURES = 6, 40, 3
+
+
+def gnn_model(elem_type: int, reduction: str, outer_type: int | None = None) -> onnx.ModelProto:
+    """A GNN aggregation at opset 18: messages ``x[src]`` summed (or max-ed) into ``dst``, the
+    edge index expanded along the features, as PyTorch exports it. With ``outer_type``, inputs
+    and output are of that type, cast to and from ``elem_type`` inside the graph."""
+    io_type = outer_type or elem_type
+    nodes = []
+    x = "x"
+    if outer_type is not None:
+        nodes.append(oh.make_node("Cast", ["x"], ["x_inner"], to=elem_type))
+        x = "x_inner"
+    out = "y_inner" if outer_type is not None else "y"
+    nodes += [
+        oh.make_node("Gather", [x, "src"], ["messages"], axis=0),
+        oh.make_node("Unsqueeze", ["dst", "axes1"], ["dst_col"]),
+        oh.make_node("Shape", ["messages"], ["messages_shape"]),
+        oh.make_node("Expand", ["dst_col", "messages_shape"], ["index"]),
+        oh.make_node("ScatterElements", [x, "index", "messages"], [out], axis=0,
+                     reduction=reduction, name="aggregate"),
+    ]
+    if outer_type is not None:
+        nodes.append(oh.make_node("Cast", ["y_inner"], ["y"], to=outer_type))
+    graph = oh.make_graph(
+        nodes, "gnn",
+        [oh.make_tensor_value_info("x", io_type, [N_NODES, FEATURES]),
+         oh.make_tensor_value_info("src", TensorProto.INT64, [N_EDGES]),
+         oh.make_tensor_value_info("dst", TensorProto.INT64, [N_EDGES])],
+        [oh.make_tensor_value_info("y", io_type, [N_NODES, FEATURES])],
+        initializer=[oh.make_tensor("axes1", TensorProto.INT64, [1], [1])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    model.ir_version = 10
+    return model
+
+
+def feeds(x_dtype) -> dict[str, np.ndarray]:
+    # Quarters: every sum is exact in float16, bfloat16 and float32, so a lowering that sums in
+    # float32 and one that rounds after each update must agree bit for bit.
+    rng = np.random.default_rng(3)
+    x = (rng.integers(-16, 16, (N_NODES, FEATURES)) / 4).astype(x_dtype)
+    return {"x": x, "src": rng.integers(0, N_NODES, N_EDGES),
+            "dst": rng.integers(-N_NODES, N_NODES, N_EDGES)}
+
+
+def run_with_custom_ops(model: onnx.ModelProto, inputs: dict) -> np.ndarray:
+    options = ort.SessionOptions()
+    custom_ops.register(options)
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return custom_ops.run(session, inputs)[0]
+
+
+def custom_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.domain == custom_ops.DOMAIN]
+
+
+@pytest.mark.parametrize("reduction", ["add", "max"])
+def test_float16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
+    model = gnn_model(TensorProto.FLOAT16, reduction)
+    inputs = feeds(np.float16)
+    lowered, outcome = sr.lower(model, opset=13, mode="custom", validate=True, return_report=True)
+    onnx.checker.check_model(lowered, full_check=True)
+    (node,) = custom_nodes(lowered)
+    assert node.op_type == "ScatterElements"
+    assert [n.op_type for n in lowered.graph.node].count("Cast") == 3  # data, updates, result
+    [rewritten] = outcome.passes[0]["rewritten"]
+    assert "on float32, cast from and back to float16" in rewritten["detail"]  # the report says so
+    got = run_with_custom_ops(lowered, inputs)
+    expected = ReferenceEvaluator(model).run(None, inputs)[0]  # onnxruntime has no such kernel
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("reduction", ["add", "min"])
+def test_bfloat16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
+    """onnxruntime's Python binding passes no bfloat16: the model takes float32 and casts."""
+    model = gnn_model(TensorProto.BFLOAT16, reduction, outer_type=TensorProto.FLOAT)
+    inputs = feeds(np.float32)
+    lowered = sr.lower(model, opset=13, mode="custom", validate=True)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert len(custom_nodes(lowered)) == 1
+    got = run_with_custom_ops(lowered, inputs)
+    expected = ReferenceEvaluator(model).run(None, inputs)[0]
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+    # the same as the scatter done in bfloat16 itself
+    x = inputs["x"].astype(ml_dtypes.bfloat16)
+    index = np.broadcast_to(inputs["dst"][:, None], (N_EDGES, FEATURES))
+    ufunc = np.add if reduction == "add" else np.minimum
+    ufunc.at(x, (index, np.arange(FEATURES)), x[inputs["src"]].copy())
+    np.testing.assert_array_equal(got, x.astype(np.float32))
+
+
+def test_float32_custom_node_is_not_cast():
+    lowered = sr.lower(gnn_model(TensorProto.FLOAT, "add"), opset=13, mode="custom")
+    assert "Cast" not in [n.op_type for n in lowered.graph.node]
+    (node,) = custom_nodes(lowered)
+    assert node.input[0] == "x"
+
+
+@pytest.mark.parametrize("mode", ["standard", "custom"])
+@pytest.mark.parametrize("elem_type", [TensorProto.FLOAT16, TensorProto.BFLOAT16])
+def test_half_float_sum_in_a_float32_graph_validates(elem_type, mode):
+    """The original rounds each half-float update, the lowered graph its float32 sum once: the
+    float32 output is judged by the rounding of the type the sum is computed in, not float32's."""
+    lowered = sr.lower(gnn_model(elem_type, "add", outer_type=TensorProto.FLOAT), opset=13,
+                       mode=mode, validate=True)
+    onnx.checker.check_model(lowered, full_check=True)

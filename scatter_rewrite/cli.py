@@ -259,6 +259,8 @@ def _expand(models: list[Path], suffixes: list[str]) -> list[Path]:
 def _format(outcome: Any) -> str:
     lines = [f"{outcome.input} -> {outcome.output}" if outcome.output else f"{outcome.input}"]
     for p in outcome.passes:
+        if len(outcome.passes) > 1 and not (p["rewritten"] or p["skipped"] or p["notes"]):
+            continue  # a step of a composite verb (tensorrt) that had nothing to do: --report has it
         lines.append(f"  {p['pass']}: {len(p['rewritten'])} rewritten, {len(p['skipped'])} left "
                      "alone")
         lines += [f"    rewrote {n['node']}: {n['detail']}" for n in p["rewritten"][:20]]

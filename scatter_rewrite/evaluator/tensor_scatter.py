@@ -60,7 +60,9 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
     if axis == 0:
         raise invalid(op, node_name, "axis must not be the batch dimension 0")
     if update.ndim != rank:
-        raise invalid(op, node_name, f"update rank {update.ndim} differs from past_cache rank {rank}")
+        raise invalid(
+            op, node_name, f"update rank {update.ndim} differs from past_cache rank {rank}"
+        )
     for d in range(rank):
         if d != axis and update.shape[d] != past_cache.shape[d]:
             raise invalid(op, node_name, f"update shape {update.shape} differs from past_cache "

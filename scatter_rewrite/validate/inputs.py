@@ -527,7 +527,8 @@ def _element_leaves(
             split = False
         elif sum(lengths) > hi - lo:
             problems.append(
-                f"{_named(concat)} puts {sum(lengths)} indices along the scatter axis into {hi - lo} slots"
+                f"{_named(concat)} puts {sum(lengths)} indices along the scatter axis into "
+                f"{hi - lo} slots"
             )
             split = False
         else:
@@ -748,9 +749,8 @@ def _contracts(model: ir.Model,
                 node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls
             )
             continue
-        if not computes_a_scatter(
-            node
-        ):  # (our custom-domain scatters too: lowering a lowered model)
+        # (our custom-domain scatters too: lowering a lowered model)
+        if not computes_a_scatter(node):
             continue
         reduction = _attr_at_call(node, "reduction", "none", calls)
         data = node.inputs[0]
@@ -803,8 +803,9 @@ def _contracts(model: ir.Model,
             if unique and not (all(f for f, _ in fits) or any(f and whole for f, whole in fits)):
                 names = ", ".join(sorted({v.name for v, _, _, _ in sources}))
                 notes.append(
-                    f"ScatterND {node.name!r}: the data has too few slots for unique indices from {names}: "
-                    "index tuples may repeat, and reduction none then depends on write order"
+                    f"ScatterND {node.name!r}: the data has too few slots for unique indices from "
+                    f"{names}: index tuples may repeat, and reduction none then depends on write "
+                    "order"
                 )
             continue
         # A first pass without axes (no shape inference): on only if some graph input feeds the
@@ -845,7 +846,9 @@ def _contracts(model: ir.Model,
                     (axis if len(input_shapes[name]) == len(data_shape) else 0),
                     unique,
                 )
-            else:  # an axis of size 1 the input lacks holds one of its values per column: nothing to keep unique
+            else:
+                # An axis of size 1 the input lacks holds one of its values per column: nothing to
+                # keep unique.
                 src_axis, leaf_unique = (0, False) if leaf.axis == _NO_AXIS else (leaf.axis, unique)
             window = None if leaf.window == (0, bound) else leaf.window
             _add_contract(
@@ -965,7 +968,9 @@ def _index_values(
             keys = (
                 rng.random((columns, hi - lo)).argsort(axis=1)[:, : shape[c.axis]].T
             )  # a permutation per column
-        else:  # a big axis: draw without replacement per column, O(indices) memory instead of O(columns x slots)
+        else:
+            # A big axis: draw without replacement per column, O(indices) memory instead of
+            # O(columns x slots).
             keys = np.stack(
                 [rng.choice(hi - lo, size=shape[c.axis], replace=False) for _ in range(columns)],
                 axis=1,
@@ -1019,9 +1024,8 @@ def _planning_copy(model: ir.Model) -> ir.Model:
         try:
             InlinePass()(copy)
             changed = True
-        except (
-            Exception
-        ):  # (cyclic functions, say) traced as they are: each bound to its first call
+        # (cyclic functions, say) traced as they are: each bound to its first call
+        except Exception:
             copy = weightless_copy(model)
     changed = inline_constant_ifs(copy) or changed
     return copy if changed else model

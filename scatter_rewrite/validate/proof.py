@@ -79,9 +79,10 @@ def validate(
             rewritten_ort, ort_cannot_run_rewritten = None, str(e)
         else:  # never PASSED for a model its users cannot load
             raise ValidationError(
-                "onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register, "
-                f"which is how a --mode custom model runs: {e}; lower with --mode standard, or skip "
-                "validation with --no-validate to write it anyway"
+                "onnxruntime cannot load the rewritten model with "
+                "scatter_rewrite.custom_ops.register, which is how a --mode custom model runs: "
+                f"{e}; lower with --mode standard, or skip validation with --no-validate to write "
+                "it anyway"
             ) from e
     except Exception as e:
         # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
@@ -105,7 +106,10 @@ def validate(
             original_ref,
             _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten),
         )
-        checked_against = f"{_REFERENCE}, for both models (onnxruntime cannot run either: {ort_cannot_run_original})"
+        checked_against = (
+            f"{_REFERENCE}, for both models (onnxruntime cannot run either: "
+            f"{ort_cannot_run_original})"
+        )
     elif original_ort is None:  # the rewritten model runs in onnxruntime
         expected, actual = original_ref, _reference_or_none(rewritten, plan)
         checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
@@ -114,7 +118,8 @@ def validate(
             actual = rewritten_ort
             checked_against = (
                 f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
-                f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference cannot)"
+                f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference "
+                "cannot)"
             )
         else:
             cross_check = ("rewritten", actual, rewritten_ort)
@@ -122,8 +127,8 @@ def validate(
         expected = _reference_or_none(original, plan)
         actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
         checked_against = (
-            f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime lacks a "
-            f"kernel it uses: {ort_cannot_run_rewritten})"
+            f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime "
+            f"lacks a kernel it uses: {ort_cannot_run_rewritten})"
         )
         if expected is None:
             expected = original_ort
@@ -160,10 +165,9 @@ def validate(
 def _failed(checked_against: str, failures: dict[str, str]) -> str:
     """What was compared, by how much it missed, and the ways out."""
     return (
-        f"validation failed, nothing written: {'; '.join(failures.values())} "
-        f"(checked against: {checked_against}); if the difference is acceptable, set the bound with "
-        "--rtol/--atol (rtol=/atol= in the Python API), or skip validation with --no-validate "
-        "(validate=False)"
+        f"validation failed, nothing written: {'; '.join(failures.values())} (checked against: "
+        f"{checked_against}); if the difference is acceptable, set the bound with --rtol/--atol "
+        "(rtol=/atol= in the Python API), or skip validation with --no-validate (validate=False)"
     )
 
 
@@ -266,6 +270,6 @@ def _cross_check(names: list[str], which: str, reference: list, ort: list) -> st
         return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
                 f"{tolerance_said(reference)}, max |difference| {worst:.3g}")
     return (
-        f"onnxruntime runs the {which} model too; its outputs differ from onnx.reference's by up to {worst:.3g} "
-        f"(the engines' float ops round differently: {'; '.join(failures)})"
+        f"onnxruntime runs the {which} model too; its outputs differ from onnx.reference's by up "
+        f"to {worst:.3g} (the engines' float ops round differently: {'; '.join(failures)})"
     )

@@ -65,7 +65,8 @@ def load_proto(path: str | os.PathLike) -> onnx.ModelProto:
             proto = onnx.load(path, load_external_data=False)  # says what is wrong with the file
     except (google.protobuf.message.DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as e:
         raise ModelLoadError(
-            f"{path}: not a readable ONNX model (truncated or not protobuf: {_first_line(e)}); re-export it"
+            f"{path}: not a readable ONNX model (truncated or not protobuf: {_first_line(e)}); "
+            "re-export it"
         ) from e
     if not proto.HasField("graph") or proto.ir_version <= 0 or not proto.opset_import:
         raise ModelLoadError(
@@ -184,9 +185,9 @@ def check_in_memory_references(proto: onnx.ModelProto) -> None:
         location = _location(tensor) or ""
         if not location or not os.path.isfile(location):
             raise ModelLoadError(
-                f"the ModelProto keeps tensor '{tensor.name}' in the external file '{location}', which is not "
-                "found from the current folder: pass the model's path instead, or load it with its data "
-                "(onnx.load(path), load_external_data=True)"
+                f"the ModelProto keeps tensor '{tensor.name}' in the external file '{location}', "
+                "which is not found from the current folder: pass the model's path instead, or "
+                "load it with its data (onnx.load(path), load_external_data=True)"
             )
 
 
@@ -484,9 +485,8 @@ def replace_file(new: Path, target: Path, like: Path | None = None) -> None:
         if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):
             try:
                 os.chown(new, old.st_uid, old.st_gid)
-            except (
-                OSError
-            ):  # not root: the group alone, where this user is in it (best effort, as sed -i)
+            # not root: the group alone, where this user is in it (best effort, as sed -i)
+            except OSError:
                 with contextlib.suppress(OSError):
                     os.chown(new, -1, old.st_gid)
         os.chmod(new, stat.S_IMODE(old.st_mode))  # (after chown, which may clear set-id bits)

@@ -101,9 +101,8 @@ def _inference_proto(model: ir.Model) -> onnx.ModelProto:
                       and value.const_value.nbytes <= SHAPE_ONLY_BYTES}
     kept = []
     for init in proto.graph.initializer:
-        if (
-            init.data_location != onnx.TensorProto.EXTERNAL
-        ):  # small: serialize_without_weights kept its bytes
+        # small: serialize_without_weights kept its bytes
+        if init.data_location != onnx.TensorProto.EXTERNAL:
             kept.append(init)
         elif init.name in small_external:
             init.raw_data = small_external[init.name].tobytes()

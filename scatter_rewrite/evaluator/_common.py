@@ -200,9 +200,8 @@ def add_scaled_index(acc: np.ndarray | None, idx: np.ndarray, size: int, stride:
                      negative: bool, out: np.ndarray | None = None) -> np.ndarray:
     """``acc + normalize(idx) * stride`` as an intp array of ``idx``'s shape (``acc`` may
     broadcast), written into ``out`` when given, else fresh."""
-    if (
-        stride == 1 and acc is not None
-    ):  # the last axis: one pass instead of a multiply by 1, then the add
+    # the last axis: one pass instead of a multiply by 1, then the add
+    if stride == 1 and acc is not None:
         out = np.add(idx, acc, dtype=np.intp, out=out)
         if negative:
             np.add(out, size, out=out, where=idx < 0)

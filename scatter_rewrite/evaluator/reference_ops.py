@@ -108,7 +108,9 @@ class Loop(_ReferenceLoop):
 
     op_domain = ""
 
-    def _run(self, M, cond, *args, context=None, body=None, attributes=None, bindings=None):  # noqa: N803
+    def _run(
+        self, M, cond, *args, context=None, body=None, attributes=None, bindings=None  # noqa: N803
+    ):
         names, outputs_names = self.body.input_names, self.body.output_names
         inputs = dict.fromkeys(names)
         for name, value in zip(names[2:], args):  # the loop-carried values' initial values

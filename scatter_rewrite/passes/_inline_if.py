@@ -68,9 +68,8 @@ def inline_constant_ifs(
         tuple[ir.Value, ir.Shape | None]
     ] = []  # values out of taken branches, declared shape
     declined: set[ir.Node] = set()
-    while (
-        True
-    ):  # each round inlines or declines at least one If; nested ones come up one level per round
+    # each round inlines or declines at least one If; nested ones come up one level per round
+    while True:
         decisions = _decide(model, near, declined)
         if not decisions:
             break
@@ -78,7 +77,8 @@ def inline_constant_ifs(
         inner = {g for node in decided for g in _graphs_within(node)}
         for node, scope, (branch, value, why) in decisions:
             if scope.body in inner:
-                continue  # inside a branch inlined (or dropped) this round: decided again next round
+                # Inside a branch inlined (or dropped) this round: decided again next round.
+                continue
             text = _inline(model, node, scope, branch, value, why, touched)
             if text is None:
                 declined.add(node)
@@ -125,9 +125,8 @@ def _decide(
         return []
     borrowed = borrow_inferred_types(model)
     for function in model.functions.values():
-        if any(
-            _is_if(n) for n in body_nodes(function)
-        ):  # an If elsewhere cannot concern a node inside
+        # an If elsewhere cannot concern a node inside
+        if any(_is_if(n) for n in body_nodes(function)):
             borrowed += annotate_function_types(model, function)
     try:
         wanted = None if near is None else _related_ifs(model, near)

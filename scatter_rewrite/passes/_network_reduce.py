@@ -61,7 +61,8 @@ O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updat
    (TensorRT's scatter layer has no BOOL: 8.6 FP32/FP16/INT8/INT32, 10 also BF16/INT64). 8/16-bit
    integer data (computed in int32 anyway) is cast to int32 before step 1 and back at the very
    end, so only three Casts (data, updates, result) touch the small type (TensorRT 8.6's Flatten
-   does not list INT8, and 10.x lists INT8 for Cast and the scatter layer only: :mod:`._trt_support`).
+   does not list INT8, and 10.x lists INT8 for Cast and the scatter layer only:
+   :mod:`._trt_support`).
 
 Exactness: as :mod:`._segment_reduce` (integers, bool and max/min bit for bit; float add/mul in
 scan order, within :data:`scatter_rewrite.validate.FLOAT_TOLERANCE`).
@@ -100,8 +101,8 @@ def network_blocker(node: ir.Node, opset: int) -> str | None:
     n, rows, _ = seg.row_counts(node)
     if n is None:
         return (
-            f"{NOT_STATIC} (the sorting network is built for a fixed count: export with static shapes, "
-            "or fix the input dimensions: scatter-rewrite tensorrt --fix-dim NAME=SIZE)"
+            f"{NOT_STATIC} (the sorting network is built for a fixed count: export with static "
+            "shapes, or fix the input dimensions: scatter-rewrite tensorrt --fix-dim NAME=SIZE)"
         )
     if rows is not None and rows + padded_size(n) > INT32_MAX:
         return (

@@ -186,7 +186,10 @@ class FoldPass(ScatterPass):
             return None
         nbytes = _nbytes(dtype, shape)
         if nbytes > self.size_limit:
-            return f"its result would be {nbytes} bytes, over the size limit of {self.size_limit} bytes"
+            return (
+                f"its result would be {nbytes} bytes, over the size limit of {self.size_limit} "
+                "bytes"
+            )
         return None
 
     def _compute(self, node: ir.Node, scope: Scope, inputs: list) -> np.ndarray:
@@ -216,7 +219,8 @@ class FoldPass(ScatterPass):
             )
         except IndexOutOfRangeError as e:
             raise IndexOutOfRangeError(
-                f"{describe(node, scope)}: {_detail(e)}; its inputs are constant, so fix the model's index values"
+                f"{describe(node, scope)}: {_detail(e)}; its inputs are constant, so fix the "
+                "model's index values"
             ) from e
         except InvalidModelError as e:
             raise InvalidModelError(f"{describe(node, scope)}: {_detail(e)}; fix the model") from e
@@ -299,16 +303,16 @@ class ConstantChains:
     def _why_not(self, value: ir.Value) -> str | None:
         if value.name in self._shadowed:
             return (
-                f"'{value.name}' is the name of a subgraph initializer and of a value of an enclosing "
-                "graph, which runtimes resolve differently: rename one"
+                f"'{value.name}' is the name of a subgraph initializer and of a value of an "
+                "enclosing graph, which runtimes resolve differently: rename one"
             )
         producer = value.producer()
         if producer is None:
             if value.is_graph_input():
                 if value.is_initializer():
                     return (
-                        f"graph input '{value.name}' has an initializer, but callers may override it; "
-                        "remove it from the graph inputs to make it constant"
+                        f"graph input '{value.name}' has an initializer, but callers may override "
+                        "it; remove it from the graph inputs to make it constant"
                     )
                 return f"'{value.name}' is a graph input"
             if value.is_initializer() and value.const_value is not None:
@@ -321,7 +325,10 @@ class ConstantChains:
             return f"it comes from {label}, which is not a constant-chain op"
         for name, a in producer.attributes.items():
             if is_reference(a):
-                return f"it comes from {label}, whose attribute '{name}' refers to a function attribute"
+                return (
+                    f"it comes from {label}, whose attribute '{name}' refers to a function "
+                    "attribute"
+                )
             if a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 return f"it comes from {label}, which has a subgraph"
         if producer.op_type == "Constant":
@@ -334,7 +341,10 @@ class ConstantChains:
             if _shape_op_dims(producer) is None:
                 why = "no input" if source is None else self.why_not(source)
                 if why is not None:  # (a constant input's shape is its value's)
-                    return f"it comes from {label} of a dynamic shape (its input is not constant either: {why})"
+                    return (
+                        f"it comes from {label} of a dynamic shape (its input is not constant "
+                        f"either: {why})"
+                    )
             return None
         for v in producer.inputs:
             if (why := self.why_not(v)) is not None:

@@ -17,9 +17,9 @@ Modes (how a reduction is lowered):
 
 ``standard``
     Exact standard ONNX ops valid at the target (TopK sort of the row keys, a segmented tree
-    reduction in a Loop, one ScatterND write-back): see :mod:`scatter_rewrite.passes._segment_reduce`
-    for the construction, its cost and its exactness (max/min and integers bit for bit,
-    float add/mul within the validation tolerance).
+    reduction in a Loop, one ScatterND write-back): see
+    :mod:`scatter_rewrite.passes._segment_reduce` for the construction, its cost and its exactness
+    (max/min and integers bit for bit, float add/mul within the validation tolerance).
 ``custom``
     One custom-domain node per reduction, which a runtime implements natively:
     ``ai.onnx.contrib::ScatterElements(data, indices, updates)`` with attributes ``axis`` (int,
@@ -27,9 +27,9 @@ Modes (how a reduction is lowered):
     ``ai.onnx.contrib::ScatterND(data, indices, updates)`` with ``reduction``. Their semantics are
     exactly ONNX ScatterElements-18/ScatterND-18 (onnxruntime's NaN rules for max/min). The domain
     is onnxruntime-extensions' custom-op domain, so :mod:`scatter_rewrite.custom_ops` runs them in
-    onnxruntime (validation does). Opset import ``ai.onnx.contrib`` version 1. See docs/custom-ops.md.
-    float16/bfloat16 data, which those ops cannot take, is cast to float32 for the node and back
-    (exact for max/min; add/mul then round once, as the standard lowering's do).
+    onnxruntime (validation does). Opset import ``ai.onnx.contrib`` version 1. See
+    docs/custom-ops.md. float16/bfloat16 data, which those ops cannot take, is cast to float32 for
+    the node and back (exact for max/min; add/mul then round once, as the standard lowering's do).
 ``tensorrt-plugin``
     The form TensorRT's ONNX parser sends to its ``ScatterElements`` plugin (TensorRT >= 10):
     ``ai.onnx.contrib::ScatterElements`` as above, indices cast to int64 (the plugin takes INT64
@@ -132,9 +132,8 @@ class LowerPass(ScatterPass):
             return None
         if node.op_type in ("ScatterElements", "ScatterND"):
             reduction = attr(node, "reduction", "none")
-            if (
-                reduction is None
-            ):  # refers to a function attribute: may need lowering (the blocker says why not)
+            # refers to a function attribute: may need lowering (the blocker says why not)
+            if reduction is None:
                 return "reduction" if self.opset < seg.first_opset_with("max") else None
             if reduction == "none":
                 return None
@@ -294,7 +293,8 @@ class LowerPass(ScatterPass):
                 out,
                 (
                     f"-> {len(nodes)} standard nodes with a run-time TopK, which TensorRT's parser "
-                    f"rejects (the TensorRT plugin cannot: {reason}; the number of updates is not static)"
+                    f"rejects (the TensorRT plugin cannot: {reason}; the number of updates is not "
+                    "static)"
                 ),
             )
         nodes, out = seg.lower_reduction(node, target, names)
@@ -344,7 +344,10 @@ def _shaped_like_data(out: ir.Value, node: ir.Node) -> None:
 def tensorrt_plugin_blocker(node: ir.Node) -> str | None:
     dtype = node.inputs[0].dtype
     if dtype not in TRT_PLUGIN_DTYPES:
-        return f"data type {dtype.name if dtype else 'unknown'} (the plugin takes FP32, FP16, INT32, INT64, BF16)"
+        return (
+            f"data type {dtype.name if dtype else 'unknown'} (the plugin takes FP32, FP16, INT32, "
+            "INT64, BF16)"
+        )
     if node.op_type == "ScatterND":
         return seg.reduction_blocker(node, 11)  # needs the static index-tuple length
     return None

@@ -52,9 +52,8 @@ class SpecializeCallsPass(ScatterPass):
         for _ in range(len(model.functions) + 1):  # one level of nesting per round
             if not self._round(model):
                 break
-        if (
-            self.result.modified
-        ):  # a call's value now in a scatter (axis=1.0 bound to axis=@ax): checked as any
+        # a call's value now in a scatter (axis=1.0 bound to axis=@ax): checked as any
+        if self.result.modified:
             check_scatter_nodes(model)
 
     def _round(self, model: ir.Model) -> bool:
@@ -97,8 +96,9 @@ class SpecializeCallsPass(ScatterPass):
                 else ""
             )
             self.note(
-                f"function {function.domain}::{function.name}: a scatter in it reads {', '.join(sorted(names))}, "
-                f"known only at its calls: specialized per binding as {'; '.join(labels)}{left}",
+                f"function {function.domain}::{function.name}: a scatter in it reads "
+                f"{', '.join(sorted(names))}, known only at its calls: specialized per binding as "
+                f"{'; '.join(labels)}{left}",
                 modified=True,
             )
             changed = True

@@ -224,7 +224,8 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
                 and int(k.max()) > TOPK_MAX_K[trt_version]
             ):
                 found.append(
-                    f"TopK with K={int(k.max())} (TensorRT {trt_version}: K <= {TOPK_MAX_K[trt_version]})"
+                    f"TopK with K={int(k.max())} (TensorRT {trt_version}: K <= "
+                    f"{TOPK_MAX_K[trt_version]})"
                 )
         elif op == "Loop":
             found.extend(_loop_shape_changes(node))
@@ -298,27 +299,30 @@ def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[s
         return None
     if dtype in REJECTED_DATA_TYPES:
         return (
-            f"{dtype.name} data: TensorRT's scatter importer rejects it (addScatterLayer: checkNotInvalidType "
-            f"{dtype.name}); change the model's dtype",
+            f"{dtype.name} data: TensorRT's scatter importer rejects it (addScatterLayer: "
+            f"checkNotInvalidType {dtype.name}); change the model's dtype",
             False,
         )
     if dtype in CARRIED_DATA_TYPES:
         return (
-            f"{dtype.name} data: TensorRT's scatter layer takes {type_names(scatter_types(trt_version))} only "
-            "(operators/docs/Scatter.html, onnx-tensorrt docs/operators.md)",
+            f"{dtype.name} data: TensorRT's scatter layer takes "
+            f"{type_names(scatter_types(trt_version))} only (operators/docs/Scatter.html, "
+            "onnx-tensorrt docs/operators.md)",
             True,
         )
     if as_parsed(dtype, trt_version) in scatter_types(trt_version):
         return None
     if dtype == ir.DataType.BFLOAT16:
         return (
-            'BFLOAT16 data: TensorRT 8.6 has no bfloat16 type (onnx2trt_utils convertDtype: "Unsupported ONNX '
-            'data type"; bfloat16 arrived in TensorRT 9); use --trt-version 10 or another dtype',
+            'BFLOAT16 data: TensorRT 8.6 has no bfloat16 type (onnx2trt_utils convertDtype: '
+            '"Unsupported ONNX data type"; bfloat16 arrived in TensorRT 9); use --trt-version 10 '
+            'or another dtype',
             False,
         )
     return (
         f"{dtype.name} data: not a type TensorRT {trt_version}'s scatter takes "
-        f"({type_names(scatter_types(trt_version))}; onnx-tensorrt docs/operators.md); change the model's dtype",
+        f"({type_names(scatter_types(trt_version))}; onnx-tensorrt docs/operators.md); change the "
+        "model's dtype",
         False,
     )
 
@@ -380,10 +384,10 @@ class TensorRTPass(_ForTensorRT):
             restore_types(borrowed)
         if any(_UNLOWERABLE in s.detail for s in self.result.skipped):
             self.note(
-                "reductions left alone: TensorRT cannot run them and they cannot be lowered TensorRT-safely "
-                "(reasons per node); fix the number of updates to a static size (the sorting network "
-                "needs it: --fix-dim NAME=SIZE), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or compute the "
-                "scatter outside the engine"
+                "reductions left alone: TensorRT cannot run them and they cannot be lowered "
+                "TensorRT-safely (reasons per node); fix the number of updates to a static size "
+                "(the sorting network needs it: --fix-dim NAME=SIZE), on TensorRT 10 use "
+                "FP32/FP16/INT32/INT64 data (plugin), or compute the scatter outside the engine"
             )
 
     def _custom_domain_blocker(self, node: ir.Node) -> str | None:
@@ -400,9 +404,9 @@ class TensorRTPass(_ForTensorRT):
         else:
             return None  # the ScatterElements plugin's form
         return (
-            f"a node of domain {node.domain!r}, which TensorRT's parser imports as ONNX {node.op_type} (it ignores the "
-            f"domain): {why}; this pass rewrites default-domain nodes only, so run it on the model before "
-            "it was lowered to custom-domain nodes"
+            f"a node of domain {node.domain!r}, which TensorRT's parser imports as ONNX "
+            f"{node.op_type} (it ignores the domain): {why}; this pass rewrites default-domain "
+            "nodes only, so run it on the model before it was lowered to custom-domain nodes"
         )
 
     def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope,
@@ -413,12 +417,13 @@ class TensorRTPass(_ForTensorRT):
             return None
         if op in ("Scatter", "TensorScatter"):
             raise Decline(
-                f"{op} is left for the upgrade/lower passes of this flow (TensorRT does not support it)"
+                f"{op} is left for the upgrade/lower passes of this flow (TensorRT does not "
+                "support it)"
             )
         if (why := reference_reason(node)) is not None:
             raise Decline(
-                f"{why} (TensorRT's parser needs it as a constant: call the function's body inline, "
-                "or give the attribute a value in the function)"
+                f"{why} (TensorRT's parser needs it as a constant: call the function's body "
+                "inline, or give the attribute a value in the function)"
             )
         dtype = value_dtype(model, scope, data)
         blocked = scatter_data_blocker(dtype, self.trt_version)
@@ -431,12 +436,15 @@ class TensorRTPass(_ForTensorRT):
                 if carrier is not None:
                     return scatter_nd_through(model, node, scope, names, carrier) + why
                 if drop_none_reduction(node):
-                    return 'explicit reduction="none" dropped (TensorRT 10.0-10.8 rejects any reduction attribute)'
+                    return (
+                        'explicit reduction="none" dropped (TensorRT 10.0-10.8 rejects any '
+                        "reduction attribute)"
+                    )
                 return None
             return (
                 convert_to_scatternd(model, node, scope, names, reduction="none", carrier=carrier)
-                + " (TensorRT's ScatterND importer has no 'indices/updates dimensions <= data's' limit, unlike its "
-                "ScatterElements one: NVIDIA/TensorRT#3650)" + why
+                + " (TensorRT's ScatterND importer has no 'indices/updates dimensions <= data's' "
+                "limit, unlike its ScatterElements one: NVIDIA/TensorRT#3650)" + why
             )
         if reduction not in REDUCTIONS:
             raise Decline(f"unknown reduction {reduction!r}")
@@ -477,7 +485,8 @@ class TensorRTPass(_ForTensorRT):
                 return "the index tuple length (last dimension of indices) is not static"
             if known_rank(model, scope, [data]) is None:
                 return "the rank of data is unknown"
-        return None  # a ScatterElements needs nothing else: the plugin reads axis and reduction as they are
+        # A ScatterElements needs nothing else: the plugin reads axis and reduction as they are.
+        return None
 
     def _to_plugin_form(self, model: ir.Model, node: ir.Node, scope: Scope,
                         names: ModelNames) -> str | None:
@@ -490,7 +499,10 @@ class TensorRTPass(_ForTensorRT):
             final = ir.node("ScatterElements", [data, b.to_int64(indices), updates],
                             {"axis": attr(node, "axis", 0), "reduction": reduction}, num_outputs=1)
             b.replace(node, final)
-            return f"indices cast to int64 (the TensorRT ScatterElements plugin takes INT64 only), reduction={reduction} kept"
+            return (
+                "indices cast to int64 (the TensorRT ScatterElements plugin takes INT64 only), "
+                f"reduction={reduction} kept"
+            )
         # ScatterND(data, indices[..., k], updates) == ScatterElements(axis=0) on data [rows, row
         # size] with each update row's linear row index repeated along the row.
         k = indices.shape[-1]
@@ -647,8 +659,8 @@ class LowerTensorScatterPass(_ForTensorRT):
                     self.skip(
                         ts,
                         ts_scope,
-                        f"not lowered: moving the model to opset {target} needs the "
-                        f"{len(lacking)} max/min scatter(s) lowered too, and {describe(node, scope)} "
+                        f"not lowered: moving the model to opset {target} needs the {len(lacking)} "
+                        f"max/min scatter(s) lowered too, and {describe(node, scope)} "
                         f"{_UNLOWERABLE}: {reason}",
                     )
                 return

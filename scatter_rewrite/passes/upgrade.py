@@ -103,9 +103,8 @@ class UpgradePass(ScatterPass):
                 f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass --opset 13"
             )
         axis = attr(node, "axis", 0)
-        if (
-            axis is None
-        ):  # a reference to a function attribute, kept as it is: ScatterElements reads it the same way
+        # a reference to a function attribute, kept as it is: ScatterElements reads it the same way
+        if axis is None:
             axis = f"@{node.attributes['axis'].ref_attr_name}"
         else:
             axis = check_scatter_elements_shapes(node, scope, axis)

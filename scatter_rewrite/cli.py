@@ -61,8 +61,16 @@ _STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "S
                       if hasattr(signal, name))
 
 
+def _stop_deferred(signum: int) -> bool:
+    """Whether a file is being staged or renamed into place, so the stop waits for its end
+    (model_io); nothing is when model_io is not even imported yet."""
+    model_io = sys.modules.get("scatter_rewrite.model_io")
+    return model_io is not None and model_io.stop_deferred(signum)
+
+
 def _raise_stopped(signum: int, frame: Any) -> None:
-    raise Stopped(signum)
+    if not _stop_deferred(signum):
+        raise Stopped(signum)
 
 
 def _stop_on_signals() -> None:
@@ -565,9 +573,10 @@ def _worker_signals() -> None:
     exits."""
 
     def stop(signum: int, frame: Any) -> None:
-        if _BUSY:
+        if not _BUSY:
+            os._exit(128 + signum)
+        if not _stop_deferred(signum):
             raise Stopped(signum)
-        os._exit(128 + signum)
 
     for signum in _STOP_SIGNALS:
         signal.signal(signum, stop)

@@ -449,20 +449,36 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
             _remove_folders(created)
 
 
+_stops_held = 0  # how many _stop_signals_held blocks are in progress (in the main thread)
+_stop_pending: int | None = None  # a stop signal that came during one, delivered at its end
+
+
+def stop_deferred(signum: int) -> bool:
+    """For the command line's stop-signal handler: whether ``signum`` must wait because a staging
+    folder is being made or a result renamed into place; it is raised again when that ends."""
+    global _stop_pending
+    if _stops_held:
+        _stop_pending = signum
+        return True
+    return False
+
+
 @contextlib.contextmanager
 def _stop_signals_held() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP held back for the block, then delivered (the command line stops
-    on them by raising where the process is: see cli.Stopped)."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    held = {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
-            if hasattr(signal, name)}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    """SIGINT, SIGTERM and SIGHUP wait for the block's end, then are raised again (the command
+    line stops on them by raising where the process is: see cli.Stopped, which asks
+    :func:`stop_deferred`). Not a signal mask: ``pthread_sigmask`` holds a signal back from this
+    thread only, and once onnxruntime has started its threads one of them takes it, after which
+    Python runs the handler in this thread all the same (a staging folder was left behind)."""
+    global _stops_held, _stop_pending
+    _stops_held += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        _stops_held -= 1
+        if not _stops_held and _stop_pending is not None:
+            signum, _stop_pending = _stop_pending, None
+            signal.raise_signal(signum)
 
 
 def replace_file(new: Path, target: Path, like: Path | None = None) -> None:

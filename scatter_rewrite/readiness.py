@@ -66,7 +66,7 @@ from scatter_rewrite.passes.tensorrt import (
     scatter_data_blocker,
 )
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
-from scatter_rewrite.spec import scatter_node_problem
+from scatter_rewrite.spec import REDUCTIONS_SINCE, scatter_node_problem
 
 __all__ = ["CheckReport", "Finding", "check", "check_report", "parse_target", "TARGETS_HELP",
            "OPSET_TARGET_FLOOR"]
@@ -77,7 +77,6 @@ OPSET_TARGET_FLOOR = 9
 TARGETS_HELP = ("tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N from 9 to the installed "
                 "onnx's highest)")
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
-REDUCTION_OPSET = {"add": 16, "mul": 16, "max": 18, "min": 18}
 
 
 @dataclasses.dataclass
@@ -197,9 +196,29 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
     # As the tensorrt pass sees a function's reductions: with the types its call sites agree on.
     borrowed = annotate_functions_with(model, is_reducing_scatter) if kind == "tensorrt" else []
     try:
-        return _findings(model, kind, version, borrowed)
+        findings = _findings(model, kind, version, borrowed)
     finally:
         restore_types(borrowed)
+    if kind == "opset" and any((f.fix or "").startswith("scatter-rewrite lower") for f in findings):
+        refusal = _lower_refusal(model, version)
+        for f in findings:
+            if refusal is not None and (f.fix or "").startswith("scatter-rewrite lower"):
+                f.blockers.append(f"lower --opset {version} stops at another node: {refusal}")
+                f.fix = None
+    return findings
+
+
+def _lower_refusal(model: ir.Model, opset: int) -> str | None:
+    """Why ``lower --opset N`` refuses to move ``model`` (its opset move's declared steps, on a copy),
+    None when it moves."""
+    from scatter_rewrite.errors import ConversionError
+    from scatter_rewrite.passes.lower import LowerPass
+
+    try:
+        LowerPass(opset=opset)(model.clone())
+    except ConversionError as e:
+        return str(e)
+    return None
 
 
 def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
@@ -439,9 +458,9 @@ def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
     if n < 11:
         f.blockers.append(f"{op} exists from opset 11 only")
         return
-    if n < max(REDUCTION_OPSET.values()) and _unknown_reduction(f, f"whether opset {n} has it"):
+    if n < max(REDUCTIONS_SINCE.values()) and _unknown_reduction(f, f"whether opset {n} has it"):
         return
-    first = REDUCTION_OPSET.get(reduction)
+    first = REDUCTIONS_SINCE.get(reduction)
     if first is not None and n < first:
         f.blockers.append(f"{op} reduction={reduction} exists from opset {first} only")
         f.fix = f"scatter-rewrite lower --opset {n}"

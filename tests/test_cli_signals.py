@@ -15,7 +15,7 @@ import pytest
 from scatter_rewrite.testing import scatter_model
 
 # Big enough that its result stays staged (checked, then validated) for a good part of a second.
-SIZE = 500
+SIZE = 1200
 
 
 def _staged_model(tmp_path: Path, name: str = "m.onnx") -> Path:
@@ -73,3 +73,32 @@ def test_a_signal_stops_a_batch_and_its_workers_cleanly(tmp_path: Path):
     assert not out.exists() or all(p.suffix == ".onnx" for p in out.iterdir())
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left in (["a.onnx", "b.onnx"], ["a.onnx", "b.onnx", "out"])
+
+
+def test_a_stop_signal_waits_for_a_held_block_while_other_threads_run():
+    """Staging a folder and renaming a result into place finish before a stop signal is raised,
+    also once other threads (onnxruntime's) are running, which a per-thread signal mask does not
+    hold the signal back from."""
+    import os
+    import threading
+
+    from scatter_rewrite import model_io
+
+    def handler(signum, frame):
+        if not model_io.stop_deferred(signum):
+            raise KeyboardInterrupt
+
+    steps = []
+    previous = signal.signal(signal.SIGTERM, handler)
+    other = threading.Thread(target=time.sleep, args=(0.5,))
+    other.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with model_io._stop_signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.1)  # (the handler runs in this thread meanwhile)
+                steps.append("the held block ended")
+        assert steps == ["the held block ended"]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        other.join()

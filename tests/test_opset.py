@@ -55,14 +55,46 @@ def test_reshape_allowzero_default_dropped_and_set_refused():
     shape = oh.make_tensor("shape", TensorProto.INT64, [2], [2, 3])
     plain = converted(one_node("Reshape", ["x", "shape"], {"allowzero": 0}, initializers=[shape], shapes={"x": [6]}, out_shape=[2, 3]), 13)
     assert [a.name for a in plain.graph.node[0].attribute] == []
-    with pytest.raises(ConversionError, match="Reshape"):
-        converted(one_node("Reshape", ["x", "shape"], {"allowzero": 1}, initializers=[shape], shapes={"x": [6]}, out_shape=[2, 3]), 13)
+    # allowzero=1 with a constant shape holding no 0: Reshape-13 computes the same
+    kept = converted(one_node("Reshape", ["x", "shape"], {"allowzero": 1}, initializers=[shape], shapes={"x": [6]},
+                              out_shape=[2, 3]), 11)
+    assert [n.op_type for n in kept.graph.node] == ["Reshape"] and not kept.graph.node[0].attribute
+    feeds = {"x": np.arange(6, dtype=np.float32)}
+    np.testing.assert_array_equal(run_onnxruntime(kept.SerializeToString(), feeds)[0], feeds["x"].reshape(2, 3))
+    zero = oh.make_tensor("shape", TensorProto.INT64, [2], [0, 3])
+    with pytest.raises(ConversionError, match=r"Reshape.*holds a 0"):
+        converted(one_node("Reshape", ["x", "shape"], {"allowzero": 1}, initializers=[zero], shapes={"x": [0, 3]}, out_shape=[0, 3]), 13)
 
 
-def test_shape_15_start_end_refused_plain_kept():
+def test_reshape_allowzero_computed_shape():
+    """A computed shape: the same when the input's size is known non-zero (a 0 would leave no element);
+    otherwise padded, reshaped and sliced so that a 0 stays a 0-size dimension."""
+    vi = oh.make_tensor_value_info
+    def model(x_shape, y_shape=(3, 2)):
+        graph = oh.make_graph(
+            [oh.make_node("Shape", ["y"], ["s"]), oh.make_node("Reshape", ["x", "s"], ["z"], allowzero=1)], "g",
+            [vi("x", TensorProto.FLOAT, x_shape), vi("y", TensorProto.FLOAT, list(y_shape))],
+            [vi("z", TensorProto.FLOAT, [None, None])])
+        return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    out = converted(model([2, 3]), 13)
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "y": np.zeros((3, 2), np.float32)}
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], feeds["x"].reshape(3, 2))
+    # A dynamic input: the shape may hold a 0, kept as a 0-size dimension (padded, reshaped, sliced).
+    out = converted(model(["n", 3], ["a", "b"]), 13)
+    assert "allowzero" not in {a.name for n in out.graph.node for a in n.attribute}
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0], feeds["x"].reshape(3, 2))
+    empty = {"x": np.zeros((0, 3), np.float32), "y": np.zeros((3, 0), np.float32)}
+    assert run_onnxruntime(out.SerializeToString(), empty)[0].shape == (3, 0)
+
+
+@pytest.mark.parametrize("start, end", [(1, None), (-1, None), (0, -1), (1, 2), (-5, 10)])
+def test_shape_start_end_as_shape_then_slice(start, end):
+    attrs = {"start": start} if end is None else {"start": start, "end": end}
     assert converted(one_node("Shape", ["x"], shapes={"x": [2, 3]}, out_dtype=TensorProto.INT64, out_shape=[2]), 13).graph.node[0].op_type == "Shape"
-    with pytest.raises(ConversionError, match="Shape"):
-        converted(one_node("Shape", ["x"], {"start": 1}, shapes={"x": [2, 3]}, out_dtype=TensorProto.INT64, out_shape=[1]), 13)
+    out = converted(one_node("Shape", ["x"], attrs, shapes={"x": [2, 3, 4]}, out_dtype=TensorProto.INT64, out_shape=[None]), 11)
+    assert "Slice" in [n.op_type for n in out.graph.node]
+    got = run_onnxruntime(out.SerializeToString(), {"x": np.zeros((2, 3, 4), np.float32)})[0]
+    np.testing.assert_array_equal(got, np.array([2, 3, 4])[slice(start, end)])
 
 
 @pytest.mark.parametrize("attr,value,expected", [("value_ints", [1, 2], np.array([1, 2])), ("value_float", 2.5, np.float32(2.5)),
@@ -445,12 +477,44 @@ def test_reduce_with_noop_with_empty_axes_moves_exactly(op, opset, targets, axes
         np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
 
 
-def test_reduce_with_computed_axes_stops_a_move_to_attribute_axes_with_the_reason():
-    model = _reduce_model("ReduceSum", "axes_in", 1, keepdims=1, out_shape=[None, None])
-    with pytest.raises(ConversionError, match=r"ReduceSum \(opset 18, main graph\) to opset 12: its axes are computed"):
-        ir_model = ir.serde.deserialize_model(model)
-        convert_opset(ir_model, 12)
-    assert converted(model, 13).graph.node[0].op_type == "ReduceSum"  # 13 takes them as an input too
+_REDUCE_ALL = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+               "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+def _runtime_axes_model(op: str, keepdims: int, noop: int, x_shape=(2, 3, 4)):
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph([oh.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims, noop_with_empty_axes=noop)], "g",
+                          [vi("x", TensorProto.FLOAT, None if x_shape is None else list(x_shape)), vi("axes", TensorProto.INT64, ["k"])],
+                          [vi("y", TensorProto.FLOAT, None if x_shape is None else [None] * len(x_shape))])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("op", _REDUCE_ALL)
+@pytest.mark.parametrize("keepdims,noop,target", [(1, 0, 11), (0, 0, 11), (0, 1, 13), (1, 1, 17)])
+def test_reduce_over_axes_known_at_run_time_axis_by_axis(op, keepdims, noop, target):
+    """Axes a graph input: each axis reduced where it is in them. Max/Min bit for bit, the rest within
+    float32 rounding of another summation order; LogSumExp shifted by the maximum as onnxruntime's is."""
+    model = _runtime_axes_model(op, keepdims, noop)
+    out = converted(model, target)
+    assert {n.op_type for n in out.graph.node} & {op, "ReduceSum", "ReduceMax"}
+    x = np.random.default_rng(0).uniform(0.5, 2.0, (2, 3, 4)).astype(np.float32)
+    x[0, 0, 0] = 90.0  # (exp overflows float32 unshifted)
+    for axes in ([0], [-1], [1, 2], [2, 0, -1], []):
+        feeds = {"x": x, "axes": np.array(axes, np.int64)}
+        want = run_onnxruntime(model.SerializeToString(), feeds)[0]
+        got = run_onnxruntime(out.SerializeToString(), feeds)[0]
+        assert got.shape == want.shape, (axes, got.shape, want.shape)
+        if op in ("ReduceMax", "ReduceMin"):
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=0)
+
+
+def test_reduce_over_run_time_axes_needs_the_rank():
+    with pytest.raises(ConversionError, match=r"ReduceSum \(opset 18, main graph\) to opset 12: its axes 'axes' are a "
+                                              r"graph input, known only at run time, .* rank"):
+        convert_opset(ir.serde.deserialize_model(_runtime_axes_model("ReduceSum", 1, 0, None)), 12)
+    assert converted(_runtime_axes_model("ReduceSum", 1, 0), 13).graph.node[0].op_type == "ReduceSum"  # 13 takes them
 
 
 def test_reducesum_noop_through_lower_passes_the_checker_and_validation():
@@ -565,7 +629,7 @@ def test_pad_without_axes_is_pad_11(mode, value, opset, target):
 
 def test_pad_forms_older_opsets_lack_are_refused():
     # (The converter took wrap from 19 to 18 as it is, a mode Pad-18 lacks.)
-    with pytest.raises(ConversionError, match=r"Pad \(opset 19, main graph\) to opset 18: Pad has mode 'wrap' from opset 19"):
+    with pytest.raises(ConversionError, match=r"Pad \(opset 19, main graph\) to opset 18: Pad-19 -> Pad-18: Pad has mode 'wrap' from opset 19"):
         converted(_pad_model("wrap", opset=19), 18)
     # axes: from 18. Constant ones are written out as pads for every axis (tested below); a default that
     # callers may override is no constant.
@@ -797,12 +861,10 @@ def test_reduce_axes_callers_may_override_are_not_written_into_the_attribute():
     import scatter_rewrite as sr
 
     model = _with_overridable(_reduce_model("ReduceMean", [1], None, out_shape=[None, None]), "axes")
-    with pytest.raises(ConversionError, match=r"cannot convert ReduceMean \(opset 18, main graph\) to opset 13: its axes "
-                                              r"'axes' is a graph input with an initializer, which callers may override"):
-        sr.lower(model, opset=13)
-    out = converted(model, 17 + 1)  # (no move: 18 reads them at run time)
+    out = sr.lower(model, opset=13)  # reduced axis by axis, reading the axes at run time
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(_run_overriding(out, {"x": x, "axes": np.array([0])})[0], [[1.5, 2.5, 3.5]])
+    np.testing.assert_array_equal(_run_overriding(out, {"x": x, "axes": np.array([1])})[0], [[1.0], [4.0]])
 
 
 @pytest.mark.parametrize("op", ["Squeeze", "Unsqueeze"])
@@ -919,8 +981,9 @@ def _no_adapter_model(case: str) -> onnx.ModelProto:
     vi = oh.make_tensor_value_info
     if case == "GridSample":
         nodes, opset = [oh.make_node("GridSample", ["x", "grid"], ["y"])], 20
-        inits = [onnx.numpy_helper.from_array(np.zeros((1, 2, 2, 2), np.float32), "grid")]
-        x, y = [1, 1, 3, 3], [1, 1, 2, 2]
+        # (5-D: GridSample-16 takes 4-D input only; the 4-D one moves, test_grid_sample_modes_renamed)
+        inits = [onnx.numpy_helper.from_array(np.zeros((1, 2, 2, 2, 3), np.float32), "grid")]
+        x, y = [1, 1, 3, 3, 3], [1, 1, 2, 2, 2]
     elif case == "Resize":
         nodes, opset = [oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")], 19
         inits = [onnx.numpy_helper.from_array(np.array([1, 2, 2], np.float32), "scales")]
@@ -933,11 +996,9 @@ def _no_adapter_model(case: str) -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("case,target,why", [
-    ("GridSample", 17, r"GridSample-20 has no form at opset 17 here \(onnx.version_converter has no adapter from "
-                       r"GridSample-20 to GridSample-16\)$"),
-    ("Resize", 11, r"Resize-19 has no form at opset 11 here \(onnx.version_converter has no adapter from Resize-13 to "
-                   r"Resize-11\)$"),
-    ("DFT", 13, r"DFT has no version before opset 17, nor a form of one here$"),
+    ("GridSample", 17, r"GridSample-20 -> GridSample-16: its input's rank is 5, and GridSample-16 takes 4-D input "
+                       r"only$"),
+    ("DFT", 13, r"DFT-17 \(no older version\): no older op computes it and ONNX gives it no function body$"),
 ])
 def test_a_move_the_converter_has_no_adapter_for_is_refused_in_the_models_terms(case, target, why):
     # (The message was the converter's C++ assertion: "BaseConverter.h:66: adapter_lookup: Assertion `false`
@@ -945,6 +1006,40 @@ def test_a_move_the_converter_has_no_adapter_for_is_refused_in_the_models_terms(
     with pytest.raises(ConversionError, match=rf"^cannot convert {case} \(opset \d+, main graph\) to opset {target}: {why}") as e:
         converted(_no_adapter_model(case), target)
     assert "Assertion" not in str(e.value) and "$" not in str(e.value)
+
+
+@pytest.mark.parametrize("target", [11, 13, 17])
+def test_resize_with_axes_and_without_roi_moves_down(target):
+    """Resize-18's axes as scales for every axis; Resize-11's roi and scales inputs written empty."""
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph(
+        [oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest", axes=[-2, -1]),
+         oh.make_node("Resize", ["x", "", "", "sizes"], ["z"], mode="linear", axes=[2])], "g",
+        [vi("x", TensorProto.FLOAT, [1, 2, 4]), vi("sizes", TensorProto.INT64, [1])],
+        [vi("y", TensorProto.FLOAT, [1, 4, 8]), vi("z", TensorProto.FLOAT, [1, 2, None])],
+        initializer=[onnx.numpy_helper.from_array(np.array([2, 2], np.float32), "scales")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 19)])
+    out = converted(model, target)
+    assert all(a.name != "axes" for n in out.graph.node for a in n.attribute)
+    feeds = {"x": np.arange(8, dtype=np.float32).reshape(1, 2, 4), "sizes": np.array([7], np.int64)}
+    for got, want in zip(run_onnxruntime(out.SerializeToString(), feeds), run_onnxruntime(model.SerializeToString(), feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_grid_sample_modes_renamed(mode):
+    """GridSample-20's linear/cubic are GridSample-16's bilinear/bicubic on 4-D input."""
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph([oh.make_node("GridSample", ["x", "grid"], ["y"], mode=mode)], "g",
+                          [vi("x", TensorProto.FLOAT, [1, 1, 3, 3]), vi("grid", TensorProto.FLOAT, [1, 2, 2, 2])],
+                          [vi("y", TensorProto.FLOAT, [1, 1, 2, 2])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 20)])
+    out = converted(model, 17)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((1, 1, 3, 3)).astype(np.float32),
+             "grid": rng.uniform(-1, 1, (1, 2, 2, 2)).astype(np.float32)}
+    np.testing.assert_array_equal(run_onnxruntime(out.SerializeToString(), feeds)[0],
+                                  run_onnxruntime(model.SerializeToString(), feeds)[0])
 
 
 def test_the_tensorrt_opset_cap_says_why_in_the_models_terms():
@@ -960,5 +1055,30 @@ def test_the_tensorrt_opset_cap_says_why_in_the_models_terms():
     assert result.opset_import[0].version == 20
     notes = " ".join(n for p in report.passes for n in p["notes"])
     assert ("left at opset 20 (TensorRT 8.6's parser documents opsets up to 17): cannot convert GridSample (opset 20, "
-            "main graph) to opset 17: GridSample-20 has no form at opset 17 here" in notes), notes
+            "main graph) to opset 17: GridSample-20 -> GridSample-16: its input's rank is 5" in notes), notes
     assert "Assertion" not in notes
+
+
+def test_check_opset_target_says_what_lower_will_do():
+    """check --target opset-N gives `lower --opset N` as the fix only when the declared steps move
+    the whole model: a BitwiseAnd-18 beside the scatter has no form at 13."""
+    import scatter_rewrite as sr
+    from scatter_rewrite.readiness import check
+
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0, reduction="max")]
+    inputs = [vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [2, 3]), vi("u", TensorProto.FLOAT, [2, 3])]
+    outputs = [vi("s", TensorProto.FLOAT, [4, 3])]
+    movable = oh.make_model(oh.make_graph(nodes, "g", inputs, outputs), opset_imports=[oh.make_opsetid("", 18)])
+    [ready] = check(ir.serde.deserialize_model(movable), "opset-13")
+    assert ready.fix == "scatter-rewrite lower --opset 13"
+    sr.lower(movable, opset=13, validate=True)  # (which does move it)
+    bits = oh.make_graph(nodes + [oh.make_node("BitwiseAnd", ["a", "b"], ["c"])], "g",
+                         inputs + [vi("a", TensorProto.INT32, [2]), vi("b", TensorProto.INT32, [2])],
+                         outputs + [vi("c", TensorProto.INT32, [2])])
+    stuck = oh.make_model(bits, opset_imports=[oh.make_opsetid("", 18)])
+    [blocked] = check(ir.serde.deserialize_model(stuck), "opset-13")
+    assert blocked.fix is None
+    assert any("BitwiseAnd-18 (no older version): no older op works on the bits" in b for b in blocked.blockers)
+    with pytest.raises(ConversionError, match="BitwiseAnd"):
+        sr.lower(stuck, opset=13)

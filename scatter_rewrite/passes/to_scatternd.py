@@ -53,19 +53,18 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
 from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.spec import REDUCTIONS_SINCE
 
 __all__ = [
     "call_site_values", "const_array", "convert_to_scatternd", "Coordinates", "coordinates",
     "Decline", "drop_none_reduction", "GRID_BYTES_LIMIT", "infer_missing_shapes",
-    "known_rank", "ModelNames", "REDUCTION_OPSET", "ReplacementBuilder",
+    "known_rank", "ModelNames", "ReplacementBuilder",
     "scatter_elements_rank_axis", "scatter_nd_through", "static_shape", "ToScatterNDPass",
     "value_dtype",
 ]
 
 # A static grid (or constant coords) bigger than this is computed at run time instead.
 GRID_BYTES_LIMIT = 64 << 20
-# The first opset where ScatterND has each reduction (onnx.defs: ScatterND-16 add/mul, -18 max/min).
-REDUCTION_OPSET = {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}
 
 
 # --------------------------------------------------------------------------- shared building blocks
@@ -315,12 +314,12 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Mo
     if (why := reference_reason(node)) is not None:
         raise Decline(why)
     reduction = reduction or attr(node, "reduction", "none")
-    if reduction not in REDUCTION_OPSET:
+    if reduction not in REDUCTIONS_SINCE:
         raise Decline(f"unknown reduction {reduction!r}")
-    if scope.opset < REDUCTION_OPSET[reduction]:
-        raise Decline(f"ScatterND has reduction={reduction!r} only from opset {REDUCTION_OPSET[reduction]} "
+    if scope.opset < REDUCTIONS_SINCE[reduction]:
+        raise Decline(f"ScatterND has reduction={reduction!r} only from opset {REDUCTIONS_SINCE[reduction]} "
                       f"(the model has {scope.opset}); run 'scatter-rewrite upgrade --opset "
-                      f"{REDUCTION_OPSET[reduction]}' first")
+                      f"{REDUCTIONS_SINCE[reduction]}' first")
     found = scatter_elements_rank_axis(model, node, scope)
     if isinstance(found, str):
         raise Decline(found)

@@ -42,15 +42,8 @@ import onnx_ir as ir
 from scatter_rewrite import evaluator
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
 from scatter_rewrite.graph import (
-    SCATTER_OPS,
-    Scope,
-    attr,
-    describe,
-    is_default_domain,
-    is_reference,
-    iter_nodes,
-    reference_reason,
-    shadowed_names,
+    SCATTER_OPS, Scope, attr, describe, is_default_domain, is_reference, iter_nodes,
+    reference_reason, shadowed_names,
 )
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.spec import input_type_problem

@@ -63,16 +63,8 @@ import onnx_ir as ir
 from scatter_rewrite import custom_ops
 from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.graph import (
-    Scope,
-    attr,
-    body_nodes,
-    describe,
-    is_default_domain,
-    iter_nodes,
-    nodes_within,
-    reference_reason,
-    remove_unused_expands,
-    value_names,
+    Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within,
+    reference_reason, remove_unused_expands, value_names,
 )
 from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes import _segment_reduce as seg

@@ -59,29 +59,15 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import (
-    CUSTOM_SCATTER_OPS,
-    Scope,
-    attr,
-    constant_tensor,
-    describe,
-    is_default_domain,
-    iter_nodes,
-    nodes_within,
-    reference_reason,
-    remove_unused_expands,
+    CUSTOM_SCATTER_OPS, Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes,
+    nodes_within, reference_reason, remove_unused_expands,
 )
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
 from scatter_rewrite.passes._trt_support import (
-    BOOL_OUTPUT_OPS,
-    SUPPORTED_TYPES,
-    UNSUPPORTED_OPS,
-    as_parsed,
-    scatter_types,
-    type_names,
-    typed_inputs,
-    unsupported_type,
+    BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names,
+    typed_inputs, unsupported_type,
 )
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (

@@ -17,13 +17,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError, OptionError
 from scatter_rewrite.graph import (
-    DEFAULT_DOMAINS,
-    Scope,
-    attr,
-    default_opset,
-    describe,
-    describe_parts,
-    is_default_domain,
+    DEFAULT_DOMAINS, Scope, attr, default_opset, describe, describe_parts, is_default_domain,
     iter_nodes,
 )
 from scatter_rewrite.opset import (

@@ -1,4 +1,5 @@
-"""scatter-rewrite: ONNX graph passes for scatter operators (upgrade, fold, lower, TensorRT prep).
+"""scatter-rewrite: ONNX graph passes for scatter operators (upgrade, fold, lower, TensorRT prep,
+repair).
 
 The public API, re-exported lazily so that ``scatter-rewrite --help`` does not import onnx::
 
@@ -29,6 +30,7 @@ _EXPORTS = {
     "lower": "scatter_rewrite.api",
     "to_scatternd": "scatter_rewrite.api",
     "prepare_for_tensorrt": "scatter_rewrite.api",
+    "repair": "scatter_rewrite.api",
     "check": "scatter_rewrite.api",
     "CheckReport": "scatter_rewrite.readiness",
     "Finding": "scatter_rewrite.readiness",
@@ -59,7 +61,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from scatter_rewrite.api import (  # noqa: F401
-        check, fold, lower, prepare_for_tensorrt, rewrite, to_scatternd, upgrade,
+        check, fold, lower, prepare_for_tensorrt, repair, rewrite, to_scatternd, upgrade,
     )
     from scatter_rewrite.errors import (  # noqa: F401
         ConversionError, IndexOutOfRangeError, InvalidModelError, ModelLoadError, OptionError,

@@ -26,8 +26,8 @@ from scatter_rewrite.verbs import VERBS
 if TYPE_CHECKING:
     from scatter_rewrite.readiness import CheckReport
 
-__all__ = ["rewrite", "upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "check",
-           "ModelLike"]
+__all__ = ["rewrite", "upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "repair",
+           "check", "ModelLike"]
 
 logger = logging.getLogger("scatter_rewrite")
 ModelLike = TypeVar("ModelLike")
@@ -226,6 +226,29 @@ def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
     """
     return _run_verb("tensorrt", model, {"trt_version": trt_version, "fix_dims": fix_dims},
                      validate, inputs, rtol, atol, output, return_report)
+
+
+def repair(model: ModelLike, *, validate: bool = False, inputs: dict | None = None,
+           rtol: float | None = None, atol: float | None = None,
+           output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
+    """Repair the TorchScript exporter's accumulating scatters (zeros -> scatter without reduction
+    -> Add, wrong with repeated indices: pytorch/pytorch#61034, #111159) into what PyTorch
+    computed: the scatter with reduction add, lowered exactly below opset 16; a lookalike that is
+    not certainly the pattern is left alone, with the reason in the report. See
+    :mod:`scatter_rewrite.passes.repair`.
+
+    The one function that changes a model's results, so ``validate=True`` proves what it promises
+    instead of equality (:mod:`scatter_rewrite.repair_proof`): bit for bit equal to the original
+    on inputs without repeated indices, equal to the evaluator's add-reduction on inputs with
+    repeated indices (``inputs``, when given, too; ``rtol``/``atol``: your own bound for its float
+    outputs). The other arguments as in :func:`upgrade`.
+
+    Example::
+
+        repaired = scatter_rewrite.repair("gcn_ts11.onnx", output="gcn.repaired.onnx",
+                                          validate=True)
+    """
+    return _run_verb("repair", model, {}, validate, inputs, rtol, atol, output, return_report)
 
 
 def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:

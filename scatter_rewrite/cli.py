@@ -259,6 +259,8 @@ def _expand(models: list[Path], suffixes: list[str]) -> list[Path]:
 def _format(outcome: Any) -> str:
     lines = [f"{outcome.input} -> {outcome.output}" if outcome.output else f"{outcome.input}"]
     for p in outcome.passes:
+        if len(outcome.passes) > 1 and not (p["rewritten"] or p["skipped"] or p["notes"]):
+            continue  # a step of a composite verb (tensorrt) that had nothing to do: --report has it
         lines.append(f"  {p['pass']}: {len(p['rewritten'])} rewritten, {len(p['skipped'])} left "
                      "alone")
         lines += [f"    rewrote {n['node']}: {n['detail']}" for n in p["rewritten"][:20]]
@@ -698,15 +700,20 @@ def check(
         for r in reports:
             _print_report(r)
     from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START
+    from scatter_rewrite.passes.repair import REPAIR_NOTE
 
     for r in reports:
         suspects = sum(any(n.startswith(ACCUMULATE_NOTE_START) for n in f.notes)
                        for f in r.findings)
-        if suspects:  # not a blocker (the model may mean it), but what no rewrite can make right
+        if suspects:  # not a blocker (the model may mean it): what the export itself gets wrong
             named = f"{r.model}: " if len(reports) > 1 else ""
             typer.echo(f"scatter-rewrite: warning: {named}{suspects} scatter node(s) write "
                        "into zeros and are then added: the TorchScript export of an accumulating "
                        "op, wrong with repeated indices (see the notes)", err=True)
+        repairable = sum(REPAIR_NOTE in f.notes for f in r.findings)
+        if repairable:  # the nodes repair would change, and the command that does it
+            typer.echo(f"scatter-rewrite: fix: scatter-rewrite repair {r.model} "
+                       f"({repairable} node(s))", err=True)
         for note in r.notes:
             typer.echo(f"scatter-rewrite: note: {r.model}: {note}", err=True)
     blocked = [r for r in reports if r.blocked]

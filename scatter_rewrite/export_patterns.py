@@ -8,6 +8,8 @@ model it is given, and a fold should not pay for importing the TensorRT passes.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx_ir as ir
 
@@ -18,6 +20,9 @@ __all__ = [
 ]
 
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
+MEAN_NOTE_START = "is named as dynamo's export of scatter_reduce and has no reduction"
+# The dynamo exporter names a node after its aten op: node_scatter_reduce, node_scatter_reduce_1...
+_SCATTER_REDUCE_NAME = re.compile(r"node_scatter_reduce(_\d+)?$")
 
 
 def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
@@ -31,25 +36,47 @@ def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | Non
     if node.op_type not in ("Scatter", "ScatterElements", "ScatterND") or (reduction or "none") != "none":
         return None
     add = next((user for user, _ in node.outputs[0].uses() if user.op_type == "Add" and is_default_domain(user)), None)
-    if add is None or not node.inputs or not _is_constant_zeros(node.inputs[0]):  # (the Add first: no data read)
+    # (the Add first: no data read)
+    if add is None or not node.inputs or not is_constant_zeros(node.inputs[0]):
         return None
     return (f"{ACCUMULATE_NOTE_START} (Add {add.name or '<unnamed>'!r}): TorchScript's export of scatter_add "
             "(below opset 16), index_add and index_put_(accumulate=True), which counts a repeated index once where "
             "PyTorch sums; if indices can repeat, re-export with dynamo=True (or scatter_add at opset 16 or later)")
 
 
+def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
+    """A note when ``node`` looks like the dynamo exporter's form of
+    ``scatter_reduce(reduce="mean")`` (torch 2.13, opset 18): a ScatterElements with
+    ``reduction="none"`` written out, named ``node_scatter_reduce``. The mean is lost: each index
+    gets the last update written (with ``include_self=False`` after a first scatter of zeros). A
+    plain ``scatter`` exports to the very same node under another name, and a name is no
+    semantics, so no pass rewrites it: this only warns. ``reduction``: the attribute as written
+    (None when absent). None otherwise."""
+    if node.op_type != "ScatterElements" or reduction != "none":
+        return None
+    if not _SCATTER_REDUCE_NAME.match(node.name or ""):
+        return None
+    return (f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
+            "scatter_reduce(reduce='mean'), which keeps the last update written instead of the "
+            "mean; nothing but the name tells it from a plain scatter, so no verb changes it: "
+            "compute the mean as a scatter_reduce('sum') divided by a count (docs/repair.md)")
+
+
 def accumulate_export_notes(model: ir.Model) -> list[str]:
-    """:func:`accumulate_export_suspect` for every scatter node of ``model``, each note naming its node."""
+    """The exporter-pattern notes (:func:`accumulate_export_suspect`, :func:`mean_export_suspect`)
+    for every scatter node of ``model``, each note naming its node."""
     notes = []
     for node, scope in iter_nodes(model):
+        if not is_default_domain(node):
+            continue
         reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
-        note = accumulate_export_suspect(node, reduction) if is_default_domain(node) else None
-        if note is not None:
-            notes.append(f"{describe(node, scope)} {note}")
+        for suspect in (accumulate_export_suspect, mean_export_suspect):
+            if (note := suspect(node, reduction)) is not None:
+                notes.append(f"{describe(node, scope)} {note}")
     return notes
 
 
-def _is_constant_zeros(value: ir.Value | None, depth: int = 0) -> bool:
+def is_constant_zeros(value: ir.Value | None, depth: int = 0) -> bool:
     """Whether ``value`` is all zeros by construction: a zero Constant or initializer, a
     ConstantOfShape of zero (its default), or a Cast/Expand/Identity of one."""
     if value is None or depth > 8:
@@ -67,7 +94,7 @@ def _is_constant_zeros(value: ir.Value | None, depth: int = 0) -> bool:
     if node.op_type == "ConstantOfShape":
         return tensor is None or (tensor.type == ir.AttributeType.TENSOR and _all_zero(tensor.value))
     if node.op_type in ("Cast", "Expand", "Identity"):
-        return _is_constant_zeros(node.inputs[0] if node.inputs else None, depth + 1)
+        return is_constant_zeros(node.inputs[0] if node.inputs else None, depth + 1)
     return False
 
 

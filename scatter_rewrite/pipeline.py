@@ -291,8 +291,8 @@ def rewrite_model(
     if plan is not None:
         validation.allow_float_rounding(plan, results)
     outcome = Outcome(str(source_name or source), str(destination),
-                      [result_dict(r) for r in results], notes=suspects, verb=verb,
-                      options=dict(options or {}))
+                      [result_dict(r) for r in results], notes=without_repaired(suspects, results),
+                      verb=verb, options=dict(options or {}))
     del results  # they hold the model too
     if progress is not None:
         progress("checking" if plan is None or not outcome.modified else "validating")
@@ -304,7 +304,8 @@ def rewrite_model(
             del model  # written: free the rewritten weights (a folded result, say) now
         check_model(staged, source, source_name)
         if plan is not None and outcome.modified:
-            outcome.validation = _validated(source, staged, plan, outcome)
+            prove = VERBS[verb].prove if verb in VERBS else None
+            outcome.validation = _validated(source, staged, plan, outcome, prove, seed, inputs)
         written = (data_name if data_name is not None and (staged.parent / data_name).is_file()
                    else None)
     if replaced_data is not None:
@@ -320,12 +321,23 @@ def _finish(outcome: Outcome, started: float) -> Outcome:
     return outcome
 
 
-def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome) -> dict:
-    """``validate``'s result; a failure carries the passes that ran (``error.passes``), for the
-    report."""
+def without_repaired(notes: list[str], results: Sequence[ir.passes.PassResult]) -> list[str]:
+    """``notes`` (about the export) less those on a node the repair pass repaired."""
+    repaired = [n.node for r in results if getattr(r, "name", "") == "repair" for n in r.rewritten]
+    return [note for note in notes if not any(note.startswith(f"{node} ") for node in repaired)]
+
+
+def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome,
+               prove: Callable[..., dict] | None = None, seed: int = 0,
+               inputs: dict | None = None) -> dict:
+    """``validate``'s result (or the verb's own proof, ``prove``: see
+    :attr:`scatter_rewrite.verbs.Verb.prove`); a failure carries the passes that ran
+    (``error.passes``), for the report."""
     from scatter_rewrite import validate as validation
 
     try:
+        if prove is not None:  # repair's: its results are meant to change
+            return prove(original, rewritten, seed, inputs, plan.tolerance)
         return validation.validate(original, rewritten, plan).to_dict()
     except ScatterRewriteError as e:
         e.passes = outcome.passes

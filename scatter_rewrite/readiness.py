@@ -53,7 +53,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.export_patterns import accumulate_export_suspect
+from scatter_rewrite.export_patterns import accumulate_export_suspect, mean_export_suspect
 from scatter_rewrite.graph import (
     SCATTER_OPS, attr, describe_parts, function_calls, is_default_domain, is_reference, iter_nodes,
     reference_reason,
@@ -61,6 +61,7 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
+from scatter_rewrite.passes.repair import REPAIR_NOTE, repairable_nodes
 from scatter_rewrite.passes.tensorrt import (
     CUSTOM_AS_ONNX, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, is_reducing_scatter,
     scatter_data_blocker,
@@ -224,6 +225,7 @@ def _lower_refusal(model: ir.Model, opset: int) -> str | None:
 def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
     inlined = _Inlined(model, borrowed)
     findings = []
+    repairable = repairable_nodes(model)
     for node, scope in iter_nodes(model):
         # TensorRT's parser dispatches on op_type alone: a ScatterElements/ScatterND of another
         # domain (lower --mode custom or tensorrt-plugin writes them) is imported as the ONNX op.
@@ -261,6 +263,11 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
         accumulating = accumulate_export_suspect(node, finding.reduction)
         if accumulating is not None:
             finding.notes.append(accumulating)
+        if (mean := mean_export_suspect(node, finding.reduction)) is not None:
+            finding.notes.append(mean)
+        if id(node) in repairable:
+            finding.notes.append(REPAIR_NOTE)
+            finding.fix = finding.fix or "scatter-rewrite repair"
         findings.append(finding)
     return findings
 

@@ -21,7 +21,8 @@ from scatter_rewrite.testing import constant_scatter_model, scatter_model
 from scatter_rewrite.verbs import VERBS
 
 API_OF_VERB = {"upgrade": sr.upgrade, "fold": sr.fold, "lower": sr.lower,
-               "to_scatternd": sr.to_scatternd, "tensorrt": sr.prepare_for_tensorrt}
+               "to_scatternd": sr.to_scatternd, "tensorrt": sr.prepare_for_tensorrt,
+               "repair": sr.repair}
 SHARED = ["validate", "inputs", "rtol", "atol", "output", "return_report"]
 
 
@@ -33,8 +34,8 @@ def test_dir_lists_the_api_without_importing_onnx():
                           check=True)
     shown = json.loads(done.stdout)
     assert not shown["onnx"]
-    assert {"upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "check", "rewrite",
-            "ScatterRewriteError", "__version__"} <= set(shown["dir"])
+    assert {"upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "repair", "check",
+            "rewrite", "ScatterRewriteError", "__version__"} <= set(shown["dir"])
     assert not {"importlib", "annotations", "TYPE_CHECKING"} & set(shown["dir"])
     assert shown["version"][0].isdigit()
 
@@ -55,7 +56,8 @@ def test_every_pass_class_is_public():
     found = {name for name, value in exported.items() if inspect.isclass(value)
              and issubclass(value, ScatterPass) and value is not ScatterPass}
     assert found >= {"UpgradePass", "FoldPass", "LowerPass", "ToScatterNDPass", "TensorRTPass",
-                     "FixDimsPass", "SpecializeCallsPass", "LowerTensorScatterPass", "CapOpsetPass"}
+                     "FixDimsPass", "SpecializeCallsPass", "LowerTensorScatterPass", "CapOpsetPass",
+                     "RepairPass"}
     # every pass tensorrt_passes runs is reachable by a public name
     public = {getattr(passes, name) for name in passes.__all__}
     assert {type(p) for p in passes.tensorrt_passes("10", {"n": 2})} <= public

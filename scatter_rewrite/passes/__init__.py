@@ -24,6 +24,7 @@ _EXPORTS = {
     "FoldPass": ("scatter_rewrite.passes.fold", "FoldPass"),
     "LowerPass": ("scatter_rewrite.passes.lower", "LowerPass"),
     "ToScatterNDPass": ("scatter_rewrite.passes.to_scatternd", "ToScatterNDPass"),
+    "RepairPass": ("scatter_rewrite.passes.repair", "RepairPass"),
     "FixDimsPass": ("scatter_rewrite.passes.fix_dims", "FixDimsPass"),
     "SpecializeCallsPass": ("scatter_rewrite.passes.specialize", "SpecializeCallsPass"),
     "TensorRTPass": ("scatter_rewrite.passes.tensorrt", "TensorRTPass"),
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.fix_dims import FixDimsPass  # noqa: F401
     from scatter_rewrite.passes.fold import FoldPass  # noqa: F401
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
+    from scatter_rewrite.passes.repair import RepairPass  # noqa: F401
     from scatter_rewrite.passes.specialize import SpecializeCallsPass  # noqa: F401
     from scatter_rewrite.passes.tensorrt import (  # noqa: F401
         CapOpsetPass, LowerTensorScatterPass, TensorRTPass, tensorrt_passes,

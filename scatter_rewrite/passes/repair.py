@@ -1,0 +1,254 @@
+"""Repair the TorchScript exporter's accumulating scatters: the only pass that changes results.
+
+Rewrites, in the main graph, every If/Loop/Scan body and every model-local function, the chain
+the TorchScript exporter (``dynamo=False``) emits for ``scatter_add`` below opset 16, ``index_add``
+and ``index_put_(accumulate=True)`` at opsets 11-17 (pytorch/pytorch#61034, #111159)::
+
+    zeros = Constant(0...) | ConstantOfShape(0)(Shape(self)) | ConstantOfShape(0)(shape)
+    written = Scatter | ScatterElements | ScatterND (zeros, indices, updates)   # no reduction
+    result = Add(self, written)
+
+A repeated index is written once (the last write wins in onnxruntime) where PyTorch sums every
+update. The scatter becomes the same scatter with ``reduction="add"``, which is what PyTorch
+computed: ``self + (the sum of the updates at each index)``. At opset >= 16 that is the
+ScatterElements/ScatterND attribute; below, :mod:`~._segment_reduce`'s exact standard-op lowering
+(the one ``lower`` uses); a model at opset 9/10 first moves to opset 11 (``Scatter`` becomes
+``ScatterElements``, as ``upgrade`` does), since no lowering writes back with ``Scatter``.
+
+A chain is repaired only when all of these hold (each is what the exporter emits; a chain that
+fails one is left alone, its reason reported, since it may mean what it computes):
+
+* the scatter is of the default domain, with no ``reduction`` (or ``"none"``), not a reference
+  to a function attribute;
+* its data is all zeros by construction (a zero ``Constant``, a non-overridable zero initializer,
+  a ``ConstantOfShape`` of zero, or a Cast/Expand/Identity of one);
+* its result is read by exactly one node, an ``Add``, and is no graph output;
+* the Add's other input is the tensor the export accumulates into: of the zeros' data type and
+  exactly their shape (no broadcast), known statically or because the zeros are
+  ``ConstantOfShape(Shape(that tensor))``.
+
+Leaves alone: everything else; the repair is proven by :mod:`scatter_rewrite.repair_proof`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx_ir as ir
+
+from scatter_rewrite.export_patterns import is_constant_zeros
+from scatter_rewrite.graph import (
+    Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes, reference_reason,
+    nodes_within, remove_unused_expands, value_names,
+)
+from scatter_rewrite.passes import _segment_reduce as seg
+from scatter_rewrite.passes.base import NodeNote, ScatterPass
+
+SCATTERS = ("Scatter", "ScatterElements", "ScatterND")
+FIRST_ADD_REDUCTION_OPSET = 16
+FIRST_LOWERABLE_OPSET = 11
+EXPORTER_BEHAVIOUR = (
+    "TorchScript export of scatter_add (below opset 16), index_add or index_put_(accumulate=True): "
+    "zeros -> scatter without reduction -> Add counts a repeated index once where PyTorch sums "
+    "(pytorch/pytorch#61034, #111159)"
+)
+
+
+@dataclasses.dataclass
+class Site:
+    """One accumulating chain: its scatter, the Add that reads it and the scope they live in."""
+
+    scatter: ir.Node
+    add: ir.Node
+    scope: Scope
+
+
+def find_sites(model: ir.Model) -> tuple[list[Site], list[tuple[ir.Node, Scope, str]]]:
+    """The chains :class:`RepairPass` repairs, and each lookalike it leaves alone, with why."""
+    sites, lookalikes = [], []
+    for node, scope in iter_nodes(model):
+        if node.op_type not in SCATTERS or not is_default_domain(node) or not node.inputs:
+            continue
+        add = _sole_add(node)
+        if add is None or not _constant_fill(node.inputs[0]):
+            continue  # no chain of the exporter's shape: not a lookalike either
+        reason = _not_the_pattern(node, add)
+        if reason is None:
+            sites.append(Site(node, add, scope))
+        else:
+            lookalikes.append((node, scope, reason))
+    return sites, lookalikes
+
+
+def _sole_add(node: ir.Node) -> ir.Node | None:
+    """The Add that reads the scatter's result, when one does."""
+    return next((user for user, _ in node.outputs[0].uses()
+                 if user.op_type == "Add" and is_default_domain(user)), None)
+
+
+def _constant_fill(value: ir.Value | None, depth: int = 0) -> bool:
+    """Whether ``value`` is a constant the graph fills (zeros or not), as
+    :func:`~scatter_rewrite.export_patterns.is_constant_zeros` follows one: where a lookalike
+    starts."""
+    if value is None or depth > 8:
+        return False
+    producer = value.producer()
+    if producer is None:
+        return value.is_initializer()
+    if not is_default_domain(producer):
+        return False
+    if producer.op_type in ("Cast", "Expand", "Identity"):
+        return _constant_fill(producer.inputs[0] if producer.inputs else None, depth + 1)
+    return producer.op_type in ("Constant", "ConstantOfShape")
+
+
+def _not_the_pattern(node: ir.Node, add: ir.Node) -> str | None:
+    """Why ``node`` (a scatter into a constant, read by ``add``) is not certainly the exporter's
+    accumulation; None when it is."""
+    if (why := reference_reason(node)) is not None:
+        return why
+    reduction = attr(node, "reduction", "none") if node.op_type != "Scatter" else "none"
+    if reduction != "none":
+        return f"already reduces (reduction={reduction!r}): nothing to repair"
+    if len(node.inputs) != 3 or any(v is None for v in node.inputs):
+        return "does not have the 3 inputs data, indices, updates"
+    zeros, written = node.inputs[0], node.outputs[0]
+    if not is_constant_zeros(zeros):
+        return ("writes into a constant that is not all zeros (or a graph input's default that a "
+                "caller may override): not the exporter's zero fill")
+    users = [user for user, _ in written.uses()]
+    if len(users) != 1 or written.is_graph_output():
+        return ("its result is read by more than the Add: repairing it would change those readers "
+                "too")
+    others = [v for v in add.inputs if v is not written]
+    if len(add.inputs) != 2 or len(others) != 1:
+        return (f"the Add {add.name or '<unnamed>'!r} does not add the scatter's result to one "
+                "other tensor")
+    base = others[0]
+    if zeros.dtype is not None and base.dtype is not None and zeros.dtype != base.dtype:
+        return f"the Add reads a {base.dtype.name} tensor into {zeros.dtype.name} zeros"
+    if _shaped_by(zeros) is base:
+        return None
+    zero_shape, base_shape = _static_shape(zeros), _static_shape(base)
+    if zero_shape is None or base_shape is None:
+        return ("the shapes of the zeros and of the tensor the Add reads are not both static, and "
+                "the zeros are not ConstantOfShape(Shape(that tensor)): it cannot be certain they "
+                "match")
+    if zero_shape != base_shape:
+        return (f"the Add reads a tensor of shape {list(base_shape)} into zeros of shape "
+                f"{list(zero_shape)} (a broadcast): not the tensor the export accumulates into")
+    return None
+
+
+def _shaped_by(zeros: ir.Value) -> ir.Value | None:
+    """``v`` when ``zeros`` is ``ConstantOfShape(Shape(v))`` (Shape without start/end)."""
+    producer = zeros.producer()
+    if producer is None or producer.op_type != "ConstantOfShape" or not producer.inputs:
+        return None
+    shape = producer.inputs[0].producer() if producer.inputs[0] is not None else None
+    if shape is None or shape.op_type != "Shape" or not is_default_domain(shape):
+        return None
+    if attr(shape, "start", 0) != 0 or attr(shape, "end", None) is not None:
+        return None
+    return shape.inputs[0]
+
+
+def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
+    tensor = constant_tensor(value)
+    if tensor is not None:
+        return tuple(tensor.shape.dims)
+    producer = value.producer()
+    if producer is not None and producer.op_type == "ConstantOfShape" and producer.inputs:
+        dims = constant_tensor(producer.inputs[0])
+        if dims is not None:
+            return tuple(int(d) for d in dims.numpy().reshape(-1))
+    if value.shape is not None and all(isinstance(d, int) for d in value.shape):
+        return tuple(value.shape.dims)
+    return None
+
+
+REPAIR_NOTE = ("`scatter-rewrite repair` changes it into what PyTorch computed (reduction add: "
+               "repeated indices summed; see docs/repair.md)")
+
+
+def repairable_nodes(model: ir.Model) -> set[int]:
+    """The ids of the scatter nodes :class:`RepairPass` would change (for ``check``)."""
+    from scatter_rewrite.type_inference import (
+        annotate_functions_with, borrow_inferred_types, restore_types,
+    )
+
+    scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
+    borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
+    try:
+        return {id(site.scatter) for site in find_sites(model)[0]}
+    finally:
+        restore_types(borrowed)
+
+
+class RepairPass(ScatterPass):
+    """Give each TorchScript accumulating scatter ``reduction="add"`` (lowered below opset 16)."""
+
+    name = "repair"
+
+    def run(self, model: ir.Model) -> None:
+        from scatter_rewrite.type_inference import (
+            annotate_functions_with, borrow_inferred_types, restore_types,
+        )
+
+        # Static shapes the export may not have recorded (in functions: from their call sites).
+        scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
+        borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
+        try:
+            sites, lookalikes = find_sites(model)
+        finally:
+            restore_types(borrowed)
+        for node, scope, reason in lookalikes:
+            self.skip(node, scope, reason)
+        if not sites:
+            return
+        found = {id(site.scatter): describe(site.scatter, site.scope) for site in sites}
+        if any(site.scope.opset < FIRST_LOWERABLE_OPSET for site in sites):
+            from scatter_rewrite.passes.upgrade import UpgradePass
+
+            # Scatter -> ScatterElements, the model at opset 11: as `upgrade` does it
+            self.absorb(UpgradePass(FIRST_LOWERABLE_OPSET)(model))
+        # Scopes (and opsets) as they are now: the upgrade may have moved them.
+        scopes = {id(node): scope for node, scope in iter_nodes(model) if id(node) in found}
+        wanted = lambda node: id(node) in found  # noqa: E731
+        borrowed = borrow_inferred_types(model) + annotate_functions_with(model, wanted)
+        try:
+            names = seg.Names(value_names(model))
+            for site in sites:
+                self._repair(site.scatter, scopes[id(site.scatter)], found[id(site.scatter)], names)
+        finally:
+            restore_types(borrowed)
+
+    def _repair(self, node: ir.Node, scope: Scope, found_as: str, names: seg.Names) -> None:
+        node.op_type = "ScatterElements" if node.op_type == "Scatter" else node.op_type
+        node.attributes["reduction"] = ir.AttrString("reduction", "add")
+        if scope.opset >= FIRST_ADD_REDUCTION_OPSET:
+            self._record(found_as, f"-> {node.op_type}(reduction='add')")
+            return
+        reason = seg.reduction_blocker(node, scope.opset)
+        if reason is not None:
+            del node.attributes["reduction"]
+            self.skip(node, scope, f"{EXPORTER_BEHAVIOUR}; cannot be lowered at opset "
+                                   f"{scope.opset}: {reason}")
+            return
+        nodes, out = seg.lower_reduction(node, scope.opset, names)
+        old_inputs = list(node.inputs)
+        ir.convenience.replace_nodes_and_values(
+            scope.body, node, [node], nodes, [node.outputs[0]], [out])
+        remove_unused_expands(scope.body, old_inputs)
+        self._record(found_as, f"-> {node.op_type}(reduction='add') lowered to {len(nodes)} "
+                               f"standard nodes at opset {scope.opset} (sort + segmented add + "
+                               "ScatterND)")
+        if isinstance(scope.body, ir.Function):  # function values stay untyped, as lower leaves
+            for new_node in nodes_within(nodes):
+                for value in new_node.outputs:
+                    value.type, value.shape = None, None
+
+    def _record(self, found_as: str, detail: str) -> None:
+        note = NodeNote(found_as, f"{detail}: repairs the {EXPORTER_BEHAVIOUR}")
+        self.result.rewritten.append(note)
+        self.result.modified = True

@@ -1,0 +1,137 @@
+"""``scatter-rewrite repair`` and ``scatter_rewrite.repair``: the report names each repair, the
+exporter behaviour and the PyTorch issue; its proof replaces the proof of equality; ``check`` lists
+the nodes repair would change with the fix command; no other verb changes a model's results."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+from test_exporter_patterns import accumulate_model
+from typer.testing import CliRunner
+
+import scatter_rewrite as sr
+from scatter_rewrite.readiness import check
+from scatter_rewrite.cli import app
+
+runner = CliRunner()
+DATA = Path(__file__).parent / "data" / "torch_repair"
+
+
+def case(name: str, tmp_path: Path) -> tuple[Path, dict[str, np.ndarray], np.ndarray]:
+    path = Path(shutil.copy(DATA / f"{name}.onnx", tmp_path / f"{name}.onnx"))
+    arrays = np.load(DATA / f"{name}.npz")
+    return path, {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}, arrays["out_y"]
+
+
+def run_ort(model, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    model = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    return ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+
+
+def test_cli_repairs_and_reports(tmp_path):
+    path, inputs, expected = case("index_put_acc_ts11", tmp_path)
+    before = path.read_bytes()
+    report = tmp_path / "r.json"
+    result = runner.invoke(app, ["repair", str(path), "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    assert "pytorch/pytorch#61034, #111159" in result.stdout and "repair's proof" in result.stdout
+    assert "into zeros" not in result.stderr  # the repaired node is no longer warned about
+    [outcome] = json.loads(report.read_text())["models"]
+    assert outcome["validation"]["with_repeated_indices"]["original_differs"]
+    assert outcome["validation"]["without_repeated_indices"]["tolerance"] == "exact (bit for bit)"
+    repaired = run_ort(tmp_path / "index_put_acc_ts11.repaired.onnx", inputs)
+    np.testing.assert_allclose(repaired, expected, rtol=1e-5, atol=1e-5)
+    assert path.read_bytes() == before
+
+
+def test_only_the_repaired_nodes_lose_the_export_warning(tmp_path):
+    path, _, _ = case("index_put_acc_ts11", tmp_path)
+    _, kept = sr.upgrade(str(path), output=tmp_path / "u.onnx", return_report=True)
+    assert any("writes into zeros" in note for note in kept.notes)
+    _, repaired = sr.repair(str(path), validate=True, return_report=True)
+    assert not any("writes into zeros" in note for note in repaired.notes)
+    shared = tmp_path / "shared.onnx"  # a lookalike repair leaves: still warned about
+    model = accumulate_model("ScatterElements")
+    model.graph.output.append(onnx.helper.make_tensor_value_info(
+        model.graph.node[1].output[0], onnx.TensorProto.FLOAT, [4, 5]))
+    onnx.save(model, shared)
+    _, left = sr.repair(str(shared), return_report=True)
+    assert not left.modified and any("writes into zeros" in note for note in left.notes)
+
+
+def test_cli_leaves_a_lookalike_with_its_reason(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(accumulate_model(zeros="nonzero"), path)
+    result = runner.invoke(app, ["repair", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "left alone ScatterElements 'scatter_0'" in result.stdout
+    assert "not all zeros" in result.stdout
+    assert "nothing rewritten" in result.stdout
+
+
+def test_api_on_every_model_kind(tmp_path):
+    path, inputs, expected = case("scatter_add_ts13", tmp_path)
+    proto = onnx.load(path)
+    repaired, outcome = sr.repair(proto, validate=True, return_report=True)
+    assert isinstance(repaired, onnx.ModelProto)
+    assert outcome.validation["with_repeated_indices"]["original_differs"]
+    np.testing.assert_allclose(run_ort(repaired, inputs), expected, rtol=1e-5, atol=1e-5)
+    model = ir.serde.deserialize_model(proto)
+    assert isinstance(sr.repair(model), ir.Model)
+    assert [n.op_type for n in model.graph] == ["Constant", "ScatterElements", "Add"]  # not mutated
+    written = sr.repair(str(path), validate=True)
+    assert written.endswith("scatter_add_ts13.repaired.onnx")
+
+
+def test_check_lists_what_repair_changes(tmp_path):
+    path, _, _ = case("gnn_sum_ts13", tmp_path)
+    [finding] = check(ir.load(path), "opset-13")
+    assert finding.fix == "scatter-rewrite repair" and not finding.blocked
+    result = runner.invoke(app, ["check", str(path), "--target", "opset-13", "--json"])
+    assert result.exit_code == 0, result.output
+    assert f"fix: scatter-rewrite repair {path} (1 node(s))" in result.stderr
+
+
+def test_check_does_not_offer_repair_for_a_lookalike(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(accumulate_model(zeros="nonzero", reduction=None), path)
+    assert all(f.fix != "scatter-rewrite repair" for f in check(ir.load(path), "opset-18"))
+
+
+@pytest.mark.parametrize("verb,options", [("upgrade", {}), ("fold", {}), ("lower", {"opset": 13}),
+                                          ("to_scatternd", {}), ("prepare_for_tensorrt", {})])
+def test_no_other_verb_changes_the_results(verb, options, tmp_path):
+    path, inputs, expected = case("index_add_ts13", tmp_path)
+    proto = onnx.load(path)
+    rewritten = getattr(sr, verb)(proto, **options)
+    result = run_ort(rewritten, inputs)
+    np.testing.assert_array_equal(result, run_ort(proto, inputs))  # the export's result
+    assert not np.allclose(result, expected, rtol=1e-5, atol=1e-5)  # not PyTorch's
+
+
+def test_cli_proves_on_the_users_inputs_too(tmp_path):
+    path, inputs, _ = case("bev_pool_ts17", tmp_path)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    report = tmp_path / "r.json"
+    result = runner.invoke(app, ["repair", str(path), "--inputs", str(tmp_path / "inputs.npz"),
+                                 "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    repeated = json.loads(report.read_text())["models"][0]["validation"]["with_repeated_indices"]
+    assert repeated["user_inputs"] and repeated["original_differs"] and repeated["draws"] == 0
+
+
+def test_cli_rtol_atol_bound_the_proof_with_repeats(tmp_path):
+    path, _, _ = case("scatter_add_ts13", tmp_path)
+    report = tmp_path / "r.json"
+    result = runner.invoke(app, ["repair", str(path), "--rtol", "1e-3", "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    validation = json.loads(report.read_text())["models"][0]["validation"]
+    said = validation["with_repeated_indices"]["tolerance"]
+    assert said == "float outputs within the given rtol=0.001, atol=0.0"

@@ -144,7 +144,8 @@ def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = Fals
     :mod:`scatter_rewrite.passes.upgrade`.
 
     ``validate=True`` proves the result in onnxruntime (``inputs``: your own, name -> array;
-    ``rtol``/``atol``: your own bound for float outputs, see docs/validation.md); ``output``: where a model given as a path is written; ``return_report=True`` returns
+    ``rtol``/``atol``: your own bound for float outputs, see docs/validation.md); ``output``:
+    where a model given as a path is written; ``return_report=True`` returns
     ``(model, Outcome)``. The result is of the kind given (ModelProto, onnx_ir.Model, path,
     graph).
 

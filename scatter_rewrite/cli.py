@@ -165,24 +165,30 @@ Models = Annotated[list[str], typer.Argument(
     help="ONNX model files, or folders of them.", show_default=False, callback=_nonempty,
     metavar="MODEL...", click_type=_PathText())]
 Output = Annotated[Optional[str], typer.Option(
-    "-o", "--output", help="Where to write (a folder when several models are given, or when it ends with /). "
-    "Default: beside the input as <stem>.<verb>.onnx.", callback=_nonempty, metavar="OUT")]
+    "-o", "--output", help="Where to write (a folder when several models are given, or when it "
+    "ends with /). Default: beside the input as <stem>.<verb>.onnx.", callback=_nonempty,
+    metavar="OUT")]
 Validate = Annotated[bool, typer.Option(
-    "--validate/--no-validate", help="Prove the rewrite in onnxruntime against the original; write nothing if it differs.")]
+    "--validate/--no-validate",
+    help="Prove the rewrite in onnxruntime against the original; write nothing if it differs.")]
 Inputs = Annotated[Optional[str], typer.Option(
-    "--inputs", help="An .npz of model inputs to validate with, instead of generated ones.", callback=_nonempty,
-    metavar="X.npz")]
+    "--inputs", help="An .npz of model inputs to validate with, instead of generated ones.",
+    callback=_nonempty, metavar="X.npz")]
 Rtol = Annotated[Optional[float], typer.Option(
     "--rtol", help="Your own bound for float outputs: |rewritten - original| <= atol + rtol * "
     "|original| (default: exact, and float sums a rewrite reorders judged against a float64 "
     "evaluation).", metavar="R")]
 Atol = Annotated[Optional[float], typer.Option(
     "--atol", help="With --rtol (either alone: the other is 0).", metavar="A")]
-Report = Annotated[Optional[str], typer.Option("--report", help="Write a JSON report of what was done.",
-                                               callback=_nonempty, metavar="R.json")]
-InPlace = Annotated[bool, typer.Option("--in-place", help="Overwrite the input model (and its external data).")]
-Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Log each node rewritten; show tracebacks.")]
-CheckVerbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks and debug logs.")]
+Report = Annotated[Optional[str], typer.Option(
+    "--report", help="Write a JSON report of what was done.", callback=_nonempty,
+    metavar="R.json")]
+InPlace = Annotated[bool, typer.Option(
+    "--in-place", help="Overwrite the input model (and its external data).")]
+Verbose = Annotated[bool, typer.Option(
+    "-v", "--verbose", help="Log each node rewritten; show tracebacks.")]
+CheckVerbose = Annotated[bool, typer.Option(
+    "-v", "--verbose", help="Show tracebacks and debug logs.")]
 
 
 class Fail(Exception):
@@ -260,7 +266,7 @@ def _format(outcome: Any) -> str:
     lines = [f"{outcome.input} -> {outcome.output}" if outcome.output else f"{outcome.input}"]
     for p in outcome.passes:
         if len(outcome.passes) > 1 and not (p["rewritten"] or p["skipped"] or p["notes"]):
-            continue  # a step of a composite verb (tensorrt) that had nothing to do: --report has it
+            continue  # a step of a composite verb (tensorrt) with nothing to do: in --report
         lines.append(f"  {p['pass']}: {len(p['rewritten'])} rewritten, {len(p['skipped'])} left "
                      "alone")
         lines += [f"    rewrote {n['node']}: {n['detail']}" for n in p["rewritten"][:20]]

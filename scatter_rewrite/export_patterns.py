@@ -2,8 +2,8 @@
 which no rewrite can see is wrong (validation proves a rewrite equal to the export, not to PyTorch).
 Every verb notes them in its report and ``check`` in its findings.
 
-Kept apart from :mod:`scatter_rewrite.readiness`, which imports every pass: each verb asks this of the
-model it is given, and a fold should not pay for importing the TensorRT passes.
+Kept apart from :mod:`scatter_rewrite.readiness`, which imports every pass: each verb asks this of
+the model it is given, and a fold should not pay for importing the TensorRT passes.
 """
 
 from __future__ import annotations
@@ -33,15 +33,18 @@ def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | Non
     index is counted once where PyTorch sums. The model is what it is, so every rewrite keeps it
     (validation proves equality with the export, not with PyTorch); only the export can be fixed.
     None otherwise."""
-    if node.op_type not in ("Scatter", "ScatterElements", "ScatterND") or (reduction or "none") != "none":
+    if (node.op_type not in ("Scatter", "ScatterElements", "ScatterND")
+            or (reduction or "none") != "none"):
         return None
-    add = next((user for user, _ in node.outputs[0].uses() if user.op_type == "Add" and is_default_domain(user)), None)
+    add = next((user for user, _ in node.outputs[0].uses()
+                if user.op_type == "Add" and is_default_domain(user)), None)
     # (the Add first: no data read)
     if add is None or not node.inputs or not is_constant_zeros(node.inputs[0]):
         return None
-    return (f"{ACCUMULATE_NOTE_START} (Add {add.name or '<unnamed>'!r}): TorchScript's export of scatter_add "
-            "(below opset 16), index_add and index_put_(accumulate=True), which counts a repeated index once where "
-            "PyTorch sums; if indices can repeat, re-export with dynamo=True (or scatter_add at opset 16 or later)")
+    return (f"{ACCUMULATE_NOTE_START} (Add {add.name or '<unnamed>'!r}): TorchScript's export of "
+            "scatter_add (below opset 16), index_add and index_put_(accumulate=True), which "
+            "counts a repeated index once where PyTorch sums; if indices can repeat, re-export "
+            "with dynamo=True (or scatter_add at opset 16 or later)")
 
 
 def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
@@ -69,7 +72,8 @@ def accumulate_export_notes(model: ir.Model) -> list[str]:
     for node, scope in iter_nodes(model):
         if not is_default_domain(node):
             continue
-        reduction = attr(node, "reduction", None) if node.op_type in ("ScatterElements", "ScatterND") else None
+        reduction = (attr(node, "reduction", None)
+                     if node.op_type in ("ScatterElements", "ScatterND") else None)
         for suspect in (accumulate_export_suspect, mean_export_suspect):
             if (note := suspect(node, reduction)) is not None:
                 notes.append(f"{describe(node, scope)} {note}")
@@ -82,17 +86,21 @@ def is_constant_zeros(value: ir.Value | None, depth: int = 0) -> bool:
     if value is None or depth > 8:
         return False
     if value.producer() is None:  # an initializer, unless a graph input may override it
-        return value.const_value is not None and not value.is_graph_input() and _all_zero(value.const_value)
+        return (value.const_value is not None and not value.is_graph_input()
+                and _all_zero(value.const_value))
     node = value.producer()
     if node is None or not is_default_domain(node):
         return False
     tensor = node.attributes.get("value")
-    if tensor is not None and is_reference(tensor):  # a function's attribute: known at a call site only
+    # A function's attribute: known at a call site only.
+    if tensor is not None and is_reference(tensor):
         return False
     if node.op_type == "Constant":
-        return tensor is not None and tensor.type == ir.AttributeType.TENSOR and _all_zero(tensor.value)
+        return (tensor is not None and tensor.type == ir.AttributeType.TENSOR
+                and _all_zero(tensor.value))
     if node.op_type == "ConstantOfShape":
-        return tensor is None or (tensor.type == ir.AttributeType.TENSOR and _all_zero(tensor.value))
+        return tensor is None or (tensor.type == ir.AttributeType.TENSOR
+                                  and _all_zero(tensor.value))
     if node.op_type in ("Cast", "Expand", "Identity"):
         return is_constant_zeros(node.inputs[0] if node.inputs else None, depth + 1)
     return False
@@ -105,10 +113,10 @@ def _all_zero(tensor) -> bool:
             return False
         if array.dtype.kind not in "biufc":  # bfloat16, float8: ml_dtypes arrays
             array = array.astype(np.float32)
-    except Exception:  # an unreadable external file, an unconvertible type: not zeros we can vouch for
-        return False
-    # Block by block, stopping at the first nonzero one: a weight's first values say it is no zeros
-    # without paging in the rest of a mapped 64 MiB tensor (which the fold benchmark's peak paid for).
+    except Exception:
+        return False  # an unreadable external file, an unconvertible type: no zeros to vouch for
+    # Block by block, stopping at the first nonzero one: a weight's first values say it is no
+    # zeros without paging in the rest of a mapped 64 MiB tensor (the fold benchmark's peak paid).
     flat = array.reshape(-1)
     step = max(1, (1 << 20) // max(1, flat.itemsize))
     return not any(flat[start:start + step].any() for start in range(0, flat.size, step))

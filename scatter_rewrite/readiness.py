@@ -210,8 +210,8 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
 
 
 def _lower_refusal(model: ir.Model, opset: int) -> str | None:
-    """Why ``lower --opset N`` refuses to move ``model`` (its opset move's declared steps, on a copy),
-    None when it moves."""
+    """Why ``lower --opset N`` refuses to move ``model`` (its opset move's declared steps, on a
+    copy), None when it moves."""
     from scatter_rewrite.errors import ConversionError
     from scatter_rewrite.passes.lower import LowerPass
 

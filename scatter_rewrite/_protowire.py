@@ -41,7 +41,8 @@ _LENGTH_DELIMITED = 2
 
 # Sub-byte (packed) and string types: their raw_data length is not dims x itemsize.
 _PACKED_OR_UNSIZED = {
-    getattr(onnx.TensorProto, name) for name in ("UNDEFINED", "STRING", "INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+    getattr(onnx.TensorProto, name)
+    for name in ("UNDEFINED", "STRING", "INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
     if hasattr(onnx.TensorProto, name)
 }
 # Model files whose own bytes back ExternalTensors made by load_proto: those tensors are inline.
@@ -103,7 +104,8 @@ def _key(field: int, length: int) -> bytes:
 
 
 def load_proto(path: Path) -> onnx.ModelProto:
-    """The model at ``path`` with its big inline main-graph initializers as references into the file.
+    """The model at ``path`` with its big inline main-graph initializers as references into the
+    file.
 
     Raises WireError when the file is not well-formed protobuf (the caller then uses onnx.load).
     """
@@ -116,8 +118,8 @@ def checkable(path: Path) -> Iterator[str]:
 
     With big inline weights: a small file beside it, the model with those weights as external
     references into ``path`` (the checker needs their dtype and dims, and checks the file is there;
-    given ``path`` it would read and parse every byte of it), deleted afterwards. Otherwise ``path``.
-    """
+    given ``path`` it would read and parse every byte of it), deleted afterwards. Otherwise
+    ``path``."""
     path = Path(path)
     try:
         model, mapped = _load(path)
@@ -156,7 +158,11 @@ def _load_mapped(buf: mmap.mmap, path: Path) -> tuple[onnx.ModelProto, int]:
             continue
         graph = bytearray()
         for g_field, g_wire, g_key, g_start, g_end in _fields(buf, start, end):
-            if g_field == _GRAPH_INITIALIZER and g_wire == _LENGTH_DELIMITED and g_end - g_start >= MAP_MIN_BYTES:
+            if (
+                g_field == _GRAPH_INITIALIZER
+                and g_wire == _LENGTH_DELIMITED
+                and g_end - g_start >= MAP_MIN_BYTES
+            ):
                 tensor = _mapped_tensor(buf, g_start, g_end, path.name)
                 if tensor is not None:
                     mapped.append(tensor)
@@ -189,7 +195,9 @@ def _mapped_tensor(buf, start: int, end: int, location: str) -> onnx.TensorProto
     except (KeyError, ValueError, TypeError):
         return None
     if int(np.prod(tensor.dims, dtype=np.int64)) * itemsize != raw[1]:
-        return None  # raw_data does not match dtype and dims: parsed as usual, for the checker to see
+        return (
+            None  # raw_data does not match dtype and dims: parsed as usual, for the checker to see
+        )
     tensor.data_location = onnx.TensorProto.EXTERNAL
     for key, value in (("location", location), ("offset", str(raw[0])), ("length", str(raw[1]))):
         entry = tensor.external_data.add()
@@ -198,8 +206,8 @@ def _mapped_tensor(buf, start: int, end: int, location: str) -> onnx.TensorProto
 
 
 # StringStringEntryProto {key: "location"} (field 1, 8 bytes): what every external data reference
-# (TensorProto.external_data) holds. A value named "location" has the same bytes, so a find is only a
-# reason to parse the model.
+# (TensorProto.external_data) holds. A value named "location" has the same bytes, so a find is only
+# a reason to parse the model.
 _LOCATION_KEY = b"\x0a\x08location"
 
 
@@ -228,7 +236,11 @@ def _spans_but_big_raw_data(buf) -> list[tuple[int, int | None]]:
         if field != _MODEL_GRAPH or wire != _LENGTH_DELIMITED:
             continue
         for i_field, i_wire, _, i_start, i_end in _fields(buf, g_start, g_end):
-            if i_field != _GRAPH_INITIALIZER or i_wire != _LENGTH_DELIMITED or i_end - i_start < MAP_MIN_BYTES:
+            if (
+                i_field != _GRAPH_INITIALIZER
+                or i_wire != _LENGTH_DELIMITED
+                or i_end - i_start < MAP_MIN_BYTES
+            ):
                 continue
             for t_field, t_wire, _, t_start, t_end in _fields(buf, i_start, i_end):
                 if t_field == _TENSOR_RAW_DATA and t_wire == _LENGTH_DELIMITED:
@@ -243,8 +255,14 @@ def is_self_mapped(tensor: object) -> bool:
 
 
 def _streamable(tensor) -> bool:
-    return (tensor is not None and tensor.nbytes >= STREAM_MIN_BYTES and tensor.dtype != ir.DataType.STRING
-            and tensor.dtype.bitwidth >= 8 and not tensor.doc_string and not tensor.metadata_props)
+    return (
+        tensor is not None
+        and tensor.nbytes >= STREAM_MIN_BYTES
+        and tensor.dtype != ir.DataType.STRING
+        and tensor.dtype.bitwidth >= 8
+        and not tensor.doc_string
+        and not tensor.metadata_props
+    )
 
 
 def _raw_bytes(tensor) -> np.ndarray:
@@ -276,12 +294,19 @@ def save_inline(model: ir.Model, path: Path) -> None:
         del skeleton
         for value in big:
             tensor = value.const_value
-            header = onnx.TensorProto(name=value.name, data_type=int(tensor.dtype),
-                                      dims=[int(d) for d in tensor.shape.numpy()]).SerializeToString()
+            header = onnx.TensorProto(
+                name=value.name,
+                data_type=int(tensor.dtype),
+                dims=[int(d) for d in tensor.shape.numpy()],
+            ).SerializeToString()
             data = _raw_bytes(tensor)
             tensor_length = len(header) + len(_key(_TENSOR_RAW_DATA, data.nbytes)) + data.nbytes
             graph_length = len(_key(_GRAPH_INITIALIZER, tensor_length)) + tensor_length
-            f.write(_key(_MODEL_GRAPH, graph_length) + _key(_GRAPH_INITIALIZER, tensor_length) + header
-                    + _key(_TENSOR_RAW_DATA, data.nbytes))
+            f.write(
+                _key(_MODEL_GRAPH, graph_length)
+                + _key(_GRAPH_INITIALIZER, tensor_length)
+                + header
+                + _key(_TENSOR_RAW_DATA, data.nbytes)
+            )
             f.write(memoryview(data))
             del data

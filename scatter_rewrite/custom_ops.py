@@ -49,7 +49,9 @@ def _kernels():
     from scatter_rewrite.evaluator import scatter_elements, scatter_nd
 
     def elements(data, indices, updates, axis=0, reduction="none"):
-        return scatter_elements(data, indices, updates, axis=int(axis), reduction=reduction or "none")
+        return scatter_elements(
+            data, indices, updates, axis=int(axis), reduction=reduction or "none"
+        )
 
     def nd(data, indices, updates, reduction="none"):
         return scatter_nd(data, indices, updates, reduction=reduction or "none")
@@ -68,8 +70,13 @@ def _never_raising(kernel, op_type: str):
             if _failures is not None:
                 _failures.append(e)
             else:  # a session run without run(): nothing will raise it, so say it
-                logger.error("%s::%s failed, its output is its data unchanged (run the session with "
-                             "scatter_rewrite.custom_ops.run to have this raised): %s", DOMAIN, op_type, e)
+                logger.error(
+                    "%s::%s failed, its output is its data unchanged (run the session with "
+                    "scatter_rewrite.custom_ops.run to have this raised): %s",
+                    DOMAIN,
+                    op_type,
+                    e,
+                )
             return data
 
     return op
@@ -98,7 +105,9 @@ def _register_python_ops() -> bool:
     try:
         from onnxruntime_extensions import PyCustomOpDef, onnx_op
     except ImportError:
-        logger.debug("onnxruntime-extensions is not installed: custom-domain scatter nodes cannot run")
+        logger.debug(
+            "onnxruntime-extensions is not installed: custom-domain scatter nodes cannot run"
+        )
         return False
     elements, nd = _kernels()
     P = PyCustomOpDef
@@ -112,8 +121,15 @@ def _register_python_ops() -> bool:
     elements_attrs = {"axis": P.dt_int64, "reduction": P.dt_string}
     for dt in data_types:
         for it in (P.dt_int64, P.dt_int32):
-            onnx_op(op_type="ScatterElements", inputs=[dt, it, dt], outputs=[dt], attrs=elements_attrs)(elements)
-        onnx_op(op_type="ScatterND", inputs=[dt, P.dt_int64, dt], outputs=[dt], attrs={"reduction": P.dt_string})(nd)
+            onnx_op(
+                op_type="ScatterElements", inputs=[dt, it, dt], outputs=[dt], attrs=elements_attrs
+            )(elements)
+        onnx_op(
+            op_type="ScatterND",
+            inputs=[dt, P.dt_int64, dt],
+            outputs=[dt],
+            attrs={"reduction": P.dt_string},
+        )(nd)
     return True
 
 

@@ -23,9 +23,11 @@ __all__ = [
 ]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
-# Every scatter operator of the default domain, deprecated Scatter and opset-24 TensorScatter included.
+# Every scatter operator of the default domain, deprecated Scatter and opset-24 TensorScatter
+# included.
 SCATTER_OPS = frozenset({"Scatter", "ScatterElements", "ScatterND", "TensorScatter"})
-# The custom-domain scatters ``lower --mode custom|tensorrt-plugin`` writes: the standard ops at opset 18.
+# The custom-domain scatters ``lower --mode custom|tensorrt-plugin`` writes: the standard ops at
+# opset 18.
 CUSTOM_SCATTER_OPS = frozenset({"ScatterElements", "ScatterND"})
 
 
@@ -35,7 +37,9 @@ class Scope:
 
     body: ir.Graph | ir.Function
     opset: int
-    where: str  # human-readable location: "main graph", "If 'cond' then_branch", "function local::F"
+    where: (
+        str  # human-readable location: "main graph", "If 'cond' then_branch", "function local::F"
+    )
 
     @property
     def is_function(self) -> bool:
@@ -138,14 +142,16 @@ def remove_unused_expands(body: ir.Graph | ir.Function, values: Iterable[ir.Valu
 
 def shadowed_names(model: ir.Model) -> set[str]:
     """The names of subgraph initializers (If/Loop/Scan bodies, nested) that an enclosing graph or
-    function also defines. The IR reads the subgraph's own value, but runtimes differ: onnx.reference
-    reads the outer one, onnxruntime the outer one while something else reads it and the inner one
-    otherwise. A value of such a name is known for sure in neither scope."""
+    function also defines. The IR reads the subgraph's own value, but runtimes differ:
+    onnx.reference reads the outer one, onnxruntime the outer one while something else reads it and
+    the inner one otherwise. A value of such a name is known for sure in neither scope."""
     found: set[str] = set()
 
     def visit(body: ir.Graph | ir.Function, outer: tuple[set[str], ...]) -> None:
         if isinstance(body, ir.Graph) and outer:
-            found.update(name for name in body.initializers if any(name in names for names in outer))
+            found.update(
+                name for name in body.initializers if any(name in names for names in outer)
+            )
         subgraphs = [graph for node in body if node.attributes for _, graph in _subgraphs(node)]
         if not subgraphs:
             return  # most bodies: no names to collect
@@ -163,7 +169,8 @@ def shadowed_names(model: ir.Model) -> set[str]:
 
 
 def value_names(model: ir.Model) -> set[str]:
-    """Every value name in the model: inputs, outputs, initializers and node outputs of every scope."""
+    """Every value name in the model: inputs, outputs, initializers and node outputs of every
+    scope."""
     names: set[str] = set()
     for scope in iter_scopes(model):
         body = scope.body

@@ -43,7 +43,8 @@ EXTERNAL_THRESHOLD_BYTES = 1024  # tensors at least this big go to the external 
 
 
 def load_model(path: str | os.PathLike) -> ir.Model:
-    """Load ``path`` as an ``ir.Model`` without reading external weights, or raise ModelLoadError."""
+    """Load ``path`` as an ``ir.Model`` without reading external weights, or raise
+    ModelLoadError."""
     return to_ir(load_proto(path), path)
 
 
@@ -64,7 +65,8 @@ def load_proto(path: str | os.PathLike) -> onnx.ModelProto:
             proto = onnx.load(path, load_external_data=False)  # says what is wrong with the file
     except (google.protobuf.message.DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as e:
         raise ModelLoadError(
-            f"{path}: not a readable ONNX model (truncated or not protobuf: {_first_line(e)}); re-export it"
+            f"{path}: not a readable ONNX model (truncated or not protobuf: {_first_line(e)}); "
+            "re-export it"
         ) from e
     if not proto.HasField("graph") or proto.ir_version <= 0 or not proto.opset_import:
         raise ModelLoadError(
@@ -75,7 +77,8 @@ def load_proto(path: str | os.PathLike) -> onnx.ModelProto:
 
 
 def to_ir(proto: onnx.ModelProto, path: str | os.PathLike) -> ir.Model:
-    """``proto`` (from :func:`load_proto` of ``path``) as an ``ir.Model``; ModelLoadError if the IR rejects it."""
+    """``proto`` (from :func:`load_proto` of ``path``) as an ``ir.Model``; ModelLoadError if the IR
+    rejects it."""
     model = deserialize(proto, str(path))
     ir.external_data.set_base_dir(model.graph, Path(path).parent)
     _unfence_self_mapped(model, Path(path))
@@ -87,13 +90,17 @@ def deserialize(proto: onnx.ModelProto, what: str = "the model") -> ir.Model:
     wraps it in one "Error calling _deserialize_..." per level) if the IR rejects it."""
     try:
         return ir.serde.deserialize_model(proto)
-    except Exception as e:  # the IR rejects structurally broken graphs, and what it does not implement
+    except (
+        Exception
+    ) as e:  # the IR rejects structurally broken graphs, and what it does not implement
         cause = e
         while cause.__cause__ is not None or cause.__context__ is not None:
             cause = cause.__cause__ or cause.__context__
         if isinstance(cause, NotImplementedError) and "Sparse" in str(cause):
-            raise ModelLoadError(f"{what}: holds a sparse tensor (a Constant's sparse_value, a sparse initializer "
-                                 "or attribute), which onnx_ir cannot read yet; store it dense") from e
+            raise ModelLoadError(
+                f"{what}: holds a sparse tensor (a Constant's sparse_value, a sparse initializer "
+                "or attribute), which onnx_ir cannot read yet; store it dense"
+            ) from e
         raise ModelLoadError(f"{what}: invalid ONNX model: {_first_line(cause)}") from e
 
 
@@ -108,58 +115,80 @@ def _unfence_self_mapped(model: ir.Model, path: Path) -> None:
         if (isinstance(tensor, ir.ExternalTensor) and os.fspath(tensor.location) == path.name
                 and _protowire.is_self_mapped(tensor)):
             value.const_value = ir.ExternalTensor(
-                real, tensor.offset, tensor.length, tensor.dtype, shape=tensor.shape, name=tensor.name,
-                doc_string=tensor.doc_string, metadata_props=dict(tensor.metadata_props), base_dir="")
+                real,
+                tensor.offset,
+                tensor.length,
+                tensor.dtype,
+                shape=tensor.shape,
+                name=tensor.name,
+                doc_string=tensor.doc_string,
+                metadata_props=dict(tensor.metadata_props),
+                base_dir="",
+            )
 
 
 def _check_external_files(proto: onnx.ModelProto, path: Path) -> None:
     """Every external data reference is readable as onnx_ir and onnxruntime will read it: a regular
-    file inside the model's folder (also once symlinks are resolved), with one hard link, long enough
-    for the tensor's bytes. ModelLoadError naming the tensor and the fix otherwise."""
+    file inside the model's folder (also once symlinks are resolved), with one hard link, long
+    enough for the tensor's bytes. ModelLoadError naming the tensor and the fix otherwise."""
     folder = os.path.realpath(path.parent)
     sizes: dict[str, int] = {}
     for tensor in _external_tensors(proto):
         location = _location(tensor)
         where = f"{path}: tensor '{tensor.name}'"
         if not location:
-            raise ModelLoadError(f"{where} is marked as external data but names no file; re-export the model")
+            raise ModelLoadError(
+                f"{where} is marked as external data but names no file; re-export the model"
+            )
         if os.path.normpath(location) == path.name:
             continue  # a big inline weight mapped from the model file itself (see _protowire)
         normal = os.path.normpath(location)
         if os.path.isabs(location) or normal == ".." or normal.startswith(".." + os.sep):
-            raise ModelLoadError(f"{where} keeps its data in '{location}', outside the model's folder, which "
-                                 "onnx and onnxruntime refuse; move the file beside the model and re-save it")
+            raise ModelLoadError(
+                f"{where} keeps its data in '{location}', outside the model's folder, which "
+                "onnx and onnxruntime refuse; move the file beside the model and re-save it"
+            )
         file = path.parent / location
         if not file.exists():
-            raise ModelLoadError(f"{path}: external data file '{location}' for tensor '{tensor.name}' is missing; "
-                                 "keep it beside the model")
+            raise ModelLoadError(
+                f"{path}: external data file '{location}' for tensor '{tensor.name}' is missing; "
+                "keep it beside the model"
+            )
         if not file.is_file():
             raise ModelLoadError(f"{where}: its external data '{location}' is not a file")
         real = os.path.realpath(file)
         if not real.startswith(folder + os.sep):
-            raise ModelLoadError(f"{where}: its external data file '{location}' is a symlink to {real}, outside "
-                                 "the model's folder, which onnx refuses; copy the file beside the model (cp -L)")
+            raise ModelLoadError(
+                f"{where}: its external data file '{location}' is a symlink to {real}, outside "
+                "the model's folder, which onnx refuses; copy the file beside the model (cp -L)"
+            )
         if os.stat(real).st_nlink > 1:
-            raise ModelLoadError(f"{where}: its external data file '{location}' has {os.stat(real).st_nlink} hard "
-                                 "links, which onnx_ir refuses to read; make it a file of its own (cp, not ln)")
+            raise ModelLoadError(
+                f"{where}: its external data file '{location}' has {os.stat(real).st_nlink} hard "
+                "links, which onnx_ir refuses to read; make it a file of its own (cp, not ln)"
+            )
         size = sizes.setdefault(real, os.stat(real).st_size)
         offset, length = _extent(tensor)
         if offset + length > size:
-            raise ModelLoadError(f"{where} needs bytes {offset} to {offset + length} of '{location}', which has "
-                                 f"{size}: the data file is truncated or not this model's; copy it again")
+            raise ModelLoadError(
+                f"{where} needs bytes {offset} to {offset + length} of '{location}', which has "
+                f"{size}: the data file is truncated or not this model's; copy it again"
+            )
 
 
 def check_in_memory_references(proto: onnx.ModelProto) -> None:
-    """A ModelProto whose weights stayed in external files (``onnx.load(path, load_external_data=False)``)
-    no longer knows its folder: the files are looked up from the current folder. ModelLoadError
-    saying so plainly when one is not there, instead of failing later on a read."""
+    """A ModelProto whose weights stayed in external files (``onnx.load(path,
+    load_external_data=False)``) no longer knows its folder: the files are looked up from the
+    current folder. ModelLoadError saying so plainly when one is not there, instead of failing later
+    on a read."""
     for tensor in _external_tensors(proto):
         location = _location(tensor) or ""
         if not location or not os.path.isfile(location):
             raise ModelLoadError(
-                f"the ModelProto keeps tensor '{tensor.name}' in the external file '{location}', which is not "
-                "found from the current folder: pass the model's path instead, or load it with its data "
-                "(onnx.load(path), load_external_data=True)")
+                f"the ModelProto keeps tensor '{tensor.name}' in the external file '{location}', "
+                "which is not found from the current folder: pass the model's path instead, or "
+                "load it with its data (onnx.load(path), load_external_data=True)"
+            )
 
 
 def _extent(tensor: onnx.TensorProto) -> tuple[int, int]:
@@ -208,8 +237,9 @@ def _first_line(e: BaseException) -> str:
 
 def _needs_external_data(tensors: list[ir.TensorProtocol]) -> bool:
     """Whether a model whose tensors are ``tensors`` (:func:`_all_tensors`: initializers and tensor
-    attributes such as a Constant's ``value``, in every graph, subgraph and function) must be written
-    with external data: some tensor came with it (kept that way), or they would not fit in one protobuf."""
+    attributes such as a Constant's ``value``, in every graph, subgraph and function) must be
+    written with external data: some tensor came with it (kept that way), or they would not fit in
+    one protobuf."""
     total = 0
     for tensor in tensors:
         if isinstance(tensor, ir.ExternalTensor) and not _protowire.is_self_mapped(tensor):
@@ -219,7 +249,8 @@ def _needs_external_data(tensors: list[ir.TensorProtocol]) -> bool:
 
 
 def _initializer_values(model: ir.Model) -> Iterator[ir.Value]:
-    """Every initializer with a value, of the main graph and every subgraph (functions' included)."""
+    """Every initializer with a value, of the main graph and every subgraph (functions'
+    included)."""
     from scatter_rewrite.graph import iter_scopes
 
     for scope in iter_scopes(model):
@@ -236,7 +267,11 @@ def _tensor_attributes(model: ir.Model) -> Iterator[tuple[ir.Node, str, ir.Attr]
         if not node.attributes:
             continue
         for name, attr in node.attributes.items():
-            if isinstance(attr, ir.Attr) and attr.type == ir.AttributeType.TENSOR and attr.value is not None:
+            if (
+                isinstance(attr, ir.Attr)
+                and attr.type == ir.AttributeType.TENSOR
+                and attr.value is not None
+            ):
                 yield node, name, attr
 
 
@@ -255,12 +290,12 @@ def _release_mapped_weights(tensors: list[ir.TensorProtocol]) -> None:
 
 
 def _save_with_external_data(model: ir.Model, path: Path, data_name: str) -> None:
-    """``ir.save(model, path, external_data=data_name, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES)``,
-    tensor attributes included (``ir.save`` moves initializers only, so a big Constant would stay
-    in the protobuf): every initializer, then every tensor attribute, over the threshold is written to
-    ``data_name`` beside ``path`` in that order (initializers densely, in declaration order); smaller
-    external ones are read back inline. No data file is written when no tensor is over the threshold.
-    ``model`` is unchanged afterwards."""
+    """``ir.save(model, path, external_data=data_name,
+    size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES)``, tensor attributes included (``ir.save`` moves
+    initializers only, so a big Constant would stay in the protobuf): every initializer, then every
+    tensor attribute, over the threshold is written to ``data_name`` beside ``path`` in that order
+    (initializers densely, in declaration order); smaller external ones are read back inline. No
+    data file is written when no tensor is over the threshold. ``model`` is unchanged afterwards."""
     values = list(_initializer_values(model))
     attributes = list(_tensor_attributes(model))
     tensors = [v.const_value for v in values] + [attr.value for _, _, attr in attributes]
@@ -268,10 +303,14 @@ def _save_with_external_data(model: ir.Model, path: Path, data_name: str) -> Non
     big = [i for i, t in enumerate(tensors) if t.nbytes > EXTERNAL_THRESHOLD_BYTES]
     small = [i for i, t in enumerate(tensors)
              if t.nbytes <= EXTERNAL_THRESHOLD_BYTES and isinstance(t, ir.ExternalTensor)]
-    for i, tensor in zip(small, ir.external_data.convert_tensors_from_external([tensors[i] for i in small])):
+    for i, tensor in zip(
+        small, ir.external_data.convert_tensors_from_external([tensors[i] for i in small])
+    ):
         written[i] = tensor
     if big:
-        external = ir.external_data.convert_tensors_to_external([tensors[i] for i in big], path.parent, data_name)
+        external = ir.external_data.convert_tensors_to_external(
+            [tensors[i] for i in big], path.parent, data_name
+        )
         for i, tensor in zip(big, external):
             written[i] = tensor
     try:
@@ -301,7 +340,8 @@ def external_data_files(proto: onnx.ModelProto, path: str | os.PathLike) -> list
 
 def input_data_files(path: str | os.PathLike) -> list[str]:
     """:func:`external_data_files` of the model file at ``path``, parsed only where its bytes may
-    hold a reference (:func:`_protowire.may_have_external_data`). ModelLoadError when it cannot be read."""
+    hold a reference (:func:`_protowire.may_have_external_data`). ModelLoadError when it cannot be
+    read."""
     path = Path(path)
     try:
         if not _protowire.may_have_external_data(path):
@@ -325,10 +365,9 @@ def in_place_data_name(model_path: Path, input_files: list[str]) -> str:
     """The external data file for an in-place rewrite of ``model_path``, whose tensors were in
     ``input_files`` (:func:`external_data_files`): that file's own name when there is exactly one
     (it is then replaced by the new one, atomically, as the model file is: --in-place overwrites the
-    input's external data too, so another model sharing that file would lose it: the CLI refuses a run
-    holding both), else
-    :func:`data_file_name`; the input's other data files are then left where they are (see
-    :func:`staged_save`), since they may be another model's too."""
+    input's external data too, so another model sharing that file would lose it: the CLI refuses a
+    run holding both), else :func:`data_file_name`; the input's other data files are then left where
+    they are (see :func:`staged_save`), since they may be another model's too."""
     if len(input_files) == 1:
         location = input_files[0]
         parts = Path(location).parts
@@ -341,7 +380,8 @@ def in_place_data_name(model_path: Path, input_files: list[str]) -> str:
 def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLike,
                 data_name: str | None = None, external: bool = False) -> Iterator[Path]:
     """Write ``model`` into a temporary folder beside ``destination``; yield the staged model path.
-    (A ModelProto, one without external data, is written as it is: see ``passes.upgrade.upgrade_proto``.)
+    (A ModelProto, one without external data, is written as it is: see
+    ``passes.upgrade.upgrade_proto``.)
 
     External data, when the model needs it (it came with some, or it would not fit in one protobuf),
     goes to ``data_name`` (a path relative to ``destination``'s folder; default
@@ -376,11 +416,17 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
                     _save_with_external_data(model, staged, data_name)
                 else:
                     _protowire.save_inline(model, staged)  # big weights written from their buffers
-                _release_mapped_weights(tensors)  # (the model's own tensors: saving leaves it unchanged)
+                _release_mapped_weights(
+                    tensors
+                )  # (the model's own tensors: saving leaves it unchanged)
                 del tensors
-        except OSError as e:  # a full disk, say: the user's to fix (the inputs were checked on load)
+        except (
+            OSError
+        ) as e:  # a full disk, say: the user's to fix (the inputs were checked on load)
             raise write_error(destination, e) from e
-        del model  # validation of the staged file need not find the rewritten weights still held here
+        del (
+            model
+        )  # validation of the staged file need not find the rewritten weights still held here
         yield staged
         # The data file first: the model file that points at it appears last. (Both or neither:
         # a stop signal waits.)
@@ -436,11 +482,12 @@ def _stop_signals_held() -> Iterator[None]:
 
 
 def replace_file(new: Path, target: Path, like: Path | None = None) -> None:
-    """``os.replace(new, target)``, ``new`` taking first the permission bits of the file at ``target``
-    (through a symlink, as ``sed -i`` reads it) and, where this process may set them (root), its owner
-    and group, as ``sed -i`` does and as ``cp`` onto an existing file keeps them: rewriting a private
-    (0600) model must not leave it readable by all. Where nothing is there, those of the file ``like``
-    if it exists, else ``new`` keeps the mode it was created with (the umask default)."""
+    """``os.replace(new, target)``, ``new`` taking first the permission bits of the file at
+    ``target`` (through a symlink, as ``sed -i`` reads it) and, where this process may set them
+    (root), its owner and group, as ``sed -i`` does and as ``cp`` onto an existing file keeps them:
+    rewriting a private (0600) model must not leave it readable by all. Where nothing is there,
+    those of the file ``like`` if it exists, else ``new`` keeps the mode it was created with (the
+    umask default)."""
     old = None
     for source in (target, like):
         try:
@@ -454,7 +501,8 @@ def replace_file(new: Path, target: Path, like: Path | None = None) -> None:
         if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):
             try:
                 os.chown(new, old.st_uid, old.st_gid)
-            except OSError:  # not root: the group alone, where this user is in it (best effort, as sed -i)
+            # not root: the group alone, where this user is in it (best effort, as sed -i)
+            except OSError:
                 with contextlib.suppress(OSError):
                     os.chown(new, -1, old.st_gid)
         os.chmod(new, stat.S_IMODE(old.st_mode))  # (after chown, which may clear set-id bits)
@@ -466,8 +514,10 @@ def write_error(destination: Path, e: OSError) -> OptionError:
     permission the folder, never the staging folder's name (``[Errno 13] Permission denied:
     'out/.scatter-rewrite-m9rsooms'``)."""
     if isinstance(e, PermissionError):
-        return OptionError(f"could not write {destination}: permission denied in {destination.parent}; "
-                           "write the output elsewhere (-o)")
+        return OptionError(
+            f"could not write {destination}: permission denied in {destination.parent}; "
+            "write the output elsewhere (-o)"
+        )
     return OptionError(f"could not write {destination} ({e.strerror or _first_line(e)})")
 
 
@@ -483,8 +533,8 @@ def unwritable_folder(destination: Path) -> Path | None:
 
 
 def _make_folders(folder: Path) -> list[Path]:
-    """``mkdir -p folder``; the folders it created, deepest first (removed again if the write fails).
-    OptionError when it cannot (a file in the way, no permission)."""
+    """``mkdir -p folder``; the folders it created, deepest first (removed again if the write
+    fails). OptionError when it cannot (a file in the way, no permission)."""
     missing = []
     for parent in [folder, *folder.parents]:
         if parent.exists() or parent.is_symlink():

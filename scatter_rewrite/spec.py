@@ -32,7 +32,9 @@ import onnx.defs
 import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError
-from scatter_rewrite.graph import SCATTER_OPS, describe, describe_parts, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import (
+    SCATTER_OPS, describe, describe_parts, is_default_domain, is_reference, iter_nodes,
+)
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 
@@ -55,25 +57,27 @@ class _Form:
     max_output: int
 
 
-# The scatter ops' schemas as onnx.defs gives them, up to opset FORMS_CHECKED_UP_TO (tests/test_spec.py
-# checks every entry and every opset against onnx.defs). Read from here, not from onnx.defs, because
-# onnx builds every op's schema on its first schema lookup (~7 MiB) and every verb checks its scatters
-# before reading them: for fold that was before its peak, past the benchmark's 2x-the-model target.
-# A newer opset is read from onnx.defs.
+# The scatter ops' schemas as onnx.defs gives them, up to opset FORMS_CHECKED_UP_TO
+# (tests/test_spec.py checks every entry and every opset against onnx.defs). Read from here, not
+# from onnx.defs, because onnx builds every op's schema on its first schema lookup (~7 MiB) and
+# every verb checks its scatters before reading them: for fold that was before its peak, past the
+# benchmark's 2x-the-model target. A newer opset is read from onnx.defs.
 FORMS_CHECKED_UP_TO = 28
 _T15 = frozenset(f"tensor({t})" for t in (
-    "bool", "complex64", "complex128", "double", "float", "float16", "int8", "int16", "int32", "int64", "string",
-    "uint8", "uint16", "uint32", "uint64"))
+    "bool", "complex64", "complex128", "double", "float", "float16", "int8", "int16", "int32",
+    "int64", "string", "uint8", "uint16", "uint32", "uint64"))
 _T16 = _T15 | {"tensor(bfloat16)"}  # from opset 13
 _T24 = _T16 | {f"tensor({t})" for t in (  # TensorScatter-24
-    "float4e2m1", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float8e8m0", "int4", "uint4")}
+    "float4e2m1", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float8e8m0",
+    "int4", "uint4")}
 _TIND = frozenset({"tensor(int32)", "tensor(int64)"})
 _INT64 = frozenset({"tensor(int64)"})
 _INT, _STRING = int(onnx.AttributeProto.INT), int(onnx.AttributeProto.STRING)
 _DIU = (("data", True), ("indices", True), ("updates", True))
 
 
-def _scatter_form(op: str, since: int, attributes: dict[str, int], t: frozenset[str], tind: frozenset[str]) -> _Form:
+def _scatter_form(op: str, since: int, attributes: dict[str, int], t: frozenset[str],
+                  tind: frozenset[str]) -> _Form:
     return _Form(f"{op}-{since}", attributes, _DIU, (t, tind, t), 3, 3, 1, 1)
 
 
@@ -82,8 +86,10 @@ _FORMS = {
     ("Scatter", 11): _scatter_form("Scatter", 11, {"axis": _INT}, _T15, _TIND),  # (deprecated)
     ("ScatterElements", 11): _scatter_form("ScatterElements", 11, {"axis": _INT}, _T15, _TIND),
     ("ScatterElements", 13): _scatter_form("ScatterElements", 13, {"axis": _INT}, _T16, _TIND),
-    ("ScatterElements", 16): _scatter_form("ScatterElements", 16, {"axis": _INT, "reduction": _STRING}, _T16, _TIND),
-    ("ScatterElements", 18): _scatter_form("ScatterElements", 18, {"axis": _INT, "reduction": _STRING}, _T16, _TIND),
+    ("ScatterElements", 16): _scatter_form("ScatterElements", 16,
+                                           {"axis": _INT, "reduction": _STRING}, _T16, _TIND),
+    ("ScatterElements", 18): _scatter_form("ScatterElements", 18,
+                                           {"axis": _INT, "reduction": _STRING}, _T16, _TIND),
     ("ScatterND", 11): _scatter_form("ScatterND", 11, {}, _T15, _INT64),
     ("ScatterND", 13): _scatter_form("ScatterND", 13, {}, _T16, _INT64),
     ("ScatterND", 16): _scatter_form("ScatterND", 16, {"reduction": _STRING}, _T16, _INT64),
@@ -96,7 +102,8 @@ _FORMS = {
 
 @functools.lru_cache(maxsize=None)
 def _form(op_type: str, opset: int, exact: bool = False) -> _Form | None:
-    """``op_type``'s form in force at ``opset``; where it has none, its newest (None if ``exact``)."""
+    """``op_type``'s form in force at ``opset``; where it has none, its newest (None if
+    ``exact``)."""
     if opset > FORMS_CHECKED_UP_TO:
         return form_from_schema(op_type, opset, exact)
     versions = sorted(v for op, v in _FORMS if op == op_type)
@@ -114,15 +121,18 @@ def form_from_schema(op_type: str, opset: int, exact: bool = False) -> _Form | N
         if exact:
             return None
         schema = onnx.defs.get_schema(op_type, onnx.defs.onnx_opset_version(), "")
-    constraints = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
-    return _Form(f"{op_type}-{schema.since_version}", {k: int(a.type) for k, a in schema.attributes.items()},
+    constraints = {c.type_param_str: frozenset(c.allowed_type_strs)
+                   for c in schema.type_constraints}
+    return _Form(f"{op_type}-{schema.since_version}",
+                 {k: int(a.type) for k, a in schema.attributes.items()},
                  tuple((f.name, f.option == _SINGLE) for f in schema.inputs),
                  tuple(constraints.get(f.type_str, frozenset({f.type_str})) for f in schema.inputs),
                  schema.min_input, schema.max_input, schema.min_output, schema.max_output)
 
 
 def scatter_problem(op_type: str, opset: int, attributes: Mapping[str, int], inputs: Sequence[bool],
-                    outputs: int, values: Mapping[str, object] | None = None, rank: int | None = None) -> str | None:
+                    outputs: int, values: Mapping[str, object] | None = None,
+                    rank: int | None = None) -> str | None:
     """What is wrong with a scatter node of ``op_type`` at ``opset`` against the schema, or None:
     ``attributes`` maps each attribute's name to its type (an ``AttributeProto`` type: what a
     reference to a function attribute declares too), ``inputs`` says which inputs are given (not
@@ -134,7 +144,8 @@ def scatter_problem(op_type: str, opset: int, attributes: Mapping[str, int], inp
     return _value_problem(op_type, values or {}, rank)
 
 
-def _schema_problem(form: _Form, attributes: Mapping[str, int], inputs: Sequence[bool], outputs: int) -> str | None:
+def _schema_problem(form: _Form, attributes: Mapping[str, int], inputs: Sequence[bool],
+                    outputs: int) -> str | None:
     for attribute, kind in attributes.items():
         expected = form.attributes.get(attribute)
         if expected is None:
@@ -144,8 +155,10 @@ def _schema_problem(form: _Form, attributes: Mapping[str, int], inputs: Sequence
             return (f"attribute '{attribute}' is {_attribute_type(kind)}, where {form.name} takes "
                     f"{_attribute_type(expected)}")
     if not form.min_input <= len(inputs) <= form.max_input:
-        count = str(form.min_input) if form.min_input == form.max_input else f"{form.min_input} to {form.max_input}"
-        return f"{len(inputs)} input(s), where {form.name} takes {count} ({', '.join(n for n, _ in form.inputs)})"
+        count = (str(form.min_input) if form.min_input == form.max_input
+                 else f"{form.min_input} to {form.max_input}")
+        return (f"{len(inputs)} input(s), where {form.name} takes {count} "
+                f"({', '.join(n for n, _ in form.inputs)})")
     for i, (given, (formal, required)) in enumerate(zip(inputs, form.inputs)):
         if required and not given:
             return f"input {i} ({formal}) is empty, where {form.name} requires it"
@@ -155,20 +168,25 @@ def _schema_problem(form: _Form, attributes: Mapping[str, int], inputs: Sequence
 
 
 def _value_problem(op_type: str, values: Mapping[str, object], rank: int | None) -> str | None:
-    """An attribute value the op does not define (the schema gives only its type): an unknown reduction
-    or TensorScatter mode, an axis outside the data's rank (when known), or TensorScatter's batch axis 0.
-    (A reduction newer than the node's opset, max at 16, is left to the verbs: onnxruntime runs it.)"""
+    """An attribute value the op does not define (the schema gives only its type): an unknown
+    reduction or TensorScatter mode, an axis outside the data's rank (when known), or
+    TensorScatter's batch axis 0. (A reduction newer than the node's opset, max at 16, is left to
+    the verbs: onnxruntime runs it.)"""
     reduction = values.get("reduction")
     if reduction is not None and reduction not in REDUCTIONS_SINCE:
-        return f"reduction '{reduction}' is not one of {', '.join(REDUCTIONS_SINCE)} (the ONNX spec defines no other)"
+        return (f"reduction '{reduction}' is not one of {', '.join(REDUCTIONS_SINCE)} (the ONNX "
+                "spec defines no other)")
     mode = values.get("mode")
     if op_type == "TensorScatter" and mode is not None and mode not in TENSOR_SCATTER_MODES:
-        return f"mode '{mode}' is not one of {', '.join(TENSOR_SCATTER_MODES)} (onnxruntime rejects it)"
+        return (f"mode '{mode}' is not one of {', '.join(TENSOR_SCATTER_MODES)} (onnxruntime "
+                "rejects it)")
     axis = values.get("axis", -2 if op_type == "TensorScatter" else 0)
     if rank is not None and op_type != "ScatterND" and not -rank <= axis < rank:
-        return f"axis={axis} is out of range for rank {rank} (allowed {-rank}..{rank - 1}; onnxruntime rejects it)"
+        return (f"axis={axis} is out of range for rank {rank} (allowed {-rank}..{rank - 1}; "
+                "onnxruntime rejects it)")
     if rank is not None and op_type == "TensorScatter" and axis % rank == 0:
-        return f"axis={axis} is the batch dimension 0, along which TensorScatter does not write (the ONNX spec)"
+        return (f"axis={axis} is the batch dimension 0, along which TensorScatter does not write "
+                "(the ONNX spec)")
     return None
 
 
@@ -176,7 +194,8 @@ def scatter_node_problem(node: ir.Node, opset: int) -> str | None:
     """:func:`scatter_problem` of an IR scatter node at ``opset`` (its data's rank where known)."""
     data = node.inputs[0] if node.inputs else None
     rank = len(data.shape) if data is not None and data.shape is not None else None
-    values = {k: a.value for k, a in node.attributes.items() if not is_reference(a)}  # (@ax: known at a call)
+    # (@ax: known at a call)
+    values = {k: a.value for k, a in node.attributes.items() if not is_reference(a)}
     return scatter_problem(node.op_type, opset, {k: a.type for k, a in node.attributes.items()},
                            [v is not None for v in node.inputs], len(node.outputs), values, rank)
 
@@ -191,13 +210,15 @@ def check_scatter_nodes(model: ir.Model) -> None:
             raise _malformed(describe(node, scope), problem)
 
 
-def check_scatter_proto(node: onnx.NodeProto, opset: int, where: str, rank: int | None = None) -> None:
+def check_scatter_proto(node: onnx.NodeProto, opset: int, where: str,
+                        rank: int | None = None) -> None:
     """:func:`check_scatter_nodes` for one ``NodeProto`` (a rewrite done on the parsed file) of a
     default domain, in ``where`` (as :func:`scatter_rewrite.graph.describe_parts` says it), whose
     data has rank ``rank`` where known."""
     if node.op_type not in SCATTER_OPS:
         return
-    values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if not a.ref_attr_name}
+    values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute
+              if not a.ref_attr_name}
     values = {k: v.decode() if isinstance(v, bytes) else v for k, v in values.items()}
     problem = scatter_problem(node.op_type, opset, {a.name: a.type for a in node.attribute},
                               [bool(name) for name in node.input], len(node.output), values, rank)
@@ -209,20 +230,23 @@ def _malformed(node: str, problem: str) -> InvalidModelError:
     return InvalidModelError(f"{node}: {problem}; fix the exporter or the model")
 
 
-def input_type_problem(node: ir.Node, opset: int, dtypes: Sequence[ir.DataType | None]) -> str | None:
+def input_type_problem(node: ir.Node, opset: int,
+                       dtypes: Sequence[ir.DataType | None]) -> str | None:
     """The first input of scatter ``node`` whose data type (``dtypes``, one per input; None:
     unknown) the op's schema at ``opset`` does not take, said with the types it takes; None when
     all fit, or when the op has no schema at ``opset``."""
     form = _form(node.op_type, opset, exact=True)
     if form is None:
         return None
-    for i, (value, dtype, (formal, _), allowed) in enumerate(zip(node.inputs, dtypes, form.inputs, form.types)):
+    for i, (value, dtype, (formal, _), allowed) in enumerate(
+            zip(node.inputs, dtypes, form.inputs, form.types)):
         if dtype is None or f"tensor({dtype.name.lower()})" in allowed:
             continue
         names = sorted(t.removeprefix("tensor(").removesuffix(")") for t in allowed)
         takes = f" ({formal} must be {' or '.join(names)})" if len(names) <= 3 else ""
         label = f" '{value.name}'" if value is not None and value.name else ""
-        return f"input {i}{label} ({formal}) is {dtype.name}, which {form.name} does not take{takes}"
+        return (f"input {i}{label} ({formal}) is {dtype.name}, which {form.name} does not "
+                f"take{takes}")
     return None
 
 

@@ -50,12 +50,19 @@ def scatter_model(
         _vi("updates", data_type, updates_shape),
     ]
     output = _vi("output", data_type, list(data_shape))
-    node = oh.make_node(op_type, ["data", "indices", "updates"], ["output"], name=f"{op_type.lower()}_0", **attributes)
+    node = oh.make_node(
+        op_type,
+        ["data", "indices", "updates"],
+        ["output"],
+        name=f"{op_type.lower()}_0",
+        **attributes,
+    )
     graph = wrap(node, inputs, output, where, opset)
     functions = graph.pop("functions", [])
     model = oh.make_model(
         graph["graph"],
-        opset_imports=[oh.make_opsetid("", opset)] + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else []),
+        opset_imports=[oh.make_opsetid("", opset)]
+        + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else []),
         functions=functions,
     )
     model.ir_version = min(model.ir_version, 8) if opset <= 17 else model.ir_version
@@ -74,9 +81,27 @@ def wrap(node: onnx.NodeProto, inputs: list, output, where: str, opset: int) -> 
             inner.CopyFrom(node)
             inner.output[0] = f"{branch}_out"
             inner.name = f"{node.name}_{branch}"
-            branches.append(oh.make_graph([inner], f"{branch}_branch", [], [_vi(f"{branch}_out", output.type.tensor_type.elem_type, None)]))
-        if_node = oh.make_node("If", ["cond"], [output.name], name="if_0", then_branch=branches[0], else_branch=branches[1])
-        return {"graph": oh.make_graph([if_node], "main", inputs + [_vi("cond", TensorProto.BOOL, [])], [output])}
+            branches.append(
+                oh.make_graph(
+                    [inner],
+                    f"{branch}_branch",
+                    [],
+                    [_vi(f"{branch}_out", output.type.tensor_type.elem_type, None)],
+                )
+            )
+        if_node = oh.make_node(
+            "If",
+            ["cond"],
+            [output.name],
+            name="if_0",
+            then_branch=branches[0],
+            else_branch=branches[1],
+        )
+        return {
+            "graph": oh.make_graph(
+                [if_node], "main", inputs + [_vi("cond", TensorProto.BOOL, [])], [output]
+            )
+        }
     if where == "loop":
         elem = output.type.tensor_type.elem_type
         inner = onnx.NodeProto()
@@ -85,13 +110,24 @@ def wrap(node: onnx.NodeProto, inputs: list, output, where: str, opset: int) -> 
         inner.output[0] = "carried_out"
         cond_out = oh.make_node("Identity", ["cond_in"], ["cond_out"])
         body = oh.make_graph(
-            [inner, cond_out], "loop_body",
-            [_vi("iter", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("carried_in", elem, None)],
+            [inner, cond_out],
+            "loop_body",
+            [
+                _vi("iter", TensorProto.INT64, []),
+                _vi("cond_in", TensorProto.BOOL, []),
+                _vi("carried_in", elem, None),
+            ],
             [_vi("cond_out", TensorProto.BOOL, []), _vi("carried_out", elem, None)],
         )
-        trip = oh.make_node("Constant", [], ["trip"], value=oh.make_tensor("trip_v", TensorProto.INT64, [], [2]))
-        true = oh.make_node("Constant", [], ["true"], value=oh.make_tensor("true_v", TensorProto.BOOL, [], [True]))
-        loop = oh.make_node("Loop", ["trip", "true", names[0]], [output.name], name="loop_0", body=body)
+        trip = oh.make_node(
+            "Constant", [], ["trip"], value=oh.make_tensor("trip_v", TensorProto.INT64, [], [2])
+        )
+        true = oh.make_node(
+            "Constant", [], ["true"], value=oh.make_tensor("true_v", TensorProto.BOOL, [], [True])
+        )
+        loop = oh.make_node(
+            "Loop", ["trip", "true", names[0]], [output.name], name="loop_0", body=body
+        )
         return {"graph": oh.make_graph([trip, true, loop], "main", inputs, [output])}
     if where == "function":
         inner = onnx.NodeProto()
@@ -106,7 +142,8 @@ def wrap(node: onnx.NodeProto, inputs: list, output, where: str, opset: int) -> 
 
 
 def legacy_chain_model(num_nodes: int, scatter_every: int = 10, opset: int = 10) -> onnx.ModelProto:
-    """A chain of Add/Mul on a 4x4 tensor with a ``Scatter`` every ``scatter_every`` nodes (issue 6)."""
+    """A chain of Add/Mul on a 4x4 tensor with a ``Scatter`` every ``scatter_every`` nodes: a big
+    legacy-opset model for the scale tests and benchmarks (upgrading thousands of nodes)."""
     nodes, inits = [], [
         oh.make_tensor("one", TensorProto.FLOAT, [4, 4], np.ones(16, np.float32)),
         oh.make_tensor("idx", TensorProto.INT64, [1, 4], [3, 2, 1, 0]),
@@ -116,11 +153,21 @@ def legacy_chain_model(num_nodes: int, scatter_every: int = 10, opset: int = 10)
     for i in range(num_nodes):
         out = f"t{i}" if i < num_nodes - 1 else "y"
         if i % scatter_every == scatter_every - 1:
-            nodes.append(oh.make_node("Scatter", [prev, "idx", "upd"], [out], axis=0, name=f"scatter_{i}"))
+            nodes.append(
+                oh.make_node("Scatter", [prev, "idx", "upd"], [out], axis=0, name=f"scatter_{i}")
+            )
         else:
-            nodes.append(oh.make_node("Add" if i % 2 else "Mul", [prev, "one"], [out], name=f"op_{i}"))
+            nodes.append(
+                oh.make_node("Add" if i % 2 else "Mul", [prev, "one"], [out], name=f"op_{i}")
+            )
         prev = out
-    graph = oh.make_graph(nodes, "chain", [_vi("x", TensorProto.FLOAT, [4, 4])], [_vi("y", TensorProto.FLOAT, [4, 4])], inits)
+    graph = oh.make_graph(
+        nodes,
+        "chain",
+        [_vi("x", TensorProto.FLOAT, [4, 4])],
+        [_vi("y", TensorProto.FLOAT, [4, 4])],
+        inits,
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
     model.ir_version = 7
     return model
@@ -140,11 +187,11 @@ def external_weights_model(
     sit in the external data file ``data_name`` beside ``name`` in ``folder``; return its path.
 
     The weights are only read through cheap ops: ``y = Scatter(x + W0[k0] + W1[k1] + ..., idx, upd,
-    axis=1)`` with ``x`` [1, C], ``idx`` [1, 4] and ``upd`` [1, 4] graph inputs, so running it touches
-    one row per weight; and a constant scatter (what fold folds), ``z = Scatter(W0[k0], cidx, cupd,
-    axis=1)`` with constant indices and updates. Weights are written in chunks (a deterministic
-    pattern, different per weight and row), so building a multi-GiB model needs little memory.
-    """
+    axis=1)`` with ``x`` [1, C], ``idx`` [1, 4] and ``upd`` [1, 4] graph inputs, so running it
+    touches one row per weight; and a constant scatter (what fold folds), ``z = Scatter(W0[k0],
+    cidx, cupd, axis=1)`` with constant indices and updates. Weights are written in chunks (a
+    deterministic pattern, different per weight and row), so building a multi-GiB model needs little
+    memory."""
     from pathlib import Path
 
     folder = Path(folder)
@@ -157,25 +204,44 @@ def external_weights_model(
         for w in range(num_weights):
             offset = data.tell()
             for r in range(rows):
-                data.write((np.arange(cols, dtype=np.float32) * np.float32(1e-6) + np.float32(w * rows + r)).tobytes())
+                data.write(
+                    (
+                        np.arange(cols, dtype=np.float32) * np.float32(1e-6)
+                        + np.float32(w * rows + r)
+                    ).tobytes()
+                )
             tensor = onnx.TensorProto(name=f"W{w}", data_type=TensorProto.FLOAT, dims=[rows, cols])
             tensor.data_location = TensorProto.EXTERNAL
-            for key, value in (("location", data_name), ("offset", str(offset)), ("length", str(rows * row_bytes))):
+            for key, value in (
+                ("location", data_name),
+                ("offset", str(offset)),
+                ("length", str(rows * row_bytes)),
+            ):
                 entry = tensor.external_data.add()
                 entry.key, entry.value = key, value
             inits.append(tensor)
             inits.append(oh.make_tensor(f"k{w}", TensorProto.INT64, [1], [(3 * w + 1) % rows]))
-            nodes.append(oh.make_node("Gather", [f"W{w}", f"k{w}"], [f"row{w}"], axis=0, name=f"gather_{w}"))
+            nodes.append(
+                oh.make_node("Gather", [f"W{w}", f"k{w}"], [f"row{w}"], axis=0, name=f"gather_{w}")
+            )
             nodes.append(oh.make_node("Add", [prev, f"row{w}"], [f"sum{w}"], name=f"add_{w}"))
             prev = f"sum{w}"
     nodes.append(oh.make_node("Scatter", [prev, "idx", "upd"], ["y"], axis=1, name="scatter_0"))
     inits.append(oh.make_tensor("cidx", TensorProto.INT64, [1, 4], [0, cols - 1, 2, 1]))
     inits.append(oh.make_tensor("cupd", TensorProto.FLOAT, [1, 4], [-1.0, -2.0, -3.0, -4.0]))
-    nodes.append(oh.make_node("Scatter", ["row0", "cidx", "cupd"], ["z"], axis=1, name="scatter_const"))
+    nodes.append(
+        oh.make_node("Scatter", ["row0", "cidx", "cupd"], ["z"], axis=1, name="scatter_const")
+    )
     graph = oh.make_graph(
-        nodes, "external_weights",
-        [_vi("x", TensorProto.FLOAT, [1, cols]), _vi("idx", TensorProto.INT64, [1, 4]), _vi("upd", TensorProto.FLOAT, [1, 4])],
-        [_vi("y", TensorProto.FLOAT, [1, cols]), _vi("z", TensorProto.FLOAT, [1, cols])], inits,
+        nodes,
+        "external_weights",
+        [
+            _vi("x", TensorProto.FLOAT, [1, cols]),
+            _vi("idx", TensorProto.INT64, [1, 4]),
+            _vi("upd", TensorProto.FLOAT, [1, 4]),
+        ],
+        [_vi("y", TensorProto.FLOAT, [1, cols]), _vi("z", TensorProto.FLOAT, [1, cols])],
+        inits,
     )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
     model.ir_version = 7
@@ -213,7 +279,9 @@ def constant_scatter_model(
 
     def scatter(out: str, renames: dict | None = None, name: str = "scatter_0") -> onnx.NodeProto:
         renames = renames or {}
-        return oh.make_node(op_type, [renames.get(n, n) for n in names], [out], name=name, **attributes)
+        return oh.make_node(
+            op_type, [renames.get(n, n) for n in names], [out], name=name, **attributes
+        )
 
     def tensor(name: str, source: str) -> onnx.TensorProto:
         return onnx.numpy_helper.from_array(arrays[source], name)
@@ -230,26 +298,49 @@ def constant_scatter_model(
         nodes = [scatter("s")]
     elif where == "if":
         then_nodes = [constant(f"then_{n}", n) for n in used if n != "data"]
-        then_nodes.append(scatter("then_out", {n: f"then_{n}" for n in used if n != "data"}, "scatter_then"))
+        then_nodes.append(
+            scatter("then_out", {n: f"then_{n}" for n in used if n != "data"}, "scatter_then")
+        )
         else_graph = oh.make_graph(
-            [scatter("else_out", {n: f"else_{n}" for n in used}, "scatter_else")], "else_branch", [],
-            [_vi("else_out", elem, None)], [tensor(f"else_{n}", n) for n in used])
+            [scatter("else_out", {n: f"else_{n}" for n in used}, "scatter_else")],
+            "else_branch",
+            [],
+            [_vi("else_out", elem, None)],
+            [tensor(f"else_{n}", n) for n in used],
+        )
         then_graph = oh.make_graph(then_nodes, "then_branch", [], [_vi("then_out", elem, None)])
         inits = [tensor("data", "data")]
-        nodes = [oh.make_node("If", ["cond"], ["s"], name="if_0", then_branch=then_graph, else_branch=else_graph)]
+        nodes = [
+            oh.make_node(
+                "If", ["cond"], ["s"], name="if_0", then_branch=then_graph, else_branch=else_graph
+            )
+        ]
         extra_inputs = [_vi("cond", TensorProto.BOOL, [])]
     elif where == "loop":
         renames = {"indices": "body_indices", "updates": "body_updates"}
         body_nodes = [constant("body_indices", "indices")] if "indices" in used else []
-        body_nodes += [scatter("scattered", renames), oh.make_node("Identity", ["cond_in"], ["cond_out"]),
-                       oh.make_node(combine, ["carried_in", "scattered"], ["carried_out"])]
+        body_nodes += [
+            scatter("scattered", renames),
+            oh.make_node("Identity", ["cond_in"], ["cond_out"]),
+            oh.make_node(combine, ["carried_in", "scattered"], ["carried_out"]),
+        ]
         body = oh.make_graph(
-            body_nodes, "loop_body",
-            [_vi("iter", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("carried_in", elem, None)],
+            body_nodes,
+            "loop_body",
+            [
+                _vi("iter", TensorProto.INT64, []),
+                _vi("cond_in", TensorProto.BOOL, []),
+                _vi("carried_in", elem, None),
+            ],
             [_vi("cond_out", TensorProto.BOOL, []), _vi("carried_out", elem, None)],
-            [tensor("body_updates", "updates")])
-        inits = [tensor("data", "data"), onnx.numpy_helper.from_array(np.zeros_like(data), "zeros"),
-                 oh.make_tensor("trip", TensorProto.INT64, [], [2]), oh.make_tensor("true", TensorProto.BOOL, [], [True])]
+            [tensor("body_updates", "updates")],
+        )
+        inits = [
+            tensor("data", "data"),
+            onnx.numpy_helper.from_array(np.zeros_like(data), "zeros"),
+            oh.make_tensor("trip", TensorProto.INT64, [], [2]),
+            oh.make_tensor("true", TensorProto.BOOL, [], [True]),
+        ]
         nodes = [oh.make_node("Loop", ["trip", "true", "zeros"], ["s"], name="loop_0", body=body)]
     elif where == "function":
         body = [constant(f"f_{n}", n) for n in used]
@@ -263,7 +354,8 @@ def constant_scatter_model(
     graph = oh.make_graph(nodes, "constant_scatter", [x] + extra_inputs, [y], inits)
     model = oh.make_model(
         graph,
-        opset_imports=[oh.make_opsetid("", opset)] + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else []),
+        opset_imports=[oh.make_opsetid("", opset)]
+        + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else []),
         functions=functions,
     )
     model.ir_version = min(model.ir_version, 8) if opset <= 17 else model.ir_version

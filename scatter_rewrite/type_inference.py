@@ -1,4 +1,5 @@
-"""Borrow ONNX shape inference's dtypes and shapes for as long as a pass decides, then give them back.
+"""Borrow ONNX shape inference's dtypes and shapes for as long as a pass decides, then give them
+back.
 
 Exporters often record no type for intermediate values (TorchScript writes no value_info) and a
 function's values are untyped by design, yet a pass needs ranks and dtypes to decide. These helpers
@@ -23,7 +24,8 @@ SHAPE_ONLY_BYTES = 4096  # bigger in-memory initializers reach shape inference a
 
 
 def serialize_without_weights(model: ir.Model) -> onnx.ModelProto:
-    """``model`` as a ModelProto for shape inference or a structural copy, without copying its weights.
+    """``model`` as a ModelProto for shape inference or a structural copy, without copying its
+    weights.
 
     External weights serialize as references (never read). In-memory initializers over
     :data:`SHAPE_ONLY_BYTES` are swapped for an external reference to a file that does not exist
@@ -36,11 +38,19 @@ def serialize_without_weights(model: ir.Model) -> onnx.ModelProto:
         for graph in model.graphs():
             for value in graph.initializers.values():
                 tensor = value.const_value
-                if tensor is None or isinstance(tensor, ir.ExternalTensor) or tensor.nbytes <= SHAPE_ONLY_BYTES:
+                if (
+                    tensor is None
+                    or isinstance(tensor, ir.ExternalTensor)
+                    or tensor.nbytes <= SHAPE_ONLY_BYTES
+                ):
                     continue
                 swapped.append((value, tensor))
                 value.const_value = ir.ExternalTensor(
-                    "scatter-rewrite-shape-only", 0, tensor.nbytes, tensor.dtype, shape=tensor.shape,
+                    "scatter-rewrite-shape-only",
+                    0,
+                    tensor.nbytes,
+                    tensor.dtype,
+                    shape=tensor.shape,
                     name=value.name or tensor.name or "",
                 )
         return ir.serde.serialize_model(model)
@@ -91,7 +101,8 @@ def _inference_proto(model: ir.Model) -> onnx.ModelProto:
                       and value.const_value.nbytes <= SHAPE_ONLY_BYTES}
     kept = []
     for init in proto.graph.initializer:
-        if init.data_location != onnx.TensorProto.EXTERNAL:  # small: serialize_without_weights kept its bytes
+        # small: serialize_without_weights kept its bytes
+        if init.data_location != onnx.TensorProto.EXTERNAL:
             kept.append(init)
         elif init.name in small_external:
             init.raw_data = small_external[init.name].tobytes()
@@ -99,7 +110,9 @@ def _inference_proto(model: ir.Model) -> onnx.ModelProto:
             init.data_location = onnx.TensorProto.DEFAULT
             kept.append(init)
         else:
-            proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
+            proto.graph.input.append(
+                onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims)
+            )
     del proto.graph.initializer[:]
     proto.graph.initializer.extend(kept)
     return proto
@@ -107,8 +120,9 @@ def _inference_proto(model: ir.Model) -> onnx.ModelProto:
 
 def _overridable_as_inputs(proto: onnx.ModelProto) -> None:
     """Drop the main graph's initializers that are also graph inputs from this copy for inference:
-    callers may override them, and a shape inferred from the default (a Reshape's, which an opset move
-    then split into constant chunks) holds for that default only. The graph input keeps its type."""
+    callers may override them, and a shape inferred from the default (a Reshape's, which an opset
+    move then split into constant chunks) holds for that default only. The graph input keeps its
+    type."""
     inputs = {i.name for i in proto.graph.input}
     kept = [init for init in proto.graph.initializer if init.name not in inputs]
     if len(kept) < len(proto.graph.initializer):
@@ -119,7 +133,9 @@ def _overridable_as_inputs(proto: onnx.ModelProto) -> None:
 def shape_of(t: onnx.TypeProto.Tensor) -> ir.Shape | None:
     if not t.HasField("shape"):
         return None
-    return ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim])
+    return ir.Shape(
+        [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim]
+    )
 
 
 def borrow_inferred_types(model: ir.Model, sharpen: bool = False) -> Borrowed:
@@ -185,9 +201,13 @@ def annotate_functions_with(model: ir.Model, wanted) -> Borrowed:
     """:func:`annotate_function_types` for every function with a node ``wanted(node)`` holds for,
     and every function that calls one (nested functions, as TorchScript's modules-as-functions
     export writes them): callers first, so that a call inside a function has typed inputs."""
-    callees = {key: {(n.domain, n.op_type, n.overload) for n in body_nodes(f)} & set(model.functions)
-               for key, f in model.functions.items()}
-    pending = {key for key, f in model.functions.items() if any(wanted(node) for node in body_nodes(f))}
+    callees = {
+        key: {(n.domain, n.op_type, n.overload) for n in body_nodes(f)} & set(model.functions)
+        for key, f in model.functions.items()
+    }
+    pending = {
+        key for key, f in model.functions.items() if any(wanted(node) for node in body_nodes(f))
+    }
     grew = True
     while grew:  # the callers of a pending function, transitively
         grew = False
@@ -225,17 +245,28 @@ def annotate_function_types(model: ir.Model, function: ir.Function) -> Borrowed:
         graph = onnx.helper.make_graph(list(proto.node), "body", inputs, outputs)
         imports = dict(model.opset_imports)
         imports.update(function.opset_imports)
-        tmp = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in imports.items()],
-                                     functions=[ir.serde.serialize_function(f) for f in model.functions.values()])
+        tmp = onnx.helper.make_model(
+            graph,
+            opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in imports.items()],
+            functions=[ir.serde.serialize_function(f) for f in model.functions.values()],
+        )
         try:
             inferred = onnx.shape_inference.infer_shapes(tmp)
         except Exception:  # best effort: an untyped value only makes the pass decline the node
             return []
         seen: dict[str, tuple] = {}
-        for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+        for vi in (
+            list(inferred.graph.input)
+            + list(inferred.graph.value_info)
+            + list(inferred.graph.output)
+        ):
             t = vi.type.tensor_type
             if t.elem_type:
-                dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim) if t.HasField("shape") else None
+                dims = (
+                    tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+                    if t.HasField("shape")
+                    else None
+                )
                 seen[vi.name] = (t.elem_type, dims)
         for name, (elem, dims) in seen.items():
             if name not in found:
@@ -263,7 +294,11 @@ def annotate_function_types(model: ir.Model, function: ir.Function) -> Borrowed:
 def has_control_flow(model: ir.Model) -> bool:
     """Whether ``model`` has local functions or an If/Loop/Scan node in its graphs."""
     return bool(model.functions) or any(
-        n.op_type in ("If", "Loop", "Scan") for scope in iter_scopes(model) if not scope.is_function for n in scope.body)
+        n.op_type in ("If", "Loop", "Scan")
+        for scope in iter_scopes(model)
+        if not scope.is_function
+        for n in scope.body
+    )
 
 
 def _custom_scatters_as_standard(proto: onnx.ModelProto) -> None:
@@ -403,12 +438,13 @@ def correct_contradicted_shapes(model: ir.Model) -> list[str]:
     that ONNX shape inference, run without any declared intermediate or output shape, contradicts
     (another rank, or another size for a dim both know) by the inferred one; one line per value.
 
-    Exporters declare shapes inference cannot check through control flow and functions: TorchScript's
-    modules-as-functions writes the shape one branch of a rank-0 If wrapper would give ([36] for a
-    [6, 6] result). Once a rewrite makes such a value's shape inferable (the wrapper inlined), the
-    stale declaration fails onnx.checker. A declared shape is only a claim about the values, so
-    correcting a false one changes no result. Callers ask only of models that had control flow or
-    local functions before their rewrite (:func:`has_control_flow`), where such claims come from."""
+    Exporters declare shapes inference cannot check through control flow and functions:
+    TorchScript's modules-as-functions writes the shape one branch of a rank-0 If wrapper would give
+    ([36] for a [6, 6] result). Once a rewrite makes such a value's shape inferable (the wrapper
+    inlined), the stale declaration fails onnx.checker. A declared shape is only a claim about the
+    values, so correcting a false one changes no result. Callers ask only of models that had control
+    flow or local functions before their rewrite (:func:`has_control_flow`), where such claims come
+    from."""
     proto = serialize_without_weights(model)
     _overridable_as_inputs(proto)
     _custom_scatters_as_standard(proto)

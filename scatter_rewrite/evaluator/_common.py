@@ -106,9 +106,9 @@ def as_string_kind(array: np.ndarray, like: np.ndarray) -> np.ndarray:
     data and for object data holding any ``bytes`` (onnx.numpy_helper's form), else ``str``.
 
     String tensors reach a kernel both ways (``bytes`` from tensors, ``str`` from ``value_strings``
-    attributes or onnx.reference ops), and Python cannot concatenate or compare the two. ONNX strings
-    are UTF-8, so converting keeps every value, and UTF-8 bytes sort like their code points.
-    """
+    attributes or onnx.reference ops), and Python cannot concatenate or compare the two. ONNX
+    strings are UTF-8, so converting keeps every value, and UTF-8 bytes sort like their code
+    points."""
     if like.dtype.kind == "O":
         to_bytes = any(isinstance(x, bytes) for x in like.flat)
     else:
@@ -117,7 +117,9 @@ def as_string_kind(array: np.ndarray, like: np.ndarray) -> np.ndarray:
         convert = np.frompyfunc(lambda x: x.encode() if isinstance(x, str) else x, 1, 1)
     else:
         convert = np.frompyfunc(lambda x: x.decode() if isinstance(x, bytes) else x, 1, 1)
-    return np.asarray(convert(array), dtype=object) if array.size else array.astype(object, copy=True)
+    return (
+        np.asarray(convert(array), dtype=object) if array.size else array.astype(object, copy=True)
+    )
 
 
 def has_nan(dtype: np.dtype) -> bool:
@@ -150,7 +152,9 @@ def check_reduction(reduction: str, dtype: np.dtype, op: str, node_name: str | N
     add/mul, rejects max/min).
     """
     if reduction not in REDUCTIONS:
-        raise invalid(op, node_name, f"reduction {reduction!r} is not one of {', '.join(REDUCTIONS)}")
+        raise invalid(
+            op, node_name, f"reduction {reduction!r} is not one of {', '.join(REDUCTIONS)}"
+        )
     if reduction == "none":
         return
     if is_string(dtype):
@@ -196,7 +200,8 @@ def add_scaled_index(acc: np.ndarray | None, idx: np.ndarray, size: int, stride:
                      negative: bool, out: np.ndarray | None = None) -> np.ndarray:
     """``acc + normalize(idx) * stride`` as an intp array of ``idx``'s shape (``acc`` may
     broadcast), written into ``out`` when given, else fresh."""
-    if stride == 1 and acc is not None:  # the last axis: one pass instead of a multiply by 1, then the add
+    # the last axis: one pass instead of a multiply by 1, then the add
+    if stride == 1 and acc is not None:
         out = np.add(idx, acc, dtype=np.intp, out=out)
         if negative:
             np.add(out, size, out=out, where=idx < 0)
@@ -288,7 +293,9 @@ def scatter_flat(data: np.ndarray, flat: np.ndarray, updates: np.ndarray,
     upd = updates.reshape(-1)
     dtype = data.dtype
     if is_string(dtype):
-        out = np.ascontiguousarray(as_string_kind(data, data))  # a copy (data itself may mix the two)
+        out = np.ascontiguousarray(
+            as_string_kind(data, data)
+        )  # a copy (data itself may mix the two)
         _apply(out.reshape(-1), flat, as_string_kind(upd, data), reduction)
         return restore_string_dtype(out, dtype)
     out = copy_releasing(data)

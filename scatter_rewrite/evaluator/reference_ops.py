@@ -20,7 +20,15 @@ class Scatter(OpRun):
     op_domain = ""
 
     def _run(self, data, indices, updates, axis=None):
-        return (scatter(data, indices, updates, axis=0 if axis is None else axis, node_name=self.onnx_node.name),)
+        return (
+            scatter(
+                data,
+                indices,
+                updates,
+                axis=0 if axis is None else axis,
+                node_name=self.onnx_node.name,
+            ),
+        )
 
 
 class ScatterElements(OpRun):
@@ -35,7 +43,11 @@ class ScatterND(OpRun):
     op_domain = ""
 
     def _run(self, data, indices, updates, reduction=None):
-        return (scatter_nd(data, indices, updates, reduction=reduction or "none", node_name=self.onnx_node.name),)
+        return (
+            scatter_nd(
+                data, indices, updates, reduction=reduction or "none", node_name=self.onnx_node.name
+            ),
+        )
 
 
 class TensorScatter(OpRun):
@@ -49,16 +61,26 @@ class TensorScatter(OpRun):
                                mode=mode or "linear", node_name=self.onnx_node.name),)
 
 
-# The custom-domain nodes of ``lower --mode custom|tensorrt-plugin`` (scatter_rewrite.custom_ops runs
-# them in onnxruntime, for the dtypes onnxruntime-extensions' Python ops take): same semantics as
-# ONNX ScatterElements-18/ScatterND-18; the TensorRT form's plugin_version/plugin_namespace are ignored.
+# The custom-domain nodes of ``lower --mode custom|tensorrt-plugin`` (scatter_rewrite.custom_ops
+# runs them in onnxruntime, for the dtypes onnxruntime-extensions' Python ops take): same semantics
+# as ONNX ScatterElements-18/ScatterND-18; the TensorRT form's plugin_version/plugin_namespace are
+# ignored.
 CUSTOM_DOMAIN = custom_ops.DOMAIN
 
 
 class _ContribScatterElements(OpRun):
     op_domain = CUSTOM_DOMAIN
 
-    def _run(self, data, indices, updates, axis=None, reduction=None, plugin_version=None, plugin_namespace=None):
+    def _run(
+        self,
+        data,
+        indices,
+        updates,
+        axis=None,
+        reduction=None,
+        plugin_version=None,
+        plugin_namespace=None,
+    ):
         return (scatter_elements(data, indices, updates, axis=0 if axis is None else axis,
                                  reduction=reduction or "none", node_name=self.onnx_node.name),)
 
@@ -67,7 +89,11 @@ class _ContribScatterND(OpRun):
     op_domain = CUSTOM_DOMAIN
 
     def _run(self, data, indices, updates, reduction=None):
-        return (scatter_nd(data, indices, updates, reduction=reduction or "none", node_name=self.onnx_node.name),)
+        return (
+            scatter_nd(
+                data, indices, updates, reduction=reduction or "none", node_name=self.onnx_node.name
+            ),
+        )
 
 
 # onnx.reference finds an op by its class name (and op_domain).
@@ -82,7 +108,9 @@ class Loop(_ReferenceLoop):
 
     op_domain = ""
 
-    def _run(self, M, cond, *args, context=None, body=None, attributes=None, bindings=None):  # noqa: N803
+    def _run(
+        self, M, cond, *args, context=None, body=None, attributes=None, bindings=None  # noqa: N803
+    ):
         names, outputs_names = self.body.input_names, self.body.output_names
         inputs = dict.fromkeys(names)
         for name, value in zip(names[2:], args):  # the loop-carried values' initial values
@@ -111,9 +139,9 @@ class Loop(_ReferenceLoop):
 
 
 class Unsqueeze(OpRun):
-    """Unsqueeze with every axis counted in the output's rank at once: onnx.reference's Unsqueeze-1/11
-    inserts its ``axes`` attribute one axis at a time, so axes = [-2, 2] on shape (2,) gave (1, 2, 1)
-    instead of (2, 1, 1) and [-3, -1] on (2,) failed."""
+    """Unsqueeze with every axis counted in the output's rank at once: onnx.reference's
+    Unsqueeze-1/11 inserts its ``axes`` attribute one axis at a time, so axes = [-2, 2] on shape
+    (2,) gave (1, 2, 1) instead of (2, 1, 1) and [-3, -1] on (2,) failed."""
 
     op_domain = ""
 
@@ -146,8 +174,15 @@ class Where(_ReferenceWhere):
 # Used for the constant chains fold evaluates too (fold.ConstantChains).
 CORRECTED_OPS = {"Loop": Loop, "Unsqueeze": Unsqueeze, "Squeeze": Squeeze, "Where": Where}
 
-REFERENCE_OPS = [Scatter, ScatterElements, ScatterND, TensorScatter, ContribScatterElements, ContribScatterND,
-                 *CORRECTED_OPS.values()]
+REFERENCE_OPS = [
+    Scatter,
+    ScatterElements,
+    ScatterND,
+    TensorScatter,
+    ContribScatterElements,
+    ContribScatterND,
+    *CORRECTED_OPS.values(),
+]
 
 
 def make_evaluator(proto):

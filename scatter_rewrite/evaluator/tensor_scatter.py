@@ -34,7 +34,9 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
                 cache_sequence_idx = write_indices[batch_idx] + sequence_idx
                 if mode == "circular":
                     cache_sequence_idx = cache_sequence_idx % max_sequence_length
-                present_cache[(*prefix_idx, cache_sequence_idx)] = update[(*prefix_idx, sequence_idx)]
+                present_cache[(*prefix_idx, cache_sequence_idx)] = (
+                    update[(*prefix_idx, sequence_idx)]
+                )
 
     ``update.shape`` equals ``past_cache.shape`` except along ``axis``, where it is
     ``sequence_length <= max_sequence_length = past_cache.shape[axis]``. Dimension 0 is the
@@ -60,7 +62,9 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
     if axis == 0:
         raise invalid(op, node_name, "axis must not be the batch dimension 0")
     if update.ndim != rank:
-        raise invalid(op, node_name, f"update rank {update.ndim} differs from past_cache rank {rank}")
+        raise invalid(
+            op, node_name, f"update rank {update.ndim} differs from past_cache rank {rank}"
+        )
     for d in range(rank):
         if d != axis and update.shape[d] != past_cache.shape[d]:
             raise invalid(op, node_name, f"update shape {update.shape} differs from past_cache "

@@ -1,4 +1,5 @@
-"""Inline every ``If`` whose condition is a compile-time constant: the If becomes the branch it takes.
+"""Inline every ``If`` whose condition is a compile-time constant: the If becomes the branch it
+takes.
 
 Why: PyTorch's TorchScript exporter (``dynamo=False``) wraps ``scatter_reduce`` in two Ifs on
 ``Equal(Size(Shape(x)), 0)`` (is x rank 0?): the first reshapes x/index/src to 1-D or passes them
@@ -51,7 +52,9 @@ logger = logging.getLogger("scatter_rewrite")
 BRANCHES = ("then_branch", "else_branch")
 
 
-def inline_constant_ifs(model: ir.Model, near: Callable[[ir.Node], bool] | None = None) -> list[str]:
+def inline_constant_ifs(
+    model: ir.Model, near: Callable[[ir.Node], bool] | None = None
+) -> list[str]:
     """Inline, in place, every If whose condition is constant (see the module docstring); return one
     line per If inlined and per declared shape corrected, for the pass's notes.
 
@@ -61,9 +64,12 @@ def inline_constant_ifs(model: ir.Model, near: Callable[[ir.Node], bool] | None 
     (e.g. "a scatter that must be lowered and cannot be: its rank is unknown").
     """
     messages: list[str] = []
-    touched: list[tuple[ir.Value, ir.Shape | None]] = []  # values out of taken branches, declared shape
+    touched: list[
+        tuple[ir.Value, ir.Shape | None]
+    ] = []  # values out of taken branches, declared shape
     declined: set[ir.Node] = set()
-    while True:  # each round inlines or declines at least one If; nested ones come up one level per round
+    # each round inlines or declines at least one If; nested ones come up one level per round
+    while True:
         decisions = _decide(model, near, declined)
         if not decisions:
             break
@@ -71,7 +77,8 @@ def inline_constant_ifs(model: ir.Model, near: Callable[[ir.Node], bool] | None 
         inner = {g for node in decided for g in _graphs_within(node)}
         for node, scope, (branch, value, why) in decisions:
             if scope.body in inner:
-                continue  # inside a branch inlined (or dropped) this round: decided again next round
+                # Inside a branch inlined (or dropped) this round: decided again next round.
+                continue
             text = _inline(model, node, scope, branch, value, why, touched)
             if text is None:
                 declined.add(node)
@@ -111,12 +118,15 @@ def _is_if(node: ir.Node) -> bool:
     return node.op_type == "If" and is_default_domain(node)
 
 
-def _decide(model: ir.Model, near, declined: set[ir.Node]) -> list[tuple[ir.Node, Scope, tuple[str, bool, str]]]:
+def _decide(
+    model: ir.Model, near, declined: set[ir.Node]
+) -> list[tuple[ir.Node, Scope, tuple[str, bool, str]]]:
     if not any(_is_if(n) for n, _ in iter_nodes(model)):
         return []
     borrowed = borrow_inferred_types(model)
     for function in model.functions.values():
-        if any(_is_if(n) for n in body_nodes(function)):  # an If elsewhere cannot concern a node inside
+        # an If elsewhere cannot concern a node inside
+        if any(_is_if(n) for n in body_nodes(function)):
             borrowed += annotate_function_types(model, function)
     try:
         wanted = None if near is None else _related_ifs(model, near)
@@ -168,7 +178,9 @@ def _related_ifs(model: ir.Model, near) -> set[ir.Node]:
     return related
 
 
-def _constant_branch(node: ir.Node, scope: Scope, chains: ConstantChains) -> tuple[str, bool, str] | None:
+def _constant_branch(
+    node: ir.Node, scope: Scope, chains: ConstantChains
+) -> tuple[str, bool, str] | None:
     """(branch the If always takes, the condition's value, what the condition is), or None."""
     if len(node.inputs) != 1 or node.inputs[0] is None:
         return None
@@ -244,7 +256,11 @@ def _inline(model: ir.Model, node: ir.Node, scope: Scope, branch: str, value: bo
     for out_if, out_b in zip(node.outputs, outputs):
         replacement = out_b
         if out_if.is_graph_output():  # the enclosing graph's output keeps its name
-            if out_b.producer() in moved_set and not out_b.is_graph_output() and outputs.count(out_b) == 1:
+            if (
+                out_b.producer() in moved_set
+                and not out_b.is_graph_output()
+                and outputs.count(out_b) == 1
+            ):
                 out_b.name = out_if.name
             else:
                 identity = ir.node("Identity", [out_b])
@@ -272,7 +288,11 @@ def _resolved_outputs(model: ir.Model, node: ir.Node, graph: ir.Graph) -> list[i
     stand-in of that name without a producer: the outer value it names is found by name (None: no
     value has that name)."""
     outputs = list(graph.outputs)
-    dangling = [v for v in outputs if v.producer() is None and not v.is_initializer() and not v.is_graph_input()]
+    dangling = [
+        v
+        for v in outputs
+        if v.producer() is None and not v.is_initializer() and not v.is_graph_input()
+    ]
     if not dangling:
         return outputs
     inner = set(_graphs_within(node))
@@ -311,7 +331,9 @@ def _rename_clashes(model: ir.Model, node: ir.Node, graph: ir.Graph, moved: list
     taken = outside | {v.name for v in own if v.name}
     for v in own:
         if v.name in outside:
-            fresh = next(f"{v.name}_{k}" for k in itertools.count(1) if f"{v.name}_{k}" not in taken)
+            fresh = next(
+                f"{v.name}_{k}" for k in itertools.count(1) if f"{v.name}_{k}" not in taken
+            )
             if v.is_initializer():
                 graph.initializers.pop(v.name)
                 v.name = fresh
@@ -324,13 +346,19 @@ def _rename_clashes(model: ir.Model, node: ir.Node, graph: ir.Graph, moved: list
 def _contradicts(declared: ir.Shape, inferred: ir.Shape) -> bool:
     if len(declared) != len(inferred):
         return True
-    return any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(declared, inferred))
+    return any(
+        isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(declared, inferred)
+    )
 
 
-def _correct_declared_shapes(model: ir.Model, touched: list[tuple[ir.Value, ir.Shape | None]]) -> list[str]:
+def _correct_declared_shapes(
+    model: ir.Model, touched: list[tuple[ir.Value, ir.Shape | None]]
+) -> list[str]:
     """Check the declared shape of every value that came out of a taken branch against ONNX shape
     inference (run without those declarations); replace the ones it contradicts."""
-    live = [(v, declared) for v, declared in touched if declared is not None and v.graph is not None]
+    live = [
+        (v, declared) for v, declared in touched if declared is not None and v.graph is not None
+    ]
     for v, _ in live:
         v.shape = None
     found = inferred_tensor_types(model) or {}
@@ -339,8 +367,10 @@ def _correct_declared_shapes(model: ir.Model, touched: list[tuple[ir.Value, ir.S
         t = found.get(v.name)
         inferred = shape_of(t) if t is not None else None
         if inferred is not None and _contradicts(declared, inferred):
-            messages.append(f"'{v.name}' (out of an inlined If) was declared {list(declared)}, but the taken "
-                            f"branch computes {list(inferred)}: the declared shape is replaced")
+            messages.append(
+                f"'{v.name}' (out of an inlined If) was declared {list(declared)}, but the taken "
+                f"branch computes {list(inferred)}: the declared shape is replaced"
+            )
             v.shape = inferred
         else:
             v.shape = declared

@@ -61,18 +61,18 @@ O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updat
    (TensorRT's scatter layer has no BOOL: 8.6 FP32/FP16/INT8/INT32, 10 also BF16/INT64). 8/16-bit
    integer data (computed in int32 anyway) is cast to int32 before step 1 and back at the very
    end, so only three Casts (data, updates, result) touch the small type (TensorRT 8.6's Flatten
-   does not list INT8, and 10.x lists INT8 for Cast and the scatter layer only: :mod:`._trt_support`).
+   does not list INT8, and 10.x lists INT8 for Cast and the scatter layer only:
+   :mod:`._trt_support`).
 
 Exactness: as :mod:`._segment_reduce` (integers, bool and max/min bit for bit; float add/mul in
 scan order, within :data:`scatter_rewrite.validate.FLOAT_TOLERANCE`).
 
 Limits (the blocker names them): n must be static (the network is built for it) and so must the
-ScatterND index tuple length; keys, dummy rows and positions are int32, so R + N must fit in
-int32 (checked when R is static; with a dynamic data shape it is assumed: TensorRT 8.x tensors
-hold fewer than 2^31 elements, and the padded data holds (R + n) w of them). What TensorRT itself
-does with DOUBLE (cast to FP32 on 8.x and 10) or INT8 data is outside this lowering; which data
-types the tensorrt flow lowers at all is :func:`scatter_rewrite.passes.tensorrt.scatter_data_blocker`'s.
-"""
+ScatterND index tuple length; keys, dummy rows and positions are int32, so R + N must fit in int32
+(checked when R is static; with a dynamic data shape it is assumed: TensorRT 8.x tensors hold fewer
+than 2^31 elements, and the padded data holds (R + n) w of them). What TensorRT itself does with
+DOUBLE (cast to FP32 on 8.x and 10) or INT8 data is outside this lowering; which data types the
+tensorrt flow lowers at all is :func:`scatter_rewrite.passes.tensorrt.scatter_data_blocker`'s."""
 
 from __future__ import annotations
 
@@ -100,16 +100,23 @@ def network_blocker(node: ir.Node, opset: int) -> str | None:
         return reason
     n, rows, _ = seg.row_counts(node)
     if n is None:
-        return (f"{NOT_STATIC} (the sorting network is built for a fixed count: export with static shapes, "
-                "or fix the input dimensions: scatter-rewrite tensorrt --fix-dim NAME=SIZE)")
+        return (
+            f"{NOT_STATIC} (the sorting network is built for a fixed count: export with static "
+            "shapes, or fix the input dimensions: scatter-rewrite tensorrt --fix-dim NAME=SIZE)"
+        )
     if rows is not None and rows + padded_size(n) > INT32_MAX:
-        return (f"{rows} data rows + {padded_size(n)} sort slots exceed int32 (keys and positions are "
-                f"int32 for TensorRT)")
+        return (
+            f"{rows} data rows + {padded_size(n)} sort slots exceed int32 (keys and positions are "
+            f"int32 for TensorRT)"
+        )
     return None
 
 
-def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None = None) -> tuple[list[ir.Node], ir.Value]:
-    """Nodes computing ``node`` exactly (see the module docstring). Call :func:`network_blocker` first."""
+def lower_reduction_network(
+    node: ir.Node, opset: int, names: seg.Names | None = None
+) -> tuple[list[ir.Node], ir.Value]:
+    """Nodes computing ``node`` exactly (see the module docstring). Call :func:`network_blocker`
+    first."""
     names = names or seg.Names()
     names.prefix = seg._hint(node)
     b = seg.Builder(names)
@@ -134,9 +141,17 @@ def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None =
     else:
         r64 = b.op("Slice", b.shape(rows), b.const([0]), b.const([1]), dtype=seg.INT64)
         r32 = b.cast(r64, INT32, seg.INT64)
-    width = b.const([1, w_static]) if w_static is not None else b.op(
-        "Concat", b.const([1]), b.op("Slice", b.shape(vals), b.const([1]), b.const([2]), dtype=seg.INT64),
-        axis=0, dtype=seg.INT64)
+    width = (
+        b.const([1, w_static])
+        if w_static is not None
+        else b.op(
+            "Concat",
+            b.const([1]),
+            b.op("Slice", b.shape(vals), b.const([1]), b.const([2]), dtype=seg.INT64),
+            axis=0,
+            dtype=seg.INT64,
+        )
+    )
 
     if opset >= 12 and r_static is not None and fits_one_sort_key(r_static, n):
         sorted_keys, perm = _sort_combined(b, keys, r_static, n)
@@ -144,23 +159,40 @@ def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None =
         sorted_keys, perm = _sort(b, keys, r32, n, opset >= 12)
 
     # 3. segmented scan over the sorted rows + one identity row (index n)
-    identity = b.op("Expand", b.const(kind.identity().reshape(1, 1), kind.identity().dtype), width, dtype=ct)
+    identity = b.op(
+        "Expand", b.const(kind.identity().reshape(1, 1), kind.identity().dtype), width, dtype=ct
+    )
     values = b.cast(b.op("Gather", vals, perm, axis=0, dtype=dtype), ct, dtype)
     scan = b.op("Concat", values, identity, axis=0, dtype=ct)
     flags = None
     if kind.nan_aware:
         flags = b.op("IsNaN", scan, dtype=BOOL)
-    ext_keys = b.op("Concat", sorted_keys, b.const([-1], np.int32), axis=0, dtype=INT32)  # identity row: key -1
-    t_minus_n = b.op("Range", b.const(-n, np.int32), b.const(1, np.int32), b.const(1, np.int32), dtype=INT32)
+    ext_keys = b.op(
+        "Concat", sorted_keys, b.const([-1], np.int32), axis=0, dtype=INT32
+    )  # identity row: key -1
+    t_minus_n = b.op(
+        "Range", b.const(-n, np.int32), b.const(1, np.int32), b.const(1, np.int32), dtype=INT32
+    )
     d = 1
     while d < n:
         before = b.op("Expand", b.const([-2], np.int32), b.const([d]), dtype=INT32)  # no key is -2
-        shifted = b.op("Concat", before, b.op("Slice", ext_keys, b.const([0]), b.const([n + 1 - d]), dtype=INT32),
-                       axis=0, dtype=INT32)
+        shifted = b.op(
+            "Concat",
+            before,
+            b.op("Slice", ext_keys, b.const([0]), b.const([n + 1 - d]), dtype=INT32),
+            axis=0,
+            dtype=INT32,
+        )
         same = b.cast(b.op("Equal", ext_keys, shifted), INT32, BOOL)
         # src = t - d where the key d places earlier is the same, else n (the identity row)
-        src = b.op("Add", b.op("Mul", b.op("Sub", t_minus_n, b.const(d, np.int32), dtype=INT32), same, dtype=INT32),
-                   b.const(n, np.int32), dtype=INT32)
+        src = b.op(
+            "Add",
+            b.op(
+                "Mul", b.op("Sub", t_minus_n, b.const(d, np.int32), dtype=INT32), same, dtype=INT32
+            ),
+            b.const(n, np.int32),
+            dtype=INT32,
+        )
         early = b.op("Gather", scan, src, axis=0, dtype=ct)
         early_flag = b.op("Gather", flags, src, axis=0, dtype=BOOL) if flags is not None else None
         scan, flags = kind.combine(b, early, scan, None, early_flag, flags)
@@ -178,14 +210,20 @@ def lower_reduction_network(node: ir.Node, opset: int, names: seg.Names | None =
     is_end = b.cast(b.op("Not", b.op("Equal", sorted_keys, following)), INT32, BOOL)
     dummy = b.op("Add", b.op("Add", t_minus_n, b.const(n, np.int32), dtype=INT32), r32, dtype=INT32)
     dummy = b.op("Slice", dummy, *first_n, dtype=INT32)
-    targets = b.op("Add", dummy, b.op("Mul", b.op("Sub", sorted_keys, dummy, dtype=INT32), is_end, dtype=INT32),
-                   dtype=INT32)
+    targets = b.op(
+        "Add",
+        dummy,
+        b.op("Mul", b.op("Sub", sorted_keys, dummy, dtype=INT32), is_end, dtype=INT32),
+        dtype=INT32,
+    )
     targets = b.op("Reshape", b.cast(targets, seg.INT64, INT32), b.const([n, 1]), dtype=seg.INT64)
     write = INT32 if dtype == BOOL else dtype
     base, final = b.cast(rows, write, dtype), b.cast(final, write, dtype)
     padded = b.op("Concat", base, final, axis=0, dtype=write)
     scattered = b.op("ScatterND", padded, targets, final, dtype=write)
-    out_rows = b.cast(b.op("Slice", scattered, b.const([0]), r64, b.const([0]), dtype=write), dtype, write)
+    out_rows = b.cast(
+        b.op("Slice", scattered, b.const([0]), r64, b.const([0]), dtype=write), dtype, write
+    )
     return b.nodes, b.cast(b.reshape_like(out_rows, data, opset), given, dtype)
 
 
@@ -196,18 +234,33 @@ def _cast_like(b: seg.Builder, value: ir.Value, to: ir.DataType) -> ir.Value:
     return out
 
 
-def _sort(b: seg.Builder, keys: ir.Value, sentinel: ir.Value, n: int, minmax: bool) -> tuple[ir.Value, ir.Value]:
-    """Sort the pairs (keys[i], i) (int32 [n]) lexicographically; return the sorted keys and positions."""
+def _sort(
+    b: seg.Builder, keys: ir.Value, sentinel: ir.Value, n: int, minmax: bool
+) -> tuple[ir.Value, ir.Value]:
+    """Sort the pairs (keys[i], i) (int32 [n]) lexicographically; return the sorted keys and
+    positions."""
     size = padded_size(n)
-    positions = b.op("Range", b.const(0, np.int32), b.const(size, np.int32), b.const(1, np.int32), dtype=INT32)
+    positions = b.op(
+        "Range", b.const(0, np.int32), b.const(size, np.int32), b.const(1, np.int32), dtype=INT32
+    )
     if size > n:
-        keys = b.op("Concat", keys, b.op("Expand", sentinel, b.const([size - n]), dtype=INT32), axis=0, dtype=INT32)
+        keys = b.op(
+            "Concat",
+            keys,
+            b.op("Expand", sentinel, b.const([size - n]), dtype=INT32),
+            axis=0,
+            dtype=INT32,
+        )
     k = 1
     while k < size:
-        keys, positions = _compare_exchange(b, keys, positions, size, k, mirror=k > 1, minmax=minmax)
+        keys, positions = _compare_exchange(
+            b, keys, positions, size, k, mirror=k > 1, minmax=minmax
+        )
         j = k // 2
         while j >= 1:
-            keys, positions = _compare_exchange(b, keys, positions, size, j, mirror=False, minmax=minmax)
+            keys, positions = _compare_exchange(
+                b, keys, positions, size, j, mirror=False, minmax=minmax
+            )
             j //= 2
         k *= 2
     if size > n:
@@ -259,7 +312,9 @@ def _sort_combined(b: seg.Builder, keys: ir.Value, rows: int, n: int) -> tuple[i
     return sorted_keys, positions
 
 
-def _compare_exchange(b: seg.Builder, keys, positions, size: int, half: int, mirror: bool, minmax: bool):
+def _compare_exchange(
+    b: seg.Builder, keys, positions, size: int, half: int, mirror: bool, minmax: bool
+):
     """One network step on blocks of 2 * ``half``: element j of the first half against element j of
     the second (``mirror``: against element half-1-j), the smaller pair first."""
     blocks = b.const([size // (2 * half), 2, half])
@@ -271,7 +326,9 @@ def _compare_exchange(b: seg.Builder, keys, positions, size: int, half: int, mir
         return lower, (_reverse(b, upper, half) if mirror else upper)
 
     (ka, kb), (pa, pb) = halves(keys), halves(positions)
-    a_first = b.op("Or", b.op("Less", ka, kb), b.op("And", b.op("Equal", ka, kb), b.op("Less", pa, pb)))
+    a_first = b.op(
+        "Or", b.op("Less", ka, kb), b.op("And", b.op("Equal", ka, kb), b.op("Less", pa, pb))
+    )
     a_first = b.cast(a_first, INT32, BOOL)
     if minmax:
         k_lo, k_hi = b.op("Min", ka, kb, dtype=INT32), b.op("Max", ka, kb, dtype=INT32)
@@ -287,11 +344,20 @@ def _compare_exchange(b: seg.Builder, keys, positions, size: int, half: int, mir
 
 
 def _exchange(b: seg.Builder, a, c, a_first):
-    """(a_first ? a : c, a_first ? c : a) for int32, with a_first as 0/1: exact integer arithmetic."""
+    """(a_first ? a : c, a_first ? c : a) for int32, with a_first as 0/1: exact integer
+    arithmetic."""
     delta = b.op("Mul", b.op("Sub", a, c, dtype=INT32), a_first, dtype=INT32)
     return b.op("Add", c, delta, dtype=INT32), b.op("Sub", a, delta, dtype=INT32)
 
 
 def _reverse(b: seg.Builder, value, length: int):
     """``value[..., ::-1]`` along the last axis (of static ``length``): a step -1 Slice."""
-    return b.op("Slice", value, b.const([length - 1]), b.const([-length - 1]), b.const([2]), b.const([-1]), dtype=INT32)
+    return b.op(
+        "Slice",
+        value,
+        b.const([length - 1]),
+        b.const([-length - 1]),
+        b.const([2]),
+        b.const([-1]),
+        dtype=INT32,
+    )

@@ -82,7 +82,9 @@ def first_opset_with(reduction: str) -> int:
 def compute_dtype(dtype: ir.DataType, reduction: str) -> ir.DataType:
     if dtype in _SMALL_INTS:
         return ir.DataType.INT32
-    if dtype == ir.DataType.BFLOAT16 or (dtype == ir.DataType.FLOAT16 and reduction in ("add", "mul")):
+    if dtype == ir.DataType.BFLOAT16 or (
+        dtype == ir.DataType.FLOAT16 and reduction in ("add", "mul")
+    ):
         return ir.DataType.FLOAT
     return dtype
 
@@ -149,11 +151,13 @@ class Builder:
         """Dimensions ``start:stop`` of ``value`` as a 1-D int64 tensor."""
         if value.shape is not None and all(isinstance(d, int) for d in value.shape[start:stop]):
             return self.const(list(value.shape[start:stop]))
-        return self.op("Slice", self.shape(value), self.const([start]), self.const([stop]), dtype=INT64)
+        return self.op(
+            "Slice", self.shape(value), self.const([start]), self.const([stop]), dtype=INT64
+        )
 
     def reshape_like(self, value: ir.Value, like: ir.Value, opset: int) -> ir.Value:
-        """``value`` (as many elements as ``like``) reshaped to ``like``'s shape, right when that shape
-        holds a 0: Reshape reads a 0 in its shape input as "copy the input's dimension" unless
+        """``value`` (as many elements as ``like``) reshaped to ``like``'s shape, right when that
+        shape holds a 0: Reshape reads a 0 in its shape input as "copy the input's dimension" unless
         ``allowzero=1`` (opset >= 14), so ``Reshape(rows [0, 1], Shape(data [4, 0]))`` fails. Static
         shapes go as a constant (the caller handles a static 0 itself: an empty ``like``); dynamic
         ones with ``allowzero=1`` from opset 14, below it through a Reshape with the first 0 written
@@ -164,21 +168,41 @@ class Builder:
         shape = self.shape(like)
         if opset >= 14:
             return self.op("Reshape", value, shape, dtype=like.dtype, allowzero=1)
-        zero = self.cast(self.op("Equal", shape, self.const(0)), INT64, ir.DataType.BOOL)  # 1 where the dim is 0
-        first = self.op("Mul", zero, self.cast(self.op("Equal", self.op("CumSum", zero, self.const(0), dtype=INT64),
-                                                       self.const(1)), INT64, ir.DataType.BOOL), dtype=INT64)
+        zero = self.cast(
+            self.op("Equal", shape, self.const(0)), INT64, ir.DataType.BOOL
+        )  # 1 where the dim is 0
+        first = self.op(
+            "Mul",
+            zero,
+            self.cast(
+                self.op(
+                    "Equal", self.op("CumSum", zero, self.const(0), dtype=INT64), self.const(1)
+                ),
+                INT64,
+                ir.DataType.BOOL,
+            ),
+            dtype=INT64,
+        )
         empty = self.op("ReduceMax", zero, keepdims=0, dtype=INT64)  # 1 when like is empty
-        placeholder = self.op("Sub", self.const(1), self.op("Mul", first, self.const(2), dtype=INT64), dtype=INT64)
+        placeholder = self.op(
+            "Sub", self.const(1), self.op("Mul", first, self.const(2), dtype=INT64), dtype=INT64
+        )
         delta = self.op("Mul", empty, self.op("Sub", placeholder, shape, dtype=INT64), dtype=INT64)
-        target = self.op("Add", shape, delta, dtype=INT64)  # the shape, or the placeholder when empty
-        return self.op("Expand", self.op("Reshape", value, target, dtype=like.dtype), shape, dtype=like.dtype)
+        target = self.op(
+            "Add", shape, delta, dtype=INT64
+        )  # the shape, or the placeholder when empty
+        return self.op(
+            "Expand", self.op("Reshape", value, target, dtype=like.dtype), shape, dtype=like.dtype
+        )
 
     def cast(self, value: ir.Value, to: ir.DataType, frm: ir.DataType | None) -> ir.Value:
         if frm == to:
             return value
         return self.op("Cast", value, to=to.value, dtype=to)
 
-    def select(self, cond: ir.Value, a: ir.Value, b: ir.Value, dtype: ir.DataType, exact: bool = False) -> ir.Value:
+    def select(
+        self, cond: ir.Value, a: ir.Value, b: ir.Value, dtype: ir.DataType, exact: bool = False
+    ) -> ir.Value:
         """``cond ? a : b``; arithmetic for uint64, which onnxruntime's Where lacks.
 
         onnxruntime 1.32's CPU Where returns +0.0 where it selects a -0.0 from its X input (Y is
@@ -192,13 +216,30 @@ class Builder:
             picked = self.op("Where", cond, a, b, dtype=dtype)
             if not exact or dtype not in _FLOATS:
                 return picked
-            np_dtype = np.float32 if dtype in (ir.DataType.FLOAT, ir.DataType.BFLOAT16) else dtype.numpy()
+            np_dtype = (
+                np.float32 if dtype in (ir.DataType.FLOAT, ir.DataType.BFLOAT16) else dtype.numpy()
+            )
             zero = self.const(0, np_dtype)
-            mask = self.op("And", cond, self.op("And", self.op("Equal", a, zero),
-                                                self.op("Less", self.op("Reciprocal", a, dtype=dtype), zero)))
-            h = self.op("Sub", self.const(1, np_dtype),
-                        self.op("Mul", self.cast(mask, dtype, ir.DataType.BOOL), self.const(2, np_dtype), dtype=dtype),
-                        dtype=dtype)
+            mask = self.op(
+                "And",
+                cond,
+                self.op(
+                    "And",
+                    self.op("Equal", a, zero),
+                    self.op("Less", self.op("Reciprocal", a, dtype=dtype), zero),
+                ),
+            )
+            h = self.op(
+                "Sub",
+                self.const(1, np_dtype),
+                self.op(
+                    "Mul",
+                    self.cast(mask, dtype, ir.DataType.BOOL),
+                    self.const(2, np_dtype),
+                    dtype=dtype,
+                ),
+                dtype=dtype,
+            )
             g = self.op("Mul", h, self.const(-0.0, np_dtype), dtype=dtype)
             return self.op("Mul", self.op("Add", picked, g, dtype=dtype), h, dtype=dtype)
         c = self.cast(cond, dtype, ir.DataType.BOOL)
@@ -227,7 +268,14 @@ def _same_dims(a, b) -> bool:
         if isinstance(x, int) and isinstance(y, int):
             if x != y:
                 return False
-        elif isinstance(x, int) or isinstance(y, int) or x is None or y is None or x.value is None or x.value != y.value:
+        elif (
+            isinstance(x, int)
+            or isinstance(y, int)
+            or x is None
+            or y is None
+            or x.value is None
+            or x.value != y.value
+        ):
             return False
     return True
 
@@ -244,8 +292,9 @@ def _normalize(b: Builder, idx: ir.Value, size: ir.Value) -> ir.Value:
     """Negative index -> index + size (int64 in, int64 out). An index in [-2 size, -size - 1] is out
     of range (an error, the spec says, and onnxruntime's) but would come out a valid negative one
     and wrap in the final ScatterND: it becomes ``size`` instead, so the lowered graph fails on it
-    too (the extra Less/Where run on the indices only: the GNN benchmark's lowered times stayed within
-    run-to-run noise, 142.8 -> 136.7 ms for max, 63.9 -> 64.2 ms for add, benchmarks/RESULTS-lower.md)."""
+    too (the extra Less/Where run on the indices only: the GNN benchmark's lowered times stayed
+    within run-to-run noise, 142.8 -> 136.7 ms for max, 63.9 -> 64.2 ms for add,
+    benchmarks/RESULTS-lower.md)."""
     zero = b.const(0)
     shifted = b.op("Where", b.op("Less", idx, zero), b.op("Add", idx, size), idx, dtype=INT64)
     return b.op("Where", b.op("Less", shifted, zero), size, shifted, dtype=INT64)
@@ -278,7 +327,12 @@ def _row_broadcast_source(indices: ir.Value, rank: int, axis: int) -> ir.Value |
            and producer.inputs):
         indices = producer.inputs[0]
         producer = indices.producer() if indices is not None else None
-    if producer is None or producer.op_type != "Expand" or producer.domain != "" or axis >= rank - 1:
+    if (
+        producer is None
+        or producer.op_type != "Expand"
+        or producer.domain != ""
+        or axis >= rank - 1
+    ):
         return None
     x = producer.inputs[0]
     if x is None or x.shape is None or len(x.shape) > rank:
@@ -315,7 +369,9 @@ def reduction_blocker(node: ir.Node, opset: int) -> str | None:
         if _static_rank(data, indices, updates) is None:
             return "the rank of data/indices/updates is unknown"
     elif node.op_type == "ScatterND":
-        if indices.shape is None or not isinstance(indices.shape[-1] if len(indices.shape) else None, int):
+        if indices.shape is None or not isinstance(
+            indices.shape[-1] if len(indices.shape) else None, int
+        ):
             return "the last dimension of indices (index tuple length) is not static"
         if indices.shape[-1] < 1:
             return "an empty index tuple (indices.shape[-1] == 0) is not lowered"
@@ -327,7 +383,9 @@ def reduction_blocker(node: ir.Node, opset: int) -> str | None:
 # --------------------------------------------------------------------------- lowering
 
 
-def lower_reduction(node: ir.Node, opset: int, names: Names | None = None) -> tuple[list[ir.Node], ir.Value]:
+def lower_reduction(
+    node: ir.Node, opset: int, names: Names | None = None
+) -> tuple[list[ir.Node], ir.Value]:
     """Standard nodes valid at ``opset`` computing ``node`` (see the module docstring).
 
     Call :func:`reduction_blocker` first; this assumes it returned None.
@@ -378,25 +436,34 @@ def row_counts(node: ir.Node) -> tuple[int | None, int | None, int | None]:
     Call :func:`reduction_blocker` first."""
     data, indices, updates = node.inputs
     if node.op_type == "ScatterElements":
-        rank, _, _, last, shape_src = _elements_layout(data, indices, updates, attr(node, "axis", 0))
+        rank, _, _, last, shape_src = _elements_layout(
+            data, indices, updates, attr(node, "axis", 0)
+        )
         if shape_src.shape is None or len(shape_src.shape) != rank:
             return None, _static_product(data, 0, last + 1), _static_product(data, last + 1, None)
         return (_static_product(shape_src, 0, last + 1), _static_product(data, 0, last + 1),
                 _static_product(data, last + 1, None))
     k = indices.shape[-1]
-    return _static_product(indices, 0, -1), _static_product(data, 0, k), _static_product(data, k, None)
+    return (
+        _static_product(indices, 0, -1),
+        _static_product(data, 0, k),
+        _static_product(data, k, None),
+    )
 
 
 def update_rows(b: Builder, node: ir.Node, data: ir.Value | None = None,
                 updates: ir.Value | None = None) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """(data rows [R, w], key of each update row [n] int64 in [0, R), update rows [n, w]): see
-    step 1 of the module docstring. ``data``/``updates`` replace the node's own (the same shapes,
-    another dtype: the TensorRT lowering casts small integers first). Call :func:`reduction_blocker` first."""
+    """(data rows [R, w], key of each update row [n] int64 in [0, R), update rows [n, w]): see step
+    1 of the module docstring. ``data``/``updates`` replace the node's own (the same shapes, another
+    dtype: the TensorRT lowering casts small integers first). Call :func:`reduction_blocker`
+    first."""
     data = data if data is not None else node.inputs[0]
     updates = updates if updates is not None else node.inputs[2]
     indices = node.inputs[1]
     if node.op_type == "ScatterElements":
-        rows, keys, vals, _ = _scatter_elements_rows(b, data, indices, updates, attr(node, "axis", 0))
+        rows, keys, vals, _ = _scatter_elements_rows(
+            b, data, indices, updates, attr(node, "axis", 0)
+        )
     else:
         rows, keys, vals, _ = _scatter_nd_rows(b, data, indices, updates)
     return rows, keys, vals
@@ -453,18 +520,32 @@ def _scatter_nd_rows(b: Builder, data, indices, updates):
 
 def segment_reduce(b: Builder, rows: ir.Value, keys: ir.Value, vals: ir.Value, reduction: str,
                    dtype: ir.DataType) -> ir.Value:
-    """``rows`` [R, w] with ``vals`` [n, w] folded into row ``keys[i]`` (int64 in [0, R)) in order."""
+    """``rows`` [R, w] with ``vals`` [n, w] folded into row ``keys[i]`` (int64 in [0, R)) in
+    order."""
     ct = compute_dtype(dtype, reduction)
     n = b.op("Size", keys, dtype=INT64)
     k = b.op("Reshape", n, b.const([1]), dtype=INT64)
     sorted_keys, perm = b.op("TopK", keys, k, outputs=2, axis=0, largest=0, sorted=1)
     sorted_keys.dtype = perm.dtype = INT64
-    shifted = b.op("Concat", b.const([-1]), b.op("Slice", sorted_keys, b.const([0]), b.const([-1])), axis=0, dtype=INT64)
+    shifted = b.op(
+        "Concat",
+        b.const([-1]),
+        b.op("Slice", sorted_keys, b.const([0]), b.const([-1])),
+        axis=0,
+        dtype=INT64,
+    )
     starts_flag = b.op("Not", b.op("Equal", sorted_keys, shifted))
     starts = b.op("Reshape", b.op("NonZero", starts_flag), b.const([-1]), dtype=INT64)
     segments = b.op("Size", starts, dtype=INT64)
-    seg_id = b.op("Sub", b.op("CumSum", b.cast(starts_flag, INT64, ir.DataType.BOOL), b.const(0)), b.const(1), dtype=INT64)
-    rank_in_run = b.op("Sub", b.op("Range", b.const(0), n, b.const(1)), b.op("Gather", starts, seg_id), dtype=INT64)
+    seg_id = b.op(
+        "Sub",
+        b.op("CumSum", b.cast(starts_flag, INT64, ir.DataType.BOOL), b.const(0)),
+        b.const(1),
+        dtype=INT64,
+    )
+    rank_in_run = b.op(
+        "Sub", b.op("Range", b.const(0), n, b.const(1)), b.op("Gather", starts, seg_id), dtype=INT64
+    )
     values = b.cast(b.op("Gather", vals, perm, axis=0, dtype=dtype), ct, dtype)
     go = b.op("Greater", n, segments)
     kind = Kind(reduction, ct)
@@ -494,7 +575,11 @@ def segment_reduce(b: Builder, rows: ir.Value, keys: ir.Value, vals: ir.Value, r
     total = None
     for part in (values, rows):
         part_dtype = ct if part is values else dtype
-        probe = b.cast(part, ir.DataType.FLOAT, part_dtype) if part_dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16) else part
+        probe = (
+            b.cast(part, ir.DataType.FLOAT, part_dtype)
+            if part_dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+            else part
+        )
         term = b.op("ReduceSum", b.op("Reciprocal", probe), keepdims=0)
         total = term if total is None else b.op("Add", total, term)
     probe_dtype = np.float64 if ct == ir.DataType.DOUBLE else np.float32
@@ -503,7 +588,11 @@ def segment_reduce(b: Builder, rows: ir.Value, keys: ir.Value, vals: ir.Value, r
     for flagged in (True, False):
         sub = Builder(b.names)
         outs = branch(sub, flagged)
-        graphs.append(ir.Graph([], list(outs), nodes=sub.nodes, name=b.names.new("exact" if flagged else "plain")))
+        graphs.append(
+            ir.Graph(
+                [], list(outs), nodes=sub.nodes, name=b.names.new("exact" if flagged else "plain")
+            )
+        )
     final_keys, new = b.op("If", any_nan, outputs=2, then_branch=graphs[0], else_branch=graphs[1])
     final_keys.dtype, new.dtype = INT64, ct
     return write_back(final_keys, new)
@@ -518,13 +607,16 @@ class Kind:
     def __init__(self, reduction: str, dtype: ir.DataType, int_minmax: bool = False):
         self.reduction, self.dtype = reduction, dtype
         self.nan_aware = reduction in ("max", "min") and dtype in _FLOATS
-        self.compare = "Less" if reduction == "max" else "Greater"  # "update loses to the accumulator"
+        self.compare = (
+            "Less" if reduction == "max" else "Greater"
+        )  # "update loses to the accumulator"
         self.int_minmax = int_minmax and dtype not in _FLOATS and dtype != ir.DataType.BOOL
 
     def identity(self) -> np.ndarray:
         """The element e with ``combine(e, x) == x`` bit for bit for every x (a 0-d array of the
         compute dtype): -0.0 for float add (-0.0 + x keeps x's sign), +-inf or the integer bounds
-        for max/min (nothing is strictly below -inf, so x wins, NaN included), False/True for bool."""
+        for max/min (nothing is strictly below -inf, so x wins, NaN included), False/True for
+        bool."""
         dt = self.dtype
         np_dtype = np.float32 if dt == ir.DataType.BFLOAT16 else dt.numpy()
         if dt == ir.DataType.BOOL:
@@ -547,7 +639,9 @@ class Kind:
         if dt == ir.DataType.BOOL:
             if self.reduction in ("add", "max"):
                 return b.op("Or", early, late if has is None else b.op("And", late, has)), None
-            return b.op("And", early, late if has is None else b.op("Or", late, b.op("Not", has))), None
+            return b.op(
+                "And", early, late if has is None else b.op("Or", late, b.op("Not", has))
+            ), None
         if self.reduction in ("add", "mul"):
             out = b.op("Add" if self.reduction == "add" else "Mul", early, late, dtype=dt)
             return (out if has is None else b.select(has, out, early, dt)), None
@@ -570,10 +664,18 @@ def _round_body(names: Names, kind: Kind, segments: ir.Value, flagged: bool) -> 
     b = Builder(names)
 
     def inp(hint, dtype, shape=None):
-        return ir.Value(name=names.new(hint), type=ir.TensorType(dtype), shape=ir.Shape(shape) if shape is not None else None)
+        return ir.Value(
+            name=names.new(hint),
+            type=ir.TensorType(dtype),
+            shape=ir.Shape(shape) if shape is not None else None,
+        )
 
     it, cond = inp("iter", INT64, []), inp("cond", ir.DataType.BOOL, [])
-    keys, vals, ranks = inp("keys", INT64, [None]), inp("vals", kind.dtype), inp("ranks", INT64, [None])
+    keys, vals, ranks = (
+        inp("keys", INT64, [None]),
+        inp("vals", kind.dtype),
+        inp("ranks", INT64, [None]),
+    )
     flags = inp("flags", ir.DataType.BOOL) if flagged else None
     m = b.op("Size", keys, dtype=INT64)
     even = b.op("Equal", b.op("Mod", ranks, b.const(2)), b.const(0))
@@ -582,7 +684,9 @@ def _round_body(names: Names, kind: Kind, segments: ir.Value, flagged: bool) -> 
     inside = b.op("Less", nxt, m)
     partner = b.op("Where", inside, nxt, ie, dtype=INT64)
     new_keys = b.op("Gather", keys, ie, axis=0, dtype=INT64)
-    has = b.op("And", inside, b.op("Equal", b.op("Gather", keys, partner, axis=0, dtype=INT64), new_keys))
+    has = b.op(
+        "And", inside, b.op("Equal", b.op("Gather", keys, partner, axis=0, dtype=INT64), new_keys)
+    )
     has_col = b.op("Reshape", has, b.const([-1, 1]), dtype=ir.DataType.BOOL)
     early = b.op("Gather", vals, ie, axis=0, dtype=kind.dtype)
     late = b.op("Gather", vals, partner, axis=0, dtype=kind.dtype)
@@ -617,12 +721,18 @@ def tensor_scatter_blocker(node: ir.Node, opset: int) -> str | None:
         return f"axis={axis} is invalid for rank {rank} (must name a dimension >= 1)"
     if cache.dtype == ir.DataType.BFLOAT16 and opset < 13:
         return "bfloat16 needs ScatterElements-13; pass --opset 13"
-    if cache.dtype is not None and cache.dtype not in SUPPORTED_DTYPES | {ir.DataType.STRING, ir.DataType.COMPLEX64, ir.DataType.COMPLEX128}:
+    if cache.dtype is not None and cache.dtype not in SUPPORTED_DTYPES | {
+        ir.DataType.STRING,
+        ir.DataType.COMPLEX64,
+        ir.DataType.COMPLEX128,
+    }:
         return f"data type {cache.dtype.name} is not a ScatterElements type at opset {opset}"
     return None
 
 
-def lower_tensor_scatter(node: ir.Node, opset: int, names: Names | None = None) -> tuple[list[ir.Node], ir.Value]:
+def lower_tensor_scatter(
+    node: ir.Node, opset: int, names: Names | None = None
+) -> tuple[list[ir.Node], ir.Value]:
     """TensorScatter -> ScatterElements(past_cache, positions, update, axis) with
     positions[b, ..., s, ...] = write_indices[b] + s (mod max_sequence_length if circular)."""
     names = names or Names()

@@ -39,39 +39,131 @@ DT = ir.DataType
 F32, F16, BF16, F64 = DT.FLOAT, DT.FLOAT16, DT.BFLOAT16, DT.DOUBLE
 I8, I32, I64, U8, B = DT.INT8, DT.INT32, DT.INT64, DT.UINT8, DT.BOOL
 
-_86_NUM = frozenset({F32, F16, I32})  # Add, Sub, Mul, Div, Max, Min, Mod, Equal, Less, Greater, Neg, Abs
-_86_MOVE = frozenset({F32, F16, I32, I8, B})  # Concat, Constant, Identity, Reshape, Shape, Slice, Unsqueeze, Cast
+_86_NUM = frozenset(
+    {F32, F16, I32}
+)  # Add, Sub, Mul, Div, Max, Min, Mod, Equal, Less, Greater, Neg, Abs
+_86_MOVE = frozenset(
+    {F32, F16, I32, I8, B}
+)  # Concat, Constant, Identity, Reshape, Shape, Slice, Unsqueeze, Cast
 _10_NUM = frozenset({F32, F16, BF16, I32, I64})
 _10_MOVE = frozenset({F32, F16, BF16, I32, I64, B})
 
-# op -> the data types the parser takes for it (the "Supported Types" column; see the module docstring).
+# op -> the data types the parser takes for it (the "Supported Types" column; see the module
+# docstring).
 SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
     "8.6": {
-        **{op: _86_NUM for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "Mod", "Equal", "Less", "Greater",
-                                  "Neg", "Abs", "IsNaN", "Sum")},
+        **{
+            op: _86_NUM
+            for op in (
+                "Add",
+                "Sub",
+                "Mul",
+                "Div",
+                "Max",
+                "Min",
+                "Mod",
+                "Equal",
+                "Less",
+                "Greater",
+                "Neg",
+                "Abs",
+                "IsNaN",
+                "Sum",
+            )
+        },
         **{op: frozenset({B}) for op in ("And", "Or", "Xor", "Not")},
-        **{op: _86_MOVE for op in ("Cast", "Concat", "Constant", "Identity", "Reshape", "Shape", "Size", "Slice",
-                                   "Squeeze", "Unsqueeze", "Transpose")},
-        **{op: frozenset({F32, F16, I32, B}) for op in ("Expand", "Flatten", "Tile", "Split", "Where", "If", "Loop")},
+        **{
+            op: _86_MOVE
+            for op in (
+                "Cast",
+                "Concat",
+                "Constant",
+                "Identity",
+                "Reshape",
+                "Shape",
+                "Size",
+                "Slice",
+                "Squeeze",
+                "Unsqueeze",
+                "Transpose",
+            )
+        },
+        **{
+            op: frozenset({F32, F16, I32, B})
+            for op in ("Expand", "Flatten", "Tile", "Split", "Where", "If", "Loop")
+        },
         "Gather": frozenset({F32, F16, I8, I32, B}),
         "ScatterND": frozenset({F32, F16, I8, I32}),
         "ScatterElements": frozenset({F32, F16, I8, I32}),
-        "Range": frozenset({F32, I32}),  # the 8.x importer: "only supports int32 and float input types"
+        "Range": frozenset(
+            {F32, I32}
+        ),  # the 8.x importer: "only supports int32 and float input types"
         "ConstantOfShape": frozenset({F32}),
-        **{op: frozenset({F32, F16}) for op in ("Reciprocal", "CumSum", "ReduceMax", "ReduceMin", "ReduceSum",
-                                                "TopK", "NonZero")},
-        # What the opset cap's function bodies bring (Gelu-20's, at 17): docs/operators.md (8.5) "Erf | Y |
-        # FP32, FP16", "Sqrt | Y | FP32, FP16".
+        **{
+            op: frozenset({F32, F16})
+            for op in (
+                "Reciprocal",
+                "CumSum",
+                "ReduceMax",
+                "ReduceMin",
+                "ReduceSum",
+                "TopK",
+                "NonZero",
+            )
+        },
+        # What the opset cap's function bodies bring (Gelu-20's, at 17): docs/operators.md (8.5)
+        # "Erf | Y | FP32, FP16", "Sqrt | Y | FP32, FP16".
         **{op: frozenset({F32, F16}) for op in ("Erf", "Sqrt")},
     },
     "10": {
-        **{op: _10_NUM for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "Mod", "Equal", "Less", "Greater",
-                                  "Neg", "Abs", "IsNaN", "Sum", "Range", "ReduceMax", "ReduceMin", "ReduceSum",
-                                  "TopK")},
+        **{
+            op: _10_NUM
+            for op in (
+                "Add",
+                "Sub",
+                "Mul",
+                "Div",
+                "Max",
+                "Min",
+                "Mod",
+                "Equal",
+                "Less",
+                "Greater",
+                "Neg",
+                "Abs",
+                "IsNaN",
+                "Sum",
+                "Range",
+                "ReduceMax",
+                "ReduceMin",
+                "ReduceSum",
+                "TopK",
+            )
+        },
         **{op: frozenset({B}) for op in ("And", "Or", "Xor", "Not")},
-        **{op: _10_MOVE for op in ("Concat", "Constant", "ConstantOfShape", "Identity", "Reshape", "Size",
-                                   "Slice", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Flatten", "Tile",
-                                   "Split", "Where", "If", "Loop", "Gather")},
+        **{
+            op: _10_MOVE
+            for op in (
+                "Concat",
+                "Constant",
+                "ConstantOfShape",
+                "Identity",
+                "Reshape",
+                "Size",
+                "Slice",
+                "Squeeze",
+                "Unsqueeze",
+                "Transpose",
+                "Expand",
+                "Flatten",
+                "Tile",
+                "Split",
+                "Where",
+                "If",
+                "Loop",
+                "Gather",
+            )
+        },
         "Cast": _10_MOVE | {I8, U8},  # Cast.html (10.6) lists int8 and uint8 too
         "Shape": _10_MOVE | {I8},  # Shape.html (10.7) lists int8 too
         "ScatterND": _10_NUM | {I8},  # Scatter.html (10.7) lists int8
@@ -85,18 +177,48 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
 PARSER_CASTS = {"8.6": {I64: I32, F64: F32}, "10": {F64: F32}, "11": {F64: F32}}
 SUPPORTED_TYPES["11"] = SUPPORTED_TYPES["10"]
 # Ops with no support at all in either version's table ("N").
-UNSUPPORTED_OPS = frozenset({"Compress", "Unique", "StringNormalizer", "TfIdfVectorizer", "BitShift", "BitwiseAnd",
-                             "BitwiseOr", "BitwiseXor", "BitwiseNot", "ConcatFromSequence", "SequenceAt",
-                             "SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SplitToSequence"})
+UNSUPPORTED_OPS = frozenset(
+    {
+        "Compress",
+        "Unique",
+        "StringNormalizer",
+        "TfIdfVectorizer",
+        "BitShift",
+        "BitwiseAnd",
+        "BitwiseOr",
+        "BitwiseXor",
+        "BitwiseNot",
+        "ConcatFromSequence",
+        "SequenceAt",
+        "SequenceConstruct",
+        "SequenceEmpty",
+        "SequenceInsert",
+        "SplitToSequence",
+    }
+)
 # Whose input's type the "Supported Types" column constrains (default: input 0; Where: X and Y).
 _TYPED_INPUTS = {"Where": (1, 2)}
 # Ops whose output is BOOL whatever their inputs (for following types through untyped values).
-BOOL_OUTPUT_OPS = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
-                             "IsNaN", "IsInf"})
+BOOL_OUTPUT_OPS = frozenset(
+    {
+        "Equal",
+        "Less",
+        "Greater",
+        "LessOrEqual",
+        "GreaterOrEqual",
+        "Not",
+        "And",
+        "Or",
+        "Xor",
+        "IsNaN",
+        "IsInf",
+    }
+)
 
 
 def as_parsed(dtype: ir.DataType, version: str) -> ir.DataType:
-    """``dtype`` as TensorRT ``version``'s parser makes it (INT64 -> INT32 on 8.x, DOUBLE -> FLOAT)."""
+    """``dtype`` as TensorRT ``version``'s parser makes it (INT64 -> INT32 on 8.x, DOUBLE ->
+    FLOAT)."""
     return PARSER_CASTS[version].get(dtype, dtype)
 
 

@@ -34,7 +34,9 @@ class ScatterPassResult(ir.passes.PassResult):
     name: str = ""
     rewritten: list[NodeNote] = dataclasses.field(default_factory=list)
     skipped: list[NodeNote] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)  # model-level facts (opset change...)
+    notes: list[str] = dataclasses.field(
+        default_factory=list
+    )  # model-level facts (opset change...)
     # Ops re-expressed so that float results may round differently (an op replaced by its ONNX
     # function body): validation then compares float outputs within its stated tolerance.
     float_rounding: list[str] = dataclasses.field(default_factory=list)
@@ -50,12 +52,15 @@ class ScatterPassResult(ir.passes.PassResult):
 
 
 class ScatterPass(ir.passes.InPlacePass):
-    """Base of our passes: subclasses implement :meth:`run` and record with :meth:`rewrote`/:meth:`skip`."""
+    """Base of our passes: subclasses implement :meth:`run` and record with
+    :meth:`rewrote`/:meth:`skip`."""
 
     name = "scatter-pass"
 
     def call(self, model: ir.Model) -> ScatterPassResult:
-        check_scatter_nodes(model)  # before run() reads an axis or an input that is not what the schema says
+        check_scatter_nodes(
+            model
+        )  # before run() reads an axis or an input that is not what the schema says
         self.result = ScatterPassResult(model, False, name=self.name)
         self.run(model)
         r = self.result

@@ -44,14 +44,18 @@ class FixDimsPass(ScatterPass):
         unknown = sorted(set(self.dim_sizes) - declared)
         if unknown:
             known = ", ".join(sorted(declared)) or "none: every input dimension is fixed or unnamed"
-            raise OptionError(f"--fix-dim: no model input has a dimension named {', '.join(map(repr, unknown))}; "
-                              f"the named input dimensions are: {known}")
+            raise OptionError(
+                f"--fix-dim: no model input has a dimension named {', '.join(map(repr, unknown))}; "
+                f"the named input dimensions are: {known}"
+            )
         changed = 0
         for value in _all_values(model):
             shape = value.shape
             if shape is None or not any(dim_name(d) in self.dim_sizes for d in shape):
                 continue
-            value.shape = ir.Shape([self.dim_sizes.get(dim_name(d), d) if dim_name(d) else d for d in shape])
+            value.shape = ir.Shape(
+                [self.dim_sizes.get(dim_name(d), d) if dim_name(d) else d for d in shape]
+            )
             changed += 1
         for name, size in sorted(self.dim_sizes.items()):
             self.note(f"dimension {name!r} fixed to {size}", modified=True)
@@ -71,7 +75,9 @@ def _settle_shapes(model: ir.Model) -> int:
             if node.graph is None or scope.is_function or _is_constant_chain_node(node, chains):
                 continue  # a chain node is folded as part of what its consumer reads
             for i, value in enumerate(node.inputs):
-                if value is not None and _fold_input(value, scope, chains, _is_shape_operand(node, i)):
+                if value is not None and _fold_input(
+                    value, scope, chains, _is_shape_operand(node, i)
+                ):
                     round_folded += 1
         folded += round_folded
         if not round_folded:
@@ -89,19 +95,33 @@ def _is_shape_operand(node: ir.Node, i: int) -> bool:
     inference and by TensorRT), not data."""
     if not is_default_domain(node):
         return False
-    return i in _SHAPE_OPERANDS.get(node.op_type, ()) or (node.op_type == "Slice" and i >= 1) or node.op_type == "Range"
+    return (
+        i in _SHAPE_OPERANDS.get(node.op_type, ())
+        or (node.op_type == "Slice" and i >= 1)
+        or node.op_type == "Range"
+    )
 
 
-# Inputs giving a shape, repeats, pads or axes (Slice's starts/ends/axes/steps and Range's inputs too).
-_SHAPE_OPERANDS = {"Expand": (1,), "Reshape": (1,), "ConstantOfShape": (0,), "Tile": (1,), "Pad": (1, 3),
-                   "Unsqueeze": (1,), "Squeeze": (1,)}
+# Inputs giving a shape, repeats, pads or axes (Slice's starts/ends/axes/steps and Range's inputs
+# too).
+_SHAPE_OPERANDS = {
+    "Expand": (1,),
+    "Reshape": (1,),
+    "ConstantOfShape": (0,),
+    "Tile": (1,),
+    "Pad": (1, 3),
+    "Unsqueeze": (1,),
+    "Squeeze": (1,),
+}
 
 
-def _fold_input(value: ir.Value, scope, chains: ConstantChains, shape_operand: bool = False) -> bool:
+def _fold_input(
+    value: ir.Value, scope, chains: ConstantChains, shape_operand: bool = False
+) -> bool:
     """Replace ``value``, read by a node that is not constant, by an initializer when it is small
     integer shape arithmetic that has become constant; whether it was. Shape arithmetic is what
-    reads a Shape, or anything small given as a shape operand (``shape_operand``: TorchScript
-    writes ``expand(-1, F)``'s shape as ``Where(Equal(...), ConstantOfShape, Constant)``, reading none)."""
+    reads a Shape, or anything small given as a shape operand (``shape_operand``: TorchScript writes
+    ``expand(-1, F)``'s shape as ``Where(Equal(...), ConstantOfShape, Constant)``, reading none)."""
     producer = value.producer()
     if (producer is None or producer.op_type == "Constant" or not is_default_domain(producer)
             or value.is_graph_output() or chains.why_not(value) is not None
@@ -123,13 +143,16 @@ def _fold_input(value: ir.Value, scope, chains: ConstantChains, shape_operand: b
 
 
 def _reads_a_shape(value: ir.Value, seen: set[int] | None = None) -> bool:
-    """Whether a Shape/Size node is among the producers of ``value`` (shape arithmetic, not weights)."""
+    """Whether a Shape/Size node is among the producers of ``value`` (shape arithmetic, not
+    weights)."""
     seen = set() if seen is None else seen
     producer = value.producer()
     if producer is None or id(producer) in seen:
         return False
     seen.add(id(producer))
-    return producer.op_type in SHAPE_OPS or any(_reads_a_shape(v, seen) for v in producer.inputs if v is not None)
+    return producer.op_type in SHAPE_OPS or any(
+        _reads_a_shape(v, seen) for v in producer.inputs if v is not None
+    )
 
 
 def _infer_again(model: ir.Model) -> None:
@@ -155,7 +178,9 @@ def dim_name(dim) -> str | None:
 
 
 def _input_dim_names(model: ir.Model) -> set[str]:
-    return {dim_name(d) for v in model.graph.inputs if v.shape is not None for d in v.shape} - {None}
+    return {dim_name(d) for v in model.graph.inputs if v.shape is not None for d in v.shape} - {
+        None
+    }
 
 
 def _all_values(model: ir.Model):

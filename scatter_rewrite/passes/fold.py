@@ -42,8 +42,8 @@ import onnx_ir as ir
 from scatter_rewrite import evaluator
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
 from scatter_rewrite.graph import (
-    SCATTER_OPS, Scope, attr, describe, is_default_domain, is_reference, iter_nodes, reference_reason,
-    shadowed_names,
+    SCATTER_OPS, Scope, attr, describe, is_default_domain, is_reference, iter_nodes,
+    reference_reason, shadowed_names,
 )
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.spec import input_type_problem
@@ -73,8 +73,9 @@ class FoldPass(ScatterPass):
 
     def __init__(self, size_limit: int | None = None):
         super().__init__()
-        if size_limit is not None and (isinstance(size_limit, bool) or not isinstance(size_limit, int)
-                                       or size_limit < 0):
+        if size_limit is not None and (
+            isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit < 0
+        ):
             raise OptionError(f"--size-limit {size_limit!r} must be a number of bytes >= 0")
         self.size_limit = size_limit
 
@@ -103,8 +104,14 @@ class FoldPass(ScatterPass):
         # (its attributes and arity are the schema's: ScatterPass.call checked them, spec.py)
         reason = reference_reason(node)
         if reason is None:
-            reason = next((f"input {i} ('{v.name}') is not constant: {why}"
-                           for i, v in enumerate(node.inputs) if (why := self._chains.why_not(v))), None)
+            reason = next(
+                (
+                    f"input {i} ('{v.name}') is not constant: {why}"
+                    for i, v in enumerate(node.inputs)
+                    if (why := self._chains.why_not(v))
+                ),
+                None,
+            )
         if reason is not None:
             self.skip(node, scope, reason)
             return
@@ -114,16 +121,22 @@ class FoldPass(ScatterPass):
             self.skip(node, scope, reason)  # decided before reading any input
             return
         try:
-            inputs = [None if v is None else self._chains.evaluate(v, scope.opset) for v in node.inputs]
+            inputs = [
+                None if v is None else self._chains.evaluate(v, scope.opset) for v in node.inputs
+            ]
         except CannotEvaluate as e:
             self.skip(node, scope, f"cannot evaluate its constant inputs: {e}")
             return
         # A type the schema forbids (ScatterND's int32 indices) fails onnx.checker and onnxruntime;
         # folded, the model would pass both. (The kernels take it: they are a NumPy library API.)
-        problem = input_type_problem(node, scope.opset, [None if a is None else _data_type(a) for a in inputs])
+        problem = input_type_problem(
+            node, scope.opset, [None if a is None else _data_type(a) for a in inputs]
+        )
         if problem is not None:
-            raise InvalidModelError(f"{describe(node, scope)}: {problem}; fix the model (onnx.checker and "
-                                    "onnxruntime reject it; folded, it would hide that)")
+            raise InvalidModelError(
+                f"{describe(node, scope)}: {problem}; fix the model (onnx.checker and "
+                "onnxruntime reject it; folded, it would hide that)"
+            )
         result = self._compute(node, scope, inputs)
         del inputs
         if dtype is None:
@@ -139,19 +152,26 @@ class FoldPass(ScatterPass):
         nbytes = _nbytes(dtype, result.shape)
         extra = f"; {removed} constant node(s)/initializer(s) it used removed" if removed else ""
         kind = "Constant node" if scope.is_function else "initializer"
-        self.rewrote(node, scope, f"-> {kind} '{name}' ({dtype.name} {list(result.shape)}, {nbytes} bytes){extra}")
+        self.rewrote(
+            node,
+            scope,
+            f"-> {kind} '{name}' ({dtype.name} {list(result.shape)}, {nbytes} bytes){extra}",
+        )
 
     # ---- what can be folded --------------------------------------------------------------------
 
     def _result_type(self, node: ir.Node) -> tuple[ir.DataType | None, tuple[int, ...] | None]:
-        """The result's dtype and shape, known without evaluating when ``data`` is typed and static."""
+        """The result's dtype and shape, known without evaluating when ``data`` is typed and
+        static."""
         data = node.inputs[0] if node.inputs else None
         if data is None:
             return None, None
         tensor = data.const_value if (data.producer() is None and data.is_initializer()) else None
         if tensor is not None:
             return tensor.dtype, tuple(tensor.shape.numpy())
-        shape = tuple(data.shape.numpy()) if data.shape is not None and data.shape.is_static() else None
+        shape = (
+            tuple(data.shape.numpy()) if data.shape is not None and data.shape.is_static() else None
+        )
         return data.dtype, (shape if data.dtype is not None else None)
 
     def _too_big(self, dtype: ir.DataType, shape: tuple[int, ...]) -> str | None:
@@ -159,7 +179,10 @@ class FoldPass(ScatterPass):
             return None
         nbytes = _nbytes(dtype, shape)
         if nbytes > self.size_limit:
-            return f"its result would be {nbytes} bytes, over the size limit of {self.size_limit} bytes"
+            return (
+                f"its result would be {nbytes} bytes, over the size limit of {self.size_limit} "
+                "bytes"
+            )
         return None
 
     def _compute(self, node: ir.Node, scope: Scope, inputs: list) -> np.ndarray:
@@ -168,16 +191,29 @@ class FoldPass(ScatterPass):
             if op == "Scatter":
                 return evaluator.scatter(*inputs[:3], axis=attr(node, "axis", 0), node_name=name)
             if op == "ScatterElements":
-                return evaluator.scatter_elements(*inputs[:3], axis=attr(node, "axis", 0),
-                                                  reduction=attr(node, "reduction", "none"), node_name=name)
+                return evaluator.scatter_elements(
+                    *inputs[:3],
+                    axis=attr(node, "axis", 0),
+                    reduction=attr(node, "reduction", "none"),
+                    node_name=name,
+                )
             if op == "ScatterND":
-                return evaluator.scatter_nd(*inputs[:3], reduction=attr(node, "reduction", "none"), node_name=name)
+                return evaluator.scatter_nd(
+                    *inputs[:3], reduction=attr(node, "reduction", "none"), node_name=name
+                )
             write_indices = inputs[2] if len(inputs) > 2 else None
-            return evaluator.tensor_scatter(inputs[0], inputs[1], write_indices, axis=attr(node, "axis", -2),
-                                            mode=attr(node, "mode", "linear"), node_name=name)
+            return evaluator.tensor_scatter(
+                inputs[0],
+                inputs[1],
+                write_indices,
+                axis=attr(node, "axis", -2),
+                mode=attr(node, "mode", "linear"),
+                node_name=name,
+            )
         except IndexOutOfRangeError as e:
             raise IndexOutOfRangeError(
-                f"{describe(node, scope)}: {_detail(e)}; its inputs are constant, so fix the model's index values"
+                f"{describe(node, scope)}: {_detail(e)}; its inputs are constant, so fix the "
+                "model's index values"
             ) from e
         except InvalidModelError as e:
             raise InvalidModelError(f"{describe(node, scope)}: {_detail(e)}; fix the model") from e
@@ -231,7 +267,9 @@ class ConstantChains:
         # names a subgraph initializer shares with an enclosing graph (graph.shadowed_names): values
         # of these names are not constant, and are never pruned
         self._shadowed = shadowed or set()
-        self._reasons: dict[ir.Value, str | None] = {}  # value -> why it is not constant (None: it is)
+        self._reasons: dict[
+            ir.Value, str | None
+        ] = {}  # value -> why it is not constant (None: it is)
         self._arrays: dict[ir.Value, np.ndarray] = {}  # evaluated chain-node outputs
 
     def clear(self) -> None:
@@ -257,14 +295,18 @@ class ConstantChains:
 
     def _why_not(self, value: ir.Value) -> str | None:
         if value.name in self._shadowed:
-            return (f"'{value.name}' is the name of a subgraph initializer and of a value of an enclosing "
-                    "graph, which runtimes resolve differently: rename one")
+            return (
+                f"'{value.name}' is the name of a subgraph initializer and of a value of an "
+                "enclosing graph, which runtimes resolve differently: rename one"
+            )
         producer = value.producer()
         if producer is None:
             if value.is_graph_input():
                 if value.is_initializer():
-                    return (f"graph input '{value.name}' has an initializer, but callers may override it; "
-                            "remove it from the graph inputs to make it constant")
+                    return (
+                        f"graph input '{value.name}' has an initializer, but callers may override "
+                        "it; remove it from the graph inputs to make it constant"
+                    )
                 return f"'{value.name}' is a graph input"
             if value.is_initializer() and value.const_value is not None:
                 return None
@@ -276,7 +318,10 @@ class ConstantChains:
             return f"it comes from {label}, which is not a constant-chain op"
         for name, a in producer.attributes.items():
             if is_reference(a):
-                return f"it comes from {label}, whose attribute '{name}' refers to a function attribute"
+                return (
+                    f"it comes from {label}, whose attribute '{name}' refers to a function "
+                    "attribute"
+                )
             if a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 return f"it comes from {label}, which has a subgraph"
         if producer.op_type == "Constant":
@@ -289,7 +334,10 @@ class ConstantChains:
             if _shape_op_dims(producer) is None:
                 why = "no input" if source is None else self.why_not(source)
                 if why is not None:  # (a constant input's shape is its value's)
-                    return f"it comes from {label} of a dynamic shape (its input is not constant either: {why})"
+                    return (
+                        f"it comes from {label} of a dynamic shape (its input is not constant "
+                        f"either: {why})"
+                    )
             return None
         for v in producer.inputs:
             if (why := self.why_not(v)) is not None:
@@ -343,12 +391,18 @@ class ConstantChains:
             producer = value.producer()
             if producer is None:
                 graph = value.graph
-                if (value.is_initializer() and graph is not None and graph.initializers.get(value.name) is value
-                        and value.name not in self._shadowed):
+                if (
+                    value.is_initializer()
+                    and graph is not None
+                    and graph.initializers.get(value.name) is value
+                    and value.name not in self._shadowed
+                ):
                     graph.initializers.pop(value.name)
                     removed += 1
                 continue
-            if producer.graph is None or any(o.uses() or o.is_graph_output() for o in producer.outputs):
+            if producer.graph is None or any(
+                o.uses() or o.is_graph_output() for o in producer.outputs
+            ):
                 continue
             inputs = [v for v in producer.inputs if v is not None]
             producer.graph.remove(producer, safe=True)
@@ -366,7 +420,11 @@ class CannotEvaluate(Exception):
 def _detail(e: Exception) -> str:
     """The kernel's message without its own "Op node 'name':" prefix (describe() says more)."""
     text = str(e)
-    return text.split(": ", 1)[1] if ": " in text and text.split(": ", 1)[0].endswith(("'", ">")) else text
+    return (
+        text.split(": ", 1)[1]
+        if ": " in text and text.split(": ", 1)[0].endswith(("'", ">"))
+        else text
+    )
 
 
 def _data_type(array: np.ndarray) -> ir.DataType:
@@ -455,10 +513,10 @@ def _run_reference(node: ir.Node, opset: int, inputs: list) -> list[np.ndarray]:
 
 
 def _refuse_string_casts(node: ir.Node, inputs: list) -> None:
-    """A ``Cast``/``CastLike`` between strings and numbers is not evaluated: the spec leaves the text
-    of a number to the runtime, and they differ (onnxruntime writes -0.0 as '-0', true as '1', NaN
-    as 'NaN' and doubles with 8 digits, onnx.reference '-0.0', 'True', 'nan' and 17 digits), as they
-    parse differently what is not a plain number."""
+    """A ``Cast``/``CastLike`` between strings and numbers is not evaluated: the spec leaves the
+    text of a number to the runtime, and they differ (onnxruntime writes -0.0 as '-0', true as '1',
+    NaN as 'NaN' and doubles with 8 digits, onnx.reference '-0.0', 'True', 'nan' and 17 digits), as
+    they parse differently what is not a plain number."""
     if node.op_type not in ("Cast", "CastLike") or not inputs or inputs[0] is None:
         return
     if node.op_type == "Cast":

@@ -17,9 +17,9 @@ Modes (how a reduction is lowered):
 
 ``standard``
     Exact standard ONNX ops valid at the target (TopK sort of the row keys, a segmented tree
-    reduction in a Loop, one ScatterND write-back): see :mod:`scatter_rewrite.passes._segment_reduce`
-    for the construction, its cost and its exactness (max/min and integers bit for bit,
-    float add/mul within the validation tolerance).
+    reduction in a Loop, one ScatterND write-back): see
+    :mod:`scatter_rewrite.passes._segment_reduce` for the construction, its cost and its exactness
+    (max/min and integers bit for bit, float add/mul within the validation tolerance).
 ``custom``
     One custom-domain node per reduction, which a runtime implements natively:
     ``ai.onnx.contrib::ScatterElements(data, indices, updates)`` with attributes ``axis`` (int,
@@ -27,9 +27,9 @@ Modes (how a reduction is lowered):
     ``ai.onnx.contrib::ScatterND(data, indices, updates)`` with ``reduction``. Their semantics are
     exactly ONNX ScatterElements-18/ScatterND-18 (onnxruntime's NaN rules for max/min). The domain
     is onnxruntime-extensions' custom-op domain, so :mod:`scatter_rewrite.custom_ops` runs them in
-    onnxruntime (validation does). Opset import ``ai.onnx.contrib`` version 1. See docs/custom-ops.md.
-    float16/bfloat16 data, which those ops cannot take, is cast to float32 for the node and back
-    (exact for max/min; add/mul then round once, as the standard lowering's do).
+    onnxruntime (validation does). Opset import ``ai.onnx.contrib`` version 1. See
+    docs/custom-ops.md. float16/bfloat16 data, which those ops cannot take, is cast to float32 for
+    the node and back (exact for max/min; add/mul then round once, as the standard lowering's do).
 ``tensorrt-plugin``
     The form TensorRT's ONNX parser sends to its ``ScatterElements`` plugin (TensorRT >= 10):
     ``ai.onnx.contrib::ScatterElements`` as above, indices cast to int64 (the plugin takes INT64
@@ -63,12 +63,16 @@ import onnx_ir as ir
 from scatter_rewrite import custom_ops
 from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.graph import (
-    Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within, reference_reason,
-    remove_unused_expands, value_names,
+    Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within,
+    reference_reason, remove_unused_expands, value_names,
 )
 from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes import _segment_reduce as seg
-from scatter_rewrite.type_inference import annotate_functions_with, borrow_inferred_types, restore_types
+from scatter_rewrite.type_inference import (
+    annotate_functions_with,
+    borrow_inferred_types,
+    restore_types,
+)
 from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass
 
@@ -80,7 +84,13 @@ CUSTOM_DOMAIN = custom_ops.DOMAIN  # onnxruntime-extensions fixes it
 CUSTOM_DOMAIN_VERSION = 1
 # TensorRT's ScatterElements plugin (plugin/scatterElementsPlugin, TensorRT >= 10): version 2,
 # namespace "", data FP32/FP16/INT32/INT64/BF16, indices INT64 only.
-TRT_PLUGIN_DTYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64, ir.DataType.BFLOAT16}
+TRT_PLUGIN_DTYPES = {
+    ir.DataType.FLOAT,
+    ir.DataType.FLOAT16,
+    ir.DataType.INT32,
+    ir.DataType.INT64,
+    ir.DataType.BFLOAT16,
+}
 _PENDING_DOMAIN = "scatter_rewrite.pending"  # hides a node from convert_opset until it is replaced
 
 
@@ -91,13 +101,19 @@ class LowerPass(ScatterPass):
 
     def __init__(self, opset: int = 13, mode: str = "standard"):
         super().__init__()
-        if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_TARGET <= opset <= MAX_TARGET:
+        if (
+            isinstance(opset, bool)
+            or not isinstance(opset, int)
+            or not MIN_TARGET <= opset <= MAX_TARGET
+        ):
             raise OptionError(
                 f"--opset {opset} is out of range for lower: pick {MIN_TARGET} to {MAX_TARGET} "
                 f"(ScatterElements starts at 11; {MAX_TARGET} is the highest this onnx defines)"
             )
         if mode not in MODES:
-            raise OptionError(f"--mode {mode!r} is unknown for lower: pick one of {', '.join(MODES)}")
+            raise OptionError(
+                f"--mode {mode!r} is unknown for lower: pick one of {', '.join(MODES)}"
+            )
         self.opset, self.mode = opset, mode
 
     # ---------------------------------------------------------------- what to do with a node
@@ -108,7 +124,8 @@ class LowerPass(ScatterPass):
             return None
         if node.op_type in ("ScatterElements", "ScatterND"):
             reduction = attr(node, "reduction", "none")
-            if reduction is None:  # refers to a function attribute: may need lowering (the blocker says why not)
+            # refers to a function attribute: may need lowering (the blocker says why not)
+            if reduction is None:
                 return "reduction" if self.opset < seg.first_opset_with("max") else None
             if reduction == "none":
                 return None
@@ -125,13 +142,15 @@ class LowerPass(ScatterPass):
         if kind == "tensor_scatter":
             return seg.tensor_scatter_blocker(node, self.opset)
         if self.mode == "custom":
-            return None if attr(node, "reduction", "none") in seg.REDUCTIONS else "unknown reduction"
+            return (
+                None if attr(node, "reduction", "none") in seg.REDUCTIONS else "unknown reduction"
+            )
         return seg.reduction_blocker(node, self.opset)
 
     def run(self, model: ir.Model) -> None:
         if any(n.op_type == "Scatter" and is_default_domain(n) for n, _ in iter_nodes(model)):
-            # The deprecated Scatter (which no opset >= 11 accepts) is ScatterElements(none): upgrade
-            # it first, as `scatter-rewrite upgrade` would, and report it with the rest.
+            # The deprecated Scatter (which no opset >= 11 accepts) is ScatterElements(none):
+            # upgrade it first, as `scatter-rewrite upgrade` would, and report it with the rest.
             from scatter_rewrite.passes.upgrade import UpgradePass
 
             self.absorb(UpgradePass()(model))
@@ -163,7 +182,9 @@ class LowerPass(ScatterPass):
 
     def _inlining_helps(self, node: ir.Node) -> bool:
         kind = self.needs_lowering(node)
-        return kind is not None and (scatter_of_unknown_rank(node) or self._blocker(kind, node) is not None)
+        return kind is not None and (
+            scatter_of_unknown_rank(node) or self._blocker(kind, node) is not None
+        )
 
     def _run(self, model: ir.Model, pending: list, blocked: list) -> None:
         target = self.opset
@@ -199,7 +220,9 @@ class LowerPass(ScatterPass):
                 if any(n.domain == CUSTOM_DOMAIN for n in nodes):
                     uses_custom.append(scope.body)
             old_inputs = list(node.inputs)
-            ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
+            ir.convenience.replace_nodes_and_values(
+                scope.body, node, [node], nodes, [node.outputs[0]], [out]
+            )
             remove_unused_expands(scope.body, old_inputs)
             if isinstance(scope.body, ir.Function):
                 built_in_functions += nodes
@@ -220,7 +243,9 @@ class LowerPass(ScatterPass):
 
     # ---------------------------------------------------------------- one reduction
 
-    def _lower(self, node: ir.Node, target: int, names: seg.Names) -> tuple[list[ir.Node], ir.Value, str]:
+    def _lower(
+        self, node: ir.Node, target: int, names: seg.Names
+    ) -> tuple[list[ir.Node], ir.Value, str]:
         reduction = attr(node, "reduction", "none")
         if self.mode == "custom":
             nodes, out = custom_reduction(node, names)
@@ -234,22 +259,47 @@ class LowerPass(ScatterPass):
             reason = tensorrt_plugin_blocker(node)
             if reason is None:
                 nodes, out = tensorrt_plugin_reduction(node, names, target)
-                return nodes, out, f"-> TensorRT ScatterElements plugin form (reduction={reduction})"
-            from scatter_rewrite.passes._network_reduce import lower_reduction_network, network_blocker
+                return (
+                    nodes,
+                    out,
+                    f"-> TensorRT ScatterElements plugin form (reduction={reduction})",
+                )
+            from scatter_rewrite.passes._network_reduce import (
+                lower_reduction_network,
+                network_blocker,
+            )
 
             if network_blocker(node, target) is None:  # ops TensorRT's parser takes (no TopK/Loop)
                 nodes, out = lower_reduction_network(node, target, names)
-                return nodes, out, (f"-> {len(nodes)} TensorRT-safe standard nodes (sorting network; "
-                                    f"the TensorRT plugin cannot: {reason})")
+                return (
+                    nodes,
+                    out,
+                    (
+                        f"-> {len(nodes)} TensorRT-safe standard nodes (sorting network; "
+                        f"the TensorRT plugin cannot: {reason})"
+                    ),
+                )
             nodes, out = seg.lower_reduction(node, target, names)
-            return nodes, out, (f"-> {len(nodes)} standard nodes with a run-time TopK, which TensorRT's parser "
-                                f"rejects (the TensorRT plugin cannot: {reason}; the number of updates is not static)")
+            return (
+                nodes,
+                out,
+                (
+                    f"-> {len(nodes)} standard nodes with a run-time TopK, which TensorRT's parser "
+                    f"rejects (the TensorRT plugin cannot: {reason}; the number of updates is not "
+                    "static)"
+                ),
+            )
         nodes, out = seg.lower_reduction(node, target, names)
-        return nodes, out, f"-> {len(nodes)} standard nodes (sort + segmented {reduction} + ScatterND)"
+        return (
+            nodes,
+            out,
+            f"-> {len(nodes)} standard nodes (sort + segmented {reduction} + ScatterND)",
+        )
 
 
 def custom_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir.Value]:
-    """``ai.onnx.contrib::ScatterElements``/``ScatterND`` with the node's own inputs and attributes."""
+    """``ai.onnx.contrib::ScatterElements``/``ScatterND`` with the node's own inputs and
+    attributes."""
     attributes = {"reduction": attr(node, "reduction", "none")}
     if node.op_type == "ScatterElements":
         attributes["axis"] = attr(node, "axis", 0)
@@ -286,19 +336,28 @@ def _shaped_like_data(out: ir.Value, node: ir.Node) -> None:
 def tensorrt_plugin_blocker(node: ir.Node) -> str | None:
     dtype = node.inputs[0].dtype
     if dtype not in TRT_PLUGIN_DTYPES:
-        return f"data type {dtype.name if dtype else 'unknown'} (the plugin takes FP32, FP16, INT32, INT64, BF16)"
+        return (
+            f"data type {dtype.name if dtype else 'unknown'} (the plugin takes FP32, FP16, INT32, "
+            "INT64, BF16)"
+        )
     if node.op_type == "ScatterND":
         return seg.reduction_blocker(node, 11)  # needs the static index-tuple length
     return None
 
 
-def tensorrt_plugin_reduction(node: ir.Node, names: seg.Names, opset: int) -> tuple[list[ir.Node], ir.Value]:
+def tensorrt_plugin_reduction(
+    node: ir.Node, names: seg.Names, opset: int
+) -> tuple[list[ir.Node], ir.Value]:
     names.prefix = seg._hint(node)
     b = seg.Builder(names)
     data, indices, updates = node.inputs
     if seg.is_empty(data):  # no element to write to: the result is the data
         return b.nodes, b.op("Identity", data, dtype=data.dtype)
-    trt = {"reduction": attr(node, "reduction", "none"), "plugin_version": "2", "plugin_namespace": ""}
+    trt = {
+        "reduction": attr(node, "reduction", "none"),
+        "plugin_version": "2",
+        "plugin_namespace": "",
+    }
     if node.op_type == "ScatterElements":
         idx = b.cast(indices, seg.INT64, indices.dtype)
         out = b.op("ScatterElements", data, idx, updates, domain=CUSTOM_DOMAIN, dtype=data.dtype,
@@ -308,6 +367,20 @@ def tensorrt_plugin_reduction(node: ir.Node, names: seg.Names, opset: int) -> tu
     # ScatterND on [rows, row size]: every update row lands on one data row, in update order,
     # exactly what ScatterElements(axis=0) does with the row key repeated along the row.
     rows, keys, vals, _ = seg._scatter_nd_rows(b, data, indices, updates)
-    expanded = b.op("Expand", b.op("Reshape", keys, b.const([-1, 1]), dtype=seg.INT64), b.shape(vals), dtype=seg.INT64)
-    scattered = b.op("ScatterElements", rows, expanded, vals, domain=CUSTOM_DOMAIN, dtype=data.dtype, axis=0, **trt)
+    expanded = b.op(
+        "Expand",
+        b.op("Reshape", keys, b.const([-1, 1]), dtype=seg.INT64),
+        b.shape(vals),
+        dtype=seg.INT64,
+    )
+    scattered = b.op(
+        "ScatterElements",
+        rows,
+        expanded,
+        vals,
+        domain=CUSTOM_DOMAIN,
+        dtype=data.dtype,
+        axis=0,
+        **trt,
+    )
     return b.nodes, b.reshape_like(scattered, data, opset)

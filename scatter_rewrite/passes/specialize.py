@@ -1,7 +1,8 @@
-"""Give a model-local function one copy per call binding where a scatter in it reads a function attribute.
+"""Give a model-local function one copy per call binding where a scatter in it reads a function
+attribute.
 
-A scatter inside a function whose ``axis``, ``reduction`` or ``mode`` is ``@ax`` (an attribute of the
-function, known only at each call) cannot be lowered, converted or folded in the function as it
+A scatter inside a function whose ``axis``, ``reduction`` or ``mode`` is ``@ax`` (an attribute of
+the function, known only at each call) cannot be lowered, converted or folded in the function as it
 stands: the rewrite depends on the value. This pass gives every distinct binding of those attributes
 its own copy of the function with the references replaced by the values, and points each call at its
 copy. The first binding keeps the function's name when it covers every call (else it gets a new one,
@@ -20,7 +21,13 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from scatter_rewrite.graph import SCATTER_OPS, body_nodes, function_calls, is_default_domain, is_reference
+from scatter_rewrite.graph import (
+    SCATTER_OPS,
+    body_nodes,
+    function_calls,
+    is_default_domain,
+    is_reference,
+)
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.spec import check_scatter_nodes
 
@@ -32,7 +39,8 @@ FunctionKey = tuple[str, str, str]
 
 class SpecializeCallsPass(ScatterPass):
     """``wants(node)``: whether a scatter node with a reference attribute is one the passes after
-    this one would rewrite (default: every one); the others do not make their function specialized."""
+    this one would rewrite (default: every one); the others do not make their function
+    specialized."""
 
     name = "specialize"
 
@@ -44,7 +52,8 @@ class SpecializeCallsPass(ScatterPass):
         for _ in range(len(model.functions) + 1):  # one level of nesting per round
             if not self._round(model):
                 break
-        if self.result.modified:  # a call's value now in a scatter (axis=1.0 bound to axis=@ax): checked as any
+        # a call's value now in a scatter (axis=1.0 bound to axis=@ax): checked as any
+        if self.result.modified:
             check_scatter_nodes(model)
 
     def _round(self, model: ir.Model) -> bool:
@@ -60,7 +69,9 @@ class SpecializeCallsPass(ScatterPass):
                 if binding is None:
                     unresolved += 1
                 else:
-                    groups.setdefault(tuple(sorted((n, _hashable(a)) for n, a in binding.items())), []).append(call)
+                    groups.setdefault(
+                        tuple(sorted((n, _hashable(a)) for n, a in binding.items())), []
+                    ).append(call)
             if not groups:
                 continue
             targets = []
@@ -79,16 +90,27 @@ class SpecializeCallsPass(ScatterPass):
                 binding = _binding(group[0], function, names)
                 _resolve(target, binding)
                 labels.insert(0, f"{target.name} ({_said(binding)}, {len(group)} call(s))")
-            left = f"; {unresolved} call(s) whose values are not known keep {function.name}" if unresolved else ""
-            self.note(f"function {function.domain}::{function.name}: a scatter in it reads {', '.join(sorted(names))}, "
-                      f"known only at its calls: specialized per binding as {'; '.join(labels)}{left}", modified=True)
+            left = (
+                f"; {unresolved} call(s) whose values are not known keep {function.name}"
+                if unresolved
+                else ""
+            )
+            self.note(
+                f"function {function.domain}::{function.name}: a scatter in it reads "
+                f"{', '.join(sorted(names))}, known only at its calls: specialized per binding as "
+                f"{'; '.join(labels)}{left}",
+                modified=True,
+            )
             changed = True
         return changed
 
 
-def _needed_attributes(model: ir.Model, wants: Callable[[ir.Node], bool]) -> dict[FunctionKey, set[str]]:
+def _needed_attributes(
+    model: ir.Model, wants: Callable[[ir.Node], bool]
+) -> dict[FunctionKey, set[str]]:
     """For each function: its attributes a scatter in it that ``wants`` reads (``axis = @ax`` gives
-    ``ax``), or a call in it passes on to another function's needed attribute; only functions with some."""
+    ``ax``), or a call in it passes on to another function's needed attribute; only functions with
+    some."""
     needed: dict[FunctionKey, set[str]] = {}
     nodes = {key: list(body_nodes(function)) for key, function in model.functions.items()}
     for key, body in nodes.items():
@@ -106,7 +128,11 @@ def _needed_attributes(model: ir.Model, wants: Callable[[ir.Node], bool]) -> dic
                     continue
                 for name in inner:
                     a = node.attributes.get(name)
-                    if a is not None and is_reference(a) and a.ref_attr_name not in needed.get(key, set()):
+                    if (
+                        a is not None
+                        and is_reference(a)
+                        and a.ref_attr_name not in needed.get(key, set())
+                    ):
                         needed.setdefault(key, set()).add(a.ref_attr_name)
                         grew = True
     return {key: names for key, names in needed.items() if names}
@@ -133,7 +159,9 @@ def _resolve(function: ir.Function, binding: dict[str, ir.Attr]) -> None:
         for key, a in list(node.attributes.items()):
             if is_reference(a) and a.ref_attr_name in binding:
                 value = binding[a.ref_attr_name]
-                node.attributes[key] = ir.Attr(key, value.type, value.value, doc_string=a.doc_string)
+                node.attributes[key] = ir.Attr(
+                    key, value.type, value.value, doc_string=a.doc_string
+                )
 
 
 def _hashable(a: ir.Attr):

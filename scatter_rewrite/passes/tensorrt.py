@@ -20,8 +20,8 @@ plugin/scatterElementsPlugin/README.md):
   ...) are reported and left alone.
 * ScatterND with a ``reduction`` attribute, even ``"none"``: rejected by TensorRT 10.0-10.8
   (``Assertion failed: !attrs.count("reduction")``, onnx/onnx-tensorrt#957,
-  microsoft/onnxruntime#23618): ``"none"`` is dropped. ScatterND add/mul/max/min: no TensorRT version
-  supports them (IScatterLayer has no reduction).
+  microsoft/onnxruntime#23618): ``"none"`` is dropped. ScatterND add/mul/max/min: no TensorRT
+  version supports them (IScatterLayer has no reduction).
 * TensorRT 10: ScatterElements add/mul/max/min go to the built-in ``ScatterElements`` plugin, which
   takes INT64 indices only and data FP32/FP16/INT32/INT64 (README "Known issues": BFLOAT16 and INT8
   not supported). Kept; int32 indices get a ``Cast`` to int64. ScatterND reductions become that
@@ -59,14 +59,15 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import (
-    CUSTOM_SCATTER_OPS, Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes, nodes_within, reference_reason, remove_unused_expands,
+    CUSTOM_SCATTER_OPS, Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes,
+    nodes_within, reference_reason, remove_unused_expands,
 )
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
 from scatter_rewrite.passes._trt_support import (
-    BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names, typed_inputs,
-    unsupported_type,
+    BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names,
+    typed_inputs, unsupported_type,
 )
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.to_scatternd import (
@@ -78,20 +79,22 @@ TRT_VERSIONS = ("8.6", "10", "11")
 REDUCTIONS = ("add", "mul", "max", "min")
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.
 PLUGIN_DATA_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64}
-# onnx-tensorrt addScatterLayer: checkNotInvalidType(data, {"UINT8"}) for ScatterND and ScatterElements.
+# onnx-tensorrt addScatterLayer: checkNotInvalidType(data, {"UINT8"}) for ScatterND and
+# ScatterElements.
 REJECTED_DATA_TYPES = {ir.DataType.UINT8}
-# Scatter data written through INT32 (exact): TensorRT's scatter layer has no BOOL (see scatter_data_blocker).
+# Scatter data written through INT32 (exact): TensorRT's scatter layer has no BOOL (see
+# scatter_data_blocker).
 CARRIED_DATA_TYPES = {ir.DataType.BOOL}
-# The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT 10.0
-# supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset 17").
-# TensorRT 11 (docs/tensorrt-11.md): 24 on every 11.x; 25 came with 11.5 ("Added support for ONNX
-# opset 25").
+# The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT
+# 10.0 supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset
+# 17"). TensorRT 11 (docs/tensorrt-11.md): 24 on every 11.x; 25 came with 11.5 ("Added support for
+# ONNX opset 25").
 MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
 # The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support
 # for ... TensorScatter"): the flow leaves it as it is there.
 PARSES_TENSORSCATTER = frozenset({"11"})
-# The largest K TensorRT's TopK takes (docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html:
-# 1024 in 8.6, 3840 in 10.x).
+# The largest K TensorRT's TopK takes (docs.nvidia.com/deeplearning/tensorrt,
+# operators/docs/TopK.html: 1024 in 8.6, 3840 in 10.x).
 TOPK_MAX_K = {"8.6": 1024, "10": 3840, "11": 3840}  # (11: the 10.x limit; no change noted since)
 # Ops whose output size depends on input values (a Loop may not carry what they shape).
 VALUE_SIZED_OPS = {"NonZero", "Compress", "Unique"}
@@ -100,7 +103,9 @@ VALUE_SIZED_OPS = {"NonZero", "Compress", "Unique"}
 def check_trt_version(trt_version: str) -> str:
     version = str(trt_version)
     if version not in TRT_VERSIONS:
-        raise OptionError(f"--trt-version {trt_version!r} is unknown: pick one of {', '.join(TRT_VERSIONS)}")
+        raise OptionError(
+            f"--trt-version {trt_version!r} is unknown: pick one of {', '.join(TRT_VERSIONS)}"
+        )
     return version
 
 
@@ -122,9 +127,17 @@ def _loop_shape_changes(node: ir.Node) -> list[str]:
         if 2 + i >= len(body.inputs) or 1 + i >= len(body.outputs):
             break
         before, after = body.inputs[2 + i], body.outputs[1 + i]
-        changes = (before.shape is not None and after.shape is not None and (
-            len(before.shape) != len(after.shape)
-            or any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(before.shape, after.shape))))
+        changes = (
+            before.shape is not None
+            and after.shape is not None
+            and (
+                len(before.shape) != len(after.shape)
+                or any(
+                    isinstance(x, int) and isinstance(y, int) and x != y
+                    for x, y in zip(before.shape, after.shape)
+                )
+            )
+        )
         if changes or _value_sized(after, body):
             found.append(f"Loop carried value '{after.name}' changes shape between iterations "
                          "(TensorRT's ILoop needs fixed-shape recurrences)")
@@ -139,15 +152,22 @@ def _value_sized(value: ir.Value, body: ir.Graph) -> bool:
             continue
         seen.add(id(producer))
         op = producer.op_type
-        if op in VALUE_SIZED_OPS or (op == "TopK" and len(producer.inputs) > 1 and not _is_constant(producer.inputs[1])):
+        if op in VALUE_SIZED_OPS or (
+            op == "TopK" and len(producer.inputs) > 1 and not _is_constant(producer.inputs[1])
+        ):
             return True
-        inputs = producer.inputs[:1] if op in ("ScatterND", "ScatterElements", "Scatter") else producer.inputs
+        inputs = (
+            producer.inputs[:1]
+            if op in ("ScatterND", "ScatterElements", "Scatter")
+            else producer.inputs
+        )
         stack.extend(v for v in inputs if v is not None)
     return False
 
 
 def tensorrt_violations(nodes, trt_version: str) -> list[str]:
-    """Why TensorRT's ONNX parser would reject any of ``nodes`` (and their subgraphs); [] if none known.
+    """Why TensorRT's ONNX parser would reject any of ``nodes`` (and their subgraphs); [] if none
+    known.
 
     Only documented restrictions are checked: every op must be in the audited operator table
     (:mod:`._trt_support`, onnx-tensorrt docs/operators.md) with a data type it lists (Cast: its
@@ -180,9 +200,19 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
                 found.append(why)
         if op == "TopK":
             if len(node.inputs) > 1 and not _is_constant(node.inputs[1]):
-                found.append("TopK's K is computed at run time; TensorRT's parser needs K as an initializer")
-            elif len(node.inputs) > 1 and (k := const_array(node.inputs[1])) is not None and k.size and int(k.max()) > TOPK_MAX_K[trt_version]:
-                found.append(f"TopK with K={int(k.max())} (TensorRT {trt_version}: K <= {TOPK_MAX_K[trt_version]})")
+                found.append(
+                    "TopK's K is computed at run time; TensorRT's parser needs K as an initializer"
+                )
+            elif (
+                len(node.inputs) > 1
+                and (k := const_array(node.inputs[1])) is not None
+                and k.size
+                and int(k.max()) > TOPK_MAX_K[trt_version]
+            ):
+                found.append(
+                    f"TopK with K={int(k.max())} (TensorRT {trt_version}: K <= "
+                    f"{TOPK_MAX_K[trt_version]})"
+                )
         elif op == "Loop":
             found.extend(_loop_shape_changes(node))
         elif op in ("ScatterND", "ScatterElements"):
@@ -190,7 +220,9 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
             if op == "ScatterND" and reduction is not None:
                 found.append(f'ScatterND with reduction="{reduction}"')
             if op == "ScatterElements" and reduction not in (None, "none") and trt_version == "8.6":
-                found.append(f"ScatterElements reduction={reduction} (silently ignored by TensorRT 8.6)")
+                found.append(
+                    f"ScatterElements reduction={reduction} (silently ignored by TensorRT 8.6)"
+                )
     return list(dict.fromkeys(found))
 
 
@@ -225,7 +257,9 @@ class _Types:
             return ir.DataType.BOOL
         if op == "Cast":
             return _cast_target(producer)
-        if op in ("Shape", "Size", "NonZero") or (op == "TopK" and value is not producer.outputs[0]):
+        if op in ("Shape", "Size", "NonZero") or (
+            op == "TopK" and value is not producer.outputs[0]
+        ):
             return ir.DataType.INT64
         if op == "Constant":
             tensor = attr(producer, "value", None)
@@ -238,31 +272,45 @@ class _Types:
 
 def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[str, bool] | None:
     """Why TensorRT ``trt_version`` cannot run a ScatterND/ScatterElements on ``dtype`` data as it
-    stands, and whether ``scatter-rewrite tensorrt`` fixes that (None: nothing to fix; unknown dtype).
+    stands, and whether ``scatter-rewrite tensorrt`` fixes that (None: nothing to fix; unknown
+    dtype).
 
     The scatter layer's types (TensorRT operator docs Scatter.html; onnx-tensorrt docs/operators.md,
     :func:`._trt_support.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast down by
     the parser); 10 also BF16 and INT64. UINT8 is rejected by the importer (addScatterLayer:
-    checkNotInvalidType UINT8). BOOL is in neither: the pass writes it through INT32 (exact). TensorRT
-    8.x has no BFLOAT16 at all (onnx2trt_utils convertDtype: "Unsupported ONNX data type"), and no
-    version has INT16/UINT16/UINT32/UINT64/STRING/complex tensors.
-    """
+    checkNotInvalidType UINT8). BOOL is in neither: the pass writes it through INT32 (exact).
+    TensorRT 8.x has no BFLOAT16 at all (onnx2trt_utils convertDtype: "Unsupported ONNX data type"),
+    and no version has INT16/UINT16/UINT32/UINT64/STRING/complex tensors."""
     if dtype is None:
         return None
     if dtype in REJECTED_DATA_TYPES:
-        return (f"{dtype.name} data: TensorRT's scatter importer rejects it (addScatterLayer: checkNotInvalidType "
-                f"{dtype.name}); change the model's dtype", False)
+        return (
+            f"{dtype.name} data: TensorRT's scatter importer rejects it (addScatterLayer: "
+            f"checkNotInvalidType {dtype.name}); change the model's dtype",
+            False,
+        )
     if dtype in CARRIED_DATA_TYPES:
-        return (f"{dtype.name} data: TensorRT's scatter layer takes {type_names(scatter_types(trt_version))} only "
-                "(operators/docs/Scatter.html, onnx-tensorrt docs/operators.md)", True)
+        return (
+            f"{dtype.name} data: TensorRT's scatter layer takes "
+            f"{type_names(scatter_types(trt_version))} only (operators/docs/Scatter.html, "
+            "onnx-tensorrt docs/operators.md)",
+            True,
+        )
     if as_parsed(dtype, trt_version) in scatter_types(trt_version):
         return None
     if dtype == ir.DataType.BFLOAT16:
-        return ("BFLOAT16 data: TensorRT 8.6 has no bfloat16 type (onnx2trt_utils convertDtype: \"Unsupported ONNX "
-                "data type\"; bfloat16 arrived in TensorRT 9); use --trt-version 10 or another dtype", False)
-    return (f"{dtype.name} data: not a type TensorRT {trt_version}'s scatter takes "
-            f"({type_names(scatter_types(trt_version))}; onnx-tensorrt docs/operators.md); change the model's dtype",
-            False)
+        return (
+            'BFLOAT16 data: TensorRT 8.6 has no bfloat16 type (onnx2trt_utils convertDtype: '
+            '"Unsupported ONNX data type"; bfloat16 arrived in TensorRT 9); use --trt-version 10 '
+            'or another dtype',
+            False,
+        )
+    return (
+        f"{dtype.name} data: not a type TensorRT {trt_version}'s scatter takes "
+        f"({type_names(scatter_types(trt_version))}; onnx-tensorrt docs/operators.md); change the "
+        "model's dtype",
+        False,
+    )
 
 
 def is_reducing_scatter(node: ir.Node) -> bool:
@@ -299,9 +347,17 @@ class TensorRTPass(_ForTensorRT):
             borrowed += borrow_inferred_types(model, sharpen=True)
         try:
             for node, scope in iter_nodes(model):
-                if not is_default_domain(node) and (why := self._custom_domain_blocker(node)) is not None:
+                if (
+                    not is_default_domain(node)
+                    and (why := self._custom_domain_blocker(node)) is not None
+                ):
                     self.skip(node, scope, why)
-                if not is_default_domain(node) or node.op_type not in ("ScatterElements", "ScatterND", "TensorScatter", "Scatter"):
+                if not is_default_domain(node) or node.op_type not in (
+                    "ScatterElements",
+                    "ScatterND",
+                    "TensorScatter",
+                    "Scatter",
+                ):
                     continue
                 try:
                     detail = self._prepare(model, node, scope, names)
@@ -313,14 +369,17 @@ class TensorRTPass(_ForTensorRT):
         finally:
             restore_types(borrowed)
         if any(_UNLOWERABLE in s.detail for s in self.result.skipped):
-            self.note("reductions left alone: TensorRT cannot run them and they cannot be lowered TensorRT-safely "
-                      "(reasons per node); fix the number of updates to a static size (the sorting network "
-                      "needs it: --fix-dim NAME=SIZE), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or compute the "
-                      "scatter outside the engine")
+            self.note(
+                "reductions left alone: TensorRT cannot run them and they cannot be lowered "
+                "TensorRT-safely (reasons per node); fix the number of updates to a static size "
+                "(the sorting network needs it: --fix-dim NAME=SIZE), on TensorRT 10 use "
+                "FP32/FP16/INT32/INT64 data (plugin), or compute the scatter outside the engine"
+            )
 
     def _custom_domain_blocker(self, node: ir.Node) -> str | None:
         """Why a custom-domain scatter (lower --mode custom/tensorrt-plugin) fails on this TensorRT:
-        its parser ignores the domain and imports it as the ONNX op. None when it runs (or is not one)."""
+        its parser ignores the domain and imports it as the ONNX op. None when it runs (or is not
+        one)."""
         reduction = attr(node, "reduction", "none")
         if node.op_type not in CUSTOM_AS_ONNX or reduction == "none":
             return None
@@ -330,9 +389,11 @@ class TensorRTPass(_ForTensorRT):
             why = f"no TensorRT version supports ScatterND reduction={reduction}"
         else:
             return None  # the ScatterElements plugin's form
-        return (f"a node of domain {node.domain!r}, which TensorRT's parser imports as ONNX {node.op_type} (it ignores the "
-                f"domain): {why}; this pass rewrites default-domain nodes only, so run it on the model before "
-                "it was lowered to custom-domain nodes")
+        return (
+            f"a node of domain {node.domain!r}, which TensorRT's parser imports as ONNX "
+            f"{node.op_type} (it ignores the domain): {why}; this pass rewrites default-domain "
+            "nodes only, so run it on the model before it was lowered to custom-domain nodes"
+        )
 
     def _prepare(self, model: ir.Model, node: ir.Node, scope: Scope,
                  names: ModelNames) -> str | None:
@@ -341,10 +402,15 @@ class TensorRTPass(_ForTensorRT):
         if op == "TensorScatter" and self.trt_version in PARSES_TENSORSCATTER:
             return None
         if op in ("Scatter", "TensorScatter"):
-            raise Decline(f"{op} is left for the upgrade/lower passes of this flow (TensorRT does not support it)")
+            raise Decline(
+                f"{op} is left for the upgrade/lower passes of this flow (TensorRT does not "
+                "support it)"
+            )
         if (why := reference_reason(node)) is not None:
-            raise Decline(f"{why} (TensorRT's parser needs it as a constant: call the function's body inline, "
-                          "or give the attribute a value in the function)")
+            raise Decline(
+                f"{why} (TensorRT's parser needs it as a constant: call the function's body "
+                "inline, or give the attribute a value in the function)"
+            )
         dtype = value_dtype(model, scope, data)
         blocked = scatter_data_blocker(dtype, self.trt_version)
         if blocked is not None and not blocked[1]:
@@ -356,19 +422,36 @@ class TensorRTPass(_ForTensorRT):
                 if carrier is not None:
                     return scatter_nd_through(model, node, scope, names, carrier) + why
                 if drop_none_reduction(node):
-                    return 'explicit reduction="none" dropped (TensorRT 10.0-10.8 rejects any reduction attribute)'
+                    return (
+                        'explicit reduction="none" dropped (TensorRT 10.0-10.8 rejects any '
+                        "reduction attribute)"
+                    )
                 return None
-            return convert_to_scatternd(model, node, scope, names, reduction="none", carrier=carrier) + \
-                " (TensorRT's ScatterND importer has no 'indices/updates dimensions <= data's' limit, unlike its " \
-                "ScatterElements one: NVIDIA/TensorRT#3650)" + why
+            return (
+                convert_to_scatternd(model, node, scope, names, reduction="none", carrier=carrier)
+                + " (TensorRT's ScatterND importer has no 'indices/updates dimensions <= data's' "
+                "limit, unlike its ScatterElements one: NVIDIA/TensorRT#3650)" + why
+            )
         if reduction not in REDUCTIONS:
             raise Decline(f"unknown reduction {reduction!r}")
         if self.trt_version != "8.6":  # (10 and 11: the ScatterElements plugin)
             plugin_reason = self._plugin_blocker(model, node, scope)
             if plugin_reason is None:
                 return self._to_plugin_form(model, node, scope, names)
-            return self._lower(model, node, scope, names, f"the ScatterElements plugin cannot take it: {plugin_reason}")
-        return self._lower(model, node, scope, names, "TensorRT 8.6 silently ignores scatter reductions (NVIDIA/TensorRT#3750)")
+            return self._lower(
+                model,
+                node,
+                scope,
+                names,
+                f"the ScatterElements plugin cannot take it: {plugin_reason}",
+            )
+        return self._lower(
+            model,
+            node,
+            scope,
+            names,
+            "TensorRT 8.6 silently ignores scatter reductions (NVIDIA/TensorRT#3750)",
+        )
 
     # ---- TensorRT 10: the built-in ScatterElements plugin -------------------------------------
 
@@ -379,11 +462,17 @@ class TensorRTPass(_ForTensorRT):
             kind = dtype.name if dtype is not None else "unknown"
             return f"data type {kind} (the plugin takes FP32, FP16, INT32, INT64)"
         if node.op_type == "ScatterND":
-            if indices.shape is None or not indices.shape or not isinstance(indices.shape[-1], int) or indices.shape[-1] < 1:
+            if (
+                indices.shape is None
+                or not indices.shape
+                or not isinstance(indices.shape[-1], int)
+                or indices.shape[-1] < 1
+            ):
                 return "the index tuple length (last dimension of indices) is not static"
             if known_rank(model, scope, [data]) is None:
                 return "the rank of data is unknown"
-        return None  # a ScatterElements needs nothing else: the plugin reads axis and reduction as they are
+        # A ScatterElements needs nothing else: the plugin reads axis and reduction as they are.
+        return None
 
     def _to_plugin_form(self, model: ir.Model, node: ir.Node, scope: Scope,
                         names: ModelNames) -> str | None:
@@ -396,36 +485,65 @@ class TensorRTPass(_ForTensorRT):
             final = ir.node("ScatterElements", [data, b.to_int64(indices), updates],
                             {"axis": attr(node, "axis", 0), "reduction": reduction}, num_outputs=1)
             b.replace(node, final)
-            return f"indices cast to int64 (the TensorRT ScatterElements plugin takes INT64 only), reduction={reduction} kept"
-        # ScatterND(data, indices[..., k], updates) == ScatterElements(axis=0) on data [rows, row size]
-        # with each update row's linear row index repeated along the row.
+            return (
+                "indices cast to int64 (the TensorRT ScatterElements plugin takes INT64 only), "
+                f"reduction={reduction} kept"
+            )
+        # ScatterND(data, indices[..., k], updates) == ScatterElements(axis=0) on data [rows, row
+        # size] with each update row's linear row index repeated along the row.
         k = indices.shape[-1]
         q = len(indices.shape)
-        flat = b.op("Reshape", [b.to_int64(indices), b.const(np.array([-1, k], np.int64), "tuple_shape")],
-                    dtype=ir.DataType.INT64, suffix="tuples")
+        flat = b.op(
+            "Reshape",
+            [b.to_int64(indices), b.const(np.array([-1, k], np.int64), "tuple_shape")],
+            dtype=ir.DataType.INT64,
+            suffix="tuples",
+        )
         linear = None
         for j in range(k):
-            column = b.op("Gather", [flat, b.const(np.array(j, np.int64), "component")], {"axis": 1},
-                          dtype=ir.DataType.INT64, suffix=f"component{j}")
+            column = b.op(
+                "Gather",
+                [flat, b.const(np.array(j, np.int64), "component")],
+                {"axis": 1},
+                dtype=ir.DataType.INT64,
+                suffix=f"component{j}",
+            )
             size = b.dim(data, j, scalar=True)
             column = b.normalize(column, size)
-            linear = column if linear is None else b.op(
-                "Add", [b.op("Mul", [linear, size], dtype=ir.DataType.INT64, suffix="scaled"), column],
-                dtype=ir.DataType.INT64, suffix="linear")
+            linear = (
+                column
+                if linear is None
+                else b.op(
+                    "Add",
+                    [b.op("Mul", [linear, size], dtype=ir.DataType.INT64, suffix="scaled"), column],
+                    dtype=ir.DataType.INT64,
+                    suffix="linear",
+                )
+            )
         rows = b.op("Flatten", [data], {"axis": k}, dtype=data.dtype, suffix="rows")
         values = b.op("Flatten", [updates], {"axis": q - 1}, dtype=data.dtype, suffix="row_updates")
         column = b.op("Reshape", [linear, b.const(np.array([-1, 1], np.int64), "column_shape")],
                       dtype=ir.DataType.INT64, suffix="row_keys")
         values_shape = b.op("Shape", [values], dtype=ir.DataType.INT64, suffix="updates_shape")
         keys = b.op("Expand", [column, values_shape], dtype=ir.DataType.INT64, suffix="keys")
-        scattered = b.op("ScatterElements", [rows, keys, values], {"axis": 0, "reduction": reduction},
-                         dtype=data.dtype, suffix="scattered")
+        scattered = b.op(
+            "ScatterElements",
+            [rows, keys, values],
+            {"axis": 0, "reduction": reduction},
+            dtype=data.dtype,
+            suffix="scattered",
+        )
         data_shape = b.op("Shape", [data], dtype=ir.DataType.INT64, suffix="data_shape")
         # A 0 in the data's shape means "copy the input's dimension" to Reshape unless allowzero=1
-        # (opset >= 14; this ScatterND reduction is >= 16): needed unless the shape is static without a 0.
+        # (opset >= 14; this ScatterND reduction is >= 16): needed unless the shape is static
+        # without a 0.
         static = data.shape is not None and all(isinstance(d, int) and d > 0 for d in data.shape)
-        final = ir.node("Reshape", [scattered, data_shape], {} if static or b.opset < 14 else {"allowzero": 1},
-                        num_outputs=1)
+        final = ir.node(
+            "Reshape",
+            [scattered, data_shape],
+            {} if static or b.opset < 14 else {"allowzero": 1},
+            num_outputs=1,
+        )
         b.replace(node, final)
         return (f"-> ScatterElements(axis=0, reduction={reduction}) on data as [rows, row size] "
                 f"(TensorRT has no ScatterND reduction; its ScatterElements plugin has)")
@@ -437,8 +555,8 @@ class TensorRTPass(_ForTensorRT):
         return lower_tensorrt_safe(node, scope, names, self.trt_version, why)
 
 
-# Custom-domain ops TensorRT's parser imports as the ONNX ones (it dispatches on op_type, ignoring the
-# domain): those lower --mode custom|tensorrt-plugin writes.
+# Custom-domain ops TensorRT's parser imports as the ONNX ones (it dispatches on op_type, ignoring
+# the domain): those lower --mode custom|tensorrt-plugin writes.
 CUSTOM_AS_ONNX = CUSTOM_SCATTER_OPS
 
 _UNLOWERABLE = "cannot be lowered TensorRT-safely"
@@ -464,7 +582,9 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_vers
     blocker = net.network_blocker(node, scope.opset)
     if blocker is not None:
         raise Decline(f"{why}; it {_UNLOWERABLE} either: {blocker}")
-    nodes, out = net.lower_reduction_network(node, scope.opset, seg.Names(names.taken, prefix="trt"))
+    nodes, out = net.lower_reduction_network(
+        node, scope.opset, seg.Names(names.taken, prefix="trt")
+    )
     violations = tensorrt_violations(nodes, trt_version)
     if violations:
         # Nothing was spliced in: detach the built nodes from the values they read, so no
@@ -472,10 +592,14 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_vers
         for built in nodes_within(nodes):
             for i in range(len(built.inputs)):
                 built.replace_input_with(i, None)
-        raise Decline(f"{why}; it {_UNLOWERABLE}: the lowering would emit what TensorRT {trt_version} "
-                      f"rejects ({'; '.join(violations)}), so the node is left alone")
+        raise Decline(
+            f"{why}; it {_UNLOWERABLE}: the lowering would emit what TensorRT {trt_version} "
+            f"rejects ({'; '.join(violations)}), so the node is left alone"
+        )
     old_inputs = list(node.inputs)
-    ir.convenience.replace_nodes_and_values(scope.body, node, [node], nodes, [node.outputs[0]], [out])
+    ir.convenience.replace_nodes_and_values(
+        scope.body, node, [node], nodes, [node.outputs[0]], [out]
+    )
     remove_unused_expands(scope.body, old_inputs)  # the GNN index Expand the lowering reads around
     return (f"lowered to {len(nodes)} TensorRT-safe standard nodes (bitonic sort of the keys, "
             f"segmented scan, one ScatterND with unique targets) ({why})")
@@ -483,17 +607,28 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_vers
 
 class LowerTensorScatterPass(_ForTensorRT):
     """Run LowerPass only when the model holds a TensorScatter (opset 24, which no TensorRT parses):
-    it becomes ScatterElements and the model moves to the highest opset the TensorRT version documents."""
+    it becomes ScatterElements and the model moves to the highest opset the TensorRT version
+    documents."""
 
     name = "lower-tensorscatter"
 
     def run(self, model: ir.Model) -> None:
-        found = [(n, s) for n, s in iter_nodes(model) if n.op_type == "TensorScatter" and is_default_domain(n)]
+        found = [
+            (n, s)
+            for n, s in iter_nodes(model)
+            if n.op_type == "TensorScatter" and is_default_domain(n)
+        ]
         if not found or self.trt_version in PARSES_TENSORSCATTER:
             return
         target = MAX_OPSET[self.trt_version]
-        lacking = [(n, s) for n, s in iter_nodes(model) if n.op_type in ("ScatterElements", "ScatterND")
-                   and is_default_domain(n) and attr(n, "reduction", "none") in ("max", "min") and target < 18]
+        lacking = [
+            (n, s)
+            for n, s in iter_nodes(model)
+            if n.op_type in ("ScatterElements", "ScatterND")
+            and is_default_domain(n)
+            and attr(n, "reduction", "none") in ("max", "min")
+            and target < 18
+        ]
         if lacking:
             # Moving to opset 17 would make LowerPass lower these max/min reductions with a run-time
             # TopK and a shrinking Loop, which TensorRT rejects: lower them TensorRT-safely first
@@ -507,9 +642,13 @@ class LowerTensorScatterPass(_ForTensorRT):
             if blocked:
                 node, scope, reason = blocked[0]
                 for ts, ts_scope in found:
-                    self.skip(ts, ts_scope, f"not lowered: moving the model to opset {target} needs the "
-                              f"{len(lacking)} max/min scatter(s) lowered too, and {describe(node, scope)} "
-                              f"{_UNLOWERABLE}: {reason}")
+                    self.skip(
+                        ts,
+                        ts_scope,
+                        f"not lowered: moving the model to opset {target} needs the {len(lacking)} "
+                        f"max/min scatter(s) lowered too, and {describe(node, scope)} "
+                        f"{_UNLOWERABLE}: {reason}",
+                    )
                 return
             names = ModelNames(model)
             for node, scope in lacking:
@@ -527,9 +666,9 @@ class LowerTensorScatterPass(_ForTensorRT):
 
 
 class CapOpsetPass(_ForTensorRT):
-    """Move a model above the highest opset the TensorRT version's parser documents (8.6: 17, 10: 20)
-    down to it, once its scatters are TensorRT-ready; left as it is, with a note saying why, when a
-    scatter kept a reduction that the lower opset lacks or a node cannot be converted."""
+    """Move a model above the highest opset the TensorRT version's parser documents (8.6: 17, 10:
+    20) down to it, once its scatters are TensorRT-ready; left as it is, with a note saying why,
+    when a scatter kept a reduction that the lower opset lacks or a node cannot be converted."""
 
     name = "opset-cap"
 
@@ -541,13 +680,20 @@ class CapOpsetPass(_ForTensorRT):
         highest = max(scope.opset for scope in iter_scopes(model))
         if highest <= target:
             return
-        kept = [(n, s) for n, s in iter_nodes(model) if n.op_type in ("ScatterElements", "ScatterND")
-                and is_default_domain(n) and _reduction_opset(attr(n, "reduction", "none")) > target]
+        kept = [
+            (n, s)
+            for n, s in iter_nodes(model)
+            if n.op_type in ("ScatterElements", "ScatterND")
+            and is_default_domain(n)
+            and _reduction_opset(attr(n, "reduction", "none")) > target
+        ]
         why = f"TensorRT {self.trt_version}'s parser documents opsets up to {target}"
         if kept:
             node, scope = kept[0]
-            self.note(f"left at opset {highest} ({why}): {describe(node, scope)} keeps a reduction opset "
-                      f"{target} lacks")
+            self.note(
+                f"left at opset {highest} ({why}): {describe(node, scope)} keeps a reduction opset "
+                f"{target} lacks"
+            )
             return
         try:
             # On a copy first: a conversion that stops at a later node has changed the earlier ones,
@@ -564,10 +710,16 @@ def _reduction_opset(reduction: str | None) -> int:
     attribute, None; an unknown name), the one where every reduction exists."""
     from scatter_rewrite.passes._segment_reduce import first_opset_with
 
-    return first_opset_with(reduction) if reduction in ("none", *REDUCTIONS) else first_opset_with("max")
+    return (
+        first_opset_with(reduction)
+        if reduction in ("none", *REDUCTIONS)
+        else first_opset_with("max")
+    )
 
 
-def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list[ir.passes.PassBase]:
+def tensorrt_passes(
+    trt_version: str = "10", fix_dims: dict[str, int] | None = None
+) -> list[ir.passes.PassBase]:
     """The whole TensorRT preparation for ``trt_version`` ("8.6", "10" or "11"), in order; first,
     when given, ``fix_dims`` (symbolic dimension name -> size: :mod:`.fix_dims`)."""
     version = check_trt_version(trt_version)
@@ -578,6 +730,13 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
 
     fixed = [FixDimsPass(fix_dims)] if fix_dims else []
-    return [*fixed, SpecializeCallsPass(), UpgradePass(), FoldPass(), LowerTensorScatterPass(version),
-            TensorRTPass(version), CapOpsetPass(version)]
+    return [
+        *fixed,
+        SpecializeCallsPass(),
+        UpgradePass(),
+        FoldPass(),
+        LowerTensorScatterPass(version),
+        TensorRTPass(version),
+        CapOpsetPass(version),
+    ]
 

@@ -1,4 +1,5 @@
-"""ScatterElements -> an exactly equivalent ScatterND; explicit ``reduction="none"`` dropped from ScatterND.
+"""ScatterElements -> an exactly equivalent ScatterND; explicit ``reduction="none"`` dropped from
+ScatterND.
 
 Rewrites: every default-domain ``ScatterElements`` (any axis, negative axis, int32/int64 indices,
 every dtype, every reduction) in the main graph, If/Loop/Scan bodies and model-local functions into
@@ -9,12 +10,12 @@ the same order, so the result is identical for every reduction. ``norm`` is
 ``Where(idx < 0, idx + data.shape[axis], idx)`` (computed as ``idx + Cast(idx < 0) * size``, see
 :meth:`ReplacementBuilder.normalize`) on int64 indices (a ``Cast`` first for int32):
 the ScatterND spec allows negative index values (every version, 11 to 18), but whether TensorRT's
-scatter layer does is unverified (/work/shared/reference/tensorrt-and-exporters.md; its IScatterLayer
-documentation is silent), so none reach it. The normalization is about 10% of the rewritten
-scatter's onnxruntime time (benchmarks/RESULTS-tensorrt.md).
+scatter layer does is unverified (/work/shared/reference/tensorrt-and-exporters.md; its
+IScatterLayer documentation is silent), so none reach it. The normalization is about 10% of the
+rewritten scatter's onnxruntime time (benchmarks/RESULTS-tensorrt.md).
 
-``coords`` is built as ``Concat(grid[..., :axis], Unsqueeze(norm, -1), grid[..., axis+1:], axis=-1)``:
-the grid is a constant when the shape of ``indices`` is static (and at most
+``coords`` is built as ``Concat(grid[..., :axis], Unsqueeze(norm, -1), grid[..., axis+1:],
+axis=-1)``: the grid is a constant when the shape of ``indices`` is static (and at most
 :data:`GRID_BYTES_LIMIT`), else a small ``Shape``/``Gather``/``Range``/``Unsqueeze``/``Expand``
 subgraph per other axis. Constant indices become one constant ``coords``. Constants are
 initializers in the main graph and ``Constant`` nodes in subgraphs and functions.
@@ -48,7 +49,8 @@ import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import (
-    SCATTER_OPS, Scope, attr, constant_tensor, describe, function_calls, is_default_domain, iter_nodes, iter_scopes, reference_reason,
+    SCATTER_OPS, Scope, attr, constant_tensor, describe, function_calls, is_default_domain,
+    iter_nodes, iter_scopes, reference_reason,
 )
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
 from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
@@ -120,45 +122,52 @@ class ReplacementBuilder:
         name = self.names(f"{self.prefix}_{suffix}")
         tensor = ir.tensor(array, name=name)
         if self.scope.body is self.model.graph:
-            value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=ir.Shape(array.shape),
-                             const_value=tensor)
+            value = ir.Value(name=name, type=ir.TensorType(tensor.dtype),
+                             shape=ir.Shape(array.shape), const_value=tensor)
             self.model.graph.register_initializer(value)
             return value
-        return self.op("Constant", [], {"value": tensor}, dtype=tensor.dtype, shape=array.shape, suffix=suffix)
+        return self.op("Constant", [], {"value": tensor}, dtype=tensor.dtype, shape=array.shape,
+                       suffix=suffix)
 
     def unsqueeze(self, value: ir.Value, axes: list[int], suffix: str = "unsqueeze") -> ir.Value:
         if self.opset >= 13:
-            return self.op("Unsqueeze", [value, self.const(np.array(axes, np.int64), "axes")], suffix=suffix)
+            return self.op("Unsqueeze", [value, self.const(np.array(axes, np.int64), "axes")],
+                           suffix=suffix)
         return self.op("Unsqueeze", [value], {"axes": axes}, suffix=suffix)
 
     def dim(self, value: ir.Value, axis: int, *, scalar: bool = False) -> ir.Value:
         """``value.shape[axis]`` as int64 (a constant when static): shape [1], or a scalar."""
-        if value.shape is not None and axis < len(value.shape) and isinstance(value.shape[axis], int):
+        if (value.shape is not None and axis < len(value.shape)
+                and isinstance(value.shape[axis], int)):
             size = value.shape[axis]
             return self.const(np.array(size if scalar else [size], np.int64), "dim")
         shape = self.op("Shape", [value], dtype=ir.DataType.INT64, suffix="shape")
         index = np.array(axis if scalar else [axis], np.int64)
-        return self.op("Gather", [shape, self.const(index, "dim_index")], {"axis": 0}, dtype=ir.DataType.INT64,
-                       suffix="dim")
+        return self.op("Gather", [shape, self.const(index, "dim_index")], {"axis": 0},
+                       dtype=ir.DataType.INT64, suffix="dim")
 
     def to_int64(self, value: ir.Value) -> ir.Value:
         if value.dtype == ir.DataType.INT64:
             return value
-        return self.op("Cast", [value], {"to": ir.DataType.INT64}, dtype=ir.DataType.INT64, suffix="int64")
+        return self.op("Cast", [value], {"to": ir.DataType.INT64}, dtype=ir.DataType.INT64,
+                       suffix="int64")
 
     def normalize(self, indices: ir.Value, size: ir.Value) -> ir.Value:
-        """``Where(idx < 0, idx + size, idx)`` on int64 ``indices`` (``size`` broadcasts), computed as
-        ``idx + Cast(idx < 0) * size``: the same values, but onnxruntime 1.32's CPU ``Where`` takes
-        ~13 ns per int64 element (13.6 ms on 1M indices, profiled in benchmarks/bench_tensorrt.py's
-        case) against ~1-2 ms for each of Cast/Mul/Add. TensorRT's parser supports all four."""
+        """``Where(idx < 0, idx + size, idx)`` on int64 ``indices`` (``size`` broadcasts), computed
+        as ``idx + Cast(idx < 0) * size``: the same values, but onnxruntime 1.32's CPU ``Where``
+        takes ~13 ns per int64 element (13.6 ms on 1M indices, profiled in
+        benchmarks/bench_tensorrt.py's case) against ~1-2 ms for each of Cast/Mul/Add. TensorRT's
+        parser supports all four."""
         zero = self.const(np.array(0, np.int64), "zero")
         negative = self.op("Less", [indices, zero], dtype=ir.DataType.BOOL, suffix="negative")
-        flag = self.op("Cast", [negative], {"to": ir.DataType.INT64}, dtype=ir.DataType.INT64, suffix="negative_flag")
+        flag = self.op("Cast", [negative], {"to": ir.DataType.INT64}, dtype=ir.DataType.INT64,
+                       suffix="negative_flag")
         shift = self.op("Mul", [flag, size], dtype=ir.DataType.INT64, suffix="shift")
         return self.op("Add", [indices, shift], dtype=ir.DataType.INT64, suffix="normalized")
 
     def replace(self, node: ir.Node, final: ir.Node) -> None:
-        """Swap ``node`` for the built nodes (``final`` last), keeping the output's name and type."""
+        """Swap ``node`` for the built nodes (``final`` last), keeping the output's name and
+        type."""
         final.name = node.name or final.name
         final.metadata_props.update(node.metadata_props)
         self.nodes.append(final)
@@ -175,7 +184,8 @@ def infer_missing_shapes(model: ir.Model) -> None:
     call sites are used instead)."""
     for node, scope in iter_nodes(model):
         if (node.op_type in SCATTER_OPS and is_default_domain(node) and not scope.is_function
-                and any(v is not None and (v.shape is None or v.dtype is None) for v in node.inputs)):
+                and any(v is not None and (v.shape is None or v.dtype is None)
+                        for v in node.inputs)):
             ir.passes.common.ShapeInferencePass(strict_mode=False)(model)
             return
 
@@ -232,7 +242,8 @@ def known_rank(model: ir.Model, scope: Scope, values) -> int | None:
 
 
 def static_shape(value: ir.Value, scope: Scope) -> tuple[int, ...] | None:
-    """The value's static shape, trusted only outside functions (a function may be called with others)."""
+    """The value's static shape, trusted only outside functions (a function may be called with
+    others)."""
     if scope.is_function or value.shape is None or not all(isinstance(d, int) for d in value.shape):
         return None
     return tuple(value.shape)
@@ -248,16 +259,19 @@ class Coordinates:
 
 
 def coordinates(b: ReplacementBuilder, node: ir.Node, rank: int, axis: int) -> Coordinates:
-    """ScatterND coordinates of every element of a ScatterElements node's indices (see module doc)."""
+    """ScatterND coordinates of every element of a ScatterElements node's indices (see module
+    doc)."""
     data, indices = node.inputs[0], node.inputs[1]
     constant = const_array(indices)
-    size = data.shape[axis] if data.shape is not None and isinstance(data.shape[axis], int) else None
+    size = (data.shape[axis] if data.shape is not None and isinstance(data.shape[axis], int)
+            else None)
     if constant is not None and size is not None and constant.size * rank * 8 <= GRID_BYTES_LIMIT:
         idx = constant.astype(np.int64)
         if idx.size and (idx.min() < -size or idx.max() >= size):
             raise IndexOutOfRangeError(
-                f"{describe(node, b.scope)}: constant index {int(idx.min() if idx.min() < -size else idx.max())} "
-                f"is out of range for axis {axis} of size {size}; fix the model"
+                f"{describe(node, b.scope)}: constant index "
+                f"{int(idx.min() if idx.min() < -size else idx.max())} is out of range for axis "
+                f"{axis} of size {size}; fix the model"
             )
         coords = np.moveaxis(np.indices(idx.shape, dtype=np.int64), 0, -1).copy()
         coords[..., axis] = np.where(idx < 0, idx + size, idx)
@@ -265,42 +279,53 @@ def coordinates(b: ReplacementBuilder, node: ir.Node, rank: int, axis: int) -> C
     normalized = b.normalize(b.to_int64(indices), b.dim(data, axis))
     column = b.unsqueeze(normalized, [-1], "axis_coords")
     shape = static_shape(indices, b.scope)
-    if shape is not None and int(np.prod(shape, dtype=np.int64)) * (rank - 1) * 8 <= GRID_BYTES_LIMIT:
+    if (shape is not None
+            and int(np.prod(shape, dtype=np.int64)) * (rank - 1) * 8 <= GRID_BYTES_LIMIT):
         grid = np.moveaxis(np.indices(shape, dtype=np.int64), 0, -1)
-        parts = ([b.const(np.ascontiguousarray(grid[..., :axis]), "grid_before")] if axis > 0 else []) + [column] + (
-            [b.const(np.ascontiguousarray(grid[..., axis + 1:]), "grid_after")] if axis < rank - 1 else [])
+        parts = (
+            ([b.const(np.ascontiguousarray(grid[..., :axis]), "grid_before")] if axis > 0 else [])
+            + [column]
+            + ([b.const(np.ascontiguousarray(grid[..., axis + 1:]), "grid_after")]
+               if axis < rank - 1 else []))
         how = "constant grid"
     else:
-        indices_shape = b.op("Shape", [node.inputs[1]], dtype=ir.DataType.INT64, suffix="indices_shape")
-        target = b.op("Concat", [indices_shape, b.const(np.array([1], np.int64), "one")], {"axis": 0},
-                      dtype=ir.DataType.INT64, suffix="grid_shape")
+        indices_shape = b.op("Shape", [node.inputs[1]], dtype=ir.DataType.INT64,
+                             suffix="indices_shape")
+        target = b.op("Concat", [indices_shape, b.const(np.array([1], np.int64), "one")],
+                      {"axis": 0}, dtype=ir.DataType.INT64, suffix="grid_shape")
         zero, one = b.const(np.array(0, np.int64), "start"), b.const(np.array(1, np.int64), "step")
         parts = []
         for d in range(rank):
             if d == axis:
                 parts.append(column)
                 continue
-            size_d = b.op("Gather", [indices_shape, b.const(np.array(d, np.int64), "axis_index")], {"axis": 0},
-                          dtype=ir.DataType.INT64, suffix=f"size{d}")
+            size_d = b.op("Gather", [indices_shape, b.const(np.array(d, np.int64), "axis_index")],
+                          {"axis": 0}, dtype=ir.DataType.INT64, suffix=f"size{d}")
             steps = b.op("Range", [zero, size_d, one], dtype=ir.DataType.INT64, suffix=f"range{d}")
             placed = b.unsqueeze(steps, [j for j in range(rank + 1) if j != d], f"range{d}_placed")
-            parts.append(b.op("Expand", [placed, target], dtype=ir.DataType.INT64, suffix=f"coords{d}"))
+            parts.append(b.op("Expand", [placed, target], dtype=ir.DataType.INT64,
+                              suffix=f"coords{d}"))
         how = "run-time grid (Shape/Range/Expand)"
-    value = parts[0] if len(parts) == 1 else b.op("Concat", parts, {"axis": -1}, dtype=ir.DataType.INT64,
+    value = parts[0] if len(parts) == 1 else b.op("Concat", parts, {"axis": -1},
+                                                  dtype=ir.DataType.INT64,
                                                     suffix="coords")
     return Coordinates(value, how)
 
 
-def scatter_elements_rank_axis(model: ir.Model, node: ir.Node, scope: Scope) -> tuple[int, int] | str:
+def scatter_elements_rank_axis(model: ir.Model, node: ir.Node,
+                               scope: Scope) -> tuple[int, int] | str:
     """(rank, normalized axis) of a ScatterElements, or why it cannot be known."""
     if len(node.inputs) != 3 or any(v is None for v in node.inputs):
-        raise InvalidModelError(f"{describe(node, scope)}: ScatterElements needs 3 inputs (data, indices, updates)")
+        raise InvalidModelError(f"{describe(node, scope)}: ScatterElements needs 3 inputs (data, "
+                                "indices, updates)")
     rank = known_rank(model, scope, node.inputs)
     if rank is None:
-        return "the rank of data/indices is unknown (no shape information here or at the call sites)"
+        return ("the rank of data/indices is unknown (no shape information here or at the call "
+                "sites)")
     axis = attr(node, "axis", 0)
     if not -rank <= axis < rank:
-        raise InvalidModelError(f"{describe(node, scope)}: axis={axis} is out of range for rank {rank}; fix the attribute")
+        raise InvalidModelError(f"{describe(node, scope)}: axis={axis} is out of range for rank "
+                                f"{rank}; fix the attribute")
     return rank, axis % rank
 
 
@@ -317,9 +342,9 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Mo
     if reduction not in REDUCTIONS_SINCE:
         raise Decline(f"unknown reduction {reduction!r}")
     if scope.opset < REDUCTIONS_SINCE[reduction]:
-        raise Decline(f"ScatterND has reduction={reduction!r} only from opset {REDUCTIONS_SINCE[reduction]} "
-                      f"(the model has {scope.opset}); run 'scatter-rewrite upgrade --opset "
-                      f"{REDUCTIONS_SINCE[reduction]}' first")
+        raise Decline(f"ScatterND has reduction={reduction!r} only from opset "
+                      f"{REDUCTIONS_SINCE[reduction]} (the model has {scope.opset}); run "
+                      f"'scatter-rewrite upgrade --opset {REDUCTIONS_SINCE[reduction]}' first")
     found = scatter_elements_rank_axis(model, node, scope)
     if isinstance(found, str):
         raise Decline(found)
@@ -331,7 +356,8 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Mo
     coords = coordinates(b, node, rank, axis)
     attributes = {} if reduction == "none" else {"reduction": reduction}
     if carrier is None:
-        final = ir.node("ScatterND", [node.inputs[0], coords.value, node.inputs[2]], attributes, num_outputs=1)
+        final = ir.node("ScatterND", [node.inputs[0], coords.value, node.inputs[2]], attributes,
+                        num_outputs=1)
     else:
         final = _through(b, node.inputs[0], coords.value, node.inputs[2], dtype, carrier)
     b.replace(node, final)
@@ -344,10 +370,11 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Mo
 
 def _through(b: ReplacementBuilder, data: ir.Value, indices: ir.Value, updates: ir.Value,
              dtype: ir.DataType, carrier: ir.DataType) -> ir.Node:
-    """``Cast(ScatterND(Cast(data), indices, Cast(updates)), to=dtype)`` with the casts to ``carrier``
-    built into ``b``; returns the last Cast (for :meth:`ReplacementBuilder.replace`)."""
+    """``Cast(ScatterND(Cast(data), indices, Cast(updates)), to=dtype)`` with the casts to
+    ``carrier`` built into ``b``; returns the last Cast (for :meth:`ReplacementBuilder.replace`)."""
     as_carrier = [b.op("Cast", [v], {"to": carrier}, dtype=carrier,
-                       shape=list(v.shape) if v.shape is not None else None, suffix=f"{part}_{carrier.name.lower()}")
+                       shape=list(v.shape) if v.shape is not None else None,
+                       suffix=f"{part}_{carrier.name.lower()}")
                   for v, part in ((data, "data"), (updates, "updates"))]
     scattered = b.op("ScatterND", [as_carrier[0], indices, as_carrier[1]], dtype=carrier,
                      shape=list(data.shape) if data.shape is not None else None, suffix="scattered")
@@ -384,7 +411,8 @@ class Decline(Exception):
 
 def drop_none_reduction(node: ir.Node) -> bool:
     """Remove an explicit ``reduction="none"`` (the default) from a ScatterND; True if removed."""
-    if node.op_type == "ScatterND" and "reduction" in node.attributes and attr(node, "reduction") == "none":
+    if (node.op_type == "ScatterND" and "reduction" in node.attributes
+            and attr(node, "reduction") == "none"):
         del node.attributes["reduction"]
         return True
     return False
@@ -398,10 +426,12 @@ class ToScatterNDPass(ScatterPass):
     def run(self, model: ir.Model) -> None:
         from scatter_rewrite.passes.specialize import SpecializeCallsPass
 
-        # A function's scatter whose axis is its attribute: one copy per call binding (specialize.py).
-        self.absorb(SpecializeCallsPass(lambda node: node.op_type in ("Scatter", "ScatterElements"))(model))
-        # An If with a constant condition around a ScatterElements whose rank is unknown (TorchScript's
-        # rank-0 wrapper) becomes its taken branch: the conversion needs the rank.
+        # A function's scatter whose axis is its attribute: one copy per call binding
+        # (specialize.py).
+        self.absorb(SpecializeCallsPass(
+            lambda node: node.op_type in ("Scatter", "ScatterElements"))(model))
+        # An If with a constant condition around a ScatterElements whose rank is unknown
+        # (TorchScript's rank-0 wrapper) becomes its taken branch: the conversion needs the rank.
         for text in inline_ifs_hiding_rank(model, lambda node: node.op_type == "ScatterElements"):
             self.note(text, modified=True)
         infer_missing_shapes(model)
@@ -419,7 +449,8 @@ class ToScatterNDPass(ScatterPass):
             if not is_default_domain(node):
                 continue
             if node.op_type == "ScatterND" and drop_none_reduction(node):
-                self.rewrote(node, scope, 'explicit reduction="none" dropped (TensorRT 10.0-10.8 rejects it)')
+                self.rewrote(node, scope, 'explicit reduction="none" dropped (TensorRT 10.0-10.8 '
+                                          'rejects it)')
             elif node.op_type == "ScatterElements":
                 try:
                     self.rewrote(node, scope, convert_to_scatternd(model, node, scope, names))
@@ -427,5 +458,5 @@ class ToScatterNDPass(ScatterPass):
                     self.skip(node, scope, str(reason))
             elif node.op_type in ("Scatter", "TensorScatter"):
                 verb = "upgrade" if node.op_type == "Scatter" else "lower --opset N"
-                self.skip(node, scope, f"{node.op_type} is not converted here: run scatter-rewrite {verb} "
-                                       "first (scatter-rewrite tensorrt does both)")
+                self.skip(node, scope, f"{node.op_type} is not converted here: run scatter-rewrite "
+                                       f"{verb} first (scatter-rewrite tensorrt does both)")

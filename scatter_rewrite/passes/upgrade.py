@@ -1,9 +1,10 @@
 """Upgrade the deprecated ``Scatter`` to ``ScatterElements`` and move the model to a target opset.
 
-Rewrites: every default-domain ``Scatter`` (opset 9/10, and the deprecated one still found in
-models declaring opset >= 11, which the checker and onnxruntime reject) into ``ScatterElements``
-with the same ``axis`` and inputs; ``Scatter`` has exactly ScatterElements-11's semantics without
-a reduction. Then every other node is converted to the target opset (see :mod:`scatter_rewrite.opset`).
+Rewrites: every default-domain ``Scatter`` (opset 9/10, and the deprecated one still found in models
+declaring opset >= 11, which the checker and onnxruntime reject) into ``ScatterElements`` with the
+same ``axis`` and inputs; ``Scatter`` has exactly ScatterElements-11's semantics without a
+reduction. Then every other node is converted to the target opset (see
+:mod:`scatter_rewrite.opset`).
 
 Leaves alone: nodes of other domains. Raises InvalidModelError for a ``Scatter`` that breaks its
 spec where it can be seen statically (axis out of range, rank or shape mismatch).
@@ -16,9 +17,16 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError, OptionError
 from scatter_rewrite.graph import (
-    DEFAULT_DOMAINS, Scope, attr, default_opset, describe, describe_parts, is_default_domain, iter_nodes,
+    DEFAULT_DOMAINS, Scope, attr, default_opset, describe, describe_parts, is_default_domain,
+    iter_nodes,
 )
-from scatter_rewrite.opset import MAX_OPSET, MIN_IR_VERSION, move_to_opset, needs_conversion, opset_note
+from scatter_rewrite.opset import (
+    MAX_OPSET,
+    MIN_IR_VERSION,
+    move_to_opset,
+    needs_conversion,
+    opset_note,
+)
 from scatter_rewrite.passes.base import NodeNote, ScatterPassResult, ScatterPass
 from scatter_rewrite.spec import check_scatter_proto
 
@@ -40,7 +48,8 @@ def checked_axis(where: str, shapes: dict[str, list | None], axis: int) -> int:
     if len(set(ranks.values())) > 1:
         raise InvalidModelError(
             f"{where}: data, indices and updates must have the same rank, got "
-            + ", ".join(f"{k} rank {r}" for k, r in ranks.items()) + "; fix the exporter or the model"
+            + ", ".join(f"{k} rank {r}" for k, r in ranks.items())
+            + "; fix the exporter or the model"
         )
     indices, updates = shapes.get("indices"), shapes.get("updates")
     if indices is not None and updates is not None:
@@ -88,11 +97,14 @@ class UpgradePass(ScatterPass):
                 f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass --opset 13"
             )
         axis = attr(node, "axis", 0)
-        if axis is None:  # a reference to a function attribute, kept as it is: ScatterElements reads it the same way
+        # a reference to a function attribute, kept as it is: ScatterElements reads it the same way
+        if axis is None:
             axis = f"@{node.attributes['axis'].ref_attr_name}"
         else:
             axis = check_scatter_elements_shapes(node, scope, axis)
-        self.rewrote(node, scope, f"-> ScatterElements(axis={axis})")  # described as the Scatter it was
+        self.rewrote(
+            node, scope, f"-> ScatterElements(axis={axis})"
+        )  # described as the Scatter it was
         # Same inputs, output, name and axis: renaming the op in place is the whole rewrite (no use
         # lists to rewire: 0.5 s less on a 50k-node chain), once any attribute but axis is dropped.
         for name in [n for n in node.attributes if n != "axis"]:
@@ -101,9 +113,9 @@ class UpgradePass(ScatterPass):
 
 
 def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPassResult | None:
-    """:class:`UpgradePass` done on the parsed file, in place, where it is only renames: a graph with
-    no subgraphs, no local functions and no external data, whose other nodes keep their schema at the
-    target opset. None (``proto`` untouched) for any other model: the IR path handles it.
+    """:class:`UpgradePass` done on the parsed file, in place, where it is only renames: a graph
+    with no subgraphs, no local functions and no external data, whose other nodes keep their schema
+    at the target opset. None (``proto`` untouched) for any other model: the IR path handles it.
 
     Same result and report as the pass, without the IR round trip that dominates a big flat graph's
     upgrade (50k nodes: ~1.5 s of deserializing and serializing for a few thousand renames). Used by
@@ -112,8 +124,15 @@ def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPa
     from scatter_rewrite.model_io import has_external_data
 
     graph = proto.graph
-    if proto.functions or has_external_data(proto) or any(
-            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in graph.node for a in n.attribute):
+    if (
+        proto.functions
+        or has_external_data(proto)
+        or any(
+            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+            for n in graph.node
+            for a in n.attribute
+        )
+    ):
         return None
     current = default_opset({o.domain: o.version for o in proto.opset_import}, fallback=1)
     target = opset or max(current, FIRST_SCATTER_ELEMENTS_OPSET)
@@ -128,19 +147,29 @@ def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPa
             continue
         data_shape = shapes.get(node.input[0]) if node.input else None
         # (as every pass does on the IR)
-        check_scatter_proto(node, current, "main graph", None if data_shape is None else len(data_shape))
+        check_scatter_proto(
+            node, current, "main graph", None if data_shape is None else len(data_shape)
+        )
         if node.op_type == "Scatter":
             scatters.append(node)
         elif needs_conversion(node.op_type, current, target):
             return None
-    dtypes = {name: t.elem_type for name, t in types.items()} | {t.name: t.data_type for t in graph.initializer}
+    dtypes = {name: t.elem_type for name, t in types.items()} | {
+        t.name: t.data_type for t in graph.initializer
+    }
     result = ScatterPassResult(None, False, name=UpgradePass.name)
     for node in scatters:
         where = describe_parts(node.op_type, node.name, current, "main graph")
         if dtypes.get(node.input[0]) == onnx.TensorProto.BFLOAT16 and target < 13:
-            raise InvalidModelError(f"{where}: bfloat16 data needs ScatterElements-13; pass --opset 13")
+            raise InvalidModelError(
+                f"{where}: bfloat16 data needs ScatterElements-13; pass --opset 13"
+            )
         given = next((a.i for a in node.attribute if a.name == "axis"), 0)
-        axis = checked_axis(where, {k: shapes.get(v) for k, v in zip(("data", "indices", "updates"), node.input)}, given)
+        axis = checked_axis(
+            where,
+            {k: shapes.get(v) for k, v in zip(("data", "indices", "updates"), node.input)},
+            given,
+        )
         result.rewritten.append(NodeNote(where, f"-> ScatterElements(axis={axis})"))
     for node in scatters:
         node.op_type = "ScatterElements"

@@ -43,7 +43,8 @@ def _wide(x: np.ndarray) -> np.ndarray:
 
 
 def _is_float(dtype: np.dtype) -> bool:
-    """NumPy's float and complex types, and ml_dtypes' floats (bfloat16, float8, float4: kind "V")."""
+    """NumPy's float and complex types, and ml_dtypes' floats (bfloat16, float8, float4: kind
+    "V")."""
     if dtype.kind in "fc":
         return True
     if dtype.kind != "V":
@@ -59,7 +60,8 @@ def _is_float(dtype: np.dtype) -> bool:
 
 def _bit_exact_mismatch(a: np.ndarray, b: np.ndarray) -> bool:
     """Different values, NaN positions or zero signs (NaN payloads may differ)."""
-    if not _is_float(a.dtype):  # (== on an ml_dtypes float would take NaN for a difference, -0.0 for +0.0)
+    # (== on an ml_dtypes float would take NaN for a difference, -0.0 for +0.0)
+    if not _is_float(a.dtype):
         return not np.array_equal(a, b)
     for ea, eb in _blocks(a, b):
         af, bf = _wide(ea), _wide(eb)
@@ -79,7 +81,8 @@ def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
         return 0.0 if np.array_equal(a, b) else float("inf")
     worst = 0.0
     for ea, eb in _blocks(a, b):
-        with np.errstate(invalid="ignore"):  # inf - inf is NaN, dropped: equal infinities differ by nothing
+        # inf - inf is NaN, dropped: equal infinities differ by nothing
+        with np.errstate(invalid="ignore"):
             diff = np.abs(_wide(ea) - _wide(eb))
         diff = diff[~np.isnan(diff)]
         if diff.size:
@@ -88,7 +91,10 @@ def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _within_tolerance(e: np.ndarray, a: np.ndarray, rtol: float, atol: float) -> bool:
-    return all(np.allclose(_wide(ab), _wide(eb), rtol=rtol, atol=atol, equal_nan=True) for eb, ab in _blocks(e, a))
+    return all(
+        np.allclose(_wide(ab), _wide(eb), rtol=rtol, atol=atol, equal_nan=True)
+        for eb, ab in _blocks(e, a)
+    )
 
 
 def _tolerance(dtype: np.dtype) -> tuple[float, float] | None:
@@ -100,8 +106,14 @@ def _tolerance(dtype: np.dtype) -> tuple[float, float] | None:
 def tolerance_said(outputs: list[Any]) -> str:
     """The tolerances of the float types among ``outputs`` (the others are compared exactly)."""
     dtypes = {o.dtype: None for o in outputs if isinstance(o, np.ndarray)}
-    said = [f"{d.name}: rtol={t[0]}, atol={t[1]}" for d in dtypes if (t := _tolerance(d)) is not None]
-    return ("float outputs within " + ", ".join(said) + "; everything else exact") if said else "exact (bit for bit)"
+    said = [
+        f"{d.name}: rtol={t[0]}, atol={t[1]}" for d in dtypes if (t := _tolerance(d)) is not None
+    ]
+    return (
+        ("float outputs within " + ", ".join(said) + "; everything else exact")
+        if said
+        else "exact (bit for bit)"
+    )
 
 
 def _as_text(strings: np.ndarray) -> np.ndarray:
@@ -124,8 +136,10 @@ def compare_outputs(names: list[str], expected: list[Any], actual: list[Any], fl
     diffs, failures = {}, {}
     for name, e, a in zip(names, expected, actual):
         e, a = np.asarray(e), np.asarray(a)
-        if e.dtype.kind in "OSU" and a.dtype.kind in "OSU":  # strings: np.str_/np.bytes_ arrays from
-            e, a = _as_text(e), _as_text(a)  # onnx.reference, object arrays (str) from onnxruntime
+        # Strings: np.str_/np.bytes_ arrays from onnx.reference, object arrays (str) from
+        # onnxruntime.
+        if e.dtype.kind in "OSU" and a.dtype.kind in "OSU":
+            e, a = _as_text(e), _as_text(a)
         if e.shape != a.shape or e.dtype != a.dtype:
             failures[name] = (f"output '{name}': expected {e.dtype}{list(e.shape)}, "
                               f"got {a.dtype}{list(a.shape)}")
@@ -195,11 +209,13 @@ def judge_rounding(name: str, original: np.ndarray, rewritten: np.ndarray, exact
     if not excess.size or float(excess.max()) <= 0:
         return None, measured
     at = np.unravel_index(int(np.argmax(excess)), excess.shape)
-    return (f"output '{name}' at {list(map(int, at))}: {float(r[at]):.9g} against a float64 "
-            f"evaluation's {float(x[at]):.9g} is off by {float(error_r[at]):.3g}, beyond what the "
-            f"original's own rounding allows there ({float(allowed[at]):.3g}: "
-            f"{ORIGINAL_ERROR_FACTOR} x its error {float(error_o[at]):.3g} + {ROUNDINGS_OF_MAGNITUDE} roundings of "
-            f"{coarsest.name} on the terms' magnitude {float(m[at]):.3g})"), measured
+    return (
+        f"output '{name}' at {list(map(int, at))}: {float(r[at]):.9g} against a float64 "
+        f"evaluation's {float(x[at]):.9g} is off by {float(error_r[at]):.3g}, beyond what the "
+        f"original's own rounding allows there ({float(allowed[at]):.3g}: {ORIGINAL_ERROR_FACTOR} "
+        f"x its error {float(error_o[at]):.3g} + {ROUNDINGS_OF_MAGNITUDE} roundings of "
+        f"{coarsest.name} on the terms' magnitude {float(m[at]):.3g})"
+    ), measured
 
 
 def _finfo(dtype: np.dtype):

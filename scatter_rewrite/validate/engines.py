@@ -37,7 +37,9 @@ def needs_custom_ops_in_onnxruntime(model: str | os.PathLike) -> bool:
                for node, _scope in iter_nodes(ir.load(str(model))))
 
 
-def run_onnxruntime(model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0) -> list[np.ndarray]:
+def run_onnxruntime(
+    model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0
+) -> list[np.ndarray]:
     import onnxruntime as ort
 
     from scatter_rewrite import custom_ops
@@ -72,9 +74,13 @@ def _as_declared(array: Any, ort_type: str) -> Any:
     """An onnxruntime output as the ONNX element type the model declares (``ort_type``, as
     ``tensor(float8e4m3fn)``), the type onnx.reference returns. onnxruntime's Python binding returns
     float8e4m3fn and float4e2m1 as raw uint8: one byte per element, or packed two to a byte (low
-    nibble first) at the start of an array of the element count. (The other types NumPy lacks, float8e5m2
-    or int4, it does not return at all: "No corresponding Numpy type".)"""
-    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not ort_type.startswith("tensor("):
+    nibble first) at the start of an array of the element count. (The other types NumPy lacks,
+    float8e5m2 or int4, it does not return at all: "No corresponding Numpy type".)"""
+    if (
+        not isinstance(array, np.ndarray)
+        or array.dtype != np.uint8
+        or not ort_type.startswith("tensor(")
+    ):
         return array
     declared = getattr(ir.DataType, ort_type[len("tensor("):-1].upper(), None)
     if declared is None or declared == ir.DataType.UINT8:
@@ -90,7 +96,9 @@ def _session_options(threads: int):
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
-    options.log_severity_level = 4  # failures reach the user as our own one-line error, not ORT's log
+    options.log_severity_level = (
+        4  # failures reach the user as our own one-line error, not ORT's log
+    )
     # The graph optimizations a user's session gets by default (ORT_ENABLE_ALL): the rewritten model
     # is proven as it will run, and a TorchScript original that onnxruntime runs with its defaults
     # runs here too (with them off, it fell back to onnx.reference). One exception, for memory:
@@ -106,7 +114,9 @@ def _session_options(threads: int):
     return options
 
 
-def run_reference(model: str | os.PathLike | onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list:
+def run_reference(
+    model: str | os.PathLike | onnx.ModelProto, inputs: dict[str, np.ndarray]
+) -> list:
     """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
     import warnings
 
@@ -128,9 +138,13 @@ def first_line(e: BaseException, limit: int = 200) -> str:
 
 
 def without_paths(reason: str | None) -> str | None:
-    """An onnxruntime reason without the model file it names ("Load model from /tmp/x.onnx failed:"),
-    to compare the original's failure with the rewritten model's."""
-    return None if reason is None else re.sub(r"Load model from \S+ failed:", "Load model failed:", reason)
+    """An onnxruntime reason without the model file it names ("Load model from /tmp/x.onnx
+    failed:"), to compare the original's failure with the rewritten model's."""
+    return (
+        None
+        if reason is None
+        else re.sub(r"Load model from \S+ failed:", "Load model failed:", reason)
+    )
 
 
 def ort_reason(e: BaseException) -> str:

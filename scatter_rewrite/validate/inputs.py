@@ -3,15 +3,15 @@
 Inputs are seeded and respect each scatter's contract (our custom-domain scatters, which compute the
 standard ops, included: :func:`graph.computes_a_scatter`): a graph input that feeds scatter indices
 (directly or through value-preserving ops like Cast/Unsqueeze/Expand, and PyTorch's negative-index
-normalization ``Where(Less(i, 0), Add(i, c), i)``, and a ``Gather`` by constant positions like a GNN's
-``edge_index[1]``) gets in-range values, negative ones included, unique along the axis when the
-reduction is "none" (duplicates are undefined there); symbolic dimensions get small sizes. An input
-feeding the indices of a Gather/GatherElements (``x[src]``) gets values in range of the gathered
-axis too, so that the original model runs. Values are drawn as the slots they must reach: a negative value is
-``slot - c`` for a normalization adding ``c`` (a constant, or a static dim read by ``Shape``), so the
-normalized value is that slot whatever ``c`` is (only slots below ``c`` get one), and ``slot - n``
-without one; where ``c`` is not known before run time, or an input feeds scatters that disagree on
-it, only non-negative values are drawn (the plan's notes say which).
+normalization ``Where(Less(i, 0), Add(i, c), i)``, and a ``Gather`` by constant positions like a
+GNN's ``edge_index[1]``) gets in-range values, negative ones included, unique along the axis when
+the reduction is "none" (duplicates are undefined there); symbolic dimensions get small sizes. An
+input feeding the indices of a Gather/GatherElements (``x[src]``) gets values in range of the
+gathered axis too, so that the original model runs. Values are drawn as the slots they must reach: a
+negative value is ``slot - c`` for a normalization adding ``c`` (a constant, or a static dim read by
+``Shape``), so the normalized value is that slot whatever ``c`` is (only slots below ``c`` get one),
+and ``slot - n`` without one; where ``c`` is not known before run time, or an input feeds scatters
+that disagree on it, only non-negative values are drawn (the plan's notes say which).
 
 ScatterElements (and ``Scatter``) indices may be a Concat of several inputs: each gets the bound of
 the scatter axis. For reduction "none", a Concat along another axis than the scatter axis leaves
@@ -49,7 +49,14 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError, ValidationError
-from scatter_rewrite.graph import attr, computes_a_scatter, function_calls, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import (
+    attr,
+    computes_a_scatter,
+    function_calls,
+    is_default_domain,
+    is_reference,
+    iter_nodes,
+)
 from scatter_rewrite.type_inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
 )
@@ -72,7 +79,9 @@ class IndexContract:
     # Per component: a negative value is drawn as slot - shift, for slots below shift (no negative
     # value for a shift <= 0). Empty: the bounds (the scatter's own wrap-around).
     shifts: tuple[int, ...] = ()
-    window: tuple[int, int] | None = None  # for "elements": the slots [lo, hi) drawn from; None: all
+    window: tuple[int, int] | None = (
+        None  # for "elements": the slots [lo, hi) drawn from; None: all
+    )
 
     @property
     def negative_shifts(self) -> tuple[int, ...]:
@@ -94,7 +103,9 @@ class ValidationPlan:
     # The original's float add/mul scatters (named): sums and products a rewrite may reorder.
     float_sums: list[str]
     notes: list[str]
-    outputs: list[str] = dataclasses.field(default_factory=list)  # graph output names (passes keep them)
+    outputs: list[str] = dataclasses.field(
+        default_factory=list
+    )  # graph output names (passes keep them)
     # The user's (rtol, atol) for every float output (--rtol/--atol), instead of our judgement.
     tolerance: tuple[float, float] | None = None
     # Ops the passes re-expressed so that float results may round otherwise (allow_float_rounding).
@@ -167,7 +178,9 @@ def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> 
         for vi in list(g.value_info) + list(g.input) + list(g.output):
             t = vi.type.tensor_type
             if t.HasField("shape"):
-                shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+                shapes[vi.name] = tuple(
+                    d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim
+                )
         for init in g.initializer:
             shapes[init.name] = tuple(init.dims)
         for node in g.node:
@@ -176,7 +189,9 @@ def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> 
     return shapes
 
 
-def _trace_to_input(value: ir.Value | None, graph_inputs: set[int], outer: dict[int, list]) -> ir.Value | None:
+def _trace_to_input(
+    value: ir.Value | None, graph_inputs: set[int], outer: dict[int, list]
+) -> ir.Value | None:
     """The main-graph input whose values reach ``value`` unchanged, across body boundaries."""
     origin = _trace(value, outer)
     return origin if origin is not None and id(origin) in graph_inputs else None
@@ -190,7 +205,11 @@ def _trace(value: ir.Value | None, outer: dict[int, list], width: int = 1, shape
     node None for a body input bound outside."""
     while value is not None:
         producer = value.producer()
-        source = _bound_outside(value, outer) if producer is None else _index_source(producer, width, shape_of)
+        source = (
+            _bound_outside(value, outer)
+            if producer is None
+            else _index_source(producer, width, shape_of)
+        )
         if source is None:
             return value
         if steps is not None:
@@ -202,11 +221,10 @@ def _trace(value: ir.Value | None, outer: dict[int, list], width: int = 1, shape
 def _index_source(node: ir.Node, width: int, shape_of) -> ir.Value | None:
     """The input of ``node`` whose values its output carries, as far as index bounds go, or None.
 
-    The ops of :data:`_CARRIERS`: value-preserving ones, PyTorch's normalization
-    ``Where(Less(x, 0), Add(x, n), x)``, a Gather by constant positions. With ``width`` > 1
-    (ScatterND tuples of that many components along the last axis), only where the input's last axis is that same
-    axis: same size, not moved by a Transpose (``shape_of`` gives a value's static shape or None).
-    """
+    The ops of :data:`_CARRIERS`: value-preserving ones, PyTorch's normalization ``Where(Less(x, 0),
+    Add(x, n), x)``, a Gather by constant positions. With ``width`` > 1 (ScatterND tuples of that
+    many components along the last axis), only where the input's last axis is that same axis: same
+    size, not moved by a Transpose (``shape_of`` gives a value's static shape or None)."""
     carrier = _carrier(node)
     source = carrier.source(node) if carrier is not None else None
     if source is None or width == 1:
@@ -220,7 +238,8 @@ def _index_source(node: ir.Node, width: int, shape_of) -> ir.Value | None:
 def _selected_by_constant(node: ir.Node) -> np.ndarray | None:
     """The positions of a ``Gather`` by constant indices (``edge_index[1]``, as exporters pick the
     source and destination rows of a GNN's edge list): its output holds some of its data's values,
-    so it carries their bounds, and their uniqueness along the other axes. None for anything else."""
+    so it carries their bounds, and their uniqueness along the other axes. None for anything
+    else."""
     if node.op_type != "Gather" or len(node.inputs) != 2 or node.inputs[1] is None:
         return None
     tensor = ir.convenience.get_const_tensor(node.inputs[1])
@@ -244,25 +263,37 @@ def _constant_ints(value: ir.Value | None, shape_of) -> np.ndarray | None:
     tensor = ir.convenience.get_const_tensor(value)
     if tensor is not None:
         array = tensor.numpy()
-        return array.reshape(-1).astype(np.int64) if np.issubdtype(array.dtype, np.integer) else None
+        return (
+            array.reshape(-1).astype(np.int64) if np.issubdtype(array.dtype, np.integer) else None
+        )
     node = value.producer()
     if node is None or not is_default_domain(node) or not node.inputs:
         return None
     if node.op_type == "Shape":
         shape = shape_of(node.inputs[0]) if node.inputs[0] is not None else None
-        return None if shape is None else np.array(shape, np.int64)[attr(node, "start", 0):attr(node, "end", None)]
+        return (
+            None
+            if shape is None
+            else np.array(shape, np.int64)[attr(node, "start", 0) : attr(node, "end", None)]
+        )
     carrier = _carrier(node)
     if carrier is not None and carrier.flat_order:
         return _constant_ints(node.inputs[0], shape_of)
     if node.op_type == "Gather" and attr(node, "axis", 0) == 0 and len(node.inputs) == 2:
         data, positions = (_constant_ints(v, shape_of) for v in node.inputs)
-        if data is None or positions is None or np.any((positions < -data.size) | (positions >= data.size)):
+        if (
+            data is None
+            or positions is None
+            or np.any((positions < -data.size) | (positions >= data.size))
+        ):
             return None
         return data[positions]
     return None
 
 
-def _normalization_shifts(steps: list, width: int, shape_of) -> tuple[tuple[int, ...] | None, str | None]:
+def _normalization_shifts(
+    steps: list, width: int, shape_of
+) -> tuple[tuple[int, ...] | None, str | None]:
     """The ``c`` of the index normalization ``Where(i < 0, i + c, i)`` nearest the input on the
     traced ``steps`` (it is the one that sees the negative values; the others then see slots), per
     component: None without one. Zeros (no negative values) where ``c`` is not known, or not one
@@ -274,8 +305,10 @@ def _normalization_shifts(steps: list, width: int, shape_of) -> tuple[tuple[int,
         others = [v for v in add.inputs if v is not source]
         c = _constant_ints(others[0], shape_of) if len(others) == 1 else None
         if c is None or c.size != 1:
-            return (0,) * width, (f"the normalization Where(i < 0, i + c, i) ({_named(node)}) adds a c that is not "
-                                  "one number known before run time")
+            return (0,) * width, (
+                f"the normalization Where(i < 0, i + c, i) ({_named(node)}) adds a c that is not "
+                "one number known before run time"
+            )
         return (int(c[0]),) * width, None
     return None, None
 
@@ -381,8 +414,15 @@ def _normalized(node: ir.Node) -> ir.Value | None:
         return None
     cond, shifted, x = node.inputs
     less, add = (v.producer() if v is not None else None for v in (cond, shifted))
-    if (less is not None and less.op_type == "Less" and list(less.inputs[:1]) == [x]
-            and _is_zero(less.inputs[1]) and add is not None and add.op_type == "Add" and x in add.inputs):
+    if (
+        less is not None
+        and less.op_type == "Less"
+        and list(less.inputs[:1]) == [x]
+        and _is_zero(less.inputs[1])
+        and add is not None
+        and add.op_type == "Add"
+        and x in add.inputs
+    ):
         return x
     return None
 
@@ -437,8 +477,17 @@ class _Leaf:
     window: tuple[int, int]  # the slots value's indices may take
 
 
-def _element_leaves(value: ir.Value, axis: int | None, window: tuple[int, int], unique: bool, graph_inputs: set[int],
-                    outer: dict[int, list], rank_of, problems: list[str], before: list | None = None) -> list[_Leaf]:
+def _element_leaves(
+    value: ir.Value,
+    axis: int | None,
+    window: tuple[int, int],
+    unique: bool,
+    graph_inputs: set[int],
+    outer: dict[int, list],
+    rank_of,
+    problems: list[str],
+    before: list | None = None,
+) -> list[_Leaf]:
     """Where ScatterElements indices ``value`` come from, split at each Concat, with the slots each
     part may take: all of ``window`` for a Concat along another axis than the scatter ``axis``, a
     share of it (in order, sized by the part's length, so the parts' slots are disjoint) for one
@@ -450,14 +499,23 @@ def _element_leaves(value: ir.Value, axis: int | None, window: tuple[int, int], 
     here = _map_axis(steps, axis, rank_of)
     path = list(before or []) + steps
     concat = origin.producer()
-    if id(origin) in graph_inputs or concat is None or concat.op_type != "Concat" or not is_default_domain(concat):
+    if (
+        id(origin) in graph_inputs
+        or concat is None
+        or concat.op_type != "Concat"
+        or not is_default_domain(concat)
+    ):
         return [_Leaf(origin, path, here, window)]
     parts = [part for part in concat.inputs if part is not None]
     windows = [window] * len(parts)
     cat_axis = None
     if unique and here is not None and here != _NO_AXIS:
         shape = rank_of(origin)
-        cat_axis = attr(concat, "axis") % len(shape) if shape and attr(concat, "axis") is not None else None
+        cat_axis = (
+            attr(concat, "axis") % len(shape)
+            if shape and attr(concat, "axis") is not None
+            else None
+        )
     split = cat_axis is not None and here == cat_axis
     if unique and (here is None or (here != _NO_AXIS and cat_axis is None)):
         problems.append(f"the scatter axis cannot be followed to {_named(concat)}")
@@ -468,7 +526,10 @@ def _element_leaves(value: ir.Value, axis: int | None, window: tuple[int, int], 
             problems.append(f"{_named(concat)} along the scatter axis has parts of unknown length")
             split = False
         elif sum(lengths) > hi - lo:
-            problems.append(f"{_named(concat)} puts {sum(lengths)} indices along the scatter axis into {hi - lo} slots")
+            problems.append(
+                f"{_named(concat)} puts {sum(lengths)} indices along the scatter axis into "
+                f"{hi - lo} slots"
+            )
             split = False
         else:
             slack, windows = hi - lo - sum(lengths), []
@@ -476,12 +537,26 @@ def _element_leaves(value: ir.Value, axis: int | None, window: tuple[int, int], 
                 size = length + slack // len(parts) + (i < slack % len(parts))
                 windows.append((lo, lo + size))
                 lo += size
-    leaves_per_part = [_element_leaves(part, here, w, unique, graph_inputs, outer, rank_of, problems,
-                                       path + [(concat, part, origin)]) for part, w in zip(parts, windows)]
+    leaves_per_part = [
+        _element_leaves(
+            part,
+            here,
+            w,
+            unique,
+            graph_inputs,
+            outer,
+            rank_of,
+            problems,
+            path + [(concat, part, origin)],
+        )
+        for part, w in zip(parts, windows)
+    ]
     leaves = [leaf for part_leaves in leaves_per_part for leaf in part_leaves]
     if split:
         if any(id(leaf.value) not in graph_inputs for leaf in leaves):
-            problems.append(f"{_named(concat)} along the scatter axis has a part that is not a graph input")
+            problems.append(
+                f"{_named(concat)} along the scatter axis has a part that is not a graph input"
+            )
         per_part = [{id(leaf.value) for leaf in part_leaves} for part_leaves in leaves_per_part]
         if sum(map(len, per_part)) != len(set().union(*per_part)):
             problems.append(f"{_named(concat)} along the scatter axis has an input in two parts")
@@ -490,11 +565,18 @@ def _element_leaves(value: ir.Value, axis: int | None, window: tuple[int, int], 
     return leaves
 
 
-def _nd_sources(value: ir.Value, first: int, width: int, graph_inputs: set[int], outer: dict[int, list],
-                shape_of, before: list | None = None) -> list[tuple[ir.Value, int, int, list]]:
+def _nd_sources(
+    value: ir.Value,
+    first: int,
+    width: int,
+    graph_inputs: set[int],
+    outer: dict[int, list],
+    shape_of,
+    before: list | None = None,
+) -> list[tuple[ir.Value, int, int, list]]:
     """(graph input, first component, number of components, steps) for every input whose values
-    become components ``first .. first + width - 1`` of ScatterND index tuples ``value[..., :width]``:
-    traced like any index, and split at a Concat along the last axis, whose inputs cover
+    become components ``first .. first + width - 1`` of ScatterND index tuples ``value[...,
+    :width]``: traced like any index, and split at a Concat along the last axis, whose inputs cover
     successive components. The steps (see :func:`_trace`) go from the scatter to the input."""
     steps = list(before or [])
     origin = _trace(value, outer, width, shape_of, steps)
@@ -513,7 +595,15 @@ def _nd_sources(value: ir.Value, first: int, width: int, graph_inputs: set[int],
         part_shape = shape_of(part) if part is not None else None
         if not part_shape or part_shape[-1] is None:
             break  # the components of the parts after it are unknown
-        found += _nd_sources(part, first, part_shape[-1], graph_inputs, outer, shape_of, steps + [(concat, part, origin)])
+        found += _nd_sources(
+            part,
+            first,
+            part_shape[-1],
+            graph_inputs,
+            outer,
+            shape_of,
+            steps + [(concat, part, origin)],
+        )
         first += part_shape[-1]
     return found
 
@@ -521,10 +611,10 @@ def _nd_sources(value: ir.Value, first: int, width: int, graph_inputs: set[int],
 def _outer_values(model: ir.Model) -> dict[int, list[ir.Value | None]]:
     """For Loop/Scan bodies and functions: id(body) -> the values its inputs are bound to outside.
 
-    Loop body inputs are (iteration, condition, carried...) bound to the Loop's (M, cond, carried...);
-    Scan's state inputs are bound to its inputs; a function's inputs to its first call's inputs
-    (its only one when contracts are traced: :func:`_planning_copy` inlines a function called twice).
-    """
+    Loop body inputs are (iteration, condition, carried...) bound to the Loop's (M, cond,
+    carried...); Scan's state inputs are bound to its inputs; a function's inputs to its first
+    call's inputs (its only one when contracts are traced: :func:`_planning_copy` inlines a function
+    called twice)."""
     bound: dict[int, list[ir.Value | None]] = {}
     for node, _scope in iter_nodes(model):
         body = node.attributes.get("body")
@@ -541,7 +631,11 @@ def _outer_values(model: ir.Model) -> dict[int, list[ir.Value | None]]:
 def _first_calls(model: ir.Model) -> dict[int, tuple[ir.Node, ir.Function]]:
     """id(function body) -> (its first call, the function): validation binds a function to it."""
     calls = function_calls(model)
-    return {id(function.graph): (calls[key][0], function) for key, function in model.functions.items() if key in calls}
+    return {
+        id(function.graph): (calls[key][0], function)
+        for key, function in model.functions.items()
+        if key in calls
+    }
 
 
 def _attr_at_call(node: ir.Node, name: str, default, calls: dict[int, tuple[ir.Node, ir.Function]]):
@@ -569,11 +663,17 @@ def _bound_outside(value: ir.Value, outer: dict[int, list]) -> ir.Value | None:
     return bindings[position] if 0 <= position < len(bindings) else None
 
 
-def _shape_of(value: ir.Value, shapes, outer: dict[int, list], partial: bool = False) -> tuple | None:
+def _shape_of(
+    value: ir.Value, shapes, outer: dict[int, list], partial: bool = False
+) -> tuple | None:
     """``value``'s static shape: declared, else inferred (``shapes()``, computed on first need).
     With ``partial``, a shape of known rank with unknown dims (None) rather than no shape."""
     while value is not None:
-        declared = None if value.shape is None else tuple(d if isinstance(d, int) else None for d in value.shape)
+        declared = (
+            None
+            if value.shape is None
+            else tuple(d if isinstance(d, int) else None for d in value.shape)
+        )
         if declared is not None and None not in declared:
             return declared
         inferred = shapes().get(value.name)
@@ -586,12 +686,19 @@ def _shape_of(value: ir.Value, shapes, outer: dict[int, list], partial: bool = F
             computes_a_scatter(producer) or getattr(_carrier(producer), "same_shape", False))
         if same_shape and producer.inputs:
             # A scatter's output has its data's shape (a Cast's, its input's): what shape inference
-            # cannot say inside a function or a Loop body (a chain of scatters there) that input may.
+            # cannot say inside a function or a Loop body (a chain of scatters there) that input
+            # may.
             value = producer.inputs[0]
             continue
         if producer is not None and producer.op_type == "Constant" and is_default_domain(producer):
-            tensor = producer.attributes.get("value")  # (in a function, inference does not reach it)
-            if isinstance(tensor, ir.Attr) and tensor.type == ir.AttributeType.TENSOR and tensor.value is not None:
+            tensor = producer.attributes.get(
+                "value"
+            )  # (in a function, inference does not reach it)
+            if (
+                isinstance(tensor, ir.Attr)
+                and tensor.type == ir.AttributeType.TENSOR
+                and tensor.value is not None
+            ):
                 return tuple(tensor.value.shape.numpy())
         value = _bound_outside(value, outer)
     return None
@@ -611,13 +718,17 @@ def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexCont
     if old.window is not None or new.window is not None:
         (old_lo, old_hi), (new_lo, new_hi) = (c.window or (0, c.bounds[0]) for c in (old, new))
         window = (max(old_lo, new_lo), min(old_hi, new_hi))
-    contracts[name] = IndexContract(old.kind, bounds, old.unique or new.unique, old.axis, shifts, window)
+    contracts[name] = IndexContract(
+        old.kind, bounds, old.unique or new.unique, old.axis, shifts, window
+    )
 
 
 def _contracts(model: ir.Model,
                input_shapes: dict[str, tuple]) -> tuple[dict, list[str], list[np.dtype], list[str]]:
     """The index contract of each graph input, the float add/mul scatters (named), and notes."""
-    graph_inputs = {id(v) for v in model.graph.inputs if v.name in input_shapes}  # not those with an initializer
+    graph_inputs = {
+        id(v) for v in model.graph.inputs if v.name in input_shapes
+    }  # not those with an initializer
     shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
     outer = _outer_values(model)
     calls = _first_calls(model)
@@ -625,21 +736,29 @@ def _contracts(model: ir.Model,
     def shape_of(value: ir.Value) -> tuple | None:
         return _shape_of(value, shapes, outer)
 
-    def rank_and_last_dim(value: ir.Value) -> tuple | None:  # enough to place ScatterND tuple components
+    def rank_and_last_dim(
+        value: ir.Value,
+    ) -> tuple | None:  # enough to place ScatterND tuple components
         return _shape_of(value, shapes, outer, partial=True)
 
     contracts: dict[str, IndexContract] = {}
     float_sums, float_sum_types, notes = [], [], []
     for node, _scope in iter_nodes(model):
         if node.op_type in _GATHER_OPS and is_default_domain(node):
-            _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls)
+            _gather_contract(
+                node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls
+            )
             continue
-        if not computes_a_scatter(node):  # (our custom-domain scatters too: lowering a lowered model)
+        # (our custom-domain scatters too: lowering a lowered model)
+        if not computes_a_scatter(node):
             continue
         reduction = _attr_at_call(node, "reduction", "none", calls)
         data = node.inputs[0]
-        # Unknown dtype (inside a function): assume float; integer outputs are compared exactly anyway.
-        if reduction in ("add", "mul", None) and (data is None or data.dtype is None or data.dtype.is_floating_point()):
+        # Unknown dtype (inside a function): assume float; integer outputs are compared exactly
+        # anyway.
+        if reduction in ("add", "mul", None) and (
+            data is None or data.dtype is None or data.dtype.is_floating_point()
+        ):
             float_sums.append(_named(node))
             if (sum_type := _float_type(data)) is not None:
                 float_sum_types.append(sum_type)
@@ -648,9 +767,15 @@ def _contracts(model: ir.Model,
             continue
         unique = reduction in ("none", None)  # (unique indices respect every reduction's contract)
         if node.op_type == "ScatterND":
-            indices_shape = rank_and_last_dim(node.inputs[1]) if node.inputs[1] is not None else None
+            indices_shape = (
+                rank_and_last_dim(node.inputs[1]) if node.inputs[1] is not None else None
+            )
             k = indices_shape[-1] if indices_shape else None
-            sources = [] if k is None else _nd_sources(node.inputs[1], 0, k, graph_inputs, outer, rank_and_last_dim)
+            sources = (
+                []
+                if k is None
+                else _nd_sources(node.inputs[1], 0, k, graph_inputs, outer, rank_and_last_dim)
+            )
             data_shape = shape_of(data) if sources and data is not None else None
             if data_shape is None:
                 continue
@@ -658,18 +783,33 @@ def _contracts(model: ir.Model,
                 shifts, reason = _normalization_shifts(steps, width, shape_of)
                 if reason:
                     notes.append(f"{source.name}: {reason}: only non-negative indices generated")
-                _add_contract(contracts, source.name,
-                              IndexContract("nd", tuple(data_shape[first : first + width]), unique, shifts=shifts or ()))
-            # Unique tuples: one input unique and one-to-one with them, or all unique (broadcast against each other).
+                _add_contract(
+                    contracts,
+                    source.name,
+                    IndexContract(
+                        "nd", tuple(data_shape[first : first + width]), unique, shifts=shifts or ()
+                    ),
+                )
+            # Unique tuples: one input unique and one-to-one with them, or all unique (broadcast
+            # against each other).
             tuples = int(np.prod(indices_shape[:-1])) if None not in indices_shape else -1
-            fits = [(_fits(input_shapes[v.name], contracts[v.name]),
-                     int(np.prod(input_shapes[v.name])) // max(w, 1) == tuples) for v, _, w, _ in sources]
+            fits = [
+                (
+                    _fits(input_shapes[v.name], contracts[v.name]),
+                    int(np.prod(input_shapes[v.name])) // max(w, 1) == tuples,
+                )
+                for v, _, w, _ in sources
+            ]
             if unique and not (all(f for f, _ in fits) or any(f and whole for f, whole in fits)):
                 names = ", ".join(sorted({v.name for v, _, _, _ in sources}))
-                notes.append(f"ScatterND {node.name!r}: the data has too few slots for unique indices from {names}: "
-                             "index tuples may repeat, and reduction none then depends on write order")
+                notes.append(
+                    f"ScatterND {node.name!r}: the data has too few slots for unique indices from "
+                    f"{names}: index tuples may repeat, and reduction none then depends on write "
+                    "order"
+                )
             continue
-        # A first pass without axes (no shape inference): on only if some graph input feeds the indices.
+        # A first pass without axes (no shape inference): on only if some graph input feeds the
+        # indices.
         reached = [] if node.inputs[1] is None else _element_leaves(
             node.inputs[1], None, (0, 0), False, graph_inputs, outer, rank_and_last_dim, [])
         if data is None or not any(id(leaf.value) in graph_inputs for leaf in reached):
@@ -681,7 +821,16 @@ def _contracts(model: ir.Model,
         axis %= len(data_shape)
         bound = data_shape[axis]
         problems: list[str] = []
-        leaves = _element_leaves(node.inputs[1], axis, (0, bound), unique, graph_inputs, outer, rank_and_last_dim, problems)
+        leaves = _element_leaves(
+            node.inputs[1],
+            axis,
+            (0, bound),
+            unique,
+            graph_inputs,
+            outer,
+            rank_and_last_dim,
+            problems,
+        )
         names = sorted({leaf.value.name for leaf in leaves if id(leaf.value) in graph_inputs})
         for leaf in leaves:
             if id(leaf.value) not in graph_inputs:
@@ -693,19 +842,36 @@ def _contracts(model: ir.Model,
             if leaf.axis is None:
                 # Not followed (a Reshape): the input's first axis is the scatter axis when ranks
                 # differ (GNN: dst[E] -> unsqueeze -> expand), else the same axis.
-                src_axis, leaf_unique = (axis if len(input_shapes[name]) == len(data_shape) else 0), unique
-            else:  # an axis of size 1 the input lacks holds one of its values per column: nothing to keep unique
+                src_axis, leaf_unique = (
+                    (axis if len(input_shapes[name]) == len(data_shape) else 0),
+                    unique,
+                )
+            else:
+                # An axis of size 1 the input lacks holds one of its values per column: nothing to
+                # keep unique.
                 src_axis, leaf_unique = (0, False) if leaf.axis == _NO_AXIS else (leaf.axis, unique)
             window = None if leaf.window == (0, bound) else leaf.window
-            _add_contract(contracts, name, IndexContract("elements", (bound,), leaf_unique, src_axis, shifts or (), window))
+            _add_contract(
+                contracts,
+                name,
+                IndexContract("elements", (bound,), leaf_unique, src_axis, shifts or (), window),
+            )
             contract = contracts[name]
-            if contract.kind == "elements" and contract.unique and not _fits(input_shapes[name], contract):
+            if (
+                contract.kind == "elements"
+                and contract.unique
+                and not _fits(input_shapes[name], contract)
+            ):
                 lo, hi = contract.slots
                 along = input_shapes[name][contract.axis] if input_shapes[name] else 1
-                problems.append(f"{name} has {along} indices along the scatter axis for {max(hi - lo, 0)} slots")
+                problems.append(
+                    f"{name} has {along} indices along the scatter axis for {max(hi - lo, 0)} slots"
+                )
         if unique and problems and names:  # (constant indices are the model's own business)
-            notes.append(f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
-                         f"{', '.join(names)} may repeat, and reduction none then depends on write order")
+            notes.append(
+                f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
+                f"{', '.join(names)} may repeat, and reduction none then depends on write order"
+            )
     return contracts, float_sums, float_sum_types, notes
 
 
@@ -722,7 +888,11 @@ def _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_of, ca
     for leaf in _element_leaves(indices, None, (0, bound), False, graph_inputs, outer, rank_of, []):
         if id(leaf.value) in graph_inputs:
             shifts, _reason = _normalization_shifts(leaf.steps, 1, shape_of)
-            _add_contract(contracts, leaf.value.name, IndexContract("elements", (bound,), False, 0, shifts or ()))
+            _add_contract(
+                contracts,
+                leaf.value.name,
+                IndexContract("elements", (bound,), False, 0, shifts or ()),
+            )
 
 
 def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls) -> None:
@@ -735,7 +905,10 @@ def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, cal
     if source is None:
         return
     cache, update = shape_of(node.inputs[0]), shape_of(node.inputs[1])
-    axis, mode = _attr_at_call(node, "axis", -2, calls), _attr_at_call(node, "mode", "linear", calls)
+    axis, mode = (
+        _attr_at_call(node, "axis", -2, calls),
+        _attr_at_call(node, "mode", "linear", calls),
+    )
     if cache is None or update is None or axis is None or mode is None:
         bound = 1  # lengths unknown: only start 0, which fits every window (sequence <= max length)
     else:
@@ -743,13 +916,17 @@ def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, cal
         max_len, seq_len = cache[axis], update[axis]
         bound = 2 * max_len if mode == "circular" else max_len - seq_len + 1
     old = contracts.get(source.name)
-    contracts[source.name] = IndexContract("start", (min(bound, old.bounds[0]) if old and old.kind == "start" else bound,), False)
+    contracts[source.name] = IndexContract(
+        "start", (min(bound, old.bounds[0]) if old and old.kind == "start" else bound,), False
+    )
 
 
 def _fits(shape: tuple[int, ...], c: IndexContract) -> bool:
     """Whether an index input of ``shape`` can have the unique values contract ``c`` asks for."""
     if c.kind == "nd":
-        return int(np.prod(shape, dtype=np.int64)) // max(len(c.bounds), 1) <= int(np.prod(c.bounds, dtype=np.int64))
+        return int(np.prod(shape, dtype=np.int64)) // max(len(c.bounds), 1) <= int(
+            np.prod(c.bounds, dtype=np.int64)
+        )
     lo, hi = c.slots
     return lo < hi and (not shape or shape[c.axis] <= hi - lo)
 
@@ -763,7 +940,9 @@ def _negated(slots: np.ndarray, shifts, dtype: np.dtype, rng: np.random.Generato
     return np.where(negate, slots - shifts, slots)
 
 
-def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng: np.random.Generator) -> np.ndarray:
+def _index_values(
+    shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng: np.random.Generator
+) -> np.ndarray:
     if c.kind == "start":
         return rng.integers(0, max(c.bounds[0], 1), size=shape).astype(dtype)
     if c.kind == "nd":
@@ -771,7 +950,11 @@ def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng
         total = int(np.prod(c.bounds, dtype=np.int64))
         flat = (rng.choice(total, size=count, replace=False) if c.unique and _fits(shape, c)
                 else rng.integers(0, max(total, 1), size=count))
-        coords = np.stack(np.unravel_index(flat, c.bounds), axis=-1) if c.bounds else np.zeros((count, 0), np.int64)
+        coords = (
+            np.stack(np.unravel_index(flat, c.bounds), axis=-1)
+            if c.bounds
+            else np.zeros((count, 0), np.int64)
+        )
         return _negated(coords, c.negative_shifts, dtype, rng).reshape(shape).astype(dtype)
     lo, hi = c.slots
     if lo >= hi:  # no slot suits every scatter (the notes say the targets may repeat): any in range
@@ -782,10 +965,19 @@ def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng
         moved = (-1,) + shape[: c.axis] + shape[c.axis + 1 :]
         columns = int(np.prod(moved[1:], dtype=np.int64))
         if columns * (hi - lo) <= 2**20:
-            keys = rng.random((columns, hi - lo)).argsort(axis=1)[:, : shape[c.axis]].T  # a permutation per column
-        else:  # a big axis: draw without replacement per column, O(indices) memory instead of O(columns x slots)
-            keys = np.stack([rng.choice(hi - lo, size=shape[c.axis], replace=False) for _ in range(columns)], axis=1)
-        values = lo + np.moveaxis(keys.reshape((shape[c.axis],) + shape[: c.axis] + shape[c.axis + 1 :]), 0, c.axis)
+            keys = (
+                rng.random((columns, hi - lo)).argsort(axis=1)[:, : shape[c.axis]].T
+            )  # a permutation per column
+        else:
+            # A big axis: draw without replacement per column, O(indices) memory instead of
+            # O(columns x slots).
+            keys = np.stack(
+                [rng.choice(hi - lo, size=shape[c.axis], replace=False) for _ in range(columns)],
+                axis=1,
+            )
+        values = lo + np.moveaxis(
+            keys.reshape((shape[c.axis],) + shape[: c.axis] + shape[c.axis + 1 :]), 0, c.axis
+        )
     else:
         values = rng.integers(lo, hi, size=shape)
     return _negated(values, c.negative_shifts, dtype, rng).astype(dtype)
@@ -793,7 +985,9 @@ def _index_values(shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng
 
 def _random_values(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
     if dtype == np.dtype(object):
-        return np.array([f"s{v}" for v in rng.integers(0, 100, size=int(np.prod(shape)))], dtype=object).reshape(shape)
+        return np.array(
+            [f"s{v}" for v in rng.integers(0, 100, size=int(np.prod(shape)))], dtype=object
+        ).reshape(shape)
     if dtype == np.bool_:
         return np.asarray(rng.random(shape) < 0.5)
     if np.issubdtype(dtype, np.complexfloating):
@@ -802,7 +996,9 @@ def _random_values(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Gener
         return rng.integers(0, 20, size=shape).astype(dtype)
     if np.issubdtype(dtype, np.integer):
         return rng.integers(-20, 20, size=shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)  # float16/32/64 and ml_dtypes (bfloat16, float8)
+    return rng.standard_normal(shape).astype(
+        dtype
+    )  # float16/32/64 and ml_dtypes (bfloat16, float8)
 
 
 def _planning_copy(model: ir.Model) -> ir.Model:
@@ -828,7 +1024,8 @@ def _planning_copy(model: ir.Model) -> ir.Model:
         try:
             InlinePass()(copy)
             changed = True
-        except Exception:  # (cyclic functions, say) traced as they are: each bound to its first call
+        # (cyclic functions, say) traced as they are: each bound to its first call
+        except Exception:
             copy = weightless_copy(model)
     changed = inline_constant_ifs(copy) or changed
     return copy if changed else model
@@ -859,13 +1056,18 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     if inputs is not None:
         missing = [v.name for v in graph_inputs if v.name not in inputs]
         if missing:
-            raise ValidationError(f"--inputs lacks the model input(s) {', '.join(missing)}; add them to the .npz")
+            raise ValidationError(
+                f"--inputs lacks the model input(s) {', '.join(missing)}; add them to the .npz"
+            )
         given = {v.name: np.asarray(inputs[v.name]) for v in graph_inputs}
         for v in graph_inputs:
             _check_user_input(v, given[v.name], dict(dim_sizes or {}))
         extra = sorted(set(inputs) - set(given))
-        user_notes = ["user inputs"] + ([f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
-                                        if extra else [])
+        user_notes = ["user inputs"] + (
+            [f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
+            if extra
+            else []
+        )
         return ValidationPlan(given, float_sums, user_notes, outputs, tolerance,
                               float_sum_types=sum_types)
     generated = {}
@@ -910,14 +1112,21 @@ def _check_user_input(value: ir.Value, array: np.ndarray, fixed: dict[str, int])
             elif want is not None and want.value is not None and str(want) in fixed:
                 wrong |= have != fixed[str(want)]
     if wrong:
-        declared = described(expected_dtype or "any dtype", shape) if shape is not None else str(expected_dtype)
+        declared = (
+            described(expected_dtype or "any dtype", shape)
+            if shape is not None
+            else str(expected_dtype)
+        )
         fixes = f" (with {', '.join(f'{k}={n}' for k, n in fixed.items())})" if fixed else ""
-        raise ValidationError(f"--inputs: '{value.name}' is {described(array.dtype, array.shape)}; the model "
-                              f"declares {declared}{fixes}; fix the .npz")
+        raise ValidationError(
+            f"--inputs: '{value.name}' is {described(array.dtype, array.shape)}; the model "
+            f"declares {declared}{fixes}; fix the .npz"
+        )
 
 
 def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """The arrays of the .npz at ``path`` (``np.savez``), by name; ValidationError if it is not one."""
+    """The arrays of the .npz at ``path`` (``np.savez``), by name; ValidationError if it is not
+    one."""
     import zipfile
 
     try:
@@ -929,5 +1138,7 @@ def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
             return {k: archive[k] for k in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
-        raise ValidationError(f"--inputs {path}: cannot read it as a .npz archive ({reason})") from e
+        raise ValidationError(
+            f"--inputs {path}: cannot read it as a .npz archive ({reason})"
+        ) from e
 

@@ -50,17 +50,19 @@ def allow_float_rounding(plan: ValidationPlan, results) -> None:
 _REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
 
 
-def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan) -> ValidationResult:
+def validate(
+    original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan
+) -> ValidationResult:
     """Run both models and compare; raise ValidationError on any difference.
 
     Both run in onnxruntime where it runs both. Where it cannot run one of them, both run in
     onnx.reference and are compared there, in one engine: the proof of the rewrite. (Across engines,
     a float op after the scatter, NumPy's MatMul against onnxruntime's, rounds differently, and no
     bit-for-bit comparison would hold.) The model onnxruntime does run is then compared with its own
-    onnx.reference results too (``cross_check``): it loads and runs, and the summary says how far the
-    two engines are apart on it (never a failure: their float ops round differently). Where
-    onnx.reference cannot run that model, onnxruntime's results on it are compared with the other's.
-    """
+    onnx.reference results too (``cross_check``): it loads and runs, and the summary says how far
+    the two engines are apart on it (never a failure: their float ops round differently). Where
+    onnx.reference cannot run that model, onnxruntime's results on it are compared with the
+    other's."""
     try:
         original_ort = engines.run_onnxruntime(original, plan.inputs)
         ort_cannot_run_original = None
@@ -77,15 +79,20 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
             rewritten_ort, ort_cannot_run_rewritten = None, str(e)
         else:  # never PASSED for a model its users cannot load
             raise ValidationError(
-                "onnxruntime cannot load the rewritten model with scatter_rewrite.custom_ops.register, "
-                f"which is how a --mode custom model runs: {e}; lower with --mode standard, or skip "
-                "validation with --no-validate to write it anyway") from e
+                "onnxruntime cannot load the rewritten model with "
+                "scatter_rewrite.custom_ops.register, which is how a --mode custom model runs: "
+                f"{e}; lower with --mode standard, or skip validation with --no-validate to write "
+                "it anyway"
+            ) from e
     except Exception as e:
         # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
-        # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime cannot run.
+        # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime
+        # cannot run.
         as_the_original = without_paths(ort_reason(e)) == without_paths(ort_cannot_run_original)
         if not as_the_original and not lacks_a_kernel(rewritten, e):
-            raise ValidationError(f"onnxruntime cannot run the rewritten model: {first_line(e, 300)}") from e
+            raise ValidationError(
+                f"onnxruntime cannot run the rewritten model: {first_line(e, 300)}"
+            ) from e
         # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
         # original's ScatterElements has): the rewritten model runs in the reference evaluator
         # (already past onnx.checker), and the summary says so.
@@ -95,34 +102,48 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
         expected, actual = original_ort, rewritten_ort
         checked_against = "onnxruntime on the original model"
     elif original_ort is None and rewritten_ort is None:
-        expected, actual = original_ref, _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
-        checked_against = f"{_REFERENCE}, for both models (onnxruntime cannot run either: {ort_cannot_run_original})"
+        expected, actual = (
+            original_ref,
+            _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten),
+        )
+        checked_against = (
+            f"{_REFERENCE}, for both models (onnxruntime cannot run either: "
+            f"{ort_cannot_run_original})"
+        )
     elif original_ort is None:  # the rewritten model runs in onnxruntime
         expected, actual = original_ref, _reference_or_none(rewritten, plan)
         checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
                            f"{ort_cannot_run_original})")
         if actual is None:
             actual = rewritten_ort
-            checked_against = (f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
-                               f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference cannot)")
+            checked_against = (
+                f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
+                f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference "
+                "cannot)"
+            )
         else:
             cross_check = ("rewritten", actual, rewritten_ort)
     else:  # the original runs in onnxruntime, the rewritten model does not
         expected = _reference_or_none(original, plan)
         actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
-        checked_against = (f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime lacks a "
-                           f"kernel it uses: {ort_cannot_run_rewritten})")
+        checked_against = (
+            f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime "
+            f"lacks a kernel it uses: {ort_cannot_run_rewritten})"
+        )
         if expected is None:
             expected = original_ort
         else:
             checked_against += " and on the original"
             cross_check = ("original", expected, original_ort)
-    # (Not read back from the rewritten file: with inline weights that would parse all of them again.)
+    # (Not read back from the rewritten file: with inline weights that would parse all of them
+    # again.)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
     diffs, failures = compare_outputs(names, expected, actual, plan.float_tolerance, plan.tolerance)
     if plan.tolerance is not None:
         rtol, atol = plan.tolerance
-        tolerance = f"float outputs within the given rtol={rtol}, atol={atol}; everything else exact"
+        tolerance = (
+            f"float outputs within the given rtol={rtol}, atol={atol}; everything else exact"
+        )
     else:
         tolerance = tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
     if failures and plan.float_tolerance and plan.tolerance is None:
@@ -131,16 +152,23 @@ def validate(original: str | os.PathLike, rewritten: str | os.PathLike, plan: Va
         tolerance = judged or tolerance
     if failures:
         raise ValidationError(_failed(checked_against, failures))
-    return ValidationResult(checked_against, tolerance, max(diffs.values(), default=0.0), diffs, list(plan.notes),
-                            _cross_check(names, *cross_check) if cross_check else "")
+    return ValidationResult(
+        checked_against,
+        tolerance,
+        max(diffs.values(), default=0.0),
+        diffs,
+        list(plan.notes),
+        _cross_check(names, *cross_check) if cross_check else "",
+    )
 
 
 def _failed(checked_against: str, failures: dict[str, str]) -> str:
     """What was compared, by how much it missed, and the ways out."""
-    return (f"validation failed, nothing written: {'; '.join(failures.values())} "
-            f"(checked against: {checked_against}); if the difference is acceptable, set the bound with "
-            "--rtol/--atol (rtol=/atol= in the Python API), or skip validation with --no-validate "
-            "(validate=False)")
+    return (
+        f"validation failed, nothing written: {'; '.join(failures.values())} (checked against: "
+        f"{checked_against}); if the difference is acceptable, set the bound with --rtol/--atol "
+        "(rtol=/atol= in the Python API), or skip validation with --no-validate (validate=False)"
+    )
 
 
 def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, names: list[str],
@@ -180,8 +208,11 @@ def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, 
                   f"({'; '.join(measured)}); everything else exact")
 
 
-def _run_original_in_reference(original: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
-    """The original's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
+def _run_original_in_reference(
+    original: str | os.PathLike, plan: ValidationPlan, ort_reason: str
+) -> list:
+    """The original's outputs from onnx.reference, where onnxruntime cannot run it
+    (``ort_reason``)."""
     try:
         return engines.run_reference(original, plan.inputs)
     except IndexOutOfRangeError as e:
@@ -190,8 +221,10 @@ def _run_original_in_reference(original: str | os.PathLike, plan: ValidationPlan
                                   "scatter indices must lie within the data's bounds") from e
         # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
         # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
-        raise ValidationError(f"the generated validation inputs put an index out of range in the original "
-                              f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate") from e
+        raise ValidationError(
+            f"the generated validation inputs put an index out of range in the original "
+            f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate"
+        ) from e
     except ScatterRewriteError:
         raise
     except Exception as ref_error:
@@ -201,15 +234,20 @@ def _run_original_in_reference(original: str | os.PathLike, plan: ValidationPlan
         ) from ref_error
 
 
-def _run_rewritten_in_reference(rewritten: str | os.PathLike, plan: ValidationPlan, ort_reason: str) -> list:
-    """The rewritten model's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``)."""
+def _run_rewritten_in_reference(
+    rewritten: str | os.PathLike, plan: ValidationPlan, ort_reason: str
+) -> list:
+    """The rewritten model's outputs from onnx.reference, where onnxruntime cannot run it
+    (``ort_reason``)."""
     try:
         return engines.run_reference(rewritten, plan.inputs)
     except ScatterRewriteError:
         raise
     except Exception as ref_error:
-        raise ValidationError(f"cannot evaluate the rewritten model: onnxruntime says '{ort_reason}', "
-                              f"onnx.reference says '{first_line(ref_error)}'") from ref_error
+        raise ValidationError(
+            f"cannot evaluate the rewritten model: onnxruntime says '{ort_reason}', "
+            f"onnx.reference says '{first_line(ref_error)}'"
+        ) from ref_error
 
 
 def _reference_or_none(model: str | os.PathLike, plan: ValidationPlan) -> list | None:
@@ -221,15 +259,17 @@ def _reference_or_none(model: str | os.PathLike, plan: ValidationPlan) -> list |
 
 
 def _cross_check(names: list[str], which: str, reference: list, ort: list) -> str:
-    """onnxruntime's results on the ``which`` model against onnx.reference's, which the proof used, for
-    the summary: how far apart the two engines are on a model the rewrite does not judge (a MatMul with
-    K=768, a Conv, a long ReduceSum round differently in each, by more than any tolerance for a
-    scatter's sums; a QuantizeLinear after them may then differ by one). Never a failure: the proof is
-    the comparison in one engine."""
+    """onnxruntime's results on the ``which`` model against onnx.reference's, which the proof used,
+    for the summary: how far apart the two engines are on a model the rewrite does not judge (a
+    MatMul with K=768, a Conv, a long ReduceSum round differently in each, by more than any
+    tolerance for a scatter's sums; a QuantizeLinear after them may then differ by one). Never a
+    failure: the proof is the comparison in one engine."""
     diffs, failures = compare(names, reference, ort, float_tolerance=True)
     worst = max(diffs.values(), default=0.0)
     if not failures:
         return (f"onnxruntime runs the {which} model too, and agrees with onnx.reference on it: "
                 f"{tolerance_said(reference)}, max |difference| {worst:.3g}")
-    return (f"onnxruntime runs the {which} model too; its outputs differ from onnx.reference's by up to {worst:.3g} "
-            f"(the engines' float ops round differently: {'; '.join(failures)})")
+    return (
+        f"onnxruntime runs the {which} model too; its outputs differ from onnx.reference's by up "
+        f"to {worst:.3g} (the engines' float ops round differently: {'; '.join(failures)})"
+    )

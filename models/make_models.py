@@ -65,6 +65,36 @@ def gnn_aggregation(reduction: str, opset: int, nodes: int | str, edges: int | s
     return model
 
 
+def gnn_scatter_add_torchscript() -> onnx.ModelProto:
+    """``x.scatter_add(0, dst[:, None].expand(-1, F), x[src])`` (8 edges, 10 nodes) as TorchScript's
+    exporter (``dynamo=False``, opset 13) writes it: ``Add(x, ScatterElements(zeros, targets,
+    messages))``, no reduction, zeros a ``Constant`` of x's static shape. A node with several
+    incoming edges gets only the last message, where PyTorch sums them all: ``repair`` fixes it."""
+    nodes, edges, features = 10, 8, 4
+    inputs = [oh.make_tensor_value_info("x", TensorProto.FLOAT, [nodes, features]),
+              oh.make_tensor_value_info("src", TensorProto.INT64, [edges]),
+              oh.make_tensor_value_info("dst", TensorProto.INT64, [edges])]
+    output = oh.make_tensor_value_info("aggregated", TensorProto.FLOAT, [nodes, features])
+    zeros = oh.make_tensor("zeros", TensorProto.FLOAT, [nodes, features], [0.0] * nodes * features)
+    graph_nodes = [
+        oh.make_node("Gather", ["x", "src"], ["messages"], axis=0, name="messages"),
+        oh.make_node("Unsqueeze", ["dst", "axis_1"], ["dst_column"], name="dst_column"),
+        oh.make_node("Shape", ["messages"], ["messages_shape"], name="messages_shape"),
+        oh.make_node("Expand", ["dst_column", "messages_shape"], ["targets"], name="targets"),
+        oh.make_node("Constant", [], ["zeros"], value=zeros, name="zeros"),
+        oh.make_node("ScatterElements", ["zeros", "targets", "messages"], ["written"], axis=0,
+                     name="scatter_add"),
+        oh.make_node("Add", ["x", "written"], ["aggregated"], name="accumulate"),
+    ]
+    graph = oh.make_graph(graph_nodes, "gnn_scatter_add", inputs, [output],
+                          [oh.make_tensor("axis_1", TensorProto.INT64, [1], [1])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+    model.ir_version = 7
+    model.producer_name = "scatter-rewrite sample (TorchScript scatter_add)"
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
 def constant_float16_scatter() -> onnx.ModelProto:
     """``y = x + ScatterElements(table, indices, updates, reduction="add")``, every scatter input an
     initializer: a constant that onnxruntime cannot fold (its CPU kernels lack float16 add)."""
@@ -84,6 +114,7 @@ SAMPLES = {
     "constant_scatter_fp16.onnx": constant_float16_scatter,
     "gnn_max_opset18.onnx": lambda: gnn_aggregation("max", 18, "num_nodes", "num_edges"),
     "gnn_add_opset17.onnx": lambda: gnn_aggregation("add", 17, 10, 8),
+    "gnn_scatter_add_ts13.onnx": gnn_scatter_add_torchscript,
 }
 
 

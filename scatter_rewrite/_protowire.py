@@ -33,6 +33,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+__all__ = [
+    "checkable", "is_self_mapped", "load_proto", "may_have_external_data", "save_inline",
+    "WireError",
+]
+
 MAP_MIN_BYTES = 1 << 20  # smaller tensors are parsed as usual: mapping them gains nothing
 STREAM_MIN_BYTES = 1 << 20
 

@@ -17,6 +17,7 @@ from scatter_rewrite.graph import attr, describe, is_default_domain, is_referenc
 
 __all__ = [
     "accumulate_export_notes", "accumulate_export_suspect", "ACCUMULATE_NOTE_START",
+    "is_constant_zeros", "mean_export_suspect",
 ]
 
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"

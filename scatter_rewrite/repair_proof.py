@@ -30,6 +30,8 @@ from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.model_io import load_model, save_model
 from scatter_rewrite.passes.repair import find_sites
 
+__all__ = ["prove_repair"]
+
 REPEAT_TRIES = 8  # input draws at most, until one repeats an index the original gets wrong
 
 

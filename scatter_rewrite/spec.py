@@ -36,6 +36,11 @@ from scatter_rewrite.graph import (
     SCATTER_OPS, describe, describe_parts, is_default_domain, is_reference, iter_nodes,
 )
 
+__all__ = [
+    "check_scatter_nodes", "check_scatter_proto", "form_from_schema", "FORMS_CHECKED_UP_TO",
+    "input_type_problem", "REDUCTIONS_SINCE", "scatter_node_problem",
+]
+
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 
 # The first opset of each ScatterElements/ScatterND reduction (the attribute itself came with 16).

@@ -17,6 +17,13 @@ import onnx_ir as ir
 
 from scatter_rewrite.graph import body_nodes, function_calls, iter_scopes
 
+__all__ = [
+    "annotate_function_types", "annotate_functions_with", "borrow_inferred_types",
+    "correct_contradicted_shapes", "DATA_PROP_ELEMENTS", "has_control_flow",
+    "infer_with_bounded_data_prop", "inferred_tensor_types", "restore_types",
+    "serialize_without_weights", "shape_of", "weightless_copy",
+]
+
 Borrowed = list[tuple[ir.Value, tuple]]  # (value, (dtype it had, shape it had))
 
 

@@ -21,6 +21,12 @@ import numpy as np
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 
+__all__ = [
+    "add_scaled_index", "as_string_kind", "check_index_dtype", "check_reduction", "check_same_type",
+    "checked_index", "copy_releasing", "horner_index", "invalid", "is_string", "normalize_axis",
+    "release_pages", "restore_string_dtype", "scatter_flat", "scatter_rows", "where",
+]
+
 Reduction = Literal["none", "add", "mul", "max", "min"]
 REDUCTIONS: tuple[str, ...] = ("none", "add", "mul", "max", "min")
 

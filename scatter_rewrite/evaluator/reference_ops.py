@@ -15,6 +15,8 @@ from onnx.reference.ops.op_where import Where as _ReferenceWhere
 from scatter_rewrite import custom_ops
 from scatter_rewrite.evaluator import scatter, scatter_elements, scatter_nd, tensor_scatter
 
+__all__ = ["CORRECTED_OPS", "make_evaluator"]
+
 
 class Scatter(OpRun):
     op_domain = ""

@@ -17,6 +17,8 @@ from scatter_rewrite.evaluator._common import (
     scatter_rows,
 )
 
+__all__ = ["scatter", "scatter_elements"]
+
 
 def scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
                      axis: int = 0, reduction: str = "none",

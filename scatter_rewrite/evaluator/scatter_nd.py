@@ -16,6 +16,8 @@ from scatter_rewrite.evaluator._common import (
     scatter_flat,
 )
 
+__all__ = ["scatter_nd"]
+
 # With reduction "none", slices at least this long are copied row by row (one fancy-index
 # assignment of whole slices) instead of being expanded to one flat position per element.
 _ROW_COPY_MIN_SLICE = 8

@@ -15,6 +15,8 @@ from scatter_rewrite.evaluator._common import (
     where,
 )
 
+__all__ = ["tensor_scatter"]
+
 MODES = ("linear", "circular")
 # Windows of at least this many sequence steps are written as one slice per batch entry; shorter
 # ones (a decoding step) by one fancy assignment, cheaper than a Python loop over a big batch

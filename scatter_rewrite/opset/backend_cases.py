@@ -24,6 +24,8 @@ import numpy as np
 import onnx
 import onnx.version_converter
 
+__all__ = ["counts", "Judged", "model_opset", "node_cases", "sweep", "TARGETS"]
+
 RTOL, ATOL = 1e-3, 1e-5
 TARGETS = (11, 13, 17)
 

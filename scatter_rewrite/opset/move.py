@@ -49,6 +49,11 @@ from scatter_rewrite.graph import (
     is_overridable, is_reference, iter_scopes, reference_reason,
 )
 
+__all__ = [
+    "convert_opset", "fits_schema", "MAX_OPSET", "MIN_IR_VERSION", "MIN_OPSET", "move_to_opset",
+    "needs_conversion", "opset_note", "OpsetMove", "REWRITES", "since_version",
+]
+
 logger = logging.getLogger("scatter_rewrite")
 
 MIN_IR_VERSION = 7  # opset >= 11 needs IR >= 6; 7 keeps training-free models loadable everywhere

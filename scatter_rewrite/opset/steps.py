@@ -30,6 +30,8 @@ import onnx.defs
 
 from scatter_rewrite.spec import REDUCTIONS_SINCE
 
+__all__ = ["Kind", "MIN_TARGET", "ONES", "SAME", "Step", "STEPS", "steps_between", "versions"]
+
 MIN_TARGET = 11  # the oldest opset a model moves to
 
 

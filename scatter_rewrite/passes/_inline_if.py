@@ -47,6 +47,8 @@ from scatter_rewrite.type_inference import (
 )
 from scatter_rewrite.passes.fold import CannotEvaluate, ConstantChains
 
+__all__ = ["inline_constant_ifs", "inline_ifs_hiding_rank", "scatter_of_unknown_rank"]
+
 logger = logging.getLogger("scatter_rewrite")
 
 BRANCHES = ("then_branch", "else_branch")

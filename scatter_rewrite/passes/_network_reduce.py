@@ -82,6 +82,10 @@ import onnx_ir as ir
 from scatter_rewrite.graph import attr
 from scatter_rewrite.passes import _segment_reduce as seg
 
+__all__ = [
+    "fits_one_sort_key", "lower_reduction_network", "network_blocker", "NOT_STATIC", "padded_size",
+]
+
 INT32 = ir.DataType.INT32
 BOOL = ir.DataType.BOOL
 INT32_MAX = 2**31 - 1
@@ -118,7 +122,7 @@ def lower_reduction_network(
     """Nodes computing ``node`` exactly (see the module docstring). Call :func:`network_blocker`
     first."""
     names = names or seg.Names()
-    names.prefix = seg._hint(node)
+    names.prefix = seg.name_prefix(node)
     b = seg.Builder(names)
     data = node.inputs[0]
     dtype = data.dtype
@@ -127,7 +131,7 @@ def lower_reduction_network(
     if n == 0 or seg.is_empty(data):  # nothing to scatter (no updates, or no element to write to)
         return b.nodes, b.op("Identity", data, dtype=dtype)
     given = dtype
-    if dtype in seg._SMALL_INTS:  # computed in int32 anyway: only Casts touch the small type
+    if dtype in seg.SMALL_INTS:  # computed in int32 anyway: only Casts touch the small type
         data, updates = (_cast_like(b, v, INT32) for v in (data, node.inputs[2]))
         dtype = INT32
     else:

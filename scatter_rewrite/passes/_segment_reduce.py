@@ -63,13 +63,19 @@ import onnx_ir as ir
 
 from scatter_rewrite.graph import attr, reference_reason
 
+__all__ = [
+    "Builder", "compute_dtype", "first_opset_with", "INT64", "is_empty", "Kind", "lower_reduction",
+    "lower_tensor_scatter", "name_prefix", "Names", "reduction_blocker", "REDUCTIONS", "row_counts",
+    "scatter_nd_rows", "SMALL_INTS", "tensor_scatter_blocker", "update_rows",
+]
+
 REDUCTIONS = ("add", "mul", "max", "min")
 INT64 = ir.DataType.INT64
-_SMALL_INTS = {ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16}
+SMALL_INTS = {ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16}
 _NATIVE = {ir.DataType.INT32, ir.DataType.UINT32, ir.DataType.INT64, ir.DataType.UINT64,
            ir.DataType.FLOAT, ir.DataType.DOUBLE}
 _FLOATS = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
-SUPPORTED_DTYPES = _SMALL_INTS | _NATIVE | _FLOATS | {ir.DataType.BOOL}
+SUPPORTED_DTYPES = SMALL_INTS | _NATIVE | _FLOATS | {ir.DataType.BOOL}
 
 
 def first_opset_with(reduction: str) -> int:
@@ -80,7 +86,7 @@ def first_opset_with(reduction: str) -> int:
 
 
 def compute_dtype(dtype: ir.DataType, reduction: str) -> ir.DataType:
-    if dtype in _SMALL_INTS:
+    if dtype in SMALL_INTS:
         return ir.DataType.INT32
     if dtype == ir.DataType.BFLOAT16 or (
         dtype == ir.DataType.FLOAT16 and reduction in ("add", "mul")
@@ -280,7 +286,7 @@ def _same_dims(a, b) -> bool:
     return True
 
 
-def _hint(node: ir.Node) -> str:
+def name_prefix(node: ir.Node) -> str:
     base = re.sub(r"[^A-Za-z0-9_]", "_", node.name or node.op_type.lower())
     return base[:40] or "scatter"
 
@@ -391,7 +397,7 @@ def lower_reduction(
     Call :func:`reduction_blocker` first; this assumes it returned None.
     """
     names = names or Names()
-    names.prefix = _hint(node)
+    names.prefix = name_prefix(node)
     b = Builder(names)
     data = node.inputs[0]
     if is_empty(data):
@@ -465,7 +471,7 @@ def update_rows(b: Builder, node: ir.Node, data: ir.Value | None = None,
             b, data, indices, updates, attr(node, "axis", 0)
         )
     else:
-        rows, keys, vals, _ = _scatter_nd_rows(b, data, indices, updates)
+        rows, keys, vals, _ = scatter_nd_rows(b, data, indices, updates)
     return rows, keys, vals
 
 
@@ -502,7 +508,7 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
     return rows, keys, vals, last + 1
 
 
-def _scatter_nd_rows(b: Builder, data, indices, updates):
+def scatter_nd_rows(b: Builder, data, indices, updates):
     q = len(indices.shape)
     k = indices.shape[-1]
     idx2 = b.cast(b.op("Flatten", indices, axis=q - 1), INT64, indices.dtype)
@@ -736,7 +742,7 @@ def lower_tensor_scatter(
     """TensorScatter -> ScatterElements(past_cache, positions, update, axis) with
     positions[b, ..., s, ...] = write_indices[b] + s (mod max_sequence_length if circular)."""
     names = names or Names()
-    names.prefix = _hint(node)
+    names.prefix = name_prefix(node)
     b = Builder(names)
     cache, update = node.inputs[0], node.inputs[1]
     write = node.inputs[2] if len(node.inputs) > 2 else None

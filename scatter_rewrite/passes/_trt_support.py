@@ -35,6 +35,11 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+__all__ = [
+    "as_parsed", "BOOL_OUTPUT_OPS", "PARSER_CASTS", "scatter_types", "SUPPORTED_TYPES",
+    "type_names", "typed_inputs", "UNSUPPORTED_OPS", "unsupported_type",
+]
+
 DT = ir.DataType
 F32, F16, BF16, F64 = DT.FLOAT, DT.FLOAT16, DT.BFLOAT16, DT.DOUBLE
 I8, I32, I64, U8, B = DT.INT8, DT.INT32, DT.INT64, DT.UINT8, DT.BOOL

@@ -17,6 +17,8 @@ import onnx_ir as ir
 from scatter_rewrite.graph import Scope, describe
 from scatter_rewrite.spec import check_scatter_nodes
 
+__all__ = ["NodeNote", "ScatterPass", "ScatterPassResult"]
+
 logger = logging.getLogger("scatter_rewrite")
 
 

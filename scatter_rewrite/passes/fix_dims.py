@@ -25,6 +25,8 @@ from scatter_rewrite.graph import is_default_domain, iter_nodes, iter_scopes
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.fold import CHAIN_OPS, SHAPE_OPS, CannotEvaluate, ConstantChains
 
+__all__ = ["dim_name", "FixDimsPass"]
+
 _MAX_ROUNDS = 16  # each round may make the next Shape static; real exports settle in 2-3
 _MAX_FOLDED_ELEMENTS = 4096  # shape arithmetic is small: nothing bigger (no weight) is folded here
 

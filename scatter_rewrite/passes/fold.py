@@ -48,6 +48,8 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.spec import input_type_problem
 
+__all__ = ["CannotEvaluate", "CHAIN_OPS", "ConstantChains", "FoldPass", "SHAPE_OPS"]
+
 logger = logging.getLogger("scatter_rewrite")
 
 # Ops evaluated when they sit on a constant-only chain feeding a scatter: shape/index plumbing and

@@ -76,6 +76,8 @@ from scatter_rewrite.type_inference import (
 from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass
 
+__all__ = ["LowerPass"]
+
 # The one opset range of every verb (scatter_rewrite.verbs): from ScatterElements' first to the
 # highest the installed onnx defines (from 24 only the model's move remains: no scatter is lacking).
 MIN_TARGET, MAX_TARGET = 11, onnx.defs.onnx_opset_version()
@@ -304,7 +306,7 @@ def custom_reduction(node: ir.Node, names: seg.Names) -> tuple[list[ir.Node], ir
     if node.op_type == "ScatterElements":
         attributes["axis"] = attr(node, "axis", 0)
     b = seg.Builder(names)
-    names.prefix = seg._hint(node)
+    names.prefix = seg.name_prefix(node)
     if _widened(node):  # float32 holds every value exactly: Cast there and back loses none
         data, indices, updates = node.inputs
         dtype, wide = data.dtype, ir.DataType.FLOAT
@@ -348,7 +350,7 @@ def tensorrt_plugin_blocker(node: ir.Node) -> str | None:
 def tensorrt_plugin_reduction(
     node: ir.Node, names: seg.Names, opset: int
 ) -> tuple[list[ir.Node], ir.Value]:
-    names.prefix = seg._hint(node)
+    names.prefix = seg.name_prefix(node)
     b = seg.Builder(names)
     data, indices, updates = node.inputs
     if seg.is_empty(data):  # no element to write to: the result is the data
@@ -366,7 +368,7 @@ def tensorrt_plugin_reduction(
         return b.nodes, out
     # ScatterND on [rows, row size]: every update row lands on one data row, in update order,
     # exactly what ScatterElements(axis=0) does with the row key repeated along the row.
-    rows, keys, vals, _ = seg._scatter_nd_rows(b, data, indices, updates)
+    rows, keys, vals, _ = seg.scatter_nd_rows(b, data, indices, updates)
     expanded = b.op(
         "Expand",
         b.op("Reshape", keys, b.const([-1, 1]), dtype=seg.INT64),

@@ -44,6 +44,8 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.passes import _segment_reduce as seg
 from scatter_rewrite.passes.base import NodeNote, ScatterPass
 
+__all__ = ["find_sites", "REPAIR_NOTE", "repairable_nodes", "RepairPass"]
+
 SCATTERS = ("Scatter", "ScatterElements", "ScatterND")
 FIRST_ADD_REDUCTION_OPSET = 16
 FIRST_LOWERABLE_OPSET = 11

@@ -31,6 +31,8 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.spec import check_scatter_nodes
 
+__all__ = ["SpecializeCallsPass"]
+
 _KEYABLE = {ir.AttributeType.INT, ir.AttributeType.FLOAT, ir.AttributeType.STRING,
             ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS}
 

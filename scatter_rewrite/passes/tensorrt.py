@@ -75,6 +75,13 @@ from scatter_rewrite.passes.to_scatternd import (
     infer_missing_shapes, known_rank, scatter_nd_through, value_dtype,
 )
 
+__all__ = [
+    "CapOpsetPass", "CUSTOM_AS_ONNX", "inline_rank_hiding_ifs", "is_reducing_scatter",
+    "LowerTensorScatterPass", "MAX_OPSET", "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES",
+    "scatter_data_blocker", "tensorrt_passes", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K",
+    "TRT_VERSIONS",
+]
+
 TRT_VERSIONS = ("8.6", "10", "11")
 REDUCTIONS = ("add", "mul", "max", "min")
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.

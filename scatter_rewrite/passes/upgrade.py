@@ -30,6 +30,8 @@ from scatter_rewrite.opset import (
 from scatter_rewrite.passes.base import NodeNote, ScatterPassResult, ScatterPass
 from scatter_rewrite.spec import check_scatter_proto
 
+__all__ = ["upgrade_proto", "UpgradePass"]
+
 FIRST_SCATTER_ELEMENTS_OPSET = 11
 
 

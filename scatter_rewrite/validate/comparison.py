@@ -17,6 +17,11 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "BFLOAT16_TOLERANCE", "compare", "compare_outputs", "FLOAT_TOLERANCE", "judge_rounding",
+    "judgeable", "tolerance_said",
+]
+
 
 # (rtol, atol) for float outputs of models with a float add/mul scatter: a few ulps of the partial
 # sums' magnitude. Everything else must be bit-exact.

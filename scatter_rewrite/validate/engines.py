@@ -13,6 +13,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+__all__ = [
+    "CustomOpsRefused", "first_line", "lacks_a_kernel", "needs_custom_ops_in_onnxruntime",
+    "ort_reason", "run_onnxruntime", "run_reference", "undeclared_kernels", "without_paths",
+]
+
 
 # The one graph optimization validation leaves out: onnxruntime 1.32's ExpandElimination drops an
 # Expand of a [3, 1] tensor to a [3, 0] shape as if it changed nothing, and the next node then fails

@@ -21,6 +21,8 @@ from onnx import numpy_helper as nh
 
 from scatter_rewrite.validate import engines
 
+__all__ = ["evaluate"]
+
 WIDENED = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 _DTYPE_ATTRIBUTES = ("to", "dtype", "output_dtype")  # Cast, RandomNormal/EyeLike..., QuantizeLinear
 

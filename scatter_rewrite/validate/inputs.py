@@ -62,6 +62,8 @@ from scatter_rewrite.type_inference import (
 )
 from scatter_rewrite.validate.engines import first_line
 
+__all__ = ["IndexContract", "load_inputs", "plan_validation", "user_tolerance", "ValidationPlan"]
+
 SYMBOLIC_DIM_SIZE = 4
 # Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
 _GATHER_OPS = {"Gather", "GatherElements"}

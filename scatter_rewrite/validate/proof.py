@@ -17,6 +17,8 @@ from scatter_rewrite.validate.comparison import (
 from scatter_rewrite.validate.engines import first_line, lacks_a_kernel, ort_reason, without_paths
 from scatter_rewrite.validate.inputs import ValidationPlan
 
+__all__ = ["allow_float_rounding", "validate", "ValidationResult"]
+
 
 @dataclasses.dataclass
 class ValidationResult:

@@ -463,3 +463,25 @@ def test_a_graph_onnxruntime_refuses_for_another_reason_is_not_a_kernel_it_lacks
         out_of_range = np.array([[0, 1, 2], [9, 2, 1]])
         run_onnxruntime(path, {**feeds(np.float32), "i": out_of_range})
     assert not engines.lacks_a_kernel(path, refused.value), f"{ORT} said: {refused.value}"
+
+
+def test_a_dynamo_gnn_export_gathering_rows_with_gathernd_validates_without_user_inputs(tmp_path):
+    """dynamo writes ``x[src]`` as GatherND(x, Unsqueeze(Expand(src), -1)): the generated ``src``
+    must stay within x's rows, or the original itself cannot run and nothing can be validated."""
+    import numpy as np
+    import onnx_ir as ir
+
+    import scatter_rewrite as sr
+    from scatter_rewrite.validate import plan_validation
+
+    path = Path(__file__).parent / "data" / "torch" / "gnn_max_layer_dynamo18.onnx"
+    model = ir.load(path)
+    assert "GatherND" in {n.op_type for n in model.graph}
+    plan = plan_validation(model)
+    rows = model.graph.inputs[0].shape[0]
+    src = plan.inputs["edge_src"]
+    assert src.min() >= -rows and src.max() < rows
+    lowered, outcome = sr.lower(str(path), opset=13, output=str(tmp_path / "out.onnx"),
+                                validate=True, return_report=True)
+    assert outcome.status == "PASSED" and Path(lowered).is_file()
+    assert np.array_equal(src, plan_validation(ir.load(path)).inputs["edge_src"])  # (seeded)

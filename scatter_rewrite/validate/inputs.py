@@ -66,7 +66,7 @@ __all__ = ["IndexContract", "load_inputs", "plan_validation", "user_tolerance", 
 
 SYMBOLIC_DIM_SIZE = 4
 # Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
-_GATHER_OPS = {"Gather", "GatherElements"}
+_GATHER_OPS = {"Gather", "GatherElements", "GatherND"}
 
 
 @dataclasses.dataclass
@@ -878,12 +878,22 @@ def _contracts(model: ir.Model,
 
 
 def _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_of, calls) -> None:
-    """A graph input feeding the indices of a Gather/GatherElements (``x[src]`` of a GNN, whose edge
-    list also feeds the scatter) gets values in range of the gathered axis: else the original model
-    itself cannot run on the generated inputs. No uniqueness: gathering twice is fine."""
+    """A graph input feeding the indices of a Gather/GatherElements, or the 1-tuples of a GatherND
+    (``x[src]`` of a GNN, whose edge list also feeds the scatter), gets values in range of the
+    gathered axis: else the original model itself cannot run on the generated inputs. No
+    uniqueness: gathering twice is fine."""
     data, indices = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
     data_shape = shape_of(data) if data is not None and indices is not None else None
-    axis = _attr_at_call(node, "axis", 0, calls)
+    if node.op_type == "GatherND":
+        # Rows picked by 1-tuples (dynamo's x[src]: GatherND(x, Unsqueeze(src, -1))): positions
+        # along axis 0. Longer tuples and batch_dims are left to the model's own inputs.
+        indices_shape = shape_of(indices) if indices is not None else None
+        if (_attr_at_call(node, "batch_dims", 0, calls) != 0 or not indices_shape
+                or indices_shape[-1] != 1):
+            return
+        axis = 0
+    else:
+        axis = _attr_at_call(node, "axis", 0, calls)
     if not data_shape or axis is None or not isinstance(data_shape[axis % len(data_shape)], int):
         return
     bound = data_shape[axis % len(data_shape)]

@@ -7,11 +7,14 @@ normalization ``Where(Less(i, 0), Add(i, c), i)``, and a ``Gather`` by constant 
 GNN's ``edge_index[1]``) gets in-range values, negative ones included, unique along the axis when
 the reduction is "none" (duplicates are undefined there); symbolic dimensions get small sizes. An
 input feeding the indices of a Gather/GatherElements (``x[src]``) gets values in range of the
-gathered axis too, so that the original model runs. Values are drawn as the slots they must reach: a
-negative value is ``slot - c`` for a normalization adding ``c`` (a constant, or a static dim read by
-``Shape``), so the normalized value is that slot whatever ``c`` is (only slots below ``c`` get one),
-and ``slot - n`` without one; where ``c`` is not known before run time, or an input feeds scatters
-that disagree on it, only non-negative values are drawn (the plan's notes say which).
+gathered axis too, so that the original model runs. A Gather by one position on axis 0 binds only
+the row it picks (:attr:`IndexContract.rows`): ``edge_index[1]`` in range of the scatter and unique
+(where it has no more values than slots), ``edge_index[0]`` only in range of ``x``. Values are
+drawn as the slots they must reach: a negative value is ``slot - c`` for a normalization adding
+``c`` (a constant, or a static dim read by ``Shape``), so the normalized value is that slot
+whatever ``c`` is (only slots below ``c`` get one), and ``slot - n`` without one; where ``c`` is
+not known before run time, or an input feeds scatters that disagree on it, only non-negative
+values are drawn (the plan's notes say which).
 
 ScatterElements (and ``Scatter``) indices may be a Concat of several inputs: each gets the bound of
 the scatter axis. For reduction "none", a Concat along another axis than the scatter axis leaves
@@ -84,6 +87,9 @@ class IndexContract:
     window: tuple[int, int] | None = (
         None  # for "elements": the slots [lo, hi) drawn from; None: all
     )
+    # Contracts on rows of axis 0 (a GNN's ``edge_index[1]``), each in its row's frame: that row
+    # unique, the others only in range. Kind "rows": the input has no contract of its own.
+    rows: dict[int, IndexContract] = dataclasses.field(default_factory=dict)
 
     @property
     def negative_shifts(self) -> tuple[int, ...]:
@@ -378,10 +384,12 @@ def _squeezed_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | 
 
 
 def _gathered_axis(node, axis: int, in_shape: tuple, out_shape: tuple) -> int | None:
-    """By constant positions (:func:`_selected_by_constant`): theirs replace the gathered axis."""
-    gathered, picked = attr(node, "axis", 0) % len(in_shape), _selected_by_constant(node).ndim
+    """By constant positions (:func:`_selected_by_constant`): theirs replace the gathered axis (one
+    position: an axis of size 1, one value per column)."""
+    positions = _selected_by_constant(node)
+    gathered, picked = attr(node, "axis", 0) % len(in_shape), positions.ndim
     if gathered <= axis < gathered + picked:
-        return None
+        return _NO_AXIS if positions.size == 1 else None
     return axis if axis < gathered else axis - picked + 1
 
 
@@ -433,6 +441,19 @@ def _gathered_by_constant(node: ir.Node) -> ir.Value | None:
     return node.inputs[0] if _selected_by_constant(node) is not None else None
 
 
+def _gathered_row(node: ir.Node) -> int | None:
+    """The row of a Gather by one constant position on axis 0 (``edge_index[1]``, maybe negative):
+    its output holds that row's values only."""
+    positions = _selected_by_constant(node)
+    if positions is None or positions.size != 1 or attr(node, "axis", 0) != 0:
+        return None
+    return int(positions.reshape(-1)[0])
+
+
+def _no_row(node: ir.Node) -> int | None:
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class _Carrier:
     """How an op carries index values from an input to its output, for the index-contract tracer:
@@ -440,13 +461,15 @@ class _Carrier:
     output has that input's shape and its values in their flat order (constant ints pass through),
     which axis of that input becomes an axis of the output (``axis``: None where not known), and
     whether the input's last axis stays the output's last (``keeps_last``, given the input's
-    shape: where ScatterND index tuples lie)."""
+    shape: where ScatterND index tuples lie), and which row of the input's axis 0 the output is
+    (``row``: None where it is not one row), so that a contract binds that row only."""
 
     source: Any = _first_input
     same_shape: bool = False
     flat_order: bool = False
     axis: Any = None
     keeps_last: Any = _keeps_last
+    row: Any = _no_row
 
 
 # Every op the tracer sees through, in one table (default domain only).
@@ -461,7 +484,7 @@ _CARRIERS = {
     "Expand": _Carrier(axis=_expanded_axis),
     "Where": _Carrier(source=_normalized, axis=_same_axis),
     "Gather": _Carrier(source=_gathered_by_constant, axis=_gathered_axis,
-                       keeps_last=_gather_keeps_last),
+                       keeps_last=_gather_keeps_last, row=_gathered_row),
 }
 
 
@@ -477,6 +500,27 @@ class _Leaf:
     steps: list  # from the scatter's indices to value, Concats included
     axis: int | None  # the scatter axis in value's frame (_NO_AXIS, or None when not known)
     window: tuple[int, int]  # the slots value's indices may take
+    row: int | None = None  # the row of value's axis 0 the indices are (then axis is in its frame)
+
+
+def _selected_row(steps: list, rank_of) -> tuple[int, int] | None:
+    """(row, position in ``steps``) where the traced input's values reach the scatter through one
+    row of its axis 0 (a carrier's ``row``), the steps between them keeping values in place (Cast,
+    Identity, a body's binding); None otherwise, or for a row out of range."""
+    for position in range(len(steps) - 1, -1, -1):
+        node, source, _value = steps[position]
+        carrier = _CARRIERS["Identity"] if node is None else _carrier(node)
+        if carrier is None:
+            return None
+        row = carrier.row(node) if node is not None else None
+        if row is not None:
+            shape = rank_of(source)
+            if not shape or not isinstance(shape[0], int) or not -shape[0] <= row < shape[0]:
+                return None
+            return row % shape[0], position
+        if not carrier.same_shape:
+            return None
+    return None
 
 
 def _element_leaves(
@@ -501,12 +545,19 @@ def _element_leaves(
     here = _map_axis(steps, axis, rank_of)
     path = list(before or []) + steps
     concat = origin.producer()
-    if (
-        id(origin) in graph_inputs
-        or concat is None
-        or concat.op_type != "Concat"
-        or not is_default_domain(concat)
-    ):
+    if id(origin) in graph_inputs:
+        selected = _selected_row(steps, rank_of)
+        if selected is None:
+            return [_Leaf(origin, path, here, window)]
+        row, position = selected
+        # The scatter axis in the row's frame: mapped as far as the Gather's output, which is the
+        # row with the positions' axes (of size 1) in front.
+        here = _map_axis(steps[:position], axis, rank_of)
+        picked = _selected_by_constant(steps[position][0]).ndim
+        if here is not None and here != _NO_AXIS:
+            here = _NO_AXIS if here < picked else here - picked
+        return [_Leaf(origin, path, here, window, row)]
+    if concat is None or concat.op_type != "Concat" or not is_default_domain(concat):
         return [_Leaf(origin, path, here, window)]
     parts = [part for part in concat.inputs if part is not None]
     windows = [window] * len(parts)
@@ -706,13 +757,22 @@ def _shape_of(
     return None
 
 
-def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexContract) -> None:
+def _add_contract(contracts: dict, name, new: IndexContract, row: int | None = None) -> None:
     """One input feeding several scatters must satisfy all: the tightest bounds and slots, unique if
     any wants it, and negative values only where every scatter maps them to the same slot (the same
-    shift: with shifts 7 and 4, -4 would be slot 3 of the one and slot 0 of the other)."""
+    shift: with shifts 7 and 4, -4 would be slot 3 of the one and slot 0 of the other). With
+    ``row``, ``new`` binds that row of the input's axis 0 only (:attr:`IndexContract.rows`)."""
+    if row is not None:
+        holder = contracts.setdefault(name, IndexContract("rows", (), False))
+        _add_contract(holder.rows, row, new)
+        return
     old = contracts.get(name)
+    if old is not None and old.kind == "rows":
+        contracts[name] = dataclasses.replace(new, rows=old.rows)
+        return
     if old is None or old.kind != new.kind or len(old.bounds) != len(new.bounds):
-        contracts[name] = new if old is None or new.kind == "nd" else old
+        kept = new if old is None or new.kind == "nd" else old
+        contracts[name] = dataclasses.replace(kept, rows=old.rows if old is not None else {})
         return
     bounds = tuple(min(a, b) for a, b in zip(old.bounds, new.bounds))
     shifts = tuple(a if a == b else 0 for a, b in zip(old.negative_shifts, new.negative_shifts))
@@ -721,8 +781,24 @@ def _add_contract(contracts: dict[str, IndexContract], name: str, new: IndexCont
         (old_lo, old_hi), (new_lo, new_hi) = (c.window or (0, c.bounds[0]) for c in (old, new))
         window = (max(old_lo, new_lo), min(old_hi, new_hi))
     contracts[name] = IndexContract(
-        old.kind, bounds, old.unique or new.unique, old.axis, shifts, window
+        old.kind, bounds, old.unique or new.unique, old.axis, shifts, window, old.rows
     )
+
+
+def _row_contract(contract: IndexContract, row: int | None) -> IndexContract:
+    """What the values of ``row`` of an input's axis 0 (all of it: None) must satisfy, in that row's
+    frame: the row's contract, and the whole input's in range (its uniqueness too where it lies
+    within rows); the whole input's where the row has none or its uniqueness spans rows."""
+    if row is None or row not in contract.rows:
+        return contract
+    own = contract.rows[row]
+    if contract.kind != "elements":
+        return own
+    if contract.unique and contract.axis == 0:
+        return contract  # unique across rows: generated as a whole
+    merged = {0: own}
+    _add_contract(merged, 0, dataclasses.replace(contract, axis=max(contract.axis - 1, 0), rows={}))
+    return merged[0]
 
 
 def _contracts(model: ir.Model,
@@ -841,11 +917,14 @@ def _contracts(model: ir.Model,
             shifts, reason = _normalization_shifts(leaf.steps, 1, shape_of)
             if reason:
                 notes.append(f"{name}: {reason}: only non-negative indices generated")
+            # The values traced: the input, or one row of it (then in that row's frame).
+            shape = input_shapes[name] if leaf.row is None else input_shapes[name][1:]
+            label = name if leaf.row is None else f"{name}[{leaf.row}]"
             if leaf.axis is None:
                 # Not followed (a Reshape): the input's first axis is the scatter axis when ranks
                 # differ (GNN: dst[E] -> unsqueeze -> expand), else the same axis.
                 src_axis, leaf_unique = (
-                    (axis if len(input_shapes[name]) == len(data_shape) else 0),
+                    (axis if len(shape) == len(data_shape) else 0),
                     unique,
                 )
             else:
@@ -857,17 +936,15 @@ def _contracts(model: ir.Model,
                 contracts,
                 name,
                 IndexContract("elements", (bound,), leaf_unique, src_axis, shifts or (), window),
+                leaf.row,
             )
-            contract = contracts[name]
-            if (
-                contract.kind == "elements"
-                and contract.unique
-                and not _fits(input_shapes[name], contract)
-            ):
+            contract = _row_contract(contracts[name], leaf.row)
+            if contract.kind == "elements" and contract.unique and not _fits(shape, contract):
                 lo, hi = contract.slots
-                along = input_shapes[name][contract.axis] if input_shapes[name] else 1
+                along = shape[contract.axis] if shape else 1
                 problems.append(
-                    f"{name} has {along} indices along the scatter axis for {max(hi - lo, 0)} slots"
+                    f"{label} has {along} indices along the scatter axis for {max(hi - lo, 0)} "
+                    "slots"
                 )
         if unique and problems and names:  # (constant indices are the model's own business)
             notes.append(
@@ -904,6 +981,7 @@ def _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_of, ca
                 contracts,
                 leaf.value.name,
                 IndexContract("elements", (bound,), False, 0, shifts or ()),
+                leaf.row,
             )
 
 
@@ -955,6 +1033,17 @@ def _negated(slots: np.ndarray, shifts, dtype: np.dtype, rng: np.random.Generato
 def _index_values(
     shape: tuple[int, ...], dtype: np.dtype, c: IndexContract, rng: np.random.Generator
 ) -> np.ndarray:
+    if (c.rows and shape and c.kind in ("rows", "elements")
+            and not (c.kind == "elements" and c.unique and c.axis == 0)):
+        # Row by row: the rows without a contract hold anything (the whole input's, if it has one).
+        whole = dataclasses.replace(c, rows={})
+        values = (_random_values(shape, dtype, rng) if c.kind == "rows"
+                  else _index_values(shape, dtype, whole, rng))
+        for row in sorted(c.rows):
+            values[row] = _index_values(shape[1:], dtype, _row_contract(c, row), rng)
+        return values
+    if c.rows and c.kind == "rows":  # (a scalar input has no rows)
+        return _random_values(shape, dtype, rng)
     if c.kind == "start":
         return rng.integers(0, max(c.bounds[0], 1), size=shape).astype(dtype)
     if c.kind == "nd":

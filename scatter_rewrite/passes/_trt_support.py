@@ -59,39 +59,14 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
     "8.6": {
         **{
             op: _86_NUM
-            for op in (
-                "Add",
-                "Sub",
-                "Mul",
-                "Div",
-                "Max",
-                "Min",
-                "Mod",
-                "Equal",
-                "Less",
-                "Greater",
-                "Neg",
-                "Abs",
-                "IsNaN",
-                "Sum",
-            )
+            for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "Mod", "Equal", "Less", "Greater",
+                       "Neg", "Abs", "IsNaN", "Sum")
         },
         **{op: frozenset({B}) for op in ("And", "Or", "Xor", "Not")},
         **{
             op: _86_MOVE
-            for op in (
-                "Cast",
-                "Concat",
-                "Constant",
-                "Identity",
-                "Reshape",
-                "Shape",
-                "Size",
-                "Slice",
-                "Squeeze",
-                "Unsqueeze",
-                "Transpose",
-            )
+            for op in ("Cast", "Concat", "Constant", "Identity", "Reshape", "Shape", "Size",
+                       "Slice", "Squeeze", "Unsqueeze", "Transpose")
         },
         **{
             op: frozenset({F32, F16, I32, B})
@@ -100,21 +75,13 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
         "Gather": frozenset({F32, F16, I8, I32, B}),
         "ScatterND": frozenset({F32, F16, I8, I32}),
         "ScatterElements": frozenset({F32, F16, I8, I32}),
-        "Range": frozenset(
-            {F32, I32}
-        ),  # the 8.x importer: "only supports int32 and float input types"
+        # the 8.x importer: "only supports int32 and float input types"
+        "Range": frozenset({F32, I32}),
         "ConstantOfShape": frozenset({F32}),
         **{
             op: frozenset({F32, F16})
-            for op in (
-                "Reciprocal",
-                "CumSum",
-                "ReduceMax",
-                "ReduceMin",
-                "ReduceSum",
-                "TopK",
-                "NonZero",
-            )
+            for op in ("Reciprocal", "CumSum", "ReduceMax", "ReduceMin", "ReduceSum", "TopK",
+                       "NonZero")
         },
         # What the opset cap's function bodies bring (Gelu-20's, at 17): docs/operators.md (8.5)
         # "Erf | Y | FP32, FP16", "Sqrt | Y | FP32, FP16".
@@ -123,51 +90,16 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
     "10": {
         **{
             op: _10_NUM
-            for op in (
-                "Add",
-                "Sub",
-                "Mul",
-                "Div",
-                "Max",
-                "Min",
-                "Mod",
-                "Equal",
-                "Less",
-                "Greater",
-                "Neg",
-                "Abs",
-                "IsNaN",
-                "Sum",
-                "Range",
-                "ReduceMax",
-                "ReduceMin",
-                "ReduceSum",
-                "TopK",
-            )
+            for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "Mod", "Equal", "Less", "Greater",
+                       "Neg", "Abs", "IsNaN", "Sum", "Range", "ReduceMax", "ReduceMin",
+                       "ReduceSum", "TopK")
         },
         **{op: frozenset({B}) for op in ("And", "Or", "Xor", "Not")},
         **{
             op: _10_MOVE
-            for op in (
-                "Concat",
-                "Constant",
-                "ConstantOfShape",
-                "Identity",
-                "Reshape",
-                "Size",
-                "Slice",
-                "Squeeze",
-                "Unsqueeze",
-                "Transpose",
-                "Expand",
-                "Flatten",
-                "Tile",
-                "Split",
-                "Where",
-                "If",
-                "Loop",
-                "Gather",
-            )
+            for op in ("Concat", "Constant", "ConstantOfShape", "Identity", "Reshape", "Size",
+                       "Slice", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Flatten", "Tile",
+                       "Split", "Where", "If", "Loop", "Gather")
         },
         "Cast": _10_MOVE | {I8, U8},  # Cast.html (10.6) lists int8 and uint8 too
         "Shape": _10_MOVE | {I8},  # Shape.html (10.7) lists int8 too

@@ -742,11 +742,15 @@ def _print_report(report: Any) -> None:
 
 
 def _print_findings(model: str, target: str, findings: list, invalid: str | None = None) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    table = Table(title=f"{model}: scatter readiness for {target}", show_lines=True)
+    # Plain ASCII in a pipe or a CI log, where the box-drawing characters are three bytes each and
+    # not every viewer draws them.
+    table = Table(title=f"{model}: scatter readiness for {target}", show_lines=True,
+                  box=box.HEAVY_HEAD if console.is_terminal else box.ASCII)
     for column in ("node", "reduction", "dtypes (data / indices)", "blocks on target"):
         table.add_column(column, overflow="fold")
     # The fix column wraps between words only (a command broken mid-word cannot be copied): as wide

@@ -1082,3 +1082,32 @@ def test_check_opset_target_says_what_lower_will_do():
     assert any("BitwiseAnd-18 (no older version): no older op works on the bits" in b for b in blocked.blockers)
     with pytest.raises(ConversionError, match="BitwiseAnd"):
         sr.lower(stuck, opset=13)
+
+
+def test_a_function_body_for_a_node_leaving_optional_outputs_out_is_valid():
+    """Attention-23 with present_key/present_value left out (outputs 'Y', '', '', 'qk') moved
+    below 23 as its function body: the body's nodes computing the omitted outputs have nowhere to
+    write, and must not become nodes without outputs (onnx.checker refuses those)."""
+    import numpy as np
+    import onnx.helper as oh
+    import onnxruntime as ort
+
+    import scatter_rewrite as sr
+
+    shape = [2, 3, 4, 8]
+    node = oh.make_node("Attention", ["Q", "K", "V"], ["Y", "", "", "qk"])
+    graph = oh.make_graph(
+        [node], "attention",
+        [oh.make_tensor_value_info(n, onnx.TensorProto.FLOAT, shape) for n in "QKV"],
+        [oh.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, None),
+         oh.make_tensor_value_info("qk", onnx.TensorProto.FLOAT, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 23)])
+    moved = sr.lower(model, opset=17, validate=False)
+    onnx.checker.check_model(moved, full_check=True)
+    assert "Attention" not in {n.op_type for n in moved.graph.node}
+    rng = np.random.default_rng(0)
+    feed = {n: rng.standard_normal(shape).astype(np.float32) for n in "QKV"}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feed)
+    got = ort.InferenceSession(moved.SerializeToString()).run(None, feed)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-5)  # (the sweep's bound)

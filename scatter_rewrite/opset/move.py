@@ -1536,8 +1536,14 @@ class _Converter:
                     new.attributes[name] = ir.RefAttr(name, a.ref_attr_name, a.type)
             else:
                 new.name = None
+        # An output the node leaves out (Attention's present_key when omitted) is not handed on:
+        # named "" by the swap, the body's node computing it would have no output (onnx.checker
+        # fails); it stays a dangling value of its own.
+        kept = [(old, new) for old, new in zip(node.outputs, new_outputs)
+                if old.name or old.uses() or old.is_graph_output()]
         ir.convenience.replace_nodes_and_values(
-            scope.body, node, [node], constants + new_nodes, list(node.outputs), new_outputs
+            scope.body, node, [node], constants + new_nodes, [old for old, _ in kept],
+            [new for _, new in kept]
         )
         # Names inside the new nodes' subgraphs (a function body's If branches) came from the
         # one-node model and repeat at every splice: prefixed with the node's first output name,

@@ -1393,11 +1393,16 @@ class _Converter:
         if converted is None and body_only:
             converted = _function_body_model(node, scope.opset, self.target, shapes=True)
             if converted is None:
+                untyped = [i for i, v in enumerate(node.inputs)
+                           if v is not None and _input_dtype(v) is None]
+                why = (f"its input {untyped[0]} has no tensor type known here (a sequence, or "
+                       "untyped), which the body is built from" if untyped else
+                       "onnx declines to build the body for this node's attributes and types")
                 raise _refuse(
                     node, scope, self.target,
                     f"{_step_name(node.op_type, since_version(node.op_type, scope.opset))}"
-                    " has no older form but the op's ONNX function body, which could not be built "
-                    "for it (an input of unknown type?)")
+                    f" has no older form but the op's ONNX function body, which cannot be built "
+                    f"for it: {why}")
             self._bodies.add(key)
             self.cache[key] = converted
         if converted is None:

@@ -18,6 +18,7 @@ from scatter_rewrite.cli import app
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_passes, tensorrt_violations
 from scatter_rewrite.testing import scatter_model
+from test_check import tensor_scatter_model
 
 SCATTERS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 
@@ -213,15 +214,7 @@ def test_uint8_is_reported():
 
 @pytest.mark.parametrize("version, opset", [("10", 20), ("8.6", 17)])
 def test_tensor_scatter_lowered(version, opset):
-    node = oh.make_node("TensorScatter", ["cache", "update", "write"], ["out"], axis=-2, name="kv")
-    graph = oh.make_graph(
-        [node], "g",
-        [oh.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 3, 8, 4]),
-         oh.make_tensor_value_info("update", TensorProto.FLOAT, [2, 3, 2, 4]),
-         oh.make_tensor_value_info("write", TensorProto.INT64, [2])],
-        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3, 8, 4])],
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+    model = tensor_scatter_model()
     feeds = {"cache": np.random.default_rng(0).standard_normal((2, 3, 8, 4)).astype(np.float32),
              "update": np.ones((2, 3, 2, 4), np.float32), "write": np.array([1, 6], np.int64)}
     out, outcome = prepare(model, version, inputs=feeds)

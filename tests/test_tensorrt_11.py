@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx.helper as oh
 import pytest
-from onnx import TensorProto
 from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.cli import app
 from scatter_rewrite.passes.tensorrt import MAX_OPSET
 from scatter_rewrite.testing import scatter_model
+from test_check import tensor_scatter_model
 
 runner = CliRunner()
 
@@ -39,14 +38,7 @@ def test_the_model_moves_down_to_the_opset_every_11_x_parses():
 
 
 def test_tensor_scatter_is_left_to_the_11_parser_and_lowered_for_10():
-    node = oh.make_node("TensorScatter", ["cache", "update", "write"], ["out"], axis=-2, name="kv")
-    graph = oh.make_graph(
-        [node], "g",
-        [oh.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 3, 8, 4]),
-         oh.make_tensor_value_info("update", TensorProto.FLOAT, [2, 3, 2, 4]),
-         oh.make_tensor_value_info("write", TensorProto.INT64, [2])],
-        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3, 8, 4])])
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+    model = tensor_scatter_model()
     on_11, outcome = sr.prepare_for_tensorrt(model, trt_version="11", return_report=True)
     assert _scatters(on_11) == ["TensorScatter"] and outcome.status == "UNCHANGED"
     (finding,) = sr.check(model, target="tensorrt-11").findings

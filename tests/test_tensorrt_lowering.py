@@ -22,6 +22,7 @@ import scatter_rewrite as sr
 from _lower_oracles import BACKEND_CASES, assert_same, expected_outputs, ort_run
 from scatter_rewrite.readiness import check
 from scatter_rewrite.evaluator import scatter_elements
+from scatter_rewrite.evaluator.reference_ops import CORRECTED_OPS
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes import _network_reduce as net
 from scatter_rewrite.passes import _segment_reduce as seg
@@ -36,7 +37,7 @@ DTYPES = {
 }
 # max/min edge cases: NaN, both zeros, infinities, ties
 SPECIAL = np.array([np.nan, -0.0, 0.0, -0.0, 1.5, -1.5, np.inf, -np.inf, 1.5, np.nan])
-FORBIDDEN = {"TopK", "Loop", "NonZero", "If", "Scan", "Unique", "Compress"}
+FORBIDDEN = {"TopK", "NonZero", "If", "Scan", "Unique", "Compress"}
 
 
 def lower_network(model: onnx.ModelProto, opset: int | None = None) -> tuple[onnx.ModelProto, list[ir.Node]]:
@@ -60,6 +61,7 @@ def assert_tensorrt_safe(lowered: onnx.ModelProto, emitted: list[ir.Node], stati
     assert not FORBIDDEN & ops, FORBIDDEN & ops
     assert not any(n.op_type in ("ScatterND", "ScatterElements") and "reduction" in n.attributes for n in emitted)
     onnx.checker.check_model(lowered, full_check=True)
+    assert_fixed_shape_loops(lowered, [n for n in emitted if n.op_type == "Loop"])
     if static:  # every intermediate shape is known: nothing TensorRT must size at run time
         inferred = onnx.shape_inference.infer_shapes(lowered, strict_mode=True)
         values = list(inferred.graph.value_info) + list(inferred.graph.output)
@@ -67,6 +69,35 @@ def assert_tensorrt_safe(lowered: onnx.ModelProto, emitted: list[ir.Node], stati
         for vi in values:
             dims = vi.type.tensor_type.shape.dim
             assert vi.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims), vi
+
+
+def assert_fixed_shape_loops(lowered: onnx.ModelProto, loops: list[ir.Node]) -> None:
+    """Every Loop of the lowering is one TensorRT's ILoop takes: a constant trip count, no ``cond``
+    (the parser would add a kWHILE limit), and each carried value of one shape in every iteration,
+    as ONNX shape inference finds it in the body (the declared body output shapes are cleared
+    first, so inference has to derive them)."""
+    assert all(n.inputs[1] is None and seg.const_value(n.inputs[0]) is not None for n in loops)
+    names = {n.outputs[0].name for n in loops}
+    proto = onnx.ModelProto()
+    proto.CopyFrom(lowered)
+    found = [n for n in proto.graph.node if n.op_type == "Loop" and n.output[0] in names]
+    assert len(found) == len(loops)
+    for node in found:
+        for out in node.attribute[0].g.output:
+            out.type.tensor_type.ClearField("shape")
+    inferred = {n.output[0]: n for n in onnx.shape_inference.infer_shapes(proto).graph.node}
+    for node in found:
+        body = next(a.g for a in inferred[node.output[0]].attribute if a.name == "body")
+        for before, after in zip(body.input[2:], body.output[1:]):
+            assert after.type.tensor_type.HasField("shape"), after
+            assert before.type.tensor_type.shape == after.type.tensor_type.shape, (before, after)
+
+
+def reference_run(model: onnx.ModelProto, feeds: dict) -> list:
+    """``model`` in onnx.reference, with the corrected Loop: onnx.reference's runs no iteration
+    when the Loop's ``cond`` input is empty (``while cond and ...`` on None), which the lowering's
+    Loops leave empty for TensorRT."""
+    return ReferenceEvaluator(model, new_ops=[CORRECTED_OPS["Loop"]]).run(None, feeds)
 
 
 def values(rng, shape, dtype, reduction) -> np.ndarray:
@@ -200,10 +231,12 @@ def test_gnn_sorts_row_keys_only(reduction, nodes):
     model = gnn_model(reduction, nodes, edges=37, feats=5)
     lowered, emitted = lower_network(model)
     assert_tensorrt_safe(lowered, emitted, static=nodes == 7)
-    assert [n.op_type for n in emitted].count("Concat") >= 1
-    sort_widths = {tuple(n.attributes["value"].value.numpy()) for n in emitted if n.op_type == "Constant"
-                   and n.attributes["value"].value.numpy().shape == (3,)}
-    assert (1, 2, 32) in sort_widths and not any(w[0] * w[1] * w[2] > 64 for w in sort_widths)  # 37 keys -> 64 slots
+    sort, scan = [n for n in emitted if n.op_type == "Loop"]
+    steps = 6 * 7 // 2  # a 64-wide bitonic network (37 keys padded)
+    assert seg.const_value(sort.inputs[0]) == steps and seg.const_value(scan.inputs[0]) == 6
+    # keys only (not 37 x 5 elements); the scan: the sorted rows and the identity row
+    assert {tuple(v.shape) for v in attr(sort, "body").inputs[2:]} == {(64,)}
+    assert tuple(attr(scan, "body").inputs[3].shape) == (38, 5)
     rng = np.random.default_rng(3)
     feeds = {"x": rng.choice(SPECIAL, (7, 5)).astype(np.float32), "dst": rng.integers(-7, 7, 37),
              "msg": rng.choice(SPECIAL, (37, 5)).astype(np.float32)}
@@ -215,17 +248,25 @@ def test_gnn_sorts_row_keys_only(reduction, nodes):
 
 def test_one_int32_sort_key_where_the_pairs_fit():
     """(key, position) pairs move through the network as one int32 key * N + position where every
-    pair fits (static data rows, opset >= 12), else as pairs: both sort the same."""
+    pair fits (static data rows), else as pairs: both sort the same (the differential tests)."""
     assert net.fits_one_sort_key(2**31 // 64 - 1, 64) and not net.fits_one_sort_key(2**31 // 64, 64)
-    counts = {}
-    for nodes in (7, "n"):  # static rows: one key; dynamic rows (no static bound): pairs
+    for nodes, carried in ((7, 1), ("n", 2)):  # static rows: one key; dynamic rows: pairs
         _, emitted = lower_network(gnn_model("max", nodes, edges=37, feats=5))
-        counts[nodes] = [n.op_type for n in emitted]
-    assert counts[7].count("Div") == 1 and "Div" not in counts["n"]
-    steps = 6 * 7 // 2  # a 64-wide bitonic network (37 keys padded)
-    # each step of the pair form compares with two Less (keys, then positions); one key needs none
-    assert counts["n"].count("Less") - counts[7].count("Less") == 2 * steps
-    assert len(counts[7]) < len(counts["n"]) - 10 * steps, (len(counts[7]), len(counts["n"]))
+        sort = next(n for n in emitted if n.op_type == "Loop")
+        assert len(sort.inputs) - 2 == carried
+        assert [n.op_type for n in emitted].count("Div") == (1 if carried == 1 else 0)
+        body_ops = [n.op_type for n in attr(sort, "body")]
+        # the pair form breaks key ties on positions: a second Less, an Equal
+        assert body_ops.count("Less") == 1 + carried and body_ops.count("Equal") == carried - 1
+
+
+def test_network_steps():
+    """The bitonic network's steps: for each block size 2k, the mirror step then half-cleaners."""
+    assert net.network_steps(1) == []
+    assert net.network_steps(2) == [(1, False)]
+    assert net.network_steps(8) == [(1, False), (2, True), (1, False), (4, True), (2, False),
+                                    (1, False)]
+    assert len(net.network_steps(2**15)) == 15 * 16 // 2
 
 
 def test_nan_and_signed_zero_rules_exactly():
@@ -242,7 +283,7 @@ def test_nan_and_signed_zero_rules_exactly():
         run_case("ScatterElements", model, feeds, {"axis": 0, "reduction": reduction}, TensorProto.FLOAT)
         # and on a runtime whose Where copies -0.0 exactly (onnxruntime's does not: Builder.select)
         lowered, _ = lower_network(model)
-        assert_same(ort_run(model, feeds), ReferenceEvaluator(lowered).run(None, feeds), float_reduction=False)
+        assert_same(ort_run(model, feeds), reference_run(lowered, feeds), float_reduction=False)
 
 
 def test_bfloat16_in_the_reference_evaluator():
@@ -255,7 +296,7 @@ def test_bfloat16_in_the_reference_evaluator():
     lowered, emitted = lower_network(model, opset=13)
     assert tensorrt_violations(emitted, "10") == []
     want = [scatter_elements(feeds["data"], feeds["indices"], feeds["updates"], axis=0, reduction="max")]
-    assert_same(want, ReferenceEvaluator(lowered).run(None, feeds), float_reduction=False)
+    assert_same(want, reference_run(lowered, feeds), float_reduction=False)
 
 
 def test_no_updates_and_one_update():

@@ -157,10 +157,8 @@ def lower_reduction_network(
         )
     )
 
-    if opset >= 12 and r_static is not None and fits_one_sort_key(r_static, n):
-        sorted_keys, perm = _sort_combined(b, keys, r_static, n)
-    else:
-        sorted_keys, perm = _sort(b, keys, r32, n, opset >= 12)
+    combined = r_static is not None and fits_one_sort_key(r_static, n)
+    sorted_keys, perm = _sort(b, keys, r32, n, combined)
 
     # 3. segmented scan over the sorted rows + one identity row (index n)
     identity = b.op(
@@ -168,39 +166,11 @@ def lower_reduction_network(
     )
     values = b.cast(b.op("Gather", vals, perm, axis=0, dtype=dtype), ct, dtype)
     scan = b.op("Concat", values, identity, axis=0, dtype=ct)
-    flags = None
-    if kind.nan_aware:
-        flags = b.op("IsNaN", scan, dtype=BOOL)
+    flags = b.op("IsNaN", scan, dtype=BOOL) if kind.nan_aware else None
     ext_keys = b.op(
         "Concat", sorted_keys, b.const([-1], np.int32), axis=0, dtype=INT32
     )  # identity row: key -1
-    t_minus_n = b.op(
-        "Range", b.const(-n, np.int32), b.const(1, np.int32), b.const(1, np.int32), dtype=INT32
-    )
-    d = 1
-    while d < n:
-        before = b.op("Expand", b.const([-2], np.int32), b.const([d]), dtype=INT32)  # no key is -2
-        shifted = b.op(
-            "Concat",
-            before,
-            b.op("Slice", ext_keys, b.const([0]), b.const([n + 1 - d]), dtype=INT32),
-            axis=0,
-            dtype=INT32,
-        )
-        same = b.cast(b.op("Equal", ext_keys, shifted), INT32, BOOL)
-        # src = t - d where the key d places earlier is the same, else n (the identity row)
-        src = b.op(
-            "Add",
-            b.op(
-                "Mul", b.op("Sub", t_minus_n, b.const(d, np.int32), dtype=INT32), same, dtype=INT32
-            ),
-            b.const(n, np.int32),
-            dtype=INT32,
-        )
-        early = b.op("Gather", scan, src, axis=0, dtype=ct)
-        early_flag = b.op("Gather", flags, src, axis=0, dtype=BOOL) if flags is not None else None
-        scan, flags = kind.combine(b, early, scan, None, early_flag, flags)
-        d *= 2
+    scan, flags = _segmented_scan(b, kind, ext_keys, scan, flags, n, w_static)
 
     # 4. fold each run total into its data row; one ScatterND with unique targets
     first_n = (b.const([0]), b.const([n]))
@@ -212,8 +182,10 @@ def lower_reduction_network(
     following = b.op("Concat", b.op("Slice", sorted_keys, b.const([1]), b.const([n]), dtype=INT32),
                      b.const([-1], np.int32), axis=0, dtype=INT32)
     is_end = b.cast(b.op("Not", b.op("Equal", sorted_keys, following)), INT32, BOOL)
-    dummy = b.op("Add", b.op("Add", t_minus_n, b.const(n, np.int32), dtype=INT32), r32, dtype=INT32)
-    dummy = b.op("Slice", dummy, *first_n, dtype=INT32)
+    positions = b.op(
+        "Range", b.const(0, np.int32), b.const(n, np.int32), b.const(1, np.int32), dtype=INT32
+    )
+    dummy = b.op("Add", positions, r32, dtype=INT32)  # position t's dummy row R + t
     targets = b.op(
         "Add",
         dummy,
@@ -238,41 +210,6 @@ def _cast_like(b: seg.Builder, value: ir.Value, to: ir.DataType) -> ir.Value:
     return out
 
 
-def _sort(
-    b: seg.Builder, keys: ir.Value, sentinel: ir.Value, n: int, minmax: bool
-) -> tuple[ir.Value, ir.Value]:
-    """Sort the pairs (keys[i], i) (int32 [n]) lexicographically; return the sorted keys and
-    positions."""
-    size = padded_size(n)
-    positions = b.op(
-        "Range", b.const(0, np.int32), b.const(size, np.int32), b.const(1, np.int32), dtype=INT32
-    )
-    if size > n:
-        keys = b.op(
-            "Concat",
-            keys,
-            b.op("Expand", sentinel, b.const([size - n]), dtype=INT32),
-            axis=0,
-            dtype=INT32,
-        )
-    k = 1
-    while k < size:
-        keys, positions = _compare_exchange(
-            b, keys, positions, size, k, mirror=k > 1, minmax=minmax
-        )
-        j = k // 2
-        while j >= 1:
-            keys, positions = _compare_exchange(
-                b, keys, positions, size, j, mirror=False, minmax=minmax
-            )
-            j //= 2
-        k *= 2
-    if size > n:
-        keys = b.op("Slice", keys, b.const([0]), b.const([n]), dtype=INT32)
-        positions = b.op("Slice", positions, b.const([0]), b.const([n]), dtype=INT32)
-    return keys, positions
-
-
 def fits_one_sort_key(rows: int, n: int) -> bool:
     """Whether every (key, position) pair fits one int32 ``key * N + position`` (N the network's
     width, keys up to the sentinel ``rows``), which then sorts alone: ordering it is ordering the
@@ -280,88 +217,146 @@ def fits_one_sort_key(rows: int, n: int) -> bool:
     return (rows + 1) * padded_size(n) - 1 <= INT32_MAX
 
 
-def _sort_combined(b: seg.Builder, keys: ir.Value, rows: int, n: int) -> tuple[ir.Value, ir.Value]:
-    """:func:`_sort` where :func:`fits_one_sort_key`: the network moves one int32 ``key * N +
-    position`` with ``Min``/``Max`` (opset >= 12), 7-9 nodes a step instead of 25 for the pair's
-    compare and exchange; keys and positions are split off it once at the end."""
-    size = padded_size(n)
-    width = b.const(size, np.int32)
-    positions = b.op("Range", b.const(0, np.int32), width, b.const(1, np.int32), dtype=INT32)
-    if size > n:  # sentinel keys
-        pad = b.op("Expand", b.const([rows], np.int32), b.const([size - n]), dtype=INT32)
-        keys = b.op("Concat", keys, pad, axis=0, dtype=INT32)
-    combined = b.op("Add", b.op("Mul", keys, width, dtype=INT32), positions, dtype=INT32)
-    flat = b.const([size])
+def network_steps(size: int) -> list[tuple[int, bool]]:
+    """The bitonic network on ``size`` (a power of two) slots, step by step: (half size j, whether
+    the step compares each slot with its mirror in the block of 2j rather than with the slot j
+    away). For each block size 2k: the mirror step (j = k), then half-cleaners k/2, ..., 1."""
+    steps = []
     k = 1
     while k < size:
         j = k
         while j >= 1:
-            mirror = j == k and k > 1
-            grid = b.op("Reshape", combined, b.const([size // (2 * j), 2, j]), dtype=INT32)
-            lower = b.op("Slice", grid, b.const([0]), b.const([1]), b.const([1]), dtype=INT32)
-            upper = b.op("Slice", grid, b.const([1]), b.const([2]), b.const([1]), dtype=INT32)
-            if mirror:
-                upper = _reverse(b, upper, j)
-            lo, hi = b.op("Min", lower, upper, dtype=INT32), b.op("Max", lower, upper, dtype=INT32)
-            if mirror:
-                hi = _reverse(b, hi, j)
-            joined = b.op("Concat", lo, hi, axis=1, dtype=INT32)
-            combined = b.op("Reshape", joined, flat, dtype=INT32)
+            steps.append((j, j == k and k > 1))
             j //= 2
         k *= 2
+    return steps
+
+
+def _sort(
+    b: seg.Builder, keys: ir.Value, sentinel: ir.Value, n: int, combined: bool
+) -> tuple[ir.Value, ir.Value]:
+    """Sort the pairs (keys[i], i) (int32 [n]) lexicographically; return the sorted keys and
+    positions. ``combined`` (where :func:`fits_one_sort_key`): the network moves the one int32
+    ``key * N + position``, split once at the end; else the pairs, compared lexicographically."""
+    size = padded_size(n)
+    width = b.const(size, np.int32)
+    slots = b.op("Range", b.const(0, np.int32), width, b.const(1, np.int32), dtype=INT32)
+    if size > n:  # sentinel keys
+        pad = b.op("Expand", sentinel, b.const([size - n]), dtype=INT32)
+        keys = b.op("Concat", keys, pad, axis=0, dtype=INT32)
+    if combined:
+        state = [b.op("Add", b.op("Mul", keys, width, dtype=INT32), slots, dtype=INT32)]
+    else:
+        state = [keys, slots]
+    if size > 1:
+        state = _sorting_network(b, state, slots, size)
     if size > n:
-        combined = b.op("Slice", combined, b.const([0]), b.const([n]), dtype=INT32)
-    sorted_keys = b.op("Div", combined, width, dtype=INT32)  # (non-negative: exact)
-    positions = b.op("Sub", combined, b.op("Mul", sorted_keys, width, dtype=INT32), dtype=INT32)
+        state = [b.op("Slice", v, b.const([0]), b.const([n]), dtype=INT32) for v in state]
+    if not combined:
+        return state[0], state[1]
+    sorted_keys = b.op("Div", state[0], width, dtype=INT32)  # (non-negative: exact)
+    positions = b.op("Sub", state[0], b.op("Mul", sorted_keys, width, dtype=INT32), dtype=INT32)
     return sorted_keys, positions
 
 
-def _compare_exchange(
-    b: seg.Builder, keys, positions, size: int, half: int, mirror: bool, minmax: bool
-):
-    """One network step on blocks of 2 * ``half``: element j of the first half against element j of
-    the second (``mirror``: against element half-1-j), the smaller pair first."""
-    blocks = b.const([size // (2 * half), 2, half])
+def _sorting_network(
+    b: seg.Builder, state: list[ir.Value], slots: ir.Value, size: int
+) -> list[ir.Value]:
+    """``state`` (one int32 key, or keys and positions, each [size]) sorted by the bitonic network
+    as one Loop of :func:`network_steps`: iteration i reads its step's half size and mirror flag
+    from two constant tables and compare-exchanges every slot with its partner through a Gather,
+    so nothing in the body has a shape that depends on the step. The smaller value goes to the
+    lower slot of each pair (every comparator points one way)."""
+    steps = network_steps(size)
+    halves = b.const([j for j, _ in steps], np.int32)
+    mirrors = b.const([m for _, m in steps], np.bool_)
 
-    def halves(value):
-        grid = b.op("Reshape", value, blocks, dtype=INT32)
-        lower = b.op("Slice", grid, b.const([0]), b.const([1]), b.const([1]), dtype=INT32)
-        upper = b.op("Slice", grid, b.const([1]), b.const([2]), b.const([1]), dtype=INT32)
-        return lower, (_reverse(b, upper, half) if mirror else upper)
+    def step(bb: seg.Builder, i: ir.Value, *carried: ir.Value) -> list[ir.Value]:
+        j = bb.op("Gather", halves, i, axis=0, dtype=INT32)
+        block = bb.op("Add", j, j, dtype=INT32)
+        offset = bb.op("Mod", slots, block, dtype=INT32)  # the slot's place in its block of 2j
+        lower = bb.op("Less", offset, j)
+        across = bb.op(
+            "Where", lower, bb.op("Add", slots, j, dtype=INT32), bb.op("Sub", slots, j, dtype=INT32),
+            dtype=INT32,
+        )
+        mirrored = bb.op(  # block start + 2j - 1 - offset
+            "Sub",
+            bb.op("Add", slots, bb.op("Sub", block, bb.const(1, np.int32), dtype=INT32),
+                  dtype=INT32),
+            bb.op("Add", offset, offset, dtype=INT32),
+            dtype=INT32,
+        )
+        partner = bb.op(
+            "Where", bb.op("Gather", mirrors, i, axis=0, dtype=BOOL), mirrored, across, dtype=INT32
+        )
+        others = [bb.op("Gather", v, partner, axis=0, dtype=INT32) for v in carried]
+        first = bb.op("Less", carried[0], others[0])
+        if len(carried) == 2:  # (key, position) pairs: positions break ties
+            first = bb.op("Or", first, bb.op(
+                "And", bb.op("Equal", carried[0], others[0]), bb.op("Less", carried[1], others[1])
+            ))
+        take = bb.op("Xor", lower, first)  # the lower slot keeps the smaller, the upper the larger
+        return [bb.op("Where", take, o, v, dtype=INT32) for v, o in zip(carried, others)]
 
-    (ka, kb), (pa, pb) = halves(keys), halves(positions)
-    a_first = b.op(
-        "Or", b.op("Less", ka, kb), b.op("And", b.op("Equal", ka, kb), b.op("Less", pa, pb))
+    return _counted_loop(b, len(steps), state, [[size]] * len(state), step)
+
+
+def _segmented_scan(
+    b: seg.Builder, kind: seg.Kind, ext_keys: ir.Value, scan: ir.Value, flags: ir.Value | None,
+    n: int, width: int | None,
+) -> tuple[ir.Value, ir.Value | None]:
+    """Inclusive segmented scan (Hillis-Steele) of ``scan`` (the n sorted rows and the identity
+    row, [n + 1, w]) over the runs of equal ``ext_keys``, as one Loop of ceil(log2 n) iterations
+    carrying d (1, 2, 4, ...), the rows and the NaN flags: row t becomes ``combine(row[t - d],
+    row[t])`` where key[t - d] == key[t], else ``combine(identity, row[t])`` (row n, key -1)."""
+    trips = max(n - 1, 0).bit_length()
+    if trips == 0:
+        return scan, flags
+    last = b.const(n, np.int32)
+    rows = b.op(
+        "Range", b.const(0, np.int32), b.const(n + 1, np.int32), b.const(1, np.int32), dtype=INT32
     )
-    a_first = b.cast(a_first, INT32, BOOL)
-    if minmax:
-        k_lo, k_hi = b.op("Min", ka, kb, dtype=INT32), b.op("Max", ka, kb, dtype=INT32)
-    else:
-        k_lo, k_hi = _exchange(b, ka, kb, a_first)
-    p_lo, p_hi = _exchange(b, pa, pb, a_first)
-    if mirror:
-        k_hi, p_hi = _reverse(b, k_hi, half), _reverse(b, p_hi, half)
-    flat = b.const([size])
-    keys = b.op("Reshape", b.op("Concat", k_lo, k_hi, axis=1, dtype=INT32), flat, dtype=INT32)
-    positions = b.op("Reshape", b.op("Concat", p_lo, p_hi, axis=1, dtype=INT32), flat, dtype=INT32)
-    return keys, positions
+
+    def step(bb: seg.Builder, _: ir.Value, d: ir.Value, scan: ir.Value, *flags: ir.Value):
+        back = bb.op("Sub", rows, d, dtype=INT32)
+        back = bb.op(  # t - d, or the identity row before the first row (no negative index)
+            "Where", bb.op("Less", back, bb.const(0, np.int32)), last, back, dtype=INT32
+        )
+        same = bb.op("Equal", ext_keys, bb.op("Gather", ext_keys, back, axis=0, dtype=INT32))
+        src = bb.op("Where", same, back, last, dtype=INT32)
+        early = bb.op("Gather", scan, src, axis=0, dtype=kind.dtype)
+        early_flag = bb.op("Gather", flags[0], src, axis=0, dtype=BOOL) if flags else None
+        scan, flag = kind.combine(bb, early, scan, None, early_flag, flags[0] if flags else None)
+        return [bb.op("Add", d, d, dtype=INT32), scan] + ([flag] if flags else [])
+
+    state = [b.const(1, np.int32), scan] + ([flags] if flags is not None else [])
+    shapes = [[], [n + 1, width]] + ([[n + 1, width]] if flags is not None else [])
+    _, scan, *rest = _counted_loop(b, trips, state, shapes, step)
+    return scan, (rest[0] if rest else None)
 
 
-def _exchange(b: seg.Builder, a, c, a_first):
-    """(a_first ? a : c, a_first ? c : a) for int32, with a_first as 0/1: exact integer
-    arithmetic."""
-    delta = b.op("Mul", b.op("Sub", a, c, dtype=INT32), a_first, dtype=INT32)
-    return b.op("Add", c, delta, dtype=INT32), b.op("Sub", a, delta, dtype=INT32)
-
-
-def _reverse(b: seg.Builder, value, length: int):
-    """``value[..., ::-1]`` along the last axis (of static ``length``): a step -1 Slice."""
-    return b.op(
-        "Slice",
-        value,
-        b.const([length - 1]),
-        b.const([-length - 1]),
-        b.const([2]),
-        b.const([-1]),
-        dtype=INT32,
+def _counted_loop(b: seg.Builder, trips: int, state: list[ir.Value], shapes: list, step):
+    """``state`` after ``trips`` runs of ``step(body, iteration, *state) -> new state``, as one ONNX
+    Loop TensorRT's ILoop takes: the trip count a constant and ``cond`` empty (onnx-tensorrt maps
+    the trip count to a kCOUNT limit and adds a kWHILE one only for a given ``cond``; the body's
+    condition output is then ignored), every carried value of one shape in every iteration (an
+    IRecurrenceLayer's next value must have the dimensions of its first: NvInfer.h). ``shapes``:
+    each carried value's shape, declared on the body's inputs and outputs and the Loop's."""
+    names = b.names
+    body = seg.Builder(names)
+    iteration = seg.body_input(names, "iteration", seg.INT64, [])
+    cond = seg.body_input(names, "cond", BOOL, [])
+    inputs = [seg.body_input(names, "carried", v.dtype, shape) for v, shape in zip(state, shapes)]
+    outputs = step(body, iteration, *inputs)
+    go_on = body.const(True, np.bool_)  # a constant: nothing in the body reads `cond`
+    for value, carried, shape in zip(outputs, inputs, shapes):
+        value.dtype, value.shape = carried.dtype, ir.Shape(shape)
+    graph = ir.Graph(
+        [iteration, cond, *inputs], [go_on, *outputs], nodes=body.nodes, name=names.new("steps")
     )
+    results = b.op("Loop", b.const(trips), None, *state, outputs=len(state), body=graph)
+    results = list(results) if isinstance(results, tuple) else [results]
+    for result, value, shape in zip(results, state, shapes):
+        result.dtype, result.shape = value.dtype, ir.Shape(shape)
+    return results

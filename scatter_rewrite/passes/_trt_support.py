@@ -72,7 +72,7 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
             op: frozenset({F32, F16, I32, B})
             for op in ("Expand", "Flatten", "Tile", "Split", "Where", "If", "Loop")
         },
-        "Gather": frozenset({F32, F16, I8, I32, B}),
+        **{op: frozenset({F32, F16, I8, I32, B}) for op in ("Gather", "GatherElements")},
         "ScatterND": frozenset({F32, F16, I8, I32}),
         "ScatterElements": frozenset({F32, F16, I8, I32}),
         # the 8.x importer: "only supports int32 and float input types"
@@ -99,7 +99,7 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
             op: _10_MOVE
             for op in ("Concat", "Constant", "ConstantOfShape", "Identity", "Reshape", "Size",
                        "Slice", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Flatten", "Tile",
-                       "Split", "Where", "If", "Loop", "Gather")
+                       "Split", "Where", "If", "Loop", "Gather", "GatherElements")
         },
         "Cast": _10_MOVE | {I8, U8},  # Cast.html (10.6) lists int8 and uint8 too
         "Shape": _10_MOVE | {I8},  # Shape.html (10.7) lists int8 too

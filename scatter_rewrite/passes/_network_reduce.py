@@ -1,12 +1,11 @@
-"""A TensorRT-safe exact lowering of reducing scatters: a sorting network, no TopK, Loop or NonZero.
+"""A TensorRT-safe exact lowering of reducing scatters: a sorting network and a segmented scan,
+each one fixed-shape ``Loop``; no TopK, NonZero or If.
 
 Used by the ``tensorrt`` pass where TensorRT cannot run a ScatterElements/ScatterND reduction:
 on TensorRT 8.6 always (its parser silently ignores ``reduction``, NVIDIA/TensorRT#3750), on
 TensorRT 10 when the ScatterElements plugin cannot take the node (data other than
 FP32/FP16/INT32/INT64). The standard lowering (:mod:`._segment_reduce`) cannot serve there: it
-sorts with a ``TopK`` whose K is computed at run time (TensorRT needs K as an initializer, and
-K <= 1024 on 8.6, 3840 on 10: docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html)
-and reduces in a ``Loop`` whose carried values shrink (``ILoop`` needs fixed-shape recurrences).
+sorts all n keys with one ``TopK`` and reduces in a ``Loop`` whose carried values shrink.
 
 Public entry points:
 
@@ -17,6 +16,27 @@ Public entry points:
   where the node's input shapes are, except what depends on the data's (dynamic) shape, which
   comes from ``Shape`` ops.
 
+What TensorRT offers, and why a network is still needed (sources read in onnx/onnx-tensorrt
+branches 8.5-GA, 8.6-GA, 10.1-GA and NVIDIA/TensorRT release/8.6):
+
+* TopK takes K at run time from 8.6 on (onnx-tensorrt 8.6-EA Changelog "Added support for TopK
+  operators with dynamic K values"; its importer calls ``layer->setInput(1, *kPtr)``, where 8.4
+  and 8.5 asserted "This version of TensorRT only supports input K as an initializer"), but K is
+  at most 3840 (release/8.6 include/NvInfer.h, addTopK: "Currently only values of K up to 3840 are
+  supported"; ITopKLayer::setInput: "Values larger than 3840 will result in a runtime error").
+  8.6's importer also runs an INT32 TopK in FLOAT32 ("Rounding errors may occur for large integer
+  values"), and TensorRT does not document TopK's order among ties. So TopK cannot sort n > 3840
+  keys, nor int32 keys above 2^24 exactly, nor keep equal keys in update order: the network sorts.
+* ``ILoop`` runs a Loop whose carried values keep their dimensions (NvInfer.h,
+  IRecurrenceLayer::setInput: "The next value of the output tensor ... must have the same
+  dimensions as input 0"; onnx-tensorrt 10.1 docs/operators.md, Loop: "The shape of Loop carried
+  dependencies must be the same across all loop iterations"). The importer maps the trip count to
+  a kCOUNT trip limit and each state input to an IRecurrenceLayer, and adds a kWHILE limit only
+  when the ``cond`` input is given: every Loop here has a constant trip count and no ``cond`` (its
+  body's condition output, a constant true, is then ignored).
+* 8.6 takes Mod on INT32 (docs/operators.md) but no BitShift/BitwiseXor, and its CumSum is
+  FP32/FP16 only and runs an ILoop over the whole axis (not used).
+
 Construction, for n updates on data viewed as R rows of width w (cost: the sort is
 O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updates):
 
@@ -25,33 +45,25 @@ O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updat
    for ScatterND, single elements otherwise; negative indices normalized), cast to int32.
 2. Sort the pairs (key, position) with a bitonic network over n padded to a power of two N (pad
    keys = R, a sentinel above every real key; positions are unique), in the variant whose
-   comparators all point one way: for each block size 2k, first compare each element of a block
-   with its mirror (``Reshape`` to [N/2k, 2, k], ``Slice`` the halves, reverse the second with a
-   step -1 ``Slice``, compare, reverse the larger half back), then half-cleaners of half size
-   k/2, ..., 1 (``Reshape`` [N/2j, 2, j], lower/upper halves). The comparison is lexicographic
-   on (key, position), a total order, so the sort is stable: duplicates keep update order, which
-   max/min need for exact ties (-0.0/+0.0) and NaN placement. Keys move with ``Min``/``Max`` (opset
-   >= 12; arithmetic below), positions with integer arithmetic (onnxruntime's ``Where`` costs
-   ~8 ns per int32 element, its ``Add``/``Mul`` < 1 ns). The update rows are then gathered once
-   by the sorted positions. Where every pair fits one int32 ``key * N + position`` (static data
-   rows R with (R + 1) N <= 2^31, opset >= 12), the network sorts that one key instead, each
-   step a Reshape, two Slices (a third to mirror), Min, Max and Concat/Reshape: 7-9 nodes against
-   25 for the pair's compare and exchange (:func:`fits_one_sort_key`).
-
-   Why the network stays the bulk of the graph (the opset-13 lowering is ~70 nodes whatever n): it
-   has log2(N) (log2(N) + 1) / 2 steps (120 at N = 2^15), and TensorRT 8.6 offers nothing that
-   sorts n keys at once: its TopK takes K as an initializer, K <= 1024 on 8.6 (3840 on 10;
-   docs.nvidia.com/deeplearning/tensorrt, operators/docs/TopK.html) and FP32/FP16 data only
-   (onnx-tensorrt 8.x docs/operators.md), so neither the keys nor the pairs (exact as float only
-   below 2^24) can be sorted by it; ``ILoop`` needs fixed-shape recurrences (no shrinking rounds).
-3. Segmented inclusive scan (Hillis-Steele, ceil(log2 n) unrolled steps) over the sorted rows
-   plus one identity row at the end (:meth:`~._segment_reduce.Kind.identity`): step d computes
-   ``V = combine(Gather(V, src), V)`` with ``src[t] = t - d`` where key[t - d] == key[t], else
-   the identity row, so every step is one row ``Gather`` and the combine, all of static shape.
-   ``combine`` is :class:`~._segment_reduce.Kind`'s (order kept: earlier op later; float16 and
-   bfloat16 add/mul in float32, 8/16-bit integers in int32, bool as Or/And). For float max/min
-   it always carries the "a NaN came after" flag and uses the exact select (the standard
-   lowering chooses at run time with an ``If``; here there is no control flow at all).
+   comparators all point one way (:func:`network_steps`: for each block size 2k, each slot
+   against its mirror in the block, then half-cleaners of half size k/2, ..., 1), run as ONE
+   ``Loop`` of log2(N) (log2(N) + 1) / 2 iterations (:func:`_sorting_network`): iteration i
+   reads its step's constants from small tables (``Gather(table, i)``), computes every slot's
+   partner from t = Range(N) and t mod 2j, reads the partner's value (``GatherElements``) and
+   keeps the smaller value in the lower slot; nothing in the body has a shape that depends on i.
+   The comparison is lexicographic on (key, position), a total order, so the sort is stable:
+   duplicates keep update order, which max/min need for exact ties (-0.0/+0.0) and NaN
+   placement. Where every pair fits one int32 ``key * N + position`` (static data rows R with
+   (R + 1) N <= 2^31: :func:`fits_one_sort_key`) the Loop carries that one key, else the keys
+   and the positions. The update rows are then gathered once by the sorted positions.
+3. Segmented inclusive scan (Hillis-Steele) over the sorted rows plus one identity row at the end
+   (:meth:`~._segment_reduce.Kind.identity`), as ONE ``Loop`` of ceil(log2 n) iterations
+   (:func:`_segmented_scan`) carrying d (1, 2, 4, ...), the rows [n + 1, w] and, for float
+   max/min, the "a NaN came after" flags: row t becomes ``combine(V[src], V[t])`` with src = t - d
+   where key[t - d] == key[t], else the identity row. ``combine`` is
+   :class:`~._segment_reduce.Kind`'s (order kept: earlier op later; float16 and bfloat16 add/mul
+   in float32, 8/16-bit integers in int32, bool as Or/And); float max/min always use the flags and
+   the exact select (the standard lowering chooses at run time with an ``If``).
 4. At each run end (key != next key) the run total is folded into the data row it lands on
    (data first, then the updates in order, as onnxruntime's kernel folds), and ONE ``ScatterND``
    (no reduction attribute) writes every position's row into the data padded with n extra rows
@@ -63,6 +75,13 @@ O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updat
    end, so only three Casts (data, updates, result) touch the small type (TensorRT 8.6's Flatten
    does not list INT8, and 10.x lists INT8 for Cast and the scatter layer only:
    :mod:`._trt_support`).
+
+Size: the node count no longer grows with n. The PyG max layer (N = E / 10 nodes, F = 64) as a
+synthetic opset-18 ScatterElements: 91 / 91 / 87 top-level nodes at E = 2,000 / 20,000 /
+200,000 (the unrolled network it replaces: 914 / 1,428 / 4,482; ``lower --opset 13``: 50); the
+committed 24-edge exports (tests/data/torch/gnn_max_layer_*): 101 (TorchScript) and 109 (dynamo)
+against 60 and 68 for ``lower --opset 13``. In onnxruntime (one thread) at E = 200,000 it runs
+about as fast as the unrolled network did (2.2 s against 2.4 s, measured on a shared machine).
 
 Exactness: as :mod:`._segment_reduce` (integers, bool and max/min bit for bit; float add/mul in
 scan order, within :data:`scatter_rewrite.validate.FLOAT_TOLERANCE`).

@@ -59,6 +59,22 @@ def test_every_verb_gives_pytorchs_output(name, verb):
     np.testing.assert_array_equal(got, expected)
 
 
+def test_tensorrt_10_leaves_the_torchscript_wrapper_its_parser_folds():
+    """On TensorRT 10 the plugin takes the max scatter as it is, and TensorRT's parser imports only
+    the branch an If with a constant condition takes: nothing to rewrite, so nothing to validate.
+    On 8.6 the reduction is lowered, which needs the rank the wrapper hides: inlined there."""
+    model, feeds, expected = load(EXPORTS[0])
+    result, report = sr.prepare_for_tensorrt(model, trt_version="10", validate=True, inputs=feeds,
+                                             return_report=True)
+    assert report.status == "UNCHANGED"
+    assert [n.op_type for n in result.graph.node] == [n.op_type for n in model.graph.node]
+    lowered, report = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True,
+                                              inputs=feeds, return_report=True)
+    assert "If" not in [n.op_type for n in lowered.graph.node]
+    assert any("else_branch inlined" in note for p in report.passes for note in p["notes"])
+    np.testing.assert_array_equal(run_onnxruntime(lowered.SerializeToString(), feeds)[0], expected)
+
+
 def lowered_node_count(name: str, verb: str) -> int:
     model, feeds, _ = load(name)
     function, options = VERBS[verb]

@@ -54,7 +54,10 @@ Everything rewritten is exact (the pipeline validates it in onnxruntime).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
@@ -63,7 +66,7 @@ from scatter_rewrite.graph import (
     nodes_within, reference_reason, remove_unused_expands,
 )
 from scatter_rewrite.type_inference import (
-    annotate_functions_with, borrow_inferred_types, restore_types,
+    annotate_functions_with, borrow_inferred_types, restore_types, serialize_without_weights,
 )
 from scatter_rewrite.passes._trt_support import (
     BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names,
@@ -343,7 +346,7 @@ class TensorRTPass(_ForTensorRT):
     name = "tensorrt"
 
     def run(self, model: ir.Model) -> None:
-        for text in inline_rank_hiding_ifs(model):
+        for text in inline_rank_hiding_ifs(model, self._inlining_needed(model)):
             self.note(text, modified=True)
         infer_missing_shapes(model)
         names = ModelNames(model)
@@ -386,6 +389,27 @@ class TensorRTPass(_ForTensorRT):
                 "(the sorting network needs it: --fix-dim NAME=SIZE), on TensorRT 10 use "
                 "FP32/FP16/INT32/INT64 data (plugin), or compute the scatter outside the engine"
             )
+
+    def _inlining_needed(self, model: ir.Model) -> Callable[[ir.Node], bool]:
+        """Which reducing scatters of unknown rank need the constant-condition Ifs around them
+        inlined: those whose rewrite needs the rank (every lowering, and the plugin form of a
+        ScatterND), and all of them in a model onnx.checker refuses (TorchScript declares shapes
+        from the branch not taken, which inlining corrects). A ScatterElements the plugin takes as
+        it is needs nothing: TensorRT's parser imports only the branch such an If takes
+        (onnx-tensorrt 8.6 and 10, ``If`` importer), so the model is left as it is."""
+        refused: list[bool] = []  # decided once, on the first node that needs it
+
+        def needed(node: ir.Node) -> bool:
+            if self.trt_version == "8.6" or node.op_type == "ScatterND":
+                return True
+            data = node.inputs[0] if node.inputs else None
+            if data is None or data.dtype not in PLUGIN_DATA_TYPES:
+                return True
+            if not refused:
+                refused.append(_fails_checker(model))
+            return refused[0]
+
+        return needed
 
     def _custom_domain_blocker(self, node: ir.Node) -> str | None:
         """Why a custom-domain scatter (lower --mode custom/tensorrt-plugin) fails on this TensorRT:
@@ -573,13 +597,26 @@ CUSTOM_AS_ONNX = CUSTOM_SCATTER_OPS
 _UNLOWERABLE = "cannot be lowered TensorRT-safely"
 
 
-def inline_rank_hiding_ifs(model: ir.Model) -> list[str]:
+def _fails_checker(model: ir.Model) -> bool:
+    """Whether onnx.checker (full) refuses ``model`` (checked without its big weights)."""
+    try:
+        onnx.checker.check_model(serialize_without_weights(model), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
+        return True
+    return False
+
+
+def inline_rank_hiding_ifs(
+    model: ir.Model, needs_rank: Callable[[ir.Node], bool] = lambda node: True
+) -> list[str]:
     """Inline, in place, the Ifs with a constant condition around a reducing scatter whose rank is
-    unknown (TorchScript's rank-0 wrapper of ``scatter_reduce``): the lowering needs the rank, and
+    unknown (TorchScript's rank-0 wrapper of ``scatter_reduce``) and whose rewrite ``needs_rank``:
     TensorRT would fold such an If at build time anyway. Returns what was done, for the notes."""
     from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
 
-    return inline_ifs_hiding_rank(model, lambda node: attr(node, "reduction", "none") in REDUCTIONS)
+    return inline_ifs_hiding_rank(
+        model, lambda node: attr(node, "reduction", "none") in REDUCTIONS and needs_rank(node)
+    )
 
 
 def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_version: str,

@@ -103,7 +103,8 @@ from scatter_rewrite.graph import attr
 from scatter_rewrite.passes import _segment_reduce as seg
 
 __all__ = [
-    "fits_one_sort_key", "lower_reduction_network", "network_blocker", "NOT_STATIC", "padded_size",
+    "fits_one_sort_key", "lower_reduction_network", "network_blocker", "network_steps",
+    "NOT_STATIC", "padded_size",
 ]
 
 INT32 = ir.DataType.INT32

@@ -64,9 +64,10 @@ import onnx_ir as ir
 from scatter_rewrite.graph import attr, reference_reason
 
 __all__ = [
-    "Builder", "compute_dtype", "first_opset_with", "INT64", "is_empty", "Kind", "lower_reduction",
-    "lower_tensor_scatter", "name_prefix", "Names", "reduction_blocker", "REDUCTIONS", "row_counts",
-    "scatter_nd_rows", "SMALL_INTS", "tensor_scatter_blocker", "update_rows",
+    "body_input", "Builder", "compute_dtype", "first_opset_with", "INT64", "is_empty", "Kind",
+    "lower_reduction", "lower_tensor_scatter", "name_prefix", "Names", "reduction_blocker",
+    "REDUCTIONS", "row_counts", "scatter_nd_rows", "SMALL_INTS", "tensor_scatter_blocker",
+    "update_rows",
 ]
 
 REDUCTIONS = ("add", "mul", "max", "min")
@@ -665,16 +666,21 @@ class Kind:
         return merged, flag
 
 
+def body_input(names: Names, hint: str, dtype: ir.DataType, shape=None) -> ir.Value:
+    """A fresh input of a subgraph (a Loop body's iteration, condition or carried value)."""
+    return ir.Value(
+        name=names.new(hint),
+        type=ir.TensorType(dtype),
+        shape=ir.Shape(shape) if shape is not None else None,
+    )
+
+
 def _round_body(names: Names, kind: Kind, segments: ir.Value, flagged: bool) -> ir.Graph:
     """Loop body: pair every even-rank element with its successor in the same key run."""
     b = Builder(names)
 
     def inp(hint, dtype, shape=None):
-        return ir.Value(
-            name=names.new(hint),
-            type=ir.TensorType(dtype),
-            shape=ir.Shape(shape) if shape is not None else None,
-        )
+        return body_input(names, hint, dtype, shape)
 
     it, cond = inp("iter", INT64, []), inp("cond", ir.DataType.BOOL, [])
     keys, vals, ranks = (

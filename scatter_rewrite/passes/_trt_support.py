@@ -6,8 +6,9 @@ Sources (TensorRT cannot run here; these are the published tables):
 
 * ``"8.6"``: onnx-tensorrt ``docs/operators.md`` "Operator Support Matrix" of the 8.5/8.6 line
   ("TensorRT 8.5 supports operators up to Opset 17", onnx/onnx-tensorrt commit 6d0ab7be; the
-  release/8.6-GA copy could not be read here and the 8.6 importer code agrees with it where we
-  looked), and that line's importer: ``onnx2trt_utils.cpp`` ``convertDtype`` maps INT64 to INT32
+  8.6-GA branch's copy, "TensorRT 8.6 supports operators up to Opset 17", lists the same types
+  for every op the network lowering emits, GatherElements FP32, FP16, INT8, INT32, BOOL among
+  them), and that line's importer: ``onnx2trt_utils.cpp`` ``convertDtype`` maps INT64 to INT32
   (values clamped to int32, ``convertINT64``) and DOUBLE to FLOAT, and has no BFLOAT16 (TensorRT
   8.x has no bfloat16 type: "Unsupported ONNX data type"); ``elementwiseCheck`` refuses BOOL for
   Add/Sub/Mul/Max/Min/Less/Greater and non-BOOL for And/Or/Xor; ``Range`` takes int32 or float
@@ -72,7 +73,7 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
             op: frozenset({F32, F16, I32, B})
             for op in ("Expand", "Flatten", "Tile", "Split", "Where", "If", "Loop")
         },
-        "Gather": frozenset({F32, F16, I8, I32, B}),
+        **{op: frozenset({F32, F16, I8, I32, B}) for op in ("Gather", "GatherElements")},
         "ScatterND": frozenset({F32, F16, I8, I32}),
         "ScatterElements": frozenset({F32, F16, I8, I32}),
         # the 8.x importer: "only supports int32 and float input types"
@@ -99,7 +100,7 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
             op: _10_MOVE
             for op in ("Concat", "Constant", "ConstantOfShape", "Identity", "Reshape", "Size",
                        "Slice", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Flatten", "Tile",
-                       "Split", "Where", "If", "Loop", "Gather")
+                       "Split", "Where", "If", "Loop", "Gather", "GatherElements")
         },
         "Cast": _10_MOVE | {I8, U8},  # Cast.html (10.6) lists int8 and uint8 too
         "Shape": _10_MOVE | {I8},  # Shape.html (10.7) lists int8 too

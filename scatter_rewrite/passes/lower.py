@@ -271,7 +271,7 @@ class LowerPass(ScatterPass):
                 network_blocker,
             )
 
-            if network_blocker(node, target) is None:  # ops TensorRT's parser takes (no TopK/Loop)
+            if network_blocker(node, target) is None:  # ops TensorRT's parser takes
                 nodes, out = lower_reduction_network(node, target, names)
                 return (
                     nodes,
@@ -286,9 +286,9 @@ class LowerPass(ScatterPass):
                 nodes,
                 out,
                 (
-                    f"-> {len(nodes)} standard nodes with a run-time TopK, which TensorRT's parser "
-                    f"rejects (the TensorRT plugin cannot: {reason}; the number of updates is not "
-                    "static)"
+                    f"-> {len(nodes)} standard nodes with a Loop whose carried values shrink, "
+                    f"which TensorRT's parser rejects (the TensorRT plugin cannot: {reason}; the "
+                    "number of updates is not static)"
                 ),
             )
         nodes, out = seg.lower_reduction(node, target, names)

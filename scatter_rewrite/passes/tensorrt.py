@@ -30,13 +30,13 @@ plugin/scatterElementsPlugin/README.md):
 * TensorRT 8.6: the importer never reads ``reduction``: add/mul/max/min are silently ignored
   (wrong results, NVIDIA/TensorRT#3750). Every reduction is lowered to ops TensorRT 8.6 accepts:
   :func:`scatter_rewrite.passes._network_reduce.lower_reduction_network` (keys sorted by a bitonic
-  network of static shape, a segmented scan, one ScatterND with unique targets; no TopK, Loop,
-  NonZero or If). It needs a static number of updates (and a static ScatterND index tuple length);
-  nodes it cannot take are left alone with the reason. The same lowering serves TensorRT 10 for
-  reductions the plugin cannot take (data other than FP32/FP16/INT32/INT64). The standard lowering
-  (:mod:`._segment_reduce`) is not used here: it sorts with a ``TopK`` whose K is computed at run
-  time (the parser needs K as an initializer, and K <= 1024 on 8.6, 3840 on 10) and reduces in a
-  ``Loop`` whose carried values shrink (TensorRT's ILoop needs fixed-shape recurrences).
+  network run as one fixed-shape Loop, a segmented scan as another, one ScatterND with unique
+  targets; no TopK, NonZero or If). It needs a static number of updates (and a static ScatterND
+  index tuple length); nodes it cannot take are left alone with the reason. The same lowering
+  serves TensorRT 10 for reductions the plugin cannot take (data other than FP32/FP16/INT32/INT64).
+  The standard lowering (:mod:`._segment_reduce`) is not used here: it sorts all n keys with one
+  ``TopK`` (TensorRT takes K <= 3840 only) and reduces in a ``Loop`` whose carried values shrink
+  (TensorRT's ILoop needs fixed-shape recurrences).
   :func:`tensorrt_violations` checks every emitted node against the documented restrictions,
   op and data type (the one table: :mod:`._trt_support`).
   The lowering needs the scatter's rank: Ifs with a constant condition that hide it (TorchScript's
@@ -103,9 +103,10 @@ MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
 # The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support
 # for ... TensorScatter"): the flow leaves it as it is there.
 PARSES_TENSORSCATTER = frozenset({"11"})
-# The largest K TensorRT's TopK takes (docs.nvidia.com/deeplearning/tensorrt,
-# operators/docs/TopK.html: 1024 in 8.6, 3840 in 10.x).
-TOPK_MAX_K = {"8.6": 1024, "10": 3840, "11": 3840}  # (11: the 10.x limit; no change noted since)
+# The largest K TensorRT's TopK takes: NVIDIA/TensorRT release/8.6 include/NvInfer.h, addTopK
+# "Currently only values of K up to 3840 are supported", ITopKLayer::setInput "Values larger than
+# 3840 will result in a runtime error"; the same in 10.x. (11: no change noted since.)
+TOPK_MAX_K = {"8.6": 3840, "10": 3840, "11": 3840}
 # Ops whose output size depends on input values (a Loop may not carry what they shape).
 VALUE_SIZED_OPS = {"NonZero", "Compress", "Unique"}
 
@@ -182,8 +183,9 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
     Only documented restrictions are checked: every op must be in the audited operator table
     (:mod:`._trt_support`, onnx-tensorrt docs/operators.md) with a data type it lists (Cast: its
     input and ``to``; Constant: its value), as the parser casts it (INT64 -> INT32 on 8.6, DOUBLE ->
-    FLOAT); Compress/Unique/... are unsupported; TopK needs K as an initializer, K <= 1024 on 8.6
-    and 3840 on 10 (TensorRT operator docs, TopK); a Loop may not carry a value whose shape changes
+    FLOAT); Compress/Unique/... are unsupported; TopK's K must be at most 3840 (NvInfer.h), so one
+    computed at run time, which the parser takes from 8.6 on, is reported as unbounded; a Loop may
+    not carry a value whose shape changes
     (ILoop recurrences have a fixed shape: see :func:`_loop_shape_changes`); ScatterND may not carry
     a reduction, ScatterElements reductions are ignored on 8.6. Values without a recorded type get
     the type their producer gives them (:class:`_Types`); one still unknown is not checked.
@@ -211,7 +213,9 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
         if op == "TopK":
             if len(node.inputs) > 1 and not _is_constant(node.inputs[1]):
                 found.append(
-                    "TopK's K is computed at run time; TensorRT's parser needs K as an initializer"
+                    f"TopK's K is computed at run time, so nothing bounds it by the "
+                    f"{TOPK_MAX_K[trt_version]} TensorRT {trt_version} takes (a larger K fails "
+                    "at run time: NvInfer.h, ITopKLayer::setInput)"
                 )
             elif (
                 len(node.inputs) > 1
@@ -646,7 +650,7 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_vers
     )
     remove_unused_expands(scope.body, old_inputs)  # the GNN index Expand the lowering reads around
     return (f"lowered to {len(nodes)} TensorRT-safe standard nodes (bitonic sort of the keys, "
-            f"segmented scan, one ScatterND with unique targets) ({why})")
+            f"segmented scan, each a fixed-shape Loop; one ScatterND with unique targets) ({why})")
 
 
 class LowerTensorScatterPass(_ForTensorRT):
@@ -675,9 +679,9 @@ class LowerTensorScatterPass(_ForTensorRT):
         ]
         if lacking:
             # Moving to opset 17 would make LowerPass lower these max/min reductions with a run-time
-            # TopK and a shrinking Loop, which TensorRT rejects: lower them TensorRT-safely first
-            # (the converter then takes their nodes to opset 17), or, if one cannot be, leave the
-            # TensorScatter (check reports it).
+            # TopK (K unbounded by TensorRT's 3840) and a shrinking Loop (which TensorRT rejects):
+            # lower them TensorRT-safely first (the converter then takes their nodes to opset 17),
+            # or, if one cannot be, leave the TensorScatter (check reports it).
             from scatter_rewrite.passes._network_reduce import network_blocker
 
             infer_missing_shapes(model)

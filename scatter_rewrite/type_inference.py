@@ -34,36 +34,47 @@ def serialize_without_weights(model: ir.Model) -> onnx.ModelProto:
     """``model`` as a ModelProto for shape inference or a structural copy, without copying its
     weights.
 
-    External weights serialize as references (never read). In-memory initializers over
-    :data:`SHAPE_ONLY_BYTES` are swapped for an external reference to a file that does not exist
+    External weights serialize as references (never read). In-memory initializers and Constant
+    values over :data:`SHAPE_ONLY_BYTES` are swapped for an external reference to a file that does not exist
     while serializing (shape inference needs only dtype and dims; data propagation only reads small
     shape tensors), then restored: a model loaded with inline weights is not copied three times
     (proto, bytes for the C++ side, and back).
     """
     swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
+    swapped_constants: list[tuple[ir.Node, ir.Attr]] = []
     try:
         for graph in model.graphs():
             for value in graph.initializers.values():
                 tensor = value.const_value
-                if (
-                    tensor is None
-                    or isinstance(tensor, ir.ExternalTensor)
-                    or tensor.nbytes <= SHAPE_ONLY_BYTES
-                ):
-                    continue
-                swapped.append((value, tensor))
-                value.const_value = ir.ExternalTensor(
-                    "scatter-rewrite-shape-only",
-                    0,
-                    tensor.nbytes,
-                    tensor.dtype,
-                    shape=tensor.shape,
-                    name=value.name or tensor.name or "",
-                )
+                if _is_big_in_memory(tensor):
+                    swapped.append((value, tensor))
+                    value.const_value = _shape_only(tensor, value.name)
+            # (a Constant node's value too: TorchScript writes torch.zeros(N, F) as one)
+            for node in graph:
+                value_attr = node.attributes.get("value") if node.op_type == "Constant" else None
+                if (value_attr is not None and not value_attr.is_ref()
+                        and value_attr.type == ir.AttributeType.TENSOR
+                        and _is_big_in_memory(value_attr.value)):
+                    swapped_constants.append((node, value_attr))
+                    node.attributes["value"] = ir.AttrTensor(
+                        "value", _shape_only(value_attr.value, node.outputs[0].name))
         return ir.serde.serialize_model(model)
     finally:
         for value, tensor in swapped:
             value.const_value = tensor
+        for node, value_attr in swapped_constants:
+            node.attributes["value"] = value_attr
+
+
+def _is_big_in_memory(tensor: ir.TensorProtocol | None) -> bool:
+    return (tensor is not None and not isinstance(tensor, ir.ExternalTensor)
+            and tensor.nbytes > SHAPE_ONLY_BYTES)
+
+
+def _shape_only(tensor: ir.TensorProtocol, name: str | None) -> ir.ExternalTensor:
+    """A reference to a file that does not exist, of ``tensor``'s dtype and shape."""
+    return ir.ExternalTensor("scatter-rewrite-shape-only", 0, tensor.nbytes, tensor.dtype,
+                             shape=tensor.shape, name=name or tensor.name or "")
 
 
 def weightless_copy(model: ir.Model) -> ir.Model:
@@ -370,21 +381,23 @@ def infer_with_bounded_data_prop(proto: onnx.ModelProto) -> dict[str, tuple] | N
     input of that name instead (data propagation refines only shapes that are not yet static, so
     nothing is lost), and data propagation runs on the copy. When that makes more values static
     and big, they are cut too and it runs again, at most :data:`DATA_PROP_ROUNDS` times in all.
+    Loops are cut out whole (:func:`_cut_loops`): their values keep their plain inference.
     ``proto`` is not changed."""
     try:
         types = _inferred_types(onnx.shape_inference.infer_shapes(proto).graph)
     except Exception:  # best effort
         return None
-    cut: set[str] = set()
+    cut: dict[str, tuple[int, tuple]] = {}  # the type each cut value had when it was cut
     for round_ in range(DATA_PROP_ROUNDS):
-        fresh = {name for name, (elem, shape) in types.items()
+        fresh = {name: (elem, shape) for name, (elem, shape) in types.items()
                  if name not in cut and _is_big(elem, shape)}
         if round_ and not fresh:
             break
         cut |= fresh
         copy = onnx.ModelProto()
         copy.CopyFrom(proto)
-        added = _cut_values(copy.graph, cut, types, copy.graph)
+        added = _cut_values(copy.graph, set(cut), cut, copy.graph)
+        added |= _cut_loops(copy.graph, types, copy.graph)
         _drop_unread(copy.graph, added)
         try:
             found = _inferred_types(onnx.shape_inference.infer_shapes(copy, data_prop=True).graph)
@@ -419,6 +432,35 @@ def _cut_values(graph: onnx.GraphProto, cut: set[str], types: dict,
             for body in [a.g] if a.HasField("g") else list(a.graphs):
                 added |= _cut_values(body, cut, types, main)
     if len(kept) < len(graph.node):
+        del graph.node[:]
+        graph.node.extend(kept)
+    return added
+
+
+def _cut_loops(graph: onnx.GraphProto, types: dict, main: onnx.GraphProto) -> set[str]:
+    """In this copy for data propagation: every ``Loop`` of ``graph`` (and of its If branches) is
+    replaced by typed main-graph inputs for its outputs, with the types plain inference gave them.
+    ONNX propagates no data through a Loop, and inferring a Loop's body with data propagation cost
+    0.16 s and 120 MiB for the 15-node sorting Loop of the TensorRT lowering (onnx 1.23); the
+    values in a body keep their plain inference. Returns the names made inputs."""
+    added: set[str] = set()
+    kept = []
+    for node in graph.node:
+        outputs = [o for o in node.output if o]
+        if (node.op_type == "Loop" and node.domain in ("", "ai.onnx")
+                and all(o in types for o in outputs)):
+            for name in outputs:
+                elem, shape = types[name]
+                main.input.append(onnx.helper.make_tensor_value_info(
+                    name, elem, list(shape) if shape is not None else None))
+                added.add(name)
+            continue
+        kept.append(node)
+        if node.op_type == "If":
+            for a in node.attribute:
+                if a.HasField("g"):
+                    added |= _cut_loops(a.g, types, main)
+    if len(kept) != len(graph.node):
         del graph.node[:]
         graph.node.extend(kept)
     return added

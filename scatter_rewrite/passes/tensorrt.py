@@ -40,8 +40,10 @@ plugin/scatterElementsPlugin/README.md):
   :func:`tensorrt_violations` checks every emitted node against the documented restrictions,
   op and data type (the one table: :mod:`._trt_support`).
   The lowering needs the scatter's rank: Ifs with a constant condition that hide it (TorchScript's
-  rank-0 wrapper of ``scatter_reduce``) are inlined first (:func:`inline_rank_hiding_ifs`; TensorRT
-  would fold them at build time anyway). When a TensorScatter takes the model to opset 17 on 8.6,
+  rank-0 wrapper of ``scatter_reduce``) are inlined first (:func:`inline_rank_hiding_ifs`). Where
+  nothing needs the rank (a ScatterElements the TensorRT 10/11 plugin takes as it is) such an If is
+  left, unless onnx.checker refuses the model: TensorRT's parser imports only the branch it takes.
+  When a TensorScatter takes the model to opset 17 on 8.6,
   its max/min reductions are lowered this way before LowerPass runs (else LowerPass would sort them
   with TopK); if one cannot be, the TensorScatter is left alone with the reason.
 

@@ -87,8 +87,9 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
 
     # (before the passes, which may inline what made the claims false)
     claims = has_control_flow(model)
-    # (the model's own unused initializers are left as they are)
+    # (the model's own unused initializers and dead nodes are left as they are)
     unused_before = {id(v) for _, v in _unused_initializers(model)}
+    dead_before = {node for _, node in _dead_nodes(model)}  # (held: their ids stay theirs)
     results = []
     for p in passes:
         if progress is not None:
@@ -98,6 +99,9 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
             raise RuntimeError(f"pass {p} is not in place")  # our passes all are: a bug if not
         results.append(result)
     last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
+    removed = _remove_dead_nodes(model, dead_before)
+    if removed:  # (housekeeping, as a rewrite that replaces a node removes it: no note)
+        logger.debug("%d node(s) the rewrite left unread removed", removed)
     left = [(body, v) for body, v in _unused_initializers(model) if id(v) not in unused_before]
     for body, value in left:  # what a rewrite stopped using (onnxruntime warns of each on load)
         body.initializers.pop(value.name)
@@ -112,6 +116,33 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
                               f"corrected (the export's claims; no value changes): "
                               f"{'; '.join(corrected[:3])}{more}")
     return results
+
+
+def _dead_nodes(model: ir.Model) -> list[tuple[ir.Graph | ir.Function, ir.Node]]:
+    """(graph or function, node) for every node, in every scope, none of whose outputs is read
+    or is an output of its graph."""
+    from scatter_rewrite.graph import iter_scopes
+
+    return [(scope.body, node) for scope in iter_scopes(model) for node in scope.body
+            if node.outputs and not any(v.uses() or v.is_graph_output() for v in node.outputs)]
+
+
+def _remove_dead_nodes(model: ir.Model, dead_before: set[ir.Node]) -> int:
+    """Remove the nodes a rewrite left computing what nothing reads (a Constant a lowering built
+    and did not use, the shape chain of an index Expand the row-key lowering reads past), and the
+    producers that leaves dead, but no node that was dead before it (the model's own). onnxruntime
+    warns of each such node on load. Returns how many were removed."""
+    work = [node for _, node in _dead_nodes(model) if node not in dead_before]
+    removed = 0
+    while work:
+        node = work.pop()
+        if node.graph is None or any(v.uses() or v.is_graph_output() for v in node.outputs):
+            continue  # (removed already, or read again)
+        producers = [v.producer() for v in node.inputs if v is not None]
+        node.graph.remove(node, safe=True)
+        removed += 1
+        work += [p for p in producers if p is not None and p not in dead_before]
+    return removed
 
 
 def _unused_initializers(model: ir.Model) -> list[tuple[ir.Graph, ir.Value]]:

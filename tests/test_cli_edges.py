@@ -184,6 +184,27 @@ def test_no_initializer_the_rewrite_stopped_using_is_left(tmp_path: Path):
     assert "initializer(s) the rewrite no longer uses removed" in result.stdout
 
 
+def test_no_node_the_rewrite_left_unread_is_left_but_the_models_own_dead_nodes_stay(tmp_path):
+    """lower reads the GNN index before its Expand (row keys): the Expand's shape chain, and a
+    Constant the lowering built and did not use, computed what nothing read (onnxruntime warned of
+    each on load). A dead node of the model's own is not the rewrite's to remove."""
+    model = onnx.load(DATA / "torch" / "gnn_max_layer_dynamo18.onnx")
+    model.graph.node.append(onnx.helper.make_node("Neg", ["x"], ["unread_by_design"], name="own"))
+    source = tmp_path / "gnn.onnx"
+    onnx.save(model, source)
+
+    def dead(path: Path) -> set[str]:
+        graph = ir.load(path).graph
+        return {node.name for node in graph
+                if not any(v.uses() or v.is_graph_output() for v in node.outputs)}
+
+    assert dead(source) == {"own"}
+    out = tmp_path / "out.onnx"
+    result = invoke("lower", source, "--opset", "13", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert dead(out) == {"own"}
+
+
 def test_a_library_log_line_is_formatted_on_one_line():
     try:
         raise ValueError("bad shape\n  at node x")

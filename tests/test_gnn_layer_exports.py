@@ -59,11 +59,52 @@ def test_every_verb_gives_pytorchs_output(name, verb):
     np.testing.assert_array_equal(got, expected)
 
 
-def test_tensorrt_10_leaves_the_torchscript_wrapper_its_parser_folds():
+def scaled_torchscript_export(nodes: int, features: int):
+    """The committed TorchScript export with N x F data (its zeros Constant as big as real ones),
+    the same 24 edges, and what PyTorch's layer gives (max of x[src] * scale into zeros)."""
+    model, feeds, _ = load(EXPORTS[0])
+    rng = np.random.default_rng(0)
+    for value in list(model.graph.input) + list(model.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if value.name == "x":
+            dims[0].dim_value, dims[1].dim_value = nodes, features
+        if value.name == "y":
+            dims[0].dim_value = nodes * features  # the export's flat claim
+    edges = feeds["edge_src"].shape[0]
+    for node in model.graph.node:  # the branches' declared outputs, as the exporter writes them
+        for branch in (a.g for a in node.attribute if a.HasField("g")):
+            for out in branch.output:
+                dims = out.type.tensor_type.shape.dim
+                flat = [nodes * features, edges * features, edges * features]
+                full = [(nodes, features), (edges, features), (edges, features)]
+                k = list(branch.output).index(out)
+                if len(dims) == 1:
+                    dims[0].dim_value = flat[k] if len(branch.output) == 3 else nodes * features
+                else:
+                    dims[0].dim_value, dims[1].dim_value = full[k]
+    zeros = next(n for n in model.graph.node if n.op_type == "Constant"
+                 and onnx.numpy_helper.to_array(n.attribute[0].t).ndim == 2)
+    zeros.attribute[0].t.CopyFrom(onnx.numpy_helper.from_array(
+        np.zeros((nodes, features), np.float32), zeros.attribute[0].t.name))
+    (scale,) = model.graph.initializer
+    scale_values = rng.standard_normal(features).astype(np.float32)
+    scale.CopyFrom(onnx.numpy_helper.from_array(scale_values, scale.name))
+    feeds = {"x": rng.standard_normal((nodes, features)).astype(np.float32),
+             "edge_src": rng.integers(0, nodes, feeds["edge_src"].shape),
+             "edge_dst": rng.integers(0, nodes, feeds["edge_dst"].shape)}
+    expected = np.zeros((nodes, features), np.float32)
+    np.maximum.at(expected, feeds["edge_dst"], feeds["x"][feeds["edge_src"]] * scale_values)
+    return model, feeds, expected
+
+
+@pytest.mark.parametrize("size", ["committed", "zeros Constant over 4 KiB"])
+def test_tensorrt_10_leaves_the_torchscript_wrapper_its_parser_folds(size):
     """On TensorRT 10 the plugin takes the max scatter as it is, and TensorRT's parser imports only
     the branch an If with a constant condition takes: nothing to rewrite, so nothing to validate.
-    On 8.6 the reduction is lowered, which needs the rank the wrapper hides: inlined there."""
-    model, feeds, expected = load(EXPORTS[0])
+    On 8.6 the reduction is lowered, which needs the rank the wrapper hides: inlined there. (With
+    a big zeros Constant, the shape-only copy the decision reads must not look refused.)"""
+    model, feeds, expected = load(EXPORTS[0]) if size == "committed" else (
+        scaled_torchscript_export(64, 32))
     result, report = sr.prepare_for_tensorrt(model, trt_version="10", validate=True, inputs=feeds,
                                              return_report=True)
     assert report.status == "UNCHANGED"

@@ -42,7 +42,8 @@ plugin/scatterElementsPlugin/README.md):
   The lowering needs the scatter's rank: Ifs with a constant condition that hide it (TorchScript's
   rank-0 wrapper of ``scatter_reduce``) are inlined first (:func:`inline_rank_hiding_ifs`). Where
   nothing needs the rank (a ScatterElements the TensorRT 10/11 plugin takes as it is) such an If is
-  left, unless onnx.checker refuses the model: TensorRT's parser imports only the branch it takes.
+  left, unless shape inference refuses the model's declared shapes: TensorRT's parser imports
+  only the branch it takes.
   When a TensorScatter takes the model to opset 17 on 8.6,
   its max/min reductions are lowered this way before LowerPass runs (else LowerPass would sort them
   with TopK); if one cannot be, the TensorScatter is left alone with the reason.
@@ -395,10 +396,11 @@ class TensorRTPass(_ForTensorRT):
     def _inlining_needed(self, model: ir.Model) -> Callable[[ir.Node], bool]:
         """Which reducing scatters of unknown rank need the constant-condition Ifs around them
         inlined: those whose rewrite needs the rank (every lowering, and the plugin form of a
-        ScatterND), and all of them in a model onnx.checker refuses (TorchScript declares shapes
-        from the branch not taken, which inlining corrects). A ScatterElements the plugin takes as
-        it is needs nothing: TensorRT's parser imports only the branch such an If takes
-        (onnx-tensorrt 8.6 and 10, ``If`` importer), so the model is left as it is."""
+        ScatterND), and all of them in a model whose declared shapes ONNX shape inference
+        refuses (TorchScript declares shapes from the branch not taken, which inlining corrects).
+        A ScatterElements the plugin takes as it is needs nothing: TensorRT's parser imports only
+        the branch such an If takes (onnx-tensorrt 8.6 and 10, ``If`` importer), so the model is
+        left as it is."""
         refused: list[bool] = []  # decided once, on the first node that needs it
 
         def needed(node: ir.Node) -> bool:
@@ -408,7 +410,7 @@ class TensorRTPass(_ForTensorRT):
             if data is None or data.dtype not in PLUGIN_DATA_TYPES:
                 return True
             if not refused:
-                refused.append(_fails_checker(model))
+                refused.append(_contradicts_inference(model))
             return refused[0]
 
         return needed
@@ -599,11 +601,13 @@ CUSTOM_AS_ONNX = CUSTOM_SCATTER_OPS
 _UNLOWERABLE = "cannot be lowered TensorRT-safely"
 
 
-def _fails_checker(model: ir.Model) -> bool:
-    """Whether onnx.checker (full) refuses ``model`` (checked without its big weights)."""
+def _contradicts_inference(model: ir.Model) -> bool:
+    """Whether ONNX shape inference in strict mode, as onnx.checker's full check runs it, refuses
+    ``model``: a declared shape it contradicts (checked without the big weights, whose bytes it
+    does not need)."""
     try:
-        onnx.checker.check_model(serialize_without_weights(model), full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
+        onnx.shape_inference.infer_shapes(serialize_without_weights(model), strict_mode=True)
+    except onnx.shape_inference.InferenceError:
         return True
     return False
 

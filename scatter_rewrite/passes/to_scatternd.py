@@ -45,14 +45,15 @@ import dataclasses
 
 import numpy as np
 import onnx_ir as ir
-import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import (
     SCATTER_OPS, Scope, attr, constant_tensor, describe, function_calls, is_default_domain,
     iter_nodes, iter_scopes, reference_reason,
 )
-from scatter_rewrite.type_inference import annotate_functions_with, restore_types
+from scatter_rewrite.type_inference import (
+    annotate_functions_with, borrow_inferred_types, restore_types,
+)
 from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.spec import REDUCTIONS_SINCE
@@ -177,7 +178,7 @@ class ReplacementBuilder:
 
 
 def infer_missing_shapes(model: ir.Model) -> None:
-    """Run onnx shape inference (weights kept out of it by onnx_ir) when a scatter's inputs lack a
+    """Run onnx shape inference (weights kept out of it) when a scatter's inputs lack a
     shape or type: exporters often write no value_info for intermediate values (the TorchScript
     exporter with dynamic axes does), and converting needs ranks and dtypes. Adds shape
     information only; failures leave the model as it is. Function bodies are not inferred (their
@@ -186,7 +187,9 @@ def infer_missing_shapes(model: ir.Model) -> None:
         if (node.op_type in SCATTER_OPS and is_default_domain(node) and not scope.is_function
                 and any(v is not None and (v.shape is None or v.dtype is None)
                         for v in node.inputs)):
-            ir.passes.common.ShapeInferencePass(strict_mode=False)(model)
+            # (kept: nothing restores them. Not onnx_ir's ShapeInferencePass, which serializes
+            # every Constant's bytes: a 5 MiB zeros Constant cost 38 MiB of peak memory there)
+            borrow_inferred_types(model)
             return
 
 

@@ -11,7 +11,8 @@ output declared flat) and by dynamo (opset 18). For each size, export and comman
 (``lower --opset 13``, ``tensorrt --trt-version 8.6``, ``tensorrt``): the command's wall time and
 peak RSS as a whole process (``/usr/bin/time -v``, under ``prlimit --as`` of :data:`MEMORY_CAP`
 so that a blow-up fails instead of taking the shared machine down), validation on (the default),
-and again with ``--no-validate`` (the rewrite alone); the result's node count, and the result's
+and again with ``--no-validate`` (the rewrite alone), each the median of ``--repeats`` runs; the
+result's node count, and the result's
 onnxruntime latency (CPU, one intra-op thread, default optimizations; medians of ``--runs``
 after 2 warm-ups) against the dynamo original's (the
 TorchScript original does not load in onnxruntime: its output is declared [N * F]). Every
@@ -79,7 +80,16 @@ def export_models(workdir: Path, edges: int,
     return found
 
 
-def run_command(args: list[str]) -> tuple[float, float, str]:
+def run_command(args: list[str], repeats: int = 1) -> tuple[float, float, str]:
+    """(median wall seconds, median peak RSS MiB, the error line or "") of ``scatter-rewrite ARGS``
+    run ``repeats`` times."""
+    found = [_run_once(args) for _ in range(repeats)]
+    errors = [e for _, _, e in found if e]
+    return (statistics.median(t for t, _, _ in found), statistics.median(m for _, m, _ in found),
+            errors[0] if errors else "")
+
+
+def _run_once(args: list[str]) -> tuple[float, float, str]:
     """(wall seconds, peak RSS MiB, the error line or "") of ``scatter-rewrite ARGS``."""
     cli = Path(sys.executable).parent / "scatter-rewrite"
     cmd = [*timer(), "prlimit", f"--as={MEMORY_CAP}", str(cli), *args]
@@ -114,7 +124,7 @@ def latency(sess: ort.InferenceSession, feeds: dict, runs: int) -> float:
     return statistics.median(times) * 1000
 
 
-def bench(sizes, runs: int, smoke: bool) -> tuple[list[str], dict]:
+def bench(sizes, runs: int, repeats: int, smoke: bool) -> tuple[list[str], dict]:
     rows, measured = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -128,9 +138,9 @@ def bench(sizes, runs: int, smoke: bool) -> tuple[list[str], dict]:
                     out = workdir / f"{export}_{edges}_{args[0]}_{len(args)}.onnx"
                     bare = workdir / "unvalidated.onnx"
                     bare_seconds, bare_rss, bare_error = run_command(
-                        [*args, str(path), "-o", str(bare), "--no-validate"])
+                        [*args, str(path), "-o", str(bare), "--no-validate"], repeats)
                     seconds, rss, error = run_command(
-                        [*args, str(path), "-o", str(out), "--inputs", str(npz)])
+                        [*args, str(path), "-o", str(out), "--inputs", str(npz)], repeats)
                     if error or bare_error:
                         rows.append(f"| {edges:,} | {export} | `{verb}` | {seconds:.1f} s "
                                     f"| {rss:.0f} MiB | {bare_seconds:.1f} s | {bare_rss:.0f} MiB "
@@ -183,12 +193,14 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each command per median")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     sizes = [24] if args.smoke else args.sizes
     runs = 1 if args.smoke else args.runs
     load_before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    rows, measured = bench(sizes, runs, args.smoke)
+    repeats = 1 if args.smoke else args.repeats
+    rows, measured = bench(sizes, runs, repeats, args.smoke)
     table = "\n".join([HEADER, "|---|---|---|---|---|---|---|---|---|---|", *rows])
     ratio_table = "\n".join(["| E | command | TorchScript / dynamo: time | peak RSS "
                               "| --no-validate time | --no-validate peak RSS | result latency |",
@@ -196,8 +208,8 @@ def main() -> int:
     text = f"""## TorchScript and dynamo exports of a PyG max layer: lower and tensorrt
 
 `python benchmarks/bench_torchscript.py{' --smoke' if args.smoke else ''}` — N = E / 10 nodes,
-F = 64 features, {runs} onnxruntime run(s) per median; each command once validated (the default)
-and once with `--no-validate`, under `prlimit --as={MEMORY_CAP}`.
+F = 64 features, {runs} onnxruntime run(s) per median; each command validated (the default)
+and with `--no-validate`, each the median of {repeats} run(s), under `prlimit --as={MEMORY_CAP}`.
 Machine: {machine()}; load average at the start {load_before}.
 
 {table}

@@ -76,6 +76,11 @@ _BLOCKED_MIN_BYTES = 4 << 20  # below this, one copy then one scatter is as fast
 # max/min look for NaNs in an output this big, to use the faster maximum/minimum.at when there
 # are none (_apply_max_min); a block of scatter_rows is smaller.
 _NAN_LOOKUP_MIN_BYTES = 4 << 20
+# float16/bfloat16 ufunc.at loops slow down 2-7x once their random writes leave L2 (float32 ones
+# hardly do): above this output size the updates are grouped by region first (_by_region).
+_HALF_GROUPING_MIN_BYTES = 4 << 20
+_GROUPING_MIN_UPDATES = 1 << 16  # below this, sorting costs more than the misses it saves
+_REGIONS = 256  # one byte per sort key: NumPy's stable sort of uint8 is a single radix pass
 
 
 # --------------------------------------------------------------------------- messages
@@ -351,6 +356,9 @@ def _apply(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, reduction: str) -
     (Callers run it under :func:`_quiet`, once per kernel call: per block it cost 0.6 ms of 22.)"""
     if flat.size == 0:
         return
+    if (reduction != "none" and out.dtype in _HALF_FLOATS and out.nbytes > _HALF_GROUPING_MIN_BYTES
+            and flat.size >= _GROUPING_MIN_UPDATES):
+        flat, upd = _by_region(flat, upd, out.size)
     if reduction == "none":
         # A 1-D integer-array assignment writes in index order, so for duplicate targets the
         # last update wins, the same as onnxruntime's sequential loop (the spec leaves it
@@ -362,6 +370,22 @@ def _apply(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, reduction: str) -
         np.multiply.at(out, flat, upd)
     else:
         _apply_max_min(out, flat, upd, reduction == "max")
+
+
+def _by_region(flat: np.ndarray, upd: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The entries stably sorted by which of ``_REGIONS`` equal parts of the output they target.
+
+    Every update of a target keeps its place among that target's updates, so any in-order
+    reduction gives the same result, while the writes go through the output region by region,
+    in cache. (ScatterND float16 add, 1M updates into 4M elements, AMD EPYC: float16 add.at
+    31-70 ms unsorted, 9.5 ms within 32 KiB regions; the sort and two gathers cost about 10.)
+    """
+    shift = max(0, (size - 1).bit_length() - (_REGIONS - 1).bit_length())
+    if size <= 1 << 32:
+        flat = flat.astype(np.uint32)  # half the bytes for the gather, the costliest step
+    key = np.right_shift(flat, shift).astype(np.uint8)
+    order = np.argsort(key, kind="stable")
+    return np.take(flat, order).astype(np.intp), np.take(upd, order)
 
 
 def _apply_max_min(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, is_max: bool) -> None:

@@ -128,6 +128,13 @@ def test_scatter_elements_add_mul_match_onnx_reference(dtype, reduction, data):
     assert_same(idx, copies[1])
 
 
+def _grouping(on: bool):
+    """Updates grouped by output region (_by_region, taken for big half-float outputs) on these
+    small shapes too, or never."""
+    return mock.patch.multiple(_common, _HALF_GROUPING_MIN_BYTES=-1 if on else 1 << 60,
+                               _GROUPING_MIN_UPDATES=0 if on else 1 << 60)
+
+
 @pytest.mark.parametrize("reduction", ["add", "mul"])
 @pytest.mark.parametrize("dtype", HALF_FLOATS, ids=HALF_IDS)
 @settings(max_examples=40, deadline=None)
@@ -136,7 +143,54 @@ def test_scatter_nd_add_mul_match_onnx_reference(dtype, reduction, data):
     d, idx, upd = data.draw(nd_problems(dtype, reduction))
     with np.errstate(all="ignore"):
         expected = run_reference("ScatterND", [d, idx, upd], reduction=reduction)
-    assert_bits_where_not_nan(scatter_nd(d, idx, upd, reduction=reduction), expected)
+    with _grouping(data.draw(st.booleans())):
+        got = scatter_nd(d, idx, upd, reduction=reduction)
+    assert_bits_where_not_nan(got, expected)
+
+
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=HALF_IDS)
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_grouping_updates_by_region_changes_no_bit(dtype, reduction, data):
+    """Grouped by region, every target still sees its updates in index order: the same bits as
+    ungrouped, NaNs and signed zeros included (max/min keep onnxruntime's rules for them)."""
+    d, idx, upd = data.draw(nd_problems(dtype, reduction))
+    with _grouping(False):
+        ungrouped = scatter_nd(d, idx, upd, reduction=reduction)
+    with _grouping(True):
+        grouped = scatter_nd(d, idx, upd, reduction=reduction)
+    assert_bits(grouped, ungrouped)
+
+
+def test_by_region_sorts_by_region_and_keeps_each_targets_order():
+    rng = np.random.default_rng(0)
+    size = 10_000
+    flat = rng.integers(0, size, 50_000).astype(np.intp)
+    ids = np.arange(flat.size).astype(np.float32)  # which update each entry is
+    grouped, grouped_ids = _common._by_region(flat, ids, size)
+    width = 1 << ((size - 1).bit_length() - (_common._REGIONS - 1).bit_length())  # a power of 2
+    region = grouped // width
+    assert region.max() < _common._REGIONS and width * _common._REGIONS < 2 * size
+    assert np.all(np.diff(region) >= 0)  # one region after the other
+    for target in rng.choice(flat, 50):  # and each target's updates in their first order
+        np.testing.assert_array_equal(grouped_ids[grouped == target], ids[flat == target])
+    assert sorted(zip(grouped, grouped_ids)) == sorted(zip(flat, ids))  # nothing lost
+
+
+def test_big_float16_scatter_nd_add_is_grouped_and_matches_the_ungrouped_kernel():
+    """At the size where grouping pays (an 8 MiB float16 output), the kernel takes it."""
+    rng = np.random.default_rng(1)
+    n = 1 << 22
+    assert n * 2 > _common._HALF_GROUPING_MIN_BYTES
+    data = rng.standard_normal(n).astype(np.float16)
+    idx = rng.integers(0, n // 64, (_common._GROUPING_MIN_UPDATES, 1))  # duplicates galore
+    upd = rng.standard_normal(idx.shape[0]).astype(np.float16)
+    with mock.patch.object(_common, "_by_region", wraps=_common._by_region) as by_region:
+        grouped = scatter_nd(data, idx, upd, reduction="add")
+    assert by_region.call_count == 1
+    with _grouping(False):
+        assert_bits(grouped, scatter_nd(data, idx, upd, reduction="add"))
 
 
 @pytest.mark.parametrize("reduction", ["max", "min"])

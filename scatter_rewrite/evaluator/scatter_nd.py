@@ -71,7 +71,10 @@ def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
         column, negative = checked_index(tuples[:, j], data.shape[j], op, node_name,
                                          f"dimension {j} (indices[..., {j}]) of data with shape "
                                          f"{data.shape}")
-        slot = horner_index(slot, column, data.shape[j], negative)
+        if k == 1 and not negative and column.dtype == np.intp:
+            slot = column  # already the positions (only read from here on: no copy)
+        else:
+            slot = horner_index(slot, column, data.shape[j], negative)
     if slot is None:  # k == 0: every update is the whole of data
         slot = np.zeros(n_slices, dtype=np.intp)
 

@@ -1,6 +1,6 @@
 """Benchmark the evaluator's NumPy scatter kernels against onnxruntime and onnx.reference.
 
-Run:  PYTHONPATH=. python benchmarks/bench_evaluator.py [--quick] [--runs N]
+Run:  PYTHONPATH=. python benchmarks/bench_evaluator.py [--quick] [--runs N] [--rounds R]
 
 Every case runs in this one process: our kernel, onnxruntime's CPU kernel with one intra-op
 thread (session built once, only ``run`` timed), onnx.reference's ReferenceEvaluator, and the
@@ -8,10 +8,13 @@ memory floor (``np.copy`` of every input once). Cases: ScatterElements and Scatt
 issue's), float16 add for both (rounded after each update, as onnx.reference does; onnxruntime
 1.32's CPU provider has no float16 add kernel, so its column times its float32 kernel on the same
 shapes, marked "f32"), and TensorScatter (opset 24) on a KV cache, so that every kernel the targets
-name is measured. Times are medians of
-``--runs`` runs (default 7) after one warm-up, ours/ORT/floor timed round-robin.
-onnx.reference loops in Python: it runs once, and twice more
-(median of 3) only if that first run took under 20 s; a case whose reference run would take
+name is measured. ``--rounds`` passes (default 3) go over every case; in each, a case's times are
+medians of ``--runs`` runs (default 7) after one warm-up, ours/ORT/floor (and NumPy's indexed loop
+alone, the part of ours no kernel arrangement avoids) timed round-robin; the table gives each
+time's median over the rounds. The VMs these run on slow down for minutes at a time, so a slow
+spell then weighs on one round of a case, not on the whole case.
+onnx.reference loops in Python: it runs once per round (3 times in all), or 3 times in a single
+round, fewer if a run takes over 20 s; a case whose reference run would take
 over ~60 s runs the reference on a size scaled down by ``scale`` and multiplies its time back
 (stated in the table's notes). Prints a Markdown table with the machine it ran on and writes it to
 benchmarks/RESULTS-evaluator.md (not with --quick).
@@ -105,23 +108,24 @@ def interleaved_medians_ms(fns: list[Callable[[], object]], runs: int) -> list[f
 _INDEXED_LOOPS = {"add": np.add.at, "mul": np.multiply.at, "max": np.fmax.at, "min": np.fmin.at}
 
 
-def in_cache_loop_ms(case: Case, runs: int) -> float | None:
-    """Median time of the kernel's indexed loop alone over the case's updates, into a 128 KiB
-    region that stays in cache: the part of ours that is NumPy's, whatever the kernel does."""
+def indexed_loop(case: Case) -> Callable[[], None] | None:
+    """The kernel's indexed loop alone over the case's updates, into a 128 KiB region that stays
+    in cache: the part of ours that is NumPy's, whatever the kernel does. Timed in the same
+    round-robin as ours, so that both see the machine alike."""
     if case.op == "TensorScatter":
         return None
     updates = case.inputs[2].reshape(-1)
     region = np.ones((128 << 10) // updates.itemsize, updates.dtype)
     positions = np.random.default_rng(1).integers(0, region.size, updates.size).astype(np.intp)
     reduction = case.attrs.get("reduction", "none")
-    if reduction == "none":
-        def loop() -> None:
-            region[positions] = updates
-    else:
-        def loop() -> None:
-            _INDEXED_LOOPS[reduction](region, positions, updates)
-    with np.errstate(all="ignore"):
-        return interleaved_medians_ms([loop], runs)[0]
+
+    def loop() -> None:
+        with np.errstate(all="ignore"):
+            if reduction == "none":
+                region[positions] = updates
+            else:
+                _INDEXED_LOOPS[reduction](region, positions, updates)
+    return loop
 
 
 def first_run_ms(model: onnx.ModelProto, so: ort.SessionOptions, feeds: dict, runs: int) -> float:
@@ -138,8 +142,9 @@ def first_run_ms(model: onnx.ModelProto, so: ort.SessionOptions, feeds: dict, ru
     return statistics.median(times) * 1e3
 
 
-def reference_ms(case: Case, scale: int) -> tuple[float, int]:
-    """onnx.reference time for ``case`` (scaled back up if run on 1/scale of the indices)."""
+def reference_ms(case: Case, scale: int, runs: int) -> list[float]:
+    """onnx.reference times for ``case``, up to ``runs`` of them (one if it takes over 20 s),
+    scaled back up if run on 1/scale of the indices."""
     inputs = case.inputs
     if scale > 1:  # same data, 1/scale of the indices/updates
         n = inputs[1].shape[0] // scale
@@ -148,13 +153,13 @@ def reference_ms(case: Case, scale: int) -> tuple[float, int]:
     ref = ReferenceEvaluator(model)
     feeds = dict(zip(input_names(case.op), inputs))
     times = []
-    for _ in range(3):
+    for _ in range(runs):
         t0 = time.perf_counter()
         ref.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-        if times[0] > 20:
+        times.append((time.perf_counter() - t0) * 1e3 * scale)
+        if times[0] > 20e3:
             break
-    return statistics.median(times) * 1e3 * scale, len(times)
+    return times
 
 
 def build_cases(quick: bool) -> list[Case]:
@@ -237,10 +242,88 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+@dataclasses.dataclass
+class Prepared:
+    """A case's onnxruntime session, checked against ours once before any timing."""
+    model: onnx.ModelProto
+    sess: ort.InferenceSession
+    feeds: dict
+    ort_f32: bool
+    scale: int  # onnx.reference runs on 1/scale of the indices
+
+
+def prepare(case: Case, so: ort.SessionOptions) -> Prepared:
+    model = one_node_model(case.op, case.inputs, **case.attrs)
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feeds = dict(zip(input_names(case.op), case.inputs))
+    got = case.ours()
+    try:
+        expected = sess.run(None, feeds)[0]
+        ort_f32 = False
+    except Exception as e:  # a dtype onnxruntime's CPU kernel lacks: time its float32 kernel
+        if case.inputs[0].dtype != np.float16:
+            raise
+        print(f"{case.name}: onnxruntime: {str(e).splitlines()[0][-120:]}", file=sys.stderr)
+        ort_f32 = True
+        wide = [a.astype(np.float32) if a.dtype == np.float16 else a for a in case.inputs]
+        model = one_node_model(case.op, wide, **case.attrs)
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        feeds = dict(zip(input_names(case.op), wide))
+        expected = sess.run(None, feeds)[0].astype(np.float16)
+    if case.attrs.get("reduction") in ("add", "mul"):
+        tol = 1e-2 if got.dtype == np.float16 else 1e-5  # float16: rounded after each update
+        np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32),
+                                   rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(got, expected)
+    # About 5 us per index in onnx.reference's Python loop: keep one run under ~60 s. Its
+    # TensorScatter loops over batch x heads x sequence steps: at most a few thousand here, so
+    # it always runs whole.
+    per_index_s = 6e-6 if case.op == "ScatterElements" else 10e-6
+    k = 1 if case.op == "ScatterElements" else case.inputs[1].shape[-1]
+    n_slices = case.inputs[1].size // k
+    scale = 1 if case.op == "TensorScatter" else max(1, int(np.ceil(n_slices * per_index_s / 60)))
+    return Prepared(model, sess, feeds, ort_f32, scale)
+
+
+def measure(case: Case, prep: Prepared, so: ort.SessionOptions, runs: int,
+            reference_runs: int) -> tuple[Row, list[float]]:
+    """One round of every measurement of ``case``: its Row, and onnx.reference's times."""
+    reused = np.empty_like(case.inputs[0])
+    loop = indexed_loop(case)
+    timed = interleaved_medians_ms(
+        [case.ours, lambda: prep.sess.run(None, prep.feeds),
+         lambda: [np.copy(a) for a in case.inputs], lambda: np.copy(case.inputs[0]),
+         lambda: np.copyto(reused, case.inputs[0])] + ([loop] if loop else []),
+        runs)
+    ours, ort_ms, floor, fresh_copy, reused_copy = timed[:5]
+    first_run = first_run_ms(prep.model, so, prep.feeds, runs)
+    ref_times = reference_ms(case, prep.scale, reference_runs) if reference_runs else []
+    row = Row(case.op, case.name, ours, ort_ms, statistics.median(ref_times) if ref_times else None,
+              floor, fresh_copy, reused_copy, first_run, prep.ort_f32, timed[5] if loop else None)
+    return row, ref_times
+
+
+def median_row(rounds: list[Row], ref_times: list[float]) -> Row:
+    """Each measurement's median over the rounds; onnx.reference's over all its runs."""
+    values = {}
+    for field in dataclasses.fields(Row):
+        column = [getattr(r, field.name) for r in rounds]
+        if isinstance(column[0], float) and all(isinstance(x, float) for x in column):
+            values[field.name] = statistics.median(column)
+        else:
+            values[field.name] = column[0]
+    values["ref"] = statistics.median(ref_times) if ref_times else None
+    return Row(**values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--runs", type=int, default=7, help="timed runs per measurement")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="passes over every case; each measurement is the median of its rounds")
     parser.add_argument("--no-reference", action="store_true", help="skip onnx.reference")
     args = parser.parse_args()
 
@@ -249,75 +332,51 @@ def main() -> None:
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
 
+    cases = build_cases(args.quick)
+    prepared = [prepare(case, so) for case in cases]
+    # onnx.reference runs 3 times in all: once per round, or 3 times in a single round
+    reference_runs = 0 if args.no_reference else max(1, 3 // args.rounds)
+    rounds: list[list[Row]] = [[] for _ in cases]
+    ref_times: list[list[float]] = [[] for _ in cases]
+    for n in range(args.rounds):
+        for i, (case, prep) in enumerate(zip(cases, prepared)):
+            row, times = measure(case, prep, so, args.runs, reference_runs)
+            rounds[i].append(row)
+            ref_times[i] += times
+            print(f"round {n + 1}: {case.name}: ours {_ms(row.ours)} ms, ORT {_ms(row.ort)} ms"
+                  + (f", onnx.reference {row.ref:,.0f} ms" if row.ref is not None else ""),
+                  file=sys.stderr, flush=True)
+
     lines = [
         "| case | ours ms | ORT 1-thread ms | onnx.reference ms | floor ms | data copy into new memory ms "
         "| ours/ORT | reference/ours | ORT first run ms | ours/ORT first run |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     notes, rows = [], []
-    for case in build_cases(args.quick):
-        model = one_node_model(case.op, case.inputs, **case.attrs)
-        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        feeds = dict(zip(input_names(case.op), case.inputs))
-        got = case.ours()
-        try:
-            expected = sess.run(None, feeds)[0]
-            ort_f32 = False
-        except Exception as e:  # a dtype onnxruntime's CPU kernel lacks: time its float32 kernel
-            if case.inputs[0].dtype != np.float16:
-                raise
-            print(f"{case.name}: onnxruntime: {str(e).splitlines()[0][-120:]}", file=sys.stderr)
-            ort_f32 = True
-            wide = [a.astype(np.float32) if a.dtype == np.float16 else a for a in case.inputs]
-            model = one_node_model(case.op, wide, **case.attrs)
-            sess = ort.InferenceSession(model.SerializeToString(), so,
-                                        providers=["CPUExecutionProvider"])
-            feeds = dict(zip(input_names(case.op), wide))
-            expected = sess.run(None, feeds)[0].astype(np.float16)
-        if case.attrs.get("reduction") in ("add", "mul"):
-            tol = 1e-2 if got.dtype == np.float16 else 1e-5  # float16: rounded after each update
-            np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32),
-                                       rtol=tol, atol=tol)
-        else:
-            np.testing.assert_array_equal(got, expected)
-
-        reused = np.empty_like(case.inputs[0])
-        ours, ort_ms, floor, fresh_copy, reused_copy = interleaved_medians_ms(
-            [case.ours, lambda: sess.run(None, feeds), lambda: [np.copy(a) for a in case.inputs],
-             lambda: np.copy(case.inputs[0]), lambda: np.copyto(reused, case.inputs[0])],
-            args.runs)
-        first_run = first_run_ms(model, so, feeds, args.runs)
-        in_cache_loop = in_cache_loop_ms(case, args.runs)
-        if args.no_reference:
+    for case, prep, case_rounds, times in zip(cases, prepared, rounds, ref_times):
+        r = median_row(case_rounds, times)
+        rows.append(r)
+        if r.ref is None:
             ref_cell, ratio_cell = "-", "-"
         else:
-            # About 5 us per index in onnx.reference's Python loop: keep one run under ~60 s.
-            # Its TensorScatter loops over batch x heads x sequence steps: at most a few
-            # thousand here, so it always runs whole.
-            per_index_s = 6e-6 if case.op == "ScatterElements" else 10e-6
-            k = 1 if case.op == "ScatterElements" else case.inputs[1].shape[-1]
-            n_slices = case.inputs[1].size // k
-            scale = 1 if case.op == "TensorScatter" else max(1, int(np.ceil(n_slices * per_index_s / 60)))
-            ref, n_runs = reference_ms(case, scale)
-            ref_cell = f"{ref:,.0f}"
-            ratio_cell = _ratio(ref / ours)
-            note = f"{n_runs} run{'s' if n_runs > 1 else ''}"
-            if scale > 1:
-                note += f", on 1/{scale} of the indices, time x{scale}"
+            ref_cell, ratio_cell = f"{r.ref:,.0f}", _ratio(r.ref / r.ours)
+            note = f"{len(times)} run{'s' if len(times) > 1 else ''}"
+            if prep.scale > 1:
+                note += f", on 1/{prep.scale} of the indices, time x{prep.scale}"
             notes.append(f"- {case.name}: onnx.reference {note}")
-        f32 = " (f32)" if ort_f32 else ""
-        lines.append(f"| {case.name} | {_ms(ours)} | {_ms(ort_ms)}{f32} | {ref_cell} | "
-                     f"{_ms(floor)} | {_ms(fresh_copy)} | {ours / ort_ms:.2f}{f32} | "
-                     f"{ratio_cell} | {_ms(first_run)}{f32} | {ours / first_run:.2f}{f32} |")
-        rows.append(Row(case.op, case.name, ours, ort_ms, None if args.no_reference else ref, floor,
-                        fresh_copy, reused_copy, first_run, ort_f32, in_cache_loop))
-        print(lines[-1], file=sys.stderr, flush=True)
+        f32 = " (f32)" if r.ort_f32 else ""
+        lines.append(f"| {case.name} | {_ms(r.ours)} | {_ms(r.ort)}{f32} | {ref_cell} | "
+                     f"{_ms(r.floor)} | {_ms(r.new_copy)} | {r.ours / r.ort:.2f}{f32} | "
+                     f"{ratio_cell} | {_ms(r.ort_first)}{f32} | {r.ours / r.ort_first:.2f}{f32} |")
 
     text = "\n".join([
         "### Evaluator: NumPy kernels vs onnxruntime vs onnx.reference",
         "",
-        f"`python benchmarks/bench_evaluator.py`, one process. Medians of {args.runs} runs (after one warm-up "
-        "run, ours/ORT/floor round-robin); ORT with intra_op_num_threads=1; floor = np.copy of every input "
+        f"`python benchmarks/bench_evaluator.py`, one process, {args.rounds} rounds over every case: "
+        f"each number is the median over the rounds of a round's median of {args.runs} runs (after one "
+        "warm-up run, ours/ORT/floor/NumPy's indexed loop round-robin), onnx.reference's the median of "
+        "its runs across the rounds, so that a slow spell of the machine weighs on one round, not on a "
+        "whole case. ORT with intra_op_num_threads=1; floor = np.copy of every input "
         "once; \"data copy into new memory\" = np.copy of the data (past_cache) alone, what any kernel that "
         "returns a new array and leaves its inputs alone must at least do. ORT's column is a session's steady "
         "state, writing into arena memory earlier runs mapped; \"ORT first run\" is the first run of a new "

@@ -321,8 +321,9 @@ def rewrite_model(
     results = run_passes(model, passes, progress=progress)
     if plan is not None:
         validation.allow_float_rounding(plan, results)
+    repaired = repaired_nodes(results)
     outcome = Outcome(str(source_name or source), str(destination),
-                      [result_dict(r) for r in results], notes=without_repaired(suspects, results),
+                      [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
                       verb=verb, options=dict(options or {}))
     del results  # they hold the model too
     if progress is not None:
@@ -335,8 +336,8 @@ def rewrite_model(
             del model  # written: free the rewritten weights (a folded result, say) now
         check_model(staged, source, source_name)
         if plan is not None and outcome.modified:
-            prove = VERBS[verb].prove if verb in VERBS else None
-            outcome.validation = _validated(source, staged, plan, outcome, prove, seed, inputs)
+            outcome.validation = _validated(source, staged, plan, outcome, bool(repaired), seed,
+                                            inputs)
         written = (data_name if data_name is not None and (staged.parent / data_name).is_file()
                    else None)
     if replaced_data is not None:
@@ -352,23 +353,29 @@ def _finish(outcome: Outcome, started: float) -> Outcome:
     return outcome
 
 
-def without_repaired(notes: list[str], results: Sequence[ir.passes.PassResult]) -> list[str]:
+def repaired_nodes(results: Sequence[ir.passes.PassResult]) -> list[str]:
+    """The nodes the repair pass changed, whichever verb ran it: their outputs are meant to differ
+    from the original's where indices repeat."""
+    return [n.node for r in results if getattr(r, "name", "") == "repair" for n in r.rewritten]
+
+
+def without_repaired(notes: list[str], repaired: list[str]) -> list[str]:
     """``notes`` (about the export) less those on a node the repair pass repaired."""
-    repaired = [n.node for r in results if getattr(r, "name", "") == "repair" for n in r.rewritten]
     return [note for note in notes if not any(note.startswith(f"{node} ") for node in repaired)]
 
 
 def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome,
-               prove: Callable[..., dict] | None = None, seed: int = 0,
-               inputs: dict | None = None) -> dict:
-    """``validate``'s result (or the verb's own proof, ``prove``: see
-    :attr:`scatter_rewrite.verbs.Verb.prove`); a failure carries the passes that ran
-    (``error.passes``), for the report."""
+               repaired: bool = False, seed: int = 0, inputs: dict | None = None) -> dict:
+    """``validate``'s result, or repair's own proof where the repair pass changed a node (its
+    results are meant to change: :mod:`scatter_rewrite.repair_proof`); a failure carries the
+    passes that ran (``error.passes``), for the report."""
     from scatter_rewrite import validate as validation
 
     try:
-        if prove is not None:  # repair's: its results are meant to change
-            return prove(original, rewritten, seed, inputs, plan.tolerance)
+        if repaired:
+            from scatter_rewrite.repair_proof import prove_repair
+
+            return prove_repair(original, rewritten, seed, inputs, plan.tolerance)
         return validation.validate(original, rewritten, plan).to_dict()
     except ScatterRewriteError as e:
         e.passes = outcome.passes

@@ -108,9 +108,6 @@ class Verb:
     options: tuple[Option, ...] = ()
     summary: str = ""  # the CLI command's help line
     function: str = ""  # the API's function, when not named as the verb
-    # Its own proof (original path, rewritten path, seed, user inputs, user (rtol, atol)) -> report,
-    # replacing the proof of equality: for the one verb meant to change results (repair).
-    prove: Callable[..., dict] | None = None
 
     @property
     def command(self) -> str:
@@ -170,13 +167,6 @@ def _repair_passes() -> list:
     return [RepairPass()]
 
 
-def _prove_repair(original, repaired, seed: int = 0, inputs: dict | None = None,
-                  tolerance: tuple[float, float] | None = None) -> dict:
-    from scatter_rewrite.repair_proof import prove_repair
-
-    return prove_repair(original, repaired, seed, inputs, tolerance)
-
-
 _OPSET_HELP = "Target default-domain opset, 11 to the highest the installed onnx defines"
 
 VERBS: dict[str, Verb] = {
@@ -227,7 +217,7 @@ VERBS: dict[str, Verb] = {
                 "ScatterND.",
         function="prepare_for_tensorrt"),
     "repair": Verb(
-        "repair", "repaired", _repair_passes, prove=_prove_repair,
+        "repair", "repaired", _repair_passes,
         summary="Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated "
                 "indices."),
 }

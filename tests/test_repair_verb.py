@@ -135,3 +135,22 @@ def test_cli_rtol_atol_bound_the_proof_with_repeats(tmp_path):
     validation = json.loads(report.read_text())["models"][0]["validation"]
     said = validation["with_repeated_indices"]["tolerance"]
     assert said == "float outputs within the given rtol=0.001, atol=0.0"
+
+
+def test_the_repair_proof_follows_the_repair_pass_whichever_verb_runs_it(tmp_path):
+    """A pipeline of one's own holding RepairPass is proven as repair is (its results are meant
+    to change where indices repeat), and a verb named "repair" running other passes is held to
+    equality."""
+    from scatter_rewrite.passes import RepairPass, ToScatterNDPass
+
+    path, inputs, expected = case("scatter_add_ts13", tmp_path)
+    proto = onnx.load(path)
+    repaired, outcome = sr.rewrite(proto, [RepairPass()], validate=True, return_report=True)
+    assert outcome.validation["with_repeated_indices"]["original_differs"]
+    np.testing.assert_allclose(run_ort(repaired, inputs), expected, rtol=1e-5, atol=1e-5)
+
+    _, outcome = sr.rewrite(onnx.load(path), [ToScatterNDPass()], verb="repair", validate=True,
+                            return_report=True)
+    assert outcome.passes[0]["rewritten"]
+    assert "with_repeated_indices" not in outcome.validation
+    assert outcome.validation["checked_against"] == "onnxruntime on the original model"

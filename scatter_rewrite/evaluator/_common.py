@@ -80,6 +80,9 @@ _NAN_LOOKUP_MIN_BYTES = 4 << 20
 # hardly do): above this output size the updates are grouped by region first (_by_region).
 _HALF_GROUPING_MIN_BYTES = 4 << 20
 _GROUPING_MIN_UPDATES = 1 << 16  # below this, sorting costs more than the misses it saves
+# Updates grouped at a time, in order: the sort's temporaries stay about 27 bytes per update of
+# this many (27 MiB), however many updates a fold has.
+_GROUPING_CHUNK = 1 << 20
 _REGIONS = 256  # one byte per sort key: NumPy's stable sort of uint8 is a single radix pass
 
 
@@ -358,13 +361,24 @@ def _apply(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, reduction: str) -
         return
     if (reduction != "none" and out.dtype in _HALF_FLOATS and out.nbytes > _HALF_GROUPING_MIN_BYTES
             and flat.size >= _GROUPING_MIN_UPDATES):
-        flat, upd = _by_region(flat, upd, out.size)
+        # One chunk after the other keeps every target's updates in order: each reduction below
+        # is the sequential loop over its entries, so applying it chunk by chunk is the same.
+        for start in range(0, flat.size, _GROUPING_CHUNK):
+            chunk = slice(start, start + _GROUPING_CHUNK)
+            _reduce(out, *_by_region(flat[chunk], upd[chunk], out.size), reduction)
+        return
     if reduction == "none":
         # A 1-D integer-array assignment writes in index order, so for duplicate targets the
         # last update wins, the same as onnxruntime's sequential loop (the spec leaves it
         # undefined).
         out[flat] = upd
-    elif reduction == "add":
+    else:
+        _reduce(out, flat, upd, reduction)
+
+
+def _reduce(out: np.ndarray, flat: np.ndarray, upd: np.ndarray, reduction: str) -> None:
+    """add/mul/max/min of ``upd`` into ``out`` at ``flat``, in order."""
+    if reduction == "add":
         np.add.at(out, flat, upd)  # in order: same summation order as onnxruntime
     elif reduction == "mul":
         np.multiply.at(out, flat, upd)

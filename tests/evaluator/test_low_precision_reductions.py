@@ -128,11 +128,11 @@ def test_scatter_elements_add_mul_match_onnx_reference(dtype, reduction, data):
     assert_same(idx, copies[1])
 
 
-def _grouping(on: bool):
+def _grouping(on: bool, chunk: int = 1 << 20):
     """Updates grouped by output region (_by_region, taken for big half-float outputs) on these
-    small shapes too, or never."""
+    small shapes too, ``chunk`` updates at a time, or never."""
     return mock.patch.multiple(_common, _HALF_GROUPING_MIN_BYTES=-1 if on else 1 << 60,
-                               _GROUPING_MIN_UPDATES=0 if on else 1 << 60)
+                               _GROUPING_MIN_UPDATES=0 if on else 1 << 60, _GROUPING_CHUNK=chunk)
 
 
 @pytest.mark.parametrize("reduction", ["add", "mul"])
@@ -158,7 +158,7 @@ def test_grouping_updates_by_region_changes_no_bit(dtype, reduction, data):
     d, idx, upd = data.draw(nd_problems(dtype, reduction))
     with _grouping(False):
         ungrouped = scatter_nd(d, idx, upd, reduction=reduction)
-    with _grouping(True):
+    with _grouping(True, chunk=data.draw(st.sampled_from([1, 3, 7, 1 << 20]))):
         grouped = scatter_nd(d, idx, upd, reduction=reduction)
     assert_bits(grouped, ungrouped)
 
@@ -186,9 +186,10 @@ def test_big_float16_scatter_nd_add_is_grouped_and_matches_the_ungrouped_kernel(
     data = rng.standard_normal(n).astype(np.float16)
     idx = rng.integers(0, n // 64, (_common._GROUPING_MIN_UPDATES, 1))  # duplicates galore
     upd = rng.standard_normal(idx.shape[0]).astype(np.float16)
-    with mock.patch.object(_common, "_by_region", wraps=_common._by_region) as by_region:
+    with mock.patch.object(_common, "_by_region", wraps=_common._by_region) as by_region, \
+            mock.patch.object(_common, "_GROUPING_CHUNK", idx.shape[0] // 4):
         grouped = scatter_nd(data, idx, upd, reduction="add")
-    assert by_region.call_count == 1
+    assert by_region.call_count == 4  # in chunks, whose sort temporaries stay small
     with _grouping(False):
         assert_bits(grouped, scatter_nd(data, idx, upd, reduction="add"))
 

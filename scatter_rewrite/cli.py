@@ -2,11 +2,13 @@
 
 Every rewriting verb shares one shape, whose options are defined once below:
 ``scatter-rewrite VERB MODEL... [-o OUT] [--validate/--no-validate] [--inputs X.npz]
-[--report R.json] [--in-place] [-v]``, the verbs and their own options built from their one
-declaration (:mod:`scatter_rewrite.verbs`). Exit 0 on success, 1 on a user error or failed
-validation (one line on stderr; ``-v`` adds the traceback), 2 on bad usage (one line too), 128 + N
-when stopped by signal N. Heavy imports (onnx, onnxruntime) happen inside the commands so
-``--help`` is instant.
+[--report R.json] [--in-place] [-q] [-v]``, the verbs and their own options built from their one
+declaration (:mod:`scatter_rewrite.verbs`). ``-`` is standard input as MODEL, standard output as
+OUT or R.json. Exit 0 on success, 1 for a model that fails (or is blocked, for ``check``), 2 on bad
+usage (an unknown option or target, a value out of range or of the wrong type, options that exclude
+each other: :class:`~scatter_rewrite.errors.OptionError`), each with one line on stderr (``-v`` adds
+the traceback); 128 + N when stopped by signal N. Heavy imports (onnx, onnxruntime) happen inside
+the commands so ``--help`` is instant.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ app = typer.Typer(
     "lower reductions for older opsets, prepare for TensorRT. Every rewrite is validated in "
     "onnxruntime.",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -162,12 +165,18 @@ class _PathText(_TEXT_TYPE):
 
 
 Models = Annotated[list[str], typer.Argument(
-    help="ONNX model files, or folders of them.", show_default=False, callback=_nonempty,
-    metavar="MODEL...", click_type=_PathText())]
-Output = Annotated[Optional[str], typer.Option(
-    "-o", "--output", help="Where to write (a folder when several models are given, or when it "
-    "ends with /). Default: beside the input as <stem>.<verb>.onnx.", callback=_nonempty,
-    metavar="OUT")]
+    help="ONNX model files, or folders of them; - reads one model from standard input.",
+    show_default=False, callback=_nonempty, metavar="MODEL...", click_type=_PathText())]
+STANDARD = "-"  # as MODEL: standard input; as OUT or R.json: standard output
+
+
+def _output(suffix: str) -> Any:
+    return Annotated[Optional[str], typer.Option(
+        "-o", "--output", help="Where to write (a folder when several models are given, or when "
+        f"it ends with /; - for standard output). Default: beside the input as "
+        f"<stem>.{suffix}.onnx.", callback=_nonempty, metavar="OUT")]
+
+
 Validate = Annotated[bool, typer.Option(
     "--validate/--no-validate",
     help="Prove the rewrite in onnxruntime against the original; write nothing if it differs.")]
@@ -181,14 +190,16 @@ Rtol = Annotated[Optional[float], typer.Option(
 Atol = Annotated[Optional[float], typer.Option(
     "--atol", help="With --rtol (either alone: the other is 0).", metavar="A")]
 Report = Annotated[Optional[str], typer.Option(
-    "--report", help="Write a JSON report of what was done.", callback=_nonempty,
-    metavar="R.json")]
+    "--report", help="Write a JSON report of what was done (- for standard output, the summary "
+    "then going to stderr).", callback=_nonempty, metavar="R.json")]
 InPlace = Annotated[bool, typer.Option(
     "--in-place", help="Overwrite the input model (and its external data).")]
 Verbose = Annotated[bool, typer.Option(
     "-v", "--verbose", help="Log each node rewritten; show tracebacks.")]
 CheckVerbose = Annotated[bool, typer.Option(
     "-v", "--verbose", help="Show tracebacks and debug logs.")]
+Quiet = Annotated[bool, typer.Option(
+    "-q", "--quiet", help="Print nothing but warnings and errors (on stderr).")]
 
 
 class Fail(Exception):
@@ -246,6 +257,13 @@ def _error(message: str, exc: BaseException | None, verbose: bool) -> None:
     typer.echo(f"scatter-rewrite: error: {message}", err=True)
 
 
+def _exit_code(e: BaseException) -> int:
+    """2 for bad usage (an option's value, options that exclude each other), 1 otherwise."""
+    from scatter_rewrite.errors import OptionError
+
+    return 2 if isinstance(e, OptionError) else 1
+
+
 def _expand(models: list[Path], suffixes: list[str]) -> list[Path]:
     from scatter_rewrite.errors import ModelLoadError
 
@@ -263,6 +281,8 @@ def _expand(models: list[Path], suffixes: list[str]) -> list[Path]:
 
 
 def _format(outcome: Any) -> str:
+    from scatter_rewrite.pipeline import WRITTEN
+
     lines = [f"{outcome.input} -> {outcome.output}" if outcome.output else f"{outcome.input}"]
     for p in outcome.passes:
         if len(outcome.passes) > 1 and not (p["rewritten"] or p["skipped"] or p["notes"]):
@@ -281,8 +301,8 @@ def _format(outcome: Any) -> str:
         lines.append(f"  validation: {v['checked_against']}{tol}{diff}")
         if v.get("cross_check"):
             lines.append(f"    {v['cross_check']}")
-    elif outcome.status == "PASSED":
-        lines.append("  validation: skipped (--no-validate)")
+    elif outcome.status == WRITTEN:
+        lines.append("  validation: not run (--no-validate)")
     if outcome.status == "UNCHANGED":
         lines.append("  nothing rewritten: the output is a copy of the input")
     if outcome.error:
@@ -295,8 +315,10 @@ def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
     """One stderr line per written model in which the tensorrt pass left scatters alone: the model
     is valid and equal to the input, but TensorRT rejects those nodes or computes them wrong (8.6
     ignores reductions), which PASSED alone would hide. The exit stays 0: the rewrite succeeded."""
+    from scatter_rewrite.pipeline import SUCCEEDED
+
     for o in outcomes:
-        written = o.status in ("PASSED", "UNCHANGED")
+        written = o.status in SUCCEEDED
         left = sum(len(p["skipped"]) for p in o.passes if p["pass"] == "tensorrt") if written else 0
         if left:
             typer.echo(f"scatter-rewrite: warning: {left} scatter node(s) in {o.output} left that "
@@ -307,12 +329,18 @@ def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
 
 def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
     """Write the JSON report atomically (a temporary file beside it, renamed; an earlier report's
-    permissions kept); OptionError if that fails, with no temporary file left."""
-    from scatter_rewrite.errors import OptionError
+    permissions kept), or on standard output for ``-``; WriteError if that fails, with no
+    temporary file left."""
+    from scatter_rewrite.errors import WriteError
     from scatter_rewrite.model_io import replace_file
+    from scatter_rewrite.verbs import VERBS as DECLARED
 
+    verb = DECLARED[verb].command if verb in DECLARED else verb
     text = json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2,
                       default=str)
+    if str(path) == STANDARD:
+        typer.echo(text)
+        return
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -323,14 +351,16 @@ def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
-        raise OptionError(f"--report {path}: could not write it ({e.strerror or e})") from e
+        raise WriteError(f"--report {path}: could not write it ({e.strerror or e})") from e
 
 
 def _check_report_path(report: Path, taken: dict[str, str]) -> None:
     """Before any work: --report names a file that can be written and that is not one of the run's
     models (``taken``: real path -> what it is) nor a file other than an earlier report."""
-    from scatter_rewrite.errors import OptionError
+    from scatter_rewrite.errors import OptionError, WriteError
 
+    if str(report) == STANDARD:
+        return
     real = os.path.realpath(report)
     if real in taken:
         raise OptionError(f"--report {report} is {taken[real]}; name another file for the report")
@@ -349,7 +379,7 @@ def _check_report_path(report: Path, taken: dict[str, str]) -> None:
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise OptionError(f"--report {report}: cannot write in {folder}")
+        raise WriteError(f"--report {report}: cannot write in {folder}")
 
 
 def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place: bool,
@@ -360,7 +390,7 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
     judge (--in-place does so; otherwise that model alone is refused), as is one it cannot resolve
     or read. Returns real path -> what it is (inputs, outputs and their data files), for the
     --report check."""
-    from scatter_rewrite.errors import OptionError, ScatterRewriteError
+    from scatter_rewrite.errors import OptionError, ScatterRewriteError, WriteError
     from scatter_rewrite.model_io import input_data_files, unwritable_folder
     from scatter_rewrite.pipeline import output_data_name, resolve_output
 
@@ -394,7 +424,7 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
         if blocked is not None:
             why = (f"no permission to write in {blocked}" if blocked.is_dir()
                    else f"{blocked} is not a folder")
-            raise OptionError(f"cannot write {destination}: {why}; write the output elsewhere (-o)")
+            raise WriteError(f"cannot write {destination}: {why}; write the output elsewhere (-o)")
         # (The data file is written only when the result has external data; planned as if it had.)
         for target, what in ((destination, "the output"),
                              (data, "the external data file of the output")):
@@ -438,9 +468,138 @@ def _unique(files: list[Path]) -> list[Path]:
 
 def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: Optional[str],
              validate: bool, inputs: Optional[str], report: Optional[str], in_place: bool,
-             verbose: bool, rtol: Optional[float] = None, atol: Optional[float] = None) -> None:
+             verbose: bool, rtol: Optional[float] = None, atol: Optional[float] = None,
+             quiet: bool = False) -> None:
     """Shared body of every rewriting verb (``declared``: its verbs.Verb, whose options these
     are)."""
+    verb = declared.name
+    _setup_logging(verbose)
+    try:
+        from scatter_rewrite.errors import ScatterRewriteError
+
+        _refuse_standard_streams(models, output, report, in_place)
+        aside = STANDARD in (output, report)  # the summary then goes to stderr
+        with _standard_streams(models, output) as (models, output, shown):
+            outcomes, several = _rewrite_all(declared, options, models, output, validate, inputs,
+                                             report, in_place, verbose, rtol, atol,
+                                             quiet, shown, aside)
+    except ScatterRewriteError as e:
+        _error(shown_paths(str(e)), e, verbose)
+        raise typer.Exit(_exit_code(e)) from None
+    except (typer.Exit, typer.BadParameter, Stopped):
+        raise
+    except Exception as e:  # a bug of ours: say so in one line; -v shows where
+        _internal_error(e, verbose)
+    from scatter_rewrite.pipeline import PASSED, SUCCEEDED, UNCHANGED, WRITTEN
+
+    failed = [o for o in outcomes if o.status not in SUCCEEDED]
+    if several and not quiet:
+        counted = [f"{sum(o.status == s for o in outcomes)} of {len(outcomes)} model(s) {s}"
+                   for s in (PASSED, WRITTEN) if s == PASSED or any(o.status == s for o in outcomes)]
+        unchanged = [o.input for o in outcomes if o.status == UNCHANGED]
+        said = (f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})"
+                if unchanged else "")
+        _say(", ".join(counted) + said, aside)
+    if failed:
+        for o in failed:
+            error = str(o.error)
+            said = error if error.startswith(o.input) else f"{o.input}: {error}"
+            typer.echo(f"scatter-rewrite: error: {said}", err=True)
+        raise typer.Exit(1)
+
+
+def _say(text: str, aside: bool) -> None:
+    """A line of the summary: on stdout, unless a model or the report goes there (``aside``)."""
+    typer.echo(text, err=aside)
+
+
+def _refuse_standard_streams(models: list[str], output: Optional[str], report: Optional[str],
+                             in_place: bool) -> None:
+    """``-`` where it cannot apply: bad usage (OptionError), before any work."""
+    from scatter_rewrite.errors import OptionError
+
+    if STANDARD in models:
+        if len(models) > 1:
+            raise OptionError("- (standard input) is one model: give it alone, or name files")
+        if in_place:
+            raise OptionError("--in-place cannot replace standard input (-): use -o")
+        if output is None:
+            raise OptionError("a model read from standard input (-) has no name to write beside: "
+                              "give -o OUT, or -o - for standard output")
+    if output == STANDARD:
+        if len(models) > 1 or any(Path(m).is_dir() for m in models if m != STANDARD):
+            raise OptionError("-o - writes one model to standard output: give one model")
+        if report == STANDARD:
+            raise OptionError("-o - and --report - would both write to standard output: name a "
+                              "file for one of them")
+
+
+# The temporary files that stand for standard input and output while a run reads or writes them
+# (file -> the name to show), for messages and reports.
+_SHOWN: dict[str, str] = {}
+
+
+def shown_paths(text: str) -> str:
+    """``text`` with the temporary files of standard input and output named as the user named
+    them (``-``)."""
+    for path, name in _SHOWN.items():
+        text = text.replace(path, name)
+    return text
+
+
+@contextlib.contextmanager
+def _standard_streams(models: list[str], output: Optional[str]):
+    """Yields (models, output, shown) with ``-`` replaced by temporary files: the model read from
+    standard input is saved into one, and the model written to standard output is written into
+    one, then copied there (the model only: a result with external data is refused)."""
+    if STANDARD not in models and output != STANDARD:
+        yield models, output, {}
+        return
+    import shutil
+    import tempfile
+
+    import click
+
+    from scatter_rewrite.errors import ModelLoadError, OptionError
+
+    _SHOWN.clear()
+    with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
+        if STANDARD in models:
+            stdin = click.get_binary_stream("stdin")
+            if stdin.isatty():
+                raise OptionError("- reads a model from standard input, which is a terminal: "
+                                  "pipe a model into it")
+            source = Path(tmp, "in", "stdin.onnx")
+            source.parent.mkdir()
+            source.write_bytes(stdin.read())
+            if not source.stat().st_size:
+                raise ModelLoadError("- (standard input): empty, no model")
+            _SHOWN[str(source)] = "-"
+            models = [str(source)]
+        if output == STANDARD:
+            (Path(tmp) / "out").mkdir()
+            output = str(Path(tmp, "out", "stdout.onnx"))
+            _SHOWN[output] = "-"
+        yield models, output, _SHOWN
+        if output in _SHOWN and Path(output).exists():
+            written = sorted(p.name for p in Path(output).parent.iterdir())
+            if written != [Path(output).name]:
+                raise OptionError("-o -: the result has external data (over 2 GiB), which "
+                                  "standard output cannot carry with the model: name a file "
+                                  "with -o")
+            out = click.get_binary_stream("stdout")
+            with open(output, "rb") as f:
+                shutil.copyfileobj(f, out)
+            out.flush()
+
+
+def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
+                 output: Optional[str], validate: bool, inputs: Optional[str],
+                 report: Optional[str], in_place: bool, verbose: bool, rtol: Optional[float],
+                 atol: Optional[float], quiet: bool, shown: dict[str, str], aside: bool
+                 ) -> tuple[list[Any], bool]:
+    """Check the options, plan the outputs, rewrite each model, print each outcome and write the
+    report; (outcomes, whether several models were given)."""
     verb = declared.name
     model_paths = [Path(m) for m in models]
     output_says_folder = output is not None and output.endswith(("/", os.sep))
@@ -451,80 +610,76 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
         raise typer.BadParameter(f"{output} names one model file, and several models are given: "
                                  "name a folder (ending with /) or rewrite them one at a time",
                                  param_hint="-o")
-    _setup_logging(verbose)
-    try:
-        from scatter_rewrite.errors import OptionError, ScatterRewriteError
-        from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
-        from scatter_rewrite.validate import load_inputs, user_tolerance
+    from scatter_rewrite.errors import OptionError, ScatterRewriteError
+    from scatter_rewrite.model_io import input_data_files
+    from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
+    from scatter_rewrite.validate import load_inputs, user_tolerance
 
-        options = declared.bind(options, cli=True)
-        VERBS[verb].make_passes(**options)  # option errors surface before any work
-        if in_place and output is not None:
-            raise OptionError("--in-place and -o/--output exclude each other; pick one")
-        output_path = Path(output) if output is not None else None
-        report_path = Path(report) if report is not None else None
-        files = _unique(_expand(model_paths, [v.suffix for v in VERBS.values()]))
-        if output_path is not None and (several or output_says_folder) and output_path.exists() \
-                and not output_path.is_dir():
-            raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a "
-                              "folder, and that is a file")
-        folder_output = several or output_says_folder
-        taken = _plan_outputs(VERBS[verb], files, output_path, in_place, folder_output)
-        if report_path is not None:
-            _check_report_path(report_path, taken)
-        user_tolerance(rtol, atol)  # a bad bound is refused before any work
-        kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
-                      in_place=in_place, validate=validate,
-                      inputs=load_inputs(inputs) if inputs else None, rtol=rtol, atol=atol)
-        if len(files) == 1:
-            started = time.perf_counter()
-            try:
-                with _pass_progress(files[0]) as progress:
-                    outcomes = [rewrite_file(verb, files[0], progress=progress, **kwargs)]
-            except ScatterRewriteError as e:
-                if report_path is not None:
-                    from scatter_rewrite.pipeline import Outcome
+    options = declared.bind(options, cli=True)
+    VERBS[verb].make_passes(**options)  # option errors surface before any work
+    if in_place and output is not None:
+        raise OptionError("--in-place and -o/--output exclude each other; pick one")
+    output_path = Path(output) if output is not None else None
+    report_path = Path(report) if report is not None else None
+    files = _unique(_expand(model_paths, [v.suffix for v in VERBS.values()]))
+    if output_path is not None and (several or output_says_folder) and output_path.exists() \
+            and not output_path.is_dir():
+        raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a "
+                          "folder, and that is a file")
+    if output in shown and input_data_files(files[0]):
+        raise OptionError(f"-o -: {shown_paths(str(files[0]))} has external data, which standard "
+                          "output cannot carry with the model: name a file with -o")
+    folder_output = several or output_says_folder
+    taken = _plan_outputs(VERBS[verb], files, output_path, in_place, folder_output)
+    if report_path is not None:
+        _check_report_path(report_path, taken)
+    user_tolerance(rtol, atol)  # a bad bound is refused before any work
+    kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
+                  in_place=in_place, validate=validate,
+                  inputs=load_inputs(inputs) if inputs else None, rtol=rtol, atol=atol)
+    if len(files) == 1:
+        started = time.perf_counter()
+        try:
+            with _pass_progress(files[0]) as progress:
+                outcomes = [rewrite_file(verb, files[0], progress=progress, **kwargs)]
+        except ScatterRewriteError as e:
+            if report_path is not None:
+                from scatter_rewrite.pipeline import Outcome
 
-                    failed_outcome = Outcome(str(files[0]), passes=getattr(e, "passes", []),
-                                             error=str(e), verb=verb, options=options,
-                                             seconds=time.perf_counter() - started)
-                    try:
-                        _write_report(report_path, verb, [failed_outcome])
-                    except ScatterRewriteError:
-                        pass  # the model's error is the one to tell
-                raise
-        else:
+                failed_outcome = Outcome(str(files[0]), passes=getattr(e, "passes", []),
+                                         error=str(e), verb=verb, options=options,
+                                         seconds=time.perf_counter() - started)
+                try:
+                    _write_report(report_path, verb, [_shown(failed_outcome)])
+                except ScatterRewriteError:
+                    pass  # the model's error is the one to tell
+            raise
+    else:
+        try:
             outcomes = _run_parallel(verb, files, kwargs, rewrite_file_reporting)
-    except ScatterRewriteError as e:
-        _error(str(e), e, verbose)
-        raise typer.Exit(1) from None
-    except Exception as e:  # a bug of ours: say so in one line; -v shows where
-        _internal_error(e, verbose)
+        except Stopped as e:  # the models finished before it: written, so said
+            for outcome in getattr(e, "finished", []):
+                if not quiet:
+                    _say(_format(outcome), aside)
+            raise
+    outcomes = [_shown(o) for o in outcomes]
     for outcome in outcomes:
-        typer.echo(_format(outcome))
+        if not quiet:
+            _say(_format(outcome), aside)
     if verb == "tensorrt":
         _warn_not_ready(outcomes, options["trt_version"])
     if report_path is not None:
-        try:
-            _write_report(report_path, verb, outcomes)
-        except ScatterRewriteError as e:
-            _error(str(e), e, verbose)
-            raise typer.Exit(1) from None
-    from scatter_rewrite.pipeline import SUCCEEDED, UNCHANGED
+        _write_report(report_path, verb, outcomes)
+    return outcomes, several
 
-    failed = [o for o in outcomes if o.status not in SUCCEEDED]
-    if several:
-        unchanged = [o.input for o in outcomes if o.status == UNCHANGED]
-        passed = len(outcomes) - len(failed) - len(unchanged)
-        said = (f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})"
-                if unchanged else "")
-        typer.echo(f"{passed} of {len(outcomes)} model(s) PASSED{said}")
-    if failed:
-        for o in failed:
-            error = str(o.error)
-            said = error if error.startswith(o.input) else f"{o.input}: {error}"
-            typer.echo(f"scatter-rewrite: error: {said}", err=True)
-        raise typer.Exit(1)
+
+def _shown(outcome: Any) -> Any:
+    """The outcome with standard input and output named ``-`` (see _standard_streams)."""
+    if _SHOWN:
+        outcome.input = shown_paths(outcome.input)
+        outcome.output = outcome.output and shown_paths(outcome.output)
+        outcome.error = outcome.error and shown_paths(outcome.error)
+    return outcome
 
 
 @contextlib.contextmanager
@@ -563,11 +718,13 @@ def _run_parallel(verb: str, files: list[Path], kwargs: dict, worker) -> list[An
             for future in as_completed(futures):
                 outcomes[futures[future]] = future.result()
                 progress.advance(task)
-    except BaseException:
+    except BaseException as e:
         pool.shutdown(wait=False, cancel_futures=True)
         for child in multiprocessing.active_children():
             child.terminate()  # (SIGTERM: the worker's handler stops its model cleanly)
         pool.shutdown(wait=True)
+        if isinstance(e, Stopped):  # the models finished before it, in the order given
+            e.finished = [outcomes[f] for f in files if f in outcomes]
         raise
     pool.shutdown()
     return [outcomes[f] for f in files]
@@ -608,10 +765,10 @@ def _stderr_console():
 # ---- the verbs --------------------------------------------------------------------------------
 
 _SHARED = [  # (name, annotation, default): every rewriting verb takes these, after its own options
-    ("output", Output, None), ("validate", Validate, True), ("inputs", Inputs, None),
-    ("rtol", Rtol, None), ("atol", Atol, None),
-    ("report", Report, None), ("in_place", InPlace, False), ("verbose", Verbose, False),
-]
+    ("output", None, None), ("validate", Validate, True), ("inputs", Inputs, None),
+    ("rtol", Rtol, None), ("atol", Atol, None), ("report", Report, None),
+    ("in_place", InPlace, False), ("quiet", Quiet, False), ("verbose", Verbose, False),
+]  # (output's annotation names the verb's suffix: _output)
 
 
 def _dim_sizes(values: Optional[list[str]]) -> Optional[dict[str, int]]:
@@ -653,7 +810,8 @@ def _register(verb: Any) -> None:
     kw = inspect.Parameter.KEYWORD_ONLY
     own = [_cli_parameter(o) for o in verb.options]
     parameters = ([inspect.Parameter("models", kw, annotation=Models)] + [p for p, _ in own]
-                  + [inspect.Parameter(n, kw, annotation=a, default=d) for n, a, d in _SHARED])
+                  + [inspect.Parameter(n, kw, annotation=a or _output(verb.suffix), default=d)
+                     for n, a, d in _SHARED])
     converters = {p.name: convert for p, convert in own}
 
     def command(**kwargs: Any) -> None:
@@ -680,6 +838,7 @@ def check(
         "from 9 to the highest the installed onnx defines).")] = "tensorrt-10",
     as_json: Annotated[bool, typer.Option("--json",
                                           help="Print the findings as JSON (for CI).")] = False,
+    quiet: Quiet = False,
     verbose: CheckVerbose = False,
 ) -> None:
     """Check models (onnx.checker) and each scatter node's readiness for a target; 1 if blocked."""
@@ -694,7 +853,7 @@ def check(
         reports = [check_report(f, target) for f in files]
     except ScatterRewriteError as e:
         _error(str(e), e, verbose)
-        raise typer.Exit(1) from None
+        raise typer.Exit(_exit_code(e)) from None
     except Exception as e:  # a bug of ours: one line; -v shows where
         _internal_error(e, verbose)
     if as_json:
@@ -702,7 +861,7 @@ def check(
         several = {"target": target, "blocked": sum(bool(r.blocked) for r in reports),
                    "models": shown}
         typer.echo(json.dumps(shown[0] if len(shown) == 1 else several, indent=2))
-    else:
+    elif not quiet:
         for r in reports:
             _print_report(r)
     from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START
@@ -785,10 +944,24 @@ def _reduction_cell(f) -> str:
     return "none (written)" if f.reduction == "none" else f.reduction or "none"
 
 
+def _stopped_after_the_run(signum: int, frame: Any) -> None:
+    """A stop signal once the run is over (its outputs written, its lines printed), while the
+    process exits: said, and the signal's exit status."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os.write(2, f"scatter-rewrite: error: stopped by {signal.Signals(signum).name} after the run "
+                "ended: what it printed above stands\n".encode())
+    os._exit(128 + signum)
+
+
 def main() -> None:
     _stop_on_signals()
-    # (also under python -m / -c: the name the messages and help use)
-    app(prog_name="scatter-rewrite")
+    try:
+        # (also under python -m / -c: the name the messages and help use)
+        app(prog_name="scatter-rewrite")
+    finally:
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, _stopped_after_the_run)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ from scatter_rewrite.passes.tensorrt import (
 )
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 from scatter_rewrite.spec import REDUCTIONS_SINCE, scatter_node_problem
+from scatter_rewrite.verbs import python_call
 
 __all__ = ["CheckReport", "Finding", "check", "check_report", "parse_target", "TARGETS_HELP",
            "OPSET_TARGET_FLOOR"]
@@ -91,6 +92,7 @@ class Finding:
     indices_type: str | None
     blockers: list[str] = dataclasses.field(default_factory=list)
     fix: str | None = None  # the command that removes the blockers (None: none known)
+    python_fix: str | None = None  # the same as a Python call: scatter_rewrite.lower(model, ...)
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -206,6 +208,8 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
             if refusal is not None and (f.fix or "").startswith("scatter-rewrite lower"):
                 f.blockers.append(f"lower --opset {version} stops at another node: {refusal}")
                 f.fix = None
+    for f in findings:
+        f.python_fix = python_call(f.fix)
     return findings
 
 

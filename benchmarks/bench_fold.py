@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -35,7 +34,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from _timed import TIME, have_time, timer  # benchmarks/_timed.py
+from _timed import TIME, have_time, measure  # benchmarks/_timed.py
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work" / "fold"
@@ -116,21 +115,6 @@ def tools(model: Path) -> dict[str, list[str]]:
     if Path(ONNXSIM).exists():
         found["onnxsim"] = [ONNXSIM, str(model), str(out / "onnxsim.onnx")]
     return found
-
-
-def measure(command: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS bytes (from /usr/bin/time -v), and the first error line if it failed."""
-    proc = subprocess.run(timer() + command, capture_output=True, text=True)
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", proc.stderr)
-    h, m, s = wall.groups()
-    seconds = int(h or 0) * 3600 + int(m) * 60 + float(s)
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1)) * 1024
-    error = ""
-    if proc.returncode != 0:
-        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines()
-                 if ln.strip() and not ln.startswith(("\t", "Command exited"))]
-        error = lines[-1][:160] if lines else f"exit {proc.returncode}"
-    return seconds, rss, error
 
 
 def scatters_left(path: Path) -> str:

@@ -302,7 +302,7 @@ def _format(outcome: Any) -> str:
         if v.get("cross_check"):
             lines.append(f"    {v['cross_check']}")
     elif outcome.status == WRITTEN:
-        lines.append("  validation: not run (--no-validate)")
+        lines.append("  validation: skipped (--no-validate)")
     if outcome.status == "UNCHANGED":
         lines.append("  nothing rewritten: the output is a copy of the input")
     if outcome.error:
@@ -494,8 +494,10 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
 
     failed = [o for o in outcomes if o.status not in SUCCEEDED]
     if several and not quiet:
-        counted = [f"{sum(o.status == s for o in outcomes)} of {len(outcomes)} model(s) {s}"
-                   for s in (PASSED, WRITTEN) if s == PASSED or any(o.status == s for o in outcomes)]
+        # (PASSED, or WRITTEN under --no-validate; both if a batch ever mixes them)
+        counts = {s: sum(o.status == s for o in outcomes) for s in (PASSED, WRITTEN)}
+        counted = [f"{n} of {len(outcomes)} model(s) {s}" for s, n in counts.items()
+                   if n or (s == PASSED and not counts[WRITTEN])]
         unchanged = [o.input for o in outcomes if o.status == UNCHANGED]
         said = (f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})"
                 if unchanged else "")

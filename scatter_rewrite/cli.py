@@ -754,6 +754,11 @@ def _in_worker(worker, verb: str, source: str, kwargs: dict) -> Any:
     _BUSY = True
     try:
         return worker(verb, source, kwargs)
+    except Stopped as e:
+        # Its model's staging folder is removed (the finally blocks ran): the worker ends here,
+        # not back in the pool's loop, where it would wait for work that a stopping pool whose
+        # other worker already exited never sends, and the parent would wait for it at exit.
+        os._exit(128 + e.signum)
     finally:
         _BUSY = False
 

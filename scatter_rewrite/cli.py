@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import importlib
 import inspect
 import json
 import logging
@@ -23,6 +24,7 @@ import signal
 import sys
 import time
 import traceback
+import types
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -615,7 +617,6 @@ def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
     from scatter_rewrite.model_io import input_data_files
     from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
-    from scatter_rewrite.validate import load_inputs, user_tolerance
 
     options = declared.bind(options, cli=True)
     VERBS[verb].make_passes(**options)  # option errors surface before any work
@@ -635,7 +636,10 @@ def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
     taken = _plan_outputs(VERBS[verb], files, output_path, in_place, folder_output)
     if report_path is not None:
         _check_report_path(report_path, taken)
-    user_tolerance(rtol, atol)  # a bad bound is refused before any work
+    if rtol is not None or atol is not None or inputs:  # (validation's imports only then)
+        from scatter_rewrite.validate import load_inputs, user_tolerance
+
+        user_tolerance(rtol, atol)  # a bad bound is refused before any work
     kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
                   in_place=in_place, validate=validate,
                   inputs=load_inputs(inputs) if inputs else None, rtol=rtol, atol=atol)
@@ -689,8 +693,9 @@ def _pass_progress(model: Path):
     """On a terminal (stderr), a spinner naming the pass running on ``model`` (a long model would
     otherwise print nothing for seconds); elsewhere nothing. Yields the pipeline's progress
     callback."""
-    console = _stderr_console()
-    if not console.is_terminal:
+    # (rich's console is imported only where it may be a terminal: 30-70 ms)
+    console = _stderr_console() if _may_be_terminal(sys.stderr) else None
+    if console is None or not console.is_terminal:
         yield None
         return
     with console.status(f"{model}: loading", spinner="line") as status:
@@ -761,6 +766,14 @@ def _in_worker(worker, verb: str, source: str, kwargs: dict) -> Any:
         os._exit(128 + e.signum)
     finally:
         _BUSY = False
+
+
+def _may_be_terminal(stream: Any) -> bool:
+    """False where rich would plainly say the stream is no terminal (a pipe or a file, and no
+    FORCE_COLOR or TTY_INTERACTIVE saying otherwise), without importing rich."""
+    isatty = getattr(stream, "isatty", None)
+    return bool((isatty is not None and isatty()) or os.environ.get("FORCE_COLOR")
+                or os.environ.get("TTY_INTERACTIVE"))
 
 
 def _stderr_console():
@@ -961,8 +974,57 @@ def _stopped_after_the_run(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
+# Loaded on first use in the command's process: onnx_ir imports sympy, and its _symbolic_shapes
+# reads sympy's functions at import, for symbolic shape arithmetic that a rewrite rarely does;
+# otherwise 0.2 s and ~30 MiB of every run (benchmarks/RESULTS-fold.md).
+_DEFERRED = ("sympy", "onnx_ir._symbolic_shapes")
+
+
+class _OnFirstUse(types.ModuleType):
+    """Stands in sys.modules for a module not loaded yet: ``import`` finds it (its ``__spec__`` is
+    the real one's), and the first attribute it lacks loads the real module, which takes its
+    place in sys.modules and lends this one its namespace. (importlib.util.LazyLoader does not
+    do: Python 3.11's import statement reads ``__spec__`` of a module already in sys.modules, which
+    loads a LazyLoader's module at once.)"""
+
+    def __getattr__(self, attr: str) -> Any:
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+        real = importlib.import_module(name)
+        vars(self).update({k: v for k, v in vars(real).items() if k != "__spec__"})
+        return getattr(real, attr)
+
+
+def _defer_imports() -> None:
+    """Each of _DEFERRED (a top-level module, or a top-level package's submodule) replaced by an
+    _OnFirstUse until it is used. Only the command does this, never the library, which leaves a
+    user's process as it is."""
+    import importlib.machinery
+    import importlib.util
+
+    for name in _DEFERRED:
+        if name in sys.modules:
+            continue
+        parent = name.rpartition(".")[0]
+        if parent:  # (found without importing the package: find_spec of a top-level name)
+            package = importlib.util.find_spec(parent)
+            if package is None or not package.submodule_search_locations:
+                continue
+            spec = importlib.machinery.PathFinder.find_spec(name,
+                                                            package.submodule_search_locations)
+        else:
+            spec = importlib.util.find_spec(name)
+        if spec is None:
+            continue
+        stand_in = _OnFirstUse(name)
+        stand_in.__spec__ = spec
+        sys.modules[name] = stand_in
+
+
 def main() -> None:
     _stop_on_signals()
+    _defer_imports()
     try:
         # (also under python -m / -c: the name the messages and help use)
         app(prog_name="scatter-rewrite")

@@ -314,13 +314,13 @@ def rewrite_model(
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
     ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
     """
-    from scatter_rewrite import validate as validation
-
     # (the passes check the nodes too, but validation plans its inputs from them first)
     check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
     plan = None
-    if validate:
+    if validate:  # (validation's imports only then: a --no-validate run starts faster)
+        from scatter_rewrite import validate as validation
+
         plan = validation.plan_validation(model, seed=seed, inputs=inputs,
                                           dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
     results = run_passes(model, passes, progress=progress)

@@ -111,7 +111,7 @@ def test_a_model_that_fails_or_is_blocked_exits_1_and_success_0(model: Path, tmp
 
 def test_the_exit_codes_are_one_table_in_the_docs():
     text = (ROOT / "docs" / "command-line.md").read_text()
-    table = re.search(r"\| exit \| meaning \|\n\|---\|---\|\n((?:\|.*\|\n)+)", text)
+    table = re.search(r"\| exit \| meaning \|\n *\|---\|---\|\n((?: *\|.*\|\n)+)", text)
     assert table, "docs/command-line.md lacks the exit-code table"
     codes = [row.split("|")[1].strip() for row in table.group(1).splitlines()]
     assert codes == ["0", "1", "2", "128 + N"], codes

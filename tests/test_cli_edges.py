@@ -243,6 +243,7 @@ def test_progress_on_a_terminal_names_each_pass(tmp_path: Path, monkeypatch):
     screen = io.StringIO()
     monkeypatch.setattr(cli, "_stderr_console",
                         lambda: Console(file=screen, force_terminal=True, width=100))
+    monkeypatch.setattr(cli, "_may_be_terminal", lambda stream: True)  # (the runner's is a pipe)
     steps = []
     real = cli._pass_progress
 

@@ -562,14 +562,12 @@ def _standard_streams(models: list[str], output: Optional[str]):
     import shutil
     import tempfile
 
-    import click
-
     from scatter_rewrite.errors import ModelLoadError, OptionError
 
     _SHOWN.clear()
     with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
         if STANDARD in models:
-            stdin = click.get_binary_stream("stdin")
+            stdin = getattr(sys.stdin, "buffer", sys.stdin)
             if stdin.isatty():
                 raise OptionError("- reads a model from standard input, which is a terminal: "
                                   "pipe a model into it")
@@ -591,7 +589,8 @@ def _standard_streams(models: list[str], output: Optional[str]):
                 raise OptionError("-o -: the result has external data (over 2 GiB), which "
                                   "standard output cannot carry with the model: name a file "
                                   "with -o")
-            out = click.get_binary_stream("stdout")
+            sys.stdout.flush()
+            out = getattr(sys.stdout, "buffer", sys.stdout)
             with open(output, "rb") as f:
                 shutil.copyfileobj(f, out)
             out.flush()

@@ -863,13 +863,16 @@ def check(
     """Check models (onnx.checker) and each scatter node's readiness for a target; 1 if blocked."""
     _setup_logging(verbose)
     try:
-        from scatter_rewrite.errors import ScatterRewriteError
+        from scatter_rewrite.errors import OptionError, ScatterRewriteError
         from scatter_rewrite.readiness import check_report, parse_target
 
         parse_target(target)
-        # (every model of a folder, the verbs' outputs too: they are what one checks)
-        files = _unique(_expand([Path(m) for m in models], []))
-        reports = [check_report(f, target) for f in files]
+        if STANDARD in models and len(models) > 1:
+            raise OptionError("- (standard input) is one model: give it alone, or name files")
+        with _standard_streams(models, None) as (models, _, _):
+            # (every model of a folder, the verbs' outputs too: they are what one checks)
+            files = _unique(_expand([Path(m) for m in models], []))
+            reports = [check_report(f, target, name=shown_paths(str(f))) for f in files]
     except ScatterRewriteError as e:
         _error(str(e), e, verbose)
         raise typer.Exit(_exit_code(e)) from None

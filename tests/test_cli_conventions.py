@@ -184,6 +184,15 @@ def test_a_model_on_standard_input_that_is_not_one_is_one_line(tmp_path: Path):
     one_error_line(invoke("lower", "-", "-o", "-", input=b""), 1)
 
 
+def test_check_reads_a_model_from_standard_input(model: Path):
+    result = invoke("check", "-", "--target", "opset-13", "--json", input=model.read_bytes())
+    assert result.exit_code == 1, result.output  # blocked, as the file is
+    json.loads(result.stdout)
+    assert '"model": "-"' in result.stdout  # (whatever the layout around each model's report)
+    assert "stdin.onnx" not in result.output
+    one_error_line(invoke("check", "-", model, input=model.read_bytes()), 2)
+
+
 def test_a_report_on_standard_output(model: Path):
     result = invoke("lower", model, "--report", "-")
     assert result.exit_code == 0, result.output

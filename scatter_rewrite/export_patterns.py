@@ -17,13 +17,13 @@ from scatter_rewrite.graph import attr, describe, is_default_domain, is_referenc
 
 __all__ = [
     "accumulate_export_notes", "accumulate_export_suspect", "ACCUMULATE_NOTE_START",
-    "is_constant_zeros", "mean_export_suspect",
+    "is_constant_zeros", "mean_export_suspect", "SCATTER_REDUCE_NAME",
 ]
 
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
 MEAN_NOTE_START = "is named as dynamo's export of scatter_reduce and has no reduction"
 # The dynamo exporter names a node after its aten op: node_scatter_reduce, node_scatter_reduce_1...
-_SCATTER_REDUCE_NAME = re.compile(r"node_scatter_reduce(_\d+)?$")
+SCATTER_REDUCE_NAME = re.compile(r"node_scatter_reduce(_\d+)?$")
 
 
 def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
@@ -58,7 +58,7 @@ def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
     (None when absent). None otherwise."""
     if node.op_type != "ScatterElements" or reduction != "none":
         return None
-    if not _SCATTER_REDUCE_NAME.match(node.name or ""):
+    if not SCATTER_REDUCE_NAME.match(node.name or ""):
         return None
     return (f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
             "scatter_reduce(reduce='mean'), which keeps the last update written instead of the "

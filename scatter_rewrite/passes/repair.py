@@ -57,7 +57,9 @@ import onnx_ir as ir
 
 import numpy as np
 
-from scatter_rewrite.export_patterns import SCATTER_REDUCE_NAME, is_constant_zeros
+from scatter_rewrite.export_patterns import (
+    SCATTER_REDUCE_NAME, clearing_scatter, is_constant_zeros,
+)
 from scatter_rewrite.graph import (
     Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes, reference_reason,
     nodes_within, remove_unused_expands, value_names,
@@ -132,25 +134,15 @@ def find_sites(model: ir.Model, assume: str | None = None
     return sites, lookalikes
 
 
-def _plain_scatter_elements(node: ir.Node) -> bool:
-    return (node.op_type == "ScatterElements" and is_default_domain(node)
-            and reference_reason(node) is None and attr(node, "reduction", "none") == "none"
-            and len(node.inputs) == 3 and all(v is not None for v in node.inputs))
-
-
 def _mean_site(node: ir.Node, scope: Scope, assume: str | None) -> Site | None:
     """The dynamo mean export ``node`` ends, when it is one (see the module docstring)."""
-    if not _plain_scatter_elements(node):
+    if node.op_type != "ScatterElements" or attr(node, "reduction", "none") != "none":
         return None
-    clear = node.inputs[0].producer()
-    cleared = node.inputs[0]
-    if (clear is not None and _plain_scatter_elements(clear)
-            and clear.inputs[1] is node.inputs[1]
-            and attr(clear, "axis", 0) == attr(node, "axis", 0)
-            and is_constant_zeros(clear.inputs[2])
-            and len(cleared.uses()) == 1 and not cleared.is_graph_output()):
+    if (clear := clearing_scatter(node)) is not None:
         return Site(node, None, scope, "mean", clear)
-    if assume == "scatter-reduce-mean" and SCATTER_REDUCE_NAME.match(node.name or ""):
+    if (assume == "scatter-reduce-mean" and SCATTER_REDUCE_NAME.match(node.name or "")
+            and reference_reason(node) is None and len(node.inputs) == 3
+            and all(v is not None for v in node.inputs)):
         return Site(node, None, scope, "mean")
     return None
 
@@ -242,8 +234,8 @@ def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
     return None
 
 
-REPAIR_NOTE = ("`scatter-rewrite repair` changes it into what PyTorch computed (reduction add: "
-               "repeated indices summed; see docs/repair.md)")
+REPAIR_NOTE = ("`scatter-rewrite repair` changes it into what PyTorch computed (repeated indices "
+               "summed, or averaged for a mean; see docs/repair.md)")
 
 
 def repairable_nodes(model: ir.Model, assume: str | None = None) -> set[int]:

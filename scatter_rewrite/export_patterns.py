@@ -19,11 +19,13 @@ from scatter_rewrite.graph import (
 
 __all__ = [
     "accumulate_export_notes", "accumulate_export_suspect", "ACCUMULATE_NOTE_START",
+    "CLEARED_MEAN_NOTE_START",
     "clearing_scatter", "is_constant_zeros", "mean_export_suspect", "SCATTER_REDUCE_NAME",
 ]
 
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
 MEAN_NOTE_START = "is named as dynamo's export of scatter_reduce and has no reduction"
+CLEARED_MEAN_NOTE_START = "has no reduction after a scatter of zeros at the same indices"
 # The dynamo exporter names a node after its aten op: node_scatter_reduce, node_scatter_reduce_1...
 SCATTER_REDUCE_NAME = re.compile(r"node_scatter_reduce(_\d+)?$")
 
@@ -62,8 +64,7 @@ def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
     if node.op_type != "ScatterElements" or reduction != "none":
         return None
     if clearing_scatter(node) is not None:
-        return (f"{MEAN_NOTE_START}, after a scatter of zeros at the same indices: how torch.onnx "
-                "(dynamo=True) exports scatter_reduce(reduce='mean', include_self=False), which "
+        return (f"{CLEARED_MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports scatter_reduce(reduce='mean', include_self=False), which "
                 "keeps the last update written instead of the mean; `scatter-rewrite repair` "
                 "computes the mean (docs/repair.md)")
     if not SCATTER_REDUCE_NAME.match(node.name or ""):

@@ -155,3 +155,14 @@ def test_renamed_only_the_graph_tells_the_mean():
     assert CLEARED_MEAN_NOTE_START in notes[0]
     assert [n.node.split("'")[1] for n in RepairPass("scatter-reduce-mean")(model).rewritten] == [
         "node_scatter_1"]
+
+
+def test_a_mean_whose_sums_cannot_be_lowered_is_left_with_the_reason():
+    """bfloat16 at opset 11: no reducing scatter, and no lowering of one (Cast-13 needed)."""
+    model = ir.serde.deserialize_model(mean_model(onnx.TensorProto.BFLOAT16, False, opset=11))
+    before = ir.serde.serialize_model(model).SerializeToString()
+    result = RepairPass()(model)
+    assert not result.modified and not result.rewritten
+    [skipped] = result.skipped
+    assert "include_self=False" in skipped.detail and "bfloat16 needs opset >= 13" in skipped.detail
+    assert ir.serde.serialize_model(model).SerializeToString() == before

@@ -346,8 +346,14 @@ class RepairPass(ScatterPass):
                     value=ir.tensor(one.reshape(1)), dtype=dtype)
         for value, like in ((count_base, x), (ones, updates)):
             value.shape = like.shape
-        sums, how = self._add_scatter(b, base, idx, updates, axis, scope.opset, names)
-        counts, _ = self._add_scatter(b, count_base, idx, ones, axis, scope.opset, names)
+        try:
+            sums, how = _add_scatter(b, base, idx, updates, axis, scope.opset, names)
+            counts, _ = _add_scatter(b, count_base, idx, ones, axis, scope.opset, names)
+        except _Blocked as blocked:  # nothing spliced yet: the model keeps the export
+            _detach(b.nodes)
+            self.skip(node, scope, f"{_mean_behaviour(site)}; its sums cannot be lowered at "
+                                   f"opset {scope.opset}: {blocked}")
+            return
         safe = b.op("Max", counts, b.const(one, one.dtype), dtype=dtype)
         if dtype.is_floating_point():
             mean = b.op("Div", sums, safe, dtype=dtype)
@@ -366,26 +372,42 @@ class RepairPass(ScatterPass):
                      "without updates keeps the data)")
         _untype_in_functions(scope, b.nodes)
 
-    def _add_scatter(self, b: seg.Builder, data, idx, updates, axis: int, opset: int,
-                     names: seg.Names) -> tuple[ir.Value, str]:
-        """``ScatterElements(data, idx, updates, reduction="add")``, lowered where onnxruntime's CPU
-        provider or the opset has none; and how it was written."""
-        out = b.op("ScatterElements", data, idx, updates, axis=axis, reduction="add",
-                   dtype=data.dtype)
-        out.shape = data.shape
-        scatter = out.producer()
-        if not _needs_lowering(scatter, opset) or seg.reduction_blocker(scatter, opset) is not None:
-            return out, f"ScatterElements(reduction='add') at opset {opset}"
-        b.nodes.remove(scatter)
-        nodes, lowered = seg.lower_reduction(scatter, opset, names)
-        b.nodes.extend(nodes)
-        return lowered, (f"the add scatters lowered to standard nodes at opset {opset} "
-                         f"({_why_lowered(scatter, opset)})")
-
     def _record(self, found_as: str, pattern: str, assumes: str, became: str) -> None:
         note = NodeNote(found_as, f"recognized {pattern}; assumed {assumes}; -> {became}")
         self.result.rewritten.append(note)
         self.result.modified = True
+
+
+class _Blocked(Exception):
+    """Why an add scatter that needs lowering cannot be lowered."""
+
+
+def _add_scatter(b: seg.Builder, data, idx, updates, axis: int, opset: int,
+                 names: seg.Names) -> tuple[ir.Value, str]:
+    """``ScatterElements(data, idx, updates, reduction="add")``, lowered where onnxruntime's CPU
+    provider or the opset has none; and how it was written. _Blocked where it cannot be."""
+    out = b.op("ScatterElements", data, idx, updates, axis=axis, reduction="add",
+               dtype=data.dtype)
+    out.shape = data.shape
+    scatter = out.producer()
+    if not _needs_lowering(scatter, opset):
+        return out, f"ScatterElements(reduction='add') at opset {opset}"
+    if (reason := seg.reduction_blocker(scatter, opset)) is not None:
+        raise _Blocked(reason)
+    nodes, lowered = seg.lower_reduction(scatter, opset, names)
+    how = (f"the add scatters lowered to standard nodes at opset {opset} "
+           f"({_why_lowered(scatter, opset)})")
+    b.nodes.remove(scatter)
+    _detach([scatter])  # read by the lowering, then dropped: it must not stay a user of its inputs
+    b.nodes.extend(nodes)
+    return lowered, how
+
+
+def _detach(nodes: list[ir.Node]) -> None:
+    """Built nodes that are not spliced in, no longer users of their inputs."""
+    for node in nodes:
+        for i in range(len(node.inputs)):
+            node.replace_input_with(i, None)
 
 
 def _needs_lowering(node: ir.Node, opset: int) -> bool:

@@ -31,7 +31,8 @@ Real layers whose scatters ``repair`` fixes, with indices computed inside the mo
 * ``jagged_bag_sum_ts13``: a DLRM-style jagged bag sum: segment ids from ``cumsum(lengths)``
   (a value past the last boundary goes to the last bag, so any lengths give in-range ids),
   summed with ``scatter_add``; ``jagged_bag_sum_strict_ts13``: the same, a value past every
-  boundary getting the id ``len(lengths)`` (in range only where the lengths sum to the values).
+  boundary getting the id ``len(lengths)`` (in range only where the lengths sum to at least the
+  number of values).
 * ``bev_index_put_ts{11,13,16,17}``: LSS-style BEV pooling, ``bev.index_put_((ys, xs), feats,
   accumulate=True)`` with the cells computed from point coordinates: ScatterND with an index tuple
   of length 2 built by Unsqueeze + Concat.

@@ -64,9 +64,10 @@ def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
     if node.op_type != "ScatterElements" or reduction != "none":
         return None
     if clearing_scatter(node) is not None:
-        return (f"{CLEARED_MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports scatter_reduce(reduce='mean', include_self=False), which "
-                "keeps the last update written instead of the mean; `scatter-rewrite repair` "
-                "computes the mean (docs/repair.md)")
+        return (f"{CLEARED_MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
+                "scatter_reduce(reduce='mean', include_self=False), which keeps the last update "
+                "written instead of the mean; `scatter-rewrite repair` computes the mean "
+                "(docs/repair.md)")
     if not SCATTER_REDUCE_NAME.match(node.name or ""):
         return None
     return (f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "

@@ -39,7 +39,7 @@ from onnx.reference.op_run import OpRun
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ValidationError
 from scatter_rewrite.evaluator import scatter_elements
-from scatter_rewrite.graph import iter_nodes
+from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.model_io import load_model
 from scatter_rewrite.passes.repair import find_sites
 
@@ -125,13 +125,8 @@ def intended_model(original: ir.Model, repaired: ir.Model | None = None,
             probe.outputs[0].name = f"{_PROBE}_{len(model.graph.outputs)}"
             model.graph.append(probe)
             model.graph.outputs.append(probe.outputs[0])
-        probes.sites.append(_Probe(node.op_type, attr_int(node, "axis", 0)))
+        probes.sites.append(_Probe(node.op_type, attr(node, "axis", 0)))
     return model, probes
-
-
-def attr_int(node: ir.Node, name: str, default: int) -> int:
-    attribute = node.attributes.get(name)
-    return default if attribute is None else attribute.as_int()
 
 
 def _as_mean(model: ir.Model, site) -> None:

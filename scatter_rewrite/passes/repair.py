@@ -53,9 +53,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import onnx_ir as ir
-
 import numpy as np
+import onnx_ir as ir
 
 from scatter_rewrite.export_patterns import (
     SCATTER_REDUCE_NAME, clearing_scatter, is_constant_zeros,
@@ -322,8 +321,7 @@ class RepairPass(ScatterPass):
         remove_unused_expands(scope.body, old_inputs)
         self._record(found_as, EXPORTER_BEHAVIOUR, ACCUMULATE_ASSUMES,
                      f"{node.op_type}(reduction='add') lowered to {len(nodes)} standard nodes at "
-                     f"opset {scope.opset} ({why}; sort + segmented "
-                     "add + ScatterND)")
+                     f"opset {scope.opset} ({why}; sort + segmented add + ScatterND)")
         _untype_in_functions(scope, nodes)
 
     def _repair_mean(self, site: Site, found_as: str, names: seg.Names) -> None:

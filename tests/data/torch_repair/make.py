@@ -1,6 +1,7 @@
 """Make the exports whose scatters ``repair`` fixes or warns about (needs torch; tests do not).
 
     python tests/data/torch_repair/make.py    # torch 2.13 CPU, onnxscript 0.7.2
+    python tests/data/torch_repair/make.py --real-layers    # only export_real_layers()
 
 Each ``NAME.onnx`` comes with ``NAME.npz``: the inputs (``in_<input name>``) and PyTorch's own
 outputs (``out_<output name>``) in eager mode, on inputs with repeated indices, where the export
@@ -24,7 +25,7 @@ outputs (``out_<output name>``) in eager mode, on inputs with repeated indices, 
 
 Real layers whose scatters ``repair`` fixes, with indices computed inside the model:
 
-* ``moe_router_ts13``: a Shazeer-style top-2 gate; tokens per expert counted with
+* ``moe_router_ts{9,11,13}``: a Shazeer-style top-2 gate; tokens per expert counted with
   ``zeros.scatter_add_(0, topk_idx.flatten(), ones)`` (12 slots into 4 experts always repeat).
 * ``moe_sort_ts13``: tokens grouped by their expert (``sort``), tokens per expert counted with
   ``scatter_add_`` and their offsets by ``cumsum``.
@@ -236,8 +237,11 @@ def main() -> None:
 
 
 def export_real_layers() -> None:
+    torch.manual_seed(0)  # the same files whether run alone (--real-layers) or after main()'s
     tokens = torch.randn(6, 8)
-    export("moe_router_ts13", MoeRouter(), {"x": tokens}, 13)
+    router = MoeRouter()
+    for opset in (9, 11, 13):
+        export(f"moe_router_ts{opset}", router, {"x": tokens}, opset)
     export("moe_sort_ts13", MoeSortByExpert(), {"x": tokens}, 13)
     jagged = {"values": torch.randn(9, 3), "lengths": torch.tensor([2, 0, 4, 3])}
     export("jagged_bag_sum_ts13", JaggedBagSum(), jagged, 13)

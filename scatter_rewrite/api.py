@@ -229,8 +229,8 @@ def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
                      validate, inputs, rtol, atol, output, return_report)
 
 
-def repair(model: ModelLike, *, validate: bool = False, inputs: dict | None = None,
-           rtol: float | None = None, atol: float | None = None,
+def repair(model: ModelLike, *, assume: str | None = None, validate: bool = False,
+           inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
            output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Repair the TorchScript exporter's accumulating scatters (zeros -> scatter without reduction
     -> Add, wrong with repeated indices: pytorch/pytorch#61034, #111159) into what PyTorch
@@ -242,14 +242,18 @@ def repair(model: ModelLike, *, validate: bool = False, inputs: dict | None = No
     instead of equality (:mod:`scatter_rewrite.repair_proof`): bit for bit equal to the original
     on inputs without repeated indices, equal to the evaluator's add-reduction on inputs with
     repeated indices (``inputs``, when given, too; ``rtol``/``atol``: your own bound for its float
-    outputs). The other arguments as in :func:`upgrade`.
+    outputs). dynamo's ``scatter_reduce(reduce="mean", include_self=False)`` becomes sum / count;
+    ``assume="scatter-reduce-mean"`` does the same for a plain ScatterElements named
+    ``node_scatter_reduce`` (``include_self=True``: only the name says it is a mean). The other
+    arguments as in :func:`upgrade`.
 
     Example::
 
         repaired = scatter_rewrite.repair("gcn_ts11.onnx", output="gcn.repaired.onnx",
                                           validate=True)
     """
-    return _run_verb("repair", model, {}, validate, inputs, rtol, atol, output, return_report)
+    return _run_verb("repair", model, {"assume": assume}, validate, inputs, rtol, atol, output,
+                     return_report)
 
 
 def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:

@@ -636,9 +636,9 @@ def _cli_parameter(option: Any) -> tuple[inspect.Parameter, Any]:
         choices = enum.Enum(f"{option.name.title().replace('_', '')}Choice",
                             {c: c for c in option.choices}, type=str)
         annotation = Annotated[choices, typer.Option(option.cli_flag, **info)]
-        parameter = inspect.Parameter(option.name, kw, annotation=annotation,
-                                      default=choices(option.default))
-        return parameter, lambda v: v.value
+        default = None if option.default is None else choices(option.default)
+        parameter = inspect.Parameter(option.name, kw, annotation=annotation, default=default)
+        return parameter, lambda v: None if v is None else v.value
     if option.kind is dict:
         annotation = Annotated[Optional[list[str]], typer.Option(option.cli_flag, **info)]
         return inspect.Parameter(option.name, kw, annotation=annotation, default=None), _dim_sizes

@@ -186,8 +186,9 @@ def test_committed_exports_flag_only_the_torchscript_accumulate_forms():
     assert len(paths) >= 10
     for path in paths:
         assert notes_of(onnx.load(path)) == [], path.name
-    for path in sorted(DATA.glob("torch_repair/*_ts*.onnx")):
-        assert len(notes_of(onnx.load(path))) == 1, path.name
+    for path in sorted(DATA.glob("torch_repair/*_ts*.onnx")):  # the voxel centroid: two chains
+        chains = 2 if path.name.startswith("voxel_centroid") else 1
+        assert len(notes_of(onnx.load(path))) == chains, path.name
 
 
 def test_real_torchscript_exports_are_noted(tmp_path):

@@ -3,6 +3,9 @@
 Each place that holds nodes is a :class:`Scope`, with the default-domain opset in force there:
 subgraphs (If/Loop/Scan bodies) inherit their parent's, a function uses its own ``opset_imports``
 and falls back to the model's.
+
+What caches of nodes key their attributes and tensors by: :func:`attribute_key` and
+:func:`tensor_key` (their values, or the objects themselves; never a name).
 """
 
 from __future__ import annotations

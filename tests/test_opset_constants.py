@@ -9,6 +9,8 @@ bit for bit; the verbs run with validate=False, as the Python API and ``--no-val
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -224,3 +226,24 @@ def test_constants_over_the_external_data_threshold_keep_their_values_in_the_dat
     big = [a.t for n in written.graph.node for a in n.attribute if list(a.t.dims) == [40, 40]]
     assert len(big) == 2 and all(t.data_location == TensorProto.EXTERNAL for t in big)
     assert_same_in_onnxruntime(onnx.load(source), onnx.load(out))
+
+
+EXPORT = Path(__file__).parent / "data" / "torch" / "label_smoothing_ts11"
+
+
+@pytest.mark.parametrize(("verb", "target"), [("lower", 13), ("lower", 17), ("upgrade", 13)])
+def test_a_torchscript_export_keeps_its_unnamed_constants_through_a_move(verb, target):
+    """TorchScript at opset 11 (tests/data/torch/make_constants_ts11.py): three 4x16 Constants,
+    each tensor named "", moved up with validate=False; PyTorch's own outputs, and the original's
+    in onnxruntime bit for bit."""
+    original = onnx.load(f"{EXPORT}.onnx")
+    assert sum(n.op_type == "Constant" and n.attribute[0].t.name == ""
+               and list(n.attribute[0].t.dims) == [4, 16] for n in original.graph.node) == 3
+    saved = np.load(f"{EXPORT}.npz")
+    feeds = {k[3:]: saved[k] for k in saved.files if k.startswith("in_")}
+    moved = getattr(sr, verb)(original, opset=target, validate=False)
+    y, z = ort_run(moved, feeds)
+    for got, want in ((y, saved["out_y"]), (z, saved["out_z"])):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    for got, want in zip((y, z), ort_run(original, feeds)):
+        assert got.tobytes() == want.tobytes()

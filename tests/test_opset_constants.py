@@ -247,3 +247,21 @@ def test_a_torchscript_export_keeps_its_unnamed_constants_through_a_move(verb, t
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     for got, want in zip((y, z), ort_run(original, feeds)):
         assert got.tobytes() == want.tobytes()
+
+
+def test_node_keys_are_equal_exactly_for_equal_values():
+    """graph.tensor_key / attribute_key: small tensors by dtype, shape and bytes (the name plays no
+    part), big ones and strings by identity; floats by their bits."""
+    import onnx_ir as ir
+
+    from scatter_rewrite.graph import attribute_key, tensor_key
+
+    a = ir.tensor(np.zeros((4, 4), np.float32), name="")
+    assert tensor_key(a) == tensor_key(ir.tensor(np.zeros((4, 4), np.float32), name="other"))
+    assert tensor_key(a) != tensor_key(ir.tensor(np.full((4, 4), 0.5, np.float32), name=""))
+    assert tensor_key(a) != tensor_key(ir.tensor(np.zeros((16,), np.float32)))
+    assert tensor_key(a) != tensor_key(ir.tensor(np.zeros((4, 4), np.int32)))
+    big = ir.tensor(np.zeros((40, 40), np.float32))
+    assert tensor_key(big) == tensor_key(big) != tensor_key(ir.tensor(np.zeros((40, 40), np.float32)))
+    assert attribute_key(ir.AttrFloat32("alpha", -0.0)) != attribute_key(ir.AttrFloat32("alpha", 0.0))
+    assert attribute_key(ir.AttrInt64s("axes", [0, 1])) == attribute_key(ir.AttrInt64s("axes", (0, 1)))

@@ -1,0 +1,452 @@
+"""Sizes for the symbolic dimensions of a model's inputs that its ops can take.
+
+Validation feeds the original model generated inputs; a symbolic dimension (``length``, or a dim
+with no name at all) needs a size. One small size for all (4) is too short for a convolution
+front-end (Wav2Vec2's first Conv1d has a kernel of 10), wrong for a Reshape to a constant shape, and
+unequal to a constant dim it is added to. The sizes are chosen from what the model says:
+
+- the sizes a pass fixes (``dim_sizes``), never changed; one name, one size (inputs sharing a dim
+  name share its size);
+- the example sizes the model carries: a static dim in a value_info or graph output where ONNX shape
+  inference (with the names) puts an input's dim is that dim's starting size;
+- what its ops need, judged on the concrete shapes ONNX shape inference derives from the candidate
+  sizes (:class:`Need`): a Conv/ConvInteger/pooling window fits its input (kernel, dilations, pads,
+  ``auto_pad``); a Reshape to a constant shape gets a count it can take (exactly, or a multiple of
+  the known part where there is a -1); a constant Split's sizes add up to its axis (a multiple of the
+  outputs without sizes); a Gather by constant positions and a Slice with constant bounds find the
+  positions they name; dims that broadcast, or meet in a MatMul or a Concat, are equal (or 1).
+
+A need that fails moves the symbolic dims it depends on, found by doubling each and seeing which
+changes what the need looks at: doubled until a minimum is met; solved where the need asks for an
+exact count or a multiple (what it looks at is taken as linear in the dim). Needs on values whose
+shape inference cannot say are left to the trial run (:mod:`.trial`), which doubles the free dims
+again while the original fails in onnxruntime.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from scatter_rewrite.type_inference import infer_with_bounded_data_prop, serialize_without_weights
+
+__all__ = ["DEFAULT_SIZE", "DimPlan", "fit_dims"]
+
+DEFAULT_SIZE = 4  # a symbolic dim nothing says more about
+_ROUNDS = 48  # needs fixed, one at a time, before the sizes are taken as they are
+_LARGEST = 1 << 16  # no dim is grown past this: a need asking more is left alone
+_BROADCASTING = {
+    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less",
+    "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "BitShift", "PRelu",
+}
+_WINDOWS = ("Conv", "ConvInteger", "MaxPool", "AveragePool", "LpPool")
+
+Shapes = dict[str, tuple]
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """What a node needs of a quantity of the concrete shapes (``look``: the quantity, None where
+    shape inference cannot say): at least ``value`` ("min"), exactly ("exact"), or a multiple of it
+    ("multiple")."""
+
+    node: str
+    what: str  # for notes: "Conv 'conv0' window on axis 2"
+    kind: str
+    value: int
+    look: Callable[[Shapes], int | None]
+
+    def met(self, shapes: Shapes) -> bool | None:
+        q = self.look(shapes)
+        if q is None:
+            return None
+        if self.kind == "min":
+            return q >= self.value
+        if self.kind == "exact":
+            return q == self.value
+        return q % self.value == 0 and q > 0
+
+
+@dataclasses.dataclass
+class DimPlan:
+    """The symbolic dims of a model's inputs, grouped by name (an unnamed dim is a group of its own,
+    ``input[axis]``), and the size each gets."""
+
+    rank_unknown: set[str]  # inputs without a declared shape: fed [DEFAULT_SIZE]
+    declared: dict[str, tuple]  # input -> its dims: int, or the group key
+    sizes: dict[str, int]
+    fixed: set[str]  # groups whose size a pass fixed
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def free(self) -> list[str]:
+        return [k for k in self.sizes if k not in self.fixed]
+
+    def shapes(self, sizes: dict[str, int] | None = None) -> dict[str, tuple[int, ...]]:
+        sizes = self.sizes if sizes is None else sizes
+        shapes = {name: tuple(d if isinstance(d, int) else sizes[d] for d in dims)
+                  for name, dims in self.declared.items()}
+        return shapes | {name: (DEFAULT_SIZE,) for name in self.rank_unknown}
+
+    def describe(self, sizes: dict[str, int] | None = None) -> str:
+        sizes = self.sizes if sizes is None else sizes
+        return ", ".join(f"{k}={sizes[k]}" for k in self.free)
+
+
+def declared_dims(graph_inputs: list[ir.Value], dim_sizes: dict[str, int]) -> DimPlan:
+    declared, sizes, unknown = {}, {}, set()
+    for v in graph_inputs:
+        if v.shape is None:
+            unknown.add(v.name)
+            continue
+        dims = []
+        for axis, d in enumerate(v.shape):
+            if isinstance(d, int):
+                dims.append(d)
+                continue
+            key = str(d) if d is not None and d.value is not None else f"{v.name}[{axis}]"
+            sizes.setdefault(key, dim_sizes.get(key, DEFAULT_SIZE))
+            dims.append(key)
+        declared[v.name] = tuple(dims)
+    return DimPlan(unknown, declared, sizes, {k for k in sizes if k in dim_sizes})
+
+
+def fit_dims(model: ir.Model, graph_inputs: list[ir.Value],
+             dim_sizes: dict[str, int] | None = None) -> tuple[DimPlan, Callable]:
+    """The dims of ``graph_inputs`` with sizes that meet the needs of ``model``'s ops where shape
+    inference can tell, and a function that refits them from given starting sizes (the trial run
+    grows them)."""
+    plan = declared_dims(graph_inputs, dict(dim_sizes or {}))
+    if not plan.free:
+        return plan, lambda sizes: sizes
+    proto = serialize_without_weights(model)
+    del proto.graph.value_info[:]  # (the export's claims: inference says what the sizes give)
+    for start, size in _example_sizes(model, proto, plan).items():
+        plan.sizes[start] = size
+    needs = _needs(proto)
+
+    def infer(sizes: dict[str, int]) -> Shapes:
+        return _concrete_shapes(proto, plan.shapes(sizes))
+
+    def refit(sizes: dict[str, int]) -> dict[str, int]:
+        return _meet(needs, dict(sizes), plan.free, infer, plan.notes)
+
+    plan.sizes = refit(plan.sizes)
+    return plan, refit
+
+
+def _with_input_dims(proto: onnx.ModelProto, dims: dict[str, tuple]) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    for vi in copy.graph.input:
+        if vi.name in dims and vi.type.HasField("tensor_type"):
+            shape = vi.type.tensor_type.shape
+            shape.ClearField("dim")
+            for d in dims[vi.name]:
+                if isinstance(d, int):
+                    shape.dim.add().dim_value = d
+                else:
+                    shape.dim.add().dim_param = d
+    return copy
+
+
+def _concrete_shapes(proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> Shapes:
+    return infer_with_bounded_data_prop(_with_input_dims(proto, shapes)) or {}
+
+
+def _example_sizes(model: ir.Model, proto: onnx.ModelProto, plan: DimPlan) -> dict[str, int]:
+    """The sizes the model's own shapes give its free dims: where symbolic shape inference puts an
+    input's dim name and the export declared a static dim (a value_info or an output traced on an
+    example), the first such size of each dim."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(_with_input_dims(proto, plan.declared))
+    except Exception:  # best effort
+        return {}
+    symbolic = {vi.name: [d.dim_param if d.dim_param else None for d in vi.type.tensor_type.shape.dim]
+                for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    found: dict[str, int] = {}
+    for value in model.graph:
+        for out in value.outputs:
+            if out.shape is None or out.name not in symbolic:
+                continue
+            for d, param in zip(out.shape, symbolic[out.name]):
+                if isinstance(d, int) and d > 0 and param in plan.sizes and param not in plan.fixed:
+                    found.setdefault(param, d)
+    if found:
+        plan.notes.append("sizes from the model's own shapes: "
+                          + ", ".join(f"{k}={n}" for k, n in found.items()))
+    return found
+
+
+def _meet(needs: list[Need], sizes: dict[str, int], free: list[str], infer,
+          notes: list[str]) -> dict[str, int]:
+    """``sizes`` moved, one failing need at a time, until every need shape inference can judge is
+    met (or left: one no free dim moves, or that asks more than :data:`_LARGEST`)."""
+    left: set[int] = set()
+    for _ in range(_ROUNDS):
+        shapes = infer(sizes)
+        failing = next((i for i, need in enumerate(needs)
+                        if i not in left and need.met(shapes) is False), None)
+        if failing is None:
+            return sizes
+        need = needs[failing]
+        moved = _moved_for(need, shapes, sizes, free, infer)
+        if moved is None:
+            left.add(failing)
+            notes.append(f"{need.what} needs {need.kind} {need.value}: no input size found for it")
+        else:
+            sizes = moved
+    return sizes
+
+
+def _moved_for(need: Need, shapes: Shapes, sizes: dict[str, int], free: list[str],
+               infer) -> dict[str, int] | None:
+    """``sizes`` with the free dim ``need`` depends on moved toward meeting it; None if none
+    does."""
+    now = need.look(shapes)
+    for key in free:
+        n = sizes[key]
+        if 2 * n > _LARGEST:
+            continue
+        doubled = need.look(infer(sizes | {key: 2 * n}))
+        if doubled is None or doubled == now:
+            continue
+        if now is None or (need.kind == "min" and doubled > now):
+            return sizes | {key: 2 * n}
+        if need.kind == "min":
+            continue
+        slope, offset = (doubled - now) / n, now - (doubled - now)  # q(m) ~ slope * m + offset
+        if need.kind == "exact":
+            m = (need.value - offset) / slope
+            if m >= 1 and m == int(m) and m <= _LARGEST and int(m) != n:
+                return sizes | {key: int(m)}
+            continue
+        for m in range(n, n + need.value + 1):
+            q = slope * m + offset
+            if q > 0 and q == int(q) and int(q) % need.value == 0:
+                return sizes | {key: m} if m != n else None
+    return None
+
+
+# What each op needs (on the main graph: a body's ops see sizes the main graph gives them).
+
+def _needs(proto: onnx.ModelProto) -> list[Need]:
+    constants = _small_int_constants(proto.graph)
+    needs: list[Need] = []
+    for index, node in enumerate(proto.graph.node):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        label = f"{node.op_type} {node.name!r}" if node.name else f"{node.op_type} #{index}"
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        for make in _NEED_MAKERS.get(node.op_type, ()):
+            needs += make(node, label, attrs, constants)
+    return needs
+
+
+class _Constants(dict):
+    """The small integer constants of a graph by name, and its initializers' dims
+    (``weight_dims``)."""
+
+    weight_dims: dict[str, tuple[int, ...]]
+
+
+def _small_int_constants(graph: onnx.GraphProto) -> _Constants:
+    found = _Constants()
+    found.weight_dims = {init.name: tuple(init.dims) for init in graph.initializer}
+    for init in graph.initializer:
+        if init.data_location != onnx.TensorProto.EXTERNAL and init.data_type in _INT_TYPES:
+            found[init.name] = onnx.numpy_helper.to_array(init)
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.attribute:
+            a = node.attribute[0]
+            if a.name == "value" and a.t.data_type in _INT_TYPES \
+                    and a.t.data_location != onnx.TensorProto.EXTERNAL:
+                found[node.output[0]] = onnx.numpy_helper.to_array(a.t)
+            elif a.name in ("value_int", "value_ints"):
+                found[node.output[0]] = np.array(onnx.helper.get_attribute_value(a), np.int64)
+    return found
+
+
+_INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
+
+
+def _dim(value: str, axis: int) -> Callable[[Shapes], int | None]:
+    def look(shapes: Shapes) -> int | None:
+        shape = shapes.get(value)
+        if not shape or not -len(shape) <= axis < len(shape):
+            return None
+        return shape[axis]
+    return look
+
+
+def _window_needs(node, label, attrs, constants) -> list[Need]:
+    """Conv/pooling: every spatial axis of the input at least the dilated kernel less the pads
+    (any size with ``auto_pad`` SAME, which pads to fit). A Conv without ``kernel_shape`` has its
+    weight's spatial dims (an initializer's, static)."""
+    if _text(attrs.get("auto_pad", "NOTSET")) in ("SAME_UPPER", "SAME_LOWER"):
+        return []
+    kernel = attrs.get("kernel_shape")
+    if kernel is None and len(node.input) > 1:
+        kernel = constants.weight_dims.get(node.input[1], (None, None))[2:]
+    if not kernel:
+        return []
+    rank = len(kernel)
+    dilations = list(attrs.get("dilations", [1] * rank))
+    pads = list(attrs.get("pads", [0] * 2 * rank))
+    if _text(attrs.get("auto_pad", "NOTSET")) == "VALID":
+        pads = [0] * 2 * rank
+    needs = []
+    for i, (k, d) in enumerate(zip(kernel, dilations)):
+        least = d * (k - 1) + 1 - pads[i] - pads[i + rank]
+        if least > 1:
+            needs.append(Need(label, f"{label} window on axis {i + 2}", "min", least,
+                              _dim(node.input[0], i + 2)))
+    return needs
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _reshape_needs(node, label, attrs, constants) -> list[Need]:
+    """A Reshape to a constant shape: the input's count, less the dims a 0 copies, is the product
+    of the rest (a multiple of it where there is a -1)."""
+    target = constants.get(node.input[1]) if len(node.input) > 1 else None
+    if target is None:
+        return []
+    target = [int(t) for t in target.reshape(-1)]
+    copies = [] if attrs.get("allowzero", 0) else [i for i, t in enumerate(target) if t == 0]
+    known = math.prod(t for i, t in enumerate(target) if i not in copies and t != -1)
+    x = node.input[0]
+
+    def look(shapes: Shapes) -> int | None:
+        shape = shapes.get(x)
+        if shape is None or any(d is None for d in shape) or any(i >= len(shape) for i in copies):
+            return None
+        return math.prod(d for i, d in enumerate(shape) if i not in copies)
+    if known <= 0:
+        return []
+    return [Need(label, f"{label} to {target}", "multiple" if -1 in target else "exact", known,
+                 look)]
+
+
+def _split_needs(node, label, attrs, constants) -> list[Need]:
+    axis = attrs.get("axis", 0)
+    split = attrs.get("split")
+    if split is None and len(node.input) > 1 and node.input[1]:
+        split = constants.get(node.input[1])
+    if split is not None:
+        return [Need(label, f"{label} into {list(map(int, split))}", "exact",
+                     int(np.sum(split)), _dim(node.input[0], axis))]
+    if "num_outputs" in attrs:  # (opset 18: the last part may be smaller)
+        return [Need(label, f"{label} into {attrs['num_outputs']}", "min", attrs["num_outputs"],
+                     _dim(node.input[0], axis))]
+    return [Need(label, f"{label} into {len(node.output)} equal parts", "multiple",
+                 len(node.output), _dim(node.input[0], axis))]
+
+
+def _gather_needs(node, label, attrs, constants) -> list[Need]:
+    positions = constants.get(node.input[1]) if len(node.input) > 1 else None
+    if positions is None or positions.size == 0:
+        return []
+    least = max(int(positions.max()) + 1, -int(positions.min()))
+    return [Need(label, f"{label} of position(s) up to {least - 1}", "min", least,
+                 _dim(node.input[0], attrs.get("axis", 0)))]
+
+
+def _slice_needs(node, label, attrs, constants) -> list[Need]:
+    """Constant bounds with step 1 (the exporters' ``x[:, a:b]``): the axis holds what they name, so
+    the slice is not cut short (a bound past 4096 is "to the end")."""
+    if "starts" in attrs:  # (opset < 10)
+        starts, ends, axes, steps = attrs["starts"], attrs["ends"], attrs.get("axes"), None
+    else:
+        got = [constants.get(n) if len(node.input) > i and node.input[i] else None
+               for i, n in enumerate(node.input[:5])]
+        got += [None] * (5 - len(got))
+        starts, ends, axes, steps = got[1], got[2], got[3], got[4]
+        if starts is None or ends is None or (len(node.input) > 3 and node.input[3] and axes is None):
+            return []
+    starts, ends = [int(s) for s in np.ravel(starts)], [int(e) for e in np.ravel(ends)]
+    axes = list(range(len(starts))) if axes is None else [int(a) for a in np.ravel(axes)]
+    steps = [1] * len(starts) if steps is None else [int(s) for s in np.ravel(steps)]
+    needs = []
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if step != 1 or abs(start) > 4096:
+            continue
+        least = -start if start < 0 else (end if 0 < end <= 4096 else
+                                           start - end + 1 if -4096 <= end < 0 else start + 1)
+        if least > 1:
+            needs.append(Need(label, f"{label} of [{start}:{end}] on axis {axis}", "min", least,
+                              _dim(node.input[0], axis)))
+    return needs
+
+
+def _equal(label: str, what: str, a: tuple[str, int], b: tuple[str, int]) -> Need:
+    """Two dims that must be equal, or one of them 1 (broadcasting): looked at as their
+    difference, 0 when met."""
+    da, db = _dim(*a), _dim(*b)
+
+    def look(shapes: Shapes) -> int | None:
+        x, y = da(shapes), db(shapes)
+        if x is None or y is None:
+            return None
+        return 0 if x == 1 or y == 1 else x - y
+    return Need(label, what, "exact", 0, look)
+
+
+def _broadcast_needs(node, label, attrs, constants) -> list[Need]:
+    """Every pair of inputs, dims aligned from the right. Ranks come from the shapes; a need per
+    pair and offset from the right, for up to 8 axes."""
+    names = [n for n in node.input if n]
+    needs = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            for k in range(1, 9):
+                needs.append(_equal(label, f"{label} broadcasting {a!r} with {b!r}", (a, -k),
+                                    (b, -k)))
+    return needs
+
+
+def _matmul_needs(node, label, attrs, constants) -> list[Need]:
+    a, b = node.input[0], node.input[1]
+
+    def look(shapes: Shapes) -> int | None:
+        sa, sb = shapes.get(a), shapes.get(b)
+        if not sa or not sb:
+            return None
+        x, y = sa[-1], sb[-2] if len(sb) > 1 else sb[0]
+        return None if x is None or y is None else x - y
+    return [Need(label, f"{label} inner dims", "exact", 0, look)]
+
+
+def _concat_needs(node, label, attrs, constants) -> list[Need]:
+    axis = attrs.get("axis", 0)
+    first = node.input[0]
+    needs = []
+    for other in node.input[1:]:
+        for k in range(8):
+            def look(shapes: Shapes, other=other, k=k) -> int | None:
+                sa, sb = shapes.get(first), shapes.get(other)
+                if not sa or not sb or k >= len(sa) or len(sa) != len(sb) or k == axis % len(sa):
+                    return None
+                x, y = sa[k], sb[k]
+                return None if x is None or y is None else x - y
+            needs.append(Need(label, f"{label} inputs on axis {k}", "exact", 0, look))
+    return needs
+
+
+_NEED_MAKERS = {
+    **{op: (_window_needs,) for op in _WINDOWS},
+    "Reshape": (_reshape_needs,),
+    "Split": (_split_needs,),
+    "Gather": (_gather_needs,),
+    "Slice": (_slice_needs,),
+    "MatMul": (_matmul_needs,),
+    "Concat": (_concat_needs,),
+    **{op: (_broadcast_needs,) for op in _BROADCASTING},
+}

@@ -66,7 +66,7 @@ from scatter_rewrite.type_inference import (
 )
 from scatter_rewrite.validate.dims import DEFAULT_SIZE, fit_dims
 from scatter_rewrite.validate.engines import first_line
-from scatter_rewrite.validate.trial import OriginalSession
+from scatter_rewrite.validate.trial import OriginalSession, runs_in_reference
 
 __all__ = ["IndexContract", "load_inputs", "plan_validation", "user_tolerance", "ValidationPlan"]
 
@@ -1141,51 +1141,87 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
         return ValidationPlan(given, float_sums, user_notes, outputs, tolerance,
                               float_sum_types=sum_types)
     dims, refit = fit_dims(model, graph_inputs, dim_sizes)
-    session, tried, sizes = None, [], dims.sizes
-    while True:
-        input_shapes = dims.shapes(sizes)
-        contracts, float_sums, sum_types, notes = _traced(planned, input_shapes)
-        generated = _generated(graph_inputs, input_shapes, contracts, seed)
-        if not dims.free:
-            break  # (nothing to grow: validation's own run says whether the original runs)
-        session = session or OriginalSession(model)
-        failure = session.failure(generated)
-        if failure is None:
-            break
-        tried.append(f"{dims.describe(sizes)} ({failure})")
-        sizes = _grown(dims, refit, sizes, tried)
-        if sizes is None:
-            raise ValidationError(
-                "cannot find input sizes the original model runs with in onnxruntime; tried "
-                f"{'; '.join(tried)}; give inputs with --inputs X.npz, or use --no-validate")
-    if any(sizes[k] != DEFAULT_SIZE for k in dims.free):
-        notes.append(f"input sizes for the model's ops: {dims.describe(sizes)}")
-    notes += [f"the original failed in onnxruntime with {t}" for t in tried]
+    attempt = _Attempt.of(planned, graph_inputs, dims, dims.sizes, seed)
+    if dims.free:  # (else nothing to grow: validation's own run says whether the original runs)
+        attempt = _running_attempt(model, planned, graph_inputs, dims, refit, attempt, seed)
+    contracts, float_sums, sum_types, notes = attempt.traced
+    if any(attempt.sizes[k] != DEFAULT_SIZE for k in dims.free):
+        notes.append(f"input sizes for the model's ops: {dims.describe(attempt.sizes)}")
     notes += dims.notes
     if contracts:
         notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
-    return ValidationPlan(generated, float_sums, notes, outputs, tolerance,
+    return ValidationPlan(attempt.inputs, float_sums, notes, outputs, tolerance,
                           float_sum_types=sum_types)
+
+
+@dataclasses.dataclass
+class _Attempt:
+    """Inputs generated for one choice of sizes, and the contracts traced for them."""
+
+    sizes: dict[str, int]
+    traced: tuple  # _contracts's (contracts, float sums, their types, notes)
+    inputs: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, planned, graph_inputs, dims, sizes, seed) -> _Attempt:
+        input_shapes = dims.shapes(sizes)
+        traced = _traced(planned, input_shapes)
+        return cls(sizes, traced, _generated(graph_inputs, input_shapes, traced[0], seed))
+
+
+def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
+                     seed: int) -> _Attempt:
+    """The first attempt, from ``first`` on, on which the original runs in onnxruntime, the free
+    dims grown after each failure (:func:`_grown`). When none runs: ``first``, if onnx.reference
+    runs the original on it (validation then runs there); ValidationError saying what was tried
+    if it does not."""
+    session = OriginalSession(model)
+    attempt, tried = first, []
+    while (failure := session.failure(attempt.inputs)) is not None:
+        tried.append((dims.describe(attempt.sizes), failure))
+        sizes = _grown(dims, refit, attempt.sizes, [t for t, _ in tried])
+        if sizes is None:
+            reason = runs_in_reference(model, first.inputs)
+            if reason is not None:
+                raise ValidationError(
+                    "cannot find inputs the original model runs with: onnxruntime fails with "
+                    f"{_said(tried)}; onnx.reference with {dims.describe(first.sizes)} "
+                    f"({reason}); give inputs with --inputs X.npz, or use --no-validate")
+            first.traced[3].append(
+                f"onnxruntime fails on the original with every size tried: {_said(tried)}")
+            return first
+        attempt = _Attempt.of(planned, graph_inputs, dims, sizes, seed)
+    return attempt
 
 
 _GROWTHS = 6  # times the free dims are doubled after the fitted sizes fail in onnxruntime
 _LARGEST_INPUT = 1 << 24  # elements: no input is grown past this
 
 
+def _said(tried: list[tuple[str, str]]) -> str:
+    """The sizes tried, each run of them that failed alike said once with its reason."""
+    runs: list[tuple[list[str], str]] = []
+    for sizes, reason in tried:
+        if runs and runs[-1][1] == reason:
+            runs[-1][0].append(sizes)
+        else:
+            runs.append(([sizes], reason))
+    return "; ".join(f"{' then '.join(sizes)} ({reason})" for sizes, reason in runs)
+
+
 def _grown(dims, refit, sizes: dict[str, int], tried: list[str]) -> dict[str, int] | None:
     """The next sizes to try after ``sizes`` failed: the free dims doubled (then refitted to the
-    ops' needs), skipping sizes already tried; None past :data:`_GROWTHS` or the input bound."""
+    ops' needs), skipping sizes already tried; None past :data:`_GROWTHS` tries or the input
+    bound."""
     if len(tried) > _GROWTHS:
         return None
-    seen = {dims.describe(sizes)}
     start = sizes
     for _ in range(_GROWTHS):
         start = {k: n * 2 if k in dims.free else n for k, n in start.items()}
         grown = refit(start)
         if any(math.prod(s) > _LARGEST_INPUT for s in dims.shapes(grown).values()):
             return None
-        if dims.describe(grown) not in seen and not any(
-                t.startswith(f"{dims.describe(grown)} (") for t in tried):
+        if dims.describe(grown) not in tried:
             return grown
     return None
 

@@ -16,7 +16,7 @@ import onnx_ir as ir
 from scatter_rewrite.type_inference import serialize_without_weights
 from scatter_rewrite.validate.engines import first_line
 
-__all__ = ["OriginalSession"]
+__all__ = ["OriginalSession", "runs_in_reference"]
 
 
 class OriginalSession:
@@ -48,6 +48,22 @@ class OriginalSession:
         return None
 
 
+def runs_in_reference(model: ir.Model, inputs: dict[str, np.ndarray]) -> str | None:
+    """Why ``onnx.reference`` (with our kernels) fails to run ``model`` on ``inputs``; None if it
+    runs: a model onnxruntime loads but cannot run (float16 ScatterElements add lacks a kernel at
+    run time) is validated there, as :mod:`.proof` does. Copies the weights: only when onnxruntime
+    never ran the original."""
+    from scatter_rewrite.validate.engines import run_reference
+
+    proto = serialize_without_weights(model)
+    _inline_swapped(model, proto, whole=True)
+    try:
+        run_reference(proto, inputs)
+    except Exception as e:  # whatever the evaluator raises
+        return first_line(e)
+    return None
+
+
 def _session(model: ir.Model):
     import onnxruntime as ort
 
@@ -67,15 +83,20 @@ def _session(model: ir.Model):
                                 providers=["CPUExecutionProvider"])
 
 
-def _inline_swapped(model: ir.Model, proto: onnx.ModelProto) -> dict[str, np.ndarray]:
+def _inline_swapped(model: ir.Model, proto: onnx.ModelProto,
+                    whole: bool = False) -> dict[str, np.ndarray]:
     """The main graph's initializers that ``proto`` references outside itself, as arrays for
-    onnxruntime (external data, memory-mapped; big in-memory ones, as they are). The big Constants
-    and subgraph initializers ``serialize_without_weights`` swapped out are put back inline."""
+    onnxruntime (external data, memory-mapped; big in-memory ones, as they are), or put back inline
+    too where ``whole``. The big Constants and subgraph initializers ``serialize_without_weights``
+    swapped out are put back inline."""
     arrays = {}
-    for init in proto.graph.initializer:
+    for i, init in enumerate(proto.graph.initializer):
         if init.data_location == onnx.TensorProto.EXTERNAL:
             tensor = model.graph.initializers[init.name].const_value
-            arrays[init.name] = np.ascontiguousarray(tensor.numpy())
+            if whole:
+                proto.graph.initializer[i].CopyFrom(_serialized(tensor, init.name))
+            else:
+                arrays[init.name] = np.ascontiguousarray(tensor.numpy())
     graphs = [(proto.graph, model.graph)]
     while graphs:
         g, body = graphs.pop()

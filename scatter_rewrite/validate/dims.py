@@ -61,6 +61,13 @@ class Need:
     value: int
     look: Callable[[Shapes], int | None]
 
+    @property
+    def said(self) -> str:
+        if self.value == 0 and self.kind != "multiple":  # (a difference: ``what`` says it all)
+            return self.what
+        kind = {"min": "at least ", "exact": "", "multiple": "a multiple of "}[self.kind]
+        return f"{self.what} needs {kind}{self.value}"
+
     def met(self, shapes: Shapes) -> bool | None:
         q = self.look(shapes)
         if q is None:
@@ -186,28 +193,42 @@ def _example_sizes(model: ir.Model, proto: onnx.ModelProto, plan: DimPlan) -> di
 def _meet(needs: list[Need], sizes: dict[str, int], free: list[str], infer,
           notes: list[str]) -> dict[str, int]:
     """``sizes`` moved, one failing need at a time, until every need shape inference can judge is
-    met (or left: one no free dim moves, or that asks more than :data:`_LARGEST`)."""
+    met (or left: one no free dim moves, or that asks more than :data:`_LARGEST`). Of the moves
+    that serve a need, the first that keeps every need met so far met (a dim a Reshape fixed is
+    not the one moved to equal another)."""
     left: set[int] = set()
+    shapes = infer(sizes)
+    seen = {tuple(sizes.items())}
     for _ in range(_ROUNDS):
-        shapes = infer(sizes)
         failing = next((i for i, need in enumerate(needs)
                         if i not in left and need.met(shapes) is False), None)
         if failing is None:
             return sizes
-        need = needs[failing]
-        moved = _moved_for(need, shapes, sizes, free, infer)
-        if moved is None:
-            left.add(failing)
-            notes.append(f"{need.what} needs {need.kind} {need.value}: no input size found for it")
+        met = [need for need in needs if need.met(shapes)]
+        first = None
+        for moved in _moves_for(needs[failing], shapes, sizes, free, infer):
+            if tuple(moved.items()) in seen:
+                continue  # (back where another need moved from: the two cannot both be met)
+            moved_shapes = infer(moved)
+            first = first or (moved, moved_shapes)
+            if all(need.met(moved_shapes) is not False for need in met):
+                break
         else:
-            sizes = moved
+            moved = None
+        if moved is None and first is None:
+            left.add(failing)
+            note = f"{needs[failing].said}: no input size found for it"
+            if note not in notes:  # (each refit from grown sizes meets it again)
+                notes.append(note)
+            continue
+        sizes, shapes = (moved, moved_shapes) if moved is not None else first
+        seen.add(tuple(sizes.items()))
     return sizes
 
 
-def _moved_for(need: Need, shapes: Shapes, sizes: dict[str, int], free: list[str],
-               infer) -> dict[str, int] | None:
-    """``sizes`` with the free dim ``need`` depends on moved toward meeting it; None if none
-    does."""
+def _moves_for(need: Need, shapes: Shapes, sizes: dict[str, int], free: list[str], infer):
+    """``sizes`` with one free dim ``need`` depends on moved toward meeting it, for each such
+    dim."""
     now = need.look(shapes)
     for key in free:
         n = sizes[key]
@@ -217,20 +238,21 @@ def _moved_for(need: Need, shapes: Shapes, sizes: dict[str, int], free: list[str
         if doubled is None or doubled == now:
             continue
         if now is None or (need.kind == "min" and doubled > now):
-            return sizes | {key: 2 * n}
+            yield sizes | {key: 2 * n}
+            continue
         if need.kind == "min":
             continue
         slope, offset = (doubled - now) / n, now - (doubled - now)  # q(m) ~ slope * m + offset
         if need.kind == "exact":
             m = (need.value - offset) / slope
-            if m >= 1 and m == int(m) and m <= _LARGEST and int(m) != n:
-                return sizes | {key: int(m)}
+            if 1 <= m <= _LARGEST and m == int(m) and int(m) != n:
+                yield sizes | {key: int(m)}
             continue
-        for m in range(n, n + need.value + 1):
+        for m in range(n + 1, n + need.value + 1):
             q = slope * m + offset
             if q > 0 and q == int(q) and int(q) % need.value == 0:
-                return sizes | {key: m} if m != n else None
-    return None
+                yield sizes | {key: m}
+                break
 
 
 # What each op needs (on the main graph: a body's ops see sizes the main graph gives them).
@@ -331,7 +353,7 @@ def _reshape_needs(node, label, attrs, constants) -> list[Need]:
         return math.prod(d for i, d in enumerate(shape) if i not in copies)
     if known <= 0:
         return []
-    return [Need(label, f"{label} to {target}", "multiple" if -1 in target else "exact", known,
+    return [Need(label, f"{label} to {target} (the count it reshapes)", "multiple" if -1 in target else "exact", known,
                  look)]
 
 
@@ -407,7 +429,7 @@ def _broadcast_needs(node, label, attrs, constants) -> list[Need]:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             for k in range(1, 9):
-                needs.append(_equal(label, f"{label} broadcasting {a!r} with {b!r}", (a, -k),
+                needs.append(_equal(label, f"{label} needs {a!r} and {b!r} to broadcast", (a, -k),
                                     (b, -k)))
     return needs
 
@@ -421,7 +443,7 @@ def _matmul_needs(node, label, attrs, constants) -> list[Need]:
             return None
         x, y = sa[-1], sb[-2] if len(sb) > 1 else sb[0]
         return None if x is None or y is None else x - y
-    return [Need(label, f"{label} inner dims", "exact", 0, look)]
+    return [Need(label, f"{label} needs equal inner dims", "exact", 0, look)]
 
 
 def _concat_needs(node, label, attrs, constants) -> list[Need]:
@@ -436,11 +458,27 @@ def _concat_needs(node, label, attrs, constants) -> list[Need]:
                     return None
                 x, y = sa[k], sb[k]
                 return None if x is None or y is None else x - y
-            needs.append(Need(label, f"{label} inputs on axis {k}", "exact", 0, look))
+            needs.append(Need(label, f"{label} needs equal inputs on axis {k}", "exact", 0, look))
     return needs
 
 
+def _scatter_needs(node, label, attrs, constants) -> list[Need]:
+    """A ScatterElements (or Scatter) with reduction none: room along its axis for as many distinct
+    indices as it has (the contract: unique there)."""
+    if _text(attrs.get("reduction", "none")) != "none" or len(node.input) < 2:
+        return []
+    axis, data, indices = attrs.get("axis", 0), node.input[0], node.input[1]
+    slots, picks = _dim(data, axis), _dim(indices, axis)
+
+    def look(shapes: Shapes) -> int | None:
+        have, want = slots(shapes), picks(shapes)
+        return None if have is None or want is None else have - want
+    return [Need(label, f"{label} needs room for unique indices on axis {axis}", "min", 0, look)]
+
+
 _NEED_MAKERS = {
+    "ScatterElements": (_scatter_needs,),
+    "Scatter": (_scatter_needs,),
     **{op: (_window_needs,) for op in _WINDOWS},
     "Reshape": (_reshape_needs,),
     "Split": (_split_needs,),

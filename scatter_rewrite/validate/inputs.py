@@ -1186,7 +1186,8 @@ def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
                 raise ValidationError(
                     "cannot find inputs the original model runs with: onnxruntime fails with "
                     f"{_said(tried)}; onnx.reference with {dims.describe(first.sizes)} "
-                    f"({reason}); give inputs with --inputs X.npz, or use --no-validate")
+                    f"({reason}){_unmet(dims)}; give inputs with --inputs X.npz, or use "
+                    "--no-validate")
             first.traced[3].append(
                 f"onnxruntime fails on the original with every size tried: {_said(tried)}")
             return first
@@ -1196,6 +1197,11 @@ def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
 
 _GROWTHS = 6  # times the free dims are doubled after the fitted sizes fail in onnxruntime
 _LARGEST_INPUT = 1 << 24  # elements: no input is grown past this
+
+
+def _unmet(dims) -> str:
+    """What the ops need that no size met (:mod:`.dims`'s notes), for an error."""
+    return f"; {'; '.join(dims.notes)}" if dims.notes else ""
 
 
 def _said(tried: list[tuple[str, str]]) -> str:

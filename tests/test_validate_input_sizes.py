@@ -4,6 +4,8 @@ the original runs in onnxruntime, or an error that says what was tried."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -207,3 +209,24 @@ def test_sizes_a_pass_fixed_stay_fixed():
     model = ir.serde.deserialize_model(conv_front_end(17, scatter=None))
     inputs = plan_validation(model, dim_sizes={"length": 400, "batch": 1}).inputs
     assert inputs["audio"].shape == (1, 400)
+
+
+# ---- transformers' Wav2Vec2Model, tiny, TorchScript export (tests/data/whole_models/make_wav2vec2.py) ----
+
+WHOLE_MODELS = Path(__file__).parent / "data" / "whole_models"
+
+
+@pytest.mark.parametrize("verb", [("lower", "--opset", "13"), ("upgrade", "--opset", "13")])
+@pytest.mark.parametrize("name", ["wav2vec2_ts17", "wav2vec2_mask_ts17"])
+def test_a_wav2vec2_export_is_validated_and_computes_what_pytorch_does(tmp_path, name, verb):
+    """Validated on generated inputs its convolutions take (and, with the mask, a mask whose
+    ScatterND gets frames in range), and the written model gives PyTorch's outputs."""
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(app, [*verb, str(WHOLE_MODELS / f"{name}.onnx"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "validation: onnxruntime on the original model" in result.stdout
+    assert result.stdout.strip().splitlines()[-1].startswith("PASSED")
+    expected = np.load(WHOLE_MODELS / f"{name}.npz")
+    inputs = {k[3:]: expected[k] for k in expected.files if k.startswith("in_")}
+    (hidden,) = run_onnxruntime(out, inputs)
+    np.testing.assert_allclose(hidden, expected["out_last_hidden_state"], rtol=1e-4, atol=1e-5)

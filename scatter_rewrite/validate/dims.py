@@ -89,6 +89,7 @@ class DimPlan:
     sizes: dict[str, int]
     fixed: set[str]  # groups whose size a pass fixed
     notes: list[str] = dataclasses.field(default_factory=list)
+    unmet: list[str] = dataclasses.field(default_factory=list)  # needs no size met, said
 
     @property
     def free(self) -> list[str]:
@@ -141,7 +142,7 @@ def fit_dims(model: ir.Model, graph_inputs: list[ir.Value],
         return _concrete_shapes(proto, plan.shapes(sizes))
 
     def refit(sizes: dict[str, int]) -> dict[str, int]:
-        return _meet(needs, dict(sizes), plan.free, infer, plan.notes)
+        return _meet(needs, dict(sizes), plan.free, infer, plan.unmet)
 
     plan.sizes = refit(plan.sizes)
     return plan, refit
@@ -191,7 +192,7 @@ def _example_sizes(model: ir.Model, proto: onnx.ModelProto, plan: DimPlan) -> di
 
 
 def _meet(needs: list[Need], sizes: dict[str, int], free: list[str], infer,
-          notes: list[str]) -> dict[str, int]:
+          unmet: list[str]) -> dict[str, int]:
     """``sizes`` moved, one failing need at a time, until every need shape inference can judge is
     met (or left: one no free dim moves, or that asks more than :data:`_LARGEST`). Of the moves
     that serve a need, the first that keeps every need met so far met (a dim a Reshape fixed is
@@ -218,8 +219,8 @@ def _meet(needs: list[Need], sizes: dict[str, int], free: list[str], infer,
         if moved is None and first is None:
             left.add(failing)
             note = f"{needs[failing].said}: no input size found for it"
-            if note not in notes:  # (each refit from grown sizes meets it again)
-                notes.append(note)
+            if note not in unmet:  # (each refit from grown sizes meets it again)
+                unmet.append(note)
             continue
         sizes, shapes = (moved, moved_shapes) if moved is not None else first
         seen.add(tuple(sizes.items()))
@@ -382,8 +383,9 @@ def _gather_needs(node, label, attrs, constants) -> list[Need]:
 
 
 def _slice_needs(node, label, attrs, constants) -> list[Need]:
-    """Constant bounds with step 1 (the exporters' ``x[:, a:b]``): the axis holds what they name, so
-    the slice is not cut short (a bound past 4096 is "to the end")."""
+    """Constant bounds with step 1 (the exporters' ``x[:, a:b]``, ``x[:, -k:]``): the axis holds
+    what they name, so the slice is not cut short (an end past 4096 is "to the end", which any size
+    takes, an empty slice included)."""
     if "starts" in attrs:  # (opset < 10)
         starts, ends, axes, steps = attrs["starts"], attrs["ends"], attrs.get("axes"), None
     else:
@@ -400,8 +402,7 @@ def _slice_needs(node, label, attrs, constants) -> list[Need]:
     for start, end, axis, step in zip(starts, ends, axes, steps):
         if step != 1 or abs(start) > 4096:
             continue
-        least = -start if start < 0 else (end if 0 < end <= 4096 else
-                                           start - end + 1 if -4096 <= end < 0 else start + 1)
+        least = -start if start < 0 else end if 0 < end <= 4096 else 0
         if least > 1:
             needs.append(Need(label, f"{label} of [{start}:{end}] on axis {axis}", "min", least,
                               _dim(node.input[0], axis)))

@@ -1156,43 +1156,64 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
 
 @dataclasses.dataclass
 class _Attempt:
-    """Inputs generated for one choice of sizes, and the contracts traced for them."""
+    """Inputs generated for one choice of sizes, and the contracts traced for them; with ``ones``,
+    the integer and bool inputs no contract covers are all 1 (a mask over every position, a count
+    of one) instead of random."""
 
     sizes: dict[str, int]
     traced: tuple  # _contracts's (contracts, float sums, their types, notes)
     inputs: dict[str, np.ndarray]
+    ones: list[str]  # the inputs set to 1
 
     @classmethod
-    def of(cls, planned, graph_inputs, dims, sizes, seed) -> _Attempt:
+    def of(cls, planned, graph_inputs, dims, sizes, seed, ones: bool = False) -> _Attempt:
         input_shapes = dims.shapes(sizes)
         traced = _traced(planned, input_shapes)
-        return cls(sizes, traced, _generated(graph_inputs, input_shapes, traced[0], seed))
+        inputs = _generated(graph_inputs, input_shapes, traced[0], seed)
+        set_to_one = [v.name for v in graph_inputs if ones and v.name not in traced[0]
+                      and _np_dtype(v.dtype).kind in "biu"]
+        for name in set_to_one:
+            inputs[name] = np.ones_like(inputs[name])
+        return cls(sizes, traced, inputs, set_to_one)
+
+    def said(self, dims) -> str:
+        ones = f" with {', '.join(self.ones)} all 1" if self.ones else ""
+        return f"{dims.describe(self.sizes)}{ones}"
 
 
 def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
                      seed: int) -> _Attempt:
-    """The first attempt, from ``first`` on, on which the original runs in onnxruntime, the free
-    dims grown after each failure (:func:`_grown`). When none runs: ``first``, if onnx.reference
-    runs the original on it (validation then runs there); ValidationError saying what was tried
-    if it does not."""
+    """The first attempt, from ``first`` on, on which the original runs in onnxruntime: at each
+    size, random values, then the integer inputs no contract covers set to 1 (random integers make
+    no valid attention mask); the free dims grown after both fail (:func:`_grown`). When none runs:
+    ``first``, if onnx.reference runs the original on it (validation then runs there);
+    ValidationError saying what was tried if it does not."""
     session = OriginalSession(model)
-    attempt, tried = first, []
-    while (failure := session.failure(attempt.inputs)) is not None:
-        tried.append((dims.describe(attempt.sizes), failure))
-        sizes = _grown(dims, refit, attempt.sizes, [t for t, _ in tried])
-        if sizes is None:
-            reason = runs_in_reference(model, first.inputs)
-            if reason is not None:
-                raise ValidationError(
-                    "cannot find inputs the original model runs with: onnxruntime fails with "
-                    f"{_said(tried)}; onnx.reference with {dims.describe(first.sizes)} "
-                    f"({reason}){_unmet(dims)}; give inputs with --inputs X.npz, or use "
-                    "--no-validate")
-            first.traced[3].append(
-                f"onnxruntime fails on the original with every size tried: {_said(tried)}")
-            return first
-        attempt = _Attempt.of(planned, graph_inputs, dims, sizes, seed)
-    return attempt
+    tried: list[tuple[str, str]] = []
+    sizes = first.sizes
+    while sizes is not None:
+        for ones in (False, True):
+            attempt = (first if sizes is first.sizes and not ones
+                       else _Attempt.of(planned, graph_inputs, dims, sizes, seed, ones))
+            if ones and not attempt.ones:
+                break
+            failure = session.failure(attempt.inputs)
+            if failure is None:
+                if tried:
+                    attempt.traced[3].append(
+                        f"the original runs with {attempt.said(dims)}, not with {_said(tried)}")
+                return attempt
+            tried.append((attempt.said(dims), failure))
+        sizes = _grown(dims, refit, sizes, [t for t, _ in tried])
+    reason = runs_in_reference(model, first.inputs)
+    if reason is not None:
+        raise ValidationError(
+            "cannot find inputs the original model runs with: onnxruntime fails with "
+            f"{_said(tried)}; onnx.reference with {first.said(dims)} ({reason}){_unmet(dims)}; "
+            "give inputs with --inputs X.npz, or use --no-validate")
+    first.traced[3].append(
+        f"onnxruntime fails on the original with every size tried: {_said(tried)}")
+    return first
 
 
 _GROWTHS = 6  # times the free dims are doubled after the fitted sizes fail in onnxruntime
@@ -1201,7 +1222,7 @@ _LARGEST_INPUT = 1 << 24  # elements: no input is grown past this
 
 def _unmet(dims) -> str:
     """What the ops need that no size met (:mod:`.dims`'s notes), for an error."""
-    return f"; {'; '.join(dims.notes)}" if dims.notes else ""
+    return f"; {'; '.join(dims.unmet)}" if dims.unmet else ""
 
 
 def _said(tried: list[tuple[str, str]]) -> str:
@@ -1227,7 +1248,8 @@ def _grown(dims, refit, sizes: dict[str, int], tried: list[str]) -> dict[str, in
         grown = refit(start)
         if any(math.prod(s) > _LARGEST_INPUT for s in dims.shapes(grown).values()):
             return None
-        if dims.describe(grown) not in tried:
+        if not any(t == dims.describe(grown) or t.startswith(f"{dims.describe(grown)} with ")
+                   for t in tried):
             return grown
     return None
 

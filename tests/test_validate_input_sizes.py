@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from scatter_rewrite.cli import app
 from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.validate import plan_validation, run_onnxruntime
+from scatter_rewrite.validate.trial import OriginalSession
 
 runner = CliRunner()
 FEATURES = 4
@@ -230,3 +231,56 @@ def test_a_wav2vec2_export_is_validated_and_computes_what_pytorch_does(tmp_path,
     inputs = {k[3:]: expected[k] for k in expected.files if k.startswith("in_")}
     (hidden,) = run_onnxruntime(out, inputs)
     np.testing.assert_allclose(hidden, expected["out_last_hidden_state"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("weights", ["external data", "Constant nodes"])
+def test_the_trial_run_takes_weights_where_the_model_keeps_them(tmp_path, weights):
+    """The original runs in onnxruntime from memory: external weights (given to onnxruntime over
+    their memory map) and big Constant nodes (which shape inference gets as dims only) included."""
+    rng = np.random.default_rng(0)
+    arrays = {"w0": rng.standard_normal((128, 1, 10)).astype(np.float32),
+              "w1": rng.standard_normal((4, 128, 3)).astype(np.float32)}
+    axis = numpy_helper.from_array(np.array([1], np.int64), "channel_axis")
+    nodes = [oh.make_node("Unsqueeze", ["audio", "channel_axis"], ["x"]),
+             oh.make_node("Conv", ["x", "w0"], ["c0"], kernel_shape=[10], strides=[5]),
+             oh.make_node("Relu", ["c0"], ["r0"]),
+             oh.make_node("Conv", ["r0", "w1"], ["y"], kernel_shape=[3], strides=[2])]
+    tensors = [numpy_helper.from_array(a, n) for n, a in arrays.items()]
+    if weights == "Constant nodes":
+        nodes = [oh.make_node("Constant", [], [t.name], value=t) for t in tensors] + nodes
+        tensors = []
+    model = model_of(nodes, [vi("audio", ["batch", "length"])], [vi("y", ["batch", 4, None])],
+                     [axis, *tensors])
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path, save_as_external_data=weights == "external data",
+              all_tensors_to_one_file=True, location="model.weights", size_threshold=1024)
+    session = OriginalSession(ir.load(path))
+    assert session.refused is None
+    assert session.failure({"audio": np.ones((1, 400), np.float32)}) is None
+    assert session.failure({"audio": np.ones((1, 8), np.float32)}) is not None
+    result = runner.invoke(app, ["lower", "--opset", "13", str(path), "-o",
+                                 str(tmp_path / "out" / "out.onnx")])
+    assert result.exit_code == 0, result.output
+    assert "validation: onnxruntime on the original model" in result.stdout
+
+
+def test_sizes_grow_until_the_original_runs(tmp_path):
+    """A convolution over ``Range(n)``, whose length shape inference cannot follow: the sizes
+    double until the original runs, and the notes say what failed before."""
+    scalars = {"zero": 0, "step": 1, "last": 0}
+    initializers = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in scalars.items()]
+    initializers += [numpy_helper.from_array(np.array([0, 1], np.int64), "axes"),
+                     numpy_helper.from_array(np.ones((1, 1, 12), np.float32), "w")]
+    nodes = [oh.make_node("Shape", ["x"], ["shape"]),
+             oh.make_node("Gather", ["shape", "last"], ["n"], axis=0),
+             oh.make_node("Range", ["zero", "n", "step"], ["positions"]),
+             oh.make_node("Cast", ["positions"], ["ramp"], to=TensorProto.FLOAT),
+             oh.make_node("Unsqueeze", ["ramp", "axes"], ["signal"]),
+             oh.make_node("Conv", ["signal", "w"], ["y"], kernel_shape=[12])]
+    model = model_of(nodes, [vi("x", ["n"])], [vi("y", [1, 1, None])], initializers)
+    the_plan = plan_validation(ir.serde.deserialize_model(model))
+    assert the_plan.inputs["x"].shape == (16,)
+    (note,) = [n for n in the_plan.notes if n.startswith("the original runs with")]
+    assert note.startswith("the original runs with n=16, not with n=4 (") and "; n=8 (" in note
+    result, _ = rewritten(tmp_path, model, "lower", "--opset", "13")
+    assert result.exit_code == 0, result.output

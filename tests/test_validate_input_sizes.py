@@ -284,3 +284,12 @@ def test_sizes_grow_until_the_original_runs(tmp_path):
     assert note.startswith("the original runs with n=16, not with n=4 (") and "; n=8 (" in note
     result, _ = rewritten(tmp_path, model, "lower", "--opset", "13")
     assert result.exit_code == 0, result.output
+
+
+def test_the_sizes_the_export_traced_are_the_starting_sizes():
+    """An export that declares the size its example had (an output [7, 3] of an input [n, 3]) gets
+    that size, where nothing needs another."""
+    model = model_of([oh.make_node("Relu", ["x"], ["y"])], [vi("x", ["n", 3])], [vi("y", [7, 3])])
+    the_plan = plan_validation(ir.serde.deserialize_model(model))
+    assert the_plan.inputs["x"].shape == (7, 3)
+    assert "sizes from the model's own shapes: n=7" in the_plan.notes

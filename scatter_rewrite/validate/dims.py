@@ -12,20 +12,21 @@ unequal to a constant dim it is added to. The sizes are chosen from what the mod
 - what its ops need, judged on the concrete shapes ONNX shape inference derives from the candidate
   sizes (:class:`Need`): a Conv/ConvInteger/pooling window fits its input (kernel, dilations, pads,
   ``auto_pad``); a Reshape to a constant shape gets a count it can take (exactly, or a multiple of
-  the known part where there is a -1); a constant Split's sizes add up to its axis (a multiple of the
-  outputs without sizes); a Gather by constant positions and a Slice with constant bounds find the
+  the known part where there is a -1); a constant Split's sizes add up to its axis (a multiple of
+  the outputs without sizes); a Gather by constant positions and a Slice with constant bounds find the
   positions they name; dims that broadcast, or meet in a MatMul or a Concat, are equal (or 1).
 
 A need that fails moves the symbolic dims it depends on, found by doubling each and seeing which
 changes what the need looks at: doubled until a minimum is met; solved where the need asks for an
 exact count or a multiple (what it looks at is taken as linear in the dim). Needs on values whose
-shape inference cannot say are left to the trial run (:mod:`.trial`), which doubles the free dims
-again while the original fails in onnxruntime.
+shape inference cannot say are left to the trial run (:func:`.inputs.plan_validation` with
+:mod:`.trial`), which doubles the free dims and refits while the original fails in onnxruntime.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 
@@ -55,7 +56,6 @@ class Need:
     shape inference cannot say): at least ``value`` ("min"), exactly ("exact"), or a multiple of it
     ("multiple")."""
 
-    node: str
     what: str  # for notes: "Conv 'conv0' window on axis 2"
     kind: str
     value: int
@@ -138,8 +138,12 @@ def fit_dims(model: ir.Model, graph_inputs: list[ir.Value],
         plan.sizes[start] = size
     needs = _needs(proto)
 
-    def infer(sizes: dict[str, int]) -> Shapes:
-        return _concrete_shapes(proto, plan.shapes(sizes))
+    @functools.lru_cache(maxsize=64)
+    def inferred(sizes: tuple) -> Shapes:
+        return _concrete_shapes(proto, plan.shapes(dict(sizes)))
+
+    def infer(sizes: dict[str, int]) -> Shapes:  # (a move is often the doubling just inferred)
+        return inferred(tuple(sizes.items()))
 
     def refit(sizes: dict[str, int]) -> dict[str, int]:
         return _meet(needs, dict(sizes), plan.free, infer, plan.unmet)
@@ -171,11 +175,15 @@ def _example_sizes(model: ir.Model, proto: onnx.ModelProto, plan: DimPlan) -> di
     """The sizes the model's own shapes give its free dims: where symbolic shape inference puts an
     input's dim name and the export declared a static dim (a value_info or an output traced on an
     example), the first such size of each dim."""
+    named = _with_input_dims(proto, plan.declared)
+    for output in named.graph.output:  # (declared: what is compared with, not inferred)
+        if output.type.HasField("tensor_type"):
+            output.type.tensor_type.ClearField("shape")
     try:
-        inferred = onnx.shape_inference.infer_shapes(_with_input_dims(proto, plan.declared))
+        inferred = onnx.shape_inference.infer_shapes(named)
     except Exception:  # best effort
         return {}
-    symbolic = {vi.name: [d.dim_param if d.dim_param else None for d in vi.type.tensor_type.shape.dim]
+    symbolic = {vi.name: [d.dim_param or None for d in vi.type.tensor_type.shape.dim]
                 for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
     found: dict[str, int] = {}
     for value in model.graph:
@@ -271,16 +279,20 @@ def _needs(proto: onnx.ModelProto) -> list[Need]:
     return needs
 
 
-class _Constants(dict):
-    """The small integer constants of a graph by name, and its initializers' dims
-    (``weight_dims``)."""
+@dataclasses.dataclass
+class _Constants:
+    """A graph's small integer constants (initializers and Constant nodes) and its initializers'
+    dims, by name."""
 
-    weight_dims: dict[str, tuple[int, ...]]
+    ints: dict[str, np.ndarray]
+    dims: dict[str, tuple[int, ...]]
+
+    def get(self, name: str) -> np.ndarray | None:
+        return self.ints.get(name)
 
 
 def _small_int_constants(graph: onnx.GraphProto) -> _Constants:
-    found = _Constants()
-    found.weight_dims = {init.name: tuple(init.dims) for init in graph.initializer}
+    found: dict[str, np.ndarray] = {}
     for init in graph.initializer:
         if init.data_location != onnx.TensorProto.EXTERNAL and init.data_type in _INT_TYPES:
             found[init.name] = onnx.numpy_helper.to_array(init)
@@ -292,7 +304,7 @@ def _small_int_constants(graph: onnx.GraphProto) -> _Constants:
                 found[node.output[0]] = onnx.numpy_helper.to_array(a.t)
             elif a.name in ("value_int", "value_ints"):
                 found[node.output[0]] = np.array(onnx.helper.get_attribute_value(a), np.int64)
-    return found
+    return _Constants(found, {init.name: tuple(init.dims) for init in graph.initializer})
 
 
 _INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
@@ -315,7 +327,7 @@ def _window_needs(node, label, attrs, constants) -> list[Need]:
         return []
     kernel = attrs.get("kernel_shape")
     if kernel is None and len(node.input) > 1:
-        kernel = constants.weight_dims.get(node.input[1], (None, None))[2:]
+        kernel = constants.dims.get(node.input[1], (None, None))[2:]
     if not kernel:
         return []
     rank = len(kernel)
@@ -327,7 +339,7 @@ def _window_needs(node, label, attrs, constants) -> list[Need]:
     for i, (k, d) in enumerate(zip(kernel, dilations)):
         least = d * (k - 1) + 1 - pads[i] - pads[i + rank]
         if least > 1:
-            needs.append(Need(label, f"{label} window on axis {i + 2}", "min", least,
+            needs.append(Need(f"{label} window on axis {i + 2}", "min", least,
                               _dim(node.input[0], i + 2)))
     return needs
 
@@ -354,8 +366,8 @@ def _reshape_needs(node, label, attrs, constants) -> list[Need]:
         return math.prod(d for i, d in enumerate(shape) if i not in copies)
     if known <= 0:
         return []
-    return [Need(label, f"{label} to {target} (the count it reshapes)", "multiple" if -1 in target else "exact", known,
-                 look)]
+    kind = "multiple" if -1 in target else "exact"
+    return [Need(f"{label} to {target} (the count it reshapes)", kind, known, look)]
 
 
 def _split_needs(node, label, attrs, constants) -> list[Need]:
@@ -364,12 +376,12 @@ def _split_needs(node, label, attrs, constants) -> list[Need]:
     if split is None and len(node.input) > 1 and node.input[1]:
         split = constants.get(node.input[1])
     if split is not None:
-        return [Need(label, f"{label} into {list(map(int, split))}", "exact",
+        return [Need(f"{label} into {list(map(int, split))}", "exact",
                      int(np.sum(split)), _dim(node.input[0], axis))]
     if "num_outputs" in attrs:  # (opset 18: the last part may be smaller)
-        return [Need(label, f"{label} into {attrs['num_outputs']}", "min", attrs["num_outputs"],
+        return [Need(f"{label} into {attrs['num_outputs']}", "min", attrs["num_outputs"],
                      _dim(node.input[0], axis))]
-    return [Need(label, f"{label} into {len(node.output)} equal parts", "multiple",
+    return [Need(f"{label} into {len(node.output)} equal parts", "multiple",
                  len(node.output), _dim(node.input[0], axis))]
 
 
@@ -378,7 +390,7 @@ def _gather_needs(node, label, attrs, constants) -> list[Need]:
     if positions is None or positions.size == 0:
         return []
     least = max(int(positions.max()) + 1, -int(positions.min()))
-    return [Need(label, f"{label} of position(s) up to {least - 1}", "min", least,
+    return [Need(f"{label} of position(s) up to {least - 1}", "min", least,
                  _dim(node.input[0], attrs.get("axis", 0)))]
 
 
@@ -389,12 +401,10 @@ def _slice_needs(node, label, attrs, constants) -> list[Need]:
     if "starts" in attrs:  # (opset < 10)
         starts, ends, axes, steps = attrs["starts"], attrs["ends"], attrs.get("axes"), None
     else:
-        got = [constants.get(n) if len(node.input) > i and node.input[i] else None
-               for i, n in enumerate(node.input[:5])]
-        got += [None] * (5 - len(got))
-        starts, ends, axes, steps = got[1], got[2], got[3], got[4]
-        if starts is None or ends is None or (len(node.input) > 3 and node.input[3] and axes is None):
-            return []
+        got = [constants.get(n) if n else None for n in list(node.input[1:5]) + [""] * 4][:4]
+        if any(n and g is None for n, g in zip(node.input[1:5], got)):
+            return []  # (a bound, an axis or a step known only at run time)
+        starts, ends, axes, steps = got
     starts, ends = [int(s) for s in np.ravel(starts)], [int(e) for e in np.ravel(ends)]
     axes = list(range(len(starts))) if axes is None else [int(a) for a in np.ravel(axes)]
     steps = [1] * len(starts) if steps is None else [int(s) for s in np.ravel(steps)]
@@ -404,12 +414,12 @@ def _slice_needs(node, label, attrs, constants) -> list[Need]:
             continue
         least = -start if start < 0 else end if 0 < end <= 4096 else 0
         if least > 1:
-            needs.append(Need(label, f"{label} of [{start}:{end}] on axis {axis}", "min", least,
+            needs.append(Need(f"{label} of [{start}:{end}] on axis {axis}", "min", least,
                               _dim(node.input[0], axis)))
     return needs
 
 
-def _equal(label: str, what: str, a: tuple[str, int], b: tuple[str, int]) -> Need:
+def _equal(what: str, a: tuple[str, int], b: tuple[str, int]) -> Need:
     """Two dims that must be equal, or one of them 1 (broadcasting): looked at as their
     difference, 0 when met."""
     da, db = _dim(*a), _dim(*b)
@@ -419,7 +429,7 @@ def _equal(label: str, what: str, a: tuple[str, int], b: tuple[str, int]) -> Nee
         if x is None or y is None:
             return None
         return 0 if x == 1 or y == 1 else x - y
-    return Need(label, what, "exact", 0, look)
+    return Need(what, "exact", 0, look)
 
 
 def _broadcast_needs(node, label, attrs, constants) -> list[Need]:
@@ -430,7 +440,7 @@ def _broadcast_needs(node, label, attrs, constants) -> list[Need]:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             for k in range(1, 9):
-                needs.append(_equal(label, f"{label} needs {a!r} and {b!r} to broadcast", (a, -k),
+                needs.append(_equal(f"{label} needs {a!r} and {b!r} to broadcast", (a, -k),
                                     (b, -k)))
     return needs
 
@@ -444,7 +454,7 @@ def _matmul_needs(node, label, attrs, constants) -> list[Need]:
             return None
         x, y = sa[-1], sb[-2] if len(sb) > 1 else sb[0]
         return None if x is None or y is None else x - y
-    return [Need(label, f"{label} needs equal inner dims", "exact", 0, look)]
+    return [Need(f"{label} needs equal inner dims", "exact", 0, look)]
 
 
 def _concat_needs(node, label, attrs, constants) -> list[Need]:
@@ -459,7 +469,7 @@ def _concat_needs(node, label, attrs, constants) -> list[Need]:
                     return None
                 x, y = sa[k], sb[k]
                 return None if x is None or y is None else x - y
-            needs.append(Need(label, f"{label} needs equal inputs on axis {k}", "exact", 0, look))
+            needs.append(Need(f"{label} needs equal inputs on axis {k}", "exact", 0, look))
     return needs
 
 
@@ -474,7 +484,7 @@ def _scatter_needs(node, label, attrs, constants) -> list[Need]:
     def look(shapes: Shapes) -> int | None:
         have, want = slots(shapes), picks(shapes)
         return None if have is None or want is None else have - want
-    return [Need(label, f"{label} needs room for unique indices on axis {axis}", "min", 0, look)]
+    return [Need(f"{label} needs room for unique indices on axis {axis}", "min", 0, look)]
 
 
 _NEED_MAKERS = {

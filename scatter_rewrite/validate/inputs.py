@@ -5,7 +5,9 @@ standard ops, included: :func:`graph.computes_a_scatter`): a graph input that fe
 (directly or through value-preserving ops like Cast/Unsqueeze/Expand, and PyTorch's negative-index
 normalization ``Where(Less(i, 0), Add(i, c), i)``, and a ``Gather`` by constant positions like a
 GNN's ``edge_index[1]``) gets in-range values, negative ones included, unique along the axis when
-the reduction is "none" (duplicates are undefined there); symbolic dimensions get small sizes. An
+the reduction is "none" (duplicates are undefined there); symbolic dimensions get sizes that fit
+the model's ops (:mod:`.dims`), grown while the original fails in onnxruntime on them
+(:mod:`.trial`). An
 input feeding the indices of a Gather/GatherElements (``x[src]``) gets values in range of the
 gathered axis too, so that the original model runs. A Gather by one position on axis 0 binds only
 the row it picks (:attr:`IndexContract.rows`): ``edge_index[1]`` in range of the scatter and unique

@@ -212,13 +212,13 @@ def test_sizes_a_pass_fixed_stay_fixed():
     assert inputs["audio"].shape == (1, 400)
 
 
-# ---- transformers' Wav2Vec2Model, tiny, TorchScript export (tests/data/whole_models/make_wav2vec2.py) ----
+# ---- transformers' Wav2Vec2Model, tiny, exported (tests/data/whole_models/make_wav2vec2.py) ----
 
 WHOLE_MODELS = Path(__file__).parent / "data" / "whole_models"
 
 
 @pytest.mark.parametrize("verb", [("lower", "--opset", "13"), ("upgrade", "--opset", "13")])
-@pytest.mark.parametrize("name", ["wav2vec2_ts17", "wav2vec2_mask_ts17"])
+@pytest.mark.parametrize("name", ["wav2vec2_ts17", "wav2vec2_mask_ts17", "wav2vec2_dynamo18"])
 def test_a_wav2vec2_export_is_validated_and_computes_what_pytorch_does(tmp_path, name, verb):
     """Validated on generated inputs its convolutions take (and, with the mask, a mask whose
     ScatterND gets frames in range), and the written model gives PyTorch's outputs."""

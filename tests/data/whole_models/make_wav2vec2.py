@@ -11,6 +11,7 @@ input of 4 samples is too short for its convolutions.
 * ``wav2vec2_ts17``: ``input_values`` only (group norm, as wav2vec2-base).
 * ``wav2vec2_mask_ts17``: ``input_values`` and ``attention_mask`` sharing ``length`` (layer norm,
   as wav2vec2-large-lv60); the mask's conversion to frames is a ScatterND (``index_put``).
+* ``wav2vec2_dynamo18``: the first, with the dynamo exporter at opset 18 (``length`` from 400).
 
 Each ``NAME.onnx`` comes with ``NAME.npz``: the inputs (``in_<input name>``, 400 samples) and
 PyTorch's own outputs (``out_<output name>``) computed in eager mode.
@@ -49,16 +50,23 @@ def tiny(stable_layer_norm: bool) -> Wav2Vec2Model:
     return Wav2Vec2Model(config).eval()
 
 
-def export(name: str, stable_layer_norm: bool, with_mask: bool) -> None:
+def export(name: str, stable_layer_norm: bool, with_mask: bool, dynamo: bool = False) -> None:
     module = LastHiddenState(tiny(stable_layer_norm)).eval()
     generator = torch.Generator().manual_seed(1)
     audio = torch.randn(1, 400, generator=generator)
     args = (audio, torch.ones(1, 400, dtype=torch.int64)) if with_mask else (audio,)
     names = ["input_values", "attention_mask"][: len(args)]
-    axes = {n: {0: "batch", 1: "length"} for n in names}
-    torch.onnx.export(module, args, str(HERE / f"{name}.onnx"), input_names=names,
-                      output_names=["last_hidden_state"], opset_version=17, dynamo=False,
-                      dynamic_axes=axes | {"last_hidden_state": {0: "batch", 1: "frames"}})
+    if dynamo:
+        dims = {0: torch.export.Dim("batch", max=64),
+                1: torch.export.Dim("length", min=400, max=100_000)}
+        program = torch.onnx.export(module, args, dynamo=True, opset_version=18,
+                                    dynamic_shapes={n: dims for n in names})
+        program.save(str(HERE / f"{name}.onnx"))
+    else:
+        axes = {n: {0: "batch", 1: "length"} for n in names}
+        torch.onnx.export(module, args, str(HERE / f"{name}.onnx"), input_names=names,
+                          output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                          dynamic_axes=axes | {"last_hidden_state": {0: "batch", 1: "frames"}})
     with torch.no_grad():
         expected = module(*args)
     np.savez(HERE / f"{name}.npz", **{f"in_{n}": a.numpy() for n, a in zip(names, args)},
@@ -68,3 +76,4 @@ def export(name: str, stable_layer_norm: bool, with_mask: bool) -> None:
 if __name__ == "__main__":
     export("wav2vec2_ts17", stable_layer_norm=False, with_mask=False)
     export("wav2vec2_mask_ts17", stable_layer_norm=True, with_mask=True)
+    export("wav2vec2_dynamo18", stable_layer_norm=False, with_mask=False, dynamo=True)

@@ -150,10 +150,12 @@ def test_two_dims_an_add_joins_get_one_size(tmp_path):
 
 
 def window_model(op: str, **attributes) -> onnx.ModelProto:
-    """An image [1, 2, h, w] -> ``op`` with a 5x5 window -> itself again (``attributes``)."""
+    """An image [1, 2, h, w] -> ``op`` with a 5x5 window -> itself again (``attributes``). (A
+    ConvTranspose with these pads: out = 2 (in - 1) + 5 - 10, at least 1 from in = 4 on; the
+    second needs 4, so the image at least 6.)"""
     initializers = [numpy_helper.from_array(np.ones((2, 2, 5, 5), np.float32), "w")]
-    weights = ["w"] if op == "Conv" else []
-    window = {} if op == "Conv" else {"kernel_shape": [5, 5]}
+    weights = ["w"] if op.startswith("Conv") else []
+    window = {} if weights else {"kernel_shape": [5, 5]}
     nodes = [oh.make_node(op, ["image", *weights], ["once"], **window, **attributes),
              oh.make_node(op, ["once", *weights], ["twice"], **window, **attributes)]
     return model_of(nodes, [vi("image", [1, 2, "h", "w"])], [vi("twice", [1, 2, None, None])], initializers)
@@ -164,6 +166,7 @@ def window_model(op: str, **attributes) -> onnx.ModelProto:
     ("Conv", {"pads": [1, 1, 1, 1]}),
     ("MaxPool", {"strides": [2, 2]}),
     ("AveragePool", {"strides": [3, 3], "pads": [0, 1, 0, 1]}),
+    ("ConvTranspose", {"strides": [2, 2], "pads": [5, 5, 5, 5], "kernel_shape": [5, 5]}),
 ])
 def test_windows_fit_on_every_spatial_axis(op, attributes):
     inputs = runs_on_its_plan(window_model(op, **attributes))

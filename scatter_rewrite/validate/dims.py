@@ -11,7 +11,7 @@ unequal to a constant dim it is added to. The sizes are chosen from what the mod
   inference (with the names) puts an input's dim is that dim's starting size;
 - what its ops need, judged on the concrete shapes ONNX shape inference derives from the candidate
   sizes (:class:`Need`): a Conv/ConvInteger/pooling window fits its input (kernel, dilations, pads,
-  ``auto_pad``); a Reshape to a constant shape gets a count it can take (exactly, or a multiple of
+  ``auto_pad``), a ConvTranspose's pads leave an output; a Reshape to a constant shape gets a count it can take (exactly, or a multiple of
   the known part where there is a -1); a constant Split's sizes add up to its axis (a multiple of
   the outputs without sizes); a Gather by constant positions and a Slice with constant bounds find the
   positions they name; dims that broadcast, or meet in a MatMul or a Concat, are equal (or 1).
@@ -45,7 +45,7 @@ _BROADCASTING = {
     "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less",
     "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "BitShift", "PRelu",
 }
-_WINDOWS = ("Conv", "ConvInteger", "MaxPool", "AveragePool", "LpPool")
+_WINDOWS = ("Conv", "ConvInteger", "ConvTranspose", "MaxPool", "AveragePool", "LpPool")
 
 Shapes = dict[str, tuple]
 
@@ -321,9 +321,11 @@ def _dim(value: str, axis: int) -> Callable[[Shapes], int | None]:
 
 def _window_needs(node, label, attrs, constants) -> list[Need]:
     """Conv/pooling: every spatial axis of the input at least the dilated kernel less the pads
-    (any size with ``auto_pad`` SAME, which pads to fit). A Conv without ``kernel_shape`` has its
-    weight's spatial dims (an initializer's, static)."""
-    if _text(attrs.get("auto_pad", "NOTSET")) in ("SAME_UPPER", "SAME_LOWER"):
+    (any size with ``auto_pad`` SAME, which pads to fit); ConvTranspose: long enough that its pads
+    leave an output. A Conv without ``kernel_shape`` has its weight's spatial dims (an
+    initializer's, static)."""
+    if (_text(attrs.get("auto_pad", "NOTSET")) in ("SAME_UPPER", "SAME_LOWER")
+            or "output_shape" in attrs):
         return []
     kernel = attrs.get("kernel_shape")
     if kernel is None and len(node.input) > 1:
@@ -335,9 +337,15 @@ def _window_needs(node, label, attrs, constants) -> list[Need]:
     pads = list(attrs.get("pads", [0] * 2 * rank))
     if _text(attrs.get("auto_pad", "NOTSET")) == "VALID":
         pads = [0] * 2 * rank
+    strides = list(attrs.get("strides", [1] * rank))
+    extra = list(attrs.get("output_padding", [0] * rank))
     needs = []
     for i, (k, d) in enumerate(zip(kernel, dilations)):
-        least = d * (k - 1) + 1 - pads[i] - pads[i + rank]
+        trimmed = pads[i] + pads[i + rank]
+        if node.op_type == "ConvTranspose":  # out = s (in - 1) + extra + d (k - 1) + 1 - pads
+            least = 1 + max(-(-(trimmed - extra[i] - d * (k - 1)) // strides[i]), 0)
+        else:  # out = (in + pads - d (k - 1) - 1) // s + 1
+            least = d * (k - 1) + 1 - trimmed
         if least > 1:
             needs.append(Need(f"{label} window on axis {i + 2}", "min", least,
                               _dim(node.input[0], i + 2)))

@@ -1195,7 +1195,7 @@ def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
     sizes = first.sizes
     while sizes is not None:
         for ones in (False, True):
-            attempt = (first if sizes is first.sizes and not ones
+            attempt = (first if not tried and not ones
                        else _Attempt.of(planned, graph_inputs, dims, sizes, seed, ones))
             if ones and not attempt.ones:
                 break
@@ -1257,7 +1257,8 @@ def _grown(dims, refit, sizes: dict[str, int], tried: list[str]) -> dict[str, in
 
 
 def _traced(planned: ir.Model, input_shapes: dict[str, tuple]):
-    """:func:`_contracts` of the planning copy, its functions typed from their calls while."""
+    """:func:`_contracts` of the planning copy, its functions typed from their call sites for the
+    while."""
     # ONNX shape inference does not enter functions: a function scatter's data shape (a Reshape
     # of constants there) comes from inferring the body with its call sites' input types.
     borrowed = annotate_functions_with(planned, computes_a_scatter)

@@ -45,6 +45,7 @@ _BROADCASTING = {
     "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less",
     "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "BitShift", "PRelu",
 }
+_SLICE_BOUND = 1024  # a Slice bound past this is a cap ("to the end"), not a size to reach
 _WINDOWS = ("Conv", "ConvInteger", "ConvTranspose", "MaxPool", "AveragePool", "LpPool")
 
 Shapes = dict[str, tuple]
@@ -404,8 +405,9 @@ def _gather_needs(node, label, attrs, constants) -> list[Need]:
 
 def _slice_needs(node, label, attrs, constants) -> list[Need]:
     """Constant bounds with step 1 (the exporters' ``x[:, a:b]``, ``x[:, -k:]``): the axis holds
-    what they name, so the slice is not cut short (an end past 4096 is "to the end", which any size
-    takes, an empty slice included)."""
+    what they name, so the slice is not cut short (an end past :data:`_SLICE_BOUND` is "to the end",
+    which any size takes, an empty slice included: a short slice runs, and what a short one breaks
+    downstream is that op's own need)."""
     if "starts" in attrs:  # (opset < 10)
         starts, ends, axes, steps = attrs["starts"], attrs["ends"], attrs.get("axes"), None
     else:
@@ -418,9 +420,9 @@ def _slice_needs(node, label, attrs, constants) -> list[Need]:
     steps = [1] * len(starts) if steps is None else [int(s) for s in np.ravel(steps)]
     needs = []
     for start, end, axis, step in zip(starts, ends, axes, steps):
-        if step != 1 or abs(start) > 4096:
+        if step != 1 or abs(start) > _SLICE_BOUND:
             continue
-        least = -start if start < 0 else end if 0 < end <= 4096 else 0
+        least = -start if start < 0 else end if 0 < end <= _SLICE_BOUND else 0
         if least > 1:
             needs.append(Need(f"{label} of [{start}:{end}] on axis {axis}", "min", least,
                               _dim(node.input[0], axis)))

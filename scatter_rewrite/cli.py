@@ -674,6 +674,7 @@ for _verb in VERBS.values():
 
 @app.command(name="check", cls=_Command)
 def check(
+    context: typer.Context,
     models: Models,
     target: Annotated[str, typer.Option(
         "--target", metavar="TARGET", help="tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N "
@@ -703,7 +704,7 @@ def check(
 
         typer.echo(json.dumps(json_document(reports, target), indent=2))
     else:
-        console = _check_console()
+        console = _check_console(context)
         for r in reports:
             _print_report(r, console)
     from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START
@@ -731,14 +732,12 @@ def check(
         raise typer.Exit(1)
 
 
-def _check_console():
-    """The console check prints to: as wide as the caller's Click context says when it says
+def _check_console(context: typer.Context):
+    """The console check prints to: as wide as the command's context says when it says
     (``CliRunner.invoke(..., terminal_width=80)``), else the terminal's (or COLUMNS)."""
-    import click
     from rich.console import Console
 
-    context = click.get_current_context(silent=True)
-    return Console(width=context.terminal_width if context is not None else None)
+    return Console(width=context.terminal_width)
 
 
 def _not_ready_reason(report: Any) -> str:
@@ -746,7 +745,8 @@ def _not_ready_reason(report: Any) -> str:
     from scatter_rewrite.readiness import FIXABLE, INVALID
 
     if report.status == INVALID:
-        return report.invalid
+        return report.invalid + (f"; {report.fix} makes it valid and ready (a dry run of it "
+                                 "succeeded)" if report.fix else "")
     blocked = sum(f.blocked for f in report.findings)
     why = "; ".join([f"{blocked} of {len(report.findings)} node(s) blocked"] * bool(blocked)
                     + report.blockers)
@@ -766,7 +766,8 @@ def _print_report(report: Any, console: Any) -> None:
         console.print(text, highlight=False, markup=False, soft_wrap=whole)
 
     if report.status == INVALID:  # (no rows: nothing of it is ready; the checker's reason on stderr)
-        say(f"{report.model}: INVALID on {report.target} (fails onnx.checker)")
+        fix = f": {report.fix} makes it valid and ready" if report.fix else ""
+        say(f"{report.model}: INVALID for {report.target} (fails onnx.checker){fix}", whole=True)
         return
     if report.findings:
         _print_findings(report.model, report.target, report.findings, console)
@@ -795,10 +796,12 @@ def _print_report(report: Any, console: Any) -> None:
     scatters = sum(f.op.split("::")[-1] in _SCATTER_OPS for f in report.findings)
     blocked = sum(f.blocked for f in report.findings)
     counts = f"{scatters} scatter node(s), {blocked} node(s) blocked as it is"
+    # (the verdict, whole on one line: what a CI log is searched for)
     if report.status == FIXABLE:
-        say(f"{report.model}: FIXABLE for {report.target} ({counts}): {report.fix} reaches it")
+        say(f"{report.model}: FIXABLE for {report.target} ({counts}): {report.fix} reaches it",
+            whole=True)
     else:
-        say(f"{report.model}: {report.status} for {report.target} ({counts})")
+        say(f"{report.model}: {report.status} for {report.target} ({counts})", whole=True)
 
 
 _SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")

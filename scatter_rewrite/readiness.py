@@ -146,16 +146,26 @@ class CheckReport:
     dry_run: DryRun | None = None
 
     @property
+    def reachable(self) -> bool:
+        """Whether the target's verb reaches the target (its dry run succeeds); where no verb
+        exists, whether the model is ready as it is."""
+        if self.dry_run is None:
+            return self.invalid is None and not self._blocked_as_is
+        return self.dry_run.succeeded
+
+    @property
     def status(self) -> str:
-        """READY, FIXABLE, BLOCKED or INVALID (see above): FIXABLE or READY exactly when the dry
-        run of the target's verb succeeds."""
+        """INVALID, BLOCKED, READY or FIXABLE (see above): one of the last two exactly when the
+        dry run of the target's verb succeeds."""
         if self.invalid is not None:
             return INVALID
-        if self.dry_run is not None and not self.dry_run.succeeded:
+        if not self.reachable:
             return BLOCKED
-        if not (self.blockers or any(f.blocked for f in self.findings)):
-            return READY
-        return FIXABLE if self.dry_run is not None else BLOCKED
+        return FIXABLE if self._blocked_as_is else READY
+
+    @property
+    def _blocked_as_is(self) -> bool:
+        return bool(self.blockers) or any(f.blocked for f in self.findings)
 
     @property
     def blocked(self) -> bool:
@@ -164,13 +174,17 @@ class CheckReport:
 
     @property
     def fix(self) -> str | None:
-        """The command that makes a FIXABLE model ready."""
-        return self.dry_run.command if self.status == FIXABLE else None
+        """The command that makes the model ready, when it is not and the command's dry run
+        succeeds (an invalid model too: a verb may make it valid, as inlining TorchScript's
+        constant Ifs corrects the shapes they declare)."""
+        if self.status == READY or not self.reachable or self.dry_run is None:
+            return None
+        return self.dry_run.command
 
     def to_dict(self) -> dict:
         """One model's entry in ``check --json`` (see :func:`json_document`)."""
         return {"model": self.model, "status": self.status, "ready": self.status == READY,
-                "reachable": self.status in (READY, FIXABLE), "fix": self.fix,
+                "reachable": self.reachable, "fix": self.fix,
                 "invalid": self.invalid, "blockers": self.blockers,
                 "blocked_nodes": sum(f.blocked for f in self.findings),
                 "dry_run": self.dry_run.to_dict() if self.dry_run is not None else None,
@@ -203,8 +217,11 @@ def check_report(path: str | os.PathLike, target: str = "tensorrt-10",
     failure = checker_failure(Path(path))
     # (the deprecated Scatter: the findings say it, with the fix)
     if failure is not None and "Scatter is deprecated" not in failure:
+        # Nothing of a model the checker rejects is ready, nor read node by node; whether the
+        # target's verb makes it valid is the dry run's to say.
         report.invalid = f"fails onnx.checker: {failure}"
-        return report  # (nothing of a model the checker rejects is ready, nor read further)
+        report.dry_run = dry_run(path, kind, version, invalid=True)
+        return report
     model = to_ir(proto, path)
     del proto
     report.findings = check(model, target)
@@ -229,11 +246,13 @@ def target_verb(kind: str, version) -> tuple[str, dict] | None:
     return ("lower", {"opset": int(version)}) if int(version) >= OPSET_FLOOR else None
 
 
-def dry_run(path: str | os.PathLike, kind: str, version) -> DryRun | None:
+def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) -> DryRun | None:
     """The target's verb (:func:`target_verb`) on the model file at ``path``, as the command line
     runs it with --no-validate (:func:`scatter_rewrite.pipeline.rewrite_model`: the same passes, the
     same opset move and its self-check, onnx.checker on the result), its output written to a
-    temporary folder that is removed; None where no verb reaches the target."""
+    temporary folder that is removed; None where no verb reaches the target. ``invalid``: the
+    model fails onnx.checker, and whatever stops the verb on it is its refusal (an internal error
+    too, said as such)."""
     import tempfile
 
     from scatter_rewrite.errors import ScatterRewriteError
@@ -263,6 +282,12 @@ def dry_run(path: str | os.PathLike, kind: str, version) -> DryRun | None:
     except ScatterRewriteError as e:
         run.error, run.declined = str(e), getattr(e, "declined", [])
         return run
+    except Exception as e:
+        if not invalid:
+            raise  # a bug of ours, on a valid model
+        logger.debug("%s: the dry run stopped on the invalid model", path, exc_info=True)
+        run.error = f"internal error on the invalid model ({type(e).__name__}: {e})"
+        return run
     for p in outcome.passes:
         run.would += [f"{p['pass']}: rewrote {n['node']}: {n['detail']}" for n in p["rewritten"]]
         run.would += [f"{p['pass']}: {note}" for note in p["notes"]]
@@ -286,9 +311,9 @@ def _model_blockers(model: ir.Model, kind: str, version) -> list[str]:
 
 def _blame(report: CheckReport, model: ir.Model) -> None:
     """The verb refused the model: each node it names (``declined`` by a pass of the TensorRT flow,
-    or named in the error, as ``graph.describe`` names it) is blocked with its reason and no fix,
-    a node not yet in the findings (not a scatter: a Resize the opset move cannot convert) added;
-    a finding whose fix was that verb loses it (the verb stops at another node)."""
+    or named in the error, as ``graph.describe`` names it) is blocked with its reason, a node not
+    yet in the findings (not a scatter: a Resize the opset move cannot convert) added; a finding
+    whose fix was that very command loses it (a fix with more options, ``--fix-dim``, stays)."""
     from scatter_rewrite.graph import describe
 
     run = report.dry_run
@@ -307,10 +332,12 @@ def _blame(report: CheckReport, model: ir.Model) -> None:
             finding = Finding(named, node.op_type, scope.opset, scope.where, None,
                               data.dtype.name if data is not None and data.dtype else None, None)
             report.findings.append(finding)
-        finding.blockers.append(f"{run.command} refuses it: {reason}")
-        finding.fix = None
+        if not any(reason in b for b in finding.blockers):
+            finding.blockers.append(f"{run.command} refuses it: {reason}")
+        if finding.fix == run.command:
+            finding.fix = None  # (a fix with options, --fix-dim, is another command: kept)
     for finding in report.findings:
-        if finding.node not in reasons and (finding.fix or "").startswith(run.command):
+        if finding.node not in reasons and finding.fix == run.command:
             finding.blockers.append(f"{run.command} stops at another node")
             finding.fix = None
 

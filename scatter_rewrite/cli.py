@@ -745,14 +745,12 @@ def _not_ready_reason(report: Any) -> str:
     from scatter_rewrite.readiness import FIXABLE, INVALID
 
     if report.status == INVALID:
-        return report.invalid + (f"; {report.fix} makes it valid and ready (a dry run of it "
-                                 "succeeded)" if report.fix else "")
+        return report.invalid + (f"; {report.fix} makes it valid and ready" if report.fix else "")
     blocked = sum(f.blocked for f in report.findings)
     why = "; ".join([f"{blocked} of {len(report.findings)} node(s) blocked"] * bool(blocked)
                     + report.blockers)
-    if report.status == FIXABLE:
-        return (f"not ready for {report.target} ({why}); {report.fix} makes it ready (a dry run of "
-                "it succeeded)")
+    if report.status == FIXABLE:  # (what blocks it: stdout)
+        return f"not ready for {report.target}; fix: {report.fix}"
     if report.dry_run is not None:
         return (f"blocked on {report.target}: {report.dry_run.command} refuses it: "
                 f"{report.dry_run.error}")
@@ -777,7 +775,7 @@ def _print_report(report: Any, console: Any) -> None:
         say(blocker)
     run = report.dry_run
     if run is not None and run.succeeded and run.would:
-        say(f"a dry run of {run.command} (nothing written) would:")
+        say(f"a dry run of {run.command} would:")
         for line in run.would[:10]:
             say(f"  {line}")
         if len(run.would) > 10:
@@ -795,13 +793,9 @@ def _print_report(report: Any, console: Any) -> None:
         say(f"fix: {report.fix}", whole=True)
     scatters = sum(f.op.split("::")[-1] in _SCATTER_OPS for f in report.findings)
     blocked = sum(f.blocked for f in report.findings)
-    counts = f"{scatters} scatter node(s), {blocked} node(s) blocked as it is"
     # (the verdict, whole on one line: what a CI log is searched for)
-    if report.status == FIXABLE:
-        say(f"{report.model}: FIXABLE for {report.target} ({counts}): {report.fix} reaches it",
-            whole=True)
-    else:
-        say(f"{report.model}: {report.status} for {report.target} ({counts})", whole=True)
+    say(f"{report.model}: {report.status} for {report.target} ({scatters} scatter node(s), "
+        f"{blocked} node(s) blocked as it is)", whole=True)
 
 
 _SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
@@ -816,9 +810,9 @@ def _print_findings(model: str, target: str, findings: list, console: Any) -> No
     # longest word (a word is folded only when it is longer than its column can ever be).
     table = Table(title=f"{model}: readiness for {target}", show_lines=True,
                   box=box.HEAVY_HEAD if console.is_terminal else box.ASCII)
-    table.add_column("node (reduction; data / indices)", overflow="fold", ratio=3)
-    table.add_column("blocks on target", overflow="fold", ratio=4)
-    table.add_column("fix", overflow="fold", ratio=2)
+    table.add_column("node (reduction; data / indices)", overflow="fold")
+    table.add_column("blocks on target", overflow="fold")
+    table.add_column("fix", overflow="fold")
     for f in findings:
         kinds = f"{_reduction_cell(f)}; {f.data_type or '?'} / {f.indices_type or '-'}"
         table.add_row(f"{f.node}\n{kinds}",

@@ -767,10 +767,12 @@ def _print_report(report: Any, console: Any) -> None:
         fix = f": {report.fix} makes it valid and ready" if report.fix else ""
         say(f"{report.model}: INVALID for {report.target} (fails onnx.checker){fix}", whole=True)
         return
+    # (the model's path whole on its own line, as a table title would wrap it)
+    say(f"{report.model}: readiness for {report.target}", whole=True)
     if report.findings:
-        _print_findings(report.model, report.target, report.findings, console)
+        _print_findings(report.findings, console)
     else:
-        say(f"{report.model}: no scatter node")
+        say("no scatter node")
     for blocker in report.blockers:
         say(blocker)
     run = report.dry_run
@@ -789,8 +791,8 @@ def _print_report(report: Any, console: Any) -> None:
             fixes[f.fix] = fixes.get(f.fix, 0) + 1
     for fix, count in fixes.items():
         say(f"fix: {fix} ({count} node(s))", whole=True)
-    if report.status == FIXABLE and report.fix not in fixes:
-        say(f"fix: {report.fix}", whole=True)
+    if report.status == FIXABLE and (report.blockers or not fixes) and report.fix not in fixes:
+        say(f"fix: {report.fix}", whole=True)  # (what the nodes' fixes do not cover: the opset)
     scatters = sum(f.op.split("::")[-1] in _SCATTER_OPS for f in report.findings)
     blocked = sum(f.blocked for f in report.findings)
     # (the verdict, whole on one line: what a CI log is searched for)
@@ -801,15 +803,14 @@ def _print_report(report: Any, console: Any) -> None:
 _SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 
 
-def _print_findings(model: str, target: str, findings: list, console: Any) -> None:
+def _print_findings(findings: list, console: Any) -> None:
     from rich import box
     from rich.table import Table
 
     # Plain ASCII in a pipe or a CI log, where the box-drawing characters are three bytes each and
     # not every viewer draws them. Three columns, so that at 80 characters each is wider than its
     # longest word (a word is folded only when it is longer than its column can ever be).
-    table = Table(title=f"{model}: readiness for {target}", show_lines=True,
-                  box=box.HEAVY_HEAD if console.is_terminal else box.ASCII)
+    table = Table(show_lines=True, box=box.HEAVY_HEAD if console.is_terminal else box.ASCII)
     table.add_column("node (reduction; data / indices)", overflow="fold")
     table.add_column("blocks on target", overflow="fold")
     table.add_column("fix", overflow="fold")

@@ -1,11 +1,20 @@
-"""Readiness report: what blocks each scatter node on a target, and which command fixes it.
+"""Readiness report: what blocks a model on a target as it is, and whether the command that fixes
+it reaches the target.
 
-``check(model, target)`` returns one :class:`Finding` per scatter node (``Scatter``,
-``ScatterElements``, ``ScatterND``, ``TensorScatter`` of the default domain) in the main graph,
-every If/Loop/Scan body and every model-local function, with its op, opset, reduction, dtypes, the
-blockers found on the target (empty: ready) and the command that fixes them.
+:func:`check_report` (``scatter-rewrite check``, ``scatter_rewrite.check``) judges a model file in
+three steps: onnx.checker (a model it rejects is INVALID, with no findings); ``check(model,
+target)``, one :class:`Finding` per scatter node (``Scatter``, ``ScatterElements``, ``ScatterND``,
+``TensorScatter`` of the default domain) in the main graph, every If/Loop/Scan body and every
+model-local function, with its op, opset, reduction, dtypes, the blockers found on the target as the
+node is (empty: ready) and the command that fixes them, plus what blocks the whole model (its opset
+above the target's); and :func:`dry_run`, the verb that reaches the target (``lower --opset N``,
+``tensorrt --trt-version X``) run as the command line runs it with --no-validate, on every node of
+the model, its output thrown away. The verdict (:attr:`CheckReport.status`): READY (nothing blocks
+it as it is, and the verb succeeds), FIXABLE (something does, and the verb succeeds), BLOCKED (the
+verb refuses it: its reason, on each node it names, a non-scatter node too) or INVALID. READY or
+FIXABLE exactly when the verb succeeds: the verb's own code decides, not a second opinion.
 
-Targets:
+What ``check(model, target)`` finds per scatter node, by target:
 
 ``tensorrt-10`` / ``tensorrt-8.6``
     What TensorRT's ONNX parser rejects or silently gets wrong (sources in
@@ -33,9 +42,9 @@ Targets:
     opset is above N (``lower --opset N`` moves the model down).
 
 Before any of that, the model is checked with onnx.checker (full), as every rewriting verb does:
-a model it rejects (an undefined node input, a cycle, an unknown op...) is blocked with the reason
-(:func:`check_report`); the deprecated ``Scatter`` alone is left to the findings (they say to
-upgrade).
+a model it rejects (an undefined node input, a cycle, an unknown op...) is INVALID with the reason
+and no findings (:func:`check_report`); the deprecated ``Scatter`` alone is left to the findings
+(they say to upgrade).
 
 On every target, a default-domain node that breaks its op's schema (:mod:`scatter_rewrite.spec`:
 an attribute of the wrong type or unknown, an input or output count the op does not have) is

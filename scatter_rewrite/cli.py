@@ -746,18 +746,19 @@ def _not_ready_reason(report: Any) -> str:
 
     if report.status == INVALID:
         return report.invalid + (f"; {report.fix} makes it valid and ready" if report.fix else "")
-    blocked = sum(f.blocked for f in report.findings)
-    why = "; ".join([f"{blocked} of {len(report.findings)} node(s) blocked"] * bool(blocked)
-                    + report.blockers)
     if report.status == FIXABLE:  # (what blocks it: stdout)
         return f"not ready for {report.target}; fix: {report.fix}"
     if report.dry_run is not None:
         return (f"blocked on {report.target}: {report.dry_run.command} refuses it: "
                 f"{report.dry_run.error}")
+    blocked = sum(f.blocked for f in report.findings)
+    why = "; ".join([f"{blocked} of {len(report.findings)} node(s) blocked"] * bool(blocked)
+                    + report.blockers)
     return f"blocked on {report.target} ({why}); no scatter-rewrite command reaches it"
 
 
 def _print_report(report: Any, console: Any) -> None:
+    from scatter_rewrite.graph import SCATTER_OPS
     from scatter_rewrite.readiness import FIXABLE, INVALID
 
     def say(text: str, whole: bool = False) -> None:  # whole: a command, copyable, never wrapped
@@ -793,14 +794,11 @@ def _print_report(report: Any, console: Any) -> None:
         say(f"fix: {fix} ({count} node(s))", whole=True)
     if report.status == FIXABLE and (report.blockers or not fixes) and report.fix not in fixes:
         say(f"fix: {report.fix}", whole=True)  # (what the nodes' fixes do not cover: the opset)
-    scatters = sum(f.op.split("::")[-1] in _SCATTER_OPS for f in report.findings)
+    scatters = sum(f.op.split("::")[-1] in SCATTER_OPS for f in report.findings)
     blocked = sum(f.blocked for f in report.findings)
     # (the verdict, whole on one line: what a CI log is searched for)
     say(f"{report.model}: {report.status} for {report.target} ({scatters} scatter node(s), "
         f"{blocked} node(s) blocked as it is)", whole=True)
-
-
-_SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 
 
 def _print_findings(findings: list, console: Any) -> None:

@@ -333,10 +333,14 @@ def _blame(report: CheckReport, model: ir.Model) -> None:
             if named in run.error:
                 reasons.setdefault(named, run.error)
     by_node = {f.node: f for f in report.findings}
+    nodes = {describe(n, s): (n, s) for n, s in reversed(list(iter_nodes(model)))}
     for named, reason in reasons.items():
         finding = by_node.get(named)
+        if finding is None and named not in nodes:  # (one the verb made: a function's copy)
+            report.blockers.append(f"{run.command} refuses {named}: {reason}")
+            continue
         if finding is None:
-            node, scope = next((n, s) for n, s in iter_nodes(model) if describe(n, s) == named)
+            node, scope = nodes[named]
             data = node.inputs[0] if node.inputs else None
             finding = Finding(named, node.op_type, scope.opset, scope.where, None,
                               data.dtype.name if data is not None and data.dtype else None, None)

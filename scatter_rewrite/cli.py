@@ -809,12 +809,13 @@ def _print_findings(findings: list, console: Any) -> None:
     # not every viewer draws them. Three columns, so that at 80 characters each is wider than its
     # longest word (a word is folded only when it is longer than its column can ever be).
     table = Table(show_lines=True, box=box.HEAVY_HEAD if console.is_terminal else box.ASCII)
-    table.add_column("node (reduction; data / indices)", overflow="fold")
+    table.add_column("node", overflow="fold")
     table.add_column("blocks on target", overflow="fold")
     table.add_column("fix", overflow="fold")
     for f in findings:
-        kinds = f"{_reduction_cell(f)}; {f.data_type or '?'} / {f.indices_type or '-'}"
-        table.add_row(f"{f.node}\n{kinds}",
+        kinds = [_reduction_cell(f)] * (f.op.split("::")[-1] in ("ScatterElements", "ScatterND"))
+        kinds += [f"data {f.data_type or '?'}"] + [f"indices {f.indices_type}"] * bool(f.indices_type)
+        table.add_row(f"{f.node}\n{', '.join(kinds)}",
                       "\n".join(f.blockers + [f"note: {n}" for n in f.notes]) or "ready",
                       f.fix or ("-" if not f.blocked else "none known"))
     console.print(table)

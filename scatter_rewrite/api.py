@@ -257,15 +257,18 @@ def repair(model: ModelLike, *, assume: str | None = None, validate: bool = Fals
 
 
 def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:
-    """Every scatter node's readiness for ``target`` ("tensorrt-8.6", "tensorrt-10",
-    "tensorrt-11" or "opset-N"), after onnx.checker (full): returned as data, nothing written.
-    ``model``: as for the other functions (the model given is not changed).
+    """The model's readiness for ``target`` ("tensorrt-8.6", "tensorrt-10", "tensorrt-11" or
+    "opset-N"), as ``scatter-rewrite check`` reports it: onnx.checker (full), each scatter node,
+    and a dry run of the verb that reaches the target (``report.status``: READY, FIXABLE, BLOCKED
+    or INVALID; ``report.fix``, ``report.dry_run``). Returned as data, nothing written. ``model``:
+    as for the other functions (the model given is not changed).
 
     Example::
 
         report = scatter_rewrite.check("model.onnx", target="tensorrt-10")
         if report.blocked:
-            print([(f.node, f.blockers, f.fix) for f in report.findings if f.blocked])
+            print(report.status, report.fix,
+                  [(f.node, f.blockers, f.fix) for f in report.findings if f.blocked])
     """
     from scatter_rewrite.readiness import check_report
 

@@ -1084,12 +1084,13 @@ def test_the_tensorrt_opset_cap_says_why_in_the_models_terms():
     model.graph.input.extend([vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [2, 3]),
                               vi("u", TensorProto.FLOAT, [2, 3])])
     model.graph.output.append(vi("s", TensorProto.FLOAT, [4, 3]))
-    result, report = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True, return_report=True)
-    assert result.opset_import[0].version == 20
-    notes = " ".join(n for p in report.passes for n in p["notes"])
-    assert ("left at opset 20 (TensorRT 8.6's parser documents opsets up to 17): cannot convert GridSample (opset 20, "
-            "main graph) to opset 17: GridSample-20 -> GridSample-16: its input's rank is 5" in notes), notes
-    assert "Assertion" not in notes
+    with pytest.raises(ConversionError) as refused:  # (nothing written: the target is not reached)
+        sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True)
+    said = str(refused.value)
+    assert ("the model is at opset 20 (TensorRT 8.6's parser documents opsets up to 17) and cannot move there: "
+            "cannot convert GridSample (opset 20, main graph) to opset 17: GridSample-20 -> GridSample-16: its "
+            "input's rank is 5" in said), said
+    assert "Assertion" not in said
 
 
 def test_check_opset_target_says_what_lower_will_do():
@@ -1105,16 +1106,21 @@ def test_check_opset_target_says_what_lower_will_do():
     movable = oh.make_model(oh.make_graph(nodes, "g", inputs, outputs), opset_imports=[oh.make_opsetid("", 18)])
     [ready] = check(ir.serde.deserialize_model(movable), "opset-13")
     assert ready.fix == "scatter-rewrite lower --opset 13"
+    assert sr.check(movable, target="opset-13").status == "FIXABLE"  # (its dry run of lower succeeds)
     sr.lower(movable, opset=13, validate=True)  # (which does move it)
     bits = oh.make_graph(nodes + [oh.make_node("BitwiseAnd", ["a", "b"], ["c"])], "g",
                          inputs + [vi("a", TensorProto.INT32, [2]), vi("b", TensorProto.INT32, [2])],
                          outputs + [vi("c", TensorProto.INT32, [2])])
     stuck = oh.make_model(bits, opset_imports=[oh.make_opsetid("", 18)])
-    [blocked] = check(ir.serde.deserialize_model(stuck), "opset-13")
-    assert blocked.fix is None
-    assert any("BitwiseAnd-18 (no older version): no older op works on the bits" in b for b in blocked.blockers)
-    with pytest.raises(ConversionError, match="BitwiseAnd"):
+    report = sr.check(stuck, target="opset-13")
+    assert report.status == "BLOCKED" and report.fix is None
+    scatter, bitwise = report.findings
+    assert scatter.fix is None and "scatter-rewrite lower --opset 13 stops at another node" in scatter.blockers
+    assert bitwise.op == "BitwiseAnd"
+    assert any("BitwiseAnd-18 (no older version): no older op works on the bits" in b for b in bitwise.blockers)
+    with pytest.raises(ConversionError, match="BitwiseAnd") as refused:
         sr.lower(stuck, opset=13)
+    assert str(refused.value) == report.dry_run.error
 
 
 def test_a_function_body_for_a_node_leaving_optional_outputs_out_is_valid():

@@ -299,8 +299,8 @@ def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
                      validate, inputs, rtol, atol, output, return_report)
 
 
-def repair(model: ModelLike, *, validate: bool = False, inputs: dict | None = None,
-           rtol: float | None = None, atol: float | None = None,
+def repair(model: ModelLike, *, assume: str | None = None, validate: bool = False,
+           inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
            output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Repair the TorchScript exporter's accumulating scatters (zeros -> scatter without reduction
     -> Add, wrong with repeated indices: pytorch/pytorch#61034, #111159) into what PyTorch
@@ -312,26 +312,33 @@ def repair(model: ModelLike, *, validate: bool = False, inputs: dict | None = No
     instead of equality (:mod:`scatter_rewrite.repair_proof`): bit for bit equal to the original
     on inputs without repeated indices, equal to the evaluator's add-reduction on inputs with
     repeated indices (``inputs``, when given, too; ``rtol``/``atol``: your own bound for its float
-    outputs). The other arguments as in :func:`upgrade`.
+    outputs). dynamo's ``scatter_reduce(reduce="mean", include_self=False)`` becomes sum / count;
+    ``assume="scatter-reduce-mean"`` does the same for a plain ScatterElements named
+    ``node_scatter_reduce`` (``include_self=True``: only the name says it is a mean). The other
+    arguments as in :func:`upgrade`.
 
     Example::
 
         repaired = scatter_rewrite.repair("gcn_ts11.onnx", output="gcn.repaired.onnx",
                                           validate=True)
     """
-    return _run_verb("repair", model, {}, validate, inputs, rtol, atol, output, return_report)
+    return _run_verb("repair", model, {"assume": assume}, validate, inputs, rtol, atol, output,
+                     return_report)
 
 
 def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:
-    """Every scatter node's readiness for ``target`` ("tensorrt-8.6", "tensorrt-10",
-    "tensorrt-11" or "opset-N"), after onnx.checker (full): returned as data, nothing written.
-    ``model``: as for the other functions (the model given is not changed).
+    """The model's readiness for ``target`` ("tensorrt-8.6", "tensorrt-10", "tensorrt-11" or
+    "opset-N"), as ``scatter-rewrite check`` reports it: onnx.checker (full), each scatter node,
+    and a dry run of the verb that reaches the target (``report.status``: READY, FIXABLE, BLOCKED
+    or INVALID; ``report.fix``, ``report.dry_run``). Returned as data, nothing written. ``model``:
+    as for the other functions (the model given is not changed).
 
     Example::
 
         report = scatter_rewrite.check("model.onnx", target="tensorrt-10")
         if report.blocked:
-            print([(f.node, f.blockers, f.fix) for f in report.findings if f.blocked])
+            print(report.status, report.fix,
+                  [(f.node, f.blockers, f.fix) for f in report.findings if f.blocked])
     """
     from scatter_rewrite.readiness import check_report
 

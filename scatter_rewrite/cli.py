@@ -812,9 +812,9 @@ def _cli_parameter(option: Any) -> tuple[inspect.Parameter, Any]:
         choices = enum.Enum(f"{option.name.title().replace('_', '')}Choice",
                             {c: c for c in option.choices}, type=str)
         annotation = Annotated[choices, typer.Option(option.cli_flag, **info)]
-        parameter = inspect.Parameter(option.name, kw, annotation=annotation,
-                                      default=choices(option.default))
-        return parameter, lambda v: v.value
+        default = None if option.default is None else choices(option.default)
+        parameter = inspect.Parameter(option.name, kw, annotation=annotation, default=default)
+        return parameter, lambda v: None if v is None else v.value
     if option.kind is dict:
         annotation = Annotated[Optional[list[str]], typer.Option(option.cli_flag, **info)]
         return inspect.Parameter(option.name, kw, annotation=annotation, default=None), _dim_sizes
@@ -851,16 +851,18 @@ for _verb in VERBS.values():
 
 @app.command(name="check", cls=_Command)
 def check(
+    context: typer.Context,
     models: Models,
     target: Annotated[str, typer.Option(
         "--target", metavar="TARGET", help="tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N "
         "from 9 to the highest the installed onnx defines).")] = "tensorrt-10",
     as_json: Annotated[bool, typer.Option("--json",
-                                          help="Print the findings as JSON (for CI).")] = False,
+                                          help="Print the reports as JSON (for CI).")] = False,
     quiet: Quiet = False,
     verbose: CheckVerbose = False,
 ) -> None:
-    """Check models (onnx.checker) and each scatter node's readiness for a target; 1 if blocked."""
+    """Check models (onnx.checker), each scatter node's readiness for a target and, by a dry run of
+    the verb that reaches it (lower or tensorrt), every node's; 0 if READY, 1 otherwise."""
     _setup_logging(verbose)
     try:
         from scatter_rewrite.errors import OptionError, ScatterRewriteError
@@ -879,13 +881,13 @@ def check(
     except Exception as e:  # a bug of ours: one line; -v shows where
         _internal_error(e, verbose)
     if as_json:
-        shown = [r.to_dict() for r in reports]
-        several = {"target": target, "blocked": sum(bool(r.blocked) for r in reports),
-                   "models": shown}
-        typer.echo(json.dumps(shown[0] if len(shown) == 1 else several, indent=2))
+        from scatter_rewrite.readiness import json_document
+
+        typer.echo(json.dumps(json_document(reports, target), indent=2))
     elif not quiet:
+        console = _check_console(context)
         for r in reports:
-            _print_report(r)
+            _print_report(r, console)
     from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START
     from scatter_rewrite.passes.repair import REPAIR_NOTE
 
@@ -903,59 +905,101 @@ def check(
                        f"({repairable} node(s))", err=True)
         for note in r.notes:
             typer.echo(f"scatter-rewrite: note: {r.model}: {note}", err=True)
-    blocked = [r for r in reports if r.blocked]
-    if blocked:  # exit 1 says why in one line, like every other exit 1
-        for r in blocked:
-            nodes = sum(f.blocked for f in r.findings)
-            why = (f"{nodes} of {len(r.findings)} scatter node(s) blocked on {target}" if nodes
-                   else "")
-            why = "; ".join(w for w in (why, r.invalid and f"the model {r.invalid}") if w)
-            _error(f"{r.model}: {why}" if len(reports) > 1 or not nodes else why, None, verbose)
+    not_ready = [r for r in reports if r.blocked]
+    for r in not_ready:  # exit 1 says why in one line, like every other exit 1
+        why = _not_ready_reason(r)
+        _error(f"{r.model}: {why}" if len(reports) > 1 or r.invalid else why, None, verbose)
+    if not_ready:
         raise typer.Exit(1)
 
 
-def _print_report(report: Any) -> None:
-    if report.findings:
-        _print_findings(report.model, report.target, report.findings, report.invalid)
-    else:
-        typer.echo(f"{report.model}: " + (f"{report.invalid}: BLOCKED" if report.invalid else
-                                           f"no scatter node: READY for {report.target}"))
-
-
-def _print_findings(model: str, target: str, findings: list, invalid: str | None = None) -> None:
-    from rich import box
+def _check_console(context: typer.Context):
+    """The console check prints to: as wide as the command's context says when it says
+    (``CliRunner.invoke(..., terminal_width=80)``), else the terminal's (or COLUMNS)."""
     from rich.console import Console
-    from rich.table import Table
 
-    console = Console()
-    # Plain ASCII in a pipe or a CI log, where the box-drawing characters are three bytes each and
-    # not every viewer draws them.
-    table = Table(title=f"{model}: scatter readiness for {target}", show_lines=True,
-                  box=box.HEAVY_HEAD if console.is_terminal else box.ASCII)
-    for column in ("node", "reduction", "dtypes (data / indices)", "blocks on target"):
-        table.add_column(column, overflow="fold")
-    # The fix column wraps between words only (a command broken mid-word cannot be copied): as wide
-    # as its longest word.
-    words = [w for f in findings for w in (f.fix or "none known").split()]
-    table.add_column("fix", overflow="ellipsis", min_width=max(map(len, words), default=4))
-    for f in findings:
-        table.add_row(f.node, _reduction_cell(f), f"{f.data_type or '?'} / {f.indices_type or '-'}",
-                      "\n".join(f.blockers + [f"note: {n}" for n in f.notes]) or "ready",
-                      f.fix or ("-" if not f.blocked else "none known"))
-    console.print(table)
-    # Each fix command once, whole: copyable from a CI log.
-    fixes: dict[str, int] = {}
-    for f in findings:
+    return Console(width=context.terminal_width)
+
+
+def _not_ready_reason(report: Any) -> str:
+    """Why a report is not READY, in one line."""
+    from scatter_rewrite.readiness import FIXABLE, INVALID
+
+    if report.status == INVALID:
+        return report.invalid + (f"; {report.fix} makes it valid and ready" if report.fix else "")
+    if report.status == FIXABLE:  # (what blocks it: stdout)
+        return f"not ready for {report.target}; fix: {report.fix}"
+    if report.dry_run is not None:
+        return (f"blocked on {report.target}: {report.dry_run.command} refuses it: "
+                f"{report.dry_run.error}")
+    blocked = sum(f.blocked for f in report.findings)
+    why = "; ".join([f"{blocked} of {len(report.findings)} node(s) blocked"] * bool(blocked)
+                    + report.blockers)
+    return f"blocked on {report.target} ({why}); no scatter-rewrite command reaches it"
+
+
+def _print_report(report: Any, console: Any) -> None:
+    from scatter_rewrite.graph import SCATTER_OPS
+    from scatter_rewrite.readiness import FIXABLE, INVALID
+
+    def say(text: str, whole: bool = False) -> None:  # whole: a command, copyable, never wrapped
+        console.print(text, highlight=False, markup=False, soft_wrap=whole)
+
+    if report.status == INVALID:  # (no rows: nothing of it is ready; the checker's reason on stderr)
+        fix = f": {report.fix} makes it valid and ready" if report.fix else ""
+        say(f"{report.model}: INVALID for {report.target} (fails onnx.checker){fix}", whole=True)
+        return
+    # (the model's path whole on its own line, as a table title would wrap it)
+    say(f"{report.model}: readiness for {report.target}", whole=True)
+    if report.findings:
+        _print_findings(report.findings, console)
+    else:
+        say("no scatter node")
+    for blocker in report.blockers:
+        say(blocker)
+    run = report.dry_run
+    if run is not None and run.succeeded and run.would:
+        say(f"a dry run of {run.command} would:")
+        for line in run.would[:10]:
+            say(f"  {line}")
+        if len(run.would) > 10:
+            say(f"  ... and {len(run.would) - 10} more (see --json)")
+    elif run is not None and not any(run.command in b for f in report.findings
+                                     for b in f.blockers):
+        say(f"a dry run of {run.command} fails: {run.error}")  # (no node of the table says it)
+    fixes: dict[str, int] = {}  # each fix command once, whole: copyable from a CI log
+    for f in report.findings:
         if f.blocked and f.fix:
             fixes[f.fix] = fixes.get(f.fix, 0) + 1
     for fix, count in fixes.items():
-        console.print(f"fix: {fix} ({count} node(s))", highlight=False, soft_wrap=True,
-                      markup=False)
-    blocked = sum(f.blocked for f in findings)
-    if invalid:
-        console.print(f"the model {invalid}", highlight=False, markup=False)
-    console.print(f"{len(findings)} scatter node(s), {blocked} blocked on {target}: "
-                  + ("BLOCKED" if blocked or invalid else "READY"), highlight=False)
+        say(f"fix: {fix} ({count} node(s))", whole=True)
+    if report.status == FIXABLE and (report.blockers or not fixes) and report.fix not in fixes:
+        say(f"fix: {report.fix}", whole=True)  # (what the nodes' fixes do not cover: the opset)
+    scatters = sum(f.op.split("::")[-1] in SCATTER_OPS for f in report.findings)
+    blocked = sum(f.blocked for f in report.findings)
+    # (the verdict, whole on one line: what a CI log is searched for)
+    say(f"{report.model}: {report.status} for {report.target} ({scatters} scatter node(s), "
+        f"{blocked} node(s) blocked as it is)", whole=True)
+
+
+def _print_findings(findings: list, console: Any) -> None:
+    from rich import box
+    from rich.table import Table
+
+    # Plain ASCII in a pipe or a CI log, where the box-drawing characters are three bytes each and
+    # not every viewer draws them. Three columns, so that at 80 characters each is wider than its
+    # longest word (a word is folded only when it is longer than its column can ever be).
+    table = Table(show_lines=True, box=box.HEAVY_HEAD if console.is_terminal else box.ASCII)
+    table.add_column("node", overflow="fold")
+    table.add_column("blocks on target", overflow="fold")
+    table.add_column("fix", overflow="fold")
+    for f in findings:
+        kinds = [_reduction_cell(f)] * (f.op.split("::")[-1] in ("ScatterElements", "ScatterND"))
+        kinds += [f"data {f.data_type or '?'}"] + [f"indices {f.indices_type}"] * bool(f.indices_type)
+        table.add_row(f"{f.node}\n{', '.join(kinds)}",
+                      "\n".join(f.blockers + [f"note: {n}" for n in f.notes]) or "ready",
+                      f.fix or ("-" if not f.blocked else "none known"))
+    console.print(table)
 
 
 def _reduction_cell(f) -> str:

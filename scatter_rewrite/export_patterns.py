@@ -13,17 +13,21 @@ import re
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import attr, describe, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import (
+    attr, describe, is_default_domain, is_reference, iter_nodes, reference_reason,
+)
 
 __all__ = [
     "accumulate_export_notes", "accumulate_export_suspect", "ACCUMULATE_NOTE_START",
-    "is_constant_zeros", "mean_export_suspect",
+    "CLEARED_MEAN_NOTE_START",
+    "clearing_scatter", "is_constant_zeros", "mean_export_suspect", "SCATTER_REDUCE_NAME",
 ]
 
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
 MEAN_NOTE_START = "is named as dynamo's export of scatter_reduce and has no reduction"
+CLEARED_MEAN_NOTE_START = "has no reduction after a scatter of zeros at the same indices"
 # The dynamo exporter names a node after its aten op: node_scatter_reduce, node_scatter_reduce_1...
-_SCATTER_REDUCE_NAME = re.compile(r"node_scatter_reduce(_\d+)?$")
+SCATTER_REDUCE_NAME = re.compile(r"node_scatter_reduce(_\d+)?$")
 
 
 def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
@@ -51,19 +55,49 @@ def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | Non
 def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
     """A note when ``node`` looks like the dynamo exporter's form of
     ``scatter_reduce(reduce="mean")`` (torch 2.13, opset 18): a ScatterElements with
-    ``reduction="none"`` written out, named ``node_scatter_reduce``. The mean is lost: each index
-    gets the last update written (with ``include_self=False`` after a first scatter of zeros). A
-    plain ``scatter`` exports to the very same node under another name, and a name is no
-    semantics, so no pass rewrites it: this only warns. ``reduction``: the attribute as written
-    (None when absent). None otherwise."""
+    ``reduction="none"`` written out, which loses the mean (each index gets the last update
+    written). With ``include_self=False`` the graph says so (:func:`clearing_scatter`) and
+    ``repair`` computes the mean; with ``include_self=True`` only the name ``node_scatter_reduce``
+    tells it from a plain ``scatter``, which exports to the very same node, so ``repair`` rewrites
+    it only when asked to assume it. ``reduction``: the attribute as written (None when absent).
+    None otherwise."""
     if node.op_type != "ScatterElements" or reduction != "none":
         return None
-    if not _SCATTER_REDUCE_NAME.match(node.name or ""):
+    if clearing_scatter(node) is not None:
+        return (f"{CLEARED_MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
+                "scatter_reduce(reduce='mean', include_self=False), which keeps the last update "
+                "written instead of the mean; `scatter-rewrite repair` computes the mean "
+                "(docs/repair.md)")
+    if not SCATTER_REDUCE_NAME.match(node.name or ""):
         return None
     return (f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
-            "scatter_reduce(reduce='mean'), which keeps the last update written instead of the "
-            "mean; nothing but the name tells it from a plain scatter, so no verb changes it: "
-            "compute the mean as a scatter_reduce('sum') divided by a count (docs/repair.md)")
+            "scatter_reduce(reduce='mean', include_self=True), which keeps the last update written "
+            "instead of the mean; nothing but the name tells it from a plain scatter, so it is "
+            "changed only on request: if it is that mean, `scatter-rewrite repair --assume "
+            "scatter-reduce-mean` computes it (docs/repair.md)")
+
+
+def clearing_scatter(node: ir.Node) -> ir.Node | None:
+    """The scatter that clears ``node``'s targets when ``node`` ends dynamo's export of an
+    ``include_self=False`` reduction: ``node`` a ScatterElements without reduction whose data is
+    a ScatterElements without reduction of constant zeros at the same indices value and axis, read
+    by nothing else. None otherwise."""
+    if not _plain_scatter_elements(node):
+        return None
+    cleared = node.inputs[0]
+    clear = cleared.producer()
+    if (clear is None or not _plain_scatter_elements(clear) or clear.inputs[1] is not node.inputs[1]
+            or attr(clear, "axis", 0) != attr(node, "axis", 0)
+            or not is_constant_zeros(clear.inputs[2])
+            or len(cleared.uses()) != 1 or cleared.is_graph_output()):
+        return None
+    return clear
+
+
+def _plain_scatter_elements(node: ir.Node) -> bool:
+    return (node.op_type == "ScatterElements" and is_default_domain(node)
+            and reference_reason(node) is None and attr(node, "reduction", "none") == "none"
+            and len(node.inputs) == 3 and all(v is not None for v in node.inputs))
 
 
 def accumulate_export_notes(model: ir.Model) -> list[str]:

@@ -3,23 +3,27 @@
 Each place that holds nodes is a :class:`Scope`, with the default-domain opset in force there:
 subgraphs (If/Loop/Scan bodies) inherit their parent's, a function uses its own ``opset_imports``
 and falls back to the model's.
+
+What caches of nodes key their attributes and tensors by: :func:`attribute_key` and
+:func:`tensor_key` (their values, or the objects themselves; never a name).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+import struct
+from collections.abc import Hashable, Iterable, Iterator
 
 import onnx_ir as ir
 
 from scatter_rewrite import custom_ops
 
 __all__ = [
-    "attr", "body_nodes", "computes_a_scatter", "constant_tensor", "CUSTOM_SCATTER_OPS",
-    "DEFAULT_DOMAINS", "default_opset", "describe", "describe_parts", "function_calls",
-    "is_default_domain", "is_overridable", "is_reference", "iter_nodes", "iter_scopes",
-    "nodes_within", "reference_reason", "remove_unused_expands", "SCATTER_OPS", "Scope",
-    "shadowed_names", "value_names",
+    "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_tensor",
+    "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe", "describe_parts",
+    "function_calls", "is_default_domain", "is_overridable", "is_reference", "iter_nodes",
+    "iter_scopes", "nodes_within", "reference_reason", "remove_unused_expands", "SCATTER_OPS",
+    "Scope", "shadowed_names", "tensor_key", "value_names",
 ]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -196,6 +200,62 @@ def constant_tensor(value: ir.Value | None) -> ir.TensorProtocol | None:
     if value is None or is_overridable(value):
         return None
     return ir.convenience.get_const_tensor(value)
+
+
+# Tensors up to this size are keyed by their bytes (a node's small constants, met again and again in
+# an export); bigger ones, and tensors of strings, by identity.
+KEY_CONTENT_BYTES = 4096
+
+
+class _Identity:
+    """``obj`` compared and hashed by identity. The key holds ``obj``, so its id is not reused by
+    another object while the key lives."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+def tensor_key(tensor: ir.TensorProtocol) -> Hashable:
+    """A key equal for two tensors only when both hold the same values: their dtype, shape and
+    bytes, or the tensor itself (:data:`KEY_CONTENT_BYTES`). Never their name, which TorchScript
+    leaves "" on every Constant's tensor, nor their repr, which leaves the values out."""
+    if tensor.dtype != ir.DataType.STRING and tensor.nbytes <= KEY_CONTENT_BYTES:
+        return (tensor.dtype, tuple(tensor.shape.dims), tensor.tobytes())
+    return _Identity(tensor)
+
+
+def _float_key(value: float) -> bytes:
+    return struct.pack("<d", value)  # (-0.0 == 0.0 in Python, yet 1 / x tells them apart)
+
+
+def attribute_key(a: ir.Attr) -> Hashable:
+    """A key equal for two attributes only when they mean the same: a reference by the name it
+    refers to, numbers by their bits, tensors by :func:`tensor_key`, graphs and the rest by
+    identity. The one way every cache of nodes keys their attributes."""
+    if is_reference(a):
+        return ("@", a.ref_attr_name, a.type)
+    kind, value = a.type, a.value
+    if kind == ir.AttributeType.FLOAT:
+        return (kind, _float_key(value))
+    if kind == ir.AttributeType.FLOATS:
+        return (kind, tuple(map(_float_key, value)))
+    if kind in (ir.AttributeType.INT, ir.AttributeType.STRING):
+        return (kind, value)
+    if kind in (ir.AttributeType.INTS, ir.AttributeType.STRINGS):
+        return (kind, tuple(value))
+    if kind == ir.AttributeType.TENSOR:
+        return (kind, tensor_key(value))
+    if kind == ir.AttributeType.TENSORS:
+        return (kind, tuple(map(tensor_key, value)))
+    return (kind, _Identity(value))  # graphs, sparse tensors, type protos
 
 
 def describe(node: ir.Node, scope: Scope) -> str:

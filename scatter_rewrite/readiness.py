@@ -1,11 +1,20 @@
-"""Readiness report: what blocks each scatter node on a target, and which command fixes it.
+"""Readiness report: what blocks a model on a target as it is, and whether the command that fixes
+it reaches the target.
 
-``check(model, target)`` returns one :class:`Finding` per scatter node (``Scatter``,
-``ScatterElements``, ``ScatterND``, ``TensorScatter`` of the default domain) in the main graph,
-every If/Loop/Scan body and every model-local function, with its op, opset, reduction, dtypes, the
-blockers found on the target (empty: ready) and the command that fixes them.
+:func:`check_report` (``scatter-rewrite check``, ``scatter_rewrite.check``) judges a model file in
+three steps: onnx.checker (a model it rejects is INVALID, with no findings); ``check(model,
+target)``, one :class:`Finding` per scatter node (``Scatter``, ``ScatterElements``, ``ScatterND``,
+``TensorScatter`` of the default domain) in the main graph, every If/Loop/Scan body and every
+model-local function, with its op, opset, reduction, dtypes, the blockers found on the target as the
+node is (empty: ready) and the command that fixes them, plus what blocks the whole model (its opset
+above the target's); and :func:`dry_run`, the verb that reaches the target (``lower --opset N``,
+``tensorrt --trt-version X``) run as the command line runs it with --no-validate, on every node of
+the model, its output thrown away. The verdict (:attr:`CheckReport.status`): READY (nothing blocks
+it as it is, and the verb succeeds), FIXABLE (something does, and the verb succeeds), BLOCKED (the
+verb refuses it: its reason, on each node it names, a non-scatter node too) or INVALID. READY or
+FIXABLE exactly when the verb succeeds: the verb's own code decides, not a second opinion.
 
-Targets:
+What ``check(model, target)`` finds per scatter node, by target:
 
 ``tensorrt-10`` / ``tensorrt-8.6``
     What TensorRT's ONNX parser rejects or silently gets wrong (sources in
@@ -33,9 +42,9 @@ Targets:
     opset is above N (``lower --opset N`` moves the model down).
 
 Before any of that, the model is checked with onnx.checker (full), as every rewriting verb does:
-a model it rejects (an undefined node input, a cycle, an unknown op...) is blocked with the reason
-(:func:`check_report`); the deprecated ``Scatter`` alone is left to the findings (they say to
-upgrade).
+a model it rejects (an undefined node input, a cycle, an unknown op...) is INVALID with the reason
+and no findings (:func:`check_report`); the deprecated ``Scatter`` alone is left to the findings
+(they say to upgrade).
 
 On every target, a default-domain node that breaks its op's schema (:mod:`scatter_rewrite.spec`:
 an attribute of the wrong type or unknown, an input or output count the op does not have) is
@@ -70,8 +79,9 @@ from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtyp
 from scatter_rewrite.spec import REDUCTIONS_SINCE, scatter_node_problem
 from scatter_rewrite.verbs import python_call
 
-__all__ = ["CheckReport", "Finding", "check", "check_report", "parse_target", "TARGETS_HELP",
-           "OPSET_TARGET_FLOOR"]
+__all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY",
+           "SCHEMA_VERSION", "check", "check_report", "dry_run", "json_document", "parse_target",
+           "target_verb", "TARGETS_HELP", "OPSET_TARGET_FLOOR"]
 
 logger = logging.getLogger("scatter_rewrite")
 # opset-N from 9: Scatter's first opset (the lowest at which there is anything to say)
@@ -92,69 +102,263 @@ class Finding:
     indices_type: str | None
     blockers: list[str] = dataclasses.field(default_factory=list)
     fix: str | None = None  # the command that removes the blockers (None: none known)
-    python_fix: str | None = None  # the same as a Python call: scatter_rewrite.lower(model, ...)
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def blocked(self) -> bool:
         return bool(self.blockers)
 
+    @property
+    def python_fix(self) -> str | None:
+        """``fix`` as a Python call: ``scatter_rewrite.lower(model, opset=13)``."""
+        return python_call(self.fix)
+
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"blocked": self.blocked}
+        return dataclasses.asdict(self) | {"blocked": self.blocked, "python_fix": self.python_fix}
+
+
+# A model's verdict on a target (CheckReport.status): READY as it is; FIXABLE, not ready as it is
+# but the target's verb reaches it (its dry run succeeds); BLOCKED, that verb refuses the model (or
+# none exists and something is blocked); INVALID, the model fails onnx.checker.
+READY, FIXABLE, BLOCKED, INVALID = "READY", "FIXABLE", "BLOCKED", "INVALID"
+# What check --json prints: bumped when a key changes meaning or goes.
+SCHEMA_VERSION = 1
+
+
+@dataclasses.dataclass
+class DryRun:
+    """The target's verb run on the model as the command line runs it, without validation and
+    with nothing kept (:func:`dry_run`): its error, or what it would do."""
+
+    command: str  # the command line, e.g. "scatter-rewrite lower --opset 13"
+    error: str | None = None  # why the verb refuses the model (None: it succeeds)
+    would: list[str] = dataclasses.field(default_factory=list)  # its report, one line each
+    # the nodes a pass of the TensorRT flow left, with why (passes.base.NodeNote): its error's
+    declined: list = dataclasses.field(default_factory=list)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict:
+        return {"command": self.command, "succeeded": self.succeeded, "error": self.error,
+                "would": self.would}
 
 
 @dataclasses.dataclass
 class CheckReport:
-    """What ``check`` found: the model's onnx.checker failure (``invalid``, None if it passes) and
-    one :class:`Finding` per scatter node (none when the model is invalid)."""
+    """What ``check`` found: the model's onnx.checker failure (``invalid``, None if it passes; no
+    findings then), one :class:`Finding` per scatter node and per other node the target's verb
+    refuses, what blocks the whole model (``blockers``: its opset above the target's) and the dry
+    run of the target's verb (``dry_run``; None where no verb reaches the target: opset-9/10)."""
 
     model: str
     target: str
     findings: list[Finding] = dataclasses.field(default_factory=list)
     invalid: str | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # about the whole model
+    blockers: list[str] = dataclasses.field(default_factory=list)  # about the whole model
+    dry_run: DryRun | None = None
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the target's verb reaches the target (its dry run succeeds); where no verb
+        exists, whether the model is ready as it is."""
+        if self.dry_run is None:
+            return self.invalid is None and not self._blocked_as_is
+        return self.dry_run.succeeded
+
+    @property
+    def status(self) -> str:
+        """INVALID, BLOCKED, READY or FIXABLE (see above): one of the last two exactly when the
+        dry run of the target's verb succeeds."""
+        if self.invalid is not None:
+            return INVALID
+        if not self.reachable:
+            return BLOCKED
+        return FIXABLE if self._blocked_as_is else READY
+
+    @property
+    def _blocked_as_is(self) -> bool:
+        return bool(self.blockers) or any(f.blocked for f in self.findings)
 
     @property
     def blocked(self) -> bool:
-        return self.invalid is not None or any(f.blocked for f in self.findings)
+        """Not ready for the target as it is (whether or not the fix reaches it)."""
+        return self.status != READY
+
+    @property
+    def fix(self) -> str | None:
+        """The command that makes the model ready, when it is not and the command's dry run
+        succeeds (an invalid model too: a verb may make it valid, as inlining TorchScript's
+        constant Ifs corrects the shapes they declare)."""
+        if self.status == READY or not self.reachable or self.dry_run is None:
+            return None
+        return self.dry_run.command
 
     def to_dict(self) -> dict:
-        """As ``check --json`` prints it: ``blocked`` counts the blocked nodes, ``ready`` says
-        whether the model is ready (valid, and no node blocked)."""
-        return {"model": self.model, "target": self.target, "ready": not self.blocked,
-                "invalid": self.invalid, "blocked": sum(f.blocked for f in self.findings),
+        """One model's entry in ``check --json`` (see :func:`json_document`)."""
+        return {"model": self.model, "status": self.status, "ready": self.status == READY,
+                "reachable": self.reachable, "fix": self.fix,
+                "invalid": self.invalid, "blockers": self.blockers,
+                "blocked_nodes": sum(f.blocked for f in self.findings),
+                "dry_run": self.dry_run.to_dict() if self.dry_run is not None else None,
                 "notes": self.notes, "findings": [f.to_dict() for f in self.findings]}
+
+
+def json_document(reports: list[CheckReport], target: str) -> dict:
+    """``check --json``: the same document for one model or many."""
+    statuses = [r.status for r in reports]
+    return {"schema_version": SCHEMA_VERSION, "target": target,
+            "models": [r.to_dict() for r in reports],
+            "summary": {"models": len(reports),
+                        **{status.lower(): statuses.count(status)
+                           for status in (READY, FIXABLE, BLOCKED, INVALID)},
+                        "exit_code": 0 if set(statuses) <= {READY} else 1}}
 
 
 def check_report(path: str | os.PathLike, target: str = "tensorrt-10",
                  name: str | None = None) -> CheckReport:
-    """onnx.checker (full) on the model file at ``path``, then :func:`check` on it; ``name``: how
-    the report names the model (default: its path)."""
+    """onnx.checker (full) on the model file at ``path``; if it passes, :func:`check` on it, what
+    blocks the whole model, and the dry run of the target's verb (:func:`dry_run`), whose refusal
+    is the model's and each node's it names. ``name``: how the report names the model (default:
+    its path)."""
     from scatter_rewrite.model_io import load_proto, to_ir
     from scatter_rewrite.pipeline import checker_failure
 
-    parse_target(target)  # a bad target is refused before any work
+    kind, version = parse_target(target)  # a bad target is refused before any work
     report = CheckReport(str(name or path), target)
     proto = load_proto(path)  # (a missing, empty or truncated file: ModelLoadError)
     failure = checker_failure(Path(path))
     # (the deprecated Scatter: the findings say it, with the fix)
     if failure is not None and "Scatter is deprecated" not in failure:
+        # Nothing of a model the checker rejects is ready, nor read node by node; whether the
+        # target's verb makes it valid is the dry run's to say.
         report.invalid = f"fails onnx.checker: {failure}"
+        report.dry_run = dry_run(path, kind, version, invalid=True)
+        return report
     model = to_ir(proto, path)
     del proto
-    try:
-        report.findings = check(model, target)
-    except Exception:
-        if report.invalid is None:
-            raise
-        # An invalid model (a cycle, say) may defeat the node-by-node reading: the checker's reason
-        # is the report, and the model is blocked anyway.
-        logger.debug("%s: no findings on the invalid model", path, exc_info=True)
+    report.findings = check(model, target)
+    report.blockers = _model_blockers(model, kind, version)
     if any(_is_custom_scatter(node) for node, _ in iter_nodes(model)):
         report.notes.append("the model holds custom-domain scatter nodes (lower --mode custom): "
                             "onnxruntime runs it only with the custom ops registered, "
                             "scatter_rewrite.custom_ops.register(session_options)")
+    report.dry_run = dry_run(path, kind, version)
+    if report.dry_run is not None and not report.dry_run.succeeded:
+        _blame(report, model)
     return report
+
+
+def target_verb(kind: str, version) -> tuple[str, dict] | None:
+    """The verb that brings a model to the target, with its options: ``lower --opset N`` for
+    opset-N (N >= 11, the lowest lower reaches), ``tensorrt --trt-version X`` for tensorrt-X."""
+    from scatter_rewrite.verbs import OPSET_FLOOR
+
+    if kind == "tensorrt":
+        return "tensorrt", {"trt_version": str(version)}
+    return ("lower", {"opset": int(version)}) if int(version) >= OPSET_FLOOR else None
+
+
+def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) -> DryRun | None:
+    """The target's verb (:func:`target_verb`) on the model file at ``path``, as the command line
+    runs it with --no-validate (:func:`scatter_rewrite.pipeline.rewrite_model`: the same passes, the
+    same opset move and its self-check, onnx.checker on the result), its output written to a
+    temporary folder that is removed; None where no verb reaches the target. ``invalid``: the
+    model fails onnx.checker, and whatever stops the verb on it is its refusal (an internal error
+    too, said as such)."""
+    import tempfile
+
+    from scatter_rewrite.errors import ScatterRewriteError
+    from scatter_rewrite.model_io import data_file_name, external_data_files, load_proto, to_ir
+    from scatter_rewrite.pipeline import rewrite_model
+    from scatter_rewrite.verbs import VERBS
+
+    found = target_verb(kind, version)
+    if found is None:
+        return None
+    name, given = found
+    verb = VERBS[name]
+    options = verb.bind(given, cli=True)
+    flags = " ".join(f"{o.cli_flag} {options[o.name]}" for o in verb.options if o.name in given)
+    run = DryRun(f"scatter-rewrite {verb.command} {flags}")
+    source = Path(path)
+    try:
+        proto = load_proto(source)
+        external = bool(external_data_files(proto, source))
+        model = to_ir(proto, source)
+        del proto
+        with tempfile.TemporaryDirectory(prefix="scatter-rewrite-check-") as tmp:
+            destination = Path(tmp, "dry-run.onnx")
+            outcome = rewrite_model(model, verb.make_passes(**options), source, destination,
+                                    verb=name, options=options, validate=False,
+                                    external=external, data_name=data_file_name(destination))
+    except ScatterRewriteError as e:
+        run.error, run.declined = str(e), getattr(e, "declined", [])
+        return run
+    except Exception as e:
+        if not invalid:
+            raise  # a bug of ours, on a valid model
+        logger.debug("%s: the dry run stopped on the invalid model", path, exc_info=True)
+        run.error = f"internal error on the invalid model ({type(e).__name__}: {e})"
+        return run
+    for p in outcome.passes:
+        run.would += [f"{p['pass']}: rewrote {n['node']}: {n['detail']}" for n in p["rewritten"]]
+        run.would += [f"{p['pass']}: {note}" for note in p["notes"]]
+    return run
+
+
+def _model_blockers(model: ir.Model, kind: str, version) -> list[str]:
+    """What blocks the whole model on the target: its default-domain opset (the model's or a
+    function's) above the target's, or above the highest TensorRT's parser documents."""
+    from scatter_rewrite.graph import iter_scopes
+    from scatter_rewrite.passes.tensorrt import MAX_OPSET
+
+    top = max(scope.opset for scope in iter_scopes(model))
+    if kind == "opset" and top > int(version):
+        return [f"the model is at opset {top}: a runtime at opset {version} does not load it"]
+    if kind == "tensorrt" and top > MAX_OPSET[str(version)]:
+        return [f"the model is at opset {top}: TensorRT {version}'s parser documents opsets up to "
+                f"{MAX_OPSET[str(version)]}"]
+    return []
+
+
+def _blame(report: CheckReport, model: ir.Model) -> None:
+    """The verb refused the model: each node it names (``declined`` by a pass of the TensorRT flow,
+    or named in the error, as ``graph.describe`` names it) is blocked with its reason, a node not
+    yet in the findings (not a scatter: a Resize the opset move cannot convert) added; a finding
+    whose fix was that very command loses it (a fix with more options, ``--fix-dim``, stays)."""
+    from scatter_rewrite.graph import describe
+
+    run = report.dry_run
+    reasons = {note.node: note.detail for note in run.declined}
+    if not reasons:
+        for node, scope in iter_nodes(model):
+            named = describe(node, scope)
+            if named in run.error:
+                reasons.setdefault(named, run.error)
+    by_node = {f.node: f for f in report.findings}
+    nodes = {describe(n, s): (n, s) for n, s in reversed(list(iter_nodes(model)))}
+    for named, reason in reasons.items():
+        finding = by_node.get(named)
+        if finding is None and named not in nodes:  # (one the verb made: a function's copy)
+            report.blockers.append(f"{run.command} refuses {named}: {reason}")
+            continue
+        if finding is None:
+            node, scope = nodes[named]
+            data = node.inputs[0] if node.inputs else None
+            finding = Finding(named, node.op_type, scope.opset, scope.where, None,
+                              data.dtype.name if data is not None and data.dtype else None, None)
+            report.findings.append(finding)
+        if not any(reason in b for b in finding.blockers):
+            finding.blockers.append(f"{run.command} refuses it: {reason}")
+        if finding.fix == run.command:
+            finding.fix = None  # (a fix with options, --fix-dim, is another command: kept)
+    for finding in report.findings:
+        if finding.node not in reasons and finding.fix == run.command:
+            finding.blockers.append(f"{run.command} stops at another node")
+            finding.fix = None
 
 
 def _is_custom_scatter(node: ir.Node) -> bool:
@@ -193,37 +397,16 @@ def _static_dims(value: ir.Value | None):
 
 
 def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
-    """One finding per scatter node; ``finding.blocked`` says whether it blocks ``target``."""
+    """One finding per scatter node; ``finding.blocked`` says whether it blocks ``target`` as the
+    model is. Whether the fix reaches the target is the dry run's to say (:func:`check_report`)."""
     kind, version = parse_target(target)
     infer_missing_shapes(model)  # dtypes and static dims of values the exporter left unannotated
     # As the tensorrt pass sees a function's reductions: with the types its call sites agree on.
     borrowed = annotate_functions_with(model, is_reducing_scatter) if kind == "tensorrt" else []
     try:
-        findings = _findings(model, kind, version, borrowed)
+        return _findings(model, kind, version, borrowed)
     finally:
         restore_types(borrowed)
-    if kind == "opset" and any((f.fix or "").startswith("scatter-rewrite lower") for f in findings):
-        refusal = _lower_refusal(model, version)
-        for f in findings:
-            if refusal is not None and (f.fix or "").startswith("scatter-rewrite lower"):
-                f.blockers.append(f"lower --opset {version} stops at another node: {refusal}")
-                f.fix = None
-    for f in findings:
-        f.python_fix = python_call(f.fix)
-    return findings
-
-
-def _lower_refusal(model: ir.Model, opset: int) -> str | None:
-    """Why ``lower --opset N`` refuses to move ``model`` (its opset move's declared steps, on a
-    copy), None when it moves."""
-    from scatter_rewrite.errors import ConversionError
-    from scatter_rewrite.passes.lower import LowerPass
-
-    try:
-        LowerPass(opset=opset)(model.clone())
-    except ConversionError as e:
-        return str(e)
-    return None
 
 
 def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:

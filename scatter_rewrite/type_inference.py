@@ -82,9 +82,10 @@ def weightless_copy(model: ir.Model) -> ir.Model:
     return ir.serde.deserialize_model(serialize_without_weights(model))
 
 
-def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] | None:
-    """ONNX shape inference's tensor type of every value of the main graph and its subgraphs, by
-    name; None when inference fails.
+def inferred_tensor_types(model: ir.Model) -> dict[ir.Value, onnx.TypeProto.Tensor] | None:
+    """ONNX shape inference's tensor type of every node output of the main graph and its subgraphs,
+    keyed by the value itself; None when inference fails. (Not by name: the branches of an If may
+    each define a value of one name, and a value would take the other's type, its rank with it.)
 
     Weights are kept out of it: a main-graph initializer over :data:`SHAPE_ONLY_BYTES` goes in as a
     graph input of its dtype and dims. The small ones go in with their values, external or not:
@@ -97,16 +98,24 @@ def inferred_tensor_types(model: ir.Model) -> dict[str, onnx.TypeProto.Tensor] |
         inferred = onnx.shape_inference.infer_shapes(proto)
     except Exception:  # best effort
         return None
-    found: dict[str, onnx.TypeProto.Tensor] = {}
-    graphs = [inferred.graph]
-    while graphs:
-        g = graphs.pop()
-        for vi in list(g.value_info) + list(g.output):
-            if vi.type.HasField("tensor_type"):
-                found[vi.name] = vi.type.tensor_type
-        for node in g.node:
-            for a in node.attribute:
-                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    found: dict[ir.Value, onnx.TypeProto.Tensor] = {}
+    # Each graph beside its inferred copy: the copy is the graph serialized, node for node.
+    pairs = [(model.graph, inferred.graph)]
+    while pairs:
+        graph, g = pairs.pop()
+        nodes = list(graph)
+        if len(nodes) != len(g.node):
+            continue
+        types = {vi.name: vi.type.tensor_type for vi in [*g.value_info, *g.output]
+                 if vi.type.HasField("tensor_type")}
+        for node, proto_node in zip(nodes, g.node):
+            found.update((v, types[v.name]) for v in node.outputs if v.name in types)
+            for a in proto_node.attribute:
+                subgraphs = node.attributes.get(a.name)
+                if a.type == onnx.AttributeProto.GRAPH:
+                    pairs.append((subgraphs.value, a.g))
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    pairs.extend(zip(subgraphs.value, a.graphs))
     return found
 
 
@@ -176,7 +185,7 @@ def borrow_inferred_types(model: ir.Model, sharpen: bool = False) -> Borrowed:
             continue
         for node in scope.body:
             for value in node.outputs:
-                t = found.get(value.name)
+                t = found.get(value)
                 lacks = t is not None and (value.dtype is None or value.shape is None)
                 shape = value.shape
                 if shape is None and t is not None:
@@ -347,19 +356,26 @@ _UNREAD = "scatter_rewrite::cut::"  # the name a cut value's producer writes ins
 
 def _inferred_types(graph: onnx.GraphProto) -> dict[str, tuple[int, tuple | None]]:
     """(element type, shape with None for an unknown dim, or None) of every typed value of ``graph``
-    and its subgraphs, by name."""
+    and its subgraphs, by name. A name that graphs side by side (an If's branches) each define,
+    with types that differ, is left out: by name, one value would take the other's type."""
     types: dict[str, tuple[int, tuple | None]] = {}
+    ambiguous: set[str] = set()
     graphs = [graph]
     while graphs:
         g = graphs.pop()
+        here: dict[str, tuple[int, tuple | None]] = {}
         for vi in list(g.input) + list(g.value_info) + list(g.output):
             t = vi.type.tensor_type
             shape = tuple(d.dim_value if d.HasField("dim_value") else None
                           for d in t.shape.dim) if t.HasField("shape") else None
-            types[vi.name] = (t.elem_type, shape)
+            here[vi.name] = (t.elem_type, shape)
+        ambiguous.update(name for name, t in here.items() if types.get(name, t) != t)
+        types.update(here)
         for node in g.node:
             for a in node.attribute:
                 graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    for name in ambiguous:
+        del types[name]
     return types
 
 

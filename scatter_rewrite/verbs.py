@@ -163,10 +163,10 @@ def _tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = 
     return tensorrt_passes(trt_version, fix_dims)
 
 
-def _repair_passes() -> list:
+def _repair_passes(assume: str | None = None) -> list:
     from scatter_rewrite.passes.repair import RepairPass
 
-    return [RepairPass()]
+    return [RepairPass(assume)]
 
 
 _OPSET_HELP = "Target default-domain opset, 11 to the highest the installed onnx defines"
@@ -220,6 +220,13 @@ VERBS: dict[str, Verb] = {
         function="prepare_for_tensorrt"),
     "repair": Verb(
         "repair", "repaired", _repair_passes,
+        options=(
+            Option("assume", str, None,
+                   "scatter-reduce-mean: assume a ScatterElements without reduction named "
+                   "node_scatter_reduce (dynamo's name) is scatter_reduce(reduce='mean', "
+                   "include_self=True), and compute that mean.", "WHAT",
+                   choices=("scatter-reduce-mean",)),
+        ),
         summary="Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated "
                 "indices."),
 }

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import iter_nodes
+from scatter_rewrite.graph import constant_tensor, iter_nodes
 from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.passes.repair import RepairPass, find_sites
 
 
 class NegateScatterOutputs(ScatterPass):
@@ -100,3 +101,34 @@ class OneTermToTheNextSlot(_ChangeOneTerm):
     is below the last slot)."""
 
     name, value, reduction = "one-term-to-the-next-slot", 1, "add"
+
+
+class RepairIntoMax(RepairPass):
+    """Repairs each chain, then makes every add-reducing scatter reduce with max (wrong on purpose:
+    the wrong reduction). Named "repair", so that it is proven as repair is."""
+
+    def run(self, model):
+        super().run(model)
+        for node, _ in iter_nodes(model):
+            if node.op_type in ("ScatterElements", "ScatterND") and (
+                    node.attributes.get("reduction") is not None
+                    and node.attributes["reduction"].value == "add"):
+                node.attributes["reduction"] = ir.AttrString("reduction", "max")
+
+
+class RepairOffByOne(RepairPass):
+    """Repairs each accumulating chain, then adds one to the tensor its Add accumulates into (wrong
+    on purpose: an off-by-one count)."""
+
+    def run(self, model):
+        adds = [site.add for site in find_sites(model)[0] if site.add is not None]
+        super().run(model)
+        for add in adds:
+            base = add.inputs[0]
+            dtype = constant_tensor(base).dtype.numpy()  # the exporter's constant zeros
+            one = ir.val(f"{base.name}_one", const_value=ir.tensor(np.ones((), dtype)))
+            model.graph.register_initializer(one)
+            bumped = ir.node("Add", [base, one])
+            bumped.outputs[0].name = f"{base.name}_plus_one"
+            model.graph.insert_before(add, bumped)
+            add.replace_input_with(0, bumped.outputs[0])

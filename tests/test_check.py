@@ -200,14 +200,18 @@ def test_cli_table_and_exit_codes(tmp_path):
     blocked, clean = tmp_path / "blocked.onnx", tmp_path / "clean.onnx"
     onnx.save(nd(reduction="none"), blocked)
     onnx.save(scatter_model("ScatterElements", opset=17), clean)
-    result = runner.invoke(app, ["check", str(blocked)])
+    result = runner.invoke(app, ["check", str(blocked)], terminal_width=100)
     assert result.exit_code == 1, result.output
-    assert "1 blocked on tensorrt-10: BLOCKED" in result.stdout and "scatternd_0" in result.stdout
-    assert result.stderr == "scatter-rewrite: error: 1 of 1 scatter node(s) blocked on tensorrt-10\n"
-    result = runner.invoke(app, ["check", str(clean), "--target", "tensorrt-8.6"])
+    assert "scatternd_0" in result.stdout
+    assert (f"{blocked}: FIXABLE for tensorrt-10 (1 scatter node(s), 1 node(s) blocked as it is)"
+            in result.stdout)
+    assert "fix: scatter-rewrite tensorrt --trt-version 10 (1 node(s))" in result.stdout
+    assert result.stderr == ("scatter-rewrite: error: not ready for tensorrt-10; fix: scatter-rewrite tensorrt "
+                             "--trt-version 10\n")
+    result = runner.invoke(app, ["check", str(clean), "--target", "tensorrt-8.6"], terminal_width=100)
     assert result.exit_code == 0, result.output
-    assert "READY" in result.stdout and result.stderr == ""
-    assert not list(tmp_path.glob("*.*.onnx"))  # check writes nothing
+    assert f"{clean}: READY for tensorrt-8.6" in result.stdout and result.stderr == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked.onnx", "clean.onnx"]  # nothing written
 
 
 def test_cli_json(tmp_path):
@@ -215,11 +219,48 @@ def test_cli_json(tmp_path):
     onnx.save(scatter_model("ScatterElements", opset=16, reduction="add", where="if"), path)
     result = runner.invoke(app, ["check", str(path), "--target", "opset-13", "--json"])
     assert result.exit_code == 1
-    report = json.loads(result.stdout)  # stdout is the JSON alone; the one-line reason goes to stderr
-    assert result.stderr.count("\n") == 1 and "2 of 2 scatter node(s) blocked on opset-13" in result.stderr
-    assert report["target"] == "opset-13" and report["blocked"] == 2
+    document = json.loads(result.stdout)  # stdout is the JSON alone; the one-line reason goes to stderr
+    assert result.stderr == "scatter-rewrite: error: not ready for opset-13; fix: scatter-rewrite lower --opset 13\n"
+    (report,) = document["models"]
+    assert document["target"] == "opset-13" and report["blocked_nodes"] == 2
+    assert report["status"] == "FIXABLE" and report["fix"] == "scatter-rewrite lower --opset 13"
     assert {f["fix"] for f in report["findings"]} == {"scatter-rewrite lower --opset 13"}
     assert all(f["where"].startswith("main graph > If") for f in report["findings"])
+
+
+def test_cli_json_has_one_schema_whatever_the_number_of_models(tmp_path):
+    ready, fixable = tmp_path / "ready.onnx", tmp_path / "fixable.onnx"
+    onnx.save(scatter_model("ScatterElements", opset=13), ready)
+    onnx.save(scatter_model("ScatterElements", opset=16, reduction="add"), fixable)
+    one = json.loads(runner.invoke(app, ["check", str(ready), "--target", "opset-13", "--json"]).stdout)
+    result = runner.invoke(app, ["check", str(ready), str(fixable), "--target", "opset-13", "--json"])
+    two = json.loads(result.stdout)
+    assert result.exit_code == 1
+    assert set(one) == set(two) == {"schema_version", "target", "models", "summary"}
+    assert one["schema_version"] == two["schema_version"] == 1
+    assert set(one["models"][0]) == set(two["models"][0]) == set(two["models"][1])
+    assert one["summary"] == {"models": 1, "ready": 1, "fixable": 0, "blocked": 0, "invalid": 0,
+                              "exit_code": 0}
+    assert two["summary"] == {"models": 2, "ready": 1, "fixable": 1, "blocked": 0, "invalid": 0,
+                              "exit_code": 1}
+    assert [m["status"] for m in two["models"]] == ["READY", "FIXABLE"]
+    assert [m["ready"] for m in two["models"]] == [True, False]
+    assert [m["reachable"] for m in two["models"]] == [True, True]
+
+
+def test_a_model_that_fails_the_checker_is_invalid_with_no_ready_rows(tmp_path):
+    model = scatter_model("ScatterElements", opset=18)
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 9  # data is [4, 5]
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    for extra in ([], ["--json"]):
+        result = runner.invoke(app, ["check", str(path), *extra], terminal_width=100)
+        assert result.exit_code == 1, result.output
+        assert result.stderr.startswith(f"scatter-rewrite: error: {path}: fails onnx.checker: ")
+        assert "Inferred shape and existing shape differ" in result.stderr
+    assert "ready" not in runner.invoke(app, ["check", str(path)], terminal_width=100).stdout
+    (report,) = json.loads(result.stdout)["models"]
+    assert report["status"] == "INVALID" and report["findings"] == [] and not report["reachable"]
 
 
 def test_cli_errors(tmp_path):
@@ -319,3 +360,130 @@ def test_a_custom_domain_scatternd_reduction_is_blocked_on_tensorrt_10():
     (finding,) = check(ir.serde.deserialize_model(sr.lower(model, opset=13, mode="custom")), "tensorrt-10")
     assert finding.blocked and finding.fix is None
     assert finding.blockers == ["ScatterND reduction=add: no TensorRT version supports it"]
+
+
+# ---- check is a dry run of the target's verb ------------------------------------------------------
+
+def resize_model(antialias: int) -> onnx.ModelProto:
+    """An opset-20 model with no scatter: one Resize, halving an 8x8 image. ``antialias=1`` (opset 18
+    on) has no exact form below 18, so neither lower --opset 17 nor tensorrt --trt-version 8.6 can
+    move it there; without it the model moves down to 13."""
+    node = oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear", antialias=antialias,
+                        name="resize")
+    graph = oh.make_graph(
+        [node], "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])],
+        initializer=[oh.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 0.5, 0.5])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 20)])
+
+
+def saved(model: onnx.ModelProto, folder, name: str = "m.onnx") -> str:
+    path = folder / name
+    onnx.save(model, path)
+    return str(path)
+
+
+def error_line(result) -> str:
+    """What a failed command said on stderr, without its prefix."""
+    (line,) = result.stderr.splitlines()
+    return line.removeprefix("scatter-rewrite: error: ")
+
+
+def check_json(path: str, target: str) -> tuple[int, dict]:
+    result = runner.invoke(app, ["check", path, "--target", target, "--json"])
+    (report,) = json.loads(result.stdout)["models"]
+    return result.exit_code, report
+
+
+def test_tensorrt_8_6_refuses_a_model_it_cannot_bring_to_opset_17(tmp_path):
+    path = saved(resize_model(antialias=1), tmp_path)
+    result = runner.invoke(app, ["tensorrt", path, "--trt-version", "8.6"])
+    assert result.exit_code == 1, result.output
+    said = error_line(result)
+    assert "TensorRT 8.6's parser documents opsets up to 17" in said and "antialias=1" in said
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # nothing written
+    lowered = runner.invoke(app, ["lower", path, "--opset", "17"])
+    assert lowered.exit_code == 1 and "antialias=1" in error_line(lowered)
+    # check says what the verb says: BLOCKED, with its refusal, on the node it names
+    code, report = check_json(path, "tensorrt-8.6")
+    assert code == 1 and report["status"] == "BLOCKED" and not report["reachable"]
+    assert report["dry_run"]["error"] == said
+    (resize,) = report["findings"]
+    assert resize["op"] == "Resize" and resize["blocked"] and resize["fix"] is None
+
+
+def test_check_on_an_opset_20_model_without_scatter_is_a_dry_run_of_lower(tmp_path):
+    path = saved(resize_model(antialias=0), tmp_path)
+    code, report = check_json(path, "opset-13")
+    assert code == 1 and report["status"] == "FIXABLE" and report["reachable"]
+    assert report["fix"] == "scatter-rewrite lower --opset 13"
+    assert report["blockers"] == ["the model is at opset 20: a runtime at opset 13 does not load it"]
+    assert report["dry_run"]["would"] == ["lower: default-domain opset 20 -> 13 (0 other node(s) converted)"]
+    assert runner.invoke(app, ["lower", path, "--opset", "13", "--no-validate"]).exit_code == 0
+    code, report = check_json(str(tmp_path / "m.lowered.onnx"), "opset-13")
+    assert code == 0 and report["status"] == "READY" and report["dry_run"]["would"] == []
+    text = runner.invoke(app, ["check", path, "--target", "opset-13"], terminal_width=100).stdout
+    assert "a dry run of scatter-rewrite lower --opset 13 would:" in text
+    assert "default-domain opset 20 -> 13" in text
+
+
+@pytest.mark.parametrize("target, verb", [("opset-13", ["lower", "--opset", "13"]),
+                                          ("opset-17", ["lower", "--opset", "17"]),
+                                          ("tensorrt-8.6", ["tensorrt", "--trt-version", "8.6"])])
+def test_check_on_a_model_the_verb_refuses_is_blocked_with_its_reason(tmp_path, target, verb):
+    path = saved(resize_model(antialias=1), tmp_path)
+    refused = runner.invoke(app, [verb[0], path, *verb[1:], "--no-validate"])
+    assert refused.exit_code == 1
+    code, report = check_json(path, target)
+    assert code == 1 and report["status"] == "BLOCKED" and report["fix"] is None
+    assert report["dry_run"]["error"] == error_line(refused)
+    result = runner.invoke(app, ["check", path, "--target", target], terminal_width=100)
+    assert result.exit_code == 1
+    assert error_line(result) == (f"blocked on {target}: scatter-rewrite {' '.join(verb)} refuses it: "
+                                  f"{error_line(refused)}")
+    assert f"{path}: BLOCKED for {target}" in result.stdout
+
+
+def test_a_reduction_the_tensorrt_flow_must_leave_makes_it_refuse(tmp_path):
+    """TensorRT 8.6 ignores reductions; one with a dynamic number of updates cannot be lowered
+    TensorRT-safely: tensorrt exits 1 (it used to write the model, exit 0, with a warning), and
+    check is BLOCKED with the --fix-dim fix that makes the verb succeed."""
+    model = scatter_model("ScatterElements", opset=16, reduction="add", data_shape=(4, 5),
+                          indices_shape=("e", 5))
+    path = saved(model, tmp_path)
+    refused = runner.invoke(app, ["tensorrt", path, "--trt-version", "8.6"])
+    assert refused.exit_code == 1 and "number of updates is not static" in error_line(refused)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
+    code, report = check_json(path, "tensorrt-8.6")
+    assert code == 1 and report["status"] == "BLOCKED"
+    (finding,) = report["findings"]
+    assert finding["fix"] == "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim e=SIZE"
+    assert any("number of updates is not static" in b for b in finding["blockers"])
+    fixed = runner.invoke(app, ["tensorrt", path, "--trt-version", "8.6", "--fix-dim", "e=3"])
+    assert fixed.exit_code == 0, fixed.output
+
+
+# ---- the table at 80 and 200 columns ---------------------------------------------------------------
+
+TABLE_MODELS = [("models/gnn_max_opset18.onnx", "opset-13"),
+                ("tests/data/torch/gnn_max_layer_ts17.onnx", "tensorrt-8.6"),
+                ("tests/data/torch_trt/scatter_add_gnn_ts16.onnx", "tensorrt-8.6")]
+
+
+@pytest.mark.parametrize("width", [80, 200])
+@pytest.mark.parametrize("model, target", TABLE_MODELS)
+def test_the_table_fits_the_width_and_keeps_words_whole(model, target, width):
+    from pathlib import Path
+
+    from scatter_rewrite.readiness import check_report
+
+    path = str(Path(__file__).resolve().parents[1] / model)
+    # (COLUMNS says otherwise: the Click context's width is the one taken)
+    result = runner.invoke(app, ["check", path, "--target", target], terminal_width=width,
+                           env={"COLUMNS": "37"})
+    rows = [line for line in result.stdout.splitlines() if line[:1] in "+|"]
+    assert rows and all(len(line) == len(rows[0]) <= width for line in rows), result.stdout
+    assert all(line[-1] in "+|" for line in rows)  # the right border is there
+    cells = [w for f in check_report(path, target).findings
+             for text in [f.node, *f.blockers, *f.notes, f.fix or ""] for w in text.split()]
+    assert cells and all(any(w in row for row in rows) for w in cells), result.stdout

@@ -225,19 +225,21 @@ def test_an_input_failing_the_checker_otherwise_than_its_rewrite_is_named_first(
         pipeline.check_model(rewritten, source)
 
 
-def test_tensorrt_warns_on_stderr_about_scatters_it_left_and_lists_only_the_models_float_tolerance(tmp_path):
-    """A dynamic-count reduction on 8.6 stays (TensorRT would ignore the reduction): the run
-    passes and exits 0, but stderr says the written model is not ready, in one line."""
+def test_tensorrt_refuses_a_scatter_it_cannot_make_ready_and_lists_only_the_models_float_tolerance(tmp_path):
+    """A dynamic-count reduction on 8.6 cannot be lowered (TensorRT would ignore the reduction): exit 1,
+    one line on stderr, nothing written; with the count fixed it passes, within float32's tolerance."""
     source, out = tmp_path / "m.onnx", tmp_path / "m.trt.onnx"
     onnx.save(scatter_model("ScatterElements", opset=18, data_shape=(8, 4), indices_shape=("E", 4),
                             reduction="add", axis=0), source)
     result = CliRunner().invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "-o", str(out)])
-    assert result.exit_code == 0 and out.exists(), result.output
-    assert result.stderr.count("\n") == 1 and "warning: 1 scatter node(s)" in result.stderr
-    assert f"scatter-rewrite check {out} --target tensorrt-8.6" in result.stderr
-    assert "float32: rtol=1e-05" in result.stdout and "float16" not in result.stdout
+    assert result.exit_code == 1 and not out.exists(), result.output
+    assert result.stderr.count("\n") == 1 and "number of updates is not static" in result.stderr
+    fixed = CliRunner().invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "--fix-dim", "E=5",
+                                     "-o", str(out)])
+    assert fixed.exit_code == 0 and out.exists(), fixed.output
+    assert "float32: rtol=1e-05" in fixed.stdout and "float16" not in fixed.stdout
     ready = CliRunner().invoke(app, ["tensorrt", str(source), "--trt-version", "10", "-o",
-                                                     str(tmp_path / "m10.onnx")])
+                                     str(tmp_path / "m10.onnx")])
     assert ready.exit_code == 0 and ready.stderr == "", ready.stderr
 
 

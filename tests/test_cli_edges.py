@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import logging
-import re
 from pathlib import Path
 
 import onnx
@@ -82,26 +81,22 @@ def test_check_takes_several_models_and_folders(tmp_path: Path):
     one = save(scatter_model("Scatter", opset=10), tmp_path / "legacy.onnx")
     result = invoke("check", folder, one, "--target", "opset-13")
     assert result.exit_code == 1
-    # (each model's last line, short: a table's title holds the model's path, which a console
-    # narrower than the temporary path wraps)
-    assert len(re.findall(r"^\d+ scatter node\(s\), \d+ blocked on opset-13: ", result.stdout,
-                          re.M)) == 3
+    assert result.stdout.count("readiness for opset-13") == 3
     blocked = result.stderr.strip().splitlines()
     assert len(blocked) == 2
     assert all(line.startswith("scatter-rewrite: error: ") for line in blocked)
-    assert "add.onnx: 1 of 1 scatter node(s) blocked" in blocked[0] and "legacy.onnx" in blocked[1]
+    assert "add.onnx: not ready for opset-13" in blocked[0] and "legacy.onnx" in blocked[1]
     # a folder of the verbs' outputs: checked too (rewriting verbs skip them, check does not)
     assert invoke("lower", folder / "add.onnx", "-o", f"{tmp_path / 'out'}/").exit_code == 0
     outputs = invoke("check", tmp_path / "out", "--target", "opset-13")
     assert outputs.exit_code == 0, outputs.output
-    assert len(re.findall(r"^\d+ scatter node\(s\), 0 blocked on opset-13: READY$", outputs.stdout,
-                          re.M)) == 1
+    assert outputs.stdout.count("readiness for opset-13") == 1
     as_json = invoke("check", folder, "--target", "opset-18", "--json")
     assert as_json.exit_code == 0
     import json
 
     shown = json.loads(as_json.stdout)
-    assert shown["blocked"] == 0
+    assert shown["summary"]["ready"] == 2
     assert [Path(m["model"]).name for m in shown["models"]] == ["add.onnx", "plain.onnx"]
 
 
@@ -132,7 +127,7 @@ def test_check_blocks_a_model_the_checker_rejects_with_the_reason(tmp_path: Path
     model = make(tmp_path / "bad.onnx")
     result = invoke("check", model)
     assert result.exit_code == 1
-    assert "READY" not in result.stdout and "BLOCKED" in result.stdout
+    assert "READY" not in result.stdout and "INVALID" in result.stdout
     errors = [line for line in result.stderr.splitlines()
               if line.startswith("scatter-rewrite: error:")]
     assert len(errors) == 1, result.stderr
@@ -274,15 +269,16 @@ def test_progress_on_a_terminal_names_each_pass(tmp_path: Path, monkeypatch):
     assert not steps and not screen.getvalue()  # not a terminal: nothing
 
 
-def test_an_unchanged_tensorrt_output_still_warns_of_what_tensorrt_rejects(tmp_path: Path):
+def test_a_scatter_tensorrt_cannot_make_ready_is_a_refusal(tmp_path: Path):
     from onnx import TensorProto
 
     model = save(scatter_model("ScatterElements", opset=18, data_type=TensorProto.UINT8),
                  tmp_path / "m.onnx")
     result = invoke("tensorrt", model)
-    assert result.exit_code == 0
-    assert result.stdout.rstrip().splitlines()[-1].startswith("UNCHANGED")
-    assert "1 scatter node(s) in" in result.stderr and "TensorRT 10 rejects" in result.stderr
+    assert result.exit_code == 1
+    assert result.stderr.startswith("scatter-rewrite: error: cannot prepare for TensorRT 10: ")
+    assert "UINT8 data" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # nothing written
 
 
 def test_check_json_of_an_invalid_model(tmp_path: Path):
@@ -290,6 +286,6 @@ def test_check_json_of_an_invalid_model(tmp_path: Path):
 
     result = invoke("check", _undefined_input(tmp_path / "bad.onnx"), "--json")
     assert result.exit_code == 1
-    shown = json.loads(result.stdout)
+    (shown,) = json.loads(result.stdout)["models"]
     assert shown["ready"] is False and "fails onnx.checker" in shown["invalid"]
-    assert isinstance(shown["blocked"], int)
+    assert shown["status"] == "INVALID" and shown["findings"] == []

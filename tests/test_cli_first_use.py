@@ -183,6 +183,7 @@ def test_check_prints_each_fix_command_whole(tmp_path: Path):
     assert result.exit_code == 1
     fixes = [line for line in result.stdout.splitlines() if line.startswith("fix: ")]
     assert fixes == ["fix: scatter-rewrite upgrade --opset 13 (2 node(s))"], result.stdout
-    assert result.stdout.rstrip().splitlines()[-1].endswith("BLOCKED")
-    ready = runner.invoke(app, ["check", str(path), "--target", "opset-9"], terminal_width=80)
+    assert result.stdout.rstrip().splitlines()[-1].startswith(f"{path}: FIXABLE for opset-13 ")
+    onnx.save(scatter_model("Scatter", opset=10, where="if", axis=1), path)
+    ready = runner.invoke(app, ["check", str(path), "--target", "opset-10"], terminal_width=80)
     assert ready.exit_code == 0 and not [line for line in ready.stdout.splitlines() if line.startswith("fix: ")]

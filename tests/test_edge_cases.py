@@ -105,6 +105,11 @@ ZERO_SIZE_CASES = {
 @pytest.mark.parametrize("reduction", ["add", "max"])
 def test_zero_size_dimension(case, rewrite, reduction):
     model, feeds = ZERO_SIZE_CASES[case](reduction)
+    if (case, rewrite) == ("elements-dynamic-0-middle", "tensorrt-8.6"):
+        # a dynamic number of updates: 8.6 would ignore the reduction, and the network needs a static count
+        with pytest.raises(sr.ConversionError, match="number of updates is not static"):
+            REWRITES[rewrite](model)
+        return
     rewritten = REWRITES[rewrite](model)
     onnx.checker.check_model(rewritten, full_check=True)
     assert_same(run(model, feeds), run(rewritten, feeds), float_reduction=reduction == "add")

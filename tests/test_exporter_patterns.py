@@ -138,7 +138,7 @@ def test_check_notes_without_blocking(tmp_path):
     assert not finding.blocked and any(ACCUMULATE_NOTE_START in n for n in finding.notes)
     result = runner.invoke(app, ["check", str(path), "--target", "opset-18", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)  # stdout stays JSON alone; the warning is on stderr
+    (report,) = json.loads(result.stdout)["models"]  # stdout stays JSON alone; the warning is on stderr
     assert any(ACCUMULATE_NOTE_START in n for n in report["findings"][0]["notes"])
     assert result.stderr.startswith("scatter-rewrite: warning: 1 scatter node(s) write into zeros")
 
@@ -186,8 +186,9 @@ def test_committed_exports_flag_only_the_torchscript_accumulate_forms():
     assert len(paths) >= 10
     for path in paths:
         assert notes_of(onnx.load(path)) == [], path.name
-    for path in sorted(DATA.glob("torch_repair/*_ts*.onnx")):
-        assert len(notes_of(onnx.load(path))) == 1, path.name
+    for path in sorted(DATA.glob("torch_repair/*_ts*.onnx")):  # the voxel centroid: two chains
+        chains = 2 if path.name.startswith("voxel_centroid") else 1
+        assert len(notes_of(onnx.load(path))) == chains, path.name
 
 
 def test_real_torchscript_exports_are_noted(tmp_path):

@@ -232,3 +232,70 @@ def test_cast_like_alone_stays_bit_exact():
     assert "CastLike" not in ops_of(lowered) and "Cast" in ops_of(lowered)
     assert report.validation["tolerance"] == "exact (bit for bit)"
     assert any("function bodies: CastLike x1" in n and "round" not in n for p in report.passes for n in p["notes"])
+
+
+# ---- bodies of different sizes in one model: the dims a splice writes never claim two sizes equal
+
+def two_layer_norms_model(opset: int, rows: str) -> onnx.ModelProto:
+    """A CLIP-like pair: LayerNormalization over text [B, S, 8] and over image [B, T, 8], S and T
+    dynamic. rows: "dims" (the norms read the inputs), "reshape" (each input flattened to [-1, 8]
+    first, rows of no declared size) or "function" (one model-local function holding the norm,
+    called for each)."""
+    d = 8
+    rng = np.random.default_rng(3)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(d).astype(np.float32), n)
+             for n in ("s_text", "b_text", "s_image", "b_image")]
+    nodes, functions, imports = [], [], [oh.make_opsetid("", opset)]
+    if rows == "reshape":
+        inits.append(onnx.numpy_helper.from_array(np.array([-1, d], np.int64), "rows"))
+        nodes += [oh.make_node("Reshape", [x, "rows"], [f"{x}_rows"]) for x in ("text", "image")]
+    if rows == "function":
+        norm = oh.make_node("LayerNormalization", ["fx", "fs", "fb"], ["fy"], axis=-1, epsilon=1e-5)
+        functions = [oh.make_function("local", "Norm", ["fx", "fs", "fb"], ["fy"], [norm],
+                                      opset_imports=[oh.make_opsetid("", opset)])]
+        imports.append(oh.make_opsetid("local", 1))
+    source = {"text": "text_rows", "image": "image_rows"} if rows == "reshape" else {
+        "text": "text", "image": "image"}
+    for x in ("text", "image"):
+        norm_op = ("Norm", "local") if rows == "function" else ("LayerNormalization", "")
+        attrs = {} if rows == "function" else {"axis": -1, "epsilon": 1e-5}
+        nodes += [oh.make_node(norm_op[0], [source[x], f"s_{x}", f"b_{x}"], [f"{x}_norm"],
+                               domain=norm_op[1], **attrs),
+                  oh.make_node("Mul", [f"{x}_norm", f"{x}_norm"], [f"{x}_out"])]
+    shapes = ([None, d], [None, d]) if rows == "reshape" else (["B", "S", d], ["B", "T", d])
+    graph = oh.make_graph(
+        nodes, "clip_like",
+        [oh.make_tensor_value_info("text", F, ["B", "S", d]),
+         oh.make_tensor_value_info("image", F, ["B", "T", d])],
+        [oh.make_tensor_value_info("text_out", F, shapes[0]),
+         oh.make_tensor_value_info("image_out", F, shapes[1])], inits)
+    model = oh.make_model(graph, opset_imports=imports, functions=functions)
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def run_as_a_user_does(model: onnx.ModelProto, inputs: dict) -> list[np.ndarray]:
+    """onnxruntime with default session options: graph optimizations and memory reuse on."""
+    session = ort.InferenceSession(model.SerializeToString(), ort.SessionOptions(),
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, inputs)
+
+
+@pytest.mark.parametrize("rows", ["dims", "reshape", "function"])
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("target", [11, 13, 16])
+def test_two_layer_norms_of_different_row_counts_run_in_onnxruntime(opset, rows, target):
+    """Each LayerNormalization becomes its body: the bodies' values must not share a symbolic dim
+    (ONNX inference names unknown dims unk__0, unk__1... afresh in each body), else onnxruntime
+    plans one buffer for both and fails at run time ("Shape mismatch attempting to re-use
+    buffer")."""
+    model = two_layer_norms_model(opset, rows)
+    lowered = sr.lower(model, opset=target, validate=False)
+    assert "LayerNormalization" not in ops_of(lowered)
+    rng = np.random.default_rng(0)
+    for s, t in ((51, 33), (33, 51), (3, 70)):
+        inputs = {"text": rng.standard_normal((2, s, 8)).astype(np.float32),
+                  "image": rng.standard_normal((2, t, 8)).astype(np.float32)}
+        for got, want in zip(run_as_a_user_does(lowered, inputs), run_as_a_user_does(model, inputs)):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

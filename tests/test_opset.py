@@ -314,7 +314,7 @@ def test_inference_reads_small_initializers_and_gets_big_weights_as_typed_inputs
     seen = []
     real = onnx.shape_inference.infer_shapes
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda proto, *a, **k: seen.append(proto) or real(proto, *a, **k))
-    found = _inference.inferred_tensor_types(model)
+    found = {v.name: t for v, t in _inference.inferred_tensor_types(model).items()}
     (proto,) = seen
     assert [i.name for i in proto.graph.initializer] == ["shape"]
     assert onnx.numpy_helper.to_array(proto.graph.initializer[0]).tolist() == [4, 16]
@@ -331,7 +331,7 @@ def test_inference_reads_a_small_initializer_kept_in_external_data(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(_reshape_add_model(), path, save_as_external_data=True, location="m.data", size_threshold=0)
     assert onnx.load(path, load_external_data=False).graph.initializer[0].data_location == TensorProto.EXTERNAL
-    found = inferred_tensor_types(load_model(path))
+    found = {v.name: t for v, t in inferred_tensor_types(load_model(path)).items()}
     assert [d.dim_value for d in found["r"].shape.dim] == [2, 6]
 
 
@@ -367,6 +367,39 @@ def test_softmax_family_keeps_its_meaning_below_13(op, shape, data, target):
     assert [n.op_type for n in out.graph.node] == ([op] if last else ["Transpose", op, "Transpose"])
     (a,) = [a for n in out.graph.node if n.op_type == op for a in n.attribute if a.name == "axis"]
     assert a.i in (-1, len(shape) - 1)
+
+
+def _softmax_in_branches_model(then_shape, else_shape) -> onnx.ModelProto:
+    """Softmax(axis=1) of x reshaped to ``then_shape`` or ``else_shape``, each branch naming its
+    reshaped value t (sibling graphs may reuse a name), nothing typed but the ends."""
+    vi = oh.make_tensor_value_info
+
+    def branch(name, shape):
+        return oh.make_graph(
+            [oh.make_node("Reshape", ["x", f"{name}_shape"], ["t"]),
+             oh.make_node("Softmax", ["t"], ["u"], axis=1),
+             oh.make_node("Reshape", ["u", "flat"], [f"{name}_out"])], name, [],
+            [vi(f"{name}_out", TensorProto.FLOAT, None)],
+            [onnx.numpy_helper.from_array(np.array(shape, np.int64), f"{name}_shape")])
+
+    node = oh.make_node("If", ["c"], ["y"], then_branch=branch("then", then_shape),
+                        else_branch=branch("else", else_shape))
+    graph = oh.make_graph([node], "g", [vi("x", TensorProto.FLOAT, [24]), vi("c", TensorProto.BOOL, [])],
+                          [vi("y", TensorProto.FLOAT, [24])],
+                          [onnx.numpy_helper.from_array(np.array([-1], np.int64), "flat")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("shapes", [([2, 3, 4], [6, 4]), ([6, 4], [2, 3, 4])])
+def test_softmax_in_branches_reading_values_of_one_name_takes_each_branchs_own_rank(shapes):
+    """Below 13 the form of Softmax(axis=1) depends on the input's rank (the last axis: kept; else
+    between Transposes), which the move borrows from ONNX inference: each branch's t its own, never
+    the other branch's t by name (which kept Softmax-11 flattening [2, 3, 4] from axis 1)."""
+    model = _softmax_in_branches_model(*shapes)
+    out = converted(model, 11)
+    x = np.random.default_rng(0).standard_normal(24).astype(np.float32)
+    for c in (True, False):
+        _same_outputs(model, out, {"x": x, "c": np.array(c)})
 
 
 def _function_called_at_two_ranks(op: str, axis: int) -> onnx.ModelProto:
@@ -898,7 +931,7 @@ def test_shapes_inferred_from_a_default_callers_may_override_are_not_used():
     from scatter_rewrite.type_inference import inferred_tensor_types
 
     model = _reshape_split_model()
-    found = inferred_tensor_types(ir.serde.deserialize_model(model))
+    found = {v.name: t for v, t in inferred_tensor_types(ir.serde.deserialize_model(model)).items()}
     assert len(found["b"].shape.dim) == 2 and not any(d.HasField("dim_value") for d in found["b"].shape.dim)
     out = converted(model, 13)
     for shape in ([2, 3], [3, 2], [1, 6]):
@@ -1051,12 +1084,13 @@ def test_the_tensorrt_opset_cap_says_why_in_the_models_terms():
     model.graph.input.extend([vi("d", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [2, 3]),
                               vi("u", TensorProto.FLOAT, [2, 3])])
     model.graph.output.append(vi("s", TensorProto.FLOAT, [4, 3]))
-    result, report = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True, return_report=True)
-    assert result.opset_import[0].version == 20
-    notes = " ".join(n for p in report.passes for n in p["notes"])
-    assert ("left at opset 20 (TensorRT 8.6's parser documents opsets up to 17): cannot convert GridSample (opset 20, "
-            "main graph) to opset 17: GridSample-20 -> GridSample-16: its input's rank is 5" in notes), notes
-    assert "Assertion" not in notes
+    with pytest.raises(ConversionError) as refused:  # (nothing written: the target is not reached)
+        sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True)
+    said = str(refused.value)
+    assert ("the model is at opset 20 (TensorRT 8.6's parser documents opsets up to 17) and cannot move there: "
+            "cannot convert GridSample (opset 20, main graph) to opset 17: GridSample-20 -> GridSample-16: its "
+            "input's rank is 5" in said), said
+    assert "Assertion" not in said
 
 
 def test_check_opset_target_says_what_lower_will_do():
@@ -1072,16 +1106,21 @@ def test_check_opset_target_says_what_lower_will_do():
     movable = oh.make_model(oh.make_graph(nodes, "g", inputs, outputs), opset_imports=[oh.make_opsetid("", 18)])
     [ready] = check(ir.serde.deserialize_model(movable), "opset-13")
     assert ready.fix == "scatter-rewrite lower --opset 13"
+    assert sr.check(movable, target="opset-13").status == "FIXABLE"  # (its dry run of lower succeeds)
     sr.lower(movable, opset=13, validate=True)  # (which does move it)
     bits = oh.make_graph(nodes + [oh.make_node("BitwiseAnd", ["a", "b"], ["c"])], "g",
                          inputs + [vi("a", TensorProto.INT32, [2]), vi("b", TensorProto.INT32, [2])],
                          outputs + [vi("c", TensorProto.INT32, [2])])
     stuck = oh.make_model(bits, opset_imports=[oh.make_opsetid("", 18)])
-    [blocked] = check(ir.serde.deserialize_model(stuck), "opset-13")
-    assert blocked.fix is None
-    assert any("BitwiseAnd-18 (no older version): no older op works on the bits" in b for b in blocked.blockers)
-    with pytest.raises(ConversionError, match="BitwiseAnd"):
+    report = sr.check(stuck, target="opset-13")
+    assert report.status == "BLOCKED" and report.fix is None
+    scatter, bitwise = report.findings
+    assert scatter.fix is None and "scatter-rewrite lower --opset 13 stops at another node" in scatter.blockers
+    assert bitwise.op == "BitwiseAnd"
+    assert any("BitwiseAnd-18 (no older version): no older op works on the bits" in b for b in bitwise.blockers)
+    with pytest.raises(ConversionError, match="BitwiseAnd") as refused:
         sr.lower(stuck, opset=13)
+    assert str(refused.value) == report.dry_run.error
 
 
 def test_a_function_body_for_a_node_leaving_optional_outputs_out_is_valid():

@@ -39,10 +39,15 @@ def test_dynamo_export_moved_down_gives_pytorchs_outputs(tmp_path, name, command
     result = CliRunner().invoke(
         app, [args[0], str(DATA / f"{name}.onnx"), *args[1:], "-o", str(out)]
     )
+    if (name, command) == ("mp_layer_dynamo18_dynamic", "tensorrt-8.6"):
+        # its reduction has a dynamic number of updates: 8.6 would ignore it, and it cannot be lowered
+        assert result.exit_code == 1 and not out.exists(), result.output
+        assert "number of updates is not static" in result.stderr
+        return
     assert result.exit_code == 0, result.output
     model = onnx.load(out)
     version = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    assert version == opset if opset is not None else version <= 18
+    assert version == opset if opset is not None else version <= 17
     arrays = np.load(DATA / f"{name}.npz")
     feeds = {k[3:]: arrays[k] for k in arrays if k.startswith("in_")}
     got = run_onnxruntime(str(out), feeds)[0]

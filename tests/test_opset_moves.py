@@ -119,3 +119,29 @@ def test_a_move_whose_result_fails_the_checker_is_refused_before_anything_is_wri
     args = ["lower", str(source), "--opset", "17", "--no-validate", "-o", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1 and "MaxPool-22 -> opset 17" in result.output and not out.exists()
+
+
+def test_the_moves_own_check_loads_the_moved_model_in_onnxruntime_as_a_user_does(monkeypatch):
+    """The session the move creates to check its result has onnxruntime's default options (graph
+    optimizations on), as a user's has: a model only an optimizer rejects is caught there too."""
+    import onnx.helper as oh
+    import onnx_ir as ir
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    from scatter_rewrite.opset import convert_opset
+
+    levels = []
+    session = ort.InferenceSession
+
+    def recording(model, options=None, *args, **kwargs):
+        levels.append(options.graph_optimization_level)
+        return session(model, options, *args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", recording)
+    x = oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    graph = oh.make_graph([oh.make_node("Softmax", ["x"], ["y"], axis=0)], "g", [x],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 11)])
+    convert_opset(ir.serde.deserialize_model(model), 13)
+    assert levels and set(levels) == {ort.SessionOptions().graph_optimization_level}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import onnx
 import onnx_ir as ir
 import pytest
@@ -59,3 +61,59 @@ def test_a_wrong_repair_fails_the_proof(reduction, fails, tmp_path):
     wrong = repair_to(tmp_path / "original.onnx", tmp_path / "wrong.onnx", reduction)
     with pytest.raises(ValidationError, match=fails):
         prove_repair(tmp_path / "original.onnx", wrong)
+
+
+def test_computed_indices_that_always_repeat_are_proven_against_what_pytorch_computed(tmp_path):
+    """A MoE router's top-2 experts of 6 tokens: 12 counts into 4 experts always repeat, whatever
+    the inputs; the plan for the original's contract cannot avoid it, so those inputs are judged
+    against the intended model, not bit for bit against the export."""
+    source = DATA / "moe_router_ts13.onnx"
+    proof = prove_repair(source, repair_to(source, tmp_path / "repaired.onnx"))
+    assert proof["without_repeated_indices"]["checked_against"].startswith("nothing")
+    assert proof["with_repeated_indices"]["original_differs"]
+
+
+def shifted_model(updates: int = 6) -> onnx.ModelProto:
+    """zeros.scatter_add(0, i + shift, v) + x: in range only for the shifts the caller picks."""
+    h = onnx.helper
+    zeros = onnx.numpy_helper.from_array(np.zeros(4, np.float32))
+    nodes = [h.make_node("Constant", [], ["zeros"], value=zeros),
+             h.make_node("Add", ["i", "shift"], ["idx"]),
+             h.make_node("ScatterElements", ["zeros", "idx", "v"], ["written"], axis=0),
+             h.make_node("Add", ["x", "written"], ["y"])]
+    graph = h.make_graph(nodes, "shifted", [
+        h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4]),
+        h.make_tensor_value_info("i", onnx.TensorProto.INT64, [updates]),
+        h.make_tensor_value_info("shift", onnx.TensorProto.INT64, []),
+        h.make_tensor_value_info("v", onnx.TensorProto.FLOAT, [updates])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+
+
+def test_the_users_inputs_prove_where_generated_ones_put_an_index_out_of_range(tmp_path):
+    onnx.save(shifted_model(), tmp_path / "original.onnx")
+    repaired = repair_to(tmp_path / "original.onnx", tmp_path / "repaired.onnx")
+    with pytest.raises(ValidationError, match="--inputs"):
+        prove_repair(tmp_path / "original.onnx", repaired)
+    inputs = {"x": np.ones(4, np.float32), "i": np.array([0, 1, 1, 2, 2, 2]),
+              "shift": np.array(1), "v": np.arange(6, dtype=np.float32)}
+    proof = prove_repair(tmp_path / "original.onnx", repaired, inputs=inputs)
+    assert proof["with_repeated_indices"]["user_inputs"]
+    assert proof["with_repeated_indices"]["original_differs"]
+    assert any("proven on the --inputs given" in note for note in proof["notes"])
+    wrong = repair_to(tmp_path / "original.onnx", tmp_path / "wrong.onnx", "mul")
+    with pytest.raises(ValidationError):
+        prove_repair(tmp_path / "original.onnx", wrong, inputs=inputs)
+
+
+def test_the_users_inputs_are_judged_bit_for_bit_where_no_index_repeats(tmp_path):
+    onnx.save(shifted_model(updates=3), tmp_path / "original.onnx")
+    inputs = {"x": np.ones(4, np.float32), "i": np.array([0, 3, 1]), "shift": np.array(0),
+              "v": np.array([-1.5, 2, -3], np.float32)}  # max(0, -1.5) is no -1.5
+    repaired = repair_to(tmp_path / "original.onnx", tmp_path / "repaired.onnx")
+    proof = prove_repair(tmp_path / "original.onnx", repaired, inputs=inputs)
+    assert proof["without_repeated_indices"]["tolerance"] == "exact (bit for bit)"
+    assert not proof["with_repeated_indices"]["original_differs"]  # nothing repeated anywhere
+    wrong = repair_to(tmp_path / "original.onnx", tmp_path / "wrong.onnx", "max")
+    with pytest.raises(ValidationError, match="not bit-exact"):
+        prove_repair(tmp_path / "original.onnx", wrong, inputs=inputs)

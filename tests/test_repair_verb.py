@@ -154,3 +154,35 @@ def test_the_repair_proof_follows_the_repair_pass_whichever_verb_runs_it(tmp_pat
     assert outcome.passes[0]["rewritten"]
     assert "with_repeated_indices" not in outcome.validation
     assert outcome.validation["checked_against"] == "onnxruntime on the original model"
+
+
+def test_cli_assume_names_what_it_assumed(tmp_path):
+    path, inputs, _ = case("pyg_mean_self_dynamo18", tmp_path)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    report = tmp_path / "r.json"
+    result = runner.invoke(app, ["repair", str(path), "--inputs", str(tmp_path / "inputs.npz"),
+                                 "--report", str(report)])
+    assert result.exit_code == 0 and "UNCHANGED" in result.stdout  # only the name says mean
+    [outcome] = json.loads(report.read_text())["models"]
+    assert any("--assume scatter-reduce-mean" in note for note in outcome["notes"])
+    result = runner.invoke(app, ["repair", str(path), "--assume", "scatter-reduce-mean",
+                                 "--inputs", str(tmp_path / "inputs.npz")])
+    assert result.exit_code == 0, result.output
+    assert "assumed (asked: --assume scatter-reduce-mean)" in result.stdout
+    result = runner.invoke(app, ["repair", str(path), "--assume", "scatter-reduce-max"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+
+
+def test_cli_proves_computed_indices_on_the_users_inputs(tmp_path):
+    """A jagged bag sum's segment ids come from cumsum(lengths) and repeat: proven against what
+    PyTorch computed on the user's inputs, which it then gives."""
+    path, inputs, expected = case("jagged_bag_sum_ts13", tmp_path)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    report = tmp_path / "r.json"
+    result = runner.invoke(app, ["repair", str(path), "--inputs", str(tmp_path / "inputs.npz"),
+                                 "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    repeated = json.loads(report.read_text())["models"][0]["validation"]["with_repeated_indices"]
+    assert repeated["user_inputs"] and repeated["original_differs"]
+    repaired = run_ort(tmp_path / "jagged_bag_sum_ts13.repaired.onnx", inputs)
+    np.testing.assert_allclose(repaired, expected, rtol=1e-5, atol=1e-5)

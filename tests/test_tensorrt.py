@@ -162,11 +162,11 @@ def test_trt10_plugin_dtype_missing_is_lowered_tensorrt_safe():
 def test_trt10_plugin_dtype_missing_and_dynamic_count_is_left_alone_with_the_reason():
     model = scatter_model("ScatterElements", opset=18, reduction="add", data_type=TensorProto.DOUBLE,
                           data_shape=(4, 5), indices_shape=("e", 5))
-    out, outcome = prepare(model, "10")
-    assert [n.op_type for n in scatter_nodes(out)] == ["ScatterElements"]
-    (skip,) = pass_report(outcome)["skipped"]
-    assert "data type DOUBLE" in skip["detail"] and "number of updates is not static" in skip["detail"]
-    assert any("left alone" in note for note in pass_report(outcome)["notes"])
+    with pytest.raises(sr.ConversionError, match="cannot prepare for TensorRT 10: ") as refused:
+        prepare(model, "10")
+    (skip,) = refused.value.declined
+    assert "data type DOUBLE" in skip.detail and "number of updates is not static" in skip.detail
+    assert "--fix-dim NAME=SIZE" in str(refused.value)  # what to do about it
 
 
 def assert_parser_takes(model: onnx.ModelProto, version: str) -> None:
@@ -199,13 +199,11 @@ def test_trt86_reductions_with_a_dynamic_count_are_reported_not_emitted_in_a_for
     model = (scatter_model("ScatterElements", opset=18, reduction="max", data_shape=(4, 5), indices_shape=("e", 5),
                            where=where)
              if op == "ScatterElements" else nd("mul", indices_shape=("m", 2), updates_shape=("m", 3), where=where))
-    out, outcome = prepare(model, "8.6")
-    (node,) = scatter_nodes(out)
-    assert node.op_type == op  # nothing TensorRT 8.6 would reject was emitted
-    assert "TopK" not in [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))]
-    (skip,) = pass_report(outcome)["skipped"]
-    assert "NVIDIA/TensorRT#3750" in skip["detail"] and "number of updates is not static" in skip["detail"]
-    (finding,) = check(ir.serde.deserialize_model(out), "tensorrt-8.6")
+    with pytest.raises(sr.ConversionError) as refused:  # nothing TensorRT 8.6 would get wrong is written
+        prepare(model, "8.6")
+    (skip,) = refused.value.declined
+    assert "NVIDIA/TensorRT#3750" in skip.detail and "number of updates is not static" in skip.detail
+    (finding,) = check(ir.serde.deserialize_model(model), "tensorrt-8.6")
     dim = "e" if op == "ScatterElements" else "m"
     assert finding.blocked and finding.fix == f"scatter-rewrite tensorrt --trt-version 8.6 --fix-dim {dim}=SIZE"
     fixed, outcome = prepare(model, "8.6", fix_dims={dim: 7})  # the fix check names, validated
@@ -215,9 +213,8 @@ def test_trt86_reductions_with_a_dynamic_count_are_reported_not_emitted_in_a_for
 
 def test_uint8_is_reported():
     model = scatter_model("ScatterElements", opset=18, data_type=TensorProto.UINT8)
-    out, outcome = prepare(model, "10")
-    assert [n.op_type for n in scatter_nodes(out)] == ["ScatterElements"]
-    assert "UINT8" in pass_report(outcome)["skipped"][0]["detail"]
+    with pytest.raises(sr.ConversionError, match="cannot prepare for TensorRT 10: .*UINT8 data"):
+        prepare(model, "10")
 
 
 # ---- TensorScatter ------------------------------------------------------------------------------------
@@ -279,7 +276,7 @@ TORCH = Path(__file__).parent / "data" / "torch_trt"
 TORCH_EXPECTED = {
     "scatter_ts16": {"to_scatternd": ["ScatterND"], "10": ["ScatterND"], "8.6": ["ScatterND"]},
     "scatter_add_gnn_ts16": {"to_scatternd": ["ScatterND(add)"], "10": ["ScatterElements(add)"],
-                             "8.6": ["ScatterElements(add)"]},  # dynamic edge count: left alone on 8.6
+                             "8.6": None},  # dynamic edge count: 8.6 would ignore the add, refused
     "scatter_amax_ts16": {"to_scatternd": ["ScatterElements(max)"], "10": ["ScatterElements(max)"],
                           "8.6": ["ScatterND"]},  # its rank-hiding Ifs inlined, then lowered TensorRT-safely
     "index_put_ts16": {"to_scatternd": ["ScatterND"], "10": ["ScatterND"], "8.6": ["ScatterND"]},
@@ -311,6 +308,10 @@ def test_pytorch_exports(name, flow, user_inputs):
     options = {"validate": True, "inputs": feeds if user_inputs else None}
     if flow == "to_scatternd":
         out = sr.to_scatternd(model, **options)
+    elif TORCH_EXPECTED[name][flow] is None:
+        with pytest.raises(sr.ConversionError, match="number of updates is not static"):
+            sr.prepare_for_tensorrt(model, trt_version=flow, **options)
+        return
     else:
         out = sr.prepare_for_tensorrt(model, trt_version=flow, **options)
     found = [n.op_type + (f"({attr(n, 'reduction')})" if attr(n, "reduction", "none") != "none" else "")
@@ -356,11 +357,11 @@ def test_tensor_scatter_lowered_with_max_made_tensorrt_safe_first():
 
 
 def test_tensor_scatter_not_lowered_when_the_max_cannot_be_made_tensorrt_safe():
-    out, outcome = sr.prepare_for_tensorrt(tensor_scatter_then_max(idx_rows="r"), trt_version="8.6", return_report=True)
-    assert sorted(n.op_type for n in scatter_nodes(out)) == ["ScatterElements", "TensorScatter"]
-    detail = pass_report(outcome, "lower-tensorscatter")["skipped"][0]["detail"]
-    assert "cannot be lowered TensorRT-safely" in detail and "number of updates is not static" in detail
-    assert "TopK" not in [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(out))]
+    with pytest.raises(sr.ConversionError) as refused:
+        sr.prepare_for_tensorrt(tensor_scatter_then_max(idx_rows="r"), trt_version="8.6")
+    (skip,) = refused.value.declined
+    assert skip.node.startswith("TensorScatter")
+    assert "cannot be lowered TensorRT-safely" in skip.detail and "number of updates is not static" in skip.detail
 
 
 @pytest.mark.parametrize("version, source, expected", [("8.6", 18, 17), ("10", 21, 20), ("10", 18, 18)])
@@ -377,29 +378,34 @@ def test_opset_kept_when_a_reduction_stays():
     """A max with a dynamic update count cannot be lowered TensorRT-safely: the model stays at 18
     (ScatterElements max does not exist at 17) and the report says why."""
     model = scatter_model("ScatterElements", opset=18, reduction="max", data_shape=(4, 5), indices_shape=("n", 5))
-    out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True)
-    assert out.opset_import[0].version == 18
-    (note,) = pass_report(outcome, "opset-cap")["notes"]
-    assert "left at opset 18" in note and "keeps a reduction" in note
-    assert any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-8.6"))
+    with pytest.raises(sr.ConversionError, match="number of updates is not static"):
+        sr.prepare_for_tensorrt(model, trt_version="8.6")
+    assert any(f.blocked for f in check(ir.serde.deserialize_model(model), "tensorrt-8.6"))
+    # The cap alone, after a flow that left the reduction: it refuses too, rather than stay at 18.
+    from scatter_rewrite.passes.tensorrt import CapOpsetPass
+
+    with pytest.raises(sr.ConversionError, match="the model is at opset 18 .* keeps a reduction opset 17 lacks"):
+        CapOpsetPass("8.6")(ir.serde.deserialize_model(model))
 
 
 @pytest.mark.parametrize("op, trt_version, left", [("ScatterElements", "8.6", True), ("ScatterElements", "10", False),
                                                     ("ScatterND", "8.6", True), ("ScatterND", "10", True)])
 def test_a_custom_domain_reduction_tensorrt_would_get_wrong_is_reported_left_alone(op, trt_version, left):
-    # (The CLI then warns: exit 0, the model PASSED, but TensorRT would ignore or reject the node.)
+    # (TensorRT would ignore or reject the node: the flow refuses, nothing is written.)
     shapes = dict(indices_shape=(2, 3)) if op == "ScatterElements" else dict(indices_shape=(2, 1), updates_shape=(2, 3))
     model = scatter_model(op, opset=18, data_shape=(4, 3), reduction="max", **shapes)
     # (max below 18: a custom-domain node; the plugin form for ScatterElements, the custom one for ScatterND)
     lowered = sr.lower(model, opset=17, mode="tensorrt-plugin" if op == "ScatterElements" else "custom")
     assert [n.domain for n in lowered.graph.node if n.op_type == op] == ["ai.onnx.contrib"]
-    _, outcome = sr.prepare_for_tensorrt(lowered, trt_version=trt_version, return_report=True)
-    (trt,) = [p for p in outcome.passes if p["pass"] == "tensorrt"]
     if left:
-        (skipped,) = trt["skipped"]
-        assert "which TensorRT's parser imports as ONNX" in skipped["detail"]
-        assert "run it on the model before it was lowered" in skipped["detail"]
+        with pytest.raises(sr.ConversionError) as refused:
+            sr.prepare_for_tensorrt(lowered, trt_version=trt_version)
+        (skipped,) = refused.value.declined
+        assert "which TensorRT's parser imports as ONNX" in skipped.detail
+        assert "run it on the model before it was lowered" in skipped.detail
     else:
+        _, outcome = sr.prepare_for_tensorrt(lowered, trt_version=trt_version, return_report=True)
+        (trt,) = [p for p in outcome.passes if p["pass"] == "tensorrt"]
         assert trt["skipped"] == []
 
 
@@ -424,9 +430,15 @@ def test_an_opset_cap_that_stops_at_a_later_node_leaves_the_model_as_it_was():
                            oh.make_tensor_value_info("p", TensorProto.FLOAT, [2, 3, 6])], inits)
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
     model.ir_version = 9
-    out, report = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True, return_report=True)
-    onnx.checker.check_model(out, full_check=True)
-    assert [n.op_type for n in out.graph.node] == ["ScatterND", "ReduceMax", "Pad"]
-    assert out.opset_import[0].version == 18 and len(out.graph.node[1].input) == 2  # axes still an input
-    cap = next(p for p in report.to_dict()["passes"] if p["pass"] == "opset-cap")
-    assert not cap["modified"] and "left at opset 18" in cap["notes"][0] and "Pad" in cap["notes"][0]
+    with pytest.raises(sr.ConversionError, match="the model is at opset 18 .* cannot move there: .*Pad"):
+        sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True)
+    # The cap given this model alone refuses before changing it: no ReduceMax half-moved.
+    from scatter_rewrite.passes.tensorrt import CapOpsetPass
+
+    given = ir.serde.deserialize_model(model)
+    with pytest.raises(sr.ConversionError):
+        CapOpsetPass("8.6")(given)
+    after = ir.serde.serialize_model(given)
+    onnx.checker.check_model(after, full_check=True)
+    assert [n.op_type for n in after.graph.node] == ["ScatterElements", "ReduceMax", "Pad"]
+    assert after.opset_import[0].version == 18 and len(after.graph.node[1].input) == 2  # axes still an input

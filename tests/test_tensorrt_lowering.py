@@ -402,11 +402,12 @@ def test_function_called_with_two_update_counts_left_alone_with_the_reason():
     model.graph.node.append(oh.make_node("ScatterFn", ["data", "indices2", "updates2"], ["output2"],
                                          domain="local", name="call_1"))
     model.graph.output.append(vi("output2", TensorProto.FLOAT, [4, 5]))
-    out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True, validate=True)
-    (report,) = [p for p in outcome.passes if p["pass"] == "tensorrt"]
-    (skip,) = report["skipped"]
-    assert "number of updates is not static" in skip["detail"]
-    (finding,) = check(ir.serde.deserialize_model(out), "tensorrt-8.6")
+    with pytest.raises(sr.ConversionError, match="cannot prepare for TensorRT 8.6: .*number of updates is not "
+                                                 "static") as refused:
+        sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True)
+    (skip,) = refused.value.declined
+    assert "number of updates is not static" in skip.detail
+    (finding,) = check(ir.serde.deserialize_model(model), "tensorrt-8.6")
     assert finding.blocked and finding.fix is None
 
 
@@ -430,7 +431,7 @@ def test_check_clean_after_tensorrt_8_6_cli(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["check", str(source), "--target", "tensorrt-8.6", "--json"])
     assert result.exit_code == 1
-    (finding,) = json.loads(result.stdout)["findings"]
+    (finding,) = json.loads(result.stdout)["models"][0]["findings"]
     assert finding["fix"] == "scatter-rewrite tensorrt --trt-version 8.6"
     result = runner.invoke(app, ["tensorrt", str(source), "-o", str(target), "--trt-version", "8.6"])
     assert result.exit_code == 0, result.output
@@ -471,10 +472,9 @@ def test_pytorch_gnn_export_with_dynamic_edges_is_lowered_once_the_edge_count_is
     """TorchScript computes the update shapes at run time (Shape -> Gather -> Concat -> Expand,
     Slice to Shape(...)): fixing num_edges alone makes them static once that arithmetic is folded."""
     model, feeds, want = torch_case("scatter_add_gnn_ts16")
-    out, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", return_report=True)
-    (report,) = [p for p in outcome.passes if p["pass"] == "tensorrt"]
-    assert "number of updates is not static" in report["skipped"][0]["detail"]
-    (finding,) = check(ir.serde.deserialize_model(out), "tensorrt-8.6")
+    with pytest.raises(sr.ConversionError, match="number of updates is not static"):
+        sr.prepare_for_tensorrt(model, trt_version="8.6")
+    (finding,) = check(ir.serde.deserialize_model(model), "tensorrt-8.6")
     assert finding.blocked and finding.fix == "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim num_edges=SIZE"
 
     edges = feeds["dst"].shape[0]

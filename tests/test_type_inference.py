@@ -185,3 +185,49 @@ def test_a_big_constant_reaches_inference_copies_as_dtype_and_dims_only():
 def inferred_shape(model: onnx.ModelProto, name: str) -> list[int]:
     (vi,) = [v for v in list(model.graph.value_info) + list(model.graph.output) if v.name == name]
     return [d.dim_value for d in vi.type.tensor_type.shape.dim]
+
+
+# An If whose branches each define a value named t, of rank 3 in one and rank 2 in the other (ONNX
+# lets sibling graphs reuse a name): keyed by name, one t would take the other's type.
+BRANCHES_MODEL = """
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[24] x, bool c) => (float[24] y) {
+    y = If(c) <then_branch = then_g () => (float[24] then_out) {
+        then_shape = Constant<value = int64[3] {2, 3, 4}>()
+        t = Reshape(x, then_shape)
+        flat = Constant<value = int64[1] {-1}>()
+        then_out = Reshape(t, flat)
+    }, else_branch = else_g () => (float[24] else_out) {
+        else_shape = Constant<value = int64[2] {6, 4}>()
+        t = Reshape(x, else_shape)
+        flat_e = Constant<value = int64[1] {-1}>()
+        else_out = Reshape(t, flat_e)
+    }>
+}
+"""
+
+
+def _branch_values(model: ir.Model, name: str) -> list[ir.Value]:
+    [if_node] = list(model.graph)
+    return [v for branch in ("then_branch", "else_branch")
+            for node in if_node.attributes[branch].value for v in node.outputs if v.name == name]
+
+
+def test_values_of_one_name_in_sibling_branches_each_borrow_their_own_type():
+    model = ir.serde.deserialize_model(onnx.parser.parse_model(BRANCHES_MODEL))
+    then_t, else_t = _branch_values(model, "t")
+    borrowed = borrow_inferred_types(model)
+    assert (list(then_t.shape), list(else_t.shape)) == ([2, 3, 4], [6, 4])
+    restore_types(borrowed)
+    assert then_t.shape is None and else_t.shape is None
+
+
+def test_a_name_sibling_branches_type_differently_is_not_said_by_name():
+    shapes = infer_with_bounded_data_prop(onnx.parser.parse_model(BRANCHES_MODEL))
+    assert "t" not in shapes and shapes["then_out"] == shapes["else_out"] == (24,)
+    model = ir.serde.deserialize_model(onnx.parser.parse_model(BRANCHES_MODEL))
+    then_t, else_t = _branch_values(model, "t")
+    then_t.shape, else_t.shape = ir.Shape([2, 3, 4]), ir.Shape([6, 4])
+    then_t.dtype = else_t.dtype = ir.DataType.FLOAT
+    assert correct_contradicted_shapes(model) == []
+    assert (list(then_t.shape), list(else_t.shape)) == ([2, 3, 4], [6, 4])

@@ -187,15 +187,17 @@ REFERENCE_OPS = [
 ]
 
 
-def make_evaluator(proto):
+def make_evaluator(proto, extra_ops: list | None = None):
     """A ReferenceEvaluator using our kernels everywhere: in the main graph, in subgraphs and in
-    local functions (onnx.reference builds those with ``self.__class__`` and no ``new_ops``)."""
+    local functions (onnx.reference builds those with ``self.__class__`` and no ``new_ops``).
+    ``extra_ops``: more OpRun classes (repair's proof: PyTorch's scatter mean)."""
     from onnx.reference import ReferenceEvaluator
 
     class _WithOurKernels(ReferenceEvaluator):
         def __init__(self, *args, **kwargs):
             kwargs["new_ops"] = list(kwargs.get("new_ops") or []) + [
-                op for op in REFERENCE_OPS if op not in (kwargs.get("new_ops") or [])
+                op for op in REFERENCE_OPS + list(extra_ops or [])
+                if op not in (kwargs.get("new_ops") or [])
             ]
             super().__init__(*args, **kwargs)
 

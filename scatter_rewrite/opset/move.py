@@ -45,8 +45,8 @@ import onnx_ir as ir
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import steps
 from scatter_rewrite.graph import (
-    DEFAULT_DOMAINS, Scope, attr, constant_tensor, default_opset, describe, is_default_domain,
-    is_overridable, is_reference, iter_scopes, reference_reason,
+    DEFAULT_DOMAINS, Scope, attr, attribute_key, constant_tensor, default_opset, describe,
+    is_default_domain, is_overridable, is_reference, iter_scopes, reference_reason, tensor_key,
 )
 
 __all__ = [
@@ -1165,23 +1165,26 @@ def _converter_reason(node: ir.Node, source: int, target: int, error: Exception)
 
 
 def _signature(node: ir.Node) -> tuple:
-    attrs = tuple(sorted((k, f"@{a.ref_attr_name}" if is_reference(a) else repr(a.value))
-                         for k, a in node.attributes.items()))
-    inputs = tuple(
-        None if v is None else (_input_dtype(v), None if v.shape is None else len(v.shape),
-                                _const_bytes(v))
-        for v in node.inputs
-    )
-    return (node.op_type, attrs, inputs, len(node.outputs))
+    """What a conversion of ``node`` depends on, the key of its cache: equal only for nodes that
+    convert alike (attributes and constants by :func:`attribute_key` and :func:`tensor_key`: a
+    Constant's tensor by its values, never by its name, which TorchScript leaves "")."""
+    attrs = tuple(sorted((k, attribute_key(a)) for k, a in node.attributes.items()))
+    inputs = []
+    for v in node.inputs:
+        const = None if v is None else _small_constant(v)
+        inputs.append(None if v is None else (
+            _input_dtype(v), None if v.shape is None else len(v.shape),
+            None if const is None else tensor_key(const)))
+    return (node.op_type, attrs, tuple(inputs), len(node.outputs))
 
 
-def _const_bytes(value: ir.Value) -> bytes | None:
+def _small_constant(value: ir.Value) -> ir.TensorProtocol | None:
     # Some adapters read constant inputs (Split's split, Reshape's shape...): small ones go along;
     # an initializer callers may override is no constant (the adapter would write its default in).
     tensor = constant_tensor(value)
     if tensor is None or tensor.size > 64:
         return None
-    return tensor.tobytes()
+    return tensor
 
 
 def _one_node_model(node: ir.Node, source: int, shapes: bool = False) -> onnx.ModelProto:
@@ -1198,10 +1201,9 @@ def _one_node_model(node: ir.Node, source: int, shapes: bool = False) -> onnx.Mo
         # it would contradict its own initializer below.)
         known = _input_dtype(value)
         dtype = known.value if known is not None else onnx.TensorProto.FLOAT
-        const = _const_bytes(value)
+        const = _small_constant(value)
         if const is not None:
-            initializers.append(ir.serde.serialize_tensor(
-                ir.Tensor(constant_tensor(value).numpy(), name=name)))
+            initializers.append(ir.serde.serialize_tensor(ir.Tensor(const.numpy(), name=name)))
         dims = (None if not shapes or value.shape is None
                 else [d if isinstance(d, int) else None for d in value.shape])
         graph_inputs.append(onnx.helper.make_tensor_value_info(name, dtype, dims))
@@ -1534,6 +1536,7 @@ class _Converter:
                     v.name = None
                 if guessed:
                     v.type, v.shape = None, None
+                _forget_invented_dims(v)
             if not named and new.op_type == node.op_type:
                 new.name, named = node.name, True
                 # the function-attribute references it was converted without
@@ -1562,6 +1565,19 @@ class _Converter:
                     for value in _values_within(graph):
                         if value.name:
                             value.name = prefix + value.name
+                        _forget_invented_dims(value)
+
+
+def _forget_invented_dims(value: ir.Value) -> None:
+    """Every symbolic dim of a value spliced from a one-node model is one ONNX shape inference
+    invented there (:func:`_one_node_model` writes the node's own as unknown), named afresh in each
+    one (unk__0, unk__1...): spliced in, values of different sizes from different nodes would share
+    a name, which claims them equal, and onnxruntime plans one buffer for them and fails at run time
+    ("Shape mismatch attempting to re-use buffer"). Such a dim is left unknown; static dims stay.
+    (A replaced output takes the node's own declared shape in the splice.)"""
+    shape = value.shape
+    if shape is not None and not all(isinstance(d, int) for d in shape):
+        value.shape = ir.Shape([d if isinstance(d, int) else None for d in shape])
 
 
 def _distinct_nested_names(model: ir.Model) -> None:
@@ -1784,10 +1800,10 @@ def _failure(proto: onnx.ModelProto) -> str | None:
         return None
     import onnxruntime as ort
 
+    # Creating the session is the check, with default options (graph optimizations on): as a
+    # user's session loads the model, so a model only an optimizer rejects is refused here too.
     options = ort.SessionOptions()
     options.log_severity_level = 4
-    # (creating it is the check)
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime's own exception types

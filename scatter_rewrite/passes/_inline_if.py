@@ -366,7 +366,7 @@ def _correct_declared_shapes(
     found = inferred_tensor_types(model) or {}
     messages = []
     for v, declared in live:
-        t = found.get(v.name)
+        t = found.get(v)
         inferred = shape_of(t) if t is not None else None
         if inferred is not None and _contradicts(declared, inferred):
             messages.append(

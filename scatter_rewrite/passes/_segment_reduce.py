@@ -61,10 +61,11 @@ import re
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import attr, reference_reason
+from scatter_rewrite.graph import attr, constant_tensor, is_default_domain, reference_reason
 
 __all__ = [
-    "body_input", "Builder", "compute_dtype", "first_opset_with", "INT64", "is_empty", "Kind",
+    "body_input", "Builder", "compute_dtype", "first_opset_with", "index_tuple_length", "INT64",
+    "is_empty", "Kind",
     "lower_reduction", "lower_tensor_scatter", "name_prefix", "Names", "reduction_blocker",
     "REDUCTIONS", "row_counts", "scatter_nd_rows", "SMALL_INTS", "tensor_scatter_blocker",
     "update_rows",
@@ -376,12 +377,14 @@ def reduction_blocker(node: ir.Node, opset: int) -> str | None:
         if _static_rank(data, indices, updates) is None:
             return "the rank of data/indices/updates is unknown"
     elif node.op_type == "ScatterND":
-        if indices.shape is None or not isinstance(
-            indices.shape[-1] if len(indices.shape) else None, int
-        ):
-            return "the last dimension of indices (index tuple length) is not static"
-        if indices.shape[-1] < 1:
+        k = index_tuple_length(indices)
+        if k is None:
+            return ("the last dimension of indices (index tuple length) is not static, nor built "
+                    "by Concat/Unsqueeze of pieces of known length")
+        if k < 1:
             return "an empty index tuple (indices.shape[-1] == 0) is not lowered"
+        if indices.shape is None and (data.shape is None or len(data.shape) < k):
+            return "the ranks of indices and data are unknown"
     else:
         return f"{node.op_type} is not a ScatterElements/ScatterND"
     return None
@@ -509,10 +512,61 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
     return rows, keys, vals, last + 1
 
 
+def index_tuple_length(indices: ir.Value | None, depth: int = 0) -> int | None:
+    """The last dimension of ScatterND's ``indices``: static in its shape or a constant's, or
+    derived from how the export builds the tuple (torch's ``index_put_((ys, xs), ...)``: each
+    vector unsqueezed on the last axis, then concatenated there; ``stack`` is the same). None
+    when unknown."""
+    if indices is None or depth > 16:
+        return None
+    if indices.shape is not None and len(indices.shape) and isinstance(indices.shape[-1], int):
+        return indices.shape[-1]
+    if (tensor := constant_tensor(indices)) is not None:
+        return tuple(tensor.shape.dims)[-1] if len(tensor.shape.dims) else None
+    node = indices.producer()
+    if node is None or not is_default_domain(node) or not node.inputs:
+        return None
+    if node.op_type in ("Cast", "Identity", "Neg", "Abs"):
+        return index_tuple_length(node.inputs[0], depth + 1)
+    if node.op_type == "Concat":
+        rank = _known_rank(node.inputs)
+        axis = attr(node, "axis", 0)
+        if axis == -1 or (rank is not None and axis == rank - 1):
+            lengths = [index_tuple_length(v, depth + 1) for v in node.inputs]
+            return None if None in lengths else sum(lengths)
+        return (next((n for v in node.inputs if (n := index_tuple_length(v, depth + 1))), None)
+                if rank is not None and axis >= 0 else None)
+    if node.op_type == "Unsqueeze":
+        axes = attr(node, "axes", None)
+        if axes is None and len(node.inputs) > 1 and (t := constant_tensor(node.inputs[1])):
+            axes = [int(a) for a in t.numpy().reshape(-1)]
+        if axes is None:
+            return None
+        rank = _known_rank(node.inputs[:1])
+        out_rank = None if rank is None else rank + len(axes)
+        if -1 in axes or (out_rank is not None and out_rank - 1 in axes):
+            return 1
+        return index_tuple_length(node.inputs[0], depth + 1) if out_rank is not None else None
+    return None
+
+
+def _known_rank(values) -> int | None:
+    return next((len(v.shape) for v in values if v is not None and v.shape is not None), None)
+
+
 def scatter_nd_rows(b: Builder, data, indices, updates):
-    q = len(indices.shape)
-    k = indices.shape[-1]
-    idx2 = b.cast(b.op("Flatten", indices, axis=q - 1), INT64, indices.dtype)
+    k = index_tuple_length(indices)
+    if indices.shape is None:  # the tuple's length derived, the rank unknown: rows by Reshape
+        idx2 = b.cast(b.op("Reshape", indices, b.const([-1, k]), dtype=indices.dtype), INT64,
+                      indices.dtype)
+        lead = b.op("Concat", b.const([-1]), b.dims(data, k, len(data.shape)), axis=0,
+                    dtype=INT64)
+        vals = b.op("Flatten", b.op("Reshape", updates, lead, dtype=data.dtype), axis=1,
+                    dtype=data.dtype)
+    else:
+        q = len(indices.shape)
+        idx2 = b.cast(b.op("Flatten", indices, axis=q - 1), INT64, indices.dtype)
+        vals = b.op("Flatten", updates, axis=q - 1, dtype=data.dtype)
     sizes = [b.dim(data, j) for j in range(k)]
     coords = []
     for j in range(k):
@@ -521,7 +575,6 @@ def scatter_nd_rows(b: Builder, data, indices, updates):
         coords.append(_normalize(b, col, sizes[j]))
     keys = _horner(b, coords, sizes)
     rows = b.op("Flatten", data, axis=k, dtype=data.dtype)
-    vals = b.op("Flatten", updates, axis=q - 1, dtype=data.dtype)
     return rows, keys, vals, k
 
 

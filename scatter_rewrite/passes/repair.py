@@ -27,16 +27,38 @@ fails one is left alone, its reason reported, since it may mean what it computes
   exactly their shape (no broadcast), known statically or because the zeros are
   ``ConstantOfShape(Shape(that tensor))``.
 
-Leaves alone: everything else; the repair is proven by :mod:`scatter_rewrite.repair_proof`.
+float16/bfloat16 data (onnxruntime's CPU provider has no reducing scatter for them) is lowered
+the same way at every opset, so that the repaired model runs there.
+
+It also rewrites dynamo's ``scatter_reduce(reduce="mean")`` (torch 2.13, opset 18), which comes out
+as a scatter without reduction: the mean is lost. With ``include_self=False`` the graph itself says
+so: a ``ScatterElements`` of constant zeros into ``x`` at ``idx`` (read by nothing else), then a
+``ScatterElements`` without reduction of the updates at the same ``idx`` value and axis. With
+``include_self=True`` the export is one plain ``ScatterElements``, told from ``scatter`` only by its
+name ``node_scatter_reduce``: rewritten only when asked (``assume="scatter-reduce-mean"``), and the
+report says what was assumed. Either becomes PyTorch's computation::
+
+    sums   = ScatterElements(base, idx, updates, reduction="add")   # base: cleared x, or x
+    counts = ScatterElements(0 | 1 (x's shape and type), idx, ones, reduction="add")
+    mean   = Div(sums, Max(counts, 1))       # integers: floor division, as PyTorch divides them
+
+A slot no update reaches keeps ``x`` (``x / 1``). Below opset 16 and for float16/bfloat16 the two
+reducing scatters are lowered as above.
+
+Every repaired node's report line names the pattern recognized and what it assumed. Leaves alone:
+everything else; the repair is proven by :mod:`scatter_rewrite.repair_proof`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.export_patterns import is_constant_zeros
+from scatter_rewrite.export_patterns import (
+    SCATTER_REDUCE_NAME, clearing_scatter, is_constant_zeros,
+)
 from scatter_rewrite.graph import (
     Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes, reference_reason,
     nodes_within, remove_unused_expands, value_names,
@@ -44,7 +66,7 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.passes import _segment_reduce as seg
 from scatter_rewrite.passes.base import NodeNote, ScatterPass
 
-__all__ = ["find_sites", "REPAIR_NOTE", "repairable_nodes", "RepairPass"]
+__all__ = ["ASSUMPTIONS", "find_sites", "REPAIR_NOTE", "repairable_nodes", "RepairPass"]
 
 SCATTERS = ("Scatter", "ScatterElements", "ScatterND")
 FIRST_ADD_REDUCTION_OPSET = 16
@@ -54,22 +76,51 @@ EXPORTER_BEHAVIOUR = (
     "zeros -> scatter without reduction -> Add counts a repeated index once where PyTorch sums "
     "(pytorch/pytorch#61034, #111159)"
 )
+ACCUMULATE_ASSUMES = ("the Add's other input is the tensor PyTorch accumulated into (same type and "
+                      "shape as the zeros), so PyTorch's result is it plus every update summed")
+MEAN_BEHAVIOUR = ("dynamo export of scatter_reduce(reduce='mean', include_self=False): a scatter "
+                  "of zeros clearing the targets, then a scatter without reduction of the updates "
+                  "at the same indices (the mean lost: the last update written)")
+MEAN_ASSUMES = ("the clearing scatter then the plain one at the same indices is the exporter's "
+                "include_self=False reduction, and 'none' what it writes for mean")
+NAMED_MEAN_BEHAVIOUR = ("a ScatterElements without reduction named as dynamo's scatter_reduce "
+                        "(node_scatter_reduce)")
+# What a caller may let repair assume beyond the graph (the verb's --assume): name -> meaning.
+ASSUMPTIONS = {
+    "scatter-reduce-mean": ("a ScatterElements without reduction named node_scatter_reduce "
+                            "(dynamo's name) is scatter_reduce(reduce='mean', include_self=True)"),
+}
+HALF_FLOATS = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 
 @dataclasses.dataclass
 class Site:
-    """One accumulating chain: its scatter, the Add that reads it and the scope they live in."""
+    """One mis-exported scatter and the scope it lives in. ``kind`` "accumulate": ``add`` reads it
+    (the TorchScript chain); "mean": dynamo's scatter_reduce mean, ``clear`` the scatter of zeros
+    before it (None: include_self=True, assumed from the name)."""
 
     scatter: ir.Node
-    add: ir.Node
+    add: ir.Node | None
     scope: Scope
+    kind: str = "accumulate"
+    clear: ir.Node | None = None
+
+    @property
+    def include_self(self) -> bool:
+        return self.clear is None
 
 
-def find_sites(model: ir.Model) -> tuple[list[Site], list[tuple[ir.Node, Scope, str]]]:
-    """The chains :class:`RepairPass` repairs, and each lookalike it leaves alone, with why."""
+def find_sites(model: ir.Model, assume: str | None = None
+               ) -> tuple[list[Site], list[tuple[ir.Node, Scope, str]]]:
+    """The scatters :class:`RepairPass` repairs, and each lookalike it leaves alone, with why.
+    ``assume``: a key of :data:`ASSUMPTIONS` (or None)."""
     sites, lookalikes = [], []
     for node, scope in iter_nodes(model):
         if node.op_type not in SCATTERS or not is_default_domain(node) or not node.inputs:
+            continue
+        mean = _mean_site(node, scope, assume)
+        if mean is not None:
+            sites.append(mean)
             continue
         add = _sole_add(node)
         if add is None or not _constant_fill(node.inputs[0]):
@@ -80,6 +131,19 @@ def find_sites(model: ir.Model) -> tuple[list[Site], list[tuple[ir.Node, Scope, 
         else:
             lookalikes.append((node, scope, reason))
     return sites, lookalikes
+
+
+def _mean_site(node: ir.Node, scope: Scope, assume: str | None) -> Site | None:
+    """The dynamo mean export ``node`` ends, when it is one (see the module docstring)."""
+    if node.op_type != "ScatterElements" or attr(node, "reduction", "none") != "none":
+        return None
+    if (clear := clearing_scatter(node)) is not None:
+        return Site(node, None, scope, "mean", clear)
+    if (assume == "scatter-reduce-mean" and SCATTER_REDUCE_NAME.match(node.name or "")
+            and reference_reason(node) is None and len(node.inputs) == 3
+            and all(v is not None for v in node.inputs)):
+        return Site(node, None, scope, "mean")
+    return None
 
 
 def _sole_add(node: ir.Node) -> ir.Node | None:
@@ -169,11 +233,11 @@ def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
     return None
 
 
-REPAIR_NOTE = ("`scatter-rewrite repair` changes it into what PyTorch computed (reduction add: "
-               "repeated indices summed; see docs/repair.md)")
+REPAIR_NOTE = ("`scatter-rewrite repair` changes it into what PyTorch computed (repeated indices "
+               "summed, or averaged for a mean; see docs/repair.md)")
 
 
-def repairable_nodes(model: ir.Model) -> set[int]:
+def repairable_nodes(model: ir.Model, assume: str | None = None) -> set[int]:
     """The ids of the scatter nodes :class:`RepairPass` would change (for ``check``)."""
     from scatter_rewrite.type_inference import (
         annotate_functions_with, borrow_inferred_types, restore_types,
@@ -182,15 +246,23 @@ def repairable_nodes(model: ir.Model) -> set[int]:
     scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
     borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
     try:
-        return {id(site.scatter) for site in find_sites(model)[0]}
+        return {id(site.scatter) for site in find_sites(model, assume)[0]}
     finally:
         restore_types(borrowed)
 
 
 class RepairPass(ScatterPass):
-    """Give each TorchScript accumulating scatter ``reduction="add"`` (lowered below opset 16)."""
+    """Give each TorchScript accumulating scatter ``reduction="add"`` (lowered below opset 16 and
+    for float16/bfloat16), and make each dynamo scatter_reduce mean compute the mean.
+    ``assume``: a key of :data:`ASSUMPTIONS`, what the caller lets it assume beyond the graph."""
 
     name = "repair"
+
+    def __init__(self, assume: str | None = None):
+        super().__init__()
+        if assume is not None and assume not in ASSUMPTIONS:
+            raise ValueError(f"assume={assume!r}: pick one of {', '.join(ASSUMPTIONS)}")
+        self.assume = assume
 
     def run(self, model: ir.Model) -> None:
         from scatter_rewrite.type_inference import (
@@ -201,7 +273,7 @@ class RepairPass(ScatterPass):
         scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
         borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
         try:
-            sites, lookalikes = find_sites(model)
+            sites, lookalikes = find_sites(model, self.assume)
         finally:
             restore_types(borrowed)
         for node, scope, reason in lookalikes:
@@ -221,15 +293,20 @@ class RepairPass(ScatterPass):
         try:
             names = seg.Names(value_names(model))
             for site in sites:
-                self._repair(site.scatter, scopes[id(site.scatter)], found[id(site.scatter)], names)
+                site.scope = scopes[id(site.scatter)]
+                if site.kind == "mean":
+                    self._repair_mean(site, found[id(site.scatter)], names)
+                else:
+                    self._repair(site.scatter, site.scope, found[id(site.scatter)], names)
         finally:
             restore_types(borrowed)
 
     def _repair(self, node: ir.Node, scope: Scope, found_as: str, names: seg.Names) -> None:
         node.op_type = "ScatterElements" if node.op_type == "Scatter" else node.op_type
         node.attributes["reduction"] = ir.AttrString("reduction", "add")
-        if scope.opset >= FIRST_ADD_REDUCTION_OPSET:
-            self._record(found_as, f"-> {node.op_type}(reduction='add')")
+        if not _needs_lowering(node, scope.opset):
+            self._record(found_as, EXPORTER_BEHAVIOUR, ACCUMULATE_ASSUMES,
+                         f"{node.op_type}(reduction='add')")
             return
         reason = seg.reduction_blocker(node, scope.opset)
         if reason is not None:
@@ -238,19 +315,118 @@ class RepairPass(ScatterPass):
                                    f"{scope.opset}: {reason}")
             return
         nodes, out = seg.lower_reduction(node, scope.opset, names)
-        old_inputs = list(node.inputs)
+        why, old_inputs = _why_lowered(node, scope.opset), list(node.inputs)
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], nodes, [node.outputs[0]], [out])
         remove_unused_expands(scope.body, old_inputs)
-        self._record(found_as, f"-> {node.op_type}(reduction='add') lowered to {len(nodes)} "
-                               f"standard nodes at opset {scope.opset} (sort + segmented add + "
-                               "ScatterND)")
-        if isinstance(scope.body, ir.Function):  # function values stay untyped, as lower leaves
-            for new_node in nodes_within(nodes):
-                for value in new_node.outputs:
-                    value.type, value.shape = None, None
+        self._record(found_as, EXPORTER_BEHAVIOUR, ACCUMULATE_ASSUMES,
+                     f"{node.op_type}(reduction='add') lowered to {len(nodes)} standard nodes at "
+                     f"opset {scope.opset} ({why}; sort + segmented add + ScatterND)")
+        _untype_in_functions(scope, nodes)
 
-    def _record(self, found_as: str, detail: str) -> None:
-        note = NodeNote(found_as, f"{detail}: repairs the {EXPORTER_BEHAVIOUR}")
+    def _repair_mean(self, site: Site, found_as: str, names: seg.Names) -> None:
+        """sum / count in place of the lost mean (the module docstring's graph)."""
+        node, scope = site.scatter, site.scope
+        x = node.inputs[0] if site.include_self else site.clear.inputs[0]
+        base, idx, updates = node.inputs
+        dtype = x.dtype
+        if dtype is None or not (dtype.is_floating_point() or dtype.is_integer()):
+            self.skip(node, scope, f"{_mean_behaviour(site)}; the data type "
+                                   f"{dtype.name if dtype else 'is unknown'}: no mean to compute")
+            return
+        names.prefix = seg.name_prefix(node)
+        b = seg.Builder(names)
+        axis = attr(node, "axis", 0)
+        one = np.ones((), dtype.numpy())
+        count_base = b.op("ConstantOfShape", b.op("Shape", x, dtype=seg.INT64),
+                          value=ir.tensor((one * int(site.include_self)).reshape(1)), dtype=dtype)
+        ones = b.op("ConstantOfShape", b.op("Shape", updates, dtype=seg.INT64),
+                    value=ir.tensor(one.reshape(1)), dtype=dtype)
+        for value, like in ((count_base, x), (ones, updates)):
+            value.shape = like.shape
+        try:
+            sums, how = _add_scatter(b, base, idx, updates, axis, scope.opset, names)
+            counts, _ = _add_scatter(b, count_base, idx, ones, axis, scope.opset, names)
+        except _Blocked as blocked:  # nothing spliced yet: the model keeps the export
+            _detach(b.nodes)
+            self.skip(node, scope, f"{_mean_behaviour(site)}; its sums cannot be lowered at "
+                                   f"opset {scope.opset}: {blocked}")
+            return
+        safe = b.op("Max", counts, b.const(one, one.dtype), dtype=dtype)
+        if dtype.is_floating_point():
+            mean = b.op("Div", sums, safe, dtype=dtype)
+        else:  # PyTorch divides integers with floor: (s - s mod c) / c, exact, c >= 1
+            exact = b.op("Sub", sums, b.op("Mod", sums, safe, dtype=dtype), dtype=dtype)
+            mean = b.op("Div", exact, safe, dtype=dtype)
+        ir.convenience.replace_nodes_and_values(
+            scope.body, node, [node], b.nodes, [node.outputs[0]], [mean])
+        assumes = (MEAN_ASSUMES if not site.include_self
+                   else f"(asked: --assume scatter-reduce-mean) "
+                        f"{ASSUMPTIONS['scatter-reduce-mean']}")
+        division = "Div" if dtype.is_floating_point() else "floor division"
+        self._record(found_as, _mean_behaviour(site), assumes,
+                     f"sum / count ({how}; count of updates per slot"
+                     f"{' plus one for self' if site.include_self else ''}, {division}; a slot "
+                     "without updates keeps the data)")
+        _untype_in_functions(scope, b.nodes)
+
+    def _record(self, found_as: str, pattern: str, assumes: str, became: str) -> None:
+        note = NodeNote(found_as, f"recognized {pattern}; assumed {assumes}; -> {became}")
         self.result.rewritten.append(note)
         self.result.modified = True
+
+
+class _Blocked(Exception):
+    """Why an add scatter that needs lowering cannot be lowered."""
+
+
+def _add_scatter(b: seg.Builder, data, idx, updates, axis: int, opset: int,
+                 names: seg.Names) -> tuple[ir.Value, str]:
+    """``ScatterElements(data, idx, updates, reduction="add")``, lowered where onnxruntime's CPU
+    provider or the opset has none; and how it was written. _Blocked where it cannot be."""
+    out = b.op("ScatterElements", data, idx, updates, axis=axis, reduction="add",
+               dtype=data.dtype)
+    out.shape = data.shape
+    scatter = out.producer()
+    if not _needs_lowering(scatter, opset):
+        return out, f"ScatterElements(reduction='add') at opset {opset}"
+    if (reason := seg.reduction_blocker(scatter, opset)) is not None:
+        raise _Blocked(reason)
+    nodes, lowered = seg.lower_reduction(scatter, opset, names)
+    how = (f"the add scatters lowered to standard nodes at opset {opset} "
+           f"({_why_lowered(scatter, opset)})")
+    b.nodes.remove(scatter)
+    _detach([scatter])  # read by the lowering, then dropped: it must not stay a user of its inputs
+    b.nodes.extend(nodes)
+    return lowered, how
+
+
+def _detach(nodes: list[ir.Node]) -> None:
+    """Built nodes that are not spliced in, no longer users of their inputs."""
+    for node in nodes:
+        for i in range(len(node.inputs)):
+            node.replace_input_with(i, None)
+
+
+def _needs_lowering(node: ir.Node, opset: int) -> bool:
+    """Below opset 16 no scatter reduces; onnxruntime's CPU provider reduces no float16/bfloat16."""
+    return opset < FIRST_ADD_REDUCTION_OPSET or node.inputs[0].dtype in HALF_FLOATS
+
+
+def _why_lowered(node: ir.Node, opset: int) -> str:
+    if opset < FIRST_ADD_REDUCTION_OPSET:
+        return f"no scatter reduces at opset {opset}"
+    return (f"onnxruntime's CPU provider has no {node.inputs[0].dtype.name} scatter add; "
+            "summed in float32, rounded once")
+
+
+def _mean_behaviour(site: Site) -> str:
+    return MEAN_BEHAVIOUR if not site.include_self else NAMED_MEAN_BEHAVIOUR
+
+
+def _untype_in_functions(scope: Scope, nodes: list[ir.Node]) -> None:
+    """Function values stay untyped, as lower leaves them."""
+    if isinstance(scope.body, ir.Function):
+        for new_node in nodes_within(nodes):
+            for value in new_node.outputs:
+                value.type, value.shape = None, None

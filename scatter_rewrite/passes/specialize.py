@@ -23,6 +23,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.graph import (
     SCATTER_OPS,
+    attribute_key,
     body_nodes,
     function_calls,
     is_default_domain,
@@ -72,7 +73,7 @@ class SpecializeCallsPass(ScatterPass):
                     unresolved += 1
                 else:
                     groups.setdefault(
-                        tuple(sorted((n, _hashable(a)) for n, a in binding.items())), []
+                        tuple(sorted((n, attribute_key(a)) for n, a in binding.items())), []
                     ).append(call)
             if not groups:
                 continue
@@ -164,10 +165,6 @@ def _resolve(function: ir.Function, binding: dict[str, ir.Attr]) -> None:
                 node.attributes[key] = ir.Attr(
                     key, value.type, value.value, doc_string=a.doc_string
                 )
-
-
-def _hashable(a: ir.Attr):
-    return (a.type, tuple(a.value) if isinstance(a.value, (list, tuple)) else a.value)
 
 
 def _said(binding: dict[str, ir.Attr]) -> str:

@@ -52,7 +52,11 @@ Custom-domain scatters (what ``lower --mode custom|tensorrt-plugin`` writes) are
 the parser ignores their domain and imports them as the ONNX op: one whose reduction this TensorRT
 ignores (8.6) or rejects (ScatterND) is reported left alone with the reason.
 
-Everything rewritten is exact (the pipeline validates it in onnxruntime).
+Everything rewritten is exact (the pipeline validates it in onnxruntime). A node a pass of the flow
+must leave as it is (TensorRT rejects it, or computes it wrong), or a model it cannot bring down to
+the parser's highest opset, makes the target unreachable: the pass raises ConversionError with the
+reason (``scatter-rewrite tensorrt`` exits 1 and writes nothing; ``check --target tensorrt-X``,
+a dry run of the same passes, says BLOCKED with that reason).
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import OptionError
+from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.graph import (
     CUSTOM_SCATTER_OPS, Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes,
     nodes_within, reference_reason, remove_unused_expands,
@@ -75,7 +79,7 @@ from scatter_rewrite.passes._trt_support import (
     BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names,
     typed_inputs, unsupported_type,
 )
-from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult
 from scatter_rewrite.passes.to_scatternd import (
     Decline, ModelNames, ReplacementBuilder, const_array, convert_to_scatternd, drop_none_reduction,
     infer_missing_shapes, known_rank, scatter_nd_through, value_dtype,
@@ -336,11 +340,33 @@ def is_reducing_scatter(node: ir.Node) -> bool:
 
 
 class _ForTensorRT(ScatterPass):
-    """A pass of the TensorRT flow: it knows which TensorRT version it prepares for."""
+    """A pass of the TensorRT flow: it knows which TensorRT version it prepares for. A node it must
+    leave as it is (TensorRT would reject it or compute it wrong) makes the target unreachable: the
+    pass raises ConversionError naming it and why (``error.declined``: every such node), as
+    LowerPass does for an opset it cannot reach."""
 
     def __init__(self, trt_version: str = "10"):
         super().__init__()
         self.trt_version = check_trt_version(trt_version)
+
+    def call(self, model: ir.Model) -> ScatterPassResult:
+        result = super().call(model)
+        if result.skipped:
+            first, more = result.skipped[0], len(result.skipped) - 1
+            advice = self.advice(result.skipped)
+            error = self.unreachable(f"{first}" + (f" (and {more} more)" if more else "")
+                                     + (f"; {advice}" if advice else ""))
+            error.declined = list(result.skipped)
+            raise error
+        return result
+
+    def advice(self, skipped: list) -> str | None:
+        """What the user can do about the nodes left alone (None: their reasons say it)."""
+        return None
+
+    def unreachable(self, why: str) -> ConversionError:
+        """The error for a model this pass cannot bring to what the TensorRT version takes."""
+        return ConversionError(f"cannot prepare for TensorRT {self.trt_version}: {why}")
 
 
 class TensorRTPass(_ForTensorRT):
@@ -385,13 +411,13 @@ class TensorRTPass(_ForTensorRT):
                     self.rewrote(node, scope, detail)
         finally:
             restore_types(borrowed)
-        if any(_UNLOWERABLE in s.detail for s in self.result.skipped):
-            self.note(
-                "reductions left alone: TensorRT cannot run them and they cannot be lowered "
-                "TensorRT-safely (reasons per node); fix the number of updates to a static size "
-                "(the sorting network needs it: --fix-dim NAME=SIZE), on TensorRT 10 use "
-                "FP32/FP16/INT32/INT64 data (plugin), or compute the scatter outside the engine"
-            )
+
+    def advice(self, skipped: list) -> str | None:
+        if not any(_UNLOWERABLE in s.detail for s in skipped):
+            return None
+        return ("fix the number of updates to a static size (the sorting network needs it: "
+                "--fix-dim NAME=SIZE), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or "
+                "compute the scatter outside the engine")
 
     def _inlining_needed(self, model: ir.Model) -> Callable[[ir.Node], bool]:
         """Which reducing scatters of unknown rank need the constant-condition Ifs around them
@@ -721,13 +747,13 @@ class LowerTensorScatterPass(_ForTensorRT):
 
 class CapOpsetPass(_ForTensorRT):
     """Move a model above the highest opset the TensorRT version's parser documents (8.6: 17, 10:
-    20) down to it, once its scatters are TensorRT-ready; left as it is, with a note saying why,
-    when a scatter kept a reduction that the lower opset lacks or a node cannot be converted."""
+    20) down to it, once its scatters are TensorRT-ready; ConversionError saying why when a scatter
+    kept a reduction that the lower opset lacks or a node cannot be converted (the model given is
+    then left as it was)."""
 
     name = "opset-cap"
 
     def run(self, model: ir.Model) -> None:
-        from scatter_rewrite.errors import ConversionError
         from scatter_rewrite.graph import iter_scopes
         from scatter_rewrite.opset import move_to_opset
         target = MAX_OPSET[self.trt_version]
@@ -744,18 +770,17 @@ class CapOpsetPass(_ForTensorRT):
         why = f"TensorRT {self.trt_version}'s parser documents opsets up to {target}"
         if kept:
             node, scope = kept[0]
-            self.note(
-                f"left at opset {highest} ({why}): {describe(node, scope)} keeps a reduction opset "
-                f"{target} lacks"
+            raise self.unreachable(
+                f"the model is at opset {highest} ({why}), and {describe(node, scope)} keeps a "
+                f"reduction opset {target} lacks"
             )
-            return
         try:
             # On a copy first: a conversion that stops at a later node has changed the earlier ones,
-            # and the model must be left as it was, not half-converted.
+            # and a model given to this pass alone must be left as it was, not half-converted.
             move_to_opset(model.clone(), target)
         except ConversionError as e:
-            self.note(f"left at opset {highest} ({why}): {e}")
-            return
+            raise self.unreachable(f"the model is at opset {highest} ({why}) and cannot move "
+                                   f"there: {e}") from e
         self.moved(move_to_opset(model, target), f" ({why})")
 
 

@@ -3,7 +3,8 @@
 Three parts, one module each:
 
 - :mod:`.inputs`: seeded inputs that respect every scatter's contract, traced on the original
-  model before any pass runs (:func:`plan_validation`), or the user's, checked.
+  model before any pass runs (:func:`plan_validation`), or the user's, checked; their sizes fit
+  the model's ops (:mod:`.dims`) and the original runs on them (:mod:`.trial`).
 - :mod:`.engines`: running a model in onnxruntime or in ``onnx.reference`` with our NumPy kernels.
   onnxruntime runs with the graph optimizations a user's session gets by default; only weight
   prepacking is off (it copies memory-mapped external weights into the heap; same results).

@@ -5,7 +5,9 @@ standard ops, included: :func:`graph.computes_a_scatter`): a graph input that fe
 (directly or through value-preserving ops like Cast/Unsqueeze/Expand, and PyTorch's negative-index
 normalization ``Where(Less(i, 0), Add(i, c), i)``, and a ``Gather`` by constant positions like a
 GNN's ``edge_index[1]``) gets in-range values, negative ones included, unique along the axis when
-the reduction is "none" (duplicates are undefined there); symbolic dimensions get small sizes. An
+the reduction is "none" (duplicates are undefined there); symbolic dimensions get sizes that fit
+the model's ops (:mod:`.dims`), grown while the original fails in onnxruntime on them
+(:mod:`.trial`). An
 input feeding the indices of a Gather/GatherElements (``x[src]``) gets values in range of the
 gathered axis too, so that the original model runs. A Gather by one position on axis 0 binds only
 the row it picks (:attr:`IndexContract.rows`): ``edge_index[1]`` in range of the scatter and unique
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 from typing import Any
 
@@ -63,11 +66,12 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.type_inference import (
     annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
 )
+from scatter_rewrite.validate.dims import DEFAULT_SIZE, fit_dims
 from scatter_rewrite.validate.engines import first_line
+from scatter_rewrite.validate.trial import OriginalSession, runs_in_reference
 
 __all__ = ["IndexContract", "load_inputs", "plan_validation", "user_tolerance", "ValidationPlan"]
 
-SYMBOLIC_DIM_SIZE = 4
 # Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
 _GATHER_OPS = {"Gather", "GatherElements", "GatherND"}
 
@@ -150,19 +154,6 @@ def _float_type(value: ir.Value | None) -> np.dtype | None:
         if isinstance(to, int):
             return _np_dtype(ir.DataType(to))
     return None
-
-
-def _concrete_shape(shape: ir.Shape | None, sizes: dict[str, int]) -> tuple[int, ...]:
-    if shape is None:
-        return (SYMBOLIC_DIM_SIZE,)
-    dims = []
-    for d in shape:
-        if isinstance(d, int):
-            dims.append(d)
-        else:
-            key = str(d) if d is not None and d.value is not None else None
-            dims.append(sizes.setdefault(key, SYMBOLIC_DIM_SIZE) if key else SYMBOLIC_DIM_SIZE)
-    return tuple(dims)
 
 
 def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
@@ -1137,40 +1128,149 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
                     atol: float | None = None) -> ValidationPlan:
     """Inputs for the original ``model`` (or the user's, checked), and how to compare outputs.
     Symbolic dimensions get ``dim_sizes[name]`` where given (the sizes a pass fixed them to),
-    else a small size. ``rtol``/``atol`` (either, the other then 0): the user's bound for every
-    float output, ``|rewritten - original| <= atol + rtol * |original|``."""
+    else sizes that fit the model's ops (:mod:`.dims`), grown while the original fails to run in
+    onnxruntime on them (ValidationError saying what was tried if it never runs).
+    ``rtol``/``atol`` (either, the other then 0): the user's bound for every float output,
+    ``|rewritten - original| <= atol + rtol * |original|``."""
     tolerance = user_tolerance(rtol, atol)
     outputs = [v.name for v in model.graph.outputs]
-    rng = np.random.default_rng(seed)
-    sizes: dict[str, int] = dict(dim_sizes or {})
     initializer_names = set(model.graph.initializers)
     graph_inputs = [v for v in model.graph.inputs if v.name not in initializer_names]
-    input_shapes = {v.name: _concrete_shape(v.shape, sizes) for v in graph_inputs}
     planned = _planning_copy(model)
+    if inputs is not None:
+        given, user_notes = _checked_user_inputs(graph_inputs, inputs, dim_sizes)
+        _, float_sums, sum_types, _ = _traced(planned, {k: v.shape for k, v in given.items()})
+        return ValidationPlan(given, float_sums, user_notes, outputs, tolerance,
+                              float_sum_types=sum_types)
+    dims, refit = fit_dims(model, graph_inputs, dim_sizes)
+    attempt = _Attempt.of(planned, graph_inputs, dims, dims.sizes, seed)
+    if dims.free:  # (else nothing to grow: validation's own run says whether the original runs)
+        attempt = _running_attempt(model, planned, graph_inputs, dims, refit, attempt, seed)
+    contracts, float_sums, sum_types, notes = attempt.traced
+    if any(attempt.sizes[k] != DEFAULT_SIZE for k in dims.free):
+        notes.append(f"input sizes for the model's ops: {dims.describe(attempt.sizes)}")
+    notes += dims.notes
+    if contracts:
+        notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
+    return ValidationPlan(attempt.inputs, float_sums, notes, outputs, tolerance,
+                          float_sum_types=sum_types)
+
+
+@dataclasses.dataclass
+class _Attempt:
+    """Inputs generated for one choice of sizes, and the contracts traced for them; with ``ones``,
+    the integer and bool inputs no contract covers are all 1 (a mask over every position, a count
+    of one) instead of random."""
+
+    sizes: dict[str, int]
+    traced: tuple  # _contracts's (contracts, float sums, their types, notes)
+    inputs: dict[str, np.ndarray]
+    ones: list[str]  # the inputs set to 1
+
+    @classmethod
+    def of(cls, planned, graph_inputs, dims, sizes, seed, ones: bool = False) -> _Attempt:
+        input_shapes = dims.shapes(sizes)
+        traced = _traced(planned, input_shapes)
+        inputs = _generated(graph_inputs, input_shapes, traced[0], seed)
+        set_to_one = [v.name for v in graph_inputs if ones and v.name not in traced[0]
+                      and _np_dtype(v.dtype).kind in "biu"]
+        for name in set_to_one:
+            inputs[name] = np.ones_like(inputs[name])
+        return cls(sizes, traced, inputs, set_to_one)
+
+    def said(self, dims) -> str:
+        ones = f" with {', '.join(self.ones)} all 1" if self.ones else ""
+        return f"{dims.describe(self.sizes)}{ones}"
+
+
+def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
+                     seed: int) -> _Attempt:
+    """The first attempt, from ``first`` on, on which the original runs in onnxruntime: at each
+    size, random values, then the integer inputs no contract covers set to 1 (random integers make
+    no valid attention mask); the free dims grown after both fail (:func:`_grown`). When none runs:
+    ``first``, if onnx.reference runs the original on it (validation then runs there);
+    ValidationError saying what was tried if it does not."""
+    session = OriginalSession(model)
+    tried: list[tuple[str, str]] = []
+    sizes = first.sizes
+    while sizes is not None:
+        for ones in (False, True):
+            attempt = (first if not tried and not ones
+                       else _Attempt.of(planned, graph_inputs, dims, sizes, seed, ones))
+            if ones and not attempt.ones:
+                break
+            failure = session.failure(attempt.inputs)
+            if failure is None:
+                if tried:
+                    attempt.traced[3].append(
+                        f"the original runs with {attempt.said(dims)}, not with {_said(tried)}")
+                return attempt
+            tried.append((attempt.said(dims), failure))
+        sizes = _grown(dims, refit, sizes, [t for t, _ in tried])
+    reason = runs_in_reference(model, first.inputs)
+    if reason is not None:
+        raise ValidationError(
+            "cannot find inputs the original model runs with: onnxruntime fails with "
+            f"{_said(tried)}; onnx.reference with {first.said(dims)} ({reason}){_unmet(dims)}; "
+            "give inputs with --inputs X.npz, or use --no-validate")
+    first.traced[3].append(
+        f"onnxruntime fails on the original with every size tried: {_said(tried)}")
+    return first
+
+
+_GROWTHS = 6  # times the free dims are doubled after the fitted sizes fail in onnxruntime
+_LARGEST_INPUT = 1 << 24  # elements: no input is grown past this
+
+
+def _unmet(dims) -> str:
+    """What the ops need that no size met (:mod:`.dims`'s notes), for an error."""
+    return f"; {'; '.join(dims.unmet)}" if dims.unmet else ""
+
+
+def _said(tried: list[tuple[str, str]]) -> str:
+    """The sizes tried, each run of them that failed alike said once with its reason."""
+    runs: list[tuple[list[str], str]] = []
+    for sizes, reason in tried:
+        if runs and runs[-1][1] == reason:
+            runs[-1][0].append(sizes)
+        else:
+            runs.append(([sizes], reason))
+    return "; ".join(f"{' then '.join(sizes)} ({reason})" for sizes, reason in runs)
+
+
+def _grown(dims, refit, sizes: dict[str, int], tried: list[str]) -> dict[str, int] | None:
+    """The next sizes to try after ``sizes`` failed: the free dims doubled (then refitted to the
+    ops' needs), skipping sizes already tried; None past :data:`_GROWTHS` tries or the input
+    bound."""
+    if len(tried) > _GROWTHS:
+        return None
+    start = sizes
+    for _ in range(_GROWTHS):
+        start = {k: n * 2 if k in dims.free else n for k, n in start.items()}
+        grown = refit(start)
+        if any(math.prod(s) > _LARGEST_INPUT for s in dims.shapes(grown).values()):
+            return None
+        if not any(t == dims.describe(grown) or t.startswith(f"{dims.describe(grown)} with ")
+                   for t in tried):
+            return grown
+    return None
+
+
+def _traced(planned: ir.Model, input_shapes: dict[str, tuple]):
+    """:func:`_contracts` of the planning copy, its functions typed from their call sites for the
+    while."""
     # ONNX shape inference does not enter functions: a function scatter's data shape (a Reshape
     # of constants there) comes from inferring the body with its call sites' input types.
     borrowed = annotate_functions_with(planned, computes_a_scatter)
     try:
-        contracts, float_sums, sum_types, notes = _contracts(planned, input_shapes)
+        return _contracts(planned, input_shapes)
     finally:
         restore_types(borrowed)
-    if inputs is not None:
-        missing = [v.name for v in graph_inputs if v.name not in inputs]
-        if missing:
-            raise ValidationError(
-                f"--inputs lacks the model input(s) {', '.join(missing)}; add them to the .npz"
-            )
-        given = {v.name: np.asarray(inputs[v.name]) for v in graph_inputs}
-        for v in graph_inputs:
-            _check_user_input(v, given[v.name], dict(dim_sizes or {}))
-        extra = sorted(set(inputs) - set(given))
-        user_notes = ["user inputs"] + (
-            [f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
-            if extra
-            else []
-        )
-        return ValidationPlan(given, float_sums, user_notes, outputs, tolerance,
-                              float_sum_types=sum_types)
+
+
+def _generated(graph_inputs: list[ir.Value], input_shapes: dict[str, tuple],
+               contracts: dict[str, IndexContract], seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
     generated = {}
     for v in graph_inputs:
         shape, dtype = input_shapes[v.name], _np_dtype(v.dtype)
@@ -1178,10 +1278,26 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
             generated[v.name] = _index_values(shape, dtype, contracts[v.name], rng)
         else:
             generated[v.name] = _random_values(shape, dtype, rng)
-    if contracts:
-        notes.append(f"in-range scatter indices generated for {', '.join(sorted(contracts))}")
-    return ValidationPlan(generated, float_sums, notes, outputs, tolerance,
-                          float_sum_types=sum_types)
+    return generated
+
+
+def _checked_user_inputs(graph_inputs, inputs, dim_sizes) -> tuple[dict, list[str]]:
+    """The user's inputs (--inputs) by model input, checked against what the model declares, and
+    the plan's notes about them."""
+    missing = [v.name for v in graph_inputs if v.name not in inputs]
+    if missing:
+        raise ValidationError(
+            f"--inputs lacks the model input(s) {', '.join(missing)}; add them to the .npz"
+        )
+    given = {v.name: np.asarray(inputs[v.name]) for v in graph_inputs}
+    for v in graph_inputs:
+        _check_user_input(v, given[v.name], dict(dim_sizes or {}))
+    extra = sorted(set(inputs) - set(given))
+    return given, ["user inputs"] + (
+        [f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
+        if extra
+        else []
+    )
 
 
 def user_tolerance(rtol: float | None, atol: float | None) -> tuple[float, float] | None:

@@ -1,6 +1,7 @@
 """Make the exports whose scatters ``repair`` fixes or warns about (needs torch; tests do not).
 
     python tests/data/torch_repair/make.py    # torch 2.13 CPU, onnxscript 0.7.2
+    python tests/data/torch_repair/make.py --real-layers    # only export_real_layers()
 
 Each ``NAME.onnx`` comes with ``NAME.npz``: the inputs (``in_<input name>``) and PyTorch's own
 outputs (``out_<output name>``) in eager mode, on inputs with repeated indices, where the export
@@ -21,6 +22,26 @@ outputs (``out_<output name>``) in eager mode, on inputs with repeated indices, 
   True and False, dynamo exporter, opset 18: two plain ScatterElements (reduction "none", the
   second after a scatter of zeros), named ``node_scatter_reduce*``; the mean is lost and nothing
   but the names tells them from ``scatter`` (not repaired: warned about).
+
+Real layers whose scatters ``repair`` fixes, with indices computed inside the model:
+
+* ``moe_router_ts{9,11,13}``: a Shazeer-style top-2 gate; tokens per expert counted with
+  ``zeros.scatter_add_(0, topk_idx.flatten(), ones)`` (12 slots into 4 experts always repeat).
+* ``moe_sort_ts13``: tokens grouped by their expert (``sort``), tokens per expert counted with
+  ``scatter_add_`` and their offsets by ``cumsum``.
+* ``jagged_bag_sum_ts13``: a DLRM-style jagged bag sum: segment ids from ``cumsum(lengths)``
+  (a value past the last boundary goes to the last bag, so any lengths give in-range ids),
+  summed with ``scatter_add``; ``jagged_bag_sum_strict_ts13``: the same, a value past every
+  boundary getting the id ``len(lengths)`` (in range only where the lengths sum to at least the
+  number of values).
+* ``bev_index_put_ts{11,13,16,17}``: LSS-style BEV pooling, ``bev.index_put_((ys, xs), feats,
+  accumulate=True)`` with the cells computed from point coordinates: ScatterND with an index tuple
+  of length 2 built by Unsqueeze + Concat.
+* ``pyg_mean_dynamo18`` / ``pyg_mean_self_dynamo18``: PyG's mean aggregation,
+  ``scatter_reduce(0, dst, msg, "mean", include_self=False / True)``, dynamo exporter.
+* ``voxel_centroid_fp16_ts{16,17}``: float16 point coordinates summed per voxel with
+  ``index_put_(accumulate=True)``
+  and divided by the per-voxel count.
 """
 
 from __future__ import annotations
@@ -85,11 +106,95 @@ class ScatterReduceMean(torch.nn.Module):
         return with_self, x.scatter_reduce(0, idx, src, reduce="mean", include_self=False)
 
 
+class MoeRouter(torch.nn.Module):
+    def __init__(self, dim: int = 8, experts: int = 4, k: int = 2):
+        super().__init__()
+        self.gate = torch.nn.Linear(dim, experts, bias=False)
+        self.experts, self.k = experts, k
+
+    def forward(self, x):
+        weights, topk_idx = self.gate(x).softmax(-1).topk(self.k, dim=-1)
+        flat = topk_idx.flatten()
+        counts = torch.zeros(self.experts, dtype=torch.long)
+        return weights, counts.scatter_add_(0, flat, torch.ones_like(flat))
+
+
+class MoeSortByExpert(torch.nn.Module):
+    def __init__(self, dim: int = 8, experts: int = 4):
+        super().__init__()
+        self.gate = torch.nn.Linear(dim, experts, bias=False)
+        self.experts = experts
+
+    def forward(self, x):
+        expert = self.gate(x).argmax(-1)
+        sorted_expert, _ = expert.sort()
+        counts = torch.zeros(self.experts, dtype=torch.long)
+        counts = counts.scatter_add_(0, expert, torch.ones_like(expert))
+        return sorted_expert, counts, counts.cumsum(0)
+
+
+class JaggedBagSum(torch.nn.Module):
+    def __init__(self, strict: bool = False):
+        super().__init__()
+        self.strict = strict
+
+    def forward(self, values, lengths):
+        offsets = lengths.cumsum(0)
+        bounds = offsets if self.strict else offsets[:-1]
+        positions = torch.arange(values.shape[0]).unsqueeze(1)
+        segment = (positions >= bounds.unsqueeze(0)).sum(1)
+        bags = torch.zeros(lengths.shape[0], values.shape[1])
+        return bags.scatter_add(0, segment.unsqueeze(1).expand(-1, values.shape[1]), values)
+
+
+class BevIndexPut(torch.nn.Module):
+    def __init__(self, height: int = 4, width: int = 5):
+        super().__init__()
+        self.height, self.width = height, width
+
+    def forward(self, feats, points):
+        unit = (points.clamp(-1.0, 0.999) + 1.0) / 2.0  # coordinates in [0, 1)
+        ys = (unit[:, 1] * self.height).long()
+        xs = (unit[:, 0] * self.width).long()
+        bev = torch.zeros(self.height, self.width, feats.shape[1])
+        bev.index_put_((ys, xs), feats, accumulate=True)
+        return bev.permute(2, 0, 1)
+
+
+class PygMeanAggregation(torch.nn.Module):
+    def __init__(self, include_self: bool, features: int = 4):
+        super().__init__()
+        self.include_self = include_self
+        self.linear = torch.nn.Linear(features, features)
+
+    def forward(self, x, edge_index):
+        msg = self.linear(x)[edge_index[0]]
+        index = edge_index[1].unsqueeze(-1).expand(-1, msg.shape[1])
+        return x.scatter_reduce(0, index, msg, reduce="mean", include_self=self.include_self)
+
+
+class VoxelCentroid(torch.nn.Module):
+    def __init__(self, voxels: int = 6):
+        super().__init__()
+        self.voxels = voxels
+
+    def forward(self, points, voxel):
+        sums = torch.zeros(self.voxels, points.shape[1], dtype=points.dtype)
+        sums.index_put_((voxel,), points, accumulate=True)
+        counts = torch.zeros(self.voxels, dtype=points.dtype)
+        counts.index_put_((voxel,), torch.ones_like(points[:, 0]), accumulate=True)
+        return sums / counts.clamp(min=1).unsqueeze(1)
+
+
+OUTPUTS = {ScatterReduceMean: ["y", "y_without_self"], MoeRouter: ["weights", "counts"],
+           MoeSortByExpert: ["sorted_expert", "counts", "offsets"]}
+
+
 def export(name: str, module: torch.nn.Module, inputs: dict[str, torch.Tensor], opset: int,
            dynamo: bool = False, dynamic_axes: dict | None = None) -> None:
     path = HERE / f"{name}.onnx"
     args = tuple(inputs.values())
-    outputs = ["y", "y_without_self"] if isinstance(module, ScatterReduceMean) else ["y"]
+    outputs = OUTPUTS.get(type(module), ["y"])
     if dynamo:  # optimize=False: as the exporter translates it, before onnxscript's optimizer
         torch.onnx.export(module, args, path, dynamo=True, opset_version=opset,
                           input_names=list(inputs), output_names=outputs, external_data=False,
@@ -128,7 +233,33 @@ def main() -> None:
            13, dynamic_axes={"h": {0: "nodes"}, "dst": {0: "edges"}})
     export("scatter_reduce_mean_dynamo18", ScatterReduceMean(), {"x": x, "idx": idx, "src": src},
            18, dynamo=True)
+    export_real_layers()
+
+
+def export_real_layers() -> None:
+    torch.manual_seed(0)  # the same files whether run alone (--real-layers) or after main()'s
+    tokens = torch.randn(6, 8)
+    router = MoeRouter()
+    for opset in (9, 11, 13):
+        export(f"moe_router_ts{opset}", router, {"x": tokens}, opset)
+    export("moe_sort_ts13", MoeSortByExpert(), {"x": tokens}, 13)
+    jagged = {"values": torch.randn(9, 3), "lengths": torch.tensor([2, 0, 4, 3])}
+    export("jagged_bag_sum_ts13", JaggedBagSum(), jagged, 13)
+    export("jagged_bag_sum_strict_ts13", JaggedBagSum(strict=True), jagged, 13)
+    bev = {"feats": torch.randn(24, 3), "points": torch.rand(24, 2) * 2 - 1}
+    for opset in (11, 13, 16, 17):
+        export(f"bev_index_put_ts{opset}", BevIndexPut(), bev, opset)
+    graph = {"x": torch.randn(5, 4), "edge_index": torch.tensor([[0, 1, 2, 3, 4, 0, 2, 1],
+                                                                 [1, 1, 3, 1, 0, 3, 3, 0]])}
+    export("pyg_mean_dynamo18", PygMeanAggregation(include_self=False), graph, 18, dynamo=True)
+    export("pyg_mean_self_dynamo18", PygMeanAggregation(include_self=True), graph, 18,
+           dynamo=True)
+    voxels = {"points": torch.randn(20, 3).half(), "voxel": torch.randint(0, 5, (20,))}
+    for opset in (16, 17):  # voxel 5 of 6 gets no point
+        export(f"voxel_centroid_fp16_ts{opset}", VoxelCentroid(), voxels, opset)
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    export_real_layers() if sys.argv[1:] == ["--real-layers"] else main()

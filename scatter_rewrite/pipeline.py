@@ -29,7 +29,7 @@ from scatter_rewrite.spec import check_scatter_nodes
 from scatter_rewrite.verbs import VERBS, Verb
 
 __all__ = [
-    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "VERBS", "Verb", "check_model",
+    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "VERBS", "WRITTEN", "Verb", "check_model",
     "checker_failure", "default_output", "fixed_dim_sizes", "output_data_name",
     "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
     "rewrite_model", "run_passes",
@@ -47,10 +47,11 @@ def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
     return sizes
 
 
-# Outcome.status: PASSED (rewritten, checked, validated unless asked not to), UNCHANGED (nothing to
-# rewrite: the output is still written, a copy of the input), FAILED.
-PASSED, UNCHANGED, FAILED = "PASSED", "UNCHANGED", "FAILED"
-SUCCEEDED = (PASSED, UNCHANGED)
+# Outcome.status: PASSED (rewritten, checked, validated), WRITTEN (rewritten and checked, validation
+# not asked for), UNCHANGED (nothing to rewrite: the output is still written, a copy of the input),
+# FAILED.
+PASSED, WRITTEN, UNCHANGED, FAILED = "PASSED", "WRITTEN", "UNCHANGED", "FAILED"
+SUCCEEDED = (PASSED, WRITTEN, UNCHANGED)
 
 
 @dataclasses.dataclass
@@ -72,6 +73,10 @@ class Outcome:
     @property
     def modified(self) -> bool:
         return any(p["modified"] for p in self.passes)
+
+    def __post_init__(self) -> None:
+        if self.verb in VERBS:  # the verb as the command spells it (to-scatternd), in every report
+            self.verb = VERBS[self.verb].command
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -309,13 +314,13 @@ def rewrite_model(
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
     ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
     """
-    from scatter_rewrite import validate as validation
-
     # (the passes check the nodes too, but validation plans its inputs from them first)
     check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
     plan = None
-    if validate:
+    if validate:  # (validation's imports only then: a --no-validate run starts faster)
+        from scatter_rewrite import validate as validation
+
         plan = validation.plan_validation(model, seed=seed, inputs=inputs,
                                           dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
     results = run_passes(model, passes, progress=progress)
@@ -342,13 +347,17 @@ def rewrite_model(
                    else None)
     if replaced_data is not None:
         outcome.notes += _left_data_notes(replaced_data, written)
-    outcome.status = PASSED if outcome.modified else UNCHANGED
+    outcome.status = _status(outcome.modified, outcome.validation is not None)
     return outcome
 
 
+def _status(modified: bool, validated: bool) -> str:
+    return UNCHANGED if not modified else PASSED if validated else WRITTEN
+
+
 def _finish(outcome: Outcome, started: float) -> Outcome:
-    if outcome.status == FAILED:
-        outcome.status = PASSED if outcome.modified else UNCHANGED
+    if outcome.status == FAILED:  # (done on the parsed file, never validated)
+        outcome.status = _status(outcome.modified, False)
     outcome.seconds = time.perf_counter() - started
     return outcome
 

@@ -22,82 +22,10 @@ from typer.testing import CliRunner
 from scatter_rewrite.readiness import check
 from scatter_rewrite.cli import app
 from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START, accumulate_export_notes
+from tests.helpers.models import accumulate_model
 
 runner = CliRunner()
 DATA = Path(__file__).parent / "data"
-
-
-def accumulate_model(op: str = "ScatterElements", *, zeros: str = "constant", consumer: str = "Add",
-                     reduction: str | None = None, where: str = "main") -> onnx.ModelProto:
-    """x + scatter(zeros, indices, updates), as TorchScript exports scatter_add/index_add/index_put_.
-
-    zeros: "constant", "constant_of_shape" (ConstantOfShape without value: zeros), "cast" (a Cast
-    of a zero Constant), "initializer", "input_initializer" (an initializer a graph input overrides:
-    not constant), "nonzero" (a Constant of ones). consumer: the op the scatter's result goes to.
-    where: "main", "if" (both branches), "function".
-    """
-    opset = 9 if op == "Scatter" else 18
-    shape = [4, 5]
-    nodes, inits, extra_inputs = [], [], []
-    zero_array = np.zeros(shape, np.float32)
-    if zeros in ("constant", "nonzero", "cast"):
-        value = zero_array if zeros != "nonzero" else np.ones(shape, np.float32)
-        nodes.append(oh.make_node("Constant", [], ["z0" if zeros == "cast" else "z"],
-                                  value=numpy_helper.from_array(value.astype(np.float64) if zeros == "cast" else value)))
-        if zeros == "cast":
-            nodes.append(oh.make_node("Cast", ["z0"], ["z"], to=TensorProto.FLOAT))
-    elif zeros == "constant_of_shape":
-        nodes += [oh.make_node("Shape", ["x"], ["s"]), oh.make_node("ConstantOfShape", ["s"], ["z"])]
-    elif zeros in ("initializer", "input_initializer"):
-        inits.append(numpy_helper.from_array(zero_array, "z"))
-        if zeros == "input_initializer":
-            extra_inputs.append(oh.make_tensor_value_info("z", TensorProto.FLOAT, shape))
-    if op == "ScatterND":
-        indices = oh.make_tensor_value_info("indices", TensorProto.INT64, [3, 1])
-        updates = oh.make_tensor_value_info("updates", TensorProto.FLOAT, [3, 5])
-    else:
-        indices = oh.make_tensor_value_info("indices", TensorProto.INT64, [3, 5])
-        updates = oh.make_tensor_value_info("updates", TensorProto.FLOAT, [3, 5])
-    attrs = {"reduction": reduction} if reduction else {}
-    nodes.append(oh.make_node(op, ["z", "indices", "updates"], ["scattered"], name="scatter_0", **attrs))
-    nodes.append(oh.make_node(consumer, ["x", "scattered"], ["y"], name="accumulate_0"))
-    x = oh.make_tensor_value_info("x", TensorProto.FLOAT, shape)
-    y = oh.make_tensor_value_info("y", TensorProto.FLOAT, shape)
-    inputs = [x, indices, updates]
-    opsets = [oh.make_opsetid("", opset)]
-    functions = []
-    if where == "main":
-        graph = oh.make_graph(nodes, "main", inputs + extra_inputs, [y], inits)
-    elif where == "if":
-        assert not inits
-        branches = [oh.make_graph([_renamed(n, branch) for n in nodes], branch, [],
-                                  [oh.make_tensor_value_info(f"y_{branch}", TensorProto.FLOAT, shape)])
-                    for branch in ("then", "else")]
-        graph = oh.make_graph([oh.make_node("If", ["cond"], ["y"], then_branch=branches[0], else_branch=branches[1])],
-                              "main", inputs + [oh.make_tensor_value_info("cond", TensorProto.BOOL, [])], [y])
-    else:
-        assert not inits
-        functions = [oh.make_function("local", "Accumulate", ["x", "indices", "updates"], ["y"], nodes,
-                                      opset_imports=opsets)]
-        graph = oh.make_graph([oh.make_node("Accumulate", ["x", "indices", "updates"], ["y"], domain="local")],
-                              "main", inputs, [y])
-        opsets = opsets + [oh.make_opsetid("local", 1)]
-    model = oh.make_model(graph, opset_imports=opsets, functions=functions)
-    model.ir_version = 8
-    onnx.checker.check_model(model, full_check=True)
-    return model
-
-
-def _renamed(node: onnx.NodeProto, branch: str) -> onnx.NodeProto:
-    """``node`` for an If branch: its own outputs (and the graph output y) suffixed by the branch."""
-    copy = onnx.NodeProto()
-    copy.CopyFrom(node)
-    copy.output[:] = [f"{o}_{branch}" for o in node.output]
-    own = {"z0", "z", "s", "scattered"}
-    copy.input[:] = [f"{i}_{branch}" if i in own else i for i in node.input]
-    if copy.name:
-        copy.name = f"{copy.name}_{branch}"
-    return copy
 
 
 def notes_of(model: onnx.ModelProto) -> list[str]:

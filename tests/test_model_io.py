@@ -25,7 +25,7 @@ from onnx import TensorProto
 from typer.testing import CliRunner
 
 import scatter_rewrite.model_io as model_io
-from _wrong_passes import NegateScatterOutputs, Unregistered
+from tests.helpers.wrong_passes import NegateScatterOutputs, Unregistered
 from scatter_rewrite import testing
 from scatter_rewrite.cli import app
 from scatter_rewrite.errors import OptionError

@@ -16,7 +16,7 @@ from scatter_rewrite.readiness import check, parse_target
 from scatter_rewrite.cli import app
 from scatter_rewrite.testing import scatter_model
 
-from _function_models import function_model
+from tests.helpers.models import function_model, tensor_scatter_model
 
 runner = CliRunner()
 
@@ -31,18 +31,6 @@ def blockers(model: onnx.ModelProto, target: str) -> list[str]:
 
 def nd(opset=18, **kw):
     return scatter_model("ScatterND", opset=opset, data_shape=(4, 5), indices_shape=(2, 1), updates_shape=(2, 5), **kw)
-
-
-def tensor_scatter_model() -> onnx.ModelProto:
-    node = oh.make_node("TensorScatter", ["cache", "update", "write"], ["out"], axis=-2, name="kv")
-    graph = oh.make_graph(
-        [node], "g",
-        [oh.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 3, 8, 4]),
-         oh.make_tensor_value_info("update", TensorProto.FLOAT, [2, 3, 2, 4]),
-         oh.make_tensor_value_info("write", TensorProto.INT64, [2])],
-        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3, 8, 4])],
-    )
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
 
 
 # (model, target, a phrase of the blocker, the fix command or None)

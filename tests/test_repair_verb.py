@@ -13,7 +13,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from test_exporter_patterns import accumulate_model
+from tests.helpers.models import accumulate_model
 from typer.testing import CliRunner
 
 import scatter_rewrite as sr

@@ -16,7 +16,7 @@ A step is one of (:class:`Kind`):
 
 A step whose op has no previous version (``Trilu-14``, ``Gelu-20``) moves to older ops or nowhere:
 ``BODY``, ``rewrite`` or ``no_form``. Looked up by (op, since); :func:`steps_between` gives the
-steps of a move from one opset to another. tests/test_opset_steps.py fails when the installed onnx
+steps of a move from one opset to another. tests/opset/test_steps.py fails when the installed onnx
 has an op version this table does not declare.
 """
 

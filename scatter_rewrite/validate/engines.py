@@ -21,7 +21,7 @@ __all__ = [
 
 # The one graph optimization validation leaves out: onnxruntime 1.32's ExpandElimination drops an
 # Expand of a [3, 1] tensor to a [3, 0] shape as if it changed nothing, and the next node then fails
-# on the [3, 1] it gets (tests/test_edge_cases.py's zero-size cases, lowered for TensorRT).
+# on the [3, 1] it gets (tests/every_verb/test_edge_cases.py's zero-size cases, lowered for TensorRT).
 _DISABLED_OPTIMIZERS = ["ExpandElimination"]
 _CPU = ["CPUExecutionProvider"]
 
@@ -168,7 +168,7 @@ def lacks_a_kernel(model: str | os.PathLike, e: BaseException) -> bool:
 
     Asked of onnxruntime's kernel registry first (:func:`undeclared_kernels`). What the registry
     does not declare, onnxruntime says only in its error text, read here and pinned by tests that
-    produce each with the installed onnxruntime (tests/test_validate_engines.py): a reduction its
+    produce each with the installed onnxruntime (tests/validate/test_engines.py): a reduction its
     kernel refuses at run time for a type it registers (float16 add: RUNTIME_EXCEPTION "data type is
     not supported"), bfloat16 inputs ("Numpy_type 256 can't be converted to MLDataType"), float8e5m2
     or int4 outputs ("No corresponding Numpy type")."""

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from _wrong_passes import NegateScatterOutputs
+from tests.helpers.wrong_passes import NegateScatterOutputs
 from scatter_rewrite.cli import app
 from scatter_rewrite.errors import ModelLoadError
 from scatter_rewrite.passes.upgrade import UpgradePass

@@ -23,7 +23,7 @@ from scatter_rewrite.testing import external_weights_model, scatter_model
 from scatter_rewrite.verbs import VERBS
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def invoke(*args, **kwargs):

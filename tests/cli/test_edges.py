@@ -20,7 +20,7 @@ from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.verbs import VERBS
 
 runner = CliRunner()
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def invoke(*args, **kwargs):

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from scatter_rewrite.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted(ROOT.glob("models/*.onnx")) + sorted(ROOT.glob("tests/data/**/*.onnx"))
 VERBS = {"opset-11": ["lower", "--opset", "11"], "opset-13": ["lower", "--opset", "13"],
          "opset-17": ["lower", "--opset", "17"], "tensorrt-8.6": ["tensorrt", "--trt-version", "8.6"],

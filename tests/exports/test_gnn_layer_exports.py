@@ -19,7 +19,7 @@ from scatter_rewrite.passes._segment_reduce import row_counts
 from scatter_rewrite.type_inference import borrow_inferred_types, restore_types
 from scatter_rewrite.validate import run_onnxruntime
 
-DATA = Path(__file__).parent / "data" / "torch"
+DATA = Path(__file__).parents[1] / "data" / "torch"
 EXPORTS = ["gnn_max_layer_ts17", "gnn_max_layer_dynamo18"]
 NODES, EDGES, FEATURES = 6, 24, 8  # make_gnn_layer.py's sizes
 VERBS = {

@@ -17,7 +17,7 @@ from scatter_rewrite.passes._segment_reduce import lower_reduction, reduction_bl
 from scatter_rewrite.validate import run_onnxruntime
 
 ort.set_default_logger_severity(3)
-DATA = Path(__file__).parent / "data" / "torch"
+DATA = Path(__file__).parents[1] / "data" / "torch"
 
 
 def load(name: str):

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from scatter_rewrite.cli import app
 from scatter_rewrite.validate import run_onnxruntime
 
-DATA = Path(__file__).parent / "data" / "torch"
+DATA = Path(__file__).parents[1] / "data" / "torch"
 EXPORTS = [
     "mp_layer_dynamodefault",
     "mp_layer_dynamo18",

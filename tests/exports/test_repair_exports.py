@@ -16,7 +16,7 @@ import pytest
 from scatter_rewrite.passes.repair import RepairPass
 from scatter_rewrite.validate import run_reference
 
-DATA = Path(__file__).parent / "data" / "torch_repair"
+DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 EXPORTS = {  # name: the scatter op the exporter emitted
     "scatter_add_ts9": "Scatter",
     "scatter_add_ts11": "ScatterElements",

@@ -14,13 +14,13 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from _wrong_passes import RepairIntoMax, RepairOffByOne
+from tests.helpers.wrong_passes import RepairIntoMax, RepairOffByOne
 
 import scatter_rewrite as sr
 from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.passes.repair import find_sites
 
-DATA = Path(__file__).parent / "data" / "torch_repair"
+DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 REAL = {  # name: the options repair needs
     "moe_router_ts9": {},  # Scatter: moved to opset 11 first
     "moe_router_ts11": {},
@@ -131,7 +131,7 @@ def test_a_wrong_repair_fails_validation(wrong, name, user_inputs):
 # (but the two whose declared shapes neither onnx.checker nor onnxruntime accept:
 # test_torchscript_shapes.py)
 UNLOADABLE = {"scatter_amax_feeds_add_ts18", "scatter_amax_functions_ts18"}
-CORRECT = sorted(p.stem for p in (Path(__file__).parent / "data" / "torch").glob("*.onnx")
+CORRECT = sorted(p.stem for p in (Path(__file__).parents[1] / "data" / "torch").glob("*.onnx")
                  if p.stem not in UNLOADABLE)
 
 
@@ -139,7 +139,7 @@ CORRECT = sorted(p.stem for p in (Path(__file__).parent / "data" / "torch").glob
 def test_a_correct_export_is_bit_identical_in_output_under_repair(name):
     """The committed exports in tests/data/torch compute what PyTorch did: repair changes
     nothing in their outputs."""
-    folder = Path(__file__).parent / "data" / "torch"
+    folder = Path(__file__).parents[1] / "data" / "torch"
     arrays = np.load(folder / f"{name}.npz")
     inputs = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
     original = onnx.load(folder / f"{name}.onnx")

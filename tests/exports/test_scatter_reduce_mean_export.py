@@ -26,7 +26,7 @@ from scatter_rewrite.export_patterns import (
 )
 from scatter_rewrite.passes.repair import REPAIR_NOTE, RepairPass
 
-DATA = Path(__file__).parent / "data" / "torch_repair"
+DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 NAME = "scatter_reduce_mean_dynamo18"
 
 

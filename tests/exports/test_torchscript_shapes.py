@@ -22,7 +22,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
 from scatter_rewrite.validate import run_onnxruntime
 
-DATA = Path(__file__).parent / "data" / "torch"
+DATA = Path(__file__).parents[1] / "data" / "torch"
 NAME = "scatter_amax_functions_ts18"
 
 

@@ -17,7 +17,7 @@ index out of range: fold must raise an error naming the node).
 
 ``generate(seed)`` returns a :class:`Case`; ``check_case(case)`` folds it and runs the oracle
 (onnxruntime on one thread, onnx.reference where onnxruntime cannot run the original), returning a
-list of findings (empty: all good). ``python tests/_fold_fuzz.py --minutes 60`` runs a campaign.
+list of findings (empty: all good). ``python tests/helpers/fold_fuzz.py --minutes 60`` runs a campaign.
 """
 
 from __future__ import annotations

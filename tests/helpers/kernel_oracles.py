@@ -1,9 +1,9 @@
-"""Oracles for the evaluator tests: one-node models run in onnxruntime and onnx.reference,
-and plain Python loops that spell out the spec (with onnxruntime's max/min fold)."""
+"""Oracles for the evaluator's kernels: one-node models run in onnxruntime and onnx.reference,
+plain Python loops that spell out the spec (with onnxruntime's max/min fold), random values.
+The assertions are in equivalence.py."""
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -13,15 +13,6 @@ from onnx.reference import ReferenceEvaluator
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 FLOATS = [np.float32, np.float64]
 
-# Tolerances for float add/mul, whose summation order may differ from onnxruntime's.
-ADD_MUL_RTOL = {
-    np.dtype(np.float32): 1e-5,
-    np.dtype(np.float64): 1e-12,
-    np.dtype(np.complex64): 1e-5,
-    np.dtype(np.complex128): 1e-12,
-    np.dtype(np.float16): 1e-2,
-    "bfloat16": 1e-2,
-}
 
 _INPUT_NAMES = {
     "TensorScatter": ["past_cache", "update", "write_indices"],
@@ -103,17 +94,6 @@ def loop_scatter_nd(data, indices, updates, reduction="none"):
     return out
 
 
-def assert_same(actual: np.ndarray, expected: np.ndarray) -> None:
-    """Exact equality, dtype and shape included, NaNs in the same places."""
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    assert actual.dtype == expected.dtype or (actual.dtype.kind in "OUS" and expected.dtype.kind in "OUS"), (
-        actual.dtype, expected.dtype)
-    if actual.dtype.kind in "OUS":
-        assert actual.tolist() == expected.tolist()
-        return
-    np.testing.assert_array_equal(actual, expected, strict=True)
-
-
 # --------------------------------------------------------------------------- shared by the kernel tests
 
 
@@ -139,23 +119,3 @@ def _random_values(rng: np.random.Generator, shape, dtype: np.dtype, special: bo
         specials = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf])
         values = np.where(pick < 0.25, rng.choice(specials, shape), values)
     return values.astype(dtype)
-
-
-def check_against(expected: np.ndarray, got: np.ndarray, reduction: str) -> None:
-    """Exact, except float add/mul which may sum in another order (named tolerances)."""
-    is_float = got.dtype.kind in "fc" or got.dtype == ml_dtypes.bfloat16
-    if reduction in ("add", "mul") and is_float:
-        assert got.dtype == expected.dtype
-        rtol = ADD_MUL_RTOL["bfloat16" if got.dtype == ml_dtypes.bfloat16 else got.dtype]
-        wide = np.complex128 if got.dtype.kind == "c" else np.float64
-        np.testing.assert_allclose(got.astype(wide), expected.astype(wide),
-                                   rtol=rtol, atol=rtol, equal_nan=True)
-    else:
-        assert_same(got, expected)
-
-
-def assert_bits(got: np.ndarray, expected: np.ndarray) -> None:
-    """Bit-for-bit float equality: signed zeros and NaN payloads included."""
-    assert got.dtype == expected.dtype
-    view = {2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
-    np.testing.assert_array_equal(got.view(view), expected.view(view))

@@ -1,13 +1,19 @@
-"""Models whose scatter sits in a model-local function and reads an attribute of the function
-(``axis = @ax``, ``reduction = @red``): known only at the call site. Shared by the tests of the
-passes, check and validation."""
+"""Small models built in code that several test files share (the package's own builders, used
+by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
+
+- ``gnn_model``: a GNN aggregation, messages scattered into node rows along axis 0.
+- ``function_model``: a scatter in a model-local function reading the function's attributes
+  (``axis = @ax``, ``reduction = @red``): known only at the call site.
+- ``accumulate_model``: TorchScript's accumulating chain, zeros -> scatter -> Add.
+- ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
 import onnx.helper as oh
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from scatter_rewrite.testing import LOCAL_DOMAIN
 
@@ -68,3 +74,132 @@ def function_model(op="ScatterElements", reduction="none", axis=1, opset=18, red
 def function_node(model: onnx.ModelProto) -> onnx.NodeProto:
     (node,) = [n for n in model.functions[0].node if n.op_type.startswith("Scatter")]
     return node
+
+
+def gnn_model(reduction: str, *, nodes: int | str = "n", edges: int | str = "e", feats: int = 8,
+              dtype: int = TensorProto.FLOAT, opset: int = 18, messages: str = "input",
+              expand_to: str = "constant", outer_type: int | None = None) -> onnx.ModelProto:
+    """A GNN aggregation as PyTorch exports it: ``y[N, F] = ScatterElements(x, index, msg, axis=0)``
+    with ``index = Expand(Unsqueeze(dst, 1), ...)``, shapes inferred.
+
+    messages: "input" (a graph input ``msg[E, F]``, inputs x, dst, msg) or "gathered" (``x[src]``,
+    inputs x, src, dst). expand_to: "constant" (a Constant ``[1, F]``) or "shape" (``Shape(msg)``,
+    for a dynamic ``E``). outer_type: inputs and output of that type, cast to and from ``dtype``
+    inside the graph.
+    """
+    vi = oh.make_tensor_value_info
+    io_type = outer_type or dtype
+    x, out, body = "x", "y", []
+    if outer_type is not None:
+        x, out = "x_inner", "y_inner"
+        body.append(oh.make_node("Cast", ["x"], [x], to=dtype))
+    inputs = [vi("x", io_type, [nodes, feats])]
+    if messages == "gathered":
+        body.append(oh.make_node("Gather", [x, "src"], ["msg"], axis=0))
+        inputs += [vi("src", TensorProto.INT64, [edges]), vi("dst", TensorProto.INT64, [edges])]
+    else:
+        inputs += [vi("dst", TensorProto.INT64, [edges]), vi("msg", io_type, [edges, feats])]
+    body += [oh.make_node("Constant", [], ["one"], value=oh.make_tensor("one_v", TensorProto.INT64, [1], [1])),
+             oh.make_node("Unsqueeze", ["dst", "one"], ["dst2"])]
+    if expand_to == "shape":
+        body.append(oh.make_node("Shape", ["msg"], ["msg_shape"]))
+    else:
+        body.append(oh.make_node("Constant", [], ["msg_shape"],
+                                 value=oh.make_tensor("s_v", TensorProto.INT64, [2], [1, feats])))
+    body += [oh.make_node("Expand", ["dst2", "msg_shape"], ["index"]),
+             oh.make_node("ScatterElements", [x, "index", "msg"], [out], axis=0, reduction=reduction,
+                          name="aggregate")]
+    if outer_type is not None:
+        body.append(oh.make_node("Cast", [out], ["y"], to=outer_type))
+    graph = oh.make_graph(body, "gnn", inputs, [vi("y", io_type, [nodes, feats])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    model.ir_version = 10
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _renamed(node: onnx.NodeProto, branch: str) -> onnx.NodeProto:
+    """``node`` for an If branch: its own outputs (and the graph output y) suffixed by the branch."""
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.output[:] = [f"{o}_{branch}" for o in node.output]
+    own = {"z0", "z", "s", "scattered"}
+    copy.input[:] = [f"{i}_{branch}" if i in own else i for i in node.input]
+    if copy.name:
+        copy.name = f"{copy.name}_{branch}"
+    return copy
+
+
+
+def accumulate_model(op: str = "ScatterElements", *, zeros: str = "constant", consumer: str = "Add",
+                     reduction: str | None = None, where: str = "main") -> onnx.ModelProto:
+    """x + scatter(zeros, indices, updates), as TorchScript exports scatter_add/index_add/index_put_.
+
+    zeros: "constant", "constant_of_shape" (ConstantOfShape without value: zeros), "cast" (a Cast
+    of a zero Constant), "initializer", "input_initializer" (an initializer a graph input overrides:
+    not constant), "nonzero" (a Constant of ones). consumer: the op the scatter's result goes to.
+    where: "main", "if" (both branches), "function".
+    """
+    opset = 9 if op == "Scatter" else 18
+    shape = [4, 5]
+    nodes, inits, extra_inputs = [], [], []
+    zero_array = np.zeros(shape, np.float32)
+    if zeros in ("constant", "nonzero", "cast"):
+        value = zero_array if zeros != "nonzero" else np.ones(shape, np.float32)
+        nodes.append(oh.make_node("Constant", [], ["z0" if zeros == "cast" else "z"],
+                                  value=numpy_helper.from_array(value.astype(np.float64) if zeros == "cast" else value)))
+        if zeros == "cast":
+            nodes.append(oh.make_node("Cast", ["z0"], ["z"], to=TensorProto.FLOAT))
+    elif zeros == "constant_of_shape":
+        nodes += [oh.make_node("Shape", ["x"], ["s"]), oh.make_node("ConstantOfShape", ["s"], ["z"])]
+    elif zeros in ("initializer", "input_initializer"):
+        inits.append(numpy_helper.from_array(zero_array, "z"))
+        if zeros == "input_initializer":
+            extra_inputs.append(oh.make_tensor_value_info("z", TensorProto.FLOAT, shape))
+    if op == "ScatterND":
+        indices = oh.make_tensor_value_info("indices", TensorProto.INT64, [3, 1])
+        updates = oh.make_tensor_value_info("updates", TensorProto.FLOAT, [3, 5])
+    else:
+        indices = oh.make_tensor_value_info("indices", TensorProto.INT64, [3, 5])
+        updates = oh.make_tensor_value_info("updates", TensorProto.FLOAT, [3, 5])
+    attrs = {"reduction": reduction} if reduction else {}
+    nodes.append(oh.make_node(op, ["z", "indices", "updates"], ["scattered"], name="scatter_0", **attrs))
+    nodes.append(oh.make_node(consumer, ["x", "scattered"], ["y"], name="accumulate_0"))
+    x = oh.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+    y = oh.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+    inputs = [x, indices, updates]
+    opsets = [oh.make_opsetid("", opset)]
+    functions = []
+    if where == "main":
+        graph = oh.make_graph(nodes, "main", inputs + extra_inputs, [y], inits)
+    elif where == "if":
+        assert not inits
+        branches = [oh.make_graph([_renamed(n, branch) for n in nodes], branch, [],
+                                  [oh.make_tensor_value_info(f"y_{branch}", TensorProto.FLOAT, shape)])
+                    for branch in ("then", "else")]
+        graph = oh.make_graph([oh.make_node("If", ["cond"], ["y"], then_branch=branches[0], else_branch=branches[1])],
+                              "main", inputs + [oh.make_tensor_value_info("cond", TensorProto.BOOL, [])], [y])
+    else:
+        assert not inits
+        functions = [oh.make_function("local", "Accumulate", ["x", "indices", "updates"], ["y"], nodes,
+                                      opset_imports=opsets)]
+        graph = oh.make_graph([oh.make_node("Accumulate", ["x", "indices", "updates"], ["y"], domain="local")],
+                              "main", inputs, [y])
+        opsets = opsets + [oh.make_opsetid("local", 1)]
+    model = oh.make_model(graph, opset_imports=opsets, functions=functions)
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+
+def tensor_scatter_model() -> onnx.ModelProto:
+    node = oh.make_node("TensorScatter", ["cache", "update", "write"], ["out"], axis=-2, name="kv")
+    graph = oh.make_graph(
+        [node], "g",
+        [oh.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 3, 8, 4]),
+         oh.make_tensor_value_info("update", TensorProto.FLOAT, [2, 3, 2, 4]),
+         oh.make_tensor_value_info("write", TensorProto.INT64, [2])],
+        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3, 8, 4])],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
+

@@ -1,6 +1,5 @@
-"""Oracles shared by the lowering tests (test_lower, test_tensorrt_lowering, test_inline_if):
-onnxruntime runs, the comparison validation uses, ONNX's own reduction backend cases, and the
-expected output of a one-scatter model."""
+"""onnxruntime runs of a model, ONNX's own reduction backend cases, and the expected output of a
+one-scatter model (shared by the lowering tests in tests/passes/ and the opset tests)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import onnxruntime as ort
 from onnx.backend.test.case.node import collect_testcases
 
 from scatter_rewrite.evaluator import scatter_elements, scatter_nd
-from scatter_rewrite.validate import compare
 
 
 def ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
@@ -19,12 +17,6 @@ def ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
     return session.run(None, {k: v for k, v in feeds.items() if k in names})
-
-
-def assert_same(expected, actual, float_reduction: bool):
-    names = [f"out{i}" for i in range(len(expected))]
-    _, failures = compare(names, list(expected), list(actual), float_reduction)
-    assert not failures, failures
 
 
 # ONNX's own backend cases with a reducing ScatterElements/ScatterND.

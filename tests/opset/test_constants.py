@@ -20,7 +20,7 @@ from onnx import TensorProto, numpy_helper
 import scatter_rewrite as sr
 from scatter_rewrite.passes import FoldPass, LowerPass, UpgradePass
 from scatter_rewrite.testing import LOCAL_DOMAIN
-from _lower_oracles import ort_run  # onnxruntime with default session options
+from tests.helpers.runs import ort_run  # onnxruntime with default session options
 
 F = TensorProto.FLOAT
 
@@ -228,7 +228,7 @@ def test_constants_over_the_external_data_threshold_keep_their_values_in_the_dat
     assert_same_in_onnxruntime(onnx.load(source), onnx.load(out))
 
 
-EXPORT = Path(__file__).parent / "data" / "torch" / "label_smoothing_ts11"
+EXPORT = Path(__file__).parents[1] / "data" / "torch" / "label_smoothing_ts11"
 
 
 @pytest.mark.parametrize(("verb", "target"), [("lower", 13), ("lower", 17), ("upgrade", 13)])

@@ -186,7 +186,7 @@ def test_tensorrt_86_caps_a_gelu_export_at_17(tmp_path):
 
 # ---- a real export: PyTorch 2.13's dynamo exporter at its default opset (tests/data/torch/make_default_opset.py)
 
-EXPORT = str(Path(__file__).parent / "data" / "torch" / "gnn_gelu_layernorm_dynamo20")
+EXPORT = str(Path(__file__).parents[1] / "data" / "torch" / "gnn_gelu_layernorm_dynamo20")
 
 
 @pytest.mark.parametrize("verb,options,opset", [("lower", {"opset": 13}, 13), ("tensorrt", {"trt_version": "8.6"}, 17)])

@@ -19,24 +19,13 @@ from scatter_rewrite.cli import app
 from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.model_io import load_model
 from scatter_rewrite.testing import scatter_model
+
+from tests.helpers.models import gnn_model
 from scatter_rewrite.validate import run_onnxruntime
 
 runner = CliRunner()
 ROWS, FEATURES = 10, 3
 
-
-def gnn_model(reduction: str) -> onnx.ModelProto:
-    """index_add-style: dst[E] -> Unsqueeze -> Expand -> ScatterElements along axis 0, E dynamic."""
-    vi = oh.make_tensor_value_info
-    graph = oh.make_graph([
-        oh.make_node("Constant", [], ["one"], value=oh.make_tensor("one", TensorProto.INT64, [1], [1])),
-        oh.make_node("Unsqueeze", ["dst", "one"], ["dst2"]),
-        oh.make_node("Shape", ["msg"], ["msg_shape"]),
-        oh.make_node("Expand", ["dst2", "msg_shape"], ["index"]),
-        oh.make_node("ScatterElements", ["x", "index", "msg"], ["y"], axis=0, reduction=reduction, name="gather_edges"),
-    ], "gnn", [vi("x", TensorProto.FLOAT, [ROWS, FEATURES]), vi("dst", TensorProto.INT64, ["E"]),
-               vi("msg", TensorProto.FLOAT, ["E", FEATURES])], [vi("y", TensorProto.FLOAT, [ROWS, FEATURES])])
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
 
 
 def scatter_ops(model: onnx.ModelProto) -> list[tuple[str, str]]:
@@ -51,7 +40,7 @@ def scatter_ops(model: onnx.ModelProto) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("reduction", ["add", "max"])
 def test_cli_fixes_the_edge_count_and_lowers_for_tensorrt_86(tmp_path, reduction):
     source, out, report = tmp_path / "gnn.onnx", tmp_path / "gnn.trt.onnx", tmp_path / "r.json"
-    onnx.save(gnn_model(reduction), source)
+    onnx.save(gnn_model(reduction, nodes=ROWS, edges="E", feats=FEATURES, expand_to="shape"), source)
     before = source.read_bytes()
 
     left = runner.invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "-o", str(tmp_path / "no.onnx")])
@@ -106,7 +95,7 @@ def _graphs(model: onnx.ModelProto):
 
 def test_unknown_dimension_name_is_a_one_line_error_and_writes_nothing(tmp_path):
     source = tmp_path / "gnn.onnx"
-    onnx.save(gnn_model("add"), source)
+    onnx.save(gnn_model("add", nodes=ROWS, edges="E", feats=FEATURES, expand_to="shape"), source)
     result = runner.invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "--fix-dim", "N=40"])
     assert result.exit_code == 2  # an option the model does not fit: bad usage
     assert "no model input has a dimension named 'N'" in result.output and "are: E" in result.output
@@ -117,7 +106,7 @@ def test_unknown_dimension_name_is_a_one_line_error_and_writes_nothing(tmp_path)
 @pytest.mark.parametrize("bad", ["E", "E=", "E=0", "E=-3", "E=x", "=4"])
 def test_malformed_fix_dim_is_bad_usage(tmp_path, bad):
     source = tmp_path / "gnn.onnx"
-    onnx.save(gnn_model("add"), source)
+    onnx.save(gnn_model("add", nodes=ROWS, edges="E", feats=FEATURES, expand_to="shape"), source)
     result = runner.invoke(app, ["tensorrt", str(source), "--fix-dim", bad])
     assert result.exit_code == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gnn.onnx"]

@@ -1,4 +1,4 @@
-"""Regression tests for what the randomized fold audit (``tests/_fold_fuzz.py``) found.
+"""Regression tests for what the randomized fold audit (``tests/helpers/fold_fuzz.py``) found.
 
 Each test builds the smallest model that showed the problem, folds it, and checks the result against
 onnxruntime (one thread) on the original, plus a short seed list of the generator itself.
@@ -413,13 +413,13 @@ def test_validation_reference_run_keeps_string_widths_in_where():
     assert [a.tolist() for a in run(folded)] == [["a", "Zz"], ["a", "b"]]
 
 
-# ---- a bounded seed list of the randomized generator (the campaign: python tests/_fold_fuzz.py) ---
+# ---- a bounded seed list of the randomized generator (the campaign: python tests/helpers/fold_fuzz.py) ---
 
 def test_generator_seed_list_folds_right():
     """40 generated models (main graph, If/Loop/Scan bodies, functions; constants, defaults, dynamic
     shapes, attribute references, bad indices, external data, size limits): fold is checked against
     onnxruntime/onnx.reference, the checker, idempotence and its report (see _fold_fuzz.check_case)."""
-    from _fold_fuzz import check_case, generate
+    from tests.helpers.fold_fuzz import check_case, generate
 
     kinds = set()
     for seed in range(300000, 300040):

@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto
 
 import scatter_rewrite as sr
-from _lower_oracles import ort_run  # onnxruntime with its defaults, as the other lower tests run it
+from tests.helpers.runs import ort_run  # onnxruntime with its defaults, as the other lower tests run it
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
@@ -24,7 +24,7 @@ from scatter_rewrite.passes.fold import ConstantChains
 from scatter_rewrite.validate import run_onnxruntime
 
 ort.set_default_logger_severity(3)
-TORCH_TRT = Path(__file__).parent / "data" / "torch_trt"
+TORCH_TRT = Path(__file__).parents[1] / "data" / "torch_trt"
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 

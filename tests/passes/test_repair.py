@@ -10,7 +10,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from test_exporter_patterns import accumulate_model
+from tests.helpers.models import accumulate_model
 
 from scatter_rewrite.passes.repair import RepairPass
 

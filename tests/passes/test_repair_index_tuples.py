@@ -17,7 +17,7 @@ import pytest
 import scatter_rewrite as sr
 from scatter_rewrite.passes._segment_reduce import index_tuple_length
 
-DATA = Path(__file__).parent / "data" / "torch_repair"
+DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 
 
 def tuple_model(pieces: str, opset: int = 13) -> ir.Model:

@@ -18,7 +18,7 @@ from scatter_rewrite.cli import app
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_passes, tensorrt_violations
 from scatter_rewrite.testing import scatter_model
-from test_check import tensor_scatter_model
+from tests.helpers.models import tensor_scatter_model
 
 SCATTERS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 
@@ -271,7 +271,7 @@ def test_cli(tmp_path):
 
 # ---- PyTorch exports (tests/data/torch_trt/make.py made them; torch is not needed here) ---------------
 
-TORCH = Path(__file__).parent / "data" / "torch_trt"
+TORCH = Path(__file__).parents[1] / "data" / "torch_trt"
 # model -> flow -> (scatter ops after the flow, as "Op" or "Op(reduction)"; blocked on the TensorRT target)
 TORCH_EXPECTED = {
     "scatter_ts16": {"to_scatternd": ["ScatterND"], "10": ["ScatterND"], "8.6": ["ScatterND"]},

@@ -13,7 +13,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.cli import app
 from scatter_rewrite.passes.tensorrt import MAX_OPSET
 from scatter_rewrite.testing import scatter_model
-from test_check import tensor_scatter_model
+from tests.helpers.models import tensor_scatter_model
 
 runner = CliRunner()
 

@@ -193,7 +193,7 @@ def test_pytorch_exports_gain_only_documented_nodes(version):
     """The exporter models (with nodes of their own) gain nothing the table lacks."""
     from pathlib import Path
 
-    data = Path(__file__).parent / "data"
+    data = Path(__file__).parents[1] / "data"
     for path in sorted(data.glob("*/*.onnx")):
         model = onnx.load(path)
         try:

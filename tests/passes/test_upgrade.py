@@ -227,7 +227,7 @@ def test_validation_catches_a_wrong_rewrite():
 
 
 def test_failed_validation_writes_nothing(tmp_path):
-    from _wrong_passes import NegateScatterOutputs
+    from tests.helpers.wrong_passes import NegateScatterOutputs
 
     from scatter_rewrite.pipeline import rewrite_file
 

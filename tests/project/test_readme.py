@@ -18,7 +18,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-import readme_examples
+from tests import readme_examples
 
 ROOT = readme_examples.ROOT
 TEXT = readme_examples.README.read_text(encoding="utf-8")

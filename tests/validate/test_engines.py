@@ -248,7 +248,7 @@ def test_a_rewritten_model_onnxruntime_refuses_for_another_reason_fails(tmp_path
     """onnxruntime cannot run the original (the deprecated Scatter) and refuses the rewritten model
     for a reason of its own (an input retyped to int32): a rewrite onnxruntime cannot run, whatever
     onnx.reference says of it."""
-    from _wrong_passes import UpgradeAndRetypeIndices
+    from tests.helpers.wrong_passes import UpgradeAndRetypeIndices
 
     with pytest.raises(sr.ValidationError, match="onnxruntime cannot run the rewritten model"):
         sr.rewrite(legacy_scatter_then_matmul(), passes=[UpgradeAndRetypeIndices()], validate=True)
@@ -474,7 +474,7 @@ def test_a_dynamo_gnn_export_gathering_rows_with_gathernd_validates_without_user
     import scatter_rewrite as sr
     from scatter_rewrite.validate import plan_validation
 
-    path = Path(__file__).parent / "data" / "torch" / "gnn_max_layer_dynamo18.onnx"
+    path = Path(__file__).parents[1] / "data" / "torch" / "gnn_max_layer_dynamo18.onnx"
     model = ir.load(path)
     assert "GatherND" in {n.op_type for n in model.graph}
     plan = plan_validation(model)

@@ -25,7 +25,7 @@ from scatter_rewrite.pipeline import VERBS
 from scatter_rewrite.validate import comparison
 from scatter_rewrite.validate.comparison import compare, judge_rounding
 
-from _wrong_passes import DoubleOneTerm, DropOneTerm, OneTermToTheNextSlot
+from tests.helpers.wrong_passes import DoubleOneTerm, DropOneTerm, OneTermToTheNextSlot
 
 N, F = 10, 4  # the GNN's nodes and features: data [N, F]
 
@@ -210,28 +210,28 @@ def legacy_scatter() -> onnx.ModelProto:
 
 
 def test_every_wrong_pass_is_caught():
-    """Each pass in _wrong_passes, on a model it breaks: validation (or onnx.checker) refuses it.
+    """Each pass in tests/helpers/wrong_passes.py, on a model it breaks: validation (or onnx.checker) refuses it.
     A wrong pass added there without a case here fails this test."""
-    import _wrong_passes
+    from tests.helpers import wrong_passes
     from scatter_rewrite.passes.base import ScatterPass
     from scatter_rewrite.passes.upgrade import UpgradePass
 
     sum_inputs = edge_inputs(3000)
     beyond = (sr.ValidationError, "beyond what the original's own rounding allows")
     cases = {  # name: (model, passes, inputs, (error, message))
-        "NegateScatterOutputs": (gnn_sum(3000), [_wrong_passes.NegateScatterOutputs()], sum_inputs,
+        "NegateScatterOutputs": (gnn_sum(3000), [wrong_passes.NegateScatterOutputs()], sum_inputs,
                                  beyond),
-        "UpgradeAndRetypeIndices": (legacy_scatter(), [_wrong_passes.UpgradeAndRetypeIndices()],
+        "UpgradeAndRetypeIndices": (legacy_scatter(), [wrong_passes.UpgradeAndRetypeIndices()],
                                     None, (sr.ValidationError, "cannot run the rewritten model")),
-        "Unregistered": (legacy_scatter(), [UpgradePass(), _wrong_passes.Unregistered()], None,
+        "Unregistered": (legacy_scatter(), [UpgradePass(), wrong_passes.Unregistered()], None,
                          (sr.InvalidModelError, "fails onnx.checker")),
         "DropOneTerm": (gnn_sum(3000), [DropOneTerm("u")], sum_inputs, beyond),
         "DoubleOneTerm": (gnn_sum(3000), [DoubleOneTerm("u")], sum_inputs, beyond),
         "OneTermToTheNextSlot": (gnn_sum(3000), [OneTermToTheNextSlot("i")], sum_inputs, beyond),
     }
-    wrong = {name for name, c in vars(_wrong_passes).items()
+    wrong = {name for name, c in vars(wrong_passes).items()
              if isinstance(c, type) and issubclass(c, ScatterPass)
-             and c.__module__ == "_wrong_passes" and not name.startswith("_")}
+             and c.__module__ == wrong_passes.__name__ and not name.startswith("_")}
     assert wrong == set(cases)
     for name, (model, passes, inputs, (error, message)) in cases.items():
         with pytest.raises(error, match=message):

@@ -19,10 +19,10 @@ from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate import plan_validation, validate
 
-from _function_models import function_model
+from tests.helpers.models import function_model
 
 ort.set_default_logger_severity(3)
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 EXPORTS = ["torch/index_put_acc_dynamo18", "torch/index_add_dynamo18", "torch_trt/index_put_dynamo18",
            "torch_trt/index_put_ts16"]
 

@@ -217,7 +217,7 @@ def test_sizes_a_pass_fixed_stay_fixed():
 
 # ---- transformers' Wav2Vec2Model, tiny, exported (tests/data/whole_models/make_wav2vec2.py) ----
 
-WHOLE_MODELS = Path(__file__).parent / "data" / "whole_models"
+WHOLE_MODELS = Path(__file__).parents[1] / "data" / "whole_models"
 
 
 @pytest.mark.parametrize("verb", [("lower", "--opset", "13"), ("upgrade", "--opset", "13")])

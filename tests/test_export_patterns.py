@@ -1,6 +1,6 @@
 """The TorchScript exporter's accumulating scatters: zeros -> Scatter/ScatterElements/ScatterND
 (no reduction) -> Add, which counts a repeated index once where PyTorch sums
-(/work/shared/reference/tensorrt-and-exporters.md). No rewrite can see the model is wrong, so
+(docs/pytorch-exporters.md). No rewrite can see the model is wrong, so
 ``check`` notes it on the node and warns, and every rewriting verb warns, exit codes unchanged.
 """
 

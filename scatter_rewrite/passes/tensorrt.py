@@ -5,7 +5,7 @@ constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass, only when the 
 then :class:`TensorRTPass` for the chosen TensorRT version, and last the model moves down to the
 highest opset that version's parser documents (:data:`MAX_OPSET`) when it is above it.
 
-What TensorRT accepts (facts and sources: /work/shared/reference/tensorrt-and-exporters.md; the
+What TensorRT accepts (facts and sources: docs/tensorrt.md; the
 onnx-tensorrt importer ``addScatterLayer`` in onnx2trt_utils.cpp; NVIDIA/TensorRT
 plugin/scatterElementsPlugin/README.md):
 

@@ -1696,7 +1696,7 @@ def main(argv=None) -> int:
     ap.add_argument("--minutes", type=float, default=1.0)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--count", type=int, default=10**9)
-    ap.add_argument("--out", default="/work/fuzz_fold/run")
+    ap.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "fold_fuzz"))
     ap.add_argument("--cli-every", type=int, default=40)
     ap.add_argument("--seeds", default="")
     args = ap.parse_args(argv)

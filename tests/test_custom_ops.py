@@ -9,7 +9,6 @@ import sys
 import ml_dtypes
 import numpy as np
 import onnx
-import onnx.helper as oh
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto

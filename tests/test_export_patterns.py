@@ -11,12 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import onnx
-import onnx.helper as oh
 import onnx_ir as ir
 import pytest
-from onnx import TensorProto, numpy_helper
 from typer.testing import CliRunner
 
 from scatter_rewrite.readiness import check

@@ -66,11 +66,6 @@ def save(model: onnx.ModelProto, path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def legacy(tmp_path: Path) -> Path:
-    return save(VERB_CASES["upgrade"][0](), tmp_path / "legacy.onnx")
-
-
 # ---- --report -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("verb", list(VERB_CASES))

@@ -36,13 +36,6 @@ def tree(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*"))}
 
 
-@pytest.fixture
-def legacy(tmp_path: Path) -> Path:
-    path = tmp_path / "legacy.onnx"
-    onnx.save(scatter_model("Scatter", opset=10), path)
-    return path
-
-
 # ---- help text --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("verb", VERBS + ["check"])

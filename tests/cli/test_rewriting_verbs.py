@@ -26,13 +26,6 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture
-def legacy(tmp_path):
-    path = tmp_path / "legacy.onnx"
-    onnx.save(scatter_model("Scatter", opset=13, where="if", axis=1), path)
-    return path
-
-
 def test_upgrade_writes_beside_the_input(legacy):
     before = digest(legacy)
     result = invoke("upgrade", legacy)

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 
 from scatter_rewrite.passes.repair import RepairPass
 from scatter_rewrite.validate import run_reference
+from tests.helpers.runs import ort_run
 
 DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 EXPORTS = {  # name: the scatter op the exporter emitted
@@ -37,11 +37,6 @@ def load_case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], np.nda
     return onnx.load(DATA / f"{name}.onnx"), inputs, arrays["out_y"]
 
 
-def run_ort(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, inputs)[0]
-
-
 @pytest.mark.parametrize("name", EXPORTS)
 def test_export_holds_the_accumulating_chain(name):
     model, _, _ = load_case(name)
@@ -59,7 +54,7 @@ def test_onnxruntime_on_the_export_differs_from_pytorch(name):
     if name == "scatter_add_ts9":  # onnxruntime rejects the deprecated Scatter: the evaluator can
         actual = run_reference(DATA / f"{name}.onnx", inputs)[0]
     else:
-        actual = run_ort(model, inputs)
+        actual = ort_run(model, inputs)[0]
     assert not np.allclose(actual, expected, rtol=RTOL, atol=ATOL)
 
 
@@ -72,4 +67,4 @@ def test_after_repair_onnxruntime_gives_pytorchs_outputs(name):
     assert not result.skipped
     repaired = ir.serde.serialize_model(working)
     onnx.checker.check_model(repaired, full_check=True)
-    np.testing.assert_allclose(run_ort(repaired, inputs), expected, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ort_run(repaired, inputs)[0], expected, rtol=RTOL, atol=ATOL)

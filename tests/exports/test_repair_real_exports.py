@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 from tests.helpers.wrong_passes import RepairIntoMax, RepairOffByOne
 
 import scatter_rewrite as sr
 from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.passes.repair import find_sites
+from tests.helpers.runs import ort_outputs
 
 DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 REAL = {  # name: the options repair needs
@@ -46,12 +46,6 @@ def load_case(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
             {k[4:]: arrays[k] for k in arrays.files if k.startswith("out_")})
 
 
-def run_ort(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    model = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, inputs)))
-
-
 def assert_pytorchs(actual: dict, expected: dict) -> None:
     for name, want in expected.items():
         tolerance = 1e-2 if want.dtype == np.float16 else 1e-5  # validation's float16 bound
@@ -67,7 +61,7 @@ def differs(actual: dict, expected: dict) -> bool:
 @pytest.mark.parametrize("name", REAL)
 def test_onnxruntime_on_the_export_differs_from_pytorch(name):
     inputs, expected = load_case(name)
-    assert differs(run_ort(onnx.load(DATA / f"{name}.onnx"), inputs), expected)
+    assert differs(ort_outputs(onnx.load(DATA / f"{name}.onnx"), inputs), expected)
 
 
 @pytest.mark.parametrize("user_inputs", [False, True], ids=["generated", "with-inputs"])
@@ -80,7 +74,7 @@ def test_repair_validates_and_gives_pytorchs_outputs(name, user_inputs):
     assert report.status == "PASSED"
     repeated = report.validation["with_repeated_indices"]
     assert repeated["original_differs"] and repeated["user_inputs"] == user_inputs
-    assert_pytorchs(run_ort(repaired, inputs), expected)
+    assert_pytorchs(ort_outputs(repaired, inputs), expected)
     onnx.checker.check_model(repaired, full_check=True)
 
 
@@ -111,7 +105,7 @@ def test_float16_accumulations_run_in_onnxruntimes_cpu_provider():
                 and any(a.name == "reduction" and a.s != b"none" for a in n.attribute)]
     assert reducing == []  # lowered: onnxruntime's CPU provider has no float16 scatter add
     inputs, expected = load_case("voxel_centroid_fp16_ts16")
-    assert_pytorchs(run_ort(repaired, inputs), expected)
+    assert_pytorchs(ort_outputs(repaired, inputs), expected)
 
 
 @pytest.mark.parametrize("wrong,name", [
@@ -144,6 +138,6 @@ def test_a_correct_export_is_bit_identical_in_output_under_repair(name):
     inputs = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
     original = onnx.load(folder / f"{name}.onnx")
     repaired = sr.repair(original, validate=True)
-    before, after = run_ort(original, inputs), run_ort(repaired, inputs)
+    before, after = ort_outputs(original, inputs), ort_outputs(repaired, inputs)
     for key, value in before.items():
         np.testing.assert_array_equal(after[key], value)

@@ -24,6 +24,7 @@ import scatter_rewrite as sr  # noqa: E402
 from scatter_rewrite.readiness import check  # noqa: E402
 from scatter_rewrite.errors import ScatterRewriteError  # noqa: E402
 from scatter_rewrite.model_io import load_model  # noqa: E402
+from tests.helpers.runs import ort_run
 
 ort.set_default_logger_severity(3)
 N, F, E = 10, 4, 16
@@ -196,12 +197,6 @@ def _feeds(case: str, names: list[str], n: int, seed: int) -> tuple[dict[str, np
     return {k: a.numpy() for k, a in zip(names, args)}, args
 
 
-def _run(model: str | Path | onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
-    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
-    return session.run(None, {i.name: feeds[i.name] for i in session.get_inputs()})[0]
-
-
 VERB_CALLS = {
     "upgrade": lambda m, **kw: sr.upgrade(m, **kw),
     "fold": lambda m, **kw: sr.fold(m, **kw),
@@ -241,7 +236,7 @@ def test_every_verb_matches_torch(exported, name: str):
             feeds, args = _feeds(case, names, n, seed=10 + n)
             with torch.no_grad():
                 eager = module(*args).numpy()
-            got, before = _run(rewritten, feeds), _run(original, feeds)
+            got, before = ort_run(rewritten, feeds)[0], ort_run(original, feeds)[0]
             np.testing.assert_allclose(got, before, rtol=1e-5, atol=1e-5, err_msg=f"{verb} on {n}")
             if name not in WRONG_EXPORTS:
                 np.testing.assert_allclose(got, eager, rtol=1e-5, atol=1e-5, err_msg=f"{verb} on {n} vs torch")
@@ -261,7 +256,7 @@ def test_check_suggestion_then_tensorrt_with_it_is_ready(exported, tmp_path):
     assert [f.node for f in check(load_model(fixed), "tensorrt-8.6") if f.blocked] == []
     feeds, args = _feeds("scatter_add", names, N, seed=3)
     with torch.no_grad():
-        np.testing.assert_allclose(_run(fixed, feeds), module(*args).numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ort_run(fixed, feeds)[0], module(*args).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_onnx_program_is_refused_with_what_to_pass_and_its_model_works(exported):
@@ -273,7 +268,7 @@ def test_onnx_program_is_refused_with_what_to_pass_and_its_model_works(exported)
     assert isinstance(lowered, ir.Model) and lowered.opset_imports[""] == 13
     feeds, args = _feeds("reduce_prod_noself", names, N, seed=4)
     with torch.no_grad():
-        np.testing.assert_allclose(_run(ir.serde.serialize_model(lowered), feeds), module(*args).numpy(),
+        np.testing.assert_allclose(ort_run(ir.serde.serialize_model(lowered), feeds)[0], module(*args).numpy(),
                                    rtol=1e-5, atol=1e-5)
 
 

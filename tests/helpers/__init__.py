@@ -8,7 +8,7 @@
   expected output.
 - kernel_oracles.py: one-node models and plain-loop oracles for the evaluator's kernels.
 - wrong_passes.py: passes that rewrite wrongly on purpose (validation must catch each one).
-- fold_fuzz.py: the randomized fold audit (``python tests/helpers/fold_fuzz.py --minutes 60``).
+- fold_fuzz.py: the randomized fold audit (``python -m tests.helpers.fold_fuzz --minutes 60``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ index out of range: fold must raise an error naming the node).
 
 ``generate(seed)`` returns a :class:`Case`; ``check_case(case)`` folds it and runs the oracle
 (onnxruntime on one thread, onnx.reference where onnxruntime cannot run the original), returning a
-list of findings (empty: all good). ``python tests/helpers/fold_fuzz.py --minutes 60`` runs a campaign.
+list of findings (empty: all good). ``python -m tests.helpers.fold_fuzz --minutes 60`` runs a campaign.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ import onnx
 import onnx.helper as oh
 from onnx import TensorProto as TP
 from onnx import numpy_helper as nh
+
+from tests.helpers.runs import ort_run
 
 # ---------------------------------------------------------------------------------------------- dtypes
 
@@ -1419,20 +1421,6 @@ _TOL = {"float16": (1e-2, 1e-2), "float": (1e-5, 1e-5), "double": (1e-12, 1e-12)
         "complex64": (1e-5, 1e-5), "complex128": (1e-12, 1e-12)}
 
 
-def run_ort(model, feeds: dict) -> list:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 4
-    src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    sess = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
-    names = {i.name for i in sess.get_inputs()} | {i.name for i in sess.get_overridable_initializers()}
-    return sess.run(None, {k: v for k, v in feeds.items() if k in names})
-
-
 def run_ref(model: onnx.ModelProto, feeds: dict) -> list:
     from scatter_rewrite.evaluator.reference_ops import make_evaluator
 
@@ -1447,7 +1435,7 @@ def run_ref(model: onnx.ModelProto, feeds: dict) -> list:
 def run_any(model, feeds) -> tuple[str, list | None, str]:
     """("ort"|"ref", outputs, why onnxruntime failed)."""
     try:
-        return "ort", run_ort(model, feeds), ""
+        return "ort", ort_run(model, feeds, threads=1, optimize=False, overridable=True), ""
     except Exception as e:  # noqa: BLE001 - any onnxruntime refusal: the reference decides
         why = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
     m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))

@@ -1,7 +1,8 @@
 """Small models built in code that several test files share (the package's own builders, used
 by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
 
-- ``gnn_model``: a GNN aggregation, messages scattered into node rows along axis 0.
+- ``gnn_model``: a GNN aggregation, messages scattered into node rows along axis 0;
+  ``gnn_sum``: the bare ScatterElements add of one.
 - ``function_model``: a scatter in a model-local function reading the function's attributes
   (``axis = @ax``, ``reduction = @red``): known only at the call site.
 - ``accumulate_model``: TorchScript's accumulating chain, zeros -> scatter -> Add.
@@ -15,7 +16,7 @@ import onnx
 import onnx.helper as oh
 from onnx import TensorProto, numpy_helper
 
-from scatter_rewrite.testing import LOCAL_DOMAIN
+from scatter_rewrite.testing import LOCAL_DOMAIN, wrap
 
 
 def make_model(nodes, inputs, outputs, opset=18, functions=()):
@@ -117,6 +118,17 @@ def gnn_model(reduction: str, *, nodes: int | str = "n", edges: int | str = "e",
     return onnx.shape_inference.infer_shapes(model)
 
 
+def gnn_sum(edges: int | str = "E", dtype: int = TensorProto.FLOAT, nodes: int = 10, feats: int = 4) -> onnx.ModelProto:
+    """ScatterElements add, data d[N, F], indices i[E, F], updates u[E, F], opset 18: a GNN's
+    neighbour sum as one node."""
+    node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
+    vi = oh.make_tensor_value_info
+    inputs = [vi("d", dtype, [nodes, feats]), vi("i", TensorProto.INT64, [edges, feats]),
+              vi("u", dtype, [edges, feats])]
+    graph = oh.make_graph([node], "g", inputs, [vi("y", dtype, [nodes, feats])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
+
+
 def _renamed(node: onnx.NodeProto, branch: str) -> onnx.NodeProto:
     """``node`` for an If branch: its own outputs (and the graph output y) suffixed by the branch."""
     copy = onnx.NodeProto()
@@ -192,14 +204,16 @@ def accumulate_model(op: str = "ScatterElements", *, zeros: str = "constant", co
 
 
 
-def tensor_scatter_model() -> onnx.ModelProto:
-    node = oh.make_node("TensorScatter", ["cache", "update", "write"], ["out"], axis=-2, name="kv")
-    graph = oh.make_graph(
-        [node], "g",
-        [oh.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 3, 8, 4]),
-         oh.make_tensor_value_info("update", TensorProto.FLOAT, [2, 3, 2, 4]),
-         oh.make_tensor_value_info("write", TensorProto.INT64, [2])],
-        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3, 8, 4])],
-    )
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)])
-
+def tensor_scatter_model(mode: str = "linear", with_indices: bool = True, axis: int = -2, where: str = "main",
+                         cache_shape=(2, 3, 8, 4), update_shape=(2, 3, 2, 4)) -> onnx.ModelProto:
+    """A TensorScatter (opset 24) KV-cache write ``present = TensorScatter(past, update[, write_indices])``
+    named "kv", ``where`` ``scatter_rewrite.testing.wrap`` puts it."""
+    vi = oh.make_tensor_value_info
+    inputs = [vi("past", TensorProto.FLOAT, list(cache_shape)), vi("update", TensorProto.FLOAT, list(update_shape))]
+    if with_indices:
+        inputs.append(vi("write_indices", TensorProto.INT64, [cache_shape[0]]))
+    node = oh.make_node("TensorScatter", [i.name for i in inputs], ["present"], axis=axis, mode=mode, name="kv")
+    graph = wrap(node, inputs, vi("present", TensorProto.FLOAT, list(cache_shape)), where, 24)
+    functions = graph.pop("functions", [])
+    imports = [oh.make_opsetid("", 24)] + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else [])
+    return oh.make_model(graph["graph"], opset_imports=imports, functions=functions)

@@ -3,6 +3,8 @@ one-scatter model (shared by the lowering tests in tests/passes/ and the opset t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -11,12 +13,31 @@ from onnx.backend.test.case.node import collect_testcases
 from scatter_rewrite.evaluator import scatter_elements, scatter_nd
 
 
-def ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+def ort_run(model: onnx.ModelProto | str | Path, feeds: dict | None = None, *, threads: int | None = None,
+            optimize: bool = True, overridable: bool = False) -> list[np.ndarray]:
+    """Every output of ``model`` (a ModelProto or a path) in onnxruntime's CPU provider, fed the
+    entries of ``feeds`` the model declares as inputs (``overridable``: also the initializers it lets
+    a feed override). ``threads=1`` keeps float sums in one order; ``optimize=False`` runs the graph
+    as written (no constant folding or fusion)."""
+    return list(ort_outputs(model, feeds, threads=threads, optimize=optimize, overridable=overridable).values())
+
+
+def ort_outputs(model: onnx.ModelProto | str | Path, feeds: dict | None = None, *, threads: int | None = None,
+                optimize: bool = True, overridable: bool = False) -> dict[str, np.ndarray]:
+    """``ort_run``'s outputs by name."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    if threads is not None:
+        options.intra_op_num_threads = options.inter_op_num_threads = threads
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
-    return session.run(None, {k: v for k, v in feeds.items() if k in names})
+    if overridable:
+        names |= {i.name for i in session.get_overridable_initializers()}
+    outputs = session.run(None, {k: v for k, v in (feeds or {}).items() if k in names})
+    return dict(zip([o.name for o in session.get_outputs()], outputs))
 
 
 # ONNX's own backend cases with a reducing ScatterElements/ScatterND.

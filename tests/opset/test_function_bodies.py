@@ -24,6 +24,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.cli import app
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, since_version
+from tests.helpers.runs import ort_run
 
 runner = CliRunner()
 F = TensorProto.FLOAT
@@ -80,11 +81,6 @@ def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
-def run(model: onnx.ModelProto, inputs: dict) -> np.ndarray:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, inputs)[0]
-
-
 def ops_of(model: onnx.ModelProto) -> set[str]:
     return {n.op_type for n, _ in sr.graph.iter_nodes(ir.serde.deserialize_model(model))}
 
@@ -109,7 +105,7 @@ def test_lowered_below_the_op_equals_the_original(op, opset, attrs, target):
     onnx.checker.check_model(lowered, full_check=True)
     for seed in range(3):
         inputs = feeds(model, seed)
-        np.testing.assert_allclose(run(lowered, inputs), run(model, inputs), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ort_run(lowered, inputs)[0], ort_run(model, inputs)[0], rtol=1e-5, atol=1e-5)
     notes = [n for p in report.passes for n in p["notes"]]
     assert any(f"replaced by their ONNX function bodies: {op} x1" in n for n in notes), notes
     # A max scatter alone would be compared bit for bit: the body's float rounding is what allows the
@@ -125,8 +121,8 @@ def test_celu_alpha_reaches_the_body():
     results = {}
     for alpha in (None, 1.0, 2.5):
         model = activation_model("Celu", 18, **({} if alpha is None else {"alpha": alpha}))
-        results[alpha] = run(sr.lower(model, opset=11), inputs)
-        np.testing.assert_allclose(results[alpha], run(model, inputs), rtol=1e-6, atol=1e-6)
+        results[alpha] = ort_run(sr.lower(model, opset=11), inputs)[0]
+        np.testing.assert_allclose(results[alpha], ort_run(model, inputs)[0], rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(results[None], results[1.0])
     assert not np.allclose(results[1.0], results[2.5])
 
@@ -138,7 +134,7 @@ def test_in_subgraphs_and_functions(where):
     assert "Gelu" not in ops_of(lowered) and "Erf" in ops_of(lowered)
     assert all(i.version == 13 for f in lowered.functions for i in f.opset_import if i.domain == "")
     inputs = feeds(model)
-    np.testing.assert_allclose(run(lowered, inputs), run(model, inputs), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(lowered, inputs)[0], ort_run(model, inputs)[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype,said,reference", [(TensorProto.DOUBLE, "float64", True),
@@ -202,7 +198,7 @@ def test_default_opset_dynamo_export_matches_pytorch(verb, options, opset):
     reductions = {n.attribute[0].s for n in rewritten.graph.node
                   if n.op_type.startswith("Scatter") and n.attribute and n.attribute[0].name == "reduction"}
     assert reductions <= {b"none"}  # both reductions lowered (13, 11: the opset lacks them; 8.6 ignores them)
-    np.testing.assert_allclose(run(rewritten, inputs), saved["out_y"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(rewritten, inputs)[0], saved["out_y"], rtol=1e-5, atol=1e-5)
     assert "function bodies: " in " ".join(n for p in report.passes for n in p["notes"])
 
 
@@ -213,7 +209,7 @@ def test_default_opset_dynamo_export_to_11_takes_max_of_int64_as_where():
     inputs = {k[3:]: saved[k] for k in saved.files if k.startswith("in_")}
     lowered = sr.lower(onnx.load(EXPORT + ".onnx"), opset=11, validate=True, inputs=inputs)
     assert "Max" not in ops_of(lowered)
-    np.testing.assert_allclose(run(lowered, inputs), saved["out_y"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(lowered, inputs)[0], saved["out_y"], rtol=1e-5, atol=1e-5)
 
 
 def test_cast_like_alone_stays_bit_exact():

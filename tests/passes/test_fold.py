@@ -25,6 +25,7 @@ from scatter_rewrite.model_io import load_model
 from scatter_rewrite.graph import SCATTER_OPS
 from scatter_rewrite.passes.fold import FoldPass
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
+from tests.helpers.runs import ort_run
 
 RNG = np.random.default_rng(7)
 
@@ -35,11 +36,6 @@ def op_types(model: onnx.ModelProto) -> list[str]:
 
 def scatters_left(model: onnx.ModelProto) -> int:
     return sum(op in SCATTER_OPS for op in op_types(model))
-
-
-def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 def fold(model: onnx.ModelProto, **kwargs):
@@ -140,7 +136,7 @@ def test_folds_everywhere(case, where):
     # Independent oracle: onnx.reference's own (Python-loop) scatter on the original.
     for cond in ([True, False] if where == "if" else [True]):
         feeds = _feeds(model, cond)
-        (got,) = run(folded, feeds)
+        (got,) = ort_run(folded, feeds)
         (want,) = _Oracle(model).run(None, feeds)
         if arrays["data"].dtype == np.float16:  # reference sums in float16, we round once
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-3, atol=2e-2)
@@ -155,10 +151,10 @@ def test_float16_add_folds_though_onnxruntime_cannot_run_it():
     model = constant_scatter_model("ScatterElements", data=data, indices=indices, updates=updates,
                                    axis=1, reduction="add")
     with pytest.raises(Exception, match="(?i)not supported|NOT_IMPLEMENTED|MLFloat16"):
-        run(model, {"x": np.zeros((8, 16), np.float16)})  # the reason ORT-based folders leave it
+        ort_run(model, {"x": np.zeros((8, 16), np.float16)})  # the reason ORT-based folders leave it
     folded, _ = fold(model)  # validated: in onnx.reference, onnxruntime lacking the kernel
     assert scatters_left(folded) == 0
-    (got,) = run(folded, {"x": np.zeros((8, 16), np.float16)})
+    (got,) = ort_run(folded, {"x": np.zeros((8, 16), np.float16)})
     # What the runtime would compute: onnx.reference's own loop, rounding after each update in
     # index order (as onnxruntime's newest float16 kernel does), bit for bit.
     expected = reference_scatter_elements(data, indices, updates, axis=1, reduction="add")
@@ -178,7 +174,7 @@ def test_scatternd_add_with_duplicates():
     assert op_types(folded) == ["Add"]
     expected = data.copy()
     np.add.at(expected, [0, 2, 0, 2], updates)
-    (got,) = run(folded, {"x": np.zeros((3, 4), np.int64)})
+    (got,) = ort_run(folded, {"x": np.zeros((3, 4), np.int64)})
     np.testing.assert_array_equal(got, expected)
 
 
@@ -390,7 +386,7 @@ def test_ir_model_in_place_keeps_output_names():
     assert result.modified
     assert [v.name for v in model.graph.outputs] == ["y", "s"]
     assert model.graph.outputs[1].is_initializer()
-    (got_y, got_s) = run(ir.serde.serialize_model(model), {"x": np.ones((4, 5), np.int32)})
+    (got_y, got_s) = ort_run(ir.serde.serialize_model(model), {"x": np.ones((4, 5), np.int32)})
     np.testing.assert_array_equal(got_y, got_s + 1)
 
 
@@ -410,7 +406,7 @@ def test_cli_fold_end_to_end(tmp_path):
     assert result.stdout.strip().splitlines()[-1].startswith("PASSED")
     out = onnx.load(tmp_path / "out.onnx")
     assert scatters_left(out) == 0
-    run(out, {"x": np.zeros((4, 6), np.float16), "cond": np.array(False)})
+    ort_run(out, {"x": np.zeros((4, 6), np.float16), "cond": np.array(False)})
 
     limited = runner.invoke(app, ["fold", str(path), "-o", str(tmp_path / "lim.onnx"), "--size-limit", "8"])
     assert limited.exit_code == 0, limited.output

@@ -6,13 +6,15 @@ onnxruntime (one thread) on the original, plus a short seed list of the generato
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import onnx
 import onnx.parser
-import onnxruntime as ort
 
 import scatter_rewrite as sr
 from scatter_rewrite.graph import SCATTER_OPS
+from tests.helpers.runs import ort_run
 
 
 def parse(text: str) -> onnx.ModelProto:
@@ -21,12 +23,8 @@ def parse(text: str) -> onnx.ModelProto:
     return model
 
 
-def run(model: onnx.ModelProto, feeds: dict | None = None) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, feeds or {})
+# onnxruntime on one thread and the graph as written: float sums in one order, nothing folded by it
+run = functools.partial(ort_run, threads=1, optimize=False)
 
 
 def scatters_left(model: onnx.ModelProto) -> int:
@@ -413,12 +411,12 @@ def test_validation_reference_run_keeps_string_widths_in_where():
     assert [a.tolist() for a in run(folded)] == [["a", "Zz"], ["a", "b"]]
 
 
-# ---- a bounded seed list of the randomized generator (the campaign: python tests/helpers/fold_fuzz.py) ---
+# ---- a bounded seed list of the randomized generator (the campaign: python -m tests.helpers.fold_fuzz) ---
 
 def test_generator_seed_list_folds_right():
     """40 generated models (main graph, If/Loop/Scan bodies, functions; constants, defaults, dynamic
     shapes, attribute references, bad indices, external data, size limits): fold is checked against
-    onnxruntime/onnx.reference, the checker, idempotence and its report (see _fold_fuzz.check_case)."""
+    onnxruntime/onnx.reference, the checker, idempotence and its report (see tests/helpers/fold_fuzz.py: check_case)."""
     from tests.helpers.fold_fuzz import check_case, generate
 
     kinds = set()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx.helper as oh
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest

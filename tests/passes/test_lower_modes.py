@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx.helper as oh
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
@@ -15,8 +14,9 @@ from typer.testing import CliRunner
 import scatter_rewrite as sr
 from scatter_rewrite.cli import app
 from scatter_rewrite.graph import iter_nodes
-from scatter_rewrite.testing import scatter_model, wrap
+from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.models import tensor_scatter_model
 
 ort.set_default_logger_severity(3)
 
@@ -87,24 +87,11 @@ def test_tensorrt_plugin_form_falls_back_for_types_the_plugin_lacks():
 # ---- TensorScatter ---------------------------------------------------------------------------
 
 
-def tensor_scatter_model(mode: str, with_indices: bool, axis: int = -2, where: str = "main",
-                         cache_shape=(2, 3, 6, 4), update_shape=(2, 3, 4, 4)) -> onnx.ModelProto:
-    vi = oh.make_tensor_value_info
-    inputs = [vi("past", TensorProto.FLOAT, list(cache_shape)), vi("update", TensorProto.FLOAT, list(update_shape))]
-    if with_indices:
-        inputs.append(vi("write_indices", TensorProto.INT64, [cache_shape[0]]))
-    node = oh.make_node("TensorScatter", [i.name for i in inputs], ["present"], axis=axis, mode=mode, name="kv")
-    graph = wrap(node, inputs, vi("present", TensorProto.FLOAT, list(cache_shape)), where, 24)
-    functions = graph.pop("functions", [])
-    imports = [oh.make_opsetid("", 24)] + ([oh.make_opsetid("local", 1)] if functions else [])
-    return oh.make_model(graph["graph"], opset_imports=imports, functions=functions)
-
-
 @pytest.mark.parametrize("opset", [11, 13, 17, 23])
 @pytest.mark.parametrize("mode", ["linear", "circular"])
 @pytest.mark.parametrize("with_indices", [True, False])
 def test_tensor_scatter_lowered(mode, with_indices, opset):
-    model = tensor_scatter_model(mode, with_indices)
+    model = tensor_scatter_model(mode, with_indices, cache_shape=(2, 3, 6, 4), update_shape=(2, 3, 4, 4))
     lowered, outcome = sr.lower(model, opset=opset, validate=True, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)
     assert ("", "TensorScatter") not in nodes(lowered) and ("", "ScatterElements") in nodes(lowered)
@@ -125,7 +112,7 @@ def test_tensor_scatter_wraps_and_other_axis():
 
 @pytest.mark.parametrize("where", ["if", "function"])
 def test_tensor_scatter_in_containers(where):
-    model = tensor_scatter_model("linear", True, where=where)
+    model = tensor_scatter_model("linear", True, where=where, cache_shape=(2, 3, 6, 4), update_shape=(2, 3, 4, 4))
     lowered, outcome = sr.lower(model, opset=13, validate=True, return_report=True)
     assert len(outcome.passes[0]["rewritten"]) == (2 if where == "if" else 1)
     assert ("", "TensorScatter") not in nodes(lowered)

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 
 import scatter_rewrite as sr
 from scatter_rewrite.passes._segment_reduce import index_tuple_length
+from tests.helpers.runs import ort_run
 
 DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 
@@ -56,11 +56,6 @@ def load_case(name: str) -> tuple[dict, np.ndarray]:
     return {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}, arrays["out_y"]
 
 
-def run_ort(proto: onnx.ModelProto, inputs: dict) -> np.ndarray:
-    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, inputs)[0]
-
-
 @pytest.mark.parametrize("opset", [11, 13])
 def test_repair_lowers_the_2d_index_put_below_opset_16(opset):
     name = f"bev_index_put_ts{opset}"
@@ -70,7 +65,7 @@ def test_repair_lowers_the_2d_index_put_below_opset_16(opset):
     assert "lowered to" in str(report.passes[0]["rewritten"][0])
     assert not any(n.op_type == "ScatterND" and any(a.name == "reduction" for a in n.attribute)
                    for n in repaired.graph.node)
-    np.testing.assert_allclose(run_ort(repaired, inputs), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(repaired, inputs)[0], expected, rtol=1e-5, atol=1e-5)
 
 
 def test_repair_then_lower_moves_the_2d_index_put_to_opset_13():
@@ -79,4 +74,4 @@ def test_repair_then_lower_moves_the_2d_index_put_to_opset_13():
     lowered, report = sr.lower(repaired, opset=13, validate=True, return_report=True)
     assert report.passes[0]["rewritten"] and not report.passes[0]["skipped"]
     assert lowered.opset_import[0].version == 13
-    np.testing.assert_allclose(run_ort(lowered, inputs), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(lowered, inputs)[0], expected, rtol=1e-5, atol=1e-5)

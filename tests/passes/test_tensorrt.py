@@ -19,6 +19,7 @@ from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_passes, tensorrt_violations
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.models import tensor_scatter_model
+from tests.helpers.runs import ort_run
 
 SCATTERS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 
@@ -222,8 +223,8 @@ def test_uint8_is_reported():
 @pytest.mark.parametrize("version, opset", [("10", 20), ("8.6", 17)])
 def test_tensor_scatter_lowered(version, opset):
     model = tensor_scatter_model()
-    feeds = {"cache": np.random.default_rng(0).standard_normal((2, 3, 8, 4)).astype(np.float32),
-             "update": np.ones((2, 3, 2, 4), np.float32), "write": np.array([1, 6], np.int64)}
+    feeds = {"past": np.random.default_rng(0).standard_normal((2, 3, 8, 4)).astype(np.float32),
+             "update": np.ones((2, 3, 2, 4), np.float32), "write_indices": np.array([1, 6], np.int64)}
     out, outcome = prepare(model, version, inputs=feeds)
     assert [n.op_type for n in scatter_nodes(out)] == ["ScatterND"]
     assert {o.version for o in out.opset_import if o.domain == ""} == {opset}
@@ -285,16 +286,6 @@ TORCH_EXPECTED = {
 }
 
 
-def run_default(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    """onnxruntime with its default optimizations: the TorchScript amax export declares a wrong output
-    shape ([12] for [3, 4]) that only the optimized session tolerates (it folds the If away)."""
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = {i.name for i in session.get_inputs()}
-    return session.run(None, {k: v for k, v in feeds.items() if k in names})
-
-
 @pytest.mark.parametrize("user_inputs", [True, False], ids=["feeds", "generated"])
 @pytest.mark.parametrize("flow", ["to_scatternd", "10", "8.6"])
 @pytest.mark.parametrize("name", sorted(TORCH_EXPECTED))
@@ -319,7 +310,7 @@ def test_pytorch_exports(name, flow, user_inputs):
     assert sorted(found) == sorted(TORCH_EXPECTED[name][flow])
     assert all("reduction" not in n.attributes for n in scatter_nodes(out) if n.op_type == "ScatterND"
                and attr(n, "reduction") == "none")
-    for got, want in zip(run_default(out, feeds), expected):  # against PyTorch's eager result
+    for got, want in zip(ort_run(out, feeds), expected):  # against PyTorch's eager result
         np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-6, atol=1e-6)
     if flow != "to_scatternd":
         blocked = any(f.blocked for f in check(ir.serde.deserialize_model(out), f"tensorrt-{flow}"))

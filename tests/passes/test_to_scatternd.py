@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import onnx
 import onnx.helper as oh
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.to_scatternd import ToScatterNDPass
 from scatter_rewrite.testing import scatter_model
+from tests.helpers.runs import ort_run
 
 
 def op_types(model: onnx.ModelProto) -> list[str]:
@@ -27,11 +29,8 @@ def scatter_nodes(model: onnx.ModelProto) -> list[ir.Node]:
     return [n for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in ("ScatterElements", "ScatterND")]
 
 
-def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
+# onnxruntime on one thread: float sums in one order
+run = functools.partial(ort_run, threads=1)
 
 
 def expected_scatter_elements(data, indices, updates, axis, reduction="none"):

@@ -6,7 +6,6 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 from onnx.backend.test.case.node import collect_testcases
@@ -15,6 +14,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.testing import scatter_model
+from tests.helpers.runs import ort_run
 
 
 def op_types(model: onnx.ModelProto) -> list[str]:
@@ -26,11 +26,6 @@ def default_opsets(model: onnx.ModelProto) -> set[int]:
     for f in model.functions:
         found |= {o.version for o in f.opset_import if o.domain in ("", "ai.onnx")}
     return found
-
-
-def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 # ---- ONNX's own backend cases --------------------------------------------------------------
@@ -51,7 +46,7 @@ def test_backend_case(case):
     assert "Scatter" not in op_types(upgraded)
     inputs, expected = case.data_sets[0]
     feeds = {i.name: v for i, v in zip(upgraded.graph.input, inputs)}
-    for got, want in zip(run(upgraded, feeds), expected):
+    for got, want in zip(ort_run(upgraded, feeds), expected):
         np.testing.assert_array_equal(got, want)
 
 
@@ -88,7 +83,7 @@ def test_upgraded_model_computes_scatter_semantics():
     for i in range(2):
         for j in range(3):
             expected[indices[i, j], j] = updates[i, j]
-    (got,) = run(upgraded, {"data": data, "indices": indices, "updates": updates})
+    (got,) = ort_run(upgraded, {"data": data, "indices": indices, "updates": updates})
     np.testing.assert_array_equal(got, expected)
 
 

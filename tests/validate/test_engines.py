@@ -22,6 +22,7 @@ from onnx import numpy_helper as nh
 import scatter_rewrite as sr
 from scatter_rewrite.validate import engines
 from scatter_rewrite.validate import compare, plan_validation, run_onnxruntime, validate
+from tests.helpers.models import gnn_sum
 
 ort.set_default_logger_severity(3)
 
@@ -308,7 +309,7 @@ def test_onnxruntime_outputs_come_back_as_the_declared_element_type(name, shape)
     np.testing.assert_array_equal(got.view(np.uint8), values.view(np.uint8))
 
 
-def tensor_scatter_model(dtype: int, np_type) -> onnx.ModelProto:
+def constant_tensor_scatter_model(dtype: int, np_type) -> onnx.ModelProto:
     """An opset-24 TensorScatter of constants (fold folds it), NaN and -0.0 in the cache rows it keeps."""
     cache = np.array([np.nan, -0.0, 1, 2, 3, 4, -6, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5], np.float32).reshape(2, 4, 2)
     if np_type == ml_dtypes.float4_e2m1fn:
@@ -331,7 +332,7 @@ def test_fold_of_a_tensor_scatter_on_eight_bit_and_smaller_floats_validates(name
     initializer in onnxruntime (float8e4m3fn, float4e2m1) or, where onnxruntime's binding has no NumPy
     type for it (float8e5m2), in onnx.reference too."""
     dtype, np_type = EIGHT_BIT_AND_LESS[name]
-    folded, outcome = sr.fold(tensor_scatter_model(dtype, np_type), validate=True, return_report=True)
+    folded, outcome = sr.fold(constant_tensor_scatter_model(dtype, np_type), validate=True, return_report=True)
     assert not folded.graph.node
     v = outcome.validation
     assert v["tolerance"] == "exact (bit for bit)" and v["max_abs_diff"] == 0.0
@@ -360,13 +361,6 @@ def test_bit_exact_comparison_of_ml_dtypes_floats(np_type):
 
 # ---- a --mode custom result must load where its users run it ------------------------------------
 
-def gnn_sum(dtype: int) -> onnx.ModelProto:
-    node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
-    inputs = [vi("d", dtype, [10, 4]), vi("i", TensorProto.INT64, ["E", 4]), vi("u", dtype, ["E", 4])]
-    graph = oh.make_graph([node], "g", inputs, [vi("y", dtype, [10, 4])])
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
-
-
 def test_a_custom_model_onnxruntime_cannot_load_fails_validation(monkeypatch):
     """Without our ops registered, onnxruntime cannot load a --mode custom result: validation fails
     and says why, instead of proving the model in onnx.reference alone."""
@@ -374,7 +368,7 @@ def test_a_custom_model_onnxruntime_cannot_load_fails_validation(monkeypatch):
 
     monkeypatch.setattr(custom_ops, "register", lambda options: None)
     with pytest.raises(sr.ValidationError) as caught:
-        sr.lower(gnn_sum(TensorProto.FLOAT), opset=13, mode="custom", validate=True)
+        sr.lower(gnn_sum(dtype=TensorProto.FLOAT), opset=13, mode="custom", validate=True)
     message = str(caught.value)
     assert message.startswith("onnxruntime cannot load the rewritten model with "
                               "scatter_rewrite.custom_ops.register")
@@ -387,7 +381,7 @@ def test_a_custom_model_that_passes_validation_loads_in_onnxruntime(dtype):
     float16 GNN printed PASSED, checked in onnx.reference alone, and did not load); where the custom
     op lacks the type, validation fails saying so."""
     try:
-        lowered = sr.lower(gnn_sum(dtype), opset=13, mode="custom", validate=True)
+        lowered = sr.lower(gnn_sum(dtype=dtype), opset=13, mode="custom", validate=True)
     except sr.ValidationError as e:
         assert str(e).startswith("onnxruntime cannot load the rewritten model with "
                                  "scatter_rewrite.custom_ops"), e

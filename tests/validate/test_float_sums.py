@@ -25,6 +25,7 @@ from scatter_rewrite.pipeline import VERBS
 from scatter_rewrite.validate import comparison
 from scatter_rewrite.validate.comparison import compare, judge_rounding
 
+from tests.helpers.models import gnn_sum
 from tests.helpers.wrong_passes import DoubleOneTerm, DropOneTerm, OneTermToTheNextSlot
 
 N, F = 10, 4  # the GNN's nodes and features: data [N, F]
@@ -92,16 +93,6 @@ def test_nan_and_infinity_must_match_the_original():
 
 
 # ---- on models: a GNN's scatter sum lowered for TensorRT 8.6 ------------------------------------
-
-def gnn_sum(edges: int | str = "E", dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
-    """ScatterElements add, data [N, F], updates [E, F], opset 18: a GNN's neighbour sum."""
-    node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
-    vi = oh.make_tensor_value_info
-    inputs = [vi("d", dtype, [N, F]), vi("i", TensorProto.INT64, [edges, F]),
-              vi("u", dtype, [edges, F])]
-    graph = oh.make_graph([node], "g", inputs, [vi("y", dtype, [N, F])])
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
-
 
 # 3,000 terms per slot: onnxruntime's sequential sum and the lowering's differ by more than
 # rtol=1e-5 on an AMD EPYC machine (the smallest E of the 10-node GNN sum that does, by 10k).

@@ -29,7 +29,7 @@ from scatter_rewrite.spec import check_scatter_nodes
 from scatter_rewrite.verbs import VERBS, Verb
 
 __all__ = [
-    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "VERBS", "Verb", "check_model",
+    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNRUNNABLE", "VERBS", "Verb", "check_model",
     "checker_failure", "default_output", "fixed_dim_sizes", "output_data_name",
     "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
     "rewrite_model", "run_passes",
@@ -47,9 +47,12 @@ def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
     return sizes
 
 
-# Outcome.status: PASSED (rewritten, checked, validated unless asked not to), UNCHANGED (nothing to
-# rewrite: the output is still written, a copy of the input), FAILED.
+# Outcome.status: PASSED (rewritten, checked, validated in onnxruntime unless asked not to),
+# UNCHANGED (nothing to rewrite: the output is still written, a copy of the input), UNRUNNABLE
+# (rewritten, written and proven in onnx.reference, but onnxruntime cannot run it: Outcome.error
+# says why and what makes it run; exit 1), FAILED.
 PASSED, UNCHANGED, FAILED = "PASSED", "UNCHANGED", "FAILED"
+UNRUNNABLE = "UNRUNNABLE"
 SUCCEEDED = (PASSED, UNCHANGED)
 
 
@@ -318,9 +321,10 @@ def rewrite_model(
     if validate:
         plan = validation.plan_validation(model, seed=seed, inputs=inputs,
                                           dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
+    opset_before = _default_opset(model)
     results = run_passes(model, passes, progress=progress)
     if plan is not None:
-        validation.allow_float_rounding(plan, results)
+        validation.allow_float_rounding(plan, results, (opset_before, _default_opset(model)))
     repaired = repaired_nodes(results)
     outcome = Outcome(str(source_name or source), str(destination),
                       [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
@@ -343,7 +347,32 @@ def rewrite_model(
     if replaced_data is not None:
         outcome.notes += _left_data_notes(replaced_data, written)
     outcome.status = PASSED if outcome.modified else UNCHANGED
+    cannot = (outcome.validation or {}).get("onnxruntime_cannot_run")
+    if cannot:
+        outcome.status = UNRUNNABLE
+        outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""),
+                                         destination if source_name is None else None)
     return outcome
+
+
+def unrunnable_error(why: str, to_run_it: str, written: Path | None) -> str:
+    """The one line an UNRUNNABLE outcome gives: what onnxruntime lacks, that the model is written
+    and correct, and the command that makes it run (``written``: the model's path; None for a
+    model given in memory, where the command is the Python API's)."""
+    if not to_run_it:
+        fix = "no scatter-rewrite command writes a form it runs"
+    elif written is None:
+        verb, *args = to_run_it.split()
+        keywords = ", ".join(f"{k.lstrip('-')}={v}" for k, v in zip(args[::2], args[1::2]))
+        fix = f"scatter_rewrite.{verb}(model, {keywords}) writes a form it runs"
+    else:
+        fix = f"scatter-rewrite {to_run_it.replace(' ', f' {written} ', 1)} writes a form it runs"
+    return (f"onnxruntime cannot run the written model ({why}); it is written, proven in "
+            f"onnx.reference; {fix}")
+
+
+def _default_opset(model: ir.Model) -> int | None:
+    return model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
 
 
 def _finish(outcome: Outcome, started: float) -> Outcome:

@@ -193,12 +193,26 @@ def kernels_onnxruntime_lacks(model: str | os.PathLike) -> list[Lack]:
     types than they register (:data:`REDUCTIONS_REFUSED`) and the element types its Python binding
     passes (:data:`PASSED_IN`, :data:`PASSED_OUT`). tests/test_validate_engines.py pins each against
     the installed onnxruntime."""
-    try:
-        loaded = ir.load(str(model))
-    except Exception:  # (what cannot be loaded is not ours to judge here)
+    loaded = _typed(model)
+    if loaded is None:  # (what cannot be loaded is not ours to judge here)
         return []
-    return ([Lack(what) for what in undeclared_kernels(model)] + _refused_reductions(loaded)
+    return ([Lack(what) for what in _undeclared_kernels(loaded)] + _refused_reductions(loaded)
             + _unpassable_types(loaded))
+
+
+def _typed(model: str | os.PathLike) -> ir.Model | None:
+    """``model`` (without its external weights) with the types ONNX's shape inference gives the
+    values it does not declare, which decide what a kernel must take; None where it cannot be
+    loaded."""
+    try:
+        proto = onnx.load(str(model), load_external_data=False)
+    except Exception:
+        return None
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # (then the declared types alone are judged)
+        pass
+    return ir.serde.deserialize_model(proto)
 
 
 def what_onnxruntime_lacks(model: str | os.PathLike) -> tuple[str, str]:
@@ -272,20 +286,21 @@ def undeclared_kernels(model: str | os.PathLike) -> list[str]:
     onnxruntime's CPU provider registers no kernel at the model's opset, or none for the type of an
     input (by the schema's type parameter of that input), as ``op(opset)`` or ``op(opset, type)``.
     Input types not known (inside a function) are not judged."""
+    loaded = _typed(model)
+    return [] if loaded is None else _undeclared_kernels(loaded)
+
+
+def _undeclared_kernels(loaded: ir.Model) -> list[str]:
     from scatter_rewrite.graph import is_default_domain, iter_nodes
 
-    try:
-        loaded = ir.load(str(model))
-    except Exception:  # (what cannot be loaded is not ours to judge here)
-        return []
     opset = loaded.opset_imports.get("", loaded.opset_imports.get("ai.onnx"))
     if opset is None:
         return []
     declared = _cpu_kernels()
     missing = []
     for node, _scope in iter_nodes(loaded):
-        if not is_default_domain(node):
-            continue
+        if not is_default_domain(node) or node.op_type == "Constant":
+            continue  # (onnxruntime loads Constant nodes as initializers: no kernel runs them)
         kernels = [c for lo, hi, c in declared.get(node.op_type, []) if lo <= opset <= hi]
         try:
             schema = onnx.defs.get_schema(node.op_type, opset)

@@ -1,0 +1,213 @@
+"""What a status promises: PASSED only where the written model ran in onnxruntime (as a user runs
+it) and matched; UNRUNNABLE where onnx.reference proves it and onnxruntime cannot run it; FAILED
+where onnxruntime fails on a rewritten model it has every kernel for. The Python API's verb
+functions validate by default. Opset moves are judged against a float64 evaluation of the
+original where onnxruntime's per-opset fusions round otherwise, and a wrong move is still caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from onnx import TensorProto
+from onnx import numpy_helper as nh
+from typer.testing import CliRunner
+
+import scatter_rewrite as sr
+from scatter_rewrite.cli import app
+from scatter_rewrite.pipeline import PASSED, UNRUNNABLE
+from scatter_rewrite.testing import scatter_model
+from scatter_rewrite.validate import run_onnxruntime
+
+from _wrong_passes import MoveOffByOneRounding, NegateScatterOutputs, OneSymbolicDimForAll
+
+DATA = Path(__file__).parent / "data" / "torch"
+runner = CliRunner()
+
+
+def vi(name, dtype, shape):
+    return oh.make_tensor_value_info(name, dtype, shape)
+
+
+# ---- the Python API validates by default -----------------------------------------------------
+
+VERB_FUNCTIONS = {
+    "upgrade": lambda m, **kw: sr.upgrade(m, **kw),
+    "fold": lambda m, **kw: sr.fold(m, **kw),
+    "lower": lambda m, **kw: sr.lower(m, opset=13, **kw),
+    "to_scatternd": lambda m, **kw: sr.to_scatternd(m, **kw),
+    "prepare_for_tensorrt": lambda m, **kw: sr.prepare_for_tensorrt(m, **kw),
+    "repair": lambda m, **kw: sr.repair(m, **kw),
+    "rewrite": lambda m, **kw: sr.rewrite(m, [], **kw),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(VERB_FUNCTIONS))
+def test_every_verb_function_validates_unless_told_not_to(verb):
+    model = scatter_model(reduction="max")
+    _, outcome = VERB_FUNCTIONS[verb](model, return_report=True)
+    if outcome.modified:
+        assert outcome.validation is not None, verb
+        assert outcome.status == PASSED
+    _, skipped = VERB_FUNCTIONS[verb](model, return_report=True, validate=False)
+    assert skipped.validation is None
+
+
+def test_a_wrong_rewrite_through_the_api_raises_and_returns_nothing():
+    with pytest.raises(sr.ValidationError, match="validation failed"):
+        sr.rewrite(scatter_model(reduction="max"), [NegateScatterOutputs()])
+
+
+# ---- onnxruntime as a user runs it: its failure is the rewrite's --------------------------------
+
+def two_rows_model() -> onnx.ModelProto:
+    """Two inputs of independent row counts, each through Neg and Abs and summed, times a Constant
+    (as a function body spliced in holds Constants: onnxruntime has no kernel for Constant)."""
+    nodes = [oh.make_node("Neg", ["x"], ["a"]), oh.make_node("Abs", ["a"], ["b"]),
+             oh.make_node("ReduceSum", ["b"], ["s"], keepdims=1),
+             oh.make_node("Neg", ["y"], ["c"]), oh.make_node("Abs", ["c"], ["d"]),
+             oh.make_node("ReduceSum", ["d"], ["t"], keepdims=1),
+             oh.make_node("Constant", [], ["k"], value=nh.from_array(np.array(2.0, np.float32))),
+             oh.make_node("Add", ["s", "t"], ["u"]), oh.make_node("Mul", ["u", "k"], ["z"])]
+    graph = oh.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, ["N", 4]), vi("y", TensorProto.FLOAT, ["M", 4])],
+                          [vi("z", TensorProto.FLOAT, [1, 1])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
+
+
+def test_a_rewrite_onnxruntime_fails_to_run_is_a_failure_not_a_fallback(tmp_path):
+    """Colliding symbolic dims: onnxruntime with default options reuses a 51-row buffer for a
+    33-row value and fails at run time. onnx.reference runs it; it used to PASS there."""
+    rows = {"x": np.ones((51, 4), np.float32), "y": np.ones((33, 4), np.float32)}
+    wrong = sr.rewrite(two_rows_model(), [OneSymbolicDimForAll()], validate=False)
+    with pytest.raises(Exception, match="re-use buffer"):
+        run_onnxruntime(wrong.SerializeToString(), rows)
+    with pytest.raises(sr.ValidationError, match="onnxruntime cannot run the rewritten model, though it runs "
+                                                 "the original"):
+        sr.rewrite(two_rows_model(), [OneSymbolicDimForAll()], inputs=rows)
+    np.savez(tmp_path / "rows.npz", **rows)
+    onnx.save(two_rows_model(), tmp_path / "m.onnx")
+    with pytest.raises(sr.ValidationError):
+        sr.rewrite(str(tmp_path / "m.onnx"), [OneSymbolicDimForAll()], inputs=rows,
+                   output=tmp_path / "out.onnx")
+    assert not (tmp_path / "out.onnx").exists()
+
+
+# ---- UNRUNNABLE: correct, written, and said so ------------------------------------------------
+
+def float16_accumulation(opset: int) -> onnx.ModelProto:
+    """TorchScript's float16 scatter_add below its reduction: zeros, a ScatterElements without
+    reduction, an Add; ``repair`` writes ScatterElements(reduction='add') at opset 16/17."""
+    zeros = nh.from_array(np.zeros((6, 4), np.float16))
+    nodes = [oh.make_node("Constant", [], ["z"], value=zeros),
+             oh.make_node("ScatterElements", ["z", "indices", "updates"], ["scattered"], axis=0,
+                          name="scatter_0"),
+             oh.make_node("Add", ["x", "scattered"], ["y"], name="accumulate_0")]
+    graph = oh.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT16, [6, 4]), vi("indices", TensorProto.INT64, [5, 4]),
+                                       vi("updates", TensorProto.FLOAT16, [5, 4])], [vi("y", TensorProto.FLOAT16, [6, 4])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=8)
+
+
+def float16_max(opset: int = 18) -> onnx.ModelProto:
+    return scatter_model(reduction="max", data_type=TensorProto.FLOAT16, opset=opset)
+
+
+UNRUNNABLE_CASES = {  # verb, model, what onnxruntime lacks in the written model
+    "repair-16": ("repair", lambda: float16_accumulation(16), "ScatterElements 'scatter_0' (opset 16, main graph): "
+                  "no float16 reduction='add'"),
+    "repair-17": ("repair", lambda: float16_accumulation(17), "ScatterElements 'scatter_0' (opset 17, main graph): "
+                  "no float16 reduction='add'"),
+    "to-scatternd": ("to-scatternd", float16_max, "ScatterND"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNRUNNABLE_CASES))
+def test_a_correct_model_onnxruntime_cannot_run_is_written_unrunnable_with_the_fix(case, tmp_path):
+    verb, make, lacks = UNRUNNABLE_CASES[case]
+    source, written = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(make(), source)
+    result = runner.invoke(app, [verb, str(source), "-o", str(written)])
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines()[-1].startswith("UNRUNNABLE in ")
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"scatter-rewrite: error: {source}: onnxruntime cannot run the written model (")
+    assert lacks in line and "float16" in line
+    assert line.endswith(f"scatter-rewrite lower {written} --opset 13 writes a form it runs"), line
+    onnx.checker.check_model(str(written), full_check=True)  # written: it is correct
+    # the command named makes it run in onnxruntime (on in-range indices: --inputs)
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.integers(0, 4, [d.dim_value for d in i.type.tensor_type.shape.dim])
+             if i.type.tensor_type.elem_type == TensorProto.INT64
+             else rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float16)
+             for i in onnx.load(written).graph.input}
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    lowered = runner.invoke(app, ["lower", str(written), "--opset", "13", "--inputs", str(tmp_path / "feeds.npz"),
+                                  "-o", str(tmp_path / "runs.onnx")])
+    assert lowered.exit_code == 0, lowered.output
+    assert lowered.stdout.splitlines()[-1].startswith("PASSED in ")
+    assert "validation: onnx.reference" in lowered.stdout  # (onnxruntime cannot run the unlowered one)
+    run_onnxruntime(tmp_path / "runs.onnx", feeds)
+
+
+def test_the_api_returns_an_unrunnable_model_with_its_status_and_a_warning(caplog):
+    model, outcome = sr.to_scatternd(float16_max(), return_report=True)
+    assert outcome.status == UNRUNNABLE
+    assert "no float16 reduction='max'" in outcome.validation["onnxruntime_cannot_run"]
+    assert "scatter_rewrite.lower(model, opset=13) writes a form it runs" in outcome.error
+    assert [r.message for r in caplog.records if "onnxruntime cannot run" in r.message]
+    assert [n.op_type for n in model.graph.node][-1] == "ScatterND"
+
+
+# ---- opset moves: judged by the arithmetic, wrong moves still caught --------------------------
+
+LLAMA = DATA / "llama_tiny_ts17.onnx"
+
+
+def llama_inputs() -> dict[str, np.ndarray]:
+    ids = np.random.default_rng(0).integers(0, 64, (1, 8))
+    return {"input_ids": ids, "attention_mask": np.ones((1, 8), np.int64)}
+
+
+def test_a_llama_export_moved_to_opset_13_is_judged_by_the_arithmetic_not_bit_for_bit():
+    """The move only drops allowzero=0 from its Reshapes, yet onnxruntime fuses a MatMul with its
+    scales at opset 17 and not at 13: the logits differ in the last bits."""
+    original = run_onnxruntime(LLAMA, llama_inputs())[0]
+    moved = sr.lower(str(LLAMA), opset=13, validate=False, output=None)
+    try:
+        assert not np.array_equal(run_onnxruntime(moved, llama_inputs())[0], original)
+    finally:
+        Path(moved).unlink()
+    _, outcome = sr.lower(onnx.load(LLAMA), opset=13, inputs=llama_inputs(), return_report=True)
+    assert outcome.status == PASSED
+    assert outcome.validation["tolerance"].startswith(
+        "float outputs bit for bit (the opset moved 17 -> 13, and onnxruntime fuses ops differently per opset), "
+        "or else judged against a float64 evaluation of the original")
+
+
+def product_chain(opset: int = 17, links: int = 50) -> onnx.ModelProto:
+    """x times 2 and 0.5 in turn, ``links`` times (exact in float32: the original has no rounding
+    error), through a Reshape(allowzero=0) that an opset move rewrites."""
+    nodes = [oh.make_node("Reshape", ["x", "shape"], ["h0"], allowzero=0)]
+    for k in range(links):
+        nodes.append(oh.make_node("Mul", [f"h{k}", "two" if k % 2 == 0 else "half"], [f"h{k + 1}"]))
+    nodes.append(oh.make_node("Identity", [f"h{links}"], ["y"]))
+    weights = [nh.from_array(np.array([-1, 16], np.int64), "shape"), nh.from_array(np.array(2.0, np.float32), "two"),
+               nh.from_array(np.array(0.5, np.float32), "half")]
+    graph = oh.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [64, 16])], [vi("y", TensorProto.FLOAT, [64, 16])],
+                          weights)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=8)
+
+
+def test_an_honest_move_passes_and_a_move_off_by_a_few_ulps_fails():
+    _, honest = sr.lower(product_chain(), opset=13, return_report=True)
+    assert honest.status == PASSED
+    with pytest.raises(sr.ValidationError, match="beyond what the original's own rounding allows"):
+        sr.rewrite(product_chain(), [MoveOffByOneRounding(13)])
+    wrong, _ = sr.rewrite(product_chain(), [MoveOffByOneRounding(13)], validate=False, return_report=True)
+    original = onnx.load_from_string(product_chain().SerializeToString())
+    x = np.random.default_rng(0).standard_normal((64, 16)).astype(np.float32)
+    difference = np.abs(run_onnxruntime(wrong.SerializeToString(), {"x": x})[0]
+                        - run_onnxruntime(original.SerializeToString(), {"x": x})[0])
+    assert 0 < difference.max() <= 1e-5 * np.abs(x).max()  # within the fixed float32 tolerance

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnx.helper as oh
 import onnx_ir as ir
+from onnx import TensorProto
+from onnx import numpy_helper as nh
 
 from scatter_rewrite.graph import constant_tensor, iter_nodes
 from scatter_rewrite.passes.base import ScatterPass
@@ -183,3 +187,38 @@ class MoveOffByOneRounding(ScatterPass):
         biased.replace_input_with(0, middle.outputs[0])
         model.graph.insert_after(middle, biased)
         self.note("one product of the chain off by 2^-20 (wrong on purpose)", modified=True)
+
+
+# ---- the models the passes above are shown wrong on -----------------------------------------
+
+def _vi(name, shape, dtype=TensorProto.FLOAT):
+    return oh.make_tensor_value_info(name, dtype, shape)
+
+
+def two_row_counts_model() -> onnx.ModelProto:
+    """Two inputs of independent row counts, each through Neg and Abs and summed, times a Constant
+    (as a function body spliced in holds Constants: onnxruntime has no kernel for Constant)."""
+    two = nh.from_array(np.array(2.0, np.float32))
+    nodes = [oh.make_node("Neg", ["x"], ["a"]), oh.make_node("Abs", ["a"], ["b"]),
+             oh.make_node("ReduceSum", ["b"], ["s"], keepdims=1),
+             oh.make_node("Neg", ["y"], ["c"]), oh.make_node("Abs", ["c"], ["d"]),
+             oh.make_node("ReduceSum", ["d"], ["t"], keepdims=1),
+             oh.make_node("Constant", [], ["k"], value=two),
+             oh.make_node("Add", ["s", "t"], ["u"]), oh.make_node("Mul", ["u", "k"], ["z"])]
+    graph = oh.make_graph(nodes, "g", [_vi("x", ["N", 4]), _vi("y", ["M", 4])], [_vi("z", [1, 1])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
+
+
+def product_chain_model(opset: int = 17, links: int = 50) -> onnx.ModelProto:
+    """x times 2 and 0.5 in turn, ``links`` times (exact in float32: the original has no rounding
+    error), through a Reshape(allowzero=0) that an opset move rewrites."""
+    nodes = [oh.make_node("Reshape", ["x", "shape"], ["h0"], allowzero=0)]
+    for k in range(links):
+        factor = "two" if k % 2 == 0 else "half"
+        nodes.append(oh.make_node("Mul", [f"h{k}", factor], [f"h{k + 1}"]))
+    nodes.append(oh.make_node("Identity", [f"h{links}"], ["y"]))
+    weights = [nh.from_array(np.array([-1, 16], np.int64), "shape"),
+               nh.from_array(np.array(2.0, np.float32), "two"),
+               nh.from_array(np.array(0.5, np.float32), "half")]
+    graph = oh.make_graph(nodes, "g", [_vi("x", [64, 16])], [_vi("y", [64, 16])], weights)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=8)

@@ -228,6 +228,11 @@ def test_every_wrong_pass_is_caught():
         "DropOneTerm": (gnn_sum(3000), [DropOneTerm("u")], sum_inputs, beyond),
         "DoubleOneTerm": (gnn_sum(3000), [DoubleOneTerm("u")], sum_inputs, beyond),
         "OneTermToTheNextSlot": (gnn_sum(3000), [OneTermToTheNextSlot("i")], sum_inputs, beyond),
+        "OneSymbolicDimForAll": (_wrong_passes.two_row_counts_model(), [_wrong_passes.OneSymbolicDimForAll()],
+                                 {"x": np.ones((51, 4), np.float32), "y": np.ones((33, 4), np.float32)},
+                                 (sr.ValidationError, "cannot run the rewritten model, though it runs the original")),
+        "MoveOffByOneRounding": (_wrong_passes.product_chain_model(), [_wrong_passes.MoveOffByOneRounding(13)],
+                                 None, beyond),
     }
     wrong = {name for name, c in vars(_wrong_passes).items()
              if isinstance(c, type) and issubclass(c, ScatterPass)

@@ -29,8 +29,8 @@ from scatter_rewrite.spec import check_scatter_nodes
 from scatter_rewrite.verbs import VERBS, Verb
 
 __all__ = [
-    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNRUNNABLE", "VERBS", "Verb", "check_model",
-    "checker_failure", "default_output", "fixed_dim_sizes", "output_data_name",
+    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNRUNNABLE", "VERBS", "Verb",
+    "check_model", "checker_failure", "default_output", "fixed_dim_sizes", "output_data_name",
     "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
     "rewrite_model", "run_passes",
 ]

@@ -181,7 +181,8 @@ class MoveOffByOneRounding(ScatterPass):
                         const_value=ir.tensor(np.array(1 + 2.0 ** -20, np.float32)))
         model.graph.register_initializer(factor)
         biased = ir.node("Mul", [middle.outputs[0], factor])
-        biased.outputs[0].type, biased.outputs[0].shape = middle.outputs[0].type, middle.outputs[0].shape
+        biased.outputs[0].type = middle.outputs[0].type
+        biased.outputs[0].shape = middle.outputs[0].shape
         ir.convenience.replace_all_uses_with(middle.outputs[0], biased.outputs[0],
                                              replace_graph_outputs=True)
         biased.replace_input_with(0, middle.outputs[0])

@@ -15,16 +15,17 @@ import onnx
 import onnx_ir as ir
 
 __all__ = [
-    "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED", "first_line",
-    "kernels_onnxruntime_lacks", "needs_custom_ops_in_onnxruntime", "ort_reason",
+    "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
+    "first_line", "kernels_onnxruntime_lacks", "needs_custom_ops_in_onnxruntime", "ort_reason",
     "run_onnxruntime", "run_reference", "undeclared_kernels", "what_onnxruntime_lacks",
     "without_paths",
 ]
 
 
-# The one graph optimization validation leaves out: onnxruntime 1.32's ExpandElimination drops an
-# Expand of a [3, 1] tensor to a [3, 0] shape as if it changed nothing, and the next node then fails
-# on the [3, 1] it gets (tests/test_edge_cases.py's zero-size cases, lowered for TensorRT).
+# The one graph optimization validation leaves out (an exception to "as a user runs it", stated in
+# docs/validation.md): onnxruntime 1.32's ExpandElimination drops an Expand of a [3, 1] tensor to a
+# [3, 0] shape as if it changed nothing, and the next node then fails on the [3, 1] it gets
+# (tests/test_edge_cases.py's zero-size cases, lowered for TensorRT).
 _DISABLED_OPTIMIZERS = ["ExpandElimination"]
 _CPU = ["CPUExecutionProvider"]
 

@@ -264,7 +264,7 @@ def test_types_tensorrt_lacks_are_refused_and_checked(version, dtype, phrase, re
 
 def test_bfloat16_is_still_prepared_for_10():
     model = elements(TensorProto.BFLOAT16, "max")
-    out = sr.prepare_for_tensorrt(model, trt_version="10")
+    out = sr.prepare_for_tensorrt(model, trt_version="10", validate=False)  # (the form, not its proof)
     assert "ScatterElements" not in {n.op_type for n in out.graph.node}
     assert not_documented(out, "10") == []
     assert scatter_data_blocker(DT.BFLOAT16, "10") is None

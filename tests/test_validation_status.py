@@ -188,3 +188,20 @@ def test_an_honest_move_passes_and_a_move_off_by_a_few_ulps_fails():
     difference = np.abs(run_onnxruntime(wrong.SerializeToString(), {"x": x})[0]
                         - run_onnxruntime(original.SerializeToString(), {"x": x})[0])
     assert 0 < difference.max() <= 1e-5 * np.abs(x).max()  # within the fixed float32 tolerance
+
+
+def test_validation_plans_a_model_with_external_data_from_any_working_directory(tmp_path):
+    """A model whose weights are in files beside it (one per tensor, as onnx.save writes them),
+    with an If that planning inlines: its copy found them relative to the working directory."""
+    model = scatter_model(reduction="max", where="if")
+    data = next(i for i in model.graph.input if i.name == "data")
+    model.graph.input.remove(data)
+    model.graph.initializer.append(nh.from_array(np.arange(20, dtype=np.float32).reshape(4, 5), "data"))
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    onnx.save(model, folder / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=False,
+              size_threshold=0)
+    assert Path.cwd() != folder
+    result = runner.invoke(app, ["lower", str(folder / "m.onnx"), "--opset", "13", "-o", str(tmp_path / "out.onnx")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith("PASSED in ")

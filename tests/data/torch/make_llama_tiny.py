@@ -4,7 +4,8 @@ dynamic batch and sequence length (needs torch and transformers; tests do not).
 
     /work/venv/bin/python tests/data/torch/make_llama_tiny.py
 
-Inputs ``input_ids`` and ``attention_mask`` [batch, sequence] (int64), output ``logits``. Moving it
+Inputs ``input_ids`` and ``attention_mask`` [batch, sequence] (int64), output ``logits``; the
+inputs and PyTorch's logits go to ``llama_tiny_ts17.npz`` as for ``make.py``. Moving it
 to opset 13 only drops ``allowzero=0`` from its Reshapes, yet onnxruntime 1.32 fuses the attention
 scores' MatMul with its two scales (FusedMatMul) at opset 17 and not at 13: the logits differ in
 their last bits (tests/test_validation_status.py).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -44,6 +46,10 @@ def main() -> None:
                       opset_version=17, input_names=["input_ids", "attention_mask"],
                       output_names=["logits"],
                       dynamic_axes={"input_ids": dynamic, "attention_mask": dynamic})
+    with torch.no_grad():
+        logits = Logits(model)(ids, mask)
+    np.savez(HERE / "llama_tiny_ts17.npz", in_input_ids=ids.numpy(), in_attention_mask=mask.numpy(),
+             out_logits=logits.numpy())
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import InvalidModelError, OptionError, ScatterRewriteError
+from scatter_rewrite.errors import (
+    InvalidModelError, OptionError, ScatterRewriteError, ValidationError,
+)
 from scatter_rewrite.export_patterns import accumulate_export_notes
 from scatter_rewrite.model_io import (
     data_file_name, external_data_files, in_place_data_name, load_proto, staged_save, to_ir,
@@ -317,10 +319,16 @@ def rewrite_model(
     # (the passes check the nodes too, but validation plans its inputs from them first)
     check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
-    plan = None
+    plan = unplanned = None
     if validate:
-        plan = validation.plan_validation(model, seed=seed, inputs=inputs,
-                                          dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
+        try:
+            plan = validation.plan_validation(model, seed=seed, inputs=inputs,
+                                              dim_sizes=fixed_dim_sizes(passes), rtol=rtol,
+                                              atol=atol)
+        except ValidationError as e:
+            if inputs is not None:
+                raise  # (the user's inputs are refused, whatever the passes do)
+            unplanned = e  # no inputs the original runs on: a failure once a pass rewrites
     opset_before = _default_opset(model)
     results = run_passes(model, passes, progress=progress)
     if plan is not None:
@@ -330,6 +338,9 @@ def rewrite_model(
                       [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
                       verb=verb, options=dict(options or {}))
     del results  # they hold the model too
+    if unplanned is not None and outcome.modified:
+        unplanned.passes = outcome.passes  # (for the report, as a failed validation's)
+        raise unplanned
     if progress is not None:
         progress("checking" if plan is None or not outcome.modified else "validating")
     # A new output keeps the input's form, external data, even when the rewrite replaced every

@@ -193,3 +193,28 @@ def test_validation_plans_a_model_with_external_data_from_any_working_directory(
     result = runner.invoke(app, ["lower", str(folder / "m.onnx"), "--opset", "13", "-o", str(tmp_path / "out.onnx")])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].startswith("PASSED in ")
+
+
+def reshaped_to_a_runtime_shape() -> onnx.ModelProto:
+    """A scatter on tensors reshaped to a shape given at run time: no generated inputs run it."""
+    graph = oh.make_graph(
+        [oh.make_node("Reshape", ["flat", "shape"], ["data"]),
+         oh.make_node("Reshape", ["flat_indices", "shape"], ["indices"]),
+         oh.make_node("Reshape", ["flat_updates", "shape"], ["updates"]),
+         oh.make_node("ScatterElements", ["data", "indices", "updates"], ["scattered"]),
+         oh.make_node("ReduceSum", ["scattered"], ["out"], keepdims=0)], "g",
+        [vi("flat", TensorProto.FLOAT, [20]), vi("shape", TensorProto.INT64, ["n"]),
+         vi("flat_indices", TensorProto.INT64, [10]), vi("flat_updates", TensorProto.FLOAT, [10])],
+        [vi("out", TensorProto.FLOAT, [])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def test_no_inputs_to_validate_on_fails_a_rewrite_not_a_model_left_unchanged(tmp_path):
+    onnx.save(reshaped_to_a_runtime_shape(), tmp_path / "m.onnx")
+    unchanged = runner.invoke(app, ["to-scatternd", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "nd.onnx")])
+    assert unchanged.exit_code == 0, unchanged.output
+    assert unchanged.stdout.splitlines()[-1].startswith("UNCHANGED in ")
+    moved = runner.invoke(app, ["lower", str(tmp_path / "m.onnx"), "--opset", "17", "-o", str(tmp_path / "17.onnx")])
+    assert moved.exit_code == 1
+    assert "cannot find inputs the original model runs with" in moved.stderr
+    assert not (tmp_path / "17.onnx").exists()

@@ -4,6 +4,8 @@ prints the same lines."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -35,3 +37,18 @@ def have_time() -> bool:
 def timer() -> list[str]:
     """The command prefix that times what follows it."""
     return [TIME, "-v"] if have_time() else [sys.executable, "-c", _FALLBACK]
+
+
+def measure(command: list[str]) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS bytes (from /usr/bin/time -v), and the first error line if it failed."""
+    proc = subprocess.run(timer() + command, capture_output=True, text=True)
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", proc.stderr)
+    h, m, s = wall.groups()
+    seconds = int(h or 0) * 3600 + int(m) * 60 + float(s)
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1)) * 1024
+    error = ""
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines()
+                 if ln.strip() and not ln.startswith(("\t", "Command exited"))]
+        error = lines[-1][:160] if lines else f"exit {proc.returncode}"
+    return seconds, rss, error

@@ -14,13 +14,7 @@ graph and returns the same kind; the passes themselves are in :mod:`scatter_rewr
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
-
-try:
-    __version__ = version("scatter-rewrite")
-except PackageNotFoundError:  # (run from a source tree that was never installed)
-    __version__ = "0+unknown"
 
 # name -> module that defines it
 _EXPORTS = {
@@ -44,6 +38,7 @@ _EXPORTS = {
     "OptionTypeError": "scatter_rewrite.errors",
     "ValidationError": "scatter_rewrite.errors",
     "ConversionError": "scatter_rewrite.errors",
+    "WriteError": "scatter_rewrite.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -52,6 +47,13 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 def __getattr__(name: str):
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name == "__version__":  # (importlib.metadata: 10-20 ms that only --version needs)
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("scatter-rewrite")
+        except PackageNotFoundError:  # (run from a source tree that was never installed)
+            return "0+unknown"
     raise AttributeError(f"module 'scatter_rewrite' has no attribute {name!r}")
 
 
@@ -65,7 +67,7 @@ if TYPE_CHECKING:
     )
     from scatter_rewrite.errors import (  # noqa: F401
         ConversionError, IndexOutOfRangeError, InvalidModelError, ModelLoadError, OptionError,
-        OptionTypeError, ScatterRewriteError, ValidationError,
+        OptionTypeError, ScatterRewriteError, ValidationError, WriteError,
     )
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401
     from scatter_rewrite.pipeline import Outcome  # noqa: F401

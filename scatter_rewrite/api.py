@@ -8,17 +8,19 @@ Accepted: ``onnx.ModelProto``, ``onnx_ir.Model``, a path (str or ``os.PathLike``
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import OptionError, ScatterRewriteError
+from scatter_rewrite.errors import OptionError, OptionTypeError, ScatterRewriteError, ValidationError
 from scatter_rewrite.model_io import check_in_memory_references, deserialize, save_model
 from scatter_rewrite.pipeline import UNRUNNABLE, Outcome, rewrite_file, rewrite_model
 from scatter_rewrite.verbs import VERBS
@@ -99,7 +101,11 @@ def rewrite(
         from scatter_rewrite.passes import UpgradePass
         upgraded = scatter_rewrite.rewrite(onnx.load("old.onnx"), [UpgradePass(13)])
     """
+    function = VERBS[verb].function or verb if verb in VERBS else "rewrite"
+    _check_arguments(function, rtol, atol, inputs)
     if isinstance(model, (str, os.PathLike)):
+        if validate and inputs is not None:
+            _check_inputs_cover(function, _input_names_in_file(model), inputs)
         outcome = rewrite_file(verb, model, options=options, passes=passes, output=output,
                                validate=validate, inputs=inputs, rtol=rtol, atol=atol)
         _warn_unrunnable(outcome, str(model))
@@ -110,8 +116,10 @@ def rewrite(
         raise OptionError(f"{verb}(): output= is for a model given as a path; save the returned "
                           "model instead")
     working = _to_ir(model)
+    if validate and inputs is not None:
+        _check_inputs_cover(function, _input_names(working), inputs)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp, _returned_in_memory():
         # The original and the result are saved as the CLI saves them (external weights, an
         # ir.load-ed model's, beside them in the temporary folder, where onnxruntime looks for
         # them): the checker judges the result, validation runs both. (The original's path as long
@@ -134,6 +142,68 @@ def rewrite(
 def _warn_unrunnable(outcome: Outcome, name: str) -> None:
     if outcome.status == UNRUNNABLE:  # (returned: the model is correct, and the caller may want it)
         logger.warning("%s: %s", name, outcome.error)
+
+
+def _check_arguments(function: str, rtol: Any, atol: Any, inputs: Any) -> None:
+    """Before any work: ``rtol``/``atol`` are finite numbers >= 0 and ``inputs`` a dict of input
+    name -> array; OptionTypeError (a TypeError) or OptionError (a ValueError) naming the
+    parameter otherwise."""
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise OptionTypeError(f"{function}(): {name} must be a float, got "
+                                  f"{type(value).__name__} {value!r}")
+        if not (math.isfinite(value) and value >= 0):
+            raise OptionError(f"{function}(): {name}={value!r} is out of range: a tolerance is a "
+                              "finite number >= 0")
+    if inputs is None:
+        return
+    if not isinstance(inputs, Mapping):
+        raise OptionTypeError(f"{function}(): inputs must be a dict of model input name -> array, "
+                              f"got {type(inputs).__name__}")
+    keys = [k for k in inputs if not isinstance(k, str)]
+    if keys:
+        raise OptionTypeError(f"{function}(): inputs must be keyed by input name (str), got the "
+                              f"key {keys[0]!r}")
+
+
+def _input_names(model: ir.Model) -> list[str]:
+    """The graph inputs a run must be given (those not backed by an initializer)."""
+    return [v.name for v in model.graph.inputs if v.name not in model.graph.initializers]
+
+
+def _input_names_in_file(path: str | os.PathLike) -> list[str] | None:
+    """:func:`_input_names` of the model file at ``path``, its weights unread; None if it cannot
+    be read (the rewrite then says why)."""
+    try:
+        proto = onnx.load(os.fspath(path), load_external_data=False)
+    except Exception:
+        return None
+    initialized = {t.name for t in proto.graph.initializer}
+    return [v.name for v in proto.graph.input if v.name not in initialized]
+
+
+def _check_inputs_cover(function: str, names: list[str] | None, inputs: Mapping) -> None:
+    missing = [n for n in names or [] if n not in inputs]
+    if missing:
+        raise OptionError(f"{function}(): inputs lacks the key(s) {', '.join(map(repr, missing))}: "
+                          "give an array for every model input")
+
+
+class _returned_in_memory:
+    """Around an in-memory rewrite: a failed validation says that no model is returned (the CLI's
+    message says that nothing is written)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, tb) -> bool:
+        if isinstance(error, ValidationError) and "nothing written" in str(error):
+            said = type(error)(str(error).replace("nothing written", "no model returned"))
+            said.__dict__.update(error.__dict__)  # (the passes that ran, for the report)
+            raise said from error
+        return False
 
 
 def _run_verb(name: str, model: Any, options: dict[str, Any], validate: bool, inputs: dict | None,

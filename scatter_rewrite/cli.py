@@ -2,17 +2,20 @@
 
 Every rewriting verb shares one shape, whose options are defined once below:
 ``scatter-rewrite VERB MODEL... [-o OUT] [--validate/--no-validate] [--inputs X.npz]
-[--report R.json] [--in-place] [-v]``, the verbs and their own options built from their one
-declaration (:mod:`scatter_rewrite.verbs`). Exit 0 on success, 1 on a user error or failed
-validation (one line on stderr; ``-v`` adds the traceback), 2 on bad usage (one line too), 128 + N
-when stopped by signal N. Heavy imports (onnx, onnxruntime) happen inside the commands so
-``--help`` is instant.
+[--report R.json] [--in-place] [-q] [-v]``, the verbs and their own options built from their one
+declaration (:mod:`scatter_rewrite.verbs`). ``-`` is standard input as MODEL, standard output as
+OUT or R.json. Exit 0 on success, 1 for a model that fails (or is blocked, for ``check``), 2 on bad
+usage (an unknown option or target, a value out of range or of the wrong type, options that exclude
+each other: :class:`~scatter_rewrite.errors.OptionError`), each with one line on stderr (``-v`` adds
+the traceback); 128 + N when stopped by signal N. Heavy imports (onnx, onnxruntime) happen inside
+the commands so ``--help`` is instant.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import importlib
 import inspect
 import json
 import logging
@@ -21,6 +24,7 @@ import signal
 import sys
 import time
 import traceback
+import types
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -118,6 +122,7 @@ app = typer.Typer(
     "lower reductions for older opsets, prepare for TensorRT. Every rewrite is validated in "
     "onnxruntime.",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -162,12 +167,18 @@ class _PathText(_TEXT_TYPE):
 
 
 Models = Annotated[list[str], typer.Argument(
-    help="ONNX model files, or folders of them.", show_default=False, callback=_nonempty,
-    metavar="MODEL...", click_type=_PathText())]
-Output = Annotated[Optional[str], typer.Option(
-    "-o", "--output", help="Where to write (a folder when several models are given, or when it "
-    "ends with /). Default: beside the input as <stem>.<verb>.onnx.", callback=_nonempty,
-    metavar="OUT")]
+    help="ONNX model files, or folders of them; - reads one model from standard input.",
+    show_default=False, callback=_nonempty, metavar="MODEL...", click_type=_PathText())]
+STANDARD = "-"  # as MODEL: standard input; as OUT or R.json: standard output
+
+
+def _output(suffix: str) -> Any:
+    return Annotated[Optional[str], typer.Option(
+        "-o", "--output", help="Where to write (a folder when several models are given, or when "
+        f"it ends with /; - for standard output). Default: beside the input as "
+        f"<stem>.{suffix}.onnx.", callback=_nonempty, metavar="OUT")]
+
+
 Validate = Annotated[bool, typer.Option(
     "--validate/--no-validate",
     help="Prove the rewrite in onnxruntime against the original; write nothing if it differs.")]
@@ -181,14 +192,16 @@ Rtol = Annotated[Optional[float], typer.Option(
 Atol = Annotated[Optional[float], typer.Option(
     "--atol", help="With --rtol (either alone: the other is 0).", metavar="A")]
 Report = Annotated[Optional[str], typer.Option(
-    "--report", help="Write a JSON report of what was done.", callback=_nonempty,
-    metavar="R.json")]
+    "--report", help="Write a JSON report of what was done (- for standard output, the summary "
+    "then going to stderr).", callback=_nonempty, metavar="R.json")]
 InPlace = Annotated[bool, typer.Option(
     "--in-place", help="Overwrite the input model (and its external data).")]
 Verbose = Annotated[bool, typer.Option(
     "-v", "--verbose", help="Log each node rewritten; show tracebacks.")]
 CheckVerbose = Annotated[bool, typer.Option(
     "-v", "--verbose", help="Show tracebacks and debug logs.")]
+Quiet = Annotated[bool, typer.Option(
+    "-q", "--quiet", help="Print nothing but warnings and errors (on stderr).")]
 
 
 class Fail(Exception):
@@ -246,6 +259,13 @@ def _error(message: str, exc: BaseException | None, verbose: bool) -> None:
     typer.echo(f"scatter-rewrite: error: {message}", err=True)
 
 
+def _exit_code(e: BaseException) -> int:
+    """2 for bad usage (an option's value, options that exclude each other), 1 otherwise."""
+    from scatter_rewrite.errors import OptionError
+
+    return 2 if isinstance(e, OptionError) else 1
+
+
 def _expand(models: list[Path], suffixes: list[str]) -> list[Path]:
     from scatter_rewrite.errors import ModelLoadError
 
@@ -263,6 +283,8 @@ def _expand(models: list[Path], suffixes: list[str]) -> list[Path]:
 
 
 def _format(outcome: Any) -> str:
+    from scatter_rewrite.pipeline import WRITTEN
+
     lines = [f"{outcome.input} -> {outcome.output}" if outcome.output else f"{outcome.input}"]
     for p in outcome.passes:
         if len(outcome.passes) > 1 and not (p["rewritten"] or p["skipped"] or p["notes"]):
@@ -281,7 +303,7 @@ def _format(outcome: Any) -> str:
         lines.append(f"  validation: {v['checked_against']}{tol}{diff}")
         if v.get("cross_check"):
             lines.append(f"    {v['cross_check']}")
-    elif outcome.status == "PASSED":
+    elif outcome.status == WRITTEN:
         lines.append("  validation: skipped (--no-validate)")
     if outcome.status == "UNCHANGED":
         lines.append("  nothing rewritten: the output is a copy of the input")
@@ -295,8 +317,10 @@ def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
     """One stderr line per written model in which the tensorrt pass left scatters alone: the model
     is valid and equal to the input, but TensorRT rejects those nodes or computes them wrong (8.6
     ignores reductions), which PASSED alone would hide. The exit stays 0: the rewrite succeeded."""
+    from scatter_rewrite.pipeline import SUCCEEDED
+
     for o in outcomes:
-        written = o.status in ("PASSED", "UNCHANGED")
+        written = o.status in SUCCEEDED
         left = sum(len(p["skipped"]) for p in o.passes if p["pass"] == "tensorrt") if written else 0
         if left:
             typer.echo(f"scatter-rewrite: warning: {left} scatter node(s) in {o.output} left that "
@@ -307,12 +331,18 @@ def _warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
 
 def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
     """Write the JSON report atomically (a temporary file beside it, renamed; an earlier report's
-    permissions kept); OptionError if that fails, with no temporary file left."""
-    from scatter_rewrite.errors import OptionError
+    permissions kept), or on standard output for ``-``; WriteError if that fails, with no
+    temporary file left."""
+    from scatter_rewrite.errors import WriteError
     from scatter_rewrite.model_io import replace_file
+    from scatter_rewrite.verbs import VERBS as DECLARED
 
+    verb = DECLARED[verb].command if verb in DECLARED else verb
     text = json.dumps({"verb": verb, "models": [o.to_dict() for o in outcomes]}, indent=2,
                       default=str)
+    if str(path) == STANDARD:
+        typer.echo(text)
+        return
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -323,14 +353,16 @@ def _write_report(path: Path, verb: str, outcomes: list[Any]) -> None:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
-        raise OptionError(f"--report {path}: could not write it ({e.strerror or e})") from e
+        raise WriteError(f"--report {path}: could not write it ({e.strerror or e})") from e
 
 
 def _check_report_path(report: Path, taken: dict[str, str]) -> None:
     """Before any work: --report names a file that can be written and that is not one of the run's
     models (``taken``: real path -> what it is) nor a file other than an earlier report."""
-    from scatter_rewrite.errors import OptionError
+    from scatter_rewrite.errors import OptionError, WriteError
 
+    if str(report) == STANDARD:
+        return
     real = os.path.realpath(report)
     if real in taken:
         raise OptionError(f"--report {report} is {taken[real]}; name another file for the report")
@@ -349,7 +381,7 @@ def _check_report_path(report: Path, taken: dict[str, str]) -> None:
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise OptionError(f"--report {report}: cannot write in {folder}")
+        raise WriteError(f"--report {report}: cannot write in {folder}")
 
 
 def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place: bool,
@@ -360,7 +392,7 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
     judge (--in-place does so; otherwise that model alone is refused), as is one it cannot resolve
     or read. Returns real path -> what it is (inputs, outputs and their data files), for the
     --report check."""
-    from scatter_rewrite.errors import OptionError, ScatterRewriteError
+    from scatter_rewrite.errors import OptionError, ScatterRewriteError, WriteError
     from scatter_rewrite.model_io import input_data_files, unwritable_folder
     from scatter_rewrite.pipeline import output_data_name, resolve_output
 
@@ -394,7 +426,7 @@ def _plan_outputs(verb: Any, files: list[Path], output: Optional[Path], in_place
         if blocked is not None:
             why = (f"no permission to write in {blocked}" if blocked.is_dir()
                    else f"{blocked} is not a folder")
-            raise OptionError(f"cannot write {destination}: {why}; write the output elsewhere (-o)")
+            raise WriteError(f"cannot write {destination}: {why}; write the output elsewhere (-o)")
         # (The data file is written only when the result has external data; planned as if it had.)
         for target, what in ((destination, "the output"),
                              (data, "the external data file of the output")):
@@ -438,9 +470,139 @@ def _unique(files: list[Path]) -> list[Path]:
 
 def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: Optional[str],
              validate: bool, inputs: Optional[str], report: Optional[str], in_place: bool,
-             verbose: bool, rtol: Optional[float] = None, atol: Optional[float] = None) -> None:
+             verbose: bool, rtol: Optional[float] = None, atol: Optional[float] = None,
+             quiet: bool = False) -> None:
     """Shared body of every rewriting verb (``declared``: its verbs.Verb, whose options these
     are)."""
+    verb = declared.name
+    _setup_logging(verbose)
+    try:
+        from scatter_rewrite.errors import ScatterRewriteError
+
+        _refuse_standard_streams(models, output, report, in_place)
+        aside = STANDARD in (output, report)  # the summary then goes to stderr
+        with _standard_streams(models, output) as (models, output, shown):
+            outcomes, several = _rewrite_all(declared, options, models, output, validate, inputs,
+                                             report, in_place, verbose, rtol, atol,
+                                             quiet, shown, aside)
+    except ScatterRewriteError as e:
+        _error(shown_paths(str(e)), e, verbose)
+        raise typer.Exit(_exit_code(e)) from None
+    except (typer.Exit, typer.BadParameter, Stopped):
+        raise
+    except Exception as e:  # a bug of ours: say so in one line; -v shows where
+        _internal_error(e, verbose)
+    from scatter_rewrite.pipeline import PASSED, SUCCEEDED, UNCHANGED, WRITTEN
+
+    failed = [o for o in outcomes if o.status not in SUCCEEDED]
+    if several and not quiet:
+        # (PASSED, or WRITTEN under --no-validate; both if a batch ever mixes them)
+        counts = {s: sum(o.status == s for o in outcomes) for s in (PASSED, WRITTEN)}
+        counted = [f"{n} of {len(outcomes)} model(s) {s}" for s, n in counts.items()
+                   if n or (s == PASSED and not counts[WRITTEN])]
+        unchanged = [o.input for o in outcomes if o.status == UNCHANGED]
+        said = (f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})"
+                if unchanged else "")
+        _say(", ".join(counted) + said, aside)
+    if failed:
+        for o in failed:
+            error = str(o.error)
+            said = error if error.startswith(o.input) else f"{o.input}: {error}"
+            typer.echo(f"scatter-rewrite: error: {said}", err=True)
+        raise typer.Exit(1)
+
+
+def _say(text: str, aside: bool) -> None:
+    """A line of the summary: on stdout, unless a model or the report goes there (``aside``)."""
+    typer.echo(text, err=aside)
+
+
+def _refuse_standard_streams(models: list[str], output: Optional[str], report: Optional[str],
+                             in_place: bool) -> None:
+    """``-`` where it cannot apply: bad usage (OptionError), before any work."""
+    from scatter_rewrite.errors import OptionError
+
+    if STANDARD in models:
+        if len(models) > 1:
+            raise OptionError("- (standard input) is one model: give it alone, or name files")
+        if in_place:
+            raise OptionError("--in-place cannot replace standard input (-): use -o")
+        if output is None:
+            raise OptionError("a model read from standard input (-) has no name to write beside: "
+                              "give -o OUT, or -o - for standard output")
+    if output == STANDARD:
+        if len(models) > 1 or any(Path(m).is_dir() for m in models if m != STANDARD):
+            raise OptionError("-o - writes one model to standard output: give one model")
+        if report == STANDARD:
+            raise OptionError("-o - and --report - would both write to standard output: name a "
+                              "file for one of them")
+
+
+# The temporary files that stand for standard input and output while a run reads or writes them
+# (file -> the name to show), for messages and reports.
+_SHOWN: dict[str, str] = {}
+
+
+def shown_paths(text: str) -> str:
+    """``text`` with the temporary files of standard input and output named as the user named
+    them (``-``)."""
+    for path, name in _SHOWN.items():
+        text = text.replace(path, name)
+    return text
+
+
+@contextlib.contextmanager
+def _standard_streams(models: list[str], output: Optional[str]):
+    """Yields (models, output, shown) with ``-`` replaced by temporary files: the model read from
+    standard input is saved into one, and the model written to standard output is written into
+    one, then copied there (the model only: a result with external data is refused)."""
+    if STANDARD not in models and output != STANDARD:
+        yield models, output, {}
+        return
+    import shutil
+    import tempfile
+
+    from scatter_rewrite.errors import ModelLoadError, OptionError
+
+    _SHOWN.clear()
+    with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp:
+        if STANDARD in models:
+            stdin = getattr(sys.stdin, "buffer", sys.stdin)
+            if stdin.isatty():
+                raise OptionError("- reads a model from standard input, which is a terminal: "
+                                  "pipe a model into it")
+            source = Path(tmp, "in", "stdin.onnx")
+            source.parent.mkdir()
+            source.write_bytes(stdin.read())
+            if not source.stat().st_size:
+                raise ModelLoadError("- (standard input): empty, no model")
+            _SHOWN[str(source)] = "-"
+            models = [str(source)]
+        if output == STANDARD:
+            (Path(tmp) / "out").mkdir()
+            output = str(Path(tmp, "out", "stdout.onnx"))
+            _SHOWN[output] = "-"
+        yield models, output, _SHOWN
+        if output in _SHOWN and Path(output).exists():
+            written = sorted(p.name for p in Path(output).parent.iterdir())
+            if written != [Path(output).name]:
+                raise OptionError("-o -: the result has external data (over 2 GiB), which "
+                                  "standard output cannot carry with the model: name a file "
+                                  "with -o")
+            sys.stdout.flush()
+            out = getattr(sys.stdout, "buffer", sys.stdout)
+            with open(output, "rb") as f:
+                shutil.copyfileobj(f, out)
+            out.flush()
+
+
+def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
+                 output: Optional[str], validate: bool, inputs: Optional[str],
+                 report: Optional[str], in_place: bool, verbose: bool, rtol: Optional[float],
+                 atol: Optional[float], quiet: bool, shown: dict[str, str], aside: bool
+                 ) -> tuple[list[Any], bool]:
+    """Check the options, plan the outputs, rewrite each model, print each outcome and write the
+    report; (outcomes, whether several models were given)."""
     verb = declared.name
     model_paths = [Path(m) for m in models]
     output_says_folder = output is not None and output.endswith(("/", os.sep))
@@ -451,80 +613,78 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
         raise typer.BadParameter(f"{output} names one model file, and several models are given: "
                                  "name a folder (ending with /) or rewrite them one at a time",
                                  param_hint="-o")
-    _setup_logging(verbose)
-    try:
-        from scatter_rewrite.errors import OptionError, ScatterRewriteError
-        from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
+    from scatter_rewrite.errors import OptionError, ScatterRewriteError
+    from scatter_rewrite.model_io import input_data_files
+    from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
+
+    options = declared.bind(options, cli=True)
+    VERBS[verb].make_passes(**options)  # option errors surface before any work
+    if in_place and output is not None:
+        raise OptionError("--in-place and -o/--output exclude each other; pick one")
+    output_path = Path(output) if output is not None else None
+    report_path = Path(report) if report is not None else None
+    files = _unique(_expand(model_paths, [v.suffix for v in VERBS.values()]))
+    if output_path is not None and (several or output_says_folder) and output_path.exists() \
+            and not output_path.is_dir():
+        raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a "
+                          "folder, and that is a file")
+    if output in shown and input_data_files(files[0]):
+        raise OptionError(f"-o -: {shown_paths(str(files[0]))} has external data, which standard "
+                          "output cannot carry with the model: name a file with -o")
+    folder_output = several or output_says_folder
+    taken = _plan_outputs(VERBS[verb], files, output_path, in_place, folder_output)
+    if report_path is not None:
+        _check_report_path(report_path, taken)
+    if rtol is not None or atol is not None or inputs:  # (validation's imports only then)
         from scatter_rewrite.validate import load_inputs, user_tolerance
 
-        options = declared.bind(options, cli=True)
-        VERBS[verb].make_passes(**options)  # option errors surface before any work
-        if in_place and output is not None:
-            raise OptionError("--in-place and -o/--output exclude each other; pick one")
-        output_path = Path(output) if output is not None else None
-        report_path = Path(report) if report is not None else None
-        files = _unique(_expand(model_paths, [v.suffix for v in VERBS.values()]))
-        if output_path is not None and (several or output_says_folder) and output_path.exists() \
-                and not output_path.is_dir():
-            raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a "
-                              "folder, and that is a file")
-        folder_output = several or output_says_folder
-        taken = _plan_outputs(VERBS[verb], files, output_path, in_place, folder_output)
-        if report_path is not None:
-            _check_report_path(report_path, taken)
         user_tolerance(rtol, atol)  # a bad bound is refused before any work
-        kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
-                      in_place=in_place, validate=validate,
-                      inputs=load_inputs(inputs) if inputs else None, rtol=rtol, atol=atol)
-        if len(files) == 1:
-            started = time.perf_counter()
-            try:
-                with _pass_progress(files[0]) as progress:
-                    outcomes = [rewrite_file(verb, files[0], progress=progress, **kwargs)]
-            except ScatterRewriteError as e:
-                if report_path is not None:
-                    from scatter_rewrite.pipeline import Outcome
+    kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
+                  in_place=in_place, validate=validate,
+                  inputs=load_inputs(inputs) if inputs else None, rtol=rtol, atol=atol)
+    if len(files) == 1:
+        started = time.perf_counter()
+        try:
+            with _pass_progress(files[0]) as progress:
+                outcomes = [rewrite_file(verb, files[0], progress=progress, **kwargs)]
+        except ScatterRewriteError as e:
+            if report_path is not None:
+                from scatter_rewrite.pipeline import Outcome
 
-                    failed_outcome = Outcome(str(files[0]), passes=getattr(e, "passes", []),
-                                             error=str(e), verb=verb, options=options,
-                                             seconds=time.perf_counter() - started)
-                    try:
-                        _write_report(report_path, verb, [failed_outcome])
-                    except ScatterRewriteError:
-                        pass  # the model's error is the one to tell
-                raise
-        else:
+                failed_outcome = Outcome(str(files[0]), passes=getattr(e, "passes", []),
+                                         error=str(e), verb=verb, options=options,
+                                         seconds=time.perf_counter() - started)
+                try:
+                    _write_report(report_path, verb, [_shown(failed_outcome)])
+                except ScatterRewriteError:
+                    pass  # the model's error is the one to tell
+            raise
+    else:
+        try:
             outcomes = _run_parallel(verb, files, kwargs, rewrite_file_reporting)
-    except ScatterRewriteError as e:
-        _error(str(e), e, verbose)
-        raise typer.Exit(1) from None
-    except Exception as e:  # a bug of ours: say so in one line; -v shows where
-        _internal_error(e, verbose)
+        except Stopped as e:  # the models finished before it: written, so said
+            for outcome in getattr(e, "finished", []):
+                if not quiet:
+                    _say(_format(outcome), aside)
+            raise
+    outcomes = [_shown(o) for o in outcomes]
     for outcome in outcomes:
-        typer.echo(_format(outcome))
+        if not quiet:
+            _say(_format(outcome), aside)
     if verb == "tensorrt":
         _warn_not_ready(outcomes, options["trt_version"])
     if report_path is not None:
-        try:
-            _write_report(report_path, verb, outcomes)
-        except ScatterRewriteError as e:
-            _error(str(e), e, verbose)
-            raise typer.Exit(1) from None
-    from scatter_rewrite.pipeline import SUCCEEDED, UNCHANGED
+        _write_report(report_path, verb, outcomes)
+    return outcomes, several
 
-    failed = [o for o in outcomes if o.status not in SUCCEEDED]
-    if several:
-        unchanged = [o.input for o in outcomes if o.status == UNCHANGED]
-        passed = len(outcomes) - len(failed) - len(unchanged)
-        said = (f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})"
-                if unchanged else "")
-        typer.echo(f"{passed} of {len(outcomes)} model(s) PASSED{said}")
-    if failed:
-        for o in failed:
-            error = str(o.error)
-            said = error if error.startswith(o.input) else f"{o.input}: {error}"
-            typer.echo(f"scatter-rewrite: error: {said}", err=True)
-        raise typer.Exit(1)
+
+def _shown(outcome: Any) -> Any:
+    """The outcome with standard input and output named ``-`` (see _standard_streams)."""
+    if _SHOWN:
+        outcome.input = shown_paths(outcome.input)
+        outcome.output = outcome.output and shown_paths(outcome.output)
+        outcome.error = outcome.error and shown_paths(outcome.error)
+    return outcome
 
 
 @contextlib.contextmanager
@@ -532,8 +692,9 @@ def _pass_progress(model: Path):
     """On a terminal (stderr), a spinner naming the pass running on ``model`` (a long model would
     otherwise print nothing for seconds); elsewhere nothing. Yields the pipeline's progress
     callback."""
-    console = _stderr_console()
-    if not console.is_terminal:
+    # (rich's console is imported only where it may be a terminal: 30-70 ms)
+    console = _stderr_console() if _may_be_terminal(sys.stderr) else None
+    if console is None or not console.is_terminal:
         yield None
         return
     with console.status(f"{model}: loading", spinner="line") as status:
@@ -563,11 +724,13 @@ def _run_parallel(verb: str, files: list[Path], kwargs: dict, worker) -> list[An
             for future in as_completed(futures):
                 outcomes[futures[future]] = future.result()
                 progress.advance(task)
-    except BaseException:
+    except BaseException as e:
         pool.shutdown(wait=False, cancel_futures=True)
         for child in multiprocessing.active_children():
             child.terminate()  # (SIGTERM: the worker's handler stops its model cleanly)
         pool.shutdown(wait=True)
+        if isinstance(e, Stopped):  # the models finished before it, in the order given
+            e.finished = [outcomes[f] for f in files if f in outcomes]
         raise
     pool.shutdown()
     return [outcomes[f] for f in files]
@@ -595,8 +758,21 @@ def _in_worker(worker, verb: str, source: str, kwargs: dict) -> Any:
     _BUSY = True
     try:
         return worker(verb, source, kwargs)
+    except Stopped as e:
+        # Its model's staging folder is removed (the finally blocks ran): the worker ends here,
+        # not back in the pool's loop, where it would wait for work that a stopping pool whose
+        # other worker already exited never sends, and the parent would wait for it at exit.
+        os._exit(128 + e.signum)
     finally:
         _BUSY = False
+
+
+def _may_be_terminal(stream: Any) -> bool:
+    """False where rich would plainly say the stream is no terminal (a pipe or a file, and no
+    FORCE_COLOR or TTY_INTERACTIVE saying otherwise), without importing rich."""
+    isatty = getattr(stream, "isatty", None)
+    return bool((isatty is not None and isatty()) or os.environ.get("FORCE_COLOR")
+                or os.environ.get("TTY_INTERACTIVE"))
 
 
 def _stderr_console():
@@ -608,10 +784,10 @@ def _stderr_console():
 # ---- the verbs --------------------------------------------------------------------------------
 
 _SHARED = [  # (name, annotation, default): every rewriting verb takes these, after its own options
-    ("output", Output, None), ("validate", Validate, True), ("inputs", Inputs, None),
-    ("rtol", Rtol, None), ("atol", Atol, None),
-    ("report", Report, None), ("in_place", InPlace, False), ("verbose", Verbose, False),
-]
+    ("output", None, None), ("validate", Validate, True), ("inputs", Inputs, None),
+    ("rtol", Rtol, None), ("atol", Atol, None), ("report", Report, None),
+    ("in_place", InPlace, False), ("quiet", Quiet, False), ("verbose", Verbose, False),
+]  # (output's annotation names the verb's suffix: _output)
 
 
 def _dim_sizes(values: Optional[list[str]]) -> Optional[dict[str, int]]:
@@ -653,7 +829,8 @@ def _register(verb: Any) -> None:
     kw = inspect.Parameter.KEYWORD_ONLY
     own = [_cli_parameter(o) for o in verb.options]
     parameters = ([inspect.Parameter("models", kw, annotation=Models)] + [p for p, _ in own]
-                  + [inspect.Parameter(n, kw, annotation=a, default=d) for n, a, d in _SHARED])
+                  + [inspect.Parameter(n, kw, annotation=a or _output(verb.suffix), default=d)
+                     for n, a, d in _SHARED])
     converters = {p.name: convert for p, convert in own}
 
     def command(**kwargs: Any) -> None:
@@ -681,29 +858,33 @@ def check(
         "from 9 to the highest the installed onnx defines).")] = "tensorrt-10",
     as_json: Annotated[bool, typer.Option("--json",
                                           help="Print the reports as JSON (for CI).")] = False,
+    quiet: Quiet = False,
     verbose: CheckVerbose = False,
 ) -> None:
     """Check models (onnx.checker), each scatter node's readiness for a target and, by a dry run of
     the verb that reaches it (lower or tensorrt), every node's; 0 if READY, 1 otherwise."""
     _setup_logging(verbose)
     try:
-        from scatter_rewrite.errors import ScatterRewriteError
+        from scatter_rewrite.errors import OptionError, ScatterRewriteError
         from scatter_rewrite.readiness import check_report, parse_target
 
         parse_target(target)
-        # (every model of a folder, the verbs' outputs too: they are what one checks)
-        files = _unique(_expand([Path(m) for m in models], []))
-        reports = [check_report(f, target) for f in files]
+        if STANDARD in models and len(models) > 1:
+            raise OptionError("- (standard input) is one model: give it alone, or name files")
+        with _standard_streams(models, None) as (models, _, _):
+            # (every model of a folder, the verbs' outputs too: they are what one checks)
+            files = _unique(_expand([Path(m) for m in models], []))
+            reports = [check_report(f, target, name=shown_paths(str(f))) for f in files]
     except ScatterRewriteError as e:
         _error(str(e), e, verbose)
-        raise typer.Exit(1) from None
+        raise typer.Exit(_exit_code(e)) from None
     except Exception as e:  # a bug of ours: one line; -v shows where
         _internal_error(e, verbose)
     if as_json:
         from scatter_rewrite.readiness import json_document
 
         typer.echo(json.dumps(json_document(reports, target), indent=2))
-    else:
+    elif not quiet:
         console = _check_console(context)
         for r in reports:
             _print_report(r, console)
@@ -829,10 +1010,73 @@ def _reduction_cell(f) -> str:
     return "none (written)" if f.reduction == "none" else f.reduction or "none"
 
 
+def _stopped_after_the_run(signum: int, frame: Any) -> None:
+    """A stop signal once the run is over (its outputs written, its lines printed), while the
+    process exits: said, and the signal's exit status."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os.write(2, f"scatter-rewrite: error: stopped by {signal.Signals(signum).name} after the run "
+                "ended: what it printed above stands\n".encode())
+    os._exit(128 + signum)
+
+
+# Loaded on first use in the command's process: onnx_ir imports sympy, and its _symbolic_shapes
+# reads sympy's functions at import, for symbolic shape arithmetic that a rewrite rarely does;
+# otherwise 0.2 s and ~30 MiB of every run (benchmarks/RESULTS-fold.md).
+_DEFERRED = ("sympy", "onnx_ir._symbolic_shapes")
+
+
+class _OnFirstUse(types.ModuleType):
+    """Stands in sys.modules for a module not loaded yet: ``import`` finds it (its ``__spec__`` is
+    the real one's), and the first attribute it lacks loads the real module, which takes its
+    place in sys.modules and lends this one its namespace. (importlib.util.LazyLoader does not
+    do: Python 3.11's import statement reads ``__spec__`` of a module already in sys.modules, which
+    loads a LazyLoader's module at once.)"""
+
+    def __getattr__(self, attr: str) -> Any:
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+        real = importlib.import_module(name)
+        vars(self).update({k: v for k, v in vars(real).items() if k != "__spec__"})
+        return getattr(real, attr)
+
+
+def _defer_imports() -> None:
+    """Each of _DEFERRED (a top-level module, or a top-level package's submodule) replaced by an
+    _OnFirstUse until it is used. Only the command does this, never the library, which leaves a
+    user's process as it is."""
+    import importlib.machinery
+    import importlib.util
+
+    for name in _DEFERRED:
+        if name in sys.modules:
+            continue
+        parent = name.rpartition(".")[0]
+        if parent:  # (found without importing the package: find_spec of a top-level name)
+            package = importlib.util.find_spec(parent)
+            if package is None or not package.submodule_search_locations:
+                continue
+            spec = importlib.machinery.PathFinder.find_spec(name,
+                                                            package.submodule_search_locations)
+        else:
+            spec = importlib.util.find_spec(name)
+        if spec is None:
+            continue
+        stand_in = _OnFirstUse(name)
+        stand_in.__spec__ = spec
+        sys.modules[name] = stand_in
+
+
 def main() -> None:
     _stop_on_signals()
-    # (also under python -m / -c: the name the messages and help use)
-    app(prog_name="scatter-rewrite")
+    _defer_imports()
+    try:
+        # (also under python -m / -c: the name the messages and help use)
+        app(prog_name="scatter-rewrite")
+    finally:
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, _stopped_after_the_run)
 
 
 if __name__ == "__main__":

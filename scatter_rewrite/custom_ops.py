@@ -29,8 +29,13 @@ returns its ``data`` unchanged (the output's shape and dtype) and records the ex
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import logging
+import os
+import sys
 import threading
+import types
 
 logger = logging.getLogger("scatter_rewrite")
 
@@ -101,14 +106,52 @@ def run(session, feeds: dict, run_options=None) -> list:
     return outputs
 
 
+_PACKAGE = "onnxruntime_extensions"
+
+
+def _extensions_ops() -> types.ModuleType | None:
+    """onnxruntime-extensions' ``_ocos`` module (``Opdef``, ``PyCustomOpDef``, the library path),
+    which loads its shared library and installs the Python-op hook, without running the package's
+    ``__init__``: that imports ``onnxruntime_extensions.cvt``, hence transformers and torch when
+    installed (3.5-6 s and about 900 MiB per ``lower --mode custom``). None when the package is not
+    installed. A later ``import onnxruntime_extensions`` runs the whole package as usual, and
+    finds this module loaded."""
+    module = f"{_PACKAGE}._ocos"
+    if _PACKAGE in sys.modules:  # (imported already: nothing to save)
+        return importlib.import_module(module)
+    spec = importlib.util.find_spec(_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    # The package as a bare module, only while its submodule loads.
+    package = types.ModuleType(_PACKAGE)
+    package.__path__ = list(spec.submodule_search_locations)
+    sys.modules[_PACKAGE] = package
+    try:
+        return importlib.import_module(module)
+    finally:
+        if sys.modules.get(_PACKAGE) is package:
+            del sys.modules[_PACKAGE]
+
+
+def _library_path(ops: types.ModuleType) -> str:
+    """The custom-op library ``ops`` loaded (the extension module itself), checked to be a file."""
+    path = ops.get_library_path()
+    if not os.path.isfile(path):
+        raise RuntimeError(f"onnxruntime-extensions' library {path} is not a file")
+    return path
+
+
 def _register_python_ops() -> bool:
     try:
-        from onnxruntime_extensions import PyCustomOpDef, onnx_op
+        ops = _extensions_ops()
     except ImportError:
+        ops = None
+    if ops is None:
         logger.debug(
             "onnxruntime-extensions is not installed: custom-domain scatter nodes cannot run"
         )
         return False
+    PyCustomOpDef, onnx_op = ops.PyCustomOpDef, ops.Opdef.declare
     elements, nd = _kernels()
     P = PyCustomOpDef
     # No float16: onnxruntime-extensions registers it, but running such a node aborts the process
@@ -139,9 +182,7 @@ def register(session_options) -> None:
     if _registered is None:
         _registered = _register_python_ops()
     if _registered:
-        from onnxruntime_extensions import get_library_path
-
-        session_options.register_custom_ops_library(get_library_path())
+        session_options.register_custom_ops_library(_library_path(_extensions_ops()))
 
 
 __all__ = ["DOMAIN", "WIDENED_TO_FLOAT32", "register", "run"]

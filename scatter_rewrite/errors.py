@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ScatterRewriteError", "ModelLoadError", "InvalidModelError", "IndexOutOfRangeError",
-    "OptionError", "OptionTypeError", "ValidationError", "ConversionError",
+    "OptionError", "OptionTypeError", "ValidationError", "ConversionError", "WriteError",
 ]
 
 
@@ -28,8 +28,10 @@ class IndexOutOfRangeError(InvalidModelError):
     """A scatter index lies outside the data's bounds (the spec makes this an error)."""
 
 
-class OptionError(ScatterRewriteError):
-    """An option value is invalid (opset out of range, unknown target, ...)."""
+class OptionError(ScatterRewriteError, ValueError):
+    """An option value is invalid (opset out of range, unknown target, options that exclude each
+    other): bad usage, exit 2 on the command line; a ValueError in Python, raised before any work,
+    naming the parameter."""
 
 
 class ValidationError(ScatterRewriteError):
@@ -42,3 +44,8 @@ class ConversionError(ScatterRewriteError):
 
 class OptionTypeError(OptionError, TypeError):
     """An option given to the Python API has the wrong type (``opset="13"``)."""
+
+
+class WriteError(ScatterRewriteError):
+    """An output cannot be written (no permission, a file in the way, the disk full): not bad
+    usage, so exit 1."""

@@ -28,7 +28,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite import _protowire
-from scatter_rewrite.errors import ModelLoadError, OptionError
+from scatter_rewrite.errors import ModelLoadError, WriteError
 
 __all__ = [
     "check_in_memory_references", "data_file_name", "deserialize", "external_data_files",
@@ -509,16 +509,16 @@ def replace_file(new: Path, target: Path, like: Path | None = None) -> None:
     os.replace(new, target)
 
 
-def write_error(destination: Path, e: OSError) -> OptionError:
+def write_error(destination: Path, e: OSError) -> WriteError:
     """Why ``destination`` could not be written, in the user's terms: the OS's reason, and for a
     permission the folder, never the staging folder's name (``[Errno 13] Permission denied:
     'out/.scatter-rewrite-m9rsooms'``)."""
     if isinstance(e, PermissionError):
-        return OptionError(
+        return WriteError(
             f"could not write {destination}: permission denied in {destination.parent}; "
             "write the output elsewhere (-o)"
         )
-    return OptionError(f"could not write {destination} ({e.strerror or _first_line(e)})")
+    return WriteError(f"could not write {destination} ({e.strerror or _first_line(e)})")
 
 
 def unwritable_folder(destination: Path) -> Path | None:
@@ -534,7 +534,7 @@ def unwritable_folder(destination: Path) -> Path | None:
 
 def _make_folders(folder: Path) -> list[Path]:
     """``mkdir -p folder``; the folders it created, deepest first (removed again if the write
-    fails). OptionError when it cannot (a file in the way, no permission)."""
+    fails). WriteError when it cannot (a file in the way, no permission)."""
     missing = []
     for parent in [folder, *folder.parents]:
         if parent.exists() or parent.is_symlink():
@@ -543,7 +543,7 @@ def _make_folders(folder: Path) -> list[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise OptionError(f"{folder}: cannot create this folder ({_first_line(e)})") from e
+        raise WriteError(f"{folder}: cannot create this folder ({_first_line(e)})") from e
     return missing
 
 

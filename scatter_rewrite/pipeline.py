@@ -31,8 +31,9 @@ from scatter_rewrite.spec import check_scatter_nodes
 from scatter_rewrite.verbs import VERBS, Verb
 
 __all__ = [
-    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNRUNNABLE", "VERBS", "Verb",
-    "check_model", "checker_failure", "default_output", "fixed_dim_sizes", "output_data_name",
+    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNRUNNABLE", "VERBS", "WRITTEN",
+    "Verb", "check_model", "checker_failure", "default_output", "fixed_dim_sizes",
+    "output_data_name",
     "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
     "rewrite_model", "run_passes",
 ]
@@ -49,13 +50,13 @@ def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
     return sizes
 
 
-# Outcome.status: PASSED (rewritten, checked, validated in onnxruntime unless asked not to),
-# UNCHANGED (nothing to rewrite: the output is still written, a copy of the input), UNRUNNABLE
-# (rewritten, written and proven in onnx.reference, but onnxruntime cannot run it: Outcome.error
-# says why and what makes it run; exit 1), FAILED.
-PASSED, UNCHANGED, FAILED = "PASSED", "UNCHANGED", "FAILED"
+# Outcome.status: PASSED (rewritten, checked, validated in onnxruntime), WRITTEN (rewritten and
+# checked, validation not asked for), UNCHANGED (nothing to rewrite: the output is still written, a
+# copy of the input), UNRUNNABLE (rewritten, written and proven in onnx.reference, but onnxruntime
+# cannot run it: Outcome.error says why and what makes it run; exit 1), FAILED.
+PASSED, WRITTEN, UNCHANGED, FAILED = "PASSED", "WRITTEN", "UNCHANGED", "FAILED"
 UNRUNNABLE = "UNRUNNABLE"
-SUCCEEDED = (PASSED, UNCHANGED)
+SUCCEEDED = (PASSED, WRITTEN, UNCHANGED)
 
 
 @dataclasses.dataclass
@@ -77,6 +78,10 @@ class Outcome:
     @property
     def modified(self) -> bool:
         return any(p["modified"] for p in self.passes)
+
+    def __post_init__(self) -> None:
+        if self.verb in VERBS:  # the verb as the command spells it (to-scatternd), in every report
+            self.verb = VERBS[self.verb].command
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -314,13 +319,13 @@ def rewrite_model(
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
     ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
     """
-    from scatter_rewrite import validate as validation
-
     # (the passes check the nodes too, but validation plans its inputs from them first)
     check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
     plan = unplanned = None
-    if validate:
+    if validate:  # (validation's imports only then: a --no-validate run starts faster)
+        from scatter_rewrite import validate as validation
+
         try:
             plan = validation.plan_validation(model, seed=seed, inputs=inputs,
                                               dim_sizes=fixed_dim_sizes(passes), rtol=rtol,
@@ -357,13 +362,17 @@ def rewrite_model(
                    else None)
     if replaced_data is not None:
         outcome.notes += _left_data_notes(replaced_data, written)
-    outcome.status = PASSED if outcome.modified else UNCHANGED
+    outcome.status = _status(outcome.modified, outcome.validation is not None)
     cannot = (outcome.validation or {}).get("onnxruntime_cannot_run")
     if cannot:
         outcome.status = UNRUNNABLE
         outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""),
                                          destination if source_name is None else None)
     return outcome
+
+
+def _status(modified: bool, validated: bool) -> str:
+    return UNCHANGED if not modified else PASSED if validated else WRITTEN
 
 
 def unrunnable_error(why: str, to_run_it: str, written: Path | None) -> str:
@@ -387,8 +396,8 @@ def _default_opset(model: ir.Model) -> int | None:
 
 
 def _finish(outcome: Outcome, started: float) -> Outcome:
-    if outcome.status == FAILED:
-        outcome.status = PASSED if outcome.modified else UNCHANGED
+    if outcome.status == FAILED:  # (done on the parsed file, never validated)
+        outcome.status = _status(outcome.modified, False)
     outcome.seconds = time.perf_counter() - started
     return outcome
 

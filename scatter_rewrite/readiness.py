@@ -77,6 +77,7 @@ from scatter_rewrite.passes.tensorrt import (
 )
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 from scatter_rewrite.spec import REDUCTIONS_SINCE, scatter_node_problem
+from scatter_rewrite.verbs import python_call
 
 __all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY",
            "SCHEMA_VERSION", "check", "check_report", "dry_run", "json_document", "parse_target",
@@ -107,8 +108,13 @@ class Finding:
     def blocked(self) -> bool:
         return bool(self.blockers)
 
+    @property
+    def python_fix(self) -> str | None:
+        """``fix`` as a Python call: ``scatter_rewrite.lower(model, opset=13)``."""
+        return python_call(self.fix)
+
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"blocked": self.blocked}
+        return dataclasses.asdict(self) | {"blocked": self.blocked, "python_fix": self.python_fix}
 
 
 # A model's verdict on a target (CheckReport.status): READY as it is; FIXABLE, not ready as it is

@@ -9,12 +9,14 @@ neither onnx nor any pass at import time, so that ``scatter-rewrite --help`` sta
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from scatter_rewrite.errors import OptionError, OptionTypeError
 
-__all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS"]
+__all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
+           "python_call"]
 
 # The lowest opset each verb can target: ScatterElements (what they write) starts at 11.
 OPSET_FLOOR = 11
@@ -228,3 +230,38 @@ VERBS: dict[str, Verb] = {
         summary="Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated "
                 "indices."),
 }
+
+
+# A command of the form readiness writes as a fix: ``scatter-rewrite VERB [--flag VALUE]...``.
+_COMMAND = re.compile(r"scatter-rewrite ([a-z-]+)((?: --[a-z-]+ [^\s;()]+)*)")
+
+
+def python_call(fix: str | None) -> str | None:
+    """``fix`` with each ``scatter-rewrite VERB --flag VALUE...`` command in it written as the
+    Python call that does the same (``scatter_rewrite.lower(model, opset=13)``); None for None."""
+    if fix is None:
+        return None
+    commands = {v.command: v for v in VERBS.values()}
+
+    def call(match: re.Match) -> str:
+        verb = commands.get(match.group(1))
+        if verb is None:
+            return match.group(0)
+        flags = {o.cli_flag: o for o in verb.options}
+        words = match.group(2).split()
+        arguments, sizes = ["model"], []
+        for flag, value in zip(words[::2], words[1::2]):
+            option = flags.get(flag)
+            if option is None:
+                return match.group(0)
+            if option.kind is dict:  # NAME=SIZE, repeatable: one dict
+                name, _, size = value.partition("=")
+                sizes.append(f"{name!r}: {size}")
+            else:
+                arguments.append(f"{option.name}={value if option.kind is int else repr(value)}")
+        if sizes:
+            option = next(o for o in verb.options if o.kind is dict)
+            arguments.append(f"{option.name}={{{', '.join(sizes)}}}")
+        return f"scatter_rewrite.{verb.function or verb.name}({', '.join(arguments)})"
+
+    return _COMMAND.sub(call, fix)

@@ -158,7 +158,7 @@ def test_an_unchanged_model_is_reported_as_such():
     assert outcome.status == "UNCHANGED" and not outcome.modified and outcome.validation is None
     assert [n.op_type for n in result.graph.node] == ["ScatterElements"]
     _, outcome = sr.upgrade(scatter_model("Scatter", opset=10), return_report=True)
-    assert outcome.status == "PASSED" and outcome.modified and outcome.verb == "upgrade"
+    assert outcome.status == "WRITTEN" and outcome.modified and outcome.verb == "upgrade"  # not validated
 
 
 def test_an_ir_model_comes_back_as_an_ir_model_and_the_input_is_not_changed():
@@ -194,3 +194,64 @@ def test_the_api_and_the_cli_take_the_same_orchestration(monkeypatch, tmp_path: 
     onnx.save(scatter_model("Scatter", opset=10), path)
     sr.upgrade(str(path), validate=True)  # (validated: not the on-proto shortcut)
     assert calls == ["upgrade", "upgrade"]
+
+
+def test_option_errors_are_value_and_type_errors_in_python_terms():
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    with pytest.raises(ValueError, match=r"^lower\(\): opset=40 is out of range") as raised:
+        sr.lower(model, opset=40)
+    assert isinstance(raised.value, sr.OptionError) and "--" not in str(raised.value)
+    for validate in (False, True):  # refused whether or not validation would read it
+        with pytest.raises(TypeError, match=r"^lower\(\): rtol must be a float, got str 'a'$"):
+            sr.lower(model, rtol="a", validate=validate)
+    with pytest.raises(ValueError, match=r"^fold\(\): atol=-1.0 is out of range"):
+        sr.fold(model, atol=-1.0)
+    with pytest.raises(TypeError, match=r"^repair\(\): inputs must be a dict"):
+        sr.repair(model, inputs=[np.zeros(3)], validate=True)
+    with pytest.raises(ValueError, match=r"^rewrite\(\): rtol=nan is out of range"):
+        sr.rewrite(model, [passes.UpgradePass()], rtol=float("nan"))
+
+
+@pytest.mark.parametrize("as_path", [False, True])
+def test_a_missing_input_is_named_as_a_dict_key_before_any_work(tmp_path: Path, as_path: bool):
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    given = model
+    if as_path:
+        given = tmp_path / "m.onnx"
+        onnx.save(model, given)
+    partial = {"data": np.zeros((4, 5), np.float32)}
+    with pytest.raises(ValueError, match=r"^lower\(\): inputs lacks the key\(s\) 'indices', "
+                                         r"'updates': give an array") as raised:
+        sr.lower(given, inputs=partial, validate=True)
+    assert ".npz" not in str(raised.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["m.onnx"] if as_path else [])
+
+
+def test_a_failed_validation_in_memory_says_no_model_is_returned():
+    from _wrong_passes import NegateScatterOutputs
+
+    model = scatter_model("ScatterElements", opset=16, reduction="max")
+    with pytest.raises(sr.ValidationError) as raised:
+        sr.rewrite(model, [NegateScatterOutputs()], validate=True)
+    assert "no model returned" in str(raised.value) and "nothing written" not in str(raised.value)
+
+
+def test_findings_carry_the_fix_as_a_python_call():
+    model = scatter_model("ScatterElements", opset=18, reduction="max")
+    (finding,) = sr.check(model, target="opset-13").findings
+    assert finding.fix == "scatter-rewrite lower --opset 13"
+    assert finding.python_fix == "scatter_rewrite.lower(model, opset=13)"
+    assert finding.to_dict()["python_fix"] == finding.python_fix
+    (ready,) = sr.check(model, target="opset-18").findings
+    assert ready.fix is None and ready.python_fix is None
+
+
+def test_python_calls_of_every_fix_form():
+    from scatter_rewrite.verbs import python_call
+
+    assert python_call("scatter-rewrite upgrade (or scatter-rewrite tensorrt --trt-version 8.6)") \
+        == "scatter_rewrite.upgrade(model) (or scatter_rewrite.prepare_for_tensorrt(model, " \
+           "trt_version='8.6'))"
+    assert python_call("scatter-rewrite tensorrt --trt-version 8.6 --fix-dim E=SIZE") \
+        == "scatter_rewrite.prepare_for_tensorrt(model, trt_version='8.6', fix_dims={'E': SIZE})"
+    assert python_call("scatter-rewrite to-scatternd") == "scatter_rewrite.to_scatternd(model)"

@@ -102,6 +102,17 @@ def test_bench_lower_smoke():
     assert all(row[4].endswith("x") and int(row[5]) > 1 for row in rows), rows
 
 
+def test_bench_lower_modes_smoke():
+    out = run("bench_lower_modes.py", "--smoke")
+    rows = {row[0]: row for row in table(
+        out, "| command | wall time | peak RSS | / standard (time, memory) | note |")}
+    assert list(rows)[:2] == ["lower --mode standard", "lower --mode custom"]
+    for name in ("lower --mode standard", "lower --mode custom"):
+        # the note is the error line of a failed run: validation runs the custom nodes in onnxruntime
+        assert rows[name][4] == "", rows[name]
+        assert rows[name][2].endswith(" MiB") and int(rows[name][2].split()[0]) > 0, rows[name]
+
+
 def test_bench_tensorrt_smoke():
     out = run("bench_tensorrt.py", "--smoke")
     nd = table(out, "| shapes | ScatterElements (ms) | ScatterND form (ms) | ratio | rewritten graph |")

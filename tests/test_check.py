@@ -269,7 +269,7 @@ def test_cli_errors(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(scatter_model("ScatterElements", opset=18), path)
     result = runner.invoke(app, ["check", str(path), "--target", "tensorrt-7"])
-    assert result.exit_code == 1 and "--target 'tensorrt-7' is unknown" in result.stderr
+    assert result.exit_code == 2 and "--target 'tensorrt-7' is unknown" in result.stderr
 
 
 # ---- attributes that refer to an attribute of the enclosing function ----------------------------------

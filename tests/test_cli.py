@@ -69,9 +69,11 @@ def test_inputs_missing_a_name_is_an_error(legacy, tmp_path):
     assert not legacy.with_name("legacy.upgraded.onnx").exists()
 
 
-def test_no_validate(legacy):
+def test_no_validate_says_written_never_passed(legacy):
     result = invoke("upgrade", legacy, "--no-validate")
     assert result.exit_code == 0 and "validation: skipped" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("WRITTEN in ")
+    assert "PASSED" not in result.stdout
 
 
 def test_in_place(legacy):
@@ -92,7 +94,7 @@ def test_an_earlier_report_is_replaced_keeping_its_mode(legacy):
 
 def test_output_equal_to_input_needs_in_place(legacy):
     result = invoke("upgrade", legacy, "-o", legacy)
-    assert result.exit_code == 1 and "--in-place" in result.stderr
+    assert result.exit_code == 2 and "--in-place" in result.stderr
 
 
 def test_second_run_changes_nothing(legacy):
@@ -153,9 +155,9 @@ def test_verbose_shows_the_traceback(tmp_path):
     assert result.exit_code == 1 and "Traceback" in result.stderr
 
 
-def test_bad_option_value(legacy):
+def test_bad_option_value_is_bad_usage(legacy):
     result = invoke("upgrade", legacy, "--opset", "7")
-    assert result.exit_code == 1 and "--opset 7 is out of range" in result.stderr
+    assert result.exit_code == 2 and "--opset 7 is out of range" in result.stderr
     assert not legacy.with_name("legacy.upgraded.onnx").exists()
 
 

@@ -50,8 +50,9 @@ def tree(folder: Path) -> dict[str, tuple[str, int]]:
             for p in sorted(folder.rglob("*"))}
 
 
-def assert_one_line_failure(result, *needles: str) -> str:
-    assert result.exit_code == 1, result.output
+def assert_one_line_failure(result, *needles: str, code: int = 1) -> str:
+    """One line on stderr, exit ``code``: 1 for a model that fails, 2 for bad usage."""
+    assert result.exit_code == code, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scatter-rewrite: error:"), result.stderr
     assert "Traceback" not in result.output and "internal error" not in lines[0], lines[0]
@@ -78,14 +79,14 @@ def test_report_onto_the_input_model_is_refused(tmp_path: Path, verb: str):
     source = save(make(), tmp_path / "m.onnx")
     before = tree(tmp_path)
     result = invoke(verb, source, "--report", source, *options)
-    assert_one_line_failure(result, "--report", "input model")
+    assert_one_line_failure(result, "--report", "input model", code=2)
     assert tree(tmp_path) == before  # the model was overwritten by the JSON report before
 
 
 def test_report_onto_the_output_is_refused(legacy: Path, tmp_path: Path):
     before = tree(tmp_path)
     out = tmp_path / "out.onnx"
-    assert_one_line_failure(invoke("upgrade", legacy, "-o", out, "--report", out), "--report", "output")
+    assert_one_line_failure(invoke("upgrade", legacy, "-o", out, "--report", out), "--report", "output", code=2)
     assert tree(tmp_path) == before
 
 
@@ -96,7 +97,9 @@ def test_report_that_cannot_be_written_fails_before_any_work(legacy: Path, tmp_p
     report = {"folder": tmp_path / "folder", "under a file": tmp_path / "notes.txt" / "r.json",
               "not a report": tmp_path / "notes.txt"}[where]
     before = tree(tmp_path)
-    assert_one_line_failure(invoke("upgrade", legacy, "--report", report), "--report")
+    # a folder or another file there: bad usage; a folder one cannot write in: a failure
+    code = 1 if where == "under a file" else 2
+    assert_one_line_failure(invoke("upgrade", legacy, "--report", report), "--report", code=code)
     assert tree(tmp_path) == before  # no model, no .tmp file
 
 
@@ -128,7 +131,7 @@ def test_several_models_writing_the_same_output_are_refused(legacy: Path, tmp_pa
     before = tree(tmp_path)
     for args in ([tmp_path / "a" / "m.onnx", tmp_path / "b" / "m.onnx"], [tmp_path / "a", tmp_path / "b"]):
         result = invoke("upgrade", *args, "-o", tmp_path / "out")
-        assert_one_line_failure(result, "would both be written to")
+        assert_one_line_failure(result, "would both be written to", code=2)
         assert tree(tmp_path) == before  # one used to overwrite the other, both reported PASSED
 
 
@@ -136,7 +139,7 @@ def test_an_output_that_is_another_input_is_refused(legacy: Path, tmp_path: Path
     other = tmp_path / "legacy.upgraded.onnx"
     shutil.copy(legacy, other)
     before = tree(tmp_path)
-    assert_one_line_failure(invoke("upgrade", legacy, other), "is the input model")
+    assert_one_line_failure(invoke("upgrade", legacy, other), "is the input model", code=2)
     assert tree(tmp_path) == before  # legacy.upgraded.onnx, an input, was overwritten
 
 
@@ -150,7 +153,7 @@ def test_one_model_named_twice_is_rewritten_once_and_o_stays_a_folder(legacy: Pa
 def test_in_place_with_output_and_several_models_is_one_line(legacy: Path, tmp_path: Path):
     other = save(scatter_model("Scatter", opset=10), tmp_path / "other.onnx")
     before = tree(tmp_path)
-    assert_one_line_failure(invoke("upgrade", legacy, other, "--in-place", "-o", tmp_path / "o"), "--in-place")
+    assert_one_line_failure(invoke("upgrade", legacy, other, "--in-place", "-o", tmp_path / "o"), "--in-place", code=2)
     assert tree(tmp_path) == before
 
 
@@ -411,7 +414,7 @@ def test_report_onto_the_outputs_data_file_is_refused(tmp_path: Path):
     source = external_weights_model(tmp_path / "model", 16 * 1024, opset=10)
     out = tmp_path / "out.onnx"
     before = tree(tmp_path)
-    assert_one_line_failure(invoke("upgrade", source, "-o", out, "--report", f"{out}.data"), "external data file")
+    assert_one_line_failure(invoke("upgrade", source, "-o", out, "--report", f"{out}.data"), "external data file", code=2)
     assert tree(tmp_path) == before
 
 

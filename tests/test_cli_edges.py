@@ -52,12 +52,12 @@ def test_one_opset_range_for_every_verb(tmp_path: Path, verb: str):
     model = save(scatter_model("ScatterElements", opset=16), tmp_path / "m.onnx")
     for opset in (10, highest + 1):
         result = invoke(verb, model, "--opset", opset)
-        assert result.exit_code == 1
+        assert result.exit_code == 2  # bad usage
         assert f"--opset {opset} is out of range for {verb}: pick 11 to {highest}" in result.stderr
     result = invoke(verb, model, "--opset", highest, "-o", tmp_path / "top.onnx")
     assert result.exit_code == 0, result.output
     check = invoke("check", model, "--target", f"opset-{highest + 1}")
-    assert check.exit_code == 1 and "out of range" in check.stderr and "unknown" not in check.stderr
+    assert check.exit_code == 2 and "out of range" in check.stderr and "unknown" not in check.stderr
 
 
 def test_o_naming_one_file_with_several_models_is_a_usage_error(tmp_path: Path):
@@ -79,7 +79,7 @@ def test_check_takes_several_models_and_folders(tmp_path: Path):
     save(scatter_model("ScatterElements", opset=16, reduction="add"), folder / "add.onnx")
     save(scatter_model("ScatterElements", opset=13), folder / "plain.onnx")
     one = save(scatter_model("Scatter", opset=10), tmp_path / "legacy.onnx")
-    result = invoke("check", folder, one, "--target", "opset-13", terminal_width=200)
+    result = invoke("check", folder, one, "--target", "opset-13")
     assert result.exit_code == 1
     assert result.stdout.count("readiness for opset-13") == 3
     blocked = result.stderr.strip().splitlines()
@@ -238,6 +238,7 @@ def test_progress_on_a_terminal_names_each_pass(tmp_path: Path, monkeypatch):
     screen = io.StringIO()
     monkeypatch.setattr(cli, "_stderr_console",
                         lambda: Console(file=screen, force_terminal=True, width=100))
+    monkeypatch.setattr(cli, "_may_be_terminal", lambda stream: True)  # (the runner's is a pipe)
     steps = []
     real = cli._pass_progress
 

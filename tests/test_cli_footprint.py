@@ -24,15 +24,18 @@ try:
     main()
 except SystemExit as e:
     code = e.code
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+# (a stand-in for a module not loaded yet, cli._OnFirstUse, is not a module loaded)
+loaded = [name for name, module in sys.modules.items() if type(module).__name__ != "_OnFirstUse"]
+print(json.dumps({"code": code, "modules": sorted(loaded)}))
 """
 
 
-def _modules_after(*argv: str) -> tuple[int, set[str]]:
+def _modules_after(*argv: str, full: bool = False) -> tuple[int, set[str]]:
+    """The exit code and the modules loaded (top-level names, or ``full`` names) by a run."""
     done = subprocess.run([sys.executable, "-c", RUN_AND_LIST_MODULES, *argv],
                           capture_output=True, text=True, check=True)
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    return report["code"], {name.split(".")[0] for name in report["modules"]}
+    return report["code"], {name if full else name.split(".")[0] for name in report["modules"]}
 
 
 def test_fold_without_validation_loads_neither_onnxruntime_nor_pydantic(tmp_path):
@@ -103,3 +106,33 @@ def test_help_and_version_import_neither_onnx_nor_the_passes():
         code, modules = _modules_after(*argv)
         assert code in (0, None), argv
         assert not modules & {"onnx", "onnx_ir", "onnxruntime", "numpy"}, (argv, modules)
+
+
+def test_fold_without_validation_loads_no_validation_sympy_or_rich_console(tmp_path):
+    """What a fold's start-up no longer pays (benchmarks/RESULTS-fold.md): sympy, which onnx_ir
+    imports for symbolic shape arithmetic (stood in for until used), validation's modules, and
+    rich's console where stderr is no terminal."""
+    model = tmp_path / "m.onnx"
+    onnx.save(constant_scatter_model("ScatterElements", data=np.zeros((4, 4), np.float32),
+                                     indices=np.zeros((1, 4), np.int64),
+                                     updates=np.ones((1, 4), np.float32)), model)
+    code, modules = _modules_after("fold", str(model), "-o", str(tmp_path / "out.onnx"),
+                                   "--no-validate", full=True)
+    assert code in (0, None) and (tmp_path / "out.onnx").exists()
+    assert "onnx_ir" in modules
+    assert not {m for m in modules if m.startswith("sympy.")}
+    assert not {m for m in modules if m.startswith("scatter_rewrite.validate")}
+    assert "rich.console" not in modules
+
+
+def test_sympy_loads_when_a_rewrite_does_use_it():
+    """The stand-in is the real sympy at first use: a symbolic dimension's arithmetic works."""
+    script = ("import sys\n"
+              "from scatter_rewrite import cli\n"
+              "cli._defer_imports()\n"
+              "import onnx_ir as ir, sympy\n"
+              "assert 'sympy.core' not in sys.modules\n"
+              "print(ir.SymbolicDim('N') * 2 + 1, sympy.Symbol('x') + 1)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2*N", "+", "1", "x", "+", "1"], done.stdout

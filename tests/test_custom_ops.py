@@ -3,6 +3,9 @@ which onnxruntime-extensions' Python ops cannot take as they are, load and run o
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import onnx
@@ -123,3 +126,24 @@ def test_half_float_sum_in_a_float32_graph_validates(elem_type, mode):
     lowered = sr.lower(gnn_model(elem_type, "add", outer_type=TensorProto.FLOAT), opset=13,
                        mode=mode, validate=True)
     onnx.checker.check_model(lowered, full_check=True)
+
+
+def test_registering_the_ops_imports_no_part_of_onnxruntime_extensions_it_does_not_need():
+    """onnxruntime-extensions' __init__ imports its converters (onnxruntime_extensions.cvt), hence
+    transformers and, when installed, torch: seconds and hundreds of MiB per ``lower --mode
+    custom``. Registering runs none of it; a later ``import onnxruntime_extensions`` still gets the
+    whole package, with the same library and op declarations."""
+    script = (
+        "import sys, onnxruntime as ort\n"
+        "from scatter_rewrite import custom_ops\n"
+        "custom_ops.register(ort.SessionOptions())\n"
+        "print(sorted(m for m in ('onnxruntime_extensions', 'onnxruntime_extensions.cvt', "
+        "'transformers', 'torch') if m in sys.modules))\n"
+        "import onnxruntime_extensions as ext\n"
+        "print(ext.get_library_path() == custom_ops._library_path(custom_ops._extensions_ops()), "
+        "callable(ext.onnx_op), ext.PyCustomOpDef is custom_ops._extensions_ops().PyCustomOpDef)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "True True True"], done.stdout

@@ -144,7 +144,7 @@ def test_cli_lower(tmp_path):
     assert {o.version for o in out.opset_import if o.domain == ""} == {11}
     beyond = onnx.defs.onnx_opset_version() + 1
     bad = CliRunner().invoke(app, ["lower", str(source), "--opset", str(beyond)])
-    assert bad.exit_code == 1 and "out of range" in bad.output and "Traceback" not in bad.output
+    assert bad.exit_code == 2 and "out of range" in bad.output and "Traceback" not in bad.output
 
 
 @pytest.mark.parametrize("mode,domain", [("custom", "ai.onnx.contrib"), ("tensorrt-plugin", "ai.onnx.contrib")])

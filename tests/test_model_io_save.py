@@ -249,7 +249,7 @@ def test_output_onto_the_inputs_data_file_is_refused(tmp_path: Path, out: str):
     source = _external_model(tmp_path, "other.onnx.data")
     before = _tree(tmp_path)
     result = invoke("upgrade", source, "-o", tmp_path / out)
-    assert result.exit_code == 1 and "the input's external data file" in result.stderr
+    assert result.exit_code == 2 and "the input's external data file" in result.stderr
     assert _tree(tmp_path) == before
     with pytest.raises(OptionError):
         rewrite_file("upgrade", source, output=tmp_path / out)
@@ -293,7 +293,7 @@ def test_two_models_sharing_a_data_file_in_place_are_refused(tmp_path: Path, ver
     a, b = _sharing_pair(tmp_path / "m")
     before = _tree(tmp_path)
     result = invoke(verb, a, b, "--in-place")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output  # bad usage, before any work
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("scatter-rewrite: error:") and "Traceback" not in result.output
     assert f"{a} and {b} would both write their external data to {tmp_path / 'm' / 'weights.bin'}" in line
@@ -308,7 +308,7 @@ def test_in_place_onto_a_data_file_another_model_also_reads_is_refused(tmp_path:
     _move_to_file(b, {"W": "b_only.bin"})
     before = _tree(tmp_path)
     result = invoke("fold", a, b, "--in-place")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output  # bad usage, before any work
     (line,) = result.stderr.strip().splitlines()
     assert (f"the external data file of the output for {a}, {tmp_path / 'm' / 'weights.bin'}, is the external "
             f"data file of {b}; rewrite them without --in-place") in line

@@ -424,7 +424,7 @@ def drop_none_reduction(node: ir.Node) -> bool:
 class ToScatterNDPass(ScatterPass):
     """Every ScatterElements -> ScatterND (same reduction); ScatterND loses ``reduction="none"``."""
 
-    name = "to_scatternd"
+    name = "to-scatternd"
 
     def run(self, model: ir.Model) -> None:
         from scatter_rewrite.passes.specialize import SpecializeCallsPass

@@ -10,8 +10,8 @@ GPT-2, Llama, BART, CLIP text+vision), torchvision architectures at reduced widt
 MobileNetV3-small, ShuffleNetV2, a ResNet of BasicBlocks, a VisionTransformer), and three layers
 that carry scatters (a GNN mean aggregation with ``scatter_add``, a point-cloud max
 pool with ``scatter_reduce(amax)``, a multi-hot label-smoothing head with ``index_put``), each
-exported by TorchScript (``dynamo=False``, opsets 11-17: below 13 it writes unnamed ``Constant``
-tensors) and by dynamo (``dynamo=True``), with static or dynamic shapes. Weights are random
+exported by TorchScript (``dynamo=False``, opsets 10-17: at 10 a scatter is the deprecated
+``Scatter``, below 13 it writes unnamed ``Constant`` tensors) and by dynamo (``dynamo=True``), with static or dynamic shapes. Weights are random
 (seeded), sizes tiny, so that the corpus stays small.
 
 Each ``NAME.onnx`` comes with ``NAME.npz``: seeded inputs (``in_<input name>``) and PyTorch's own
@@ -343,7 +343,7 @@ ARCHS = {
 # (architecture, exporter, opset, dynamic); dynamo's opset None: the exporter's default
 EXPORTS = [
     ("bert", "ts", 11, True), ("bert", "ts", 14, False), ("bert", "dynamo", 18, True),
-    ("gpt2", "ts", 12, True), ("gpt2", "dynamo", None, False),
+    ("gpt2", "ts", 10, False), ("gpt2", "ts", 12, True), ("gpt2", "dynamo", None, False),
     ("llama", "ts", 13, True), ("llama", "ts", 17, False), ("llama", "dynamo", 18, True),
     ("bart", "ts", 15, False), ("bart", "dynamo", 18, True),
     ("clip", "ts", 17, True), ("clip", "dynamo", None, True),
@@ -352,7 +352,8 @@ EXPORTS = [
     ("shufflenet", "ts", 13, True), ("shufflenet", "dynamo", 18, False),
     ("resnet", "ts", 16, False), ("resnet", "dynamo", 18, True),
     ("vit", "ts", 17, True), ("vit", "dynamo", None, False),
-    ("gnn_mean", "ts", 11, True), ("gnn_mean", "ts", 16, False), ("gnn_mean", "dynamo", 18, True),
+    ("gnn_mean", "ts", 10, True), ("gnn_mean", "ts", 11, True),
+    ("gnn_mean", "ts", 16, False), ("gnn_mean", "dynamo", 18, True),
     ("point_max_pool", "ts", 16, True), ("point_max_pool", "dynamo", 18, False),
     ("multi_hot", "ts", 11, False), ("multi_hot", "ts", 12, True),
     ("multi_hot", "dynamo", 18, True),

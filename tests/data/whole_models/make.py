@@ -3,7 +3,7 @@ torchvision, transformers and onnxscript; the tests need none of them).
 
     python3 -m venv /tmp/venv-corpus && . /tmp/venv-corpus/bin/activate
     pip install torch==2.14.1 torchvision==0.29.1 transformers onnx onnxscript
-    python tests/data/whole_models/make.py            # every model; or name some: make.py bert_ts11_dyn
+    python tests/data/whole_models/make.py      # every model; or name some: make.py bert_ts11_dyn
 
 Whole models as users export them: transformers architectures from tiny random configs (BERT,
 GPT-2, Llama, BART, CLIP text+vision), torchvision architectures at reduced width (SqueezeNet 1.1,
@@ -11,8 +11,9 @@ MobileNetV3-small, ShuffleNetV2, a ResNet of BasicBlocks, a VisionTransformer), 
 that carry scatters (a GNN mean aggregation with ``scatter_add``, a point-cloud max
 pool with ``scatter_reduce(amax)``, a multi-hot label-smoothing head with ``index_put``), each
 exported by TorchScript (``dynamo=False``, opsets 10-17: at 10 a scatter is the deprecated
-``Scatter``, below 13 it writes unnamed ``Constant`` tensors) and by dynamo (``dynamo=True``), with static or dynamic shapes. Weights are random
-(seeded), sizes tiny, so that the corpus stays small.
+``Scatter``, below 13 it writes unnamed ``Constant`` tensors) and by dynamo (``dynamo=True``),
+with static or dynamic shapes. Weights are random (seeded), sizes tiny, so that the corpus stays
+small.
 
 Each ``NAME.onnx`` comes with ``NAME.npz``: seeded inputs (``in_<input name>``) and PyTorch's own
 outputs on them in eager mode (``out_<output name>``). A dynamic export is traced on one size and
@@ -240,7 +241,8 @@ FEATURES, NODES, EDGES = 8, 6, 20
 
 class GnnMean(nn.Module):
     """A GraphSAGE-style layer: messages from the source nodes, summed into their destinations with
-    ``scatter_add`` and divided by each node's in-degree (``scatter_add`` of ones), then a Linear."""
+    ``scatter_add`` and divided by each node's in-degree (``scatter_add`` of ones), then a
+    Linear."""
 
     def __init__(self):
         super().__init__()
@@ -365,17 +367,17 @@ def export_name(arch: str, exporter: str, opset: int | None, dynamic: bool) -> s
 
 
 def _dynamo_shapes(arch: Arch, names: list[str]) -> tuple:
+    """Each dynamic axis free (torch.export infers which inputs share a size)."""
     from torch.export import Dim
 
-    dims: dict[str, object] = {}
-    return tuple({axis: dims.setdefault(d, Dim.DYNAMIC) for axis, d in arch.dynamic.get(n, {}).items()}
-                 or None for n in names)
+    return tuple({axis: Dim.DYNAMIC for axis in arch.dynamic.get(n, {})} or None for n in names)
 
 
 def export(arch_name: str, exporter: str, opset: int | None, dynamic: bool) -> dict:
     arch = ARCHS[arch_name]
     name = export_name(arch_name, exporter, opset, dynamic)
     path = HERE / f"{name}.onnx"
+    torch.manual_seed(0)  # (the weights of a model do not depend on what was made before it)
     module = arch.make().eval()
     example = arch.inputs(*TRACE, 0)
     names, args = list(example), tuple(example.values())

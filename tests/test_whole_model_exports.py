@@ -68,6 +68,10 @@ FAST_MODELS = ["gnn_mean_ts10_dyn", "gnn_mean_ts11_dyn", "multi_hot_ts11_static"
                "shufflenet_dynamo18_static", "bert_dynamo18_dyn"]
 FAST_VERBS = ["upgrade", "fold", "lower-13", "tensorrt-8.6", "to-scatternd", "repair"]
 
+# The highest opset each verb's result may have (the target's; TensorRT's parser's for tensorrt).
+TARGET_OPSET = {"lower-13": 13, "lower-11": 11, "lower-17": 17, "tensorrt-8.6": 17,
+                "tensorrt-10": 20}
+
 # "The export computes what PyTorch does": onnxruntime's original within this of PyTorch eager
 # (their float kernels differ: GELU, softmax, layer norm round otherwise).
 EXPORT_TOLERANCE = (1e-4, 1e-5)
@@ -243,6 +247,10 @@ def test_verb_result_runs_and_is_right(name: str, verb: str, validate: bool):
         return
     result, outcome = done
     assert outcome.status in ("PASSED", "UNCHANGED")
+    highest = TARGET_OPSET.get(verb)
+    if highest is not None and _opset(result) > highest:
+        pytest.fail(f"{name} {verb} validate={validate}: {outcome.status} at opset "
+                    f"{_opset(result)}, above its target's {highest}, where it should refuse")
     wrong = _judge(name, verb, result, outcome)
     if wrong:
         pytest.fail(f"{name} {verb} validate={validate}: {'; '.join(wrong)}")

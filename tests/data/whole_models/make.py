@@ -7,10 +7,11 @@ torchvision, transformers and onnxscript; the tests need none of them).
 
 Whole models as users export them: transformers architectures from tiny random configs (BERT,
 GPT-2, Llama, BART, CLIP text+vision), torchvision architectures at reduced width (SqueezeNet 1.1,
-MobileNetV3-small, ShuffleNetV2, a ResNet of BasicBlocks, a VisionTransformer), and three layers
-that carry scatters (a GNN mean aggregation with ``scatter_add``, a point-cloud max
-pool with ``scatter_reduce(amax)``, a multi-hot label-smoothing head with ``index_put``), each
-exported by TorchScript (``dynamo=False``, opsets 10-17: at 10 a scatter is the deprecated
+MobileNetV3-small, ShuffleNetV2, a ResNet of BasicBlocks, a VisionTransformer), layers that
+carry scatters (a GNN mean aggregation with ``scatter_add``, a point-cloud max pool with
+``scatter_reduce(amax)``, a multi-hot label-smoothing head with ``index_put``, a classifier with a
+constant class bias made by ``scatter``) and an antialiased-resize stem (no exact form below
+opset 18), each exported by TorchScript (``dynamo=False``, opsets 10-17: at 10 a scatter is the deprecated
 ``Scatter``, below 13 it writes unnamed ``Constant`` tensors) and by dynamo (``dynamo=True``),
 with static or dynamic shapes. Weights are random (seeded), sizes tiny, so that the corpus stays
 small.
@@ -49,12 +50,14 @@ VOCAB, IMAGE = 99, 32
 @dataclasses.dataclass
 class Arch:
     """A module and how to make inputs for it: ``inputs(batch, seq, seed)`` -> name -> tensor;
-    ``dynamic``: input name -> {axis: "batch" | "seq"}."""
+    ``dynamic``: input name -> {axis: "batch" | "seq"}; ``fold_constants``: whether the exporter
+    folds constants (TorchScript's ``do_constant_folding``, dynamo's ``optimize``)."""
 
     make: Callable[[], nn.Module]
     inputs: Callable[[int, int, int], dict[str, torch.Tensor]]
     dynamic: dict[str, dict[int, str]]
     outputs: list[str]
+    fold_constants: bool = True
 
 
 # -- transformers ---------------------------------------------------------------------------------
@@ -296,6 +299,39 @@ class MultiHotSmoothing(nn.Module):
         return logits, loss.sum(dim=1)
 
 
+class PriorHead(nn.Module):
+    """A classifier whose logits get a fixed bias on a few known classes, built in forward with
+    ``scatter`` of constants (a constant scatter, which ``fold`` folds)."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(FEATURES, 10)
+
+    def forward(self, x):
+        classes = torch.tensor([[1, 3, 7]])
+        bias = torch.zeros(1, 10).scatter(1, classes, torch.tensor([[0.5, -0.25, 1.0]]))
+        return self.head(x) + bias
+
+
+class AntialiasStem(nn.Module):
+    """An image model's preprocessing and stem: an antialiased bilinear downscale (Resize with
+    antialias=1, which exists from opset 18 only) then a convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, images):
+        small = nn.functional.interpolate(images, scale_factor=0.5, mode="bilinear",
+                                          antialias=True)
+        return torch.relu(self.conv(small)).mean(dim=(2, 3))
+
+
+def _features(batch: int, seq: int, seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(batch, FEATURES, generator=g)}
+
+
 def _graph_inputs(batch: int, seq: int, seed: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     nodes = NODES if batch == TRACE[0] else NODES + 3
@@ -340,6 +376,11 @@ ARCHS = {
     "multi_hot": Arch(MultiHotSmoothing, _label_inputs, {"x": {0: "batch"}, "rows": {0: "labels"},
                                                          "labels": {0: "labels"}},
                       ["logits", "loss"]),
+    # (exported without the exporters' constant folding, which would fold the scatter itself;
+    # dynamo only: TorchScript's tracer computes it at export whatever the option)
+    "prior_head": Arch(PriorHead, _features, {"x": {0: "batch"}}, ["logits"],
+                       fold_constants=False),
+    "antialias_stem": Arch(AntialiasStem, _images(32), _IMAGES, ["features"]),
 }
 
 # (architecture, exporter, opset, dynamic); dynamo's opset None: the exporter's default
@@ -359,6 +400,8 @@ EXPORTS = [
     ("point_max_pool", "ts", 16, True), ("point_max_pool", "dynamo", 18, False),
     ("multi_hot", "ts", 11, False), ("multi_hot", "ts", 12, True),
     ("multi_hot", "dynamo", 18, True),
+    ("prior_head", "dynamo", 18, True), ("prior_head", "dynamo", None, False),
+    ("antialias_stem", "dynamo", None, False), ("antialias_stem", "dynamo", 18, True),
 ]
 
 
@@ -388,11 +431,13 @@ def export(arch_name: str, exporter: str, opset: int | None, dynamic: bool) -> d
         if exporter == "ts":
             torch.onnx.export(module, args, path, dynamo=False, opset_version=opset,
                               input_names=names, output_names=arch.outputs,
-                              dynamic_axes=arch.dynamic if dynamic else None)
+                              dynamic_axes=arch.dynamic if dynamic else None,
+                              do_constant_folding=arch.fold_constants)
         else:
             torch.onnx.export(module, args, path, dynamo=True, opset_version=opset,
                               input_names=names, output_names=arch.outputs, external_data=False,
-                              dynamic_shapes=_dynamo_shapes(arch, names) if dynamic else None)
+                              dynamic_shapes=_dynamo_shapes(arch, names) if dynamic else None,
+                              optimize=arch.fold_constants)
     feeds = arch.inputs(*(OTHER if dynamic else TRACE), 1)
     with torch.no_grad():
         outputs = module(*feeds.values())

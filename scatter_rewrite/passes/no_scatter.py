@@ -89,13 +89,16 @@ class Form:
 
     def said(self) -> str:
         if self.bytes is None:
-            return f"{self.name} form, largest intermediate {self.formula} x {self.itemsize} bytes"
+            return (f"{self.name} form, largest intermediate {self.formula} elements of "
+                    f"{self.itemsize} bytes (R data rows, n update rows, w row width)")
         return (f"{self.name} form, largest intermediate {self.elements} elements "
                 f"({_mib(self.bytes)})")
 
 
 def _mib(size: int) -> str:
-    return f"{size / 2 ** 20:.3g} MiB"
+    if size < 2 ** 10:
+        return f"{size} bytes"
+    return f"{size / 2 ** 10:.3g} KiB" if size < 2 ** 20 else f"{size / 2 ** 20:.3g} MiB"
 
 
 def _reduction(node: ir.Node) -> str:
@@ -138,7 +141,7 @@ def _compute_dtype(dtype: ir.DataType, reduction: str) -> ir.DataType:
 
 
 def _itemsize(dtype: ir.DataType) -> int:
-    return max(1, dtype.itemsize) if dtype != ir.DataType.STRING else 8
+    return max(1, int(dtype.itemsize)) if dtype != ir.DataType.STRING else 8
 
 
 def forms_for(node: ir.Node) -> list[Form]:
@@ -153,18 +156,23 @@ def forms_for(node: ir.Node) -> list[Form]:
         known = None if None in counts else math.prod(counts)
         return known, math.prod(_LARGE if c is None else c for c in counts)
 
+    def said(text: str) -> str:  # the formula, each static count written as its value
+        for name, count in (("R", rows), ("n", n), ("w", w)):
+            text = text.replace(name, "?" + name if count is None else str(count))
+        return text.replace("?", "")
+
     forms = []
     if reduction == "none":
         elements, estimate = sized(rows, n)
-        forms.append(Form("mask", elements, 8, "R*n", estimate))
+        forms.append(Form("mask", elements, 8, said("R*n"), estimate))
     elif ct in _MASK_REDUCE_TYPES and not (ct in _FLOATS and reduction in ("max", "min")):
         elements, estimate = sized(rows, n, w)
-        forms.append(Form("mask", elements, _itemsize(ct), "R*n*w", estimate))
+        forms.append(Form("mask", elements, _itemsize(ct), said("R*n*w"), estimate))
     total = None if rows is None or n is None else rows + n
     elements, _ = sized(total, w)
     estimate = ((rows if rows is not None else _LARGE) + (n if n is not None else _LARGE)) * (
         w if w is not None else _LARGE)
-    forms.append(Form("sort", elements, _itemsize(ct), "(R+n)*w", estimate))
+    forms.append(Form("sort", elements, _itemsize(ct), said("(R+n)*w"), estimate))
     return sorted(forms, key=lambda f: (f.estimate * f.itemsize, f.name != "mask"))
 
 
@@ -172,6 +180,7 @@ class NoScatterPass(ScatterPass):
     """Every scatter becomes an exact scatter-free form (see the module docstring)."""
 
     name = "no-scatter"
+    refusal = "no scatter-free form written"
 
     def __init__(self, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB):
         super().__init__()
@@ -181,6 +190,16 @@ class NoScatterPass(ScatterPass):
                               "number of MiB")
         self.max_bytes = max_intermediate_mib * 2 ** 20
         self.max_intermediate_mib = max_intermediate_mib
+
+    def wanted(self, node: ir.Node) -> bool:
+        """Whether the pass rewrites ``node`` (its types borrowed from inference): every
+        default-domain scatter here; a target's pass, those its runtime cannot run."""
+        return _is_scatter(node)
+
+    def segment_form(self, node: ir.Node) -> bool:
+        """Whether ``node`` is written as lower's sort + segmented reduction + ScatterND(none)
+        (:func:`._segment_reduce.lower_reduction`) instead of a scatter-free form: never here."""
+        return False
 
     def run(self, model: ir.Model) -> None:
         if not any(_is_scatter(n) for n, _ in iter_nodes(model)):
@@ -201,7 +220,8 @@ class NoScatterPass(ScatterPass):
     def _run(self, model: ir.Model) -> None:
         names = seg.Names(value_names(model))
         tensor_scatters = [(n, s) for n, s in iter_nodes(model)
-                           if n.op_type == "TensorScatter" and is_default_domain(n)]
+                           if n.op_type == "TensorScatter" and is_default_domain(n)
+                           and self.wanted(n)]
         made: dict[int, ir.Node] = {}  # id of a ScatterElements a TensorScatter became -> it
         for node, scope in tensor_scatters:
             reason = seg.tensor_scatter_blocker(node, scope.opset) or reference_reason(node)
@@ -212,8 +232,13 @@ class NoScatterPass(ScatterPass):
             self._splice(node, scope, nodes, out)
         plans, blocked = [], []
         for node, scope in iter_nodes(model):
-            if not _is_scatter(node):
+            if not (_is_scatter(node) and (id(node) in made or self.wanted(node))):
                 continue
+            if self.segment_form(node):
+                reason = seg.reduction_blocker(node, scope.opset)
+                if reason is None:
+                    plans.append((node, scope, None))
+                    continue
             reason = scatter_free_blocker(node, scope.opset)
             if reason is None:
                 form = forms_for(node)[0]
@@ -230,16 +255,22 @@ class NoScatterPass(ScatterPass):
                 plans.append((node, scope, form))
         if blocked:
             more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
-            raise ConversionError(f"no scatter-free form written: {blocked[0]}{more}")
+            raise ConversionError(f"{self.refusal}: {blocked[0]}{more}")
         for node, scope, form in plans:
             source = made.get(id(node))
             what = "TensorScatter -> ScatterElements -> " if source is not None else ""
             exactness, reduction = _exactness(node), _reduction(node)
-            nodes, out = scatter_free(node, scope.opset, form.name, names)
+            shown = describe(source or node, scope)
+            if form is None:
+                nodes, out = seg.lower_reduction(node, scope.opset, names)
+                detail = (f"{len(nodes)} standard nodes (sort + segmented {reduction} + "
+                          f"ScatterND(none); {exactness})")
+            else:
+                nodes, out = scatter_free(node, scope.opset, form.name, names)
+                detail = (f"{what}{len(nodes)} scatter-free nodes ({form.said()}; {reduction}, "
+                          f"{exactness})")
             self._splice(node, scope, nodes, out)
-            self.result.rewritten.append(_note(describe(source or node, scope), (
-                f"{what}{len(nodes)} scatter-free nodes ({form.said()}; {reduction}, "
-                f"{exactness})")))
+            self.result.rewritten.append(_note(shown, detail))
             self.result.modified = True
 
     @staticmethod
@@ -417,3 +448,34 @@ def _positional_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: se
 def no_scatter_passes(max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) -> list:
     """What ``prepare --target no-scatter`` runs."""
     return [NoScatterPass(max_intermediate_mib)]
+
+
+class TargetScattersPass(NoScatterPass):
+    """The scatters a target (:mod:`scatter_rewrite.targets`) does not run, rewritten: as lower's
+    sort + segmented reduction + ScatterND(none) where the target runs that ScatterND for the
+    node's type, as a scatter-free form otherwise; the scatters it runs are left alone."""
+
+    name = "prepare"
+    refusal = "not prepared"
+
+    def __init__(self, target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB):
+        from scatter_rewrite.targets import get_target
+
+        super().__init__(max_intermediate_mib)
+        self.target = get_target(target)
+        self.refusal = f"not prepared for {self.target.name}"
+
+    def wanted(self, node: ir.Node) -> bool:
+        if not _is_scatter(node):
+            return False
+        data = node.inputs[0] if node.inputs else None
+        index = node.inputs[2 if node.op_type == "TensorScatter" else 1] \
+            if len(node.inputs) > 2 else None
+        dtype = data.dtype.name if data is not None and data.dtype is not None else None
+        index_dtype = index.dtype.name if index is not None and index.dtype is not None else None
+        return not self.target.supports(node.op_type, _reduction(node), dtype, index_dtype)
+
+    def segment_form(self, node: ir.Node) -> bool:
+        dtype = node.inputs[0].dtype
+        return (_reduction(node) != "none" and dtype is not None
+                and self.target.supports("ScatterND", "none", dtype.name, "INT64"))

@@ -54,6 +54,7 @@ from scatter_rewrite.graph import (
     reference_reason, remove_unused_expands, value_names,
 )
 from scatter_rewrite.passes import _segment_reduce as seg
+from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
@@ -210,6 +211,9 @@ class NoScatterPass(ScatterPass):
         if any(n.op_type == "Scatter" and is_default_domain(n) for n, _ in iter_nodes(model)):
             self.absorb(UpgradePass()(model))
         self.absorb(SpecializeCallsPass(_is_scatter)(model))
+        # TorchScript's constant Ifs around a scatter hide its rank: their taken branch, as lower
+        for text in inline_constant_ifs(model, near=scatter_of_unknown_rank):
+            self.note(text, modified=True)
         borrowed = borrow_inferred_types(model, sharpen=True) + annotate_functions_with(
             model, _is_scatter)
         try:

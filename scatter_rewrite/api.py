@@ -326,7 +326,7 @@ def repair(model: ModelLike, *, assume: str | None = None, validate: bool = Fals
                      return_report)
 
 
-def prepare(model: ModelLike, *, target: str, max_intermediate_mib: int | None = None,
+def prepare(model: ModelLike, *, target: str | None = None, max_intermediate_mib: int | None = None,
             fix_dims: dict[str, int] | None = None, validate: bool = False,
             inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
             output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:

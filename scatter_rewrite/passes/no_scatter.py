@@ -60,8 +60,8 @@ from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
 
-__all__ = ["DEFAULT_MAX_INTERMEDIATE_MIB", "Form", "NoScatterPass", "forms_for",
-           "no_scatter_passes", "scatter_free_blocker"]
+__all__ = ["DEFAULT_MAX_INTERMEDIATE_MIB", "Form", "NoScatterPass", "TargetScattersPass",
+           "forms_for", "no_scatter_passes", "scatter_free", "scatter_free_blocker"]
 
 DEFAULT_MAX_INTERMEDIATE_MIB = 256
 INT64 = ir.DataType.INT64
@@ -125,7 +125,7 @@ def scatter_free_blocker(node: ir.Node, opset: int) -> str | None:
         return seg.reduction_blocker(node, opset)
     # (none: only Gather moves the values, whatever their type; the row view needs the rank)
     if node.op_type == "ScatterElements":
-        if seg._static_rank(*node.inputs) is None:
+        if all(v.shape is None for v in node.inputs):
             return "the rank of data/indices/updates is unknown"
     else:
         k = seg.index_tuple_length(node.inputs[1])

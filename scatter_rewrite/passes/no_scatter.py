@@ -89,11 +89,9 @@ class Form:
         return None if self.elements is None else self.elements * self.itemsize
 
     def said(self) -> str:
-        if self.bytes is None:
-            return (f"{self.name} form, largest intermediate {self.formula} elements of "
-                    f"{self.itemsize} bytes (R data rows, n update rows, w row width)")
-        return (f"{self.name} form, largest intermediate {self.elements} elements "
-                f"({_mib(self.bytes)})")
+        if self.bytes is None:  # (R data rows, n update rows, w their width: docs/targets.md)
+            return f"{self.name} form: largest intermediate {self.formula} x {self.itemsize} bytes"
+        return f"{self.name} form: largest intermediate {_mib(self.bytes)}"
 
 
 def _mib(size: int) -> str:

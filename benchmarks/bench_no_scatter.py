@@ -9,8 +9,9 @@ Cases (static shapes, float32, int64 indices): a MoE router's expert load (Scatt
 rows of 256 into 8 or 64 expert rows), and a GNN aggregation (ScatterElements max/add, axis 0, index
 ``Expand(Unsqueeze(dst))``, 20000 nodes x 64 features, 100000 edges). Each form (mask, sort) is
 written for every node (passes/no_scatter.py ``scatter_free``) and run in its own process: median
-time of a run after a warm-up, one intra-op thread, and the process's peak RSS (``ru_maxrss``) over
-that of the same process with the native model. "bound" is the largest intermediate the form
+time of a run after a warm-up, one intra-op thread, and the process's peak RSS (``VmHWM``) beside
+that of the same process with the native model (the bound limits the largest single intermediate;
+the peak holds every tensor onnxruntime keeps alive at once). "bound" is the largest intermediate the form
 declares: the smallest ``--max-intermediate-mib`` that accepts it (the default, 256, refuses above).
 A form above 2 GiB is not run. Outputs are checked in the child against the native model's: max
 bit for bit, add within validation's float32 tolerance. Writes benchmarks/RESULTS-no-scatter.md
@@ -45,7 +46,7 @@ RUN_LIMIT = 2 << 30  # bytes: a form whose largest intermediate is above is not 
 DEFAULT_BOUND = ns.DEFAULT_MAX_INTERMEDIATE_MIB
 
 CHILD = r"""
-import json, resource, statistics, sys, time
+import json, statistics, sys, time
 import numpy as np, onnxruntime as ort
 model, feeds_path, expected_path, exact, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", int(sys.argv[5])
 feeds = dict(np.load(feeds_path))
@@ -67,8 +68,9 @@ for _ in range(runs):
     started = time.perf_counter()
     session.run(None, feeds)
     times.append(time.perf_counter() - started)
-print(json.dumps({"ms": statistics.median(times) * 1000,
-                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+# (VmHWM, not ru_maxrss: until exec, Linux counts the parent's memory into the child's ru_maxrss)
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
+print(json.dumps({"ms": statistics.median(times) * 1000, "rss": peak * 1024}))
 """
 
 

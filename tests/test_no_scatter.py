@@ -216,7 +216,8 @@ def test_the_cheapest_form_is_picked():
                         updates_shape=(4096, 512))
     gnn = scatter_model("ScatterND", reduction="max", data_shape=(20000, 64),
                         indices_shape=(100000, 1), updates_shape=(100000, 64))
-    for model, form, size in ((moe, "mask", 8 * 4096 * 8), (gnn, "sort", 120000 * 64 * 4)):
+    # (float max carries an int64 position per element: 8 bytes)
+    for model, form, size in ((moe, "mask", 8 * 4096 * 8), (gnn, "sort", 120000 * 64 * 8)):
         working = ir.serde.deserialize_model(model)
         node = next(n for n, _ in iter_nodes(working) if n.op_type == "ScatterND")
         cheapest = ns.forms_for(node)[0]

@@ -171,7 +171,10 @@ def forms_for(node: ir.Node) -> list[Form]:
     elements, _ = sized(total, w)
     estimate = ((rows if rows is not None else _LARGE) + (n if n is not None else _LARGE)) * (
         w if w is not None else _LARGE)
-    forms.append(Form("sort", elements, _itemsize(ct), said("(R+n)*w"), estimate))
+    # (float max/min carry an int64 position per element through the scan: 8 bytes each)
+    positional = reduction in ("max", "min") and ct in _FLOATS
+    forms.append(Form("sort", elements, 8 if positional else _itemsize(ct), said("(R+n)*w"),
+                      estimate))
     return sorted(forms, key=lambda f: (f.estimate * f.itemsize, f.name != "mask"))
 
 

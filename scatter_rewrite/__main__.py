@@ -2,7 +2,7 @@
 
 from scatter_rewrite.cli import main
 
-__all__: list[str] = []  # a script, nobody's import
+__all__ = ["main"]
 
-if __name__ == "__main__":  # (imported, e.g. by the test of every module's interface, it runs nothing)
+if __name__ == "__main__":
     main()

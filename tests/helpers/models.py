@@ -7,6 +7,8 @@ by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
   (``axis = @ax``, ``reduction = @red``): known only at the call site.
 - ``accumulate_model``: TorchScript's accumulating chain, zeros -> scatter -> Add.
 - ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write.
+
+and what a model holds: ``scatters_left``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx.helper as oh
+import onnx_ir as ir
 from onnx import TensorProto, numpy_helper
 
+from scatter_rewrite.graph import SCATTER_OPS, iter_nodes
 from scatter_rewrite.testing import LOCAL_DOMAIN, wrap
 
 
@@ -217,3 +221,8 @@ def tensor_scatter_model(mode: str = "linear", with_indices: bool = True, axis: 
     functions = graph.pop("functions", [])
     imports = [oh.make_opsetid("", 24)] + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else [])
     return oh.make_model(graph["graph"], opset_imports=imports, functions=functions)
+
+
+def scatters_left(model: onnx.ModelProto) -> list[str]:
+    """Every scatter op of any domain in the main graph, subgraphs and functions."""
+    return [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTER_OPS]

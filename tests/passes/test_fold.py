@@ -22,20 +22,16 @@ from scatter_rewrite.cli import app
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.model_io import load_model
-from scatter_rewrite.graph import SCATTER_OPS
 from scatter_rewrite.passes.fold import FoldPass
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
 from tests.helpers.runs import ort_run
+from tests.helpers.models import scatters_left
 
 RNG = np.random.default_rng(7)
 
 
 def op_types(model: onnx.ModelProto) -> list[str]:
     return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
-
-
-def scatters_left(model: onnx.ModelProto) -> int:
-    return sum(op in SCATTER_OPS for op in op_types(model))
 
 
 def fold(model: onnx.ModelProto, **kwargs):
@@ -124,7 +120,7 @@ def test_folds_everywhere(case, where):
     onnx.checker.check_model(model, full_check=True)
     folded, outcome = fold(model)
     report = outcome.passes[0]
-    assert scatters_left(folded) == 0
+    assert scatters_left(folded) == []
     assert len(report["rewritten"]) == (2 if where == "if" else 1) and report["skipped"] == []
     assert outcome.validation is not None  # proven against the original (ORT or reference fallback)
     if where == "function":
@@ -153,7 +149,7 @@ def test_float16_add_folds_though_onnxruntime_cannot_run_it():
     with pytest.raises(Exception, match="(?i)not supported|NOT_IMPLEMENTED|MLFloat16"):
         ort_run(model, {"x": np.zeros((8, 16), np.float16)})  # the reason ORT-based folders leave it
     folded, _ = fold(model)  # validated: in onnx.reference, onnxruntime lacking the kernel
-    assert scatters_left(folded) == 0
+    assert scatters_left(folded) == []
     (got,) = ort_run(folded, {"x": np.zeros((8, 16), np.float16)})
     # What the runtime would compute: onnx.reference's own loop, rounding after each update in
     # index order (as onnxruntime's newest float16 kernel does), bit for bit.
@@ -220,7 +216,7 @@ def test_constant_chains_feeding_a_scatter_are_folded():
     folded, outcome = fold(model)
     assert outcome.passes[0]["skipped"] == []
     ops = op_types(folded)
-    assert scatters_left(folded) == 0
+    assert scatters_left(folded) == []
     # Everything that only fed the scatter is gone, Shape(x) included; the rest is untouched.
     assert sorted(ops) == sorted(["Add", "Constant", "Cast", "Add", "Constant", "Cast", "ReduceSum"])
     names = {n.name for n in folded.graph.node}
@@ -239,7 +235,7 @@ def test_shape_of_a_dynamic_input_is_not_constant():
     folded, outcome = sr.fold(model, return_report=True)
     (skip,) = outcome.passes[0]["skipped"]
     assert "chained" in skip["node"] and "Shape" in skip["detail"] and "dynamic shape" in skip["detail"]
-    assert scatters_left(folded) == 1 and op_types(folded) == op_types(model)
+    assert len(scatters_left(folded)) == 1 and op_types(folded) == op_types(model)
 
 
 # ---- what is left alone, and errors ------------------------------------------------------------
@@ -253,7 +249,7 @@ def test_size_limit_leaves_big_results_and_says_why():
     (skip,) = report["skipped"]
     assert "96 bytes" in skip["detail"] and "size limit of 95 bytes" in skip["detail"]
     assert op_types(folded) == op_types(model)
-    assert scatters_left(fold(model, size_limit=96)[0]) == 0  # the limit is inclusive
+    assert scatters_left(fold(model, size_limit=96)[0]) == []  # the limit is inclusive
     with pytest.raises(OptionError, match="size-limit"):
         FoldPass(size_limit=-1)
 
@@ -337,7 +333,7 @@ def test_the_types_the_schema_takes_still_fold():
                   constant_scatter_model("ScatterElements", data=np.zeros((2, 3), bf16), indices=np.array([[2], [1]]),
                                          updates=np.ones((2, 1), bf16), axis=1, opset=13)):
         folded, _ = fold(model)
-        assert scatters_left(folded) == 0
+        assert scatters_left(folded) == []
 
 
 def test_cli_fold_of_a_forbidden_type_exits_1_and_writes_nothing(tmp_path):
@@ -405,7 +401,7 @@ def test_cli_fold_end_to_end(tmp_path):
     assert "validation: onnx.reference" in result.stdout  # ORT cannot run the float16 add original
     assert result.stdout.strip().splitlines()[-1].startswith("PASSED")
     out = onnx.load(tmp_path / "out.onnx")
-    assert scatters_left(out) == 0
+    assert scatters_left(out) == []
     ort_run(out, {"x": np.zeros((4, 6), np.float16), "cond": np.array(False)})
 
     limited = runner.invoke(app, ["fold", str(path), "-o", str(tmp_path / "lim.onnx"), "--size-limit", "8"])
@@ -463,7 +459,7 @@ def test_external_data_model_folds_and_keeps_weights_external(tmp_path):
     assert result.exit_code == 0, result.output
     folded = onnx.load(tmp_path / "out" / "f.onnx", load_external_data=False)
     inits = {t.name: t for t in folded.graph.initializer}
-    assert set(inits) == {"W", "s"} and scatters_left(folded) == 0
+    assert set(inits) == {"W", "s"} and scatters_left(folded) == []
     assert _external(inits["W"]) and _external(inits["W"])["location"] == "f.onnx.data"
     loaded = onnx.load(tmp_path / "out" / "f.onnx")
     W = nh.to_array(next(t for t in loaded.graph.initializer if t.name == "W"))

@@ -13,8 +13,8 @@ import onnx
 import onnx.parser
 
 import scatter_rewrite as sr
-from scatter_rewrite.graph import SCATTER_OPS
 from tests.helpers.runs import ort_run
+from tests.helpers.models import scatters_left
 
 
 def parse(text: str) -> onnx.ModelProto:
@@ -25,14 +25,6 @@ def parse(text: str) -> onnx.ModelProto:
 
 # onnxruntime on one thread and the graph as written: float sums in one order, nothing folded by it
 run = functools.partial(ort_run, threads=1, optimize=False)
-
-
-def scatters_left(model: onnx.ModelProto) -> int:
-    nodes = list(model.graph.node) + [n for f in model.functions for n in f.node]
-    for node in list(nodes):
-        for a in node.attribute:
-            nodes += list(a.g.node) + [n for g in a.graphs for n in g.node]
-    return sum(n.op_type in SCATTER_OPS for n in nodes)
 
 
 def fold_and_compare(model: onnx.ModelProto, feeds: dict | None = None, **kwargs):
@@ -85,7 +77,7 @@ def test_shape_and_size_of_a_constant_without_a_recorded_shape_are_constant():
     were reported 'Shape of a dynamic shape' and left unfolded."""
     folded, report = fold_and_compare(parse(SHAPE_OF_CONSTANT))
     assert report["skipped"] == [] and len(report["rewritten"]) == 2
-    assert scatters_left(folded) == 0
+    assert scatters_left(folded) == []
     assert not any(n.op_type in ("Shape", "Size") for n in folded.graph.node)
     assert not any(n.op_type in ("Shape", "Size") for n in folded.functions[0].node)
 
@@ -103,7 +95,7 @@ def test_shape_of_a_dynamic_input_still_is_not_constant():
         }""")
     folded, outcome = sr.fold(model, return_report=True)
     (skip,) = outcome.passes[0]["skipped"]
-    assert "Shape of a dynamic shape" in skip["detail"] and scatters_left(folded) == 1
+    assert "Shape of a dynamic shape" in skip["detail"] and len(scatters_left(folded)) == 1
 
 
 # ---- string reductions whose data and updates come as bytes (tensors) and str (value_strings) ----
@@ -158,7 +150,7 @@ def test_string_reductions_of_bytes_data_and_str_updates_fold():
     the values are those of onnx.reference's definition (concatenation, lexicographic order)."""
     folded, report = sr.fold(parse(STRING_REDUCTIONS), return_report=True)
     onnx.checker.check_model(folded, full_check=True)
-    assert len(report.passes[0]["rewritten"]) == 3 and scatters_left(folded) == 0
+    assert len(report.passes[0]["rewritten"]) == 3 and scatters_left(folded) == []
     added, biggest, f = run(folded)
     assert added.tolist() == ["az", "bxy", "c"]
     assert biggest.tolist() == ["a", "b", "c"]  # max("c", "bb", "a") is "c"
@@ -184,7 +176,7 @@ def test_string_chains_evaluate():
             s = ScatterElements <axis = 1> (data, idx, upd)
         }""")
     folded, report = fold_and_compare(model)
-    assert report["skipped"] == [] and scatters_left(folded) == 0
+    assert report["skipped"] == [] and scatters_left(folded) == []
     (s,) = run(folded)
     assert s.tolist() == [["longer", "bb", "x"], ["d", "z", "f"]]
 
@@ -276,7 +268,7 @@ def test_fold_validates_a_loop_whose_original_needs_the_reference():
     condition input is omitted: 'validation failed' on a correct fold."""
     model = parse(LOOP_F16_ADD)
     folded, outcome = sr.fold(model, validate=True, return_report=True)
-    assert scatters_left(folded) == 0 and "onnx.reference" in outcome.validation["checked_against"]
+    assert scatters_left(folded) == [] and "onnx.reference" in outcome.validation["checked_against"]
     x = np.array([1, 1, 1], np.float16)
     stacked, last = run(folded, {"x": x})
     s = np.array([1.5, 2, 7.5], np.float16)  # 3 + 0.25 + 0.25 + 4 in float32, rounded once
@@ -332,7 +324,7 @@ def test_unsqueeze_and_squeeze_with_several_negative_axes_evaluate():
             s = ScatterElements <axis = 1> (data, idx, upd)
         }""")
     folded, report = fold_and_compare(model)
-    assert report["skipped"] == [] and scatters_left(folded) == 0
+    assert report["skipped"] == [] and scatters_left(folded) == []
 
 
 def test_unsqueeze_of_mixed_axes_has_the_right_shape_in_fold_and_validation():
@@ -388,7 +380,7 @@ def test_an_empty_string_result_feeds_the_next_fold():
             s2 = ScatterElements <axis = 1> (r, i2, u2)
         }""")
     folded, report = fold_and_compare(model)
-    assert len(report["rewritten"]) == 2 and scatters_left(folded) == 0
+    assert len(report["rewritten"]) == 2 and scatters_left(folded) == []
 
 
 def test_validation_reference_run_keeps_string_widths_in_where():

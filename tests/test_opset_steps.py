@@ -6,7 +6,7 @@ import onnx.defs
 import pytest
 
 from scatter_rewrite.opset import steps
-from scatter_rewrite.opset.move import REWRITES
+from scatter_rewrite.opset.registry import down_form, load_forms
 
 
 def _default_domain_versions():
@@ -32,8 +32,8 @@ def test_the_table_declares_nothing_onnx_does_not_have():
 @pytest.mark.parametrize("key", sorted(steps.STEPS))
 def test_each_step_is_complete(key):
     step = steps.STEPS[key]
-    if step.kind == steps.Kind.REWRITE:
-        assert step.rewrite in REWRITES
+    if step.kind == steps.Kind.REWRITE:  # a form registered for the step
+        assert down_form(*key) is not None, f"{key[0]}-{key[1]}: REWRITE without a registered form"
     if step.kind == steps.Kind.NO_FORM:
         assert step.reason
     if step.kind == steps.Kind.SAME_IF:
@@ -46,4 +46,32 @@ def test_each_step_is_complete(key):
 def test_steps_between_lists_the_versions_a_move_crosses():
     assert [v for v, _ in steps.steps_between("Reshape", 25, 13)] == [25, 24, 23, 21, 19, 14]
     assert steps.steps_between("Reshape", 13, 11) == [(13, steps.SAME)]
-    assert steps.steps_between("Trilu", 14, 13)[0][1].rewrite == "trilu"
+    assert steps.steps_between("Trilu", 14, 13) == [(14, steps.REWRITE)]
+
+
+def test_every_registered_form_is_a_step_the_table_takes():
+    """A form registered for a step down that the table does not declare REWRITE would never run,
+    and one up must be a step between two versions the op has."""
+    undeclared = []
+    for (op, since, to), spec in load_forms().items():
+        if spec.up:
+            assert since in steps.versions(op) and to in steps.versions(op), spec.name
+            assert steps.previous(op, to) == since, spec.name
+            continue
+        assert to == steps.previous(op, since), f"{spec.name}: {op}-{since} -> {op}-{to}"
+        if steps.STEPS.get((op, since)) != steps.REWRITE:
+            undeclared.append(f"{spec.name}: {op}-{since}")
+    assert not undeclared, f"forms whose step the table does not declare REWRITE: {undeclared}"
+
+
+def test_forms_live_one_per_file_named_after_their_step():
+    """Finding a form is a file-name lookup: each module of opset/forms/ is one form, named
+    ``op_from_to`` (its lower-cased op or ops, then its step: ReduceSum-13 -> 11 shares the form
+    of the other Reduce*-18 -> 13, reduce_18_13)."""
+    by_module = {}
+    for (op, since, to), spec in load_forms().items():
+        by_module.setdefault(spec.name, set()).add((op.lower(), since, to))
+    for name, keys in by_module.items():
+        named = {f"{op}_{since}" if to is None else f"{op}_{since}_{to}" for op, since, to in keys}
+        assert any(name.endswith(n.split("_", 1)[1]) and n.split("_")[0].startswith(
+            name.split("_")[0]) for n in named), f"{name} is not named after a step of {keys}"

@@ -1,0 +1,165 @@
+"""The exact forms of opset moves (scatter_rewrite/opset/forms/): how a new one is added (one file,
+registered where it is defined), and the forms for gaps real exports hit. Positive: the form runs in
+onnxruntime and matches the original there; negative: what it refuses, with the reason."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto
+
+import scatter_rewrite.opset
+from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.opset import convert_opset, registry, steps
+
+OPSET = Path(scatter_rewrite.opset.__file__).parent
+
+
+def _ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def _moved(proto: onnx.ModelProto, target: int):
+    model = ir.serde.deserialize_model(proto)
+    move = convert_opset(model, target)
+    out = ir.serde.serialize_model(model)
+    onnx.checker.check_model(out, full_check=True)
+    return out, move
+
+
+# --- adding a form touches one file -------------------------------------------------------------
+
+# (not Celu's meaning: a marker that shows which form ran)
+_DUMMY = '''
+from scatter_rewrite.graph import NodeBuilder
+from scatter_rewrite.opset.registry import Replaced, register_form
+from scatter_rewrite.opset.rewriting import replace
+
+
+@register_form("Celu", 12, None)
+def celu_12(node, scope, target):
+    b = NodeBuilder()
+    y = b.add("Identity", [node.inputs[0]])
+    replace(node, scope, b.nodes, [y])
+    return Replaced(tuple(b.nodes))
+'''
+
+
+def test_a_new_form_is_one_file_that_the_engine_picks_up(tmp_path, monkeypatch):
+    """A form written as one file in a forms package, registered by its decorator, is the one the
+    engine runs for its step, with no edit anywhere else (the table already declares every step:
+    only its kind says REWRITE)."""
+    package = tmp_path / "extra_forms"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "celu_12.py").write_text(_DUMMY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(steps.STEPS, ("Celu", 12), steps.REWRITE)  # (the table's one line)
+    saved = dict(registry.load_forms())  # (the package's own forms first)
+    try:
+        registry.load_forms("extra_forms")
+        files = {Path(sys.modules[spec.function.__module__].__file__).name
+                 for key, spec in registry.FORMS.items() if key not in saved}
+        assert files == {"celu_12.py"}
+        graph = oh.make_graph([oh.make_node("Celu", ["x"], ["y"])], "g",
+                              [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [oh.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+        model = ir.serde.deserialize_model(
+            oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]))
+        convert_opset(model, 11)
+        assert [n.op_type for n in model.graph] == ["Identity"]  # (the form's, not Celu's body)
+    finally:
+        registry.FORMS.clear()
+        registry.FORMS.update(saved)
+        registry._LOADED.discard("extra_forms")
+    assert (package / "celu_12.py").exists()
+
+
+# --- sizes: no module over 800 lines, no function over 80, in opset/ ---------------------------
+
+def test_opset_modules_and_functions_are_small():
+    big = []
+    for path in sorted(OPSET.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > 800:
+            big.append(f"{path.name}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > 80:
+                    big.append(f"{path.name}:{node.name}: {length} lines")
+    assert not big, big
+
+
+# --- Softmax, LogSoftmax, Hardmax-13 -> 11 on an input of unknown rank ---------------------------
+
+def _function_called_at_two_ranks(op: str, axis: int, dtype=TensorProto.FLOAT) -> onnx.ModelProto:
+    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown there."""
+    vi = oh.make_tensor_value_info
+    function = oh.make_function("local", "F", ["a"], ["b"],
+                                [oh.make_node(op, ["a"], ["b"], axis=axis)],
+                                opset_imports=[oh.make_opsetid("", 18)])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local"),
+                           oh.make_node("F", ["z"], ["w"], domain="local")], "g",
+                          [vi("x", dtype, [2, 3]), vi("z", dtype, [2, 3, 4])],
+                          [vi("y", dtype, [2, 3]), vi("w", dtype, [2, 3, 4])])
+    return oh.make_model(graph, functions=[function],
+                         opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+
+
+# Softmax and LogSoftmax as ONNX's function body computes them, against onnxruntime's fused kernel:
+# float32, within 4 ulps of 1 relatively (rtol 5e-7) plus atol 1e-7 near 0. Hardmax: bit for bit.
+RTOL, ATOL = 5e-7, 1e-7
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("axis", [0, 1, -2])
+def test_softmax_family_of_unknown_rank_moves_on_the_same_axis(op, axis):
+    model = _function_called_at_two_ranks(op, axis)
+    out, move = _moved(model, 11)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32) * 10,
+             "z": rng.standard_normal((2, 3, 4)).astype(np.float32) * 10}
+    feeds["z"][0, 0, :] = feeds["z"][0, 1, :]  # (ties for Hardmax on axis 1)
+    feeds["x"][1, :] = 3.0
+    function_ops = {n.op_type for n in out.functions[0].node}
+    assert op not in function_ops
+    for got, want in zip(_ort(out, feeds), _ort(model, feeds), strict=True):
+        if op == "Hardmax":
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    assert move.rounding == ([] if op == "Hardmax" else [op])  # (validation's float tolerance)
+
+
+def test_softmax_of_unknown_rank_of_a_type_opset_11_lacks_is_refused_with_the_reason():
+    """bfloat16: Softmax-11 takes it not, nor ReduceMax-11 in the decomposition."""
+    model = _function_called_at_two_ranks("Softmax", 1, dtype=TensorProto.BFLOAT16)
+    with pytest.raises(ConversionError, match=r"cannot convert .* to opset 11: .*BFLOAT16"):
+        _moved(model, 11)
+
+
+def test_softmax_of_unknown_rank_whose_axis_comes_from_a_function_attribute_is_refused():
+    softmax = oh.make_node("Softmax", ["a"], ["b"])
+    softmax.attribute.append(oh.make_attribute_ref("axis", onnx.AttributeProto.INT))
+    function = oh.make_function("local", "F", ["a"], ["b"], [softmax],
+                                opset_imports=[oh.make_opsetid("", 18)], attributes=["axis"])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local", axis=0)], "g",
+                          [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = oh.make_model(graph, functions=[function],
+                          opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+    with pytest.raises(ConversionError, match="refers to the function's attribute 'axis'"):
+        _moved(model, 11)

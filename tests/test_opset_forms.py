@@ -163,3 +163,79 @@ def test_softmax_of_unknown_rank_whose_axis_comes_from_a_function_attribute_is_r
                           opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
     with pytest.raises(ConversionError, match="refers to the function's attribute 'axis'"):
         _moved(model, 11)
+
+
+# --- GridSample-16 and -20 below 16: the gather-based decomposition -----------------------------
+
+def _grid_sample_model(opset: int, mode: str, padding: str, align: int, x_shape=(2, 3, 5, 4),
+                       grid_shape=(2, 6, 7, 2), dtype=TensorProto.FLOAT,
+                       grid_dtype=None) -> onnx.ModelProto:
+    vi = oh.make_tensor_value_info
+    node = oh.make_node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=padding,
+                        align_corners=align)
+    y_shape = [x_shape[0], x_shape[1], *grid_shape[1:-1]]
+    graph = oh.make_graph([node], "g", [vi("x", dtype, x_shape),
+                                        vi("g", grid_dtype or dtype, grid_shape)],
+                          [vi("y", dtype, y_shape)])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+def _grid(rng, shape) -> np.ndarray:
+    """Points in and beyond [-1, 1] (padding), the corners and the borders exactly, and points
+    several widths out (reflection's turns)."""
+    grid = rng.uniform(-1.6, 1.6, shape).astype(np.float32)
+    grid[0, 0, :, 0] = np.linspace(-1, 1, shape[2])
+    grid[0, 1, :3, :] = [[-1, 1], [1, -1], [3.2, -4.1]]
+    return grid
+
+
+# bilinear: the kernel's arithmetic in the same order; onnxruntime's kernel differs by at most 2
+# ulps where padding is zeros and align_corners 0 (bit for bit elsewhere here): rtol 1e-6.
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("opset", [16, 20])
+def test_grid_sample_moves_below_16_as_gathers(opset, mode, padding, align):
+    if opset >= 20:
+        mode = {"bilinear": "linear"}.get(mode, mode)
+    model = _grid_sample_model(opset, mode, padding, align)
+    out, move = _moved(model, 11)
+    assert "GridSample" not in {n.op_type for n in out.graph.node}
+    rng = np.random.default_rng(len(padding) + align)
+    feeds = {"x": rng.standard_normal((2, 3, 5, 4)).astype(np.float32),
+             "g": _grid(rng, (2, 6, 7, 2))}
+    (want,), (got,) = _ort(model, feeds), _ort(out, feeds)
+    if mode == "nearest":
+        np.testing.assert_array_equal(got, want)
+        assert move.rounding == []
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+        assert move.rounding == ["GridSample"]
+
+
+def test_grid_sample_of_sizes_known_only_at_run_time_moves():
+    """H, W and the grid's size read from the shapes at run time: one model for every size."""
+    model = _grid_sample_model(16, "bilinear", "reflection", 0, x_shape=("n", 2, "h", "w"),
+                               grid_shape=("n", "p", "q", 2))
+    out, _ = _moved(model, 11)
+    rng = np.random.default_rng(1)
+    for h, w in ((1, 1), (3, 8)):
+        feeds = {"x": rng.standard_normal((1, 2, h, w)).astype(np.float32),
+                 "g": _grid(rng, (1, 3, 4, 2))}
+        np.testing.assert_allclose(_ort(out, feeds)[0], _ort(model, feeds)[0], rtol=1e-6,
+                                   atol=1e-7)
+
+
+@pytest.mark.parametrize("model, why", [
+    (_grid_sample_model(16, "bicubic", "zeros", 0), "mode 'bicubic' is not written here"),
+    (_grid_sample_model(20, "cubic", "zeros", 0), "mode 'bicubic' is not written here"),
+    (_grid_sample_model(20, "linear", "zeros", 0, x_shape=(1, 1, 2, 3, 4),
+                        grid_shape=(1, 2, 2, 2, 3)), "its input's rank is 5"),
+    (_grid_sample_model(16, "bilinear", "zeros", 0, dtype=TensorProto.FLOAT16),
+     r"types \(FLOAT16\) are not both float or both double"),
+    (_grid_sample_model(16, "bilinear", "zeros", 0, dtype=TensorProto.DOUBLE,
+                        grid_dtype=TensorProto.FLOAT), "not both float or both double"),
+], ids=["bicubic", "cubic-20", "5-D", "float16", "mixed types"])
+def test_grid_sample_without_an_exact_form_below_16_is_refused_with_the_reason(model, why):
+    with pytest.raises(ConversionError, match=r"cannot convert GridSample .* to opset 11: .*" + why):
+        _moved(model, 11)

@@ -206,7 +206,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Greater", 13): SAME,
     ("GreaterOrEqual", 12): BODY,
     ("GreaterOrEqual", 16): SAME,
-    ("GridSample", 16): no_form("no older op computes it and ONNX gives it no function body"),
+    ("GridSample", 16): REWRITE,
     ("GridSample", 20): REWRITE,
     ("GridSample", 22): SAME,
     ("GroupNormalization", 18): BODY,

@@ -15,6 +15,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto
+from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite.opset
 from scatter_rewrite.errors import ConversionError
@@ -67,11 +68,11 @@ def test_a_new_form_is_one_file_that_the_engine_picks_up(tmp_path, monkeypatch):
     (package / "celu_12.py").write_text(_DUMMY)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(steps.STEPS, ("Celu", 12), steps.REWRITE)  # (the table's one line)
-    saved = dict(registry.load_forms())  # (the package's own forms first)
+    saved = {k: list(v) for k, v in registry.load_forms().items()}  # (the package's own first)
     try:
         registry.load_forms("extra_forms")
         files = {Path(sys.modules[spec.function.__module__].__file__).name
-                 for key, spec in registry.FORMS.items() if key not in saved}
+                 for key, forms in registry.FORMS.items() if key not in saved for spec in forms}
         assert files == {"celu_12.py"}
         graph = oh.make_graph([oh.make_node("Celu", ["x"], ["y"])], "g",
                               [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
@@ -239,3 +240,74 @@ def test_grid_sample_of_sizes_known_only_at_run_time_moves():
 def test_grid_sample_without_an_exact_form_below_16_is_refused_with_the_reason(model, why):
     with pytest.raises(ConversionError, match=r"cannot convert GridSample .* to opset 11: .*" + why):
         _moved(model, 11)
+
+
+# --- Resize with antialias=1 on static sizes below 18: a constant linear map per axis -----------
+
+def _resize_model(x_shape, attrs, sizes=None, scales=None, opset=18, dynamic=False):
+    vi = oh.make_tensor_value_info
+    inputs, initializers, graph_inputs = ["x", ""], [], [vi("x", TensorProto.FLOAT, x_shape)]
+    for name, values, dtype in (("scales", scales, np.float32), ("sizes", sizes, np.int64)):
+        if values is None:
+            inputs.append("")
+            continue
+        inputs.append(name)
+        if dynamic:
+            graph_inputs.append(vi(name, oh.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                                   [len(values)]))
+        else:
+            initializers.append(onnx.numpy_helper.from_array(np.array(values, dtype), name))
+    while inputs[-1] == "":
+        inputs.pop()
+    node = oh.make_node("Resize", inputs, ["y"], **attrs)
+    y = vi("y", TensorProto.FLOAT, [f"y{i}" for i in range(len(x_shape))])
+    graph = oh.make_graph([node], "g", graph_inputs, [y], initializer=initializers)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+# MatMul sums in another order than onnxruntime's kernel, with float32 weights either way.
+RESIZE_RTOL = RESIZE_ATOL = 1e-5
+
+
+@pytest.mark.parametrize("attrs, sizes, scales", [
+    ({"mode": "linear", "antialias": 1}, [1, 2, 3, 4], None),
+    ({"mode": "linear", "antialias": 1, "coordinate_transformation_mode": "align_corners"},
+     [1, 2, 5, 3], None),
+    ({"mode": "cubic", "antialias": 1}, None, [1.0, 1.0, 0.5, 0.4]),
+    ({"mode": "cubic", "antialias": 1, "exclude_outside": 1, "cubic_coeff_a": -0.5},
+     [1, 2, 4, 10], None),  # (one axis down, one up)
+    ({"mode": "linear", "antialias": 1, "axes": [3]}, [6], None),
+    ({"mode": "linear", "antialias": 1, "axes": [-2, 3]}, None, [0.6, 1.0]),
+], ids=["linear-sizes", "align-corners", "cubic-scales", "cubic-exclude-up", "axes", "axes-scales"])
+@pytest.mark.parametrize("opset", [18, 19])
+def test_resize_with_antialias_moves_below_18_as_constant_weights(attrs, sizes, scales, opset):
+    model = _resize_model([1, 2, 8, 10], attrs, sizes=sizes, scales=scales, opset=opset)
+    out, move = _moved(model, 13)
+    assert "Resize" not in {n.op_type for n in out.graph.node}
+    x = np.random.default_rng(0).standard_normal((1, 2, 8, 10)).astype(np.float32)
+    (want,), (got,) = _ort(model, {"x": x}), _ort(out, {"x": x})
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=RESIZE_RTOL, atol=RESIZE_ATOL)
+    assert move.rounding == ["Resize"]
+    # onnx.reference, the spec's own, agrees as closely (it fails on negative axes itself)
+    if any(a < 0 for a in attrs.get("axes", [])):
+        return
+    (reference,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(got, reference, rtol=RESIZE_RTOL, atol=RESIZE_ATOL)
+
+
+@pytest.mark.parametrize("model, why", [
+    (_resize_model([1, 2, 8, 10], {"mode": "linear", "antialias": 1}, sizes=[1, 2, 3, 4],
+                   dynamic=True), "its sizes 'sizes' is a graph input"),
+    (_resize_model(["n", 2, 8, 10], {"mode": "linear", "antialias": 1}, sizes=[1, 2, 3, 4]),
+     "its input's shape is not static"),
+    (_resize_model([1, 2, 8, 10], {"mode": "linear", "antialias": 1,
+                                   "keep_aspect_ratio_policy": "not_larger"}, sizes=[1, 2, 3, 4]),
+     "keep_aspect_ratio_policy is not stretch"),
+    (_resize_model([1, 2, 8, 10], {"mode": "nearest", "antialias": 1}, sizes=[1, 2, 3, 4]),
+     "with mode nearest, which onnxruntime and onnx.reference refuse too"),
+], ids=["computed-sizes", "dynamic-shape", "aspect-policy", "nearest"])
+def test_resize_with_antialias_without_a_constant_map_is_refused_with_the_reason(model, why):
+    with pytest.raises(ConversionError, match=r"cannot convert Resize .* to opset 13: antialias=1"
+                                              r":? .*" + why):
+        _moved(model, 13)

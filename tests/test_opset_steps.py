@@ -12,7 +12,7 @@ import pytest
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, steps
 from scatter_rewrite.opset.fitting import allowed_types
-from scatter_rewrite.opset.registry import down_form, load_forms
+from scatter_rewrite.opset.registry import down_forms, load_forms
 
 
 def _default_domain_versions():
@@ -39,7 +39,7 @@ def test_the_table_declares_nothing_onnx_does_not_have():
 def test_each_step_is_complete(key):
     step = steps.STEPS[key]
     if step.kind == steps.Kind.REWRITE:  # a form registered for the step
-        assert down_form(*key) is not None, f"{key[0]}-{key[1]}: REWRITE without a registered form"
+        assert down_forms(*key), f"{key[0]}-{key[1]}: REWRITE without a registered form"
     if step.kind == steps.Kind.NO_FORM:
         assert step.reason
     if step.kind == steps.Kind.SAME_IF:
@@ -59,7 +59,8 @@ def test_every_registered_form_is_a_step_the_table_takes():
     """A form registered for a step down that the table does not declare REWRITE would never run,
     and one up must be a step between two versions the op has."""
     undeclared = []
-    for (op, since, to), spec in load_forms().items():
+    for (op, since, to), forms in load_forms().items():
+        spec = forms[0]
         if spec.up:
             assert since in steps.versions(op) and to in steps.versions(op), spec.name
             assert steps.previous(op, to) == since, spec.name
@@ -75,8 +76,9 @@ def test_forms_live_one_per_file_named_after_their_step():
     ``op_from_to`` (its lower-cased op or ops, then its step: ReduceSum-13 -> 11 shares the form
     of the other Reduce*-18 -> 13, reduce_18_13)."""
     by_module = {}
-    for (op, since, to), spec in load_forms().items():
-        by_module.setdefault(spec.name, set()).add((op.lower(), since, to))
+    for (op, since, to), forms in load_forms().items():
+        for spec in forms:
+            by_module.setdefault(spec.name, set()).add((op.lower(), since, to))
     for name, keys in by_module.items():
         named = {f"{op}_{since}" if to is None else f"{op}_{since}_{to}" for op, since, to in keys}
         assert any(name.endswith(n.split("_", 1)[1]) and n.split("_")[0].startswith(

@@ -47,7 +47,7 @@ from scatter_rewrite.opset.fitting import (
     CONTAINER_OPS, condition_gap, fits_schema, needs_conversion, since_version, step_name, type_gap,
 )
 from scatter_rewrite.opset.registry import (
-    Done, Form, Prepared, Replaced, Unchanged, down_form, up_form,
+    Done, Form, Prepared, Replaced, Unchanged, down_forms, up_forms,
 )
 from scatter_rewrite.opset.rewriting import refuse
 from scatter_rewrite.opset.verify import Moved, checkable, verify_move
@@ -93,14 +93,8 @@ class _Mover(Adapter):
             if step.kind == steps.Kind.BODY:
                 self.convert(node, scope, body_only=True)
                 return
-            if step.kind == steps.Kind.REWRITE:
-                form = down_form(node.op_type, since).function(node, scope, self.target)
-                if isinstance(form, (Done, Replaced)):
-                    self._follow(node, scope, form)
-                    return
-                # its inputs' new nodes moved on; the node's older steps next
-                if isinstance(form, Prepared):
-                    self._follow(node, scope, form)
+            if step.kind == steps.Kind.REWRITE and self._rewrite(node, scope, since):
+                return
             converter = converter or step.kind == steps.Kind.CONVERTER
         if converter:
             self.convert(node, scope)
@@ -122,13 +116,26 @@ class _Mover(Adapter):
             node.resize_inputs(len(node.inputs) - 1)
         self.kept += 1
 
+    def _rewrite(self, node: ir.Node, scope: Scope, since: int) -> bool:
+        """The forms of the step down from ``since``, in turn; True when one replaced the node or
+        put it in its form at the target (False: the node goes on to its older steps)."""
+        for spec in down_forms(node.op_type, since):
+            form = spec.function(node, scope, self.target)
+            if isinstance(form, (Done, Replaced)):
+                self._follow(node, scope, form)
+                return True
+            if isinstance(form, Prepared):  # its inputs' new nodes moved on; the node goes on
+                self._follow(node, scope, form)
+        return False
+
     def _up(self, node: ir.Node, scope: Scope) -> Form:
         """The form registered for the first step up ``node`` crosses to the target, if any."""
         for newer in steps.versions(node.op_type):
             if scope.opset < newer <= self.target:
-                spec = up_form(node.op_type, steps.previous(node.op_type, newer), newer)
-                if spec is not None:
-                    return spec.function(node, scope, self.target)
+                for spec in up_forms(node.op_type, steps.previous(node.op_type, newer), newer):
+                    form = spec.function(node, scope, self.target)
+                    if not isinstance(form, Unchanged):
+                        return form
         return Unchanged()
 
     def _follow(self, node: ir.Node, scope: Scope, form: Done | Replaced | Prepared) -> None:
@@ -187,8 +194,8 @@ def _reads_rank(node: ir.Node, source: int, target: int) -> bool:
     if x is None or x.shape is not None:
         return False
     for since, step in steps.steps_between(node.op_type, source, target):
-        spec = down_form(node.op_type, since) if step.kind == steps.Kind.REWRITE else None
-        if spec is not None and spec.needs_rank(node):
+        forms = down_forms(node.op_type, since) if step.kind == steps.Kind.REWRITE else ()
+        if any(spec.needs_rank(node) for spec in forms):
             return True
     return False
 

@@ -13,7 +13,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.graph import is_reference, reference_reason
 from scatter_rewrite.opset import steps
-from scatter_rewrite.opset.registry import down_form
+from scatter_rewrite.opset.registry import down_forms
 
 __all__ = [
     "allowed_types", "CONTAINER_OPS", "condition_gap", "fits_schema", "input_dtype", "is_default",
@@ -211,8 +211,8 @@ def same_by_table(node: ir.Node, source: int, target: int) -> bool:
 def _neutral(op_type: str, since: int) -> bool:
     """Whether the form of the step down from ``since`` leaves a node without its trigger as it is
     (registered ``neutral``): with none, the step means the same."""
-    form = down_form(op_type, since)
-    return form is not None and form.neutral
+    forms = down_forms(op_type, since)
+    return bool(forms) and all(form.neutral for form in forms)
 
 
 def is_default(schema, name: str, value) -> bool:

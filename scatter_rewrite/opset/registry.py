@@ -19,6 +19,9 @@ exact form for the node:
 * :class:`Replaced`: the node was replaced by new nodes, each moved on in turn;
 * :class:`Prepared`: new nodes compute the node's inputs in their older form; the node goes on.
 
+Several forms may take one step (Resize-18 -> 13: antialias, then axes): the engine runs them in
+their ``order`` (then by module name) until one returns Done or Replaced.
+
 Metadata: ``neutral`` (a node without the form's trigger is left as it is: with none, the step means
 the same, which schema fitting relies on); ``reads_rank`` (the form needs its input's rank, which
 the engine then borrows from shape inference when unrecorded: True, or a predicate on the node);
@@ -39,8 +42,8 @@ from scatter_rewrite.graph import Scope
 from scatter_rewrite.opset import steps
 
 __all__ = [
-    "DONE", "Done", "down_form", "Form", "FORMS", "FormSpec", "load_forms", "Prepared", "register_form",
-    "Replaced", "UNCHANGED", "Unchanged", "up_form",
+    "DONE", "Done", "down_forms", "Form", "FORMS", "FormSpec", "load_forms", "Prepared", "register_form",
+    "Replaced", "UNCHANGED", "Unchanged", "up_forms",
 ]
 
 
@@ -86,6 +89,7 @@ class FormSpec:
     function: FormFunction
     neutral: bool
     reads_rank: bool | Callable[[ir.Node], bool]
+    order: int = 0
 
     @property
     def up(self) -> bool:
@@ -99,21 +103,21 @@ class FormSpec:
         return self.reads_rank(node) if callable(self.reads_rank) else self.reads_rank
 
 
-# (op, from_version, to_version) -> the form
-FORMS: dict[tuple[str, int, int | None], FormSpec] = {}
+# (op, from_version, to_version) -> the forms of that step, in the order they run
+FORMS: dict[tuple[str, int, int | None], list[FormSpec]] = {}
 
 
 def register_form(op: str, from_version: int, to_version: int | None, *, neutral: bool = False,
-                  reads_rank: bool | Callable[[ir.Node], bool] = False):
-    """Register the decorated function as the exact form of ``op`` from ``from_version`` to
-    ``to_version`` (stack it for several ops or steps). A key registered twice is an error."""
+                  reads_rank: bool | Callable[[ir.Node], bool] = False, order: int = 0):
+    """Register the decorated function as an exact form of ``op`` from ``from_version`` to
+    ``to_version`` (stack it for several ops or steps); ``order``: where it runs among the step's
+    forms (lower first)."""
 
     def decorate(function: FormFunction) -> FormFunction:
         key = (op, from_version, to_version)
-        if key in FORMS and FORMS[key].function is not function:
-            raise ValueError(f"two forms registered for {op} {from_version} -> {to_version}: "
-                             f"{FORMS[key].function.__module__} and {function.__module__}")
-        FORMS[key] = FormSpec(op, from_version, to_version, function, neutral, reads_rank)
+        forms = [f for f in FORMS.get(key, []) if f.function is not function]
+        forms.append(FormSpec(op, from_version, to_version, function, neutral, reads_rank, order))
+        FORMS[key] = sorted(forms, key=lambda f: (f.order, f.name))
         return function
 
     return decorate
@@ -132,12 +136,11 @@ def load_forms(package: str = "scatter_rewrite.opset.forms") -> dict:
     return FORMS
 
 
-def down_form(op: str, since: int) -> FormSpec | None:
-    """The form registered for the step down from ``op``'s version ``since``; None if none."""
-    return load_forms().get((op, since, steps.previous(op, since)))
+def down_forms(op: str, since: int) -> tuple[FormSpec, ...]:
+    """The forms registered for the step down from ``op``'s version ``since``, in order."""
+    return tuple(load_forms().get((op, since, steps.previous(op, since)), ()))
 
 
-def up_form(op: str, older: int, newer: int) -> FormSpec | None:
-    """The form registered for the step up from ``op``'s version ``older`` to ``newer``."""
-    spec = load_forms().get((op, older, newer))
-    return spec if spec is not None and spec.up else None
+def up_forms(op: str, older: int, newer: int) -> tuple[FormSpec, ...]:
+    """The forms registered for the step up from ``op``'s version ``older`` to ``newer``."""
+    return tuple(f for f in load_forms().get((op, older, newer), ()) if f.up)

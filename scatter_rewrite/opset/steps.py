@@ -8,7 +8,7 @@ A step is one of (:class:`Kind`):
   or at the value given (``ONES``: every entry 1); ``values``: attribute values the older op lacks,
   with the first opset that has them. Otherwise no exact form, or the step's ``otherwise``.
 * ``REWRITE``: an exact rewrite into older ops: the form registered for (op, since, the previous
-  version) in :mod:`scatter_rewrite.opset.forms` (:func:`scatter_rewrite.opset.registry.down_form`;
+  version) in :mod:`scatter_rewrite.opset.forms` (:func:`scatter_rewrite.opset.registry.down_forms`;
   tests/test_opset_steps.py fails on a REWRITE step without one, and on a form no step names).
 * ``CONVERTER``: onnx.version_converter's adapter, exact for this step.
 * ``BODY``: the op's ONNX function body (context-dependent where the schema's is).
@@ -62,7 +62,7 @@ class Step:
 SAME = Step(Kind.SAME)
 CONVERTER = Step(Kind.CONVERTER)
 BODY = Step(Kind.BODY)
-REWRITE = Step(Kind.REWRITE)  # the form registered for the step (registry.down_form)
+REWRITE = Step(Kind.REWRITE)  # the forms registered for the step (registry.down_forms)
 
 
 def same_if(values: dict | None = None, otherwise: Step | None = None, **when) -> Step:

@@ -23,11 +23,12 @@ import onnx_ir as ir
 from scatter_rewrite import custom_ops
 
 __all__ = [
-    "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_tensor",
-    "constant_node", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe", "describe_parts",
-    "function_calls", "is_default_domain", "is_overridable", "is_reference", "iter_nodes",
-    "iter_scopes", "NodeBuilder", "nodes_within", "reference_reason", "remove_unused_expands", "SCATTER_OPS",
-    "Scope", "shadowed_names", "tensor_key", "typed", "value_names",
+    "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_node",
+    "constant_tensor", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe",
+    "describe_parts", "function_calls", "is_default_domain", "is_overridable", "is_reference",
+    "iter_nodes", "iter_scopes", "NodeBuilder", "nodes_within", "reference_reason",
+    "remove_unused_expands", "SCATTER_OPS", "Scope", "shadowed_names", "tensor_key", "typed",
+    "value_names",
 ]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")

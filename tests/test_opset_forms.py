@@ -107,7 +107,8 @@ def test_opset_modules_and_functions_are_small():
 # --- Softmax, LogSoftmax, Hardmax-13 -> 11 on an input of unknown rank ---------------------------
 
 def _function_called_at_two_ranks(op: str, axis: int, dtype=TensorProto.FLOAT) -> onnx.ModelProto:
-    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown there."""
+    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown
+    there."""
     vi = oh.make_tensor_value_info
     function = oh.make_function("local", "F", ["a"], ["b"],
                                 [oh.make_node(op, ["a"], ["b"], axis=axis)],
@@ -238,7 +239,8 @@ def test_grid_sample_of_sizes_known_only_at_run_time_moves():
                         grid_dtype=TensorProto.FLOAT), "not both float or both double"),
 ], ids=["bicubic", "cubic-20", "5-D", "float16", "mixed types"])
 def test_grid_sample_without_an_exact_form_below_16_is_refused_with_the_reason(model, why):
-    with pytest.raises(ConversionError, match=r"cannot convert GridSample .* to opset 11: .*" + why):
+    with pytest.raises(ConversionError,
+                       match=r"cannot convert GridSample .* to opset 11: .*" + why):
         _moved(model, 11)
 
 

@@ -27,11 +27,12 @@ _BODY_DOMAIN = "scatter_rewrite.function_body"
 
 
 def function_body_model(node: ir.Node, source: int, target: int,
-                         shapes: bool = False) -> onnx.ModelProto | None:
+                        shapes: bool = False) -> onnx.ModelProto | None:
     """``node`` (at opset ``source``) as its op's ONNX function body, converted to ``target``: a
-    model shaped like :func:`scatter_rewrite.opset.converter.one_node_model`'s (inputs ``in{i}``, outputs ``out{i}``). None when
-    the op has no body at or below ``source``, or the body cannot be built (an input of unknown
-    type, an attribute that refers to a function's, which the body would need the value of)."""
+    model shaped like :func:`scatter_rewrite.opset.converter.one_node_model`'s (inputs ``in{i}``,
+    outputs ``out{i}``). None when the op has no body at or below ``source``, or the body cannot
+    be built (an input of unknown type, an attribute that refers to a function's, which the body
+    would need the value of)."""
     try:
         schema = onnx.defs.get_schema(node.op_type, source, "")
     except onnx.defs.SchemaError:
@@ -46,7 +47,8 @@ def function_body_model(node: ir.Node, source: int, target: int,
         return None  # (a context-dependent body is built from the input types)
     opset = min(versions)  # the body nearest the (lower) target
     # (some context-dependent bodies are built from the shapes)
-    from scatter_rewrite.opset.converter import one_node_model  # (the adapter's, which reads bodies)
+    # (here: the adapter's module reads this one)
+    from scatter_rewrite.opset.converter import one_node_model
     from scatter_rewrite.opset.engine import convert_opset
 
     mini = one_node_model(node, source, shapes)

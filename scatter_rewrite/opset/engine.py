@@ -6,23 +6,24 @@ node down walks its steps from its version to the one in force at the target, ne
 * SAME / SAME_IF: the older schema means the same (SAME_IF: when the node's attributes hold the
   step's condition; else no form, or the op's function body where the step says so). The node is
   kept, without the attributes the older schema lacks (at their newer defaults), when the older
-  schema takes its data types (:func:`~scatter_rewrite.opset.fitting.fits_schema`); else the converter, which names the type.
-* REWRITE: the exact form registered for the step (:mod:`scatter_rewrite.opset.registry`; one
-  file per form in :mod:`scatter_rewrite.opset.forms`), one explicit :data:`Form` result; each
-  replaced node's new nodes are moved on in turn.
-* CONVERTER: ``onnx.version_converter``'s adapter (:mod:`scatter_rewrite.opset.converter`), on a one-node model per distinct node signature
-  (cached), spliced back; where it has none, the node kept as the older schema takes it, or moved
-  from an opset between, or its function body.
-* BODY: the op's ONNX function body (:mod:`scatter_rewrite.opset.bodies`), the spec's own definition of the
-  op, whose nodes are then moved in turn; a runtime's fused kernel and the body's separate ops may
-  round float results differently, so :class:`OpsetMove` lists such expansions for validation.
+  schema takes its data types (:mod:`.fitting`); else the converter, which names the type.
+* REWRITE: the exact forms registered for the step (:mod:`.registry`; one file per form in
+  :mod:`.forms`), each with one explicit :data:`Form` result; a replaced node's new nodes are
+  moved on in turn.
+* CONVERTER: ``onnx.version_converter``'s adapter (:mod:`.converter`), on a one-node model per
+  distinct node signature (cached), spliced back; where it has none, the node kept as the older
+  schema takes it, or moved from an opset between, or its function body.
+* BODY: the op's ONNX function body (:mod:`.bodies`), the spec's own definition of the op, whose
+  nodes are then moved in turn; a runtime's fused kernel and the body's separate ops may round
+  float results differently, so :class:`OpsetMove` lists such expansions (and the forms that
+  compute floats otherwise, ``Replaced(rounding=True)``) for validation.
 * NO_FORM: a ConversionError naming the node, the step and why.
 
 Cost: linear in the number of nodes (one-node conversions cached by signature). Constant means known
 before run time: an initializer that is also a graph input is a default callers may override
 (:func:`scatter_rewrite.graph.is_overridable`), and no form reads its value. A moved model that
 fails onnx.checker (full) or onnxruntime's session creation, where the model given did not, is a
-ConversionError naming the step, raised before anything is returned (:mod:`scatter_rewrite.opset.verify`).
+ConversionError naming the step, raised before anything is returned (:mod:`.verify`).
 
 Moving up, a node crosses its newer versions; where one has a form registered for the step up
 (Softmax-11 -> Softmax-13), that form; else the converter.
@@ -87,7 +88,7 @@ class _Mover(Adapter):
                     continue
                 if step.otherwise != steps.Kind.BODY:
                     raise refuse(node, scope, self.target, f"{step_name(node.op_type, since)}: "
-                                                            f"{gap}")
+                                                           f"{gap}")
                 self.convert(node, scope, body_only=True)
                 return
             if step.kind == steps.Kind.BODY:
@@ -236,7 +237,7 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
         for function in {id(s.body): s.body for _, s in work if s.is_function}.values():
             borrowed += annotate_function_types(model, function)
     moved = [Moved(describe(node, scope), node.op_type, since_version(node.op_type, scope.opset),
-                    node.name)
+                   node.name)
              for node, scope in work]
     try:
         for node, scope in containers:

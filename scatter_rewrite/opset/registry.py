@@ -42,7 +42,8 @@ from scatter_rewrite.graph import Scope
 from scatter_rewrite.opset import steps
 
 __all__ = [
-    "DONE", "Done", "down_forms", "Form", "FORMS", "FormSpec", "load_forms", "Prepared", "register_form",
+    "DONE", "Done", "down_forms", "Form", "FORMS", "FormSpec", "load_forms", "Prepared",
+    "register_form",
     "Replaced", "UNCHANGED", "Unchanged", "up_forms",
 ]
 

@@ -187,7 +187,8 @@ def _reflect(b: NodeBuilder, v: ir.Value, size: ir.Value, align: bool) -> ir.Val
     fx = b.add("Cast", [v], {"to": f32}, dtype=f32)
     length = b.add("Cast", [size], {"to": f32}, dtype=f32)
     if align:
-        low, high = b.const(np.float32(0)), b.add("Sub", [length, b.const(np.float32(1))], dtype=f32)
+        low = b.const(np.float32(0))
+        high = b.add("Sub", [length, b.const(np.float32(1))], dtype=f32)
     else:
         low = b.const(np.float32(-0.5))
         high = b.add("Sub", [length, b.const(np.float32(0.5))], dtype=f32)

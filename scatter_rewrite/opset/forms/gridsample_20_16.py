@@ -20,12 +20,12 @@ def gridsample_20_16(node: ir.Node, scope: Scope, target: int) -> Form:
     reason = reference_reason(node, ("mode",))
     if reason is not None:
         raise refuse(node, scope, target, f"its {reason}, and GridSample-16 names its modes "
-                                           "otherwise")
+                                          "otherwise")
     x = node.inputs[0]
     if x is None or x.shape is None or len(x.shape) != 4:
         rank = "unknown" if x is None or x.shape is None else len(x.shape)
         raise refuse(node, scope, target, "GridSample-20 -> GridSample-16: its input's rank is "
-                                           f"{rank}, and GridSample-16 takes 4-D input only")
+                                          f"{rank}, and GridSample-16 takes 4-D input only")
     node.attributes["mode"] = ir.AttrString("mode",
                                             _GRID_SAMPLE_MODES[text(attr(node, "mode", "linear"))])
     return UNCHANGED

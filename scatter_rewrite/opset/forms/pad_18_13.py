@@ -31,11 +31,11 @@ def pad_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
     for a in axes:
         if not -rank <= a < rank:
             raise refuse(node, scope, target, f"axis {a} is out of range for its rank-{rank} "
-                                               "input (onnxruntime refuses it too)")
+                                              "input (onnxruntime refuses it too)")
     axes = [a % rank for a in axes]
     if len(set(axes)) < len(axes):
         raise refuse(node, scope, target, f"its axes {axes} repeat an axis (onnxruntime refuses "
-                                           "it too)")
+                                          "it too)")
     # index[j]: where entry j of every axis's pads (begins, then ends) is in pads; 2 * len(axes) is
     # a zero
     index = np.full(2 * rank, 2 * len(axes), np.int64)
@@ -45,13 +45,13 @@ def pad_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
     if given is not None:
         if given.size != 2 * len(axes):
             raise refuse(node, scope, target, f"it has {given.size} pads for {len(axes)} axes, "
-                                               "where Pad takes two per axis (onnxruntime refuses "
-                                               "it too)")
+                                              "where Pad takes two per axis (onnxruntime refuses "
+                                              "it too)")
         nodes = [constant_node(np.append(given.numpy().reshape(-1).astype(np.int64), 0)[index])]
     else:
         zero, where = constant_node(np.array([0], np.int64)), constant_node(index)
         padded = typed(ir.node("Concat", [pads, zero.outputs[0]], {"axis": 0}), ir.DataType.INT64,
-                        ir.Shape([2 * len(axes) + 1]))
+                       ir.Shape([2 * len(axes) + 1]))
         nodes = [zero, where, padded,
                  typed(ir.node("Gather", [padded.outputs[0], where.outputs[0]]),
                                              ir.DataType.INT64, ir.Shape([2 * rank]))]

@@ -46,9 +46,9 @@ def reduce_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
     noop = node.attributes.get("noop_with_empty_axes")
     if noop is not None and is_reference(noop):
         raise refuse(node, scope, target, "its "
-                                           f"{reference_reason(node, ('noop_with_empty_axes',))}, "
-                                           f"and opset {target}'s {node.op_type} reduces every "
-                                           "axis when given none")
+                                          f"{reference_reason(node, ('noop_with_empty_axes',))}, "
+                                          f"and opset {target}'s {node.op_type} reduces every "
+                                          "axis when given none")
     axes = None
     if len(node.inputs) > 1 and node.inputs[1] is not None:
         axes = known_value(node.inputs[1])
@@ -56,9 +56,9 @@ def reduce_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
             x = node.inputs[0]
             if x is None or x.shape is None:
                 raise refuse(node, scope, target, f"{not_constant(node.inputs[1], 'axes')}, "
-                                                   f"opset {target}'s {node.op_type} takes them as "
-                                                   "a constant attribute, and its input's rank, "
-                                                   "which reducing axis by axis needs, is unknown")
+                                                  f"opset {target}'s {node.op_type} takes them as "
+                                                  "a constant attribute, and its input's rank, "
+                                                  "which reducing axis by axis needs, is unknown")
             return _reduce_axis_by_axis(node, scope, target)
     if noop is not None and noop.value and (axes is None or axes.size == 0):
         if node.op_type not in _PURE_REDUCE_OPS:
@@ -215,14 +215,14 @@ def _elementwise_step(node: ir.Node, scope: Scope, target: int) -> Form:
     if dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT32, ir.DataType.INT64):
         front = constant_node(np.array([0], np.int64))
         unsqueeze = typed(ir.node("Unsqueeze", [x, front.outputs[0]]), dtype,
-                           None if shape is None else ir.Shape([1, *shape]))
+                          None if shape is None else ir.Shape([1, *shape]))
         reduce = ir.node(node.op_type, [unsqueeze.outputs[0], front.outputs[0]], {"keepdims": 0})
         nodes = [front, unsqueeze, reduce]
     elif dtype == ir.DataType.FLOAT16:
         # (onnxruntime's float16 kernel computes it in double)
         if node.op_type == "ReduceLogSumExp":
             wide = typed(ir.node("Cast", [x], {"to": ir.DataType.DOUBLE}), ir.DataType.DOUBLE,
-                          shape)
+                         shape)
             exp = typed(ir.node("Exp", [wide.outputs[0]]), ir.DataType.DOUBLE, shape)
             log = typed(ir.node("Log", [exp.outputs[0]]), ir.DataType.DOUBLE, shape)
             nodes = [wide, exp, log, ir.node("Cast", [log.outputs[0]], {"to": dtype})]
@@ -235,9 +235,9 @@ def _elementwise_step(node: ir.Node, scope: Scope, target: int) -> Form:
     else:
         what = "unknown" if dtype is None else dtype.name
         raise refuse(node, scope, target, "with noop_with_empty_axes set and no axes it computes "
-                                           f"{step} elementwise, and no form at opset {target} is "
-                                           "known to compute that bit for bit for its data type "
-                                           f"({what})")
+                                          f"{step} elementwise, and no form at opset {target} is "
+                                          "known to compute that bit for bit for its data type "
+                                          f"({what})")
     replace(node, scope, nodes, list(nodes[-1].outputs))
     return Replaced(tuple(nodes))
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, attr, constant_node, constant_tensor, is_reference, reference_reason, typed
+from scatter_rewrite.graph import (
+    Scope, attr, constant_node, constant_tensor, is_reference, reference_reason, typed,
+)
 from scatter_rewrite.opset.fitting import input_dtype
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import refuse, replace
@@ -23,13 +25,13 @@ def reshape_14_13(node: ir.Node, scope: Scope, target: int) -> Form:
              "0-size dimension")
     if is_reference(a):
         raise refuse(node, scope, target, f"its {reference_reason(node, ('allowzero',))}, and "
-                                           f"{older}")
+                                          f"{older}")
     shape = constant_tensor(node.inputs[1])
     x = node.inputs[0]
     if shape is not None:
         if (shape.numpy() == 0).any():
             raise refuse(node, scope, target, f"its constant shape {shape.numpy().tolist()} holds "
-                                               f"a 0, and {older}")
+                                              f"a 0, and {older}")
     elif not (x is not None and x.shape is not None
               and all(isinstance(d, int) and d > 0 for d in x.shape)
               or _copies_where_zero(node)):
@@ -99,8 +101,8 @@ def _reshape_padded(node: ir.Node, scope: Scope, target: int) -> Form:
     dtype = input_dtype(data)
     if dtype is None or dtype.numpy() is None:
         raise refuse(node, scope, target, "allowzero=1 on a computed shape, and its data type, "
-                                           "which the zeros that stand in for a 0-size dimension "
-                                           "need, is unknown")
+                                          "which the zeros that stand in for a 0-size dimension "
+                                          "need, is unknown")
     i64, boolean = ir.DataType.INT64, ir.DataType.BOOL
     nodes: list[ir.Node] = []
 

@@ -22,17 +22,17 @@ def resize_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
     reason = reference_reason(node, ("axes", "keep_aspect_ratio_policy"))
     if reason is not None:
         raise refuse(node, scope, target, f"its {reason}, and Resize-13 takes roi, scales and "
-                                           "sizes for every axis")
+                                          "sizes for every axis")
     policy = text(attr(node, "keep_aspect_ratio_policy", "stretch"))
     if policy != "stretch":
         raise refuse(node, scope, target, "Resize-18 -> Resize-13: keep_aspect_ratio_policy "
-                                           f"'{policy}' computes the sizes from one scale, which "
-                                           "Resize-13 has no attribute for")
+                                          f"'{policy}' computes the sizes from one scale, which "
+                                          "Resize-13 has no attribute for")
     x = node.inputs[0]
     if x is None or x.shape is None:
         raise refuse(node, scope, target, "Resize-18 -> Resize-13: its input's rank is unknown, "
-                                           "and Resize-13 takes roi, scales and sizes for every "
-                                           "axis")
+                                          "and Resize-13 takes roi, scales and sizes for every "
+                                          "axis")
     rank = len(x.shape)
     axes = [int(a) % rank for a in attr(node, "axes")]
     nodes: list[ir.Node] = []

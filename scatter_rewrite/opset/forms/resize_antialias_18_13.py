@@ -10,9 +10,10 @@ another order than onnxruntime's kernel, which also computes its weights in floa
 atol 1e-5 of it (the tests'), so the move lists the op for validation's float tolerance.
 
 Runs before the step's other form (:mod:`.resize_18_13`, the axes), on the node as it is. With
-``antialias=0``, nothing to do. Refused: mode nearest (onnxruntime and onnx.reference refuse it too), sizes or scales computed at run time, an input shape not static, a type other than
-float, ``tf_crop_and_resize`` (roi), ``keep_aspect_ratio_policy`` other than stretch, a weight
-matrix over 2^22 entries.
+``antialias=0``, nothing to do. Refused: mode nearest (onnxruntime and onnx.reference refuse it
+too), sizes or scales computed at run time, an input shape not static, a type other than float,
+``tf_crop_and_resize`` (roi), ``keep_aspect_ratio_policy`` other than stretch, a weight matrix over
+2^22 entries.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def _resized_axes(node: ir.Node) -> tuple[dict, str | None]:
     x = node.inputs[0]
     if input_dtype(x) != ir.DataType.FLOAT:
         name = "unknown" if input_dtype(x) is None else input_dtype(x).name
-        return {}, f"its data type is {name} (float only: onnxruntime's kernel it is judged against)"
+        return {}, (f"its data type is {name} (float only: onnxruntime's kernel it is judged "
+                    "against)")
     if x.shape is None or not all(isinstance(d, int) for d in x.shape):
         return {}, "its input's shape is not static"
     if text(attr(node, "coordinate_transformation_mode", "half_pixel")) == "tf_crop_and_resize":

@@ -23,7 +23,7 @@ def shape_15_13(node: ir.Node, scope: Scope, target: int) -> Form:
         return UNCHANGED
     x = node.inputs[0]
     shape = typed(ir.node("Shape", [x]), ir.DataType.INT64,
-                   None if x.shape is None else ir.Shape([len(x.shape)]))
+                  None if x.shape is None else ir.Shape([len(x.shape)]))
     starts = constant_node(np.array([start], np.int64))
     ends = constant_node(np.array([np.iinfo(np.int64).max if end is None else end], np.int64))
     piece = ir.node("Slice", [shape.outputs[0], starts.outputs[0], ends.outputs[0]])

@@ -2,9 +2,9 @@
 
 Before 13 these flatten the input to 2-D at ``axis`` (default 1) and normalize over every axis from
 it on; from 13, over ``axis`` alone. The same on the last axis, where the node stays with its axis
-written out. Another axis: the older op's own flattening, Flatten(axis) -> the op on the last axis ->
-Reshape to the input's shape (the converter's Softmax adapter writes that; its Hardmax adapter keeps
-the axis, another function).
+written out. Another axis: the older op's own flattening, Flatten(axis) -> the op on the last axis
+-> Reshape to the input's shape (the converter's Softmax adapter writes that; its Hardmax adapter
+keeps the axis, another function).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def _on_the_axis(node: ir.Node, scope: Scope, axis: int) -> Replaced:
         first = b.add("ArgMax", [x], {"axis": axis, "keepdims": 0}, dtype=ir.DataType.INT64)
         depth = b.add("Gather", [b.add("Shape", [x], dtype=ir.DataType.INT64), axes],
                       dtype=ir.DataType.INT64, shape=ir.Shape([1]))
-        # (float 0 and 1: the values onnxruntime's OneHot takes with int64 indices; exact in any type)
+        # (float 0 and 1: what onnxruntime's OneHot takes with int64 indices; exact in any type)
         off_on = b.const(np.array([0, 1], np.float32))
         y = b.add("OneHot", [first, depth, off_on], {"axis": axis}, dtype=ir.DataType.FLOAT)
         if x.dtype != ir.DataType.FLOAT:

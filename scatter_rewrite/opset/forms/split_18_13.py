@@ -21,7 +21,7 @@ def split_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
     reason = reference_reason(node, ("num_outputs", "axis"))
     if reason is not None:
         raise refuse(node, scope, target, f"its {reason}, and opset {target}'s Split needs the "
-                                           "chunk sizes")
+                                          "chunk sizes")
     n, axis, x = attr(node, "num_outputs"), attr(node, "axis", 0), node.inputs[0]
     rank = None if x is None or x.shape is None else len(x.shape)
     size = x.shape[axis] if rank is not None and -rank <= axis < rank else None
@@ -29,15 +29,15 @@ def split_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
         chunk = -(-size // n)
         if size - chunk * (n - 1) < 0:
             raise refuse(node, scope, target, f"num_outputs={n} on a dimension of {size} leaves "
-                                               f"the last chunk {size - chunk * (n - 1)} long, "
-                                               "which onnxruntime refuses too")
+                                              f"the last chunk {size - chunk * (n - 1)} long, "
+                                              "which onnxruntime refuses too")
         sizes = [constant_node(np.array([chunk] * (n - 1) + [size - chunk * (n - 1)], np.int64))]
     elif target >= 13:
         sizes = _computed_chunk_sizes(x, axis, n)
     else:
         raise refuse(node, scope, target, f"dimension {axis} of its input is not known before run "
-                                           f"time, and opset {target}'s Split takes the chunk "
-                                           "sizes as a constant attribute")
+                                          f"time, and opset {target}'s Split takes the chunk "
+                                          "sizes as a constant attribute")
     split = ir.node("Split", [x, sizes[-1].outputs[0]], {"axis": axis},
                     num_outputs=len(node.outputs))
     replace(node, scope, [*sizes, split], list(split.outputs))

@@ -22,7 +22,7 @@ def trilu_14(node: ir.Node, scope: Scope, target: int) -> Form:
     dtype = input_dtype(x)
     if dtype is None or dtype.numpy() is None:
         raise refuse(node, scope, target, "its input's data type is unknown, and the zeros it "
-                                           "writes need it")
+                                          "writes need it")
     upper = attr(node, "upper", 1)
     i64 = ir.DataType.INT64
     last = [constant_node(np.array(k, np.int64)) for k in (-2, -1)]
@@ -33,16 +33,16 @@ def trilu_14(node: ir.Node, scope: Scope, target: int) -> Form:
     rows = typed(ir.node("Gather", [shape.outputs[0], last[0].outputs[0]]), i64, ir.Shape([]))
     cols = typed(ir.node("Gather", [shape.outputs[0], last[1].outputs[0]]), i64, ir.Shape([]))
     i = typed(ir.node("Range", [zero.outputs[0], rows.outputs[0], one.outputs[0]]), i64,
-               ir.Shape([None]))
+              ir.Shape([None]))
     j = typed(ir.node("Range", [zero.outputs[0], cols.outputs[0], one.outputs[0]]), i64,
-               ir.Shape([None]))
+              ir.Shape([None]))
     i_column = typed(ir.node("Reshape", [i.outputs[0], column.outputs[0]]), i64,
-                      ir.Shape([None, 1]))
+                     ir.Shape([None, 1]))
     diagonal = typed(ir.node("Sub", [j.outputs[0], i_column.outputs[0]]), i64,
-                      ir.Shape([None, None]))
+                     ir.Shape([None, None]))
     # upper: keep j - i >= k, i.e. not (j - i < k); lower: keep j - i <= k, i.e. not (j - i > k)
     outside = typed(ir.node("Less" if upper else "Greater", [diagonal.outputs[0], k]),
-                     ir.DataType.BOOL, None)
+                    ir.DataType.BOOL, None)
     keep = typed(ir.node("Not", [outside.outputs[0]]), ir.DataType.BOOL, None)
     nothing = constant_node(np.zeros((), dtype.numpy()))
     out = ir.node("Where", [keep.outputs[0], x, nothing.outputs[0]])

@@ -19,7 +19,7 @@ from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite.opset
 from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.opset import convert_opset, registry, steps
+from scatter_rewrite.opset import convert_opset, registry
 
 OPSET = Path(scatter_rewrite.opset.__file__).parent
 
@@ -42,15 +42,15 @@ def _moved(proto: onnx.ModelProto, target: int):
 
 # --- adding a form touches one file -------------------------------------------------------------
 
-# (not Celu's meaning: a marker that shows which form ran)
+# (not Trilu's meaning: a marker that shows which form ran, registered to run before trilu_14.py)
 _DUMMY = '''
 from scatter_rewrite.graph import NodeBuilder
 from scatter_rewrite.opset.registry import Replaced, register_form
 from scatter_rewrite.opset.rewriting import replace
 
 
-@register_form("Celu", 12, None)
-def celu_12(node, scope, target):
+@register_form("Trilu", 14, None, order=-1)
+def trilu_marker_14(node, scope, target):
     b = NodeBuilder()
     y = b.add("Identity", [node.inputs[0]])
     replace(node, scope, b.nodes, [y])
@@ -60,32 +60,33 @@ def celu_12(node, scope, target):
 
 def test_a_new_form_is_one_file_that_the_engine_picks_up(tmp_path, monkeypatch):
     """A form written as one file in a forms package, registered by its decorator, is the one the
-    engine runs for its step, with no edit anywhere else (the table already declares every step:
-    only its kind says REWRITE)."""
+    engine runs for its step, with no edit anywhere else (the table declares every step; a step
+    declared another kind than REWRITE would take one line there too, which
+    tests/test_opset_steps.py asks for)."""
     package = tmp_path / "extra_forms"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "celu_12.py").write_text(_DUMMY)
+    (package / "trilu_marker_14.py").write_text(_DUMMY)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(steps.STEPS, ("Celu", 12), steps.REWRITE)  # (the table's one line)
     saved = {k: list(v) for k, v in registry.load_forms().items()}  # (the package's own first)
     try:
         registry.load_forms("extra_forms")
         files = {Path(sys.modules[spec.function.__module__].__file__).name
-                 for key, forms in registry.FORMS.items() if key not in saved for spec in forms}
-        assert files == {"celu_12.py"}
-        graph = oh.make_graph([oh.make_node("Celu", ["x"], ["y"])], "g",
-                              [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-                              [oh.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+                 for key, forms in registry.FORMS.items() for spec in forms
+                 if spec not in saved.get(key, [])}
+        assert files == {"trilu_marker_14.py"}
+        graph = oh.make_graph([oh.make_node("Trilu", ["x"], ["y"])], "g",
+                              [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+                              [oh.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])])
         model = ir.serde.deserialize_model(
-            oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]))
-        convert_opset(model, 11)
-        assert [n.op_type for n in model.graph] == ["Identity"]  # (the form's, not Celu's body)
+            oh.make_model(graph, opset_imports=[oh.make_opsetid("", 14)]))
+        convert_opset(model, 13)
+        assert [n.op_type for n in model.graph] == ["Identity"]  # (the marker's, not trilu_14's)
     finally:
         registry.FORMS.clear()
         registry.FORMS.update(saved)
         registry._LOADED.discard("extra_forms")
-    assert (package / "celu_12.py").exists()
+    assert (package / "trilu_marker_14.py").exists()
 
 
 # --- sizes: no module over 800 lines, no function over 80, in opset/ ---------------------------

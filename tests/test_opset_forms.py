@@ -314,3 +314,11 @@ def test_resize_with_antialias_without_a_constant_map_is_refused_with_the_reason
     with pytest.raises(ConversionError, match=r"cannot convert Resize .* to opset 13: antialias=1"
                                               r":? .*" + why):
         _moved(model, 13)
+
+
+def test_the_move_says_which_ops_it_computed_with_other_float_ops():
+    model = _grid_sample_model(16, "bilinear", "zeros", 1)
+    _, move = _moved(model, 11)
+    assert move.decomposed == {"GridSample": 1} and move.expanded == {}
+    assert move.note.endswith("; computed by other ops at opset 11: GridSample x1 (GridSample: "
+                              "float results may round differently from a fused kernel)")

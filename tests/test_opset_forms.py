@@ -18,6 +18,7 @@ from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite.opset
+from _function_models import function_called_at_two_ranks
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, registry
 
@@ -107,21 +108,6 @@ def test_opset_modules_and_functions_are_small():
 
 # --- Softmax, LogSoftmax, Hardmax-13 -> 11 on an input of unknown rank ---------------------------
 
-def _function_called_at_two_ranks(op: str, axis: int, dtype=TensorProto.FLOAT) -> onnx.ModelProto:
-    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown
-    there."""
-    vi = oh.make_tensor_value_info
-    function = oh.make_function("local", "F", ["a"], ["b"],
-                                [oh.make_node(op, ["a"], ["b"], axis=axis)],
-                                opset_imports=[oh.make_opsetid("", 18)])
-    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local"),
-                           oh.make_node("F", ["z"], ["w"], domain="local")], "g",
-                          [vi("x", dtype, [2, 3]), vi("z", dtype, [2, 3, 4])],
-                          [vi("y", dtype, [2, 3]), vi("w", dtype, [2, 3, 4])])
-    return oh.make_model(graph, functions=[function],
-                         opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
-
-
 # Softmax and LogSoftmax as ONNX's function body computes them, against onnxruntime's fused kernel:
 # float32, within 4 ulps of 1 relatively (rtol 5e-7) plus atol 1e-7 near 0. Hardmax: bit for bit.
 RTOL, ATOL = 5e-7, 1e-7
@@ -130,7 +116,7 @@ RTOL, ATOL = 5e-7, 1e-7
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
 @pytest.mark.parametrize("axis", [0, 1, -2])
 def test_softmax_family_of_unknown_rank_moves_on_the_same_axis(op, axis):
-    model = _function_called_at_two_ranks(op, axis)
+    model = function_called_at_two_ranks(op, axis)
     out, move = _moved(model, 11)
     rng = np.random.default_rng(0)
     feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32) * 10,
@@ -149,7 +135,7 @@ def test_softmax_family_of_unknown_rank_moves_on_the_same_axis(op, axis):
 
 def test_softmax_of_unknown_rank_of_a_type_opset_11_lacks_is_refused_with_the_reason():
     """bfloat16: Softmax-11 takes it not, nor ReduceMax-11 in the decomposition."""
-    model = _function_called_at_two_ranks("Softmax", 1, dtype=TensorProto.BFLOAT16)
+    model = function_called_at_two_ranks("Softmax", 1, dtype=TensorProto.BFLOAT16)
     with pytest.raises(ConversionError, match=r"cannot convert .* to opset 11: .*BFLOAT16"):
         _moved(model, 11)
 

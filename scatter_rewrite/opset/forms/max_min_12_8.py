@@ -9,6 +9,8 @@ from scatter_rewrite.opset.fitting import input_dtype
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import INTEGERS, replace
 
+__all__ = ["max_min_12_8"]
+
 
 @register_form("Max", 12, 8, neutral=True)
 @register_form("Min", 12, 8, neutral=True)

@@ -10,6 +10,8 @@ from scatter_rewrite.opset.fitting import input_dtype
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import FLOATS, replace
 
+__all__ = ["mod_28_13"]
+
 
 @register_form("Mod", 28, 13, neutral=True)
 def mod_28_13(node: ir.Node, scope: Scope, target: int) -> Form:

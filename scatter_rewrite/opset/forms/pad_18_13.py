@@ -9,6 +9,8 @@ from scatter_rewrite.graph import Scope, constant_node, constant_tensor, typed
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import not_constant, refuse, replace
 
+__all__ = ["pad_18_13"]
+
 
 @register_form("Pad", 18, 13, neutral=True,
                reads_rank=lambda node: len(node.inputs) > 3 and node.inputs[3] is not None)

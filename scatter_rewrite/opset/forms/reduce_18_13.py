@@ -13,6 +13,8 @@ from scatter_rewrite.opset.fitting import input_dtype, type_gap
 from scatter_rewrite.opset.registry import DONE, UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import known_value, not_constant, refuse, replace
 
+__all__ = ["reduce_18_13"]
+
 
 # With noop_with_empty_axes set and no axes these reduce nothing and are the input as it is; the
 # other Reduce* still apply their elementwise step (:func:`_elementwise_step`).

@@ -12,6 +12,8 @@ from scatter_rewrite.opset.fitting import input_dtype
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import refuse, replace
 
+__all__ = ["reshape_14_13"]
+
 
 @register_form("Reshape", 14, 13, neutral=True)
 def reshape_14_13(node: ir.Node, scope: Scope, target: int) -> Form:

@@ -8,6 +8,8 @@ import onnx_ir as ir
 from scatter_rewrite.graph import Scope, constant_node
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Prepared, register_form
 
+__all__ = ["resize_13_11"]
+
 
 @register_form("Resize", 13, 11, neutral=True)
 def resize_13_11(node: ir.Node, scope: Scope, target: int) -> Form:

@@ -10,6 +10,8 @@ from scatter_rewrite.opset.fitting import input_dtype, text
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Prepared, register_form
 from scatter_rewrite.opset.rewriting import refuse
 
+__all__ = ["resize_18_13"]
+
 
 @register_form("Resize", 18, 13, neutral=True)
 def resize_18_13(node: ir.Node, scope: Scope, target: int) -> Form:

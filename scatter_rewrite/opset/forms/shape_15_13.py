@@ -9,6 +9,8 @@ from scatter_rewrite.graph import Scope, attr, constant_node, reference_reason, 
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import refuse, replace
 
+__all__ = ["shape_15_13"]
+
 
 @register_form("Shape", 15, 13, neutral=True)
 def shape_15_13(node: ir.Node, scope: Scope, target: int) -> Form:

@@ -10,6 +10,8 @@ from scatter_rewrite.opset.fitting import input_dtype
 from scatter_rewrite.opset.registry import Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import refuse, replace
 
+__all__ = ["trilu_14"]
+
 
 @register_form("Trilu", 14, None)
 def trilu_14(node: ir.Node, scope: Scope, target: int) -> Form:

@@ -7,6 +7,7 @@
 - runs.py: onnxruntime runs of a model, ONNX's reduction backend cases, a one-scatter model's
   expected output.
 - kernel_oracles.py: one-node models and plain-loop oracles for the evaluator's kernels.
+- backend_cases.py: ONNX's backend node cases moved down and judged (the opset tests, benchmarks/).
 - wrong_passes.py: passes that rewrite wrongly on purpose (validation must catch each one).
 - fold_fuzz.py: the randomized fold audit (``python -m tests.helpers.fold_fuzz --minutes 60``).
 """

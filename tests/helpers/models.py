@@ -4,7 +4,8 @@ by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
 - ``gnn_model``: a GNN aggregation, messages scattered into node rows along axis 0;
   ``gnn_sum``: the bare ScatterElements add of one.
 - ``function_model``: a scatter in a model-local function reading the function's attributes
-  (``axis = @ax``, ``reduction = @red``): known only at the call site.
+  (``axis = @ax``, ``reduction = @red``): known only at the call site; ``function_called_at_two_ranks``:
+  a function whose input rank is unknown inside it.
 - ``accumulate_model``: TorchScript's accumulating chain, zeros -> scatter -> Add.
 - ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write.
 
@@ -80,6 +81,20 @@ def function_node(model: onnx.ModelProto) -> onnx.NodeProto:
     (node,) = [n for n in model.functions[0].node if n.op_type.startswith("Scatter")]
     return node
 
+
+def function_called_at_two_ranks(op: str, axis: int, dtype=TensorProto.FLOAT,
+                                 opset: int = 18) -> onnx.ModelProto:
+    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown
+    there."""
+    function = oh.make_function(LOCAL_DOMAIN, "F", ["a"], ["b"],
+                                [oh.make_node(op, ["a"], ["b"], axis=axis)],
+                                opset_imports=[oh.make_opsetid("", opset)])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain=LOCAL_DOMAIN),
+                           oh.make_node("F", ["z"], ["w"], domain=LOCAL_DOMAIN)], "g",
+                          [vi("x", dtype, [2, 3]), vi("z", dtype, [2, 3, 4])],
+                          [vi("y", dtype, [2, 3]), vi("w", dtype, [2, 3, 4])])
+    return oh.make_model(graph, functions=[function],
+                         opset_imports=[oh.make_opsetid("", opset), oh.make_opsetid(LOCAL_DOMAIN, 1)])
 
 def gnn_model(reduction: str, *, nodes: int | str = "n", edges: int | str = "e", feats: int = 8,
               dtype: int = TensorProto.FLOAT, opset: int = 18, messages: str = "input",

@@ -264,21 +264,11 @@ def rewrite_file(
     destination = resolve_output(source, verb, output, in_place, output_is_folder)
     if passes is None:
         passes = verb.make_passes(**options)
-        on_proto = verb.on_proto if not validate else None
-    else:
-        on_proto = None  # the caller's own passes
-    protos = [load_proto(source)]
-    input_data = external_data_files(protos[0], source)
+    parsed = [load_proto(source)]
+    input_data = external_data_files(parsed[0], source)
     data_name = output_data_name(source, destination, input_data, in_place)
-    result = on_proto(protos[0], **options) if on_proto is not None else None
-    if result is not None:  # done on the parsed file (see Verb.on_proto): save, check, rename
-        outcome = Outcome(str(source), str(destination), [result.to_dict()], verb=verb_name,
-                          options=options)
-        with staged_save(protos.pop(), destination) as staged:
-            check_model(staged, source)
-        return _finish(outcome, started)
-    # (protos.pop(): the parsed file is freed once converted, the IR once written: rewrite_model)
-    outcome = rewrite_model(to_ir(protos.pop(), source), passes, source, destination,
+    # (parsed.pop(): the parsed file is freed once converted, the IR once written: rewrite_model)
+    outcome = rewrite_model(parsed.pop(), passes, source, destination,
                             verb=verb_name, options=options, data_name=data_name,
                             external=bool(input_data) and not in_place,
                             validate=validate, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
@@ -289,7 +279,7 @@ def rewrite_file(
 
 
 def rewrite_model(
-    model: ir.Model,
+    model: ir.Model | onnx.ModelProto,
     passes: Sequence[ir.passes.PassBase],
     source: Path,
     destination: Path,
@@ -313,12 +303,91 @@ def rewrite_model(
     passes, stage the result beside ``destination``, check it with onnx.checker (full), validate it
     against ``source`` (the original model's file) and only then rename it into place.
 
-    ``model`` is rewritten in place; it is dropped once written (a folded result's weights freed
-    before validation runs) unless ``keep_model`` (the API returns it). ``source_name``: how errors
-    name the input (default: its path). ``progress``: called with each pass's name before it runs.
+    ``model``: an ``ir.Model``, rewritten in place, or ``source`` as parsed (``onnx.ModelProto``),
+    which a pass with a form on the parsed file rewrites without the IR when the model allows
+    (:func:`parsed_form`): the same result, notes and written bytes whether validated or not.
+    The model is dropped once written (a folded result's weights freed before validation runs)
+    unless ``keep_model`` (the API returns it). ``source_name``: how errors name the input
+    (default: its path). ``progress``: called with each pass's name before it runs.
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
     ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
     """
+    proto = model if isinstance(model, onnx.ModelProto) else None
+    form = parsed_form(proto, passes) if proto is not None else None
+    if proto is not None:  # (the original's IR: the passes', or the plan's)
+        model = to_ir(proto, source) if form is None or validate else None
+    suspects, plan, unplanned = _before_passes(model, passes, validate, inputs, seed, rtol, atol)
+    opset_before = _default_opset(model if model is not None else proto)
+    if progress is not None and form is not None:
+        progress(getattr(passes[0], "name", type(passes[0]).__name__))
+    result = form(proto) if form is not None else None  # (None: the model needs the IR)
+    if result is not None:
+        results, written, model = [result], proto, None  # (the original's IR served the plan)
+    else:
+        model = model if model is not None else to_ir(proto, source)
+        results = run_passes(model, passes, progress=None if form is not None else progress)
+        written = model
+    del proto
+    if plan is not None:
+        from scatter_rewrite import validate as validation
+
+        validation.allow_float_rounding(plan, results, (opset_before, _default_opset(written)))
+    repaired = repaired_nodes(results)
+    outcome = Outcome(str(source_name or source), str(destination),
+                      [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
+                      verb=verb, options=dict(options or {}))
+    del results, model  # they hold the model too
+    if unplanned is not None and outcome.modified:
+        unplanned.passes = outcome.passes  # (for the report, as a failed validation's)
+        raise unplanned
+    if progress is not None:
+        progress("checking" if plan is None or not outcome.modified else "validating")
+    # A new output keeps the input's form, external data, even when the rewrite replaced every
+    # external tensor; in place, such a model is written whole and the old data file left, with a
+    # note.
+    with staged_save(written, destination, data_name, external=external) as staged:
+        if not keep_model:
+            del written  # written: free the rewritten weights (a folded result, say) now
+        check_model(staged, source, source_name)
+        if plan is not None and outcome.modified:
+            outcome.validation = _validated(source, staged, plan, outcome, bool(repaired), seed,
+                                            inputs)
+        data = (data_name if data_name is not None and (staged.parent / data_name).is_file()
+                else None)
+    if replaced_data is not None:
+        outcome.notes += _left_data_notes(replaced_data, data)
+    _settle_status(outcome, destination if source_name is None else None)
+    return outcome
+
+
+def parsed_form(proto: onnx.ModelProto, passes: Sequence[ir.passes.PassBase]
+                ) -> Callable[[onnx.ModelProto], ScatterPassResult] | None:
+    """The passes' rewrite done on the parsed file, when the model allows it (None: the IR path).
+
+    A pass may declare such a form (``call_on_proto``: the same rewrite, report and checks, on
+    ``onnx.ModelProto``, returning None, the model untouched, where it needs the IR; then the
+    pass runs on the IR). It is tried only when that
+    pass is the only one and the export holds no pattern a note names
+    (:func:`~scatter_rewrite.export_patterns.may_note`): only the IR path computes the notes. The
+    choice depends on the model alone, never on validation, so that both write the same bytes.
+    """
+    if len(passes) != 1 or getattr(passes[0], "call_on_proto", None) is None:
+        return None
+    from scatter_rewrite.export_patterns import may_note
+
+    if may_note(proto):
+        return None
+    return passes[0].call_on_proto
+
+
+def _before_passes(model: ir.Model | None, passes: Sequence[ir.passes.PassBase], validate: bool,
+                   inputs: dict | None, seed: int, rtol: float | None, atol: float | None):
+    """What is read from the original before any pass: its scatter nodes checked, the export's
+    notes, the validation plan (or the ValidationError that no inputs can be planned, raised
+    once a pass rewrites). ``model`` None: the parsed-file form checks the nodes itself, and
+    has no notes (:func:`parsed_form`)."""
+    if model is None:
+        return [], None, None
     # (the passes check the nodes too, but validation plans its inputs from them first)
     check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
@@ -334,41 +403,15 @@ def rewrite_model(
             if inputs is not None:
                 raise  # (the user's inputs are refused, whatever the passes do)
             unplanned = e  # no inputs the original runs on: a failure once a pass rewrites
-    opset_before = _default_opset(model)
-    results = run_passes(model, passes, progress=progress)
-    if plan is not None:
-        validation.allow_float_rounding(plan, results, (opset_before, _default_opset(model)))
-    repaired = repaired_nodes(results)
-    outcome = Outcome(str(source_name or source), str(destination),
-                      [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
-                      verb=verb, options=dict(options or {}))
-    del results  # they hold the model too
-    if unplanned is not None and outcome.modified:
-        unplanned.passes = outcome.passes  # (for the report, as a failed validation's)
-        raise unplanned
-    if progress is not None:
-        progress("checking" if plan is None or not outcome.modified else "validating")
-    # A new output keeps the input's form, external data, even when the rewrite replaced every
-    # external tensor; in place, such a model is written whole and the old data file left, with a
-    # note.
-    with staged_save(model, destination, data_name, external=external) as staged:
-        if not keep_model:
-            del model  # written: free the rewritten weights (a folded result, say) now
-        check_model(staged, source, source_name)
-        if plan is not None and outcome.modified:
-            outcome.validation = _validated(source, staged, plan, outcome, bool(repaired), seed,
-                                            inputs)
-        written = (data_name if data_name is not None and (staged.parent / data_name).is_file()
-                   else None)
-    if replaced_data is not None:
-        outcome.notes += _left_data_notes(replaced_data, written)
+    return suspects, plan, unplanned
+
+
+def _settle_status(outcome: Outcome, written: Path | None) -> None:
     outcome.status = _status(outcome.modified, outcome.validation is not None)
     cannot = (outcome.validation or {}).get("onnxruntime_cannot_run")
     if cannot:
         outcome.status = UNRUNNABLE
-        outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""),
-                                         destination if source_name is None else None)
-    return outcome
+        outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""), written)
 
 
 def _status(modified: bool, validated: bool) -> str:
@@ -391,13 +434,13 @@ def unrunnable_error(why: str, to_run_it: str, written: Path | None) -> str:
             f"onnx.reference; {fix}")
 
 
-def _default_opset(model: ir.Model) -> int | None:
-    return model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+def _default_opset(model: ir.Model | onnx.ModelProto) -> int | None:
+    imports = (model.opset_imports if isinstance(model, ir.Model)
+               else {o.domain: o.version for o in model.opset_import})
+    return imports.get("", imports.get("ai.onnx"))
 
 
 def _finish(outcome: Outcome, started: float) -> Outcome:
-    if outcome.status == FAILED:  # (done on the parsed file, never validated)
-        outcome.status = _status(outcome.modified, False)
     outcome.seconds = time.perf_counter() - started
     return outcome
 

@@ -104,9 +104,6 @@ class Verb:
     name: str
     suffix: str  # model.<suffix>.onnx
     make_passes: Callable[..., list]
-    # The same rewrite done on the parsed file when the model allows (None: it does not), taken
-    # when nothing needs the IR afterwards (no validation); called with the verb's options.
-    on_proto: Callable[..., Any] | None = None
     options: tuple[Option, ...] = ()
     summary: str = ""  # the CLI command's help line
     function: str = ""  # the API's function, when not named as the verb
@@ -131,12 +128,6 @@ def _upgrade_passes(opset: int | None = None) -> list:
     from scatter_rewrite.passes.upgrade import UpgradePass
 
     return [UpgradePass(opset)]
-
-
-def _upgrade_proto(proto, opset: int | None = None):
-    from scatter_rewrite.passes.upgrade import upgrade_proto
-
-    return upgrade_proto(proto, opset)
 
 
 def _fold_passes(size_limit: int | None = None) -> list:
@@ -173,7 +164,7 @@ _OPSET_HELP = "Target default-domain opset, 11 to the highest the installed onnx
 
 VERBS: dict[str, Verb] = {
     "upgrade": Verb(
-        "upgrade", "upgraded", _upgrade_passes, on_proto=_upgrade_proto,
+        "upgrade", "upgraded", _upgrade_passes,
         options=(
             Option("opset", int, None,
                    f"{_OPSET_HELP}. Default: the model's own if >= 11, else 11.", "N",

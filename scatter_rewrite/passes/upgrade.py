@@ -93,6 +93,11 @@ class UpgradePass(ScatterPass):
                 self._rewrite(node, scope, target)
         self.moved(move_to_opset(model, target))
 
+    def call_on_proto(self, proto: onnx.ModelProto) -> ScatterPassResult | None:
+        """This pass on the parsed file, where it is only renames (:func:`upgrade_proto`); None,
+        ``proto`` untouched, where the model needs the IR."""
+        return upgrade_proto(proto, self.opset)
+
     def _rewrite(self, node: ir.Node, scope: Scope, target: int) -> None:
         if node.inputs[0].dtype == ir.DataType.BFLOAT16 and target < 13:
             raise InvalidModelError(

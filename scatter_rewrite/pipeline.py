@@ -44,8 +44,10 @@ logger = logging.getLogger("scatter_rewrite")
 def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
     """The sizes the passes give symbolic dimensions (``FixDimsPass.dim_sizes``): validation feeds
     both models inputs of those sizes, which the rewritten model then requires."""
+    from scatter_rewrite.passes.compose import Steps
+
     sizes: dict[str, int] = {}
-    for p in passes:
+    for p in Steps(*passes).leaves() if passes else []:
         sizes.update(getattr(p, "dim_sizes", None) or {})
     return sizes
 
@@ -90,33 +92,26 @@ class Outcome:
 def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
                progress: Callable[[str], None] | None = None
                ) -> list[ScatterPassResult | ir.passes.PassResult]:
-    """Run passes in order on ``model`` (in place). Unlike ``ir.passes.PassManager`` this keeps our
-    errors as they are instead of wrapping them, and keeps every pass's result. ``progress`` is
-    called with each pass's name before it runs."""
+    """Run passes in order on ``model`` (in place), through :class:`~.passes.compose.Steps`
+    (onnx_ir's Sequential, keeping our errors as they are and every pass's result), then remove
+    what they left unread (:class:`~.passes.remove_unused.RemoveUnusedNodesPass`) and correct the
+    export's shape claims they showed false. ``progress`` is called with each pass's name before
+    it runs."""
+    from scatter_rewrite.passes.compose import Steps
+    from scatter_rewrite.passes.remove_unused import RemoveUnusedNodesPass
     from scatter_rewrite.type_inference import correct_contradicted_shapes, has_control_flow
 
     # (before the passes, which may inline what made the claims false)
     claims = has_control_flow(model)
-    # (the model's own unused initializers and dead nodes are left as they are)
-    unused_before = {id(v) for _, v in _unused_initializers(model)}
-    dead_before = {node for _, node in _dead_nodes(model)}  # (held: their ids stay theirs)
-    results = []
-    for p in passes:
-        if progress is not None:
-            progress(getattr(p, "name", type(p).__name__))
-        result = p(model)
-        if result.model is not model:
-            raise RuntimeError(f"pass {p} is not in place")  # our passes all are: a bug if not
-        results.append(result)
+    cleanup = RemoveUnusedNodesPass.keeping(model)  # (the model's own unused ones stay)
+    steps = Steps(*passes, progress=progress) if passes else None
+    if steps is not None:
+        steps(model)
+    results = steps.results if steps is not None else []
     last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
-    removed = _remove_dead_nodes(model, dead_before)
-    if removed:  # (housekeeping, as a rewrite that replaces a node removes it: no note)
-        logger.debug("%d node(s) the rewrite left unread removed", removed)
-    left = [(body, v) for body, v in _unused_initializers(model) if id(v) not in unused_before]
-    for body, value in left:  # what a rewrite stopped using (onnxruntime warns of each on load)
-        body.initializers.pop(value.name)
-    if left and last is not None:
-        last.notes.append(f"{len(left)} initializer(s) the rewrite no longer uses removed")
+    removed = cleanup(model)
+    if last is not None:  # (not a pass of the verb's: its notes are the last pass's)
+        last.notes += removed.notes
     if claims and any(r.modified for r in results):
         # An exporter's shape claims the rewrite made checkable and false would fail onnx.checker.
         corrected = correct_contradicted_shapes(model)
@@ -126,48 +121,6 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
                               f"corrected (the export's claims; no value changes): "
                               f"{'; '.join(corrected[:3])}{more}")
     return results
-
-
-def _dead_nodes(model: ir.Model) -> list[tuple[ir.Graph | ir.Function, ir.Node]]:
-    """(graph or function, node) for every node, in every scope, none of whose outputs is read
-    or is an output of its graph."""
-    from scatter_rewrite.graph import iter_scopes
-
-    return [(scope.body, node) for scope in iter_scopes(model) for node in scope.body
-            if node.outputs and not any(v.uses() or v.is_graph_output() for v in node.outputs)]
-
-
-def _remove_dead_nodes(model: ir.Model, dead_before: set[ir.Node]) -> int:
-    """Remove the nodes a rewrite left computing what nothing reads (a Constant a lowering built
-    and did not use, the shape chain of an index Expand the row-key lowering reads past), and the
-    producers that leaves dead, but no node that was dead before it (the model's own). onnxruntime
-    warns of each such node on load. Returns how many were removed."""
-    work = [node for _, node in _dead_nodes(model) if node not in dead_before]
-    removed = 0
-    while work:
-        node = work.pop()
-        if node.graph is None or any(v.uses() or v.is_graph_output() for v in node.outputs):
-            continue  # (removed already, or read again)
-        producers = [v.producer() for v in node.inputs if v is not None]
-        node.graph.remove(node, safe=True)
-        removed += 1
-        work += [p for p in producers if p is not None and p not in dead_before]
-    return removed
-
-
-def _unused_initializers(model: ir.Model) -> list[tuple[ir.Graph, ir.Value]]:
-    """(graph, initializer) for every initializer of the main graph and the subgraphs that no node
-    reads and that is neither a graph input nor a graph output."""
-    from scatter_rewrite.graph import iter_scopes
-
-    unused = []
-    for scope in iter_scopes(model):
-        body = scope.body
-        if isinstance(body, ir.Graph):
-            ends = {id(v) for v in body.inputs} | {id(v) for v in body.outputs}
-            unused += [(body, v) for v in body.initializers.values()
-                       if not v.uses() and id(v) not in ends]
-    return unused
 
 
 def result_dict(result: ir.passes.PassResult) -> dict:
@@ -365,17 +318,19 @@ def parsed_form(proto: onnx.ModelProto, passes: Sequence[ir.passes.PassBase]
     """The passes' rewrite done on the parsed file, when the model allows it (None: the IR path).
 
     A pass may declare such a form (``call_on_proto``: the same rewrite, report and checks, on
-    ``onnx.ModelProto``, returning None, the model untouched, where it needs the IR; then the
-    pass runs on the IR). It is tried only when that
-    pass is the only one and the export holds no pattern a note names
+    ``onnx.ModelProto``, returning None, the model untouched, where it needs the IR; then the pass
+    runs on the IR). It is tried only when that pass is the only one, the model fits in one
+    protobuf, and the export holds no pattern a note names
     (:func:`~scatter_rewrite.export_patterns.may_note`): only the IR path computes the notes. The
     choice depends on the model alone, never on validation, so that both write the same bytes.
     """
     if len(passes) != 1 or getattr(passes[0], "call_on_proto", None) is None:
         return None
+    from scatter_rewrite import model_io
     from scatter_rewrite.export_patterns import may_note
 
-    if may_note(proto):
+    # (a model that needs external data once written is written from the IR: model_io.staged_save)
+    if may_note(proto) or proto.ByteSize() > model_io.PROTO_LIMIT_BYTES:
         return None
     return passes[0].call_on_proto
 
@@ -514,7 +469,10 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
     try:
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
-        return Outcome(str(source), None, getattr(e, "passes", []), status=FAILED, error=str(e),
+        said = str(e)
+        if isinstance(e, OptionError) and verb_name in VERBS:  # (the command line's workers)
+            said = VERBS[verb_name].cli_message(e)
+        return Outcome(str(source), None, getattr(e, "passes", []), status=FAILED, error=said,
                        seconds=time.perf_counter() - started, verb=verb_name)
     except Exception as e:
         logger.debug("%s: internal error", source, exc_info=True)

@@ -75,7 +75,7 @@ def test_the_cli_takes_11(tmp_path):
 
 @pytest.mark.parametrize("version", ["8.6", "10", "11"])
 def test_every_version_has_its_tables(version):
-    from scatter_rewrite.passes._trt_support import PARSER_CASTS, SUPPORTED_TYPES
+    from scatter_rewrite.passes.tensorrt_support import PARSER_CASTS, SUPPORTED_TYPES
     from scatter_rewrite.passes.tensorrt import TOPK_MAX_K, TRT_VERSIONS
     from scatter_rewrite.verbs import TRT_VERSIONS as DECLARED
 

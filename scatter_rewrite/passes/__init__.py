@@ -30,7 +30,10 @@ _EXPORTS = {
     "TensorRTPass": ("scatter_rewrite.passes.tensorrt", "TensorRTPass"),
     "LowerTensorScatterPass": ("scatter_rewrite.passes.tensorrt", "LowerTensorScatterPass"),
     "CapOpsetPass": ("scatter_rewrite.passes.tensorrt", "CapOpsetPass"),
-    "tensorrt_passes": ("scatter_rewrite.passes.tensorrt", "tensorrt_passes"),
+    "Steps": ("scatter_rewrite.passes.compose", "Steps"),
+    "OnlyIf": ("scatter_rewrite.passes.compose", "OnlyIf"),
+    "RemoveUnusedNodesPass": ("scatter_rewrite.passes.remove_unused", "RemoveUnusedNodesPass"),
+    "tensorrt_passes": ("scatter_rewrite.verbs", "tensorrt_passes"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -49,13 +52,16 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult  # noqa: F401
+    from scatter_rewrite.passes.compose import OnlyIf, Steps  # noqa: F401
+    from scatter_rewrite.passes.remove_unused import RemoveUnusedNodesPass  # noqa: F401
     from scatter_rewrite.passes.fix_dims import FixDimsPass  # noqa: F401
     from scatter_rewrite.passes.fold import FoldPass  # noqa: F401
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
     from scatter_rewrite.passes.repair import RepairPass  # noqa: F401
     from scatter_rewrite.passes.specialize import SpecializeCallsPass  # noqa: F401
     from scatter_rewrite.passes.tensorrt import (  # noqa: F401
-        CapOpsetPass, LowerTensorScatterPass, TensorRTPass, tensorrt_passes,
+        CapOpsetPass, LowerTensorScatterPass, TensorRTPass,
     )
     from scatter_rewrite.passes.to_scatternd import ToScatterNDPass  # noqa: F401
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401
+    from scatter_rewrite.verbs import tensorrt_passes  # noqa: F401

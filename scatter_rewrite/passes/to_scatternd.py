@@ -31,7 +31,7 @@ microsoft/onnxruntime#23618).
 
 An ``If`` with a constant condition around a ScatterElements whose rank is unknown (TorchScript's
 rank-0 wrapper of ``scatter_reduce``) is first replaced by its taken branch
-(:func:`scatter_rewrite.passes._inline_if.inline_ifs_hiding_rank`).
+(:func:`scatter_rewrite.passes.inline_if.inline_ifs_hiding_rank`).
 
 Leaves alone (with the reason): a ScatterElements whose rank is unknown (in a function: no call
 site with a known rank), a ``max``/``min`` reduction below opset 18 (ScatterND has them from 18
@@ -54,9 +54,9 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
-from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
+from scatter_rewrite.passes.inline_if import inline_ifs_hiding_rank
 from scatter_rewrite.passes.base import ScatterPass
-from scatter_rewrite.spec import REDUCTIONS_SINCE
+from scatter_rewrite.limits import REDUCTIONS_SINCE
 
 __all__ = [
     "call_site_values", "const_array", "convert_to_scatternd", "Coordinates", "coordinates",
@@ -426,13 +426,13 @@ class ToScatterNDPass(ScatterPass):
 
     name = "to-scatternd"
 
-    def run(self, model: ir.Model) -> None:
-        from scatter_rewrite.passes.specialize import SpecializeCallsPass
+    @staticmethod
+    def converts(node: ir.Node) -> bool:
+        """Whether this pass converts ``node``: a function's scatter whose axis is its attribute
+        gets one copy per call binding from SpecializeCallsPass run first (the verb's list)."""
+        return node.op_type in ("Scatter", "ScatterElements")
 
-        # A function's scatter whose axis is its attribute: one copy per call binding
-        # (specialize.py).
-        self.absorb(SpecializeCallsPass(
-            lambda node: node.op_type in ("Scatter", "ScatterElements"))(model))
+    def run(self, model: ir.Model) -> None:
         # An If with a constant condition around a ScatterElements whose rank is unknown
         # (TorchScript's rank-0 wrapper) becomes its taken branch: the conversion needs the rank.
         for text in inline_ifs_hiding_rank(model, lambda node: node.op_type == "ScatterElements"):

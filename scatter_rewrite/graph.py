@@ -6,6 +6,9 @@ and falls back to the model's.
 
 What caches of nodes key their attributes and tensors by: :func:`attribute_key` and
 :func:`tensor_key` (their values, or the objects themselves; never a name).
+
+New nodes are built through one builder: :class:`NodeBuilder` (and its two building blocks
+:func:`constant_node`, :func:`typed`), which records each node in order with its output typed.
 """
 
 from __future__ import annotations
@@ -14,16 +17,18 @@ import dataclasses
 import struct
 from collections.abc import Hashable, Iterable, Iterator
 
+import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite import custom_ops
 
 __all__ = [
-    "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_tensor",
-    "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe", "describe_parts",
-    "function_calls", "is_default_domain", "is_overridable", "is_reference", "iter_nodes",
-    "iter_scopes", "nodes_within", "reference_reason", "remove_unused_expands", "SCATTER_OPS",
-    "Scope", "shadowed_names", "tensor_key", "value_names",
+    "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_node",
+    "constant_tensor", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe",
+    "describe_parts", "function_calls", "is_default_domain", "is_overridable", "is_reference",
+    "iter_nodes", "iter_scopes", "NodeBuilder", "nodes_within", "reference_reason",
+    "remove_unused_expands", "SCATTER_OPS", "Scope", "shadowed_names", "tensor_key", "typed",
+    "value_names",
 ]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -296,3 +301,51 @@ def reference_reason(node: ir.Node, names=None) -> str | None:
             return (f"attribute '{name}' refers to the function's attribute '{a.ref_attr_name}', "
                     "whose value is known only at a call site")
     return None
+
+
+def constant_node(array: np.ndarray) -> ir.Node:
+    """A ``Constant`` node holding ``array``, its output typed and shaped like it."""
+    const = ir.node("Constant", [], attributes={"value": ir.tensor(array)}, num_outputs=1)
+    const.outputs[0].dtype = ir.DataType.from_numpy(array.dtype)
+    const.outputs[0].shape = ir.Shape(array.shape)
+    return const
+
+
+def typed(node: ir.Node, dtype: ir.DataType | None, shape: ir.Shape | None = None) -> ir.Node:
+    """``node`` with its first output's dtype and shape set, when the dtype is known (converting or
+    checking a new node reads its input types)."""
+    if dtype is not None:
+        node.outputs[0].dtype, node.outputs[0].shape = dtype, shape
+    return node
+
+
+class NodeBuilder:
+    """New nodes, recorded in the order built (:attr:`nodes`), for a caller to insert or splice::
+
+        b = NodeBuilder()
+        m = b.add("ReduceMax", [x], {"axes": [1], "keepdims": 1}, dtype=x.dtype)
+        y = b.add("Sub", [x, m], dtype=x.dtype, shape=x.shape)
+        replace(node, b.nodes, [y])
+
+    Attribute values are Python values or ``ir.Attr`` (converted by ``onnx_ir.node``).
+    """
+
+    def __init__(self) -> None:
+        self.nodes: list[ir.Node] = []
+
+    def node(self, op_type: str, inputs, attributes: dict | None = None, *, num_outputs: int = 1,
+             dtype: ir.DataType | None = None, shape: ir.Shape | None = None) -> ir.Node:
+        """A new node of the default domain, its first output typed when ``dtype`` is given."""
+        new = ir.node(op_type, list(inputs), attributes or {}, num_outputs=num_outputs)
+        self.nodes.append(typed(new, dtype, shape))
+        return new
+
+    def add(self, op_type: str, inputs, attributes: dict | None = None, *,
+            dtype: ir.DataType | None = None, shape: ir.Shape | None = None) -> ir.Value:
+        """A new one-output node; its output."""
+        return self.node(op_type, inputs, attributes, dtype=dtype, shape=shape).outputs[0]
+
+    def const(self, array) -> ir.Value:
+        """A new ``Constant`` holding ``array`` (a NumPy array or scalar); its output."""
+        self.nodes.append(constant_node(np.asarray(array)))
+        return self.nodes[-1].outputs[0]

@@ -1,5 +1,5 @@
 """ONNX's backend node test cases moved down to opsets 11, 13 and 17 and run in onnxruntime
-(scatter_rewrite.opset.backend_cases): no wrong result, every refusal naming the op, the step and
+(tests/_backend_cases.py): no wrong result, every refusal naming the op, the step and
 why.
 The default run takes a sample of cases that exercise each kind of step; the full sweep is slow."""
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from scatter_rewrite.opset import backend_cases
+import _backend_cases as backend_cases
 
 # Cases each exercising a declared step: a rewrite, a condition, a function body, a refusal.
 SAMPLE = {

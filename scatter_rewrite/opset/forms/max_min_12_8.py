@@ -1,0 +1,34 @@
+"""Max-12/Min-12 -> Max-8/Min-8 on integers: Where over Greater/Less."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from scatter_rewrite.graph import Scope, typed
+from scatter_rewrite.opset.fitting import input_dtype
+from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
+from scatter_rewrite.opset.rewriting import INTEGERS, replace
+
+
+@register_form("Max", 12, 8, neutral=True)
+@register_form("Min", 12, 8, neutral=True)
+def max_min_12_8(node: ir.Node, scope: Scope, target: int) -> Form:
+    """Max-12 and Min-12 took integers; Max-8/Min-8 take floats only. On integers (no NaN) the same
+    as Where(Greater(a, b), a, b) (Less for Min), folded over the inputs with their broadcasting."""
+    dtype = input_dtype(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
+    if target >= 12 or dtype not in INTEGERS:
+        return UNCHANGED
+    if len(node.inputs) == 1:  # the one input as it is
+        identity = ir.node("Identity", [node.inputs[0]])
+        replace(node, scope, [identity], list(identity.outputs))
+        return Replaced((identity,))
+    compare = "Greater" if node.op_type == "Max" else "Less"
+    nodes, best = [], node.inputs[0]
+    for other in node.inputs[1:]:
+        better = typed(ir.node(compare, [best, other]), ir.DataType.BOOL, None)
+        pick = typed(ir.node("Where", [better.outputs[0], best, other]), dtype, None)
+        nodes += [better, pick]
+        best = pick.outputs[0]
+    replace(node, scope, nodes, [best])
+    return Replaced(tuple(nodes))
+

@@ -48,7 +48,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import (
-    SCATTER_OPS, Scope, attr, constant_tensor, describe, function_calls, is_default_domain,
+    SCATTER_OPS, NodeBuilder, Scope, attr, constant_tensor, describe, function_calls, is_default_domain,
     iter_nodes, iter_scopes, reference_reason,
 )
 from scatter_rewrite.type_inference import (
@@ -96,14 +96,15 @@ class ModelNames:
         return name
 
 
-class ReplacementBuilder:
-    """Collects the replacement nodes of one scatter; constants become initializers of the main
-    graph, ``Constant`` nodes elsewhere (function bodies have no initializers; subgraph initializers
-    are avoided for TensorRT's sake)."""
+class ReplacementBuilder(NodeBuilder):
+    """The package's :class:`~scatter_rewrite.graph.NodeBuilder` for the replacement nodes of one
+    scatter, nodes and values named uniquely across the model; constants become initializers of the
+    main graph, ``Constant`` nodes elsewhere (function bodies have no initializers; subgraph
+    initializers are avoided for TensorRT's sake)."""
 
     def __init__(self, model: ir.Model, scope: Scope, names: ModelNames, prefix: str):
+        super().__init__()
         self.model, self.scope, self.names, self.prefix = model, scope, names, prefix
-        self.nodes: list[ir.Node] = []
 
     @property
     def opset(self) -> int:

@@ -33,7 +33,7 @@ from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.lowering import network_reduce as net
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.tensorrt_support import SUPPORTED_TYPES, unsupported_type
-from scatter_rewrite.passes.tensorrt import MAX_OPSET, scatter_data_blocker, tensorrt_violations
+from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET, scatter_data_blocker, tensorrt_violations
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
 
 VERSIONS = ("8.6", "10")
@@ -104,7 +104,7 @@ def not_documented(model: onnx.ModelProto, version: str) -> list[str]:
             found.append(f"{node.op_type} (not in the table)")
         else:
             found += [why for t in checked_types(node, types) if (why := unsupported_type(node.op_type, t, version))]
-        if opset > MAX_OPSET[version]:
+        if opset > PARSER_MAX_OPSET[version]:
             found.append(f"{node.op_type} at opset {opset}")
     return sorted(set(found))
 

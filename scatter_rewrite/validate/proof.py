@@ -87,7 +87,7 @@ def validate(
         original_ort, ort_cannot_run_original = None, ort_reason(ort_error)
     original_ref = None
     if original_ort is None:
-        original_ref = _run_original_in_reference(original, plan, ort_cannot_run_original)
+        original_ref = _run_in_reference(original, plan, ort_cannot_run_original, True)
     try:
         rewritten_ort = engines.run_onnxruntime(rewritten, plan.inputs)
         ort_cannot_run_rewritten = unrunnable = to_run_it = None
@@ -113,7 +113,7 @@ def validate(
     elif original_ort is None and rewritten_ort is None:
         expected, actual = (
             original_ref,
-            _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten),
+            _run_in_reference(rewritten, plan, ort_cannot_run_rewritten, False),
         )
         checked_against = (
             f"{_REFERENCE}, for both models (onnxruntime cannot run either: "
@@ -134,7 +134,7 @@ def validate(
             cross_check = ("rewritten", actual, rewritten_ort)
     else:  # the original runs in onnxruntime, the rewritten model does not
         expected = _reference_or_none(original, plan)
-        actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
+        actual = _run_in_reference(rewritten, plan, ort_cannot_run_rewritten, False)
         checked_against = (
             f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime "
             f"cannot run it: {ort_cannot_run_rewritten})"
@@ -242,14 +242,15 @@ def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, 
                   f"({'; '.join(measured)}); everything else exact")
 
 
-def _run_original_in_reference(
-    original: str | os.PathLike, plan: ValidationPlan, ort_reason: str
-) -> list:
-    """The original's outputs from onnx.reference, where onnxruntime cannot run it
-    (``ort_reason``)."""
+def _run_in_reference(model: str | os.PathLike, plan: ValidationPlan, ort_reason: str,
+                      original: bool) -> list:
+    """A model's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``).
+    ``original``: the original model, where an index out of range is the inputs' fault."""
     try:
-        return engines.run_reference(original, plan.inputs)
+        return engines.run_reference(model, plan.inputs)
     except IndexOutOfRangeError as e:
+        if not original:
+            raise
         if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
             raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
                                   "scatter indices must lie within the data's bounds") from e
@@ -262,25 +263,10 @@ def _run_original_in_reference(
     except ScatterRewriteError:
         raise
     except Exception as ref_error:
+        which, skip = ("original", "; use --no-validate to skip") if original else ("rewritten", "")
         raise ValidationError(
-            f"cannot evaluate the original model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{first_line(ref_error)}'; use --no-validate to skip"
-        ) from ref_error
-
-
-def _run_rewritten_in_reference(
-    rewritten: str | os.PathLike, plan: ValidationPlan, ort_reason: str
-) -> list:
-    """The rewritten model's outputs from onnx.reference, where onnxruntime cannot run it
-    (``ort_reason``)."""
-    try:
-        return engines.run_reference(rewritten, plan.inputs)
-    except ScatterRewriteError:
-        raise
-    except Exception as ref_error:
-        raise ValidationError(
-            f"cannot evaluate the rewritten model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{first_line(ref_error)}'"
+            f"cannot evaluate the {which} model: onnxruntime says '{ort_reason}', "
+            f"onnx.reference says '{first_line(ref_error)}'{skip}"
         ) from ref_error
 
 

@@ -29,7 +29,8 @@ __all__ = [
     "constant_tensor", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe",
     "describe_parts", "function_calls", "is_default_domain", "is_overridable", "is_reference",
     "iter_nodes", "iter_scopes", "NamedNodeBuilder", "Names", "NodeBuilder", "nodes_within",
-    "reference_reason", "remove_unused_expands", "SCATTER_OPS", "Scope", "shadowed_names", "tensor_key", "typed",
+    "reference_reason", "remove_unused_expands", "SCATTER_OPS", "Scope", "shadowed_names",
+    "tensor_key", "typed",
     "value_names",
 ]
 
@@ -454,7 +455,8 @@ class NamedNodeBuilder(NodeBuilder):
         placeholder = self.op(
             "Sub", self.const(1), self.op("Mul", first, self.const(2), dtype=_INT64), dtype=_INT64
         )
-        delta = self.op("Mul", empty, self.op("Sub", placeholder, shape, dtype=_INT64), dtype=_INT64)
+        delta = self.op("Mul", empty, self.op("Sub", placeholder, shape, dtype=_INT64),
+                        dtype=_INT64)
         target = self.op(
             "Add", shape, delta, dtype=_INT64
         )  # the shape, or the placeholder when empty
@@ -479,7 +481,7 @@ class NamedNodeBuilder(NodeBuilder):
         (p + 0.0) * -1 = -0.0; elsewhere (p + -0.0) * 1 = p, exact for every p (x + -0.0 == x bit
         for bit). Arithmetic, not more Where: onnxruntime's Where costs ~12 ns per element, its
         Mul/Add ~1 ns."""
-        if dtype != ir.DataType.U_INT64:
+        if dtype != ir.DataType.UINT64:
             picked = self.op("Where", cond, a, b, dtype=dtype)
             if not exact or dtype not in _FLOAT_TYPES:
                 return picked

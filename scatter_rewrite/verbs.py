@@ -86,8 +86,8 @@ class Option:
         """``error`` (naming a Python parameter of this option's, ``opset=9 ...``) as the command
         line says it: ``--opset 9 ... for lower: ...``."""
         text = str(error)
-        said = re.match(rf"{re.escape(error.parameter or '')}(=(?P<value>.+?))?(?P<rest>( is |: ).*)$",
-                        text)
+        said = re.match(rf"{re.escape(error.parameter or '')}(=(?P<value>.+?))?"
+                        r"(?P<rest>( is |: ).*)$", text)
         if said is None or error.parameter not in (self.name, self.parameter):
             return text
         value, rest = said.group("value"), said.group("rest")
@@ -187,7 +187,8 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
     version = check_trt_version(trt_version)
     tensor_scatter = LowerTensorScatterPass(version)
     if version not in PARSES_TENSORSCATTER:  # (lowered to ScatterElements at the parser's opset)
-        lower = OnlyIf(has_tensor_scatter, LowerPass(opset=PARSER_MAX_OPSET[version], mode="standard"))
+        lower = OnlyIf(has_tensor_scatter,
+                       LowerPass(opset=PARSER_MAX_OPSET[version], mode="standard"))
         tensor_scatter = Steps(tensor_scatter, lower, name=tensor_scatter.name)
     return [
         *([FixDimsPass(fix_dims)] if fix_dims else []),

@@ -23,7 +23,8 @@ Modes (how a reduction is lowered):
 ``standard``
     Exact standard ONNX ops valid at the target (TopK sort of the row keys, a segmented tree
     reduction in a Loop, one ScatterND write-back): see
-    :mod:`scatter_rewrite.passes.lowering.segment_reduce` for the construction, its cost and its exactness
+    :mod:`scatter_rewrite.passes.lowering.segment_reduce` for the construction, its cost and its
+    exactness
     (max/min and integers bit for bit, float add/mul within the validation tolerance).
 ``custom``
     One custom-domain node per reduction, which a runtime implements natively:

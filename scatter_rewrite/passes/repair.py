@@ -11,7 +11,8 @@ and ``index_put_(accumulate=True)`` at opsets 11-17 (pytorch/pytorch#61034, #111
 A repeated index is written once (the last write wins in onnxruntime) where PyTorch sums every
 update. The scatter becomes the same scatter with ``reduction="add"``, which is what PyTorch
 computed: ``self + (the sum of the updates at each index)``. At opset >= 16 that is the
-ScatterElements/ScatterND attribute; below, :mod:`~.lowering.segment_reduce`'s exact standard-op lowering
+ScatterElements/ScatterND attribute; below, :mod:`~.lowering.segment_reduce`'s exact standard-op
+lowering
 (the one ``lower`` uses); a model at opset 9/10 first moves to opset 11 (``Scatter`` becomes
 ``ScatterElements``, as ``upgrade`` does), since no lowering writes back with ``Scatter``.
 

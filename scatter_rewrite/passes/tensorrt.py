@@ -1,6 +1,7 @@
 """Prepare every scatter for TensorRT's ONNX parser (``scatter-rewrite tensorrt``).
 
-:func:`scatter_rewrite.verbs.tensorrt_passes` is the whole flow: upgrade the deprecated ``Scatter`` (UpgradePass), fold
+:func:`scatter_rewrite.verbs.tensorrt_passes` is the whole flow: upgrade the deprecated
+``Scatter`` (UpgradePass), fold
 constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass, only when the model has one),
 then :class:`TensorRTPass` for the chosen TensorRT version, and last the model moves down to the
 highest opset that version's parser documents (:data:`PARSER_MAX_OPSET`) when it is above it.
@@ -29,12 +30,13 @@ plugin/scatterElementsPlugin/README.md):
   update row lands on one data row, in update order).
 * TensorRT 8.6: the importer never reads ``reduction``: add/mul/max/min are silently ignored
   (wrong results, NVIDIA/TensorRT#3750). Every reduction is lowered to ops TensorRT 8.6 accepts:
-  :func:`scatter_rewrite.passes.lowering.network_reduce.lower_reduction_network` (keys sorted by a bitonic
+  :func:`~.lowering.network_reduce.lower_reduction_network` (keys sorted by a bitonic
   network run as one fixed-shape Loop, a segmented scan as another, one ScatterND with unique
   targets; no TopK, NonZero or If). It needs a static number of updates (and a static ScatterND
   index tuple length); nodes it cannot take are left alone with the reason. The same lowering
   serves TensorRT 10 for reductions the plugin cannot take (data other than FP32/FP16/INT32/INT64).
-  The standard lowering (:mod:`.lowering.segment_reduce`) is not used here: it sorts all n keys with one
+  The standard lowering (:mod:`.lowering.segment_reduce`) is not used here: it sorts all n keys
+  with one
   ``TopK`` (TensorRT takes K <= 3840 only) and reduces in a ``Loop`` whose carried values shrink
   (TensorRT's ILoop needs fixed-shape recurrences).
   :func:`tensorrt_violations` checks every emitted node against the documented restrictions,
@@ -291,7 +293,8 @@ def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[s
     dtype).
 
     The scatter layer's types (TensorRT operator docs Scatter.html; onnx-tensorrt docs/operators.md,
-    :func:`.tensorrt_support.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast down by
+    :func:`.tensorrt_support.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast
+    down by
     the parser); 10 also BF16 and INT64. UINT8 is rejected by the importer (addScatterLayer:
     checkNotInvalidType UINT8). BOOL is in neither: the pass writes it through INT32 (exact).
     TensorRT 8.x has no BFLOAT16 at all (onnx2trt_utils convertDtype: "Unsupported ONNX data type"),

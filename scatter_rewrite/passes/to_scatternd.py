@@ -48,8 +48,8 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import (
-    SCATTER_OPS, NodeBuilder, Scope, attr, constant_tensor, describe, function_calls, is_default_domain,
-    iter_nodes, iter_scopes, reference_reason,
+    SCATTER_OPS, NodeBuilder, Scope, attr, constant_tensor, describe, function_calls,
+    is_default_domain, iter_nodes, iter_scopes, reference_reason,
 )
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,

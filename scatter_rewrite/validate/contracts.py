@@ -72,6 +72,8 @@ _GATHER_OPS = {"Gather", "GatherElements", "GatherND"}
 
 
 @dataclasses.dataclass
+
+
 class IndexContract:
     # "elements": every value in [-bound, bound), unique along `axis`; "start": in [0, bound);
     # "nd": tuples of len(bounds) components, each in [-bound, bound) of its own, along the last
@@ -135,6 +137,8 @@ def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> 
 
 
 @dataclasses.dataclass
+
+
 class _Leaf:
     value: ir.Value  # where tracing stopped: a graph input, or not (then no contract)
     steps: list  # from the scatter's indices to value, Concats included
@@ -216,7 +220,8 @@ def _element_leaves(
         lengths = [(rank_of(part) or (None,) * (cat_axis + 1))[cat_axis] for part in parts]
         lo, hi = window
         if None in lengths:
-            problems.append(f"{node_named(concat)} along the scatter axis has parts of unknown length")
+            problems.append(f"{node_named(concat)} along the scatter axis has parts of unknown "
+                            "length")
             split = False
         elif sum(lengths) > hi - lo:
             problems.append(
@@ -252,7 +257,8 @@ def _element_leaves(
             )
         per_part = [{id(leaf.value) for leaf in part_leaves} for part_leaves in leaves_per_part]
         if sum(map(len, per_part)) != len(set().union(*per_part)):
-            problems.append(f"{node_named(concat)} along the scatter axis has an input in two parts")
+            problems.append(f"{node_named(concat)} along the scatter axis has an input in two "
+                            "parts")
             for leaf in leaves:  # its slot shares would not meet: back to the whole window
                 leaf.window = window
     return leaves
@@ -538,7 +544,8 @@ def index_contracts(model: ir.Model,
                 leaf.row,
             )
             contract = row_contract(contracts[name], leaf.row)
-            if contract.kind == "elements" and contract.unique and not fits_contract(shape, contract):
+            if (contract.kind == "elements" and contract.unique
+                    and not fits_contract(shape, contract)):
                 lo, hi = contract.slots
                 along = shape[contract.axis] if shape else 1
                 problems.append(

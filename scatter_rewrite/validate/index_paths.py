@@ -161,8 +161,8 @@ def normalization_shifts(
         c = _constant_ints(others[0], shape_of) if len(others) == 1 else None
         if c is None or c.size != 1:
             return (0,) * width, (
-                f"the normalization Where(i < 0, i + c, i) ({node_named(node)}) adds a c that is not "
-                "one number known before run time"
+                f"the normalization Where(i < 0, i + c, i) ({node_named(node)}) adds a c that is "
+                "not one number known before run time"
             )
         return (int(c[0]),) * width, None
     return None, None
@@ -181,8 +181,8 @@ def _axes(node: ir.Node) -> list[int] | None:
 
 
 def map_axis(steps: list, axis: int | None, rank_of) -> int | None:
-    """The axis of the input reached by ``steps`` (from :func:`trace_index`) that becomes ``axis`` of
-    the first step's output: :data:`NO_AXIS` if that is an axis of size 1 the input lacks, None
+    """The axis of the input reached by ``steps`` (from :func:`trace_index`) that becomes ``axis``
+    of the first step's output: :data:`NO_AXIS` if that is an axis of size 1 the input lacks, None
     when not known (Reshape, Flatten, an Expand along it, unknown ranks)."""
     for node, source, value in steps:
         if axis is None or axis == NO_AXIS:
@@ -302,6 +302,8 @@ def _no_row(node: ir.Node) -> int | None:
 
 
 @dataclasses.dataclass(frozen=True)
+
+
 class _Carrier:
     """How an op carries index values from an input to its output, for the index-contract tracer:
     which input's values it carries (``source``: None where this node does not), whether its
@@ -346,8 +348,8 @@ def outer_values(model: ir.Model) -> dict[int, list[ir.Value | None]]:
 
     Loop body inputs are (iteration, condition, carried...) bound to the Loop's (M, cond,
     carried...); Scan's state inputs are bound to its inputs; a function's inputs to its first
-    call's inputs (its only one when contracts are traced: :func:`.inputs._planning_copy` inlines a function
-    called twice)."""
+    call's inputs (its only one when contracts are traced: :func:`.inputs._planning_copy` inlines a
+    function called twice)."""
     bound: dict[int, list[ir.Value | None]] = {}
     for node, _scope in iter_nodes(model):
         body = node.attributes.get("body")

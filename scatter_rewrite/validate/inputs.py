@@ -27,6 +27,8 @@ __all__ = ["IndexContract", "load_inputs", "plan_validation", "user_tolerance", 
 
 
 @dataclasses.dataclass
+
+
 class ValidationPlan:
     """What validation needs to know about the *original* model, computed before any pass runs."""
 
@@ -200,6 +202,8 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
 
 
 @dataclasses.dataclass
+
+
 class _Attempt:
     """Inputs generated for one choice of sizes, and the contracts traced for them; with ``ones``,
     the integer and bool inputs no contract covers are all 1 (a mask over every position, a count
@@ -300,8 +304,8 @@ def _grown(dims, refit, sizes: dict[str, int], tried: list[str]) -> dict[str, in
 
 
 def _traced(planned: ir.Model, input_shapes: dict[str, tuple]):
-    """:func:`index_contracts` of the planning copy, its functions typed from their call sites for the
-    while."""
+    """:func:`index_contracts` of the planning copy, its functions typed from their call sites for
+    the while."""
     # ONNX shape inference does not enter functions: a function scatter's data shape (a Reshape
     # of constants there) comes from inferring the body with its call sites' input types.
     borrowed = annotate_functions_with(planned, computes_a_scatter)

@@ -4,7 +4,7 @@ each one fixed-shape ``Loop``; no TopK, NonZero or If.
 Used by the ``tensorrt`` pass where TensorRT cannot run a ScatterElements/ScatterND reduction:
 on TensorRT 8.6 always (its parser silently ignores ``reduction``, NVIDIA/TensorRT#3750), on
 TensorRT 10 when the ScatterElements plugin cannot take the node (data other than
-FP32/FP16/INT32/INT64). The standard lowering (:mod:`.lowering.segment_reduce`) cannot serve there: it
+FP32/FP16/INT32/INT64). The standard lowering (:mod:`.segment_reduce`) cannot serve there: it
 sorts all n keys with one ``TopK`` and reduces in a ``Loop`` whose carried values shrink.
 
 Public entry points:
@@ -40,7 +40,7 @@ branches 8.5-GA, 8.6-GA, 10.1-GA and NVIDIA/TensorRT release/8.6):
 Construction, for n updates on data viewed as R rows of width w (cost: the sort is
 O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updates):
 
-1. Keys as in :mod:`.lowering.segment_reduce` (its code, :func:`~.lowering.segment_reduce.update_rows`): the
+1. Keys as in :mod:`.segment_reduce` (its code, :func:`~.segment_reduce.update_rows`): the
    linear index of the data row each update lands in (whole trailing rows for the GNN pattern and
    for ScatterND, single elements otherwise; negative indices normalized), cast to int32.
 2. Sort the pairs (key, position) with a bitonic network over n padded to a power of two N (pad
@@ -57,11 +57,11 @@ O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updat
    (R + 1) N <= 2^31: :func:`fits_one_sort_key`) the Loop carries that one key, else the keys
    and the positions. The update rows are then gathered once by the sorted positions.
 3. Segmented inclusive scan (Hillis-Steele) over the sorted rows plus one identity row at the end
-   (:meth:`~.lowering.segment_reduce.Kind.identity`), as ONE ``Loop`` of ceil(log2 n) iterations
+   (:meth:`~.segment_reduce.Kind.identity`), as ONE ``Loop`` of ceil(log2 n) iterations
    (:func:`_segmented_scan`) carrying the rows [n + 1, w] and, for float max/min, the "a NaN came
    after" flags: iteration i reads d = 2^i from a table, and row t becomes
    ``combine(V[src], V[t])`` with src = t - d where key[t - d] == key[t], else the identity row. ``combine`` is
-   :class:`~.lowering.segment_reduce.Kind`'s (order kept: earlier op later; float16 and bfloat16 add/mul
+   :class:`~.segment_reduce.Kind`'s (order kept: earlier op later; float16 and bfloat16 add/mul
    in float32, 8/16-bit integers in int32, bool as Or/And); float max/min always use the flags and
    the exact select (the standard lowering chooses at run time with an ``If``).
 4. At each run end (key != next key) the run total is folded into the data row it lands on
@@ -84,7 +84,7 @@ against 60 and 68 for ``lower --opset 13``. In onnxruntime (one thread, medians 
 alternating with the unrolled form's; two runs on a shared machine) it takes 1.05x the unrolled
 network's time at E = 200,000 (2.0-2.1 s) and 1.1-1.2x at E = 20,000 (0.14-0.18 s).
 
-Exactness: as :mod:`.lowering.segment_reduce` (integers, bool and max/min bit for bit; float add/mul in
+Exactness: as :mod:`.segment_reduce` (integers, bool and max/min bit for bit; float add/mul in
 scan order, within :data:`scatter_rewrite.validate.FLOAT_TOLERANCE`).
 
 Limits (the blocker names them): n must be static (the network is built for it) and so must the

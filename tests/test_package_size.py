@@ -16,12 +16,10 @@ LONG_MODULES = {"cli.py"}
 LONG_FUNCTIONS = {
     ("cli.py", "_rewrite_all"),
     ("evaluator/tensor_scatter.py", "tensor_scatter"),
-    ("passes/lowering/network_reduce.py", "lower_reduction_network"),
     ("readiness.py", "_tensorrt"),
     ("testing.py", "constant_scatter_model"),
     ("validate/contracts.py", "_element_leaves"),
     ("validate/contracts.py", "index_contracts"),
-    ("validate/proof.py", "validate"),
 }
 
 

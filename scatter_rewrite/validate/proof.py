@@ -106,7 +106,48 @@ def validate(
         rewritten_ort = None
         unrunnable, to_run_it = _why_onnxruntime_cannot_run(rewritten, e, ort_cannot_run_original)
         ort_cannot_run_rewritten = unrunnable
-    cross_check = None  # (model, its onnx.reference results, its onnxruntime results)
+    expected, actual, checked_against, cross_check = _expected_and_actual(
+        original, rewritten, plan, (original_ort, original_ref, ort_cannot_run_original),
+        (rewritten_ort, ort_cannot_run_rewritten))
+    # (Not read back from the rewritten file: with inline weights that would parse all of them
+    # again.)
+    names = plan.outputs or [f"output {i}" for i in range(len(actual))]
+    diffs, failures = compare_outputs(names, expected, actual, plan.float_tolerance, plan.tolerance)
+    if plan.tolerance is not None:
+        rtol, atol = plan.tolerance
+        tolerance = (
+            f"float outputs within the given rtol={rtol}, atol={atol}; everything else exact"
+        )
+    else:
+        tolerance = tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
+    if failures and (plan.float_tolerance or plan.opset_move) and plan.tolerance is None:
+        failures, judged = _judge_by_the_arithmetic(original, plan, names, expected, actual,
+                                                    failures)
+        tolerance = judged or tolerance
+    if failures:
+        raise ValidationError(_failed(checked_against, failures))
+    return ValidationResult(
+        checked_against,
+        tolerance,
+        max(diffs.values(), default=0.0),
+        diffs,
+        list(plan.notes),
+        _cross_check(names, *cross_check) if cross_check else "",
+        unrunnable or "",
+        to_run_it or "",
+    )
+
+
+def _expected_and_actual(original: str | os.PathLike, rewritten: str | os.PathLike,
+                         plan: ValidationPlan, original_runs: tuple, rewritten_runs: tuple):
+    """(expected, actual, what they were checked against, cross check): the outputs to compare, in
+    one engine where it can (see :func:`validate`). ``original_runs``: its onnxruntime outputs
+    (None where it cannot run it), its onnx.reference outputs (None unless so), onnxruntime's
+    reason; ``rewritten_runs``: its onnxruntime outputs, onnxruntime's reason. The cross check:
+    (model, its onnx.reference results, its onnxruntime results), or None."""
+    original_ort, original_ref, ort_cannot_run_original = original_runs
+    rewritten_ort, ort_cannot_run_rewritten = rewritten_runs
+    cross_check = None
     if original_ort is not None and rewritten_ort is not None:
         expected, actual = original_ort, rewritten_ort
         checked_against = "onnxruntime on the original model"
@@ -144,33 +185,7 @@ def validate(
         else:
             checked_against += " and on the original"
             cross_check = ("original", expected, original_ort)
-    # (Not read back from the rewritten file: with inline weights that would parse all of them
-    # again.)
-    names = plan.outputs or [f"output {i}" for i in range(len(actual))]
-    diffs, failures = compare_outputs(names, expected, actual, plan.float_tolerance, plan.tolerance)
-    if plan.tolerance is not None:
-        rtol, atol = plan.tolerance
-        tolerance = (
-            f"float outputs within the given rtol={rtol}, atol={atol}; everything else exact"
-        )
-    else:
-        tolerance = tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
-    if failures and (plan.float_tolerance or plan.opset_move) and plan.tolerance is None:
-        failures, judged = _judge_by_the_arithmetic(original, plan, names, expected, actual,
-                                                    failures)
-        tolerance = judged or tolerance
-    if failures:
-        raise ValidationError(_failed(checked_against, failures))
-    return ValidationResult(
-        checked_against,
-        tolerance,
-        max(diffs.values(), default=0.0),
-        diffs,
-        list(plan.notes),
-        _cross_check(names, *cross_check) if cross_check else "",
-        unrunnable or "",
-        to_run_it or "",
-    )
+    return expected, actual, checked_against, cross_check
 
 
 def _why_onnxruntime_cannot_run(rewritten: str | os.PathLike, e: BaseException,

@@ -161,23 +161,7 @@ def lower_reduction_network(
     kind = seg.Kind(reduction, ct, int_minmax=opset >= 12)
     rows, keys64, vals = seg.update_rows(b, node, data, updates)
     keys = b.cast(keys64, INT32, seg.INT64)
-    if r_static is not None:
-        r32, r64 = b.const([r_static], np.int32), b.const([r_static])
-    else:
-        r64 = b.op("Slice", b.shape(rows), b.const([0]), b.const([1]), dtype=seg.INT64)
-        r32 = b.cast(r64, INT32, seg.INT64)
-    width = (
-        b.const([1, w_static])
-        if w_static is not None
-        else b.op(
-            "Concat",
-            b.const([1]),
-            b.op("Slice", b.shape(vals), b.const([1]), b.const([2]), dtype=seg.INT64),
-            axis=0,
-            dtype=seg.INT64,
-        )
-    )
-
+    r32, r64, width = _row_count_and_width(b, rows, vals, r_static, w_static)
     combined = r_static is not None and fits_one_sort_key(r_static, n)
     sorted_keys, perm = _sort(b, keys, r32, n, combined)
 
@@ -222,6 +206,21 @@ def lower_reduction_network(
         b.op("Slice", scattered, b.const([0]), r64, b.const([0]), dtype=write), dtype, write
     )
     return b.nodes, b.cast(b.reshape_like(out_rows, data, opset), given, dtype)
+
+
+def _row_count_and_width(b: seg.Builder, rows: ir.Value, vals: ir.Value, r_static: int | None,
+                         w_static: int | None) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """The number of data rows R as [R] in int32 and int64, and [1, row width]: constants where
+    static."""
+    if r_static is not None:
+        r32, r64 = b.const([r_static], np.int32), b.const([r_static])
+    else:
+        r64 = b.op("Slice", b.shape(rows), b.const([0]), b.const([1]), dtype=seg.INT64)
+        r32 = b.cast(r64, INT32, seg.INT64)
+    if w_static is not None:
+        return r32, r64, b.const([1, w_static])
+    row_width = b.op("Slice", b.shape(vals), b.const([1]), b.const([2]), dtype=seg.INT64)
+    return r32, r64, b.op("Concat", b.const([1]), row_width, axis=0, dtype=seg.INT64)
 
 
 def _cast_like(b: seg.Builder, value: ir.Value, to: ir.DataType) -> ir.Value:

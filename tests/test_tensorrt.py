@@ -246,7 +246,7 @@ def test_tensorrt_violations():
 
 @pytest.mark.parametrize("version", ["9", "7.0", "12"])
 def test_unknown_version(version):
-    with pytest.raises(sr.OptionError, match="--trt-version"):
+    with pytest.raises(sr.OptionError, match=f"^trt_version='{version}' is unknown"):
         tensorrt_passes(version)
 
 

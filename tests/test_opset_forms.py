@@ -18,8 +18,9 @@ from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite.opset
+from _function_models import function_called_at_two_ranks
 from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.opset import convert_opset, registry, steps
+from scatter_rewrite.opset import convert_opset, registry
 
 OPSET = Path(scatter_rewrite.opset.__file__).parent
 
@@ -42,15 +43,15 @@ def _moved(proto: onnx.ModelProto, target: int):
 
 # --- adding a form touches one file -------------------------------------------------------------
 
-# (not Celu's meaning: a marker that shows which form ran)
+# (not Trilu's meaning: a marker that shows which form ran, registered to run before trilu_14.py)
 _DUMMY = '''
 from scatter_rewrite.graph import NodeBuilder
 from scatter_rewrite.opset.registry import Replaced, register_form
 from scatter_rewrite.opset.rewriting import replace
 
 
-@register_form("Celu", 12, None)
-def celu_12(node, scope, target):
+@register_form("Trilu", 14, None, order=-1)
+def trilu_marker_14(node, scope, target):
     b = NodeBuilder()
     y = b.add("Identity", [node.inputs[0]])
     replace(node, scope, b.nodes, [y])
@@ -60,32 +61,33 @@ def celu_12(node, scope, target):
 
 def test_a_new_form_is_one_file_that_the_engine_picks_up(tmp_path, monkeypatch):
     """A form written as one file in a forms package, registered by its decorator, is the one the
-    engine runs for its step, with no edit anywhere else (the table already declares every step:
-    only its kind says REWRITE)."""
+    engine runs for its step, with no edit anywhere else (the table declares every step; a step
+    declared another kind than REWRITE would take one line there too, which
+    tests/test_opset_steps.py asks for)."""
     package = tmp_path / "extra_forms"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "celu_12.py").write_text(_DUMMY)
+    (package / "trilu_marker_14.py").write_text(_DUMMY)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(steps.STEPS, ("Celu", 12), steps.REWRITE)  # (the table's one line)
     saved = {k: list(v) for k, v in registry.load_forms().items()}  # (the package's own first)
     try:
         registry.load_forms("extra_forms")
         files = {Path(sys.modules[spec.function.__module__].__file__).name
-                 for key, forms in registry.FORMS.items() if key not in saved for spec in forms}
-        assert files == {"celu_12.py"}
-        graph = oh.make_graph([oh.make_node("Celu", ["x"], ["y"])], "g",
-                              [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-                              [oh.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+                 for key, forms in registry.FORMS.items() for spec in forms
+                 if spec not in saved.get(key, [])}
+        assert files == {"trilu_marker_14.py"}
+        graph = oh.make_graph([oh.make_node("Trilu", ["x"], ["y"])], "g",
+                              [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+                              [oh.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])])
         model = ir.serde.deserialize_model(
-            oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]))
-        convert_opset(model, 11)
-        assert [n.op_type for n in model.graph] == ["Identity"]  # (the form's, not Celu's body)
+            oh.make_model(graph, opset_imports=[oh.make_opsetid("", 14)]))
+        convert_opset(model, 13)
+        assert [n.op_type for n in model.graph] == ["Identity"]  # (the marker's, not trilu_14's)
     finally:
         registry.FORMS.clear()
         registry.FORMS.update(saved)
         registry._LOADED.discard("extra_forms")
-    assert (package / "celu_12.py").exists()
+    assert (package / "trilu_marker_14.py").exists()
 
 
 # --- sizes: no module over 800 lines, no function over 80, in opset/ ---------------------------
@@ -106,21 +108,6 @@ def test_opset_modules_and_functions_are_small():
 
 # --- Softmax, LogSoftmax, Hardmax-13 -> 11 on an input of unknown rank ---------------------------
 
-def _function_called_at_two_ranks(op: str, axis: int, dtype=TensorProto.FLOAT) -> onnx.ModelProto:
-    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown
-    there."""
-    vi = oh.make_tensor_value_info
-    function = oh.make_function("local", "F", ["a"], ["b"],
-                                [oh.make_node(op, ["a"], ["b"], axis=axis)],
-                                opset_imports=[oh.make_opsetid("", 18)])
-    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local"),
-                           oh.make_node("F", ["z"], ["w"], domain="local")], "g",
-                          [vi("x", dtype, [2, 3]), vi("z", dtype, [2, 3, 4])],
-                          [vi("y", dtype, [2, 3]), vi("w", dtype, [2, 3, 4])])
-    return oh.make_model(graph, functions=[function],
-                         opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
-
-
 # Softmax and LogSoftmax as ONNX's function body computes them, against onnxruntime's fused kernel:
 # float32, within 4 ulps of 1 relatively (rtol 5e-7) plus atol 1e-7 near 0. Hardmax: bit for bit.
 RTOL, ATOL = 5e-7, 1e-7
@@ -129,7 +116,7 @@ RTOL, ATOL = 5e-7, 1e-7
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
 @pytest.mark.parametrize("axis", [0, 1, -2])
 def test_softmax_family_of_unknown_rank_moves_on_the_same_axis(op, axis):
-    model = _function_called_at_two_ranks(op, axis)
+    model = function_called_at_two_ranks(op, axis)
     out, move = _moved(model, 11)
     rng = np.random.default_rng(0)
     feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32) * 10,
@@ -148,7 +135,7 @@ def test_softmax_family_of_unknown_rank_moves_on_the_same_axis(op, axis):
 
 def test_softmax_of_unknown_rank_of_a_type_opset_11_lacks_is_refused_with_the_reason():
     """bfloat16: Softmax-11 takes it not, nor ReduceMax-11 in the decomposition."""
-    model = _function_called_at_two_ranks("Softmax", 1, dtype=TensorProto.BFLOAT16)
+    model = function_called_at_two_ranks("Softmax", 1, dtype=TensorProto.BFLOAT16)
     with pytest.raises(ConversionError, match=r"cannot convert .* to opset 11: .*BFLOAT16"):
         _moved(model, 11)
 
@@ -313,3 +300,11 @@ def test_resize_with_antialias_without_a_constant_map_is_refused_with_the_reason
     with pytest.raises(ConversionError, match=r"cannot convert Resize .* to opset 13: antialias=1"
                                               r":? .*" + why):
         _moved(model, 13)
+
+
+def test_the_move_says_which_ops_it_computed_with_other_float_ops():
+    model = _grid_sample_model(16, "bilinear", "zeros", 1)
+    _, move = _moved(model, 11)
+    assert move.decomposed == {"GridSample": 1} and move.expanded == {}
+    assert move.note.endswith("; computed by other ops at opset 11: GridSample x1 (GridSample: "
+                              "float results may round differently from a fused kernel)")

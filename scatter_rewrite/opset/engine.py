@@ -69,6 +69,10 @@ class _Mover(Adapter):
     """Moves nodes to ``target`` by the declared steps and the registered forms, the converter's
     adapters (:class:`Adapter`) for the rest."""
 
+    def __init__(self, target: int):
+        super().__init__(target)
+        self.decomposed: dict[str, int] = {}  # op -> nodes a form computed with other float ops
+
     def convert_node(self, node: ir.Node, scope: Scope) -> None:
         """Move ``node`` from ``scope.opset`` to the target: downwards by the declared steps
         (:mod:`scatter_rewrite.opset.steps`), newest first."""
@@ -146,7 +150,7 @@ class _Mover(Adapter):
             self.kept += 1
             return
         if isinstance(form, Replaced) and form.rounding:
-            self.expanded[node.op_type] = self.expanded.get(node.op_type, 0) + 1
+            self.decomposed[node.op_type] = self.decomposed.get(node.op_type, 0) + 1
         # (the sizes a Split-11 takes in)
         for new in sorted(form.nodes, key=lambda n: n.op_type == "Constant"):
             if new.op_type == "Constant" and not new.outputs[0].uses():
@@ -169,11 +173,13 @@ class OpsetMove:
     converted: int = 0  # nodes handed to the converter (or replaced by a function body)
     # op -> nodes replaced by its body
     expanded: dict[str, int] = dataclasses.field(default_factory=dict)
+    # op -> nodes an exact form computed with other float ops (Replaced(rounding=True))
+    decomposed: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def rounding(self) -> list[str]:
-        """The expanded ops whose body may round float results differently from a fused kernel."""
-        return sorted(op for op in self.expanded if op not in EXACT_BODIES)
+        """The ops whose body or form may round float results differently from a fused kernel."""
+        return sorted({op for op in self.expanded if op not in EXACT_BODIES} | set(self.decomposed))
 
     @property
     def note(self) -> str:
@@ -182,9 +188,12 @@ class OpsetMove:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.expanded.items()))
             text += (f"; with no version at opset {self.target}, replaced by their ONNX function "
                      f"bodies: {ops}")
-            if self.rounding:
-                text += (f" ({', '.join(self.rounding)}: float results may round differently from "
-                         "a fused kernel)")
+        if self.decomposed:
+            ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.decomposed.items()))
+            text += f"; computed by other ops at opset {self.target}: {ops}"
+        if self.rounding:
+            text += (f" ({', '.join(self.rounding)}: float results may round differently from "
+                     "a fused kernel)")
         return text
 
 
@@ -266,6 +275,7 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
                 "bodies", target, converter.converted,
                 converter.kept, sum(converter.expanded.values()))
     move.converted, move.expanded = converter.converted, converter.expanded
+    move.decomposed = converter.decomposed
     return move
 
 

@@ -101,6 +101,8 @@ def _resized_axes(node: ir.Node) -> tuple[dict, str | None]:
     rank = len(x.shape)
     axes = [int(a) % rank for a in attr(node, "axes", list(range(rank)))]
     values = values.numpy().reshape(-1)
+    if len(values) != len(axes):  # (onnxruntime refuses it too)
+        return {}, f"its {what} hold {len(values)} values for {len(axes)} axes"
     resized = {}
     for axis, v in zip(axes, values, strict=True):
         n = x.shape[axis]

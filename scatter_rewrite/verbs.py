@@ -180,8 +180,9 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
     from scatter_rewrite.passes.tensorrt import (
         PARSER_MAX_OPSET, PARSES_TENSORSCATTER, CapOpsetPass, LowerTensorScatterPass, TensorRTPass,
-        check_trt_version, has_tensor_scatter,
+        cap_reason, check_trt_version, has_tensor_scatter,
     )
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass
     from scatter_rewrite.passes.upgrade import UpgradePass
 
     version = check_trt_version(trt_version)
@@ -197,7 +198,9 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
         FoldPass(),
         tensor_scatter,
         TensorRTPass(version),
-        CapOpsetPass(version),
+        Steps(CapOpsetPass(version), MoveOpsetPass(PARSER_MAX_OPSET[version], only_down=True,
+                                                   why=cap_reason(version)),
+              name=CapOpsetPass.name),
     ]
 
 

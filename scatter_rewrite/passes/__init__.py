@@ -30,6 +30,7 @@ _EXPORTS = {
     "TensorRTPass": ("scatter_rewrite.passes.tensorrt", "TensorRTPass"),
     "LowerTensorScatterPass": ("scatter_rewrite.passes.tensorrt", "LowerTensorScatterPass"),
     "CapOpsetPass": ("scatter_rewrite.passes.tensorrt", "CapOpsetPass"),
+    "MoveOpsetPass": ("scatter_rewrite.passes.move_opset", "MoveOpsetPass"),
     "Steps": ("scatter_rewrite.passes.compose", "Steps"),
     "OnlyIf": ("scatter_rewrite.passes.compose", "OnlyIf"),
     "RemoveUnusedNodesPass": ("scatter_rewrite.passes.remove_unused", "RemoveUnusedNodesPass"),
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.fix_dims import FixDimsPass  # noqa: F401
     from scatter_rewrite.passes.fold import FoldPass  # noqa: F401
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass  # noqa: F401
     from scatter_rewrite.passes.repair import RepairPass  # noqa: F401
     from scatter_rewrite.passes.specialize import SpecializeCallsPass  # noqa: F401
     from scatter_rewrite.passes.tensorrt import (  # noqa: F401

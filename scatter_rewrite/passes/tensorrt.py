@@ -1,10 +1,10 @@
 """Prepare every scatter for TensorRT's ONNX parser (``scatter-rewrite tensorrt``).
 
 :func:`scatter_rewrite.verbs.tensorrt_passes` is the whole flow: upgrade the deprecated
-``Scatter`` (UpgradePass), fold
-constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass, only when the model has one),
-then :class:`TensorRTPass` for the chosen TensorRT version, and last the model moves down to the
-highest opset that version's parser documents (:data:`PARSER_MAX_OPSET`) when it is above it.
+``Scatter`` (UpgradePass), fold constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass,
+only when the model has one), then :class:`TensorRTPass` for the chosen TensorRT version, and last
+the model moves down to the highest opset that version's parser documents
+(:data:`PARSER_MAX_OPSET`) when it is above it (:class:`CapOpsetPass`, then MoveOpsetPass).
 
 What TensorRT accepts (facts and sources: /work/shared/reference/tensorrt-and-exporters.md; the
 onnx-tensorrt importer ``addScatterLayer`` in onnx2trt_utils.cpp; NVIDIA/TensorRT
@@ -89,7 +89,7 @@ from scatter_rewrite.passes.to_scatternd import (
 )
 
 __all__ = [
-    "CapOpsetPass", "check_trt_version", "CUSTOM_AS_ONNX", "inline_rank_hiding_ifs",
+    "cap_reason", "CapOpsetPass", "check_trt_version", "CUSTOM_AS_ONNX", "inline_rank_hiding_ifs",
     "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES",
     "scatter_data_blocker", "has_tensor_scatter", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K",
     "TRT_VERSIONS",
@@ -742,10 +742,11 @@ class LowerTensorScatterPass(_ForTensorRT):
 
 
 class CapOpsetPass(_ForTensorRT):
-    """Move a model above the highest opset the TensorRT version's parser documents (8.6: 17, 10:
-    20) down to it, once its scatters are TensorRT-ready; ConversionError saying why when a scatter
-    kept a reduction that the lower opset lacks or a node cannot be converted (the model given is
-    then left as it was)."""
+    """Whether a model above the highest opset the TensorRT version's parser documents (8.6: 17,
+    10: 20) can move down to it, once its scatters are TensorRT-ready: ConversionError saying why
+    when a scatter kept a reduction that the lower opset lacks or a node cannot be converted (tried
+    on a copy: the model given is left as it is). The move itself is MoveOpsetPass, which the flow
+    runs next (:func:`scatter_rewrite.verbs.tensorrt_passes`, with :func:`cap_reason`)."""
 
     name = "opset-cap"
 
@@ -763,7 +764,7 @@ class CapOpsetPass(_ForTensorRT):
             and is_default_domain(n)
             and _reduction_opset(attr(n, "reduction", "none")) > target
         ]
-        why = f"TensorRT {self.trt_version}'s parser documents opsets up to {target}"
+        why = cap_reason(self.trt_version)
         if kept:
             node, scope = kept[0]
             raise self.unreachable(
@@ -771,13 +772,18 @@ class CapOpsetPass(_ForTensorRT):
                 f"reduction opset {target} lacks"
             )
         try:
-            # On a copy first: a conversion that stops at a later node has changed the earlier ones,
-            # and a model given to this pass alone must be left as it was, not half-converted.
+            # On a copy: a conversion that stops at a later node has changed the earlier ones, and
+            # a model given to this pass must be left as it was, not half-converted.
             move_to_opset(model.clone(), target)
         except ConversionError as e:
             raise self.unreachable(f"the model is at opset {highest} ({why}) and cannot move "
                                    f"there: {e}") from e
-        self.moved(move_to_opset(model, target), f" ({why})")
+
+
+def cap_reason(trt_version: str) -> str:
+    """Why the flow moves a model down to the TensorRT version's highest opset."""
+    return (f"TensorRT {trt_version}'s parser documents opsets up to "
+            f"{PARSER_MAX_OPSET[trt_version]}")
 
 
 def _reduction_opset(reduction: str | None) -> int:

@@ -757,13 +757,9 @@ class CapOpsetPass(_ForTensorRT):
         highest = max(scope.opset for scope in iter_scopes(model))
         if highest <= target:
             return
-        kept = [
-            (n, s)
-            for n, s in iter_nodes(model)
-            if n.op_type in ("ScatterElements", "ScatterND")
-            and is_default_domain(n)
-            and _reduction_opset(attr(n, "reduction", "none")) > target
-        ]
+        kept = [(n, s) for n, s in iter_nodes(model)
+                if n.op_type in ("ScatterElements", "ScatterND") and is_default_domain(n)
+                and _reduction_opset(attr(n, "reduction", "none")) > target]
         why = cap_reason(self.trt_version)
         if kept:
             node, scope = kept[0]

@@ -19,7 +19,8 @@ from scatter_rewrite.limits import (
 )
 
 __all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
-           "python_call", "fold_passes", "lower_passes", "repair_passes", "tensorrt_passes",
+           "python_call", "fold_passes", "lower_passes", "prepare_passes", "repair_passes",
+           "tensorrt_passes",
            "to_scatternd_passes", "upgrade_passes"]
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,11 @@ class Option:
                 raise OptionTypeError(f"{verb}(): {self.name} must be a str, one of "
                                       f"{', '.join(self.choices)}; got {type(value).__name__}")
             return self._checked(verb, cli, check_choice, value, self.choices, self.name)
+        if self.kind is str:
+            if not isinstance(value, str):
+                raise OptionTypeError(f"{verb}(): {self.name} must be a str, got "
+                                      f"{type(value).__name__} {value!r}")
+            return value
         if self.kind is int:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise OptionTypeError(f"{verb}(): {self.name} must be an int, got "
@@ -204,6 +210,28 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
     ]
 
 
+def prepare_passes(target: str | None = None, max_intermediate_mib: int | None = None,
+                    fix_dims: dict[str, int] | None = None) -> list:
+    """The passes of the target (scatter_rewrite.targets) named: an option it does not take, or
+    no target, is a usage error."""
+    from scatter_rewrite.targets import get_target
+
+    if target is None:
+        raise OptionError("prepare needs --target TARGET (target= in the Python API): "
+                          "scatter-rewrite check --help lists them")
+    found = get_target(target)
+    if found.passes is None:
+        raise OptionError(f"no verb brings a model to {found.name}: scatter-rewrite check "
+                          f"--target {found.name} says what blocks it")
+    given = {"max_intermediate_mib": max_intermediate_mib, "fix_dims": fix_dims}
+    given = {name: value for name, value in given.items() if value is not None}
+    for name in given:
+        if name not in found.options:
+            flag = next(o.cli_flag for o in VERBS["prepare"].options if o.name == name)
+            raise OptionError(f"{flag} does not apply to --target {found.name}")
+    return found.passes(**given)
+
+
 def repair_passes(assume: str | None = None) -> list:
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.repair import RepairPass
@@ -275,6 +303,21 @@ VERBS: dict[str, Verb] = {
         ),
         summary="Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated "
                 "indices."),
+    "prepare": Verb(
+        "prepare", "prepared", prepare_passes,
+        options=(
+            Option("target", str, None,
+                   "The runtime to prepare for: tensorrt-8.6/10/11, opset-N, no-scatter, qnn, "
+                   "rknn, ort-cpu, ... (docs/targets.md).", "TARGET"),
+            Option("max_intermediate_mib", int, None,
+                   "Scatter-free forms: refuse a node whose cheapest exact form has an "
+                   "intermediate above MIB (default 256).", "MIB", minimum=1),
+            Option("fix_dims", dict, None,
+                   "tensorrt-X targets: fix the symbolic input dimension NAME to SIZE first "
+                   "(repeatable), as tensorrt --fix-dim.", "NAME=SIZE", flag="--fix-dim"),
+        ),
+        summary="Prepare a model for a target runtime (tensorrt-X, opset-N, no-scatter, qnn, "
+                "rknn, ort-cpu, ...): rewrite what it cannot run, exactly."),
 }
 
 

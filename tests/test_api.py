@@ -22,7 +22,7 @@ from scatter_rewrite.verbs import VERBS
 
 API_OF_VERB = {"upgrade": sr.upgrade, "fold": sr.fold, "lower": sr.lower,
                "to_scatternd": sr.to_scatternd, "tensorrt": sr.prepare_for_tensorrt,
-               "repair": sr.repair}
+               "repair": sr.repair, "prepare": sr.prepare}
 SHARED = ["validate", "inputs", "rtol", "atol", "output", "return_report"]
 
 

@@ -35,6 +35,8 @@ _EXPORTS = {
     "OnlyIf": ("scatter_rewrite.passes.compose", "OnlyIf"),
     "RemoveUnusedNodesPass": ("scatter_rewrite.passes.remove_unused", "RemoveUnusedNodesPass"),
     "tensorrt_passes": ("scatter_rewrite.verbs", "tensorrt_passes"),
+    "NoScatterPass": ("scatter_rewrite.passes.no_scatter", "NoScatterPass"),
+    "TargetScattersPass": ("scatter_rewrite.passes.no_scatter", "TargetScattersPass"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.fold import FoldPass  # noqa: F401
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
     from scatter_rewrite.passes.move_opset import MoveOpsetPass  # noqa: F401
+    from scatter_rewrite.passes.no_scatter import NoScatterPass, TargetScattersPass  # noqa: F401
     from scatter_rewrite.passes.repair import RepairPass  # noqa: F401
     from scatter_rewrite.passes.specialize import SpecializeCallsPass  # noqa: F401
     from scatter_rewrite.passes.tensorrt import (  # noqa: F401

@@ -1,0 +1,166 @@
+"""The targets a model is checked for (``check --target T``) and brought to (``prepare --target T``):
+one :class:`Target` per runtime, registered where it is defined.
+
+A target says which default-domain opsets it loads, which scatter forms it runs exactly (op,
+reductions, data and index types, shape limits: :class:`ScatterSupport`), what it silently gets
+wrong, where that is published (``sources``, also in docs/targets.md), and the passes that bring a
+model there as a function of ``prepare``'s options. One module per target family in this package
+(``tensorrt.py``, ``opset.py``, ``no_scatter.py``, ``ort_cpu.py``, ...) calls
+:func:`register_target` at import; :func:`get_target` and :func:`targets` import every module of
+the package on first use, so that a new family is one new file.
+
+This module imports neither onnx nor any pass: ``scatter-rewrite --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scatter_rewrite.errors import OptionError
+
+__all__ = ["ALL_REDUCTIONS", "SCATTER_DATA_TYPES", "Judge", "ScatterSupport", "Target", "TARGETS", "get_target",
+           "register_target", "target_names", "targets"]
+
+ALL_REDUCTIONS = frozenset({"none", "add", "mul", "max", "min"})
+# every data type the scatter schemas allow (ONNX's tensor types through opset 24, by name)
+SCATTER_DATA_TYPES = frozenset({
+    "FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
+    "UINT32", "UINT64", "BOOL", "STRING", "COMPLEX64", "COMPLEX128"})
+
+
+@dataclasses.dataclass(frozen=True)
+class ScatterSupport:
+    """One scatter form a target runs exactly: ``op`` with any of ``reductions``, data of one of
+    ``data_types`` and indices of one of ``index_types`` (ONNX type names, ``ir.DataType`` member
+    names; None: every type the op's schema allows), within ``limits`` (said in words)."""
+
+    op: str  # "ScatterElements", "ScatterND", "TensorScatter" or "Scatter"
+    reductions: frozenset[str] = ALL_REDUCTIONS  # TensorScatter/Scatter: {"none"}
+    data_types: frozenset[str] | None = None
+    index_types: frozenset[str] | None = None
+    limits: str = ""
+
+    def runs(self, op: str, reduction: str, data_type: str | None,
+             index_type: str | None) -> bool:
+        """Whether this form covers a node (a type not known, None, is taken as covered: the
+        check then says what it could not tell elsewhere)."""
+        return (op == self.op and reduction in self.reductions
+                and (self.data_types is None or data_type is None
+                     or data_type in self.data_types)
+                and (self.index_types is None or index_type is None
+                     or index_type in self.index_types))
+
+
+# A target's own judgement of one node for ``check`` (readiness.py calls it): it adds blockers,
+# notes and a fix to the finding. Arguments: the node, its graph.Scope, the readiness.Finding, and
+# readiness's per-model context (the model, and what a judge needs computed once per model).
+Judge = Callable[[Any, Any, Any, Any], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A runtime a model is checked for and prepared for."""
+
+    name: str  # as --target spells it: "tensorrt-10", "opset-13", "no-scatter", "ort-cpu"
+    family: str  # the module that registered it: "tensorrt", "opset", "no-scatter", ...
+    summary: str  # one line: what the target is
+    # the default-domain opsets it loads, (lowest, highest); highest None: the installed onnx's
+    opsets: tuple[int, int | None]
+    # the scatter forms it runs exactly; () : none (a model for it has no scatter left)
+    runs: tuple[ScatterSupport, ...]
+    gets_wrong: tuple[str, ...] = ()  # what it silently computes wrongly (said in docs and check)
+    sources: tuple[str, ...] = ()  # URLs or citations for the above
+    # The passes that bring a model there: called with the ``prepare`` options named in
+    # ``options`` (checked values); None: no verb reaches the target (check says what blocks).
+    passes: Callable[..., list] | None = None
+    # The ``prepare`` options this target takes (their names in verbs.py); another one given to
+    # ``prepare --target`` is a usage error.
+    options: tuple[str, ...] = ()
+    # The verb check names as the fix, and its options: ("tensorrt", {"trt_version": "10"}) for
+    # tensorrt-10, ("lower", {"opset": 13}) for opset-13; None: ("prepare", {"target": name}).
+    verb: tuple[str, Mapping[str, Any]] | None = None
+    # check's per-node judgement when the target has one of its own (TensorRT's, opset-N's); None:
+    # judged from ``runs`` and ``opsets`` (readiness.judge_by_support).
+    judge: Judge | None = None
+
+    @property
+    def scatter_free(self) -> bool:
+        """Whether the target runs no scatter at all (its models are prepared scatter-free)."""
+        return not self.runs
+
+    @property
+    def fix_verb(self) -> tuple[str, Mapping[str, Any]] | None:
+        """The verb and options that bring a model to this target, as ``check`` names them (None:
+        no verb does)."""
+        if self.passes is None:
+            return None
+        return self.verb or ("prepare", {"target": self.name})
+
+    def supports(self, op: str, reduction: str | None, data_type: str | None,
+                 index_type: str | None) -> bool:
+        """Whether one of :attr:`runs` covers the node."""
+        return any(form.runs(op, reduction or "none", data_type, index_type)
+                   for form in self.runs)
+
+
+# name -> Target, every target registered so far (filled by the family modules: use targets())
+TARGETS: dict[str, Target] = {}
+_loaded = False
+_FIRST = ("tensorrt", "opset")  # the families listed first (the rest by module name)
+
+
+def register_target(target: Target) -> Target:
+    """Add ``target`` to :data:`TARGETS` (called by the module that defines it, at import); a
+    name registered twice is a declaration bug."""
+    if target.name in TARGETS:
+        raise AssertionError(f"target {target.name!r} is registered twice")
+    TARGETS[target.name] = target
+    return target
+
+
+def _load() -> None:
+    """Import every module of this package (each registers its targets), once."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    names = sorted((m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")),
+                   key=lambda name: (name not in _FIRST, _FIRST.index(name) if name in _FIRST
+                                     else 0, name))
+    for name in names:
+        importlib.import_module(f"{__name__}.{name}")
+
+
+def targets() -> dict[str, Target]:
+    """Every registered target, by name, in registration order of their modules."""
+    _load()
+    return TARGETS
+
+
+def target_names() -> list[str]:
+    """Every target's name, as ``--target`` takes it."""
+    return list(targets())
+
+
+def get_target(name: str) -> Target:
+    """The target ``name`` names (case and surrounding spaces ignored); OptionError naming the
+    known ones otherwise."""
+    found = targets().get(name.strip().lower())
+    if found is None:
+        raise OptionError(f"--target {name!r} is unknown: pick {_names_help()}")
+    return found
+
+
+def _names_help() -> str:
+    """The known names, opset-N written once as a range."""
+    names = target_names()
+    opsets = [n for n in names if n.startswith("opset-")]
+    rest = [n for n in names if not n.startswith("opset-")]
+    if opsets:
+        numbers = sorted(int(n.split("-")[1]) for n in opsets)
+        rest.append(f"opset-N (N from {numbers[0]} to {numbers[-1]})")
+    return ", ".join(rest)

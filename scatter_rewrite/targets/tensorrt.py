@@ -1,0 +1,89 @@
+"""TensorRT 8.6, 10 and 11 (``tensorrt-8.6``, ``tensorrt-10``, ``tensorrt-11``): the ``tensorrt``
+verb's flow (:func:`scatter_rewrite.verbs.tensorrt_passes`) and its support tables
+(:mod:`scatter_rewrite.passes.tensorrt_support`, :mod:`scatter_rewrite.passes.tensorrt`), where the
+sources are cited in full; docs/tensorrt.md says what each version runs.
+
+``prepare --target tensorrt-X`` runs exactly what ``tensorrt --trt-version X`` runs, and check's
+judgement of a node is readiness's TensorRT one (it needs the tensorrt pass's view of the model:
+constant Ifs inlined, dimensions fixed).
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []  # (registers its targets at import; nothing else to use)
+
+from scatter_rewrite.targets import ScatterSupport, Target, register_target
+
+# The scatter layer's data types per version (passes/tensorrt_support.py scatter_types; INT64 and
+# DOUBLE are cast down by the 8.6 parser, DOUBLE by 10's: accepted, but not exact, so not listed).
+_LAYER_TYPES = {
+    "8.6": frozenset({"FLOAT", "FLOAT16", "INT8", "INT32"}),
+    "10": frozenset({"FLOAT", "FLOAT16", "BFLOAT16", "INT8", "INT32", "INT64"}),
+    "11": frozenset({"FLOAT", "FLOAT16", "BFLOAT16", "INT8", "INT32", "INT64"}),
+}
+# NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: the reductions' plugin
+_PLUGIN_TYPES = frozenset({"FLOAT", "FLOAT16", "INT32", "INT64"})
+# onnx-tensorrt docs/operators.md: 8.6 "up to Opset 17" (from 7); 10.0 "opset 9 to opset 20";
+# 11 to 24 (docs/tensorrt-11.md). The highest is passes.tensorrt.PARSER_MAX_OPSET's.
+_OPSETS = {"8.6": (7, 17), "10": (9, 20), "11": (9, 24)}
+
+_SOURCES = (
+    "onnx/onnx-tensorrt docs/operators.md (8.5/8.6 and 10.x lines)",
+    "NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md",
+    "https://github.com/NVIDIA/TensorRT/issues/3750 (8.6 ignores scatter reductions)",
+    "https://github.com/onnx/onnx-tensorrt/issues/957 (10.0-10.8 reject ScatterND's reduction "
+    "attribute)",
+    "https://github.com/NVIDIA/TensorRT/issues/3650 (indices dimensions above data's)",
+    "docs/tensorrt.md, docs/tensorrt-11.md",
+)
+
+
+def _runs(version: str) -> tuple[ScatterSupport, ...]:
+    layer = _LAYER_TYPES[version]
+    plain = (ScatterSupport("ScatterElements", frozenset({"none"}), layer,
+                            limits="indices/updates dimensions at most data's"),
+             ScatterSupport("ScatterND", frozenset({"none"}), layer,
+                            limits="no reduction attribute at all on 10.0-10.8"))
+    if version == "8.6":
+        return plain
+    plugin = ScatterSupport("ScatterElements", frozenset({"add", "mul", "max", "min"}),
+                            _PLUGIN_TYPES, frozenset({"INT64"}),
+                            limits="through the ScatterElements plugin (standard plugins loaded)")
+    tensor_scatter = (ScatterSupport("TensorScatter", frozenset({"none"})),) if version == "11" \
+        else ()
+    return plain + (plugin,) + tensor_scatter
+
+
+def _gets_wrong(version: str) -> tuple[str, ...]:
+    if version == "8.6":
+        return ("ScatterElements/ScatterND add/mul/max/min: the reduction is ignored, computed as "
+                "an overwrite (NVIDIA/TensorRT#3750)",
+                "INT64 data cast down to INT32, DOUBLE to FLOAT (values clamped)")
+    return ("DOUBLE data cast down to FLOAT (values clamped)",)
+
+
+def _tensorrt_passes(version: str):
+    def passes(fix_dims: dict[str, int] | None = None) -> list:
+        from scatter_rewrite.verbs import tensorrt_passes
+
+        return tensorrt_passes(version, fix_dims)
+
+    return passes
+
+
+def _judge(version: str):
+    def judge(node, scope, finding, context) -> None:
+        from scatter_rewrite.readiness import judge_tensorrt
+
+        judge_tensorrt(node, finding, version, context)
+
+    return judge
+
+
+for _version in ("8.6", "10", "11"):
+    register_target(Target(
+        name=f"tensorrt-{_version}", family="tensorrt",
+        summary=f"NVIDIA TensorRT {_version} (its ONNX parser)",
+        opsets=_OPSETS[_version], runs=_runs(_version), gets_wrong=_gets_wrong(_version),
+        sources=_SOURCES, passes=_tensorrt_passes(_version), options=("fix_dims",),
+        verb=("tensorrt", {"trt_version": _version}), judge=_judge(_version)))

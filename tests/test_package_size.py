@@ -16,7 +16,7 @@ LONG_MODULES = {"cli.py"}
 LONG_FUNCTIONS = {
     ("cli.py", "_rewrite_all"),
     ("evaluator/tensor_scatter.py", "tensor_scatter"),
-    ("readiness.py", "_tensorrt"),
+    ("readiness.py", "judge_tensorrt"),
     ("testing.py", "constant_scatter_model"),
     ("validate/contracts.py", "_element_leaves"),
     ("validate/contracts.py", "index_contracts"),

@@ -15,7 +15,9 @@ from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.verbs import VERBS
 
 OPTIONS = {"tensorrt": [{"trt_version": v, "fix_dims": {"n": 4}} for v in ("8.6", "10", "11")],
-           "lower": [{"opset": 13}, {"opset": 17, "mode": "custom"}]}
+           "lower": [{"opset": 13}, {"opset": 17, "mode": "custom"}],
+           "prepare": [{"target": t} for t in ("no-scatter", "ort-cpu", "qnn", "tensorrt-8.6",
+                                               "opset-13")]}
 
 
 def verb_passes():

@@ -81,7 +81,7 @@ from scatter_rewrite.type_inference import (
     restore_types,
 )
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
-from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.passes.base import ScatterPass, first_and_more
 
 __all__ = ["LowerPass"]
 
@@ -185,10 +185,9 @@ class LowerPass(ScatterPass):
             else:
                 pending.append((kind, node, scope))
         if blocked:
-            more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
             raise ConversionError(
-                f"cannot lower to opset {target}: {blocked[0]}{more}; fix the model or pick a "
-                f"target opset that has the op (max/min: 18, add/mul: 16)"
+                f"cannot lower to opset {target}: {first_and_more(blocked)}; fix the model or "
+                f"pick a target opset that has the op (max/min: 18, add/mul: 16)"
             )
         for _, node, _ in pending:
             node.domain = _PENDING_DOMAIN

@@ -55,7 +55,7 @@ from scatter_rewrite.graph import (
 )
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
-from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.passes.base import ScatterPass, first_and_more
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
@@ -255,8 +255,7 @@ class NoScatterPass(ScatterPass):
             else:
                 plans.append((node, scope, form))
         if blocked:
-            more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
-            raise ConversionError(f"{self.refusal}: {blocked[0]}{more}")
+            raise ConversionError(f"{self.refusal}: {first_and_more(blocked)}")
         for node, scope, form in plans:
             source = made.get(id(node))
             what = "TensorScatter -> ScatterElements -> " if source is not None else ""

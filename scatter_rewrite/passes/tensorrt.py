@@ -82,7 +82,7 @@ from scatter_rewrite.passes.tensorrt_support import (
     BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names,
     typed_inputs, unsupported_type,
 )
-from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult
+from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult, first_and_more
 from scatter_rewrite.passes.to_scatternd import (
     Decline, ModelNames, ReplacementBuilder, const_array, convert_to_scatternd, drop_none_reduction,
     infer_missing_shapes, known_rank, scatter_nd_through, value_dtype,
@@ -349,9 +349,8 @@ class _ForTensorRT(ScatterPass):
     def call(self, model: ir.Model) -> ScatterPassResult:
         result = super().call(model)
         if result.skipped:
-            first, more = result.skipped[0], len(result.skipped) - 1
             advice = self.advice(result.skipped)
-            error = self.unreachable(f"{first}" + (f" (and {more} more)" if more else "")
+            error = self.unreachable(first_and_more(result.skipped)
                                      + (f"; {advice}" if advice else ""))
             error.declined = list(result.skipped)
             raise error

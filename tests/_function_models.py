@@ -70,15 +70,16 @@ def function_node(model: onnx.ModelProto) -> onnx.NodeProto:
     return node
 
 
-def function_called_at_two_ranks(op: str, axis: int, dtype=TensorProto.FLOAT) -> onnx.ModelProto:
+def function_called_at_two_ranks(op: str, axis: int, dtype=TensorProto.FLOAT,
+                                 opset: int = 18) -> onnx.ModelProto:
     """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown
     there."""
     function = oh.make_function("local", "F", ["a"], ["b"],
                                 [oh.make_node(op, ["a"], ["b"], axis=axis)],
-                                opset_imports=[oh.make_opsetid("", 18)])
+                                opset_imports=[oh.make_opsetid("", opset)])
     graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local"),
                            oh.make_node("F", ["z"], ["w"], domain="local")], "g",
                           [vi("x", dtype, [2, 3]), vi("z", dtype, [2, 3, 4])],
                           [vi("y", dtype, [2, 3]), vi("w", dtype, [2, 3, 4])])
     return oh.make_model(graph, functions=[function],
-                         opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+                         opset_imports=[oh.make_opsetid("", opset), oh.make_opsetid("local", 1)])

@@ -113,10 +113,11 @@ def test_opset_modules_and_functions_are_small():
 RTOL, ATOL = 5e-7, 1e-7
 
 
+@pytest.mark.parametrize("opset", [13, 18])  # (ReduceMax takes its axes as an input from 18)
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
 @pytest.mark.parametrize("axis", [0, 1, -2])
-def test_softmax_family_of_unknown_rank_moves_on_the_same_axis(op, axis):
-    model = function_called_at_two_ranks(op, axis)
+def test_softmax_family_of_unknown_rank_moves_on_the_same_axis(op, axis, opset):
+    model = function_called_at_two_ranks(op, axis, opset=opset)
     out, move = _moved(model, 11)
     rng = np.random.default_rng(0)
     feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32) * 10,
@@ -308,3 +309,22 @@ def test_the_move_says_which_ops_it_computed_with_other_float_ops():
     assert move.decomposed == {"GridSample": 1} and move.expanded == {}
     assert move.note.endswith("; computed by other ops at opset 11: GridSample x1 (GridSample: "
                               "float results may round differently from a fused kernel)")
+
+
+# --- Max-12/Min-12 on integers below 12 --------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize("inputs", [1, 3])
+def test_max_min_of_integers_move_below_12_bit_for_bit(op, inputs):
+    vi = oh.make_tensor_value_info
+    names = [f"x{i}" for i in range(inputs)]
+    shapes = [[2, 3], [3], [1, 3]][:inputs]
+    graph = oh.make_graph([oh.make_node(op, names, ["y"])], "g",
+                          [vi(n, TensorProto.INT32, s) for n, s in zip(names, shapes)],
+                          [vi("y", TensorProto.INT32, [2, 3])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+    out, _ = _moved(model, 11)
+    assert op not in {n.op_type for n in out.graph.node}
+    rng = np.random.default_rng(inputs)
+    feeds = {n: rng.integers(-5, 5, s).astype(np.int32) for n, s in zip(names, shapes)}
+    np.testing.assert_array_equal(_ort(out, feeds)[0], _ort(model, feeds)[0])

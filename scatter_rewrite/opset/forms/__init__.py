@@ -4,3 +4,5 @@ is defined with :func:`scatter_rewrite.opset.registry.register_form`, its key an
 the function; :func:`scatter_rewrite.opset.registry.load_forms` imports every module here.
 Adding a form is adding a file here (and declaring its step ``REWRITE`` in
 :mod:`scatter_rewrite.opset.steps`, where the step is new). Forms build their nodes with :class:`scatter_rewrite.graph.NodeBuilder`."""
+
+__all__: list[str] = []  # (the forms register themselves: nothing to import from here)

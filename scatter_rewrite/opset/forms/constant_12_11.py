@@ -8,6 +8,8 @@ import onnx_ir as ir
 from scatter_rewrite.graph import Scope
 from scatter_rewrite.opset.registry import UNCHANGED, Form, register_form
 
+__all__ = ["constant_12_11", "constant_as_value_tensor"]
+
 
 _CONSTANT_KINDS = {"value_int": np.int64, "value_ints": np.int64, "value_float": np.float32,
                    "value_floats": np.float32, "value_string": np.str_, "value_strings": np.str_}

@@ -26,6 +26,8 @@ from scatter_rewrite.opset.fitting import input_dtype, text
 from scatter_rewrite.opset.registry import Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import refuse, replace
 
+__all__ = ["gridsample_16"]
+
 _I64, _BOOL = ir.DataType.INT64, ir.DataType.BOOL
 
 

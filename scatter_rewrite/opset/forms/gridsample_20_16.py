@@ -9,6 +9,8 @@ from scatter_rewrite.opset.fitting import text
 from scatter_rewrite.opset.registry import UNCHANGED, Form, register_form
 from scatter_rewrite.opset.rewriting import refuse
 
+__all__ = ["gridsample_20_16"]
+
 
 _GRID_SAMPLE_MODES = {"linear": "bilinear", "cubic": "bicubic", "nearest": "nearest"}
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, typed
+from scatter_rewrite.graph import NodeBuilder, Scope
 from scatter_rewrite.opset.fitting import input_dtype
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import INTEGERS, replace
+
+__all__ = ["max_min_12_8"]
 
 
 @register_form("Max", 12, 8, neutral=True)
@@ -18,17 +20,13 @@ def max_min_12_8(node: ir.Node, scope: Scope, target: int) -> Form:
     dtype = input_dtype(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
     if target >= 12 or dtype not in INTEGERS:
         return UNCHANGED
+    b = NodeBuilder()
     if len(node.inputs) == 1:  # the one input as it is
-        identity = ir.node("Identity", [node.inputs[0]])
-        replace(node, scope, [identity], list(identity.outputs))
-        return Replaced((identity,))
-    compare = "Greater" if node.op_type == "Max" else "Less"
-    nodes, best = [], node.inputs[0]
-    for other in node.inputs[1:]:
-        better = typed(ir.node(compare, [best, other]), ir.DataType.BOOL, None)
-        pick = typed(ir.node("Where", [better.outputs[0], best, other]), dtype, None)
-        nodes += [better, pick]
-        best = pick.outputs[0]
-    replace(node, scope, nodes, [best])
-    return Replaced(tuple(nodes))
-
+        best = b.add("Identity", [node.inputs[0]])
+    else:
+        compare, best = "Greater" if node.op_type == "Max" else "Less", node.inputs[0]
+        for other in node.inputs[1:]:
+            better = b.add(compare, [best, other], dtype=ir.DataType.BOOL)
+            best = b.add("Where", [better, best, other], dtype=dtype)
+    replace(node, scope, b.nodes, [best])
+    return Replaced(tuple(b.nodes))

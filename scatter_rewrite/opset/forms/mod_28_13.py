@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, attr, constant_node, typed
+from scatter_rewrite.graph import NodeBuilder, Scope, attr
 from scatter_rewrite.opset.fitting import input_dtype
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import FLOATS, replace
+
+__all__ = ["mod_28_13"]
 
 
 @register_form("Mod", 28, 13, neutral=True)
@@ -20,20 +22,17 @@ def mod_28_13(node: ir.Node, scope: Scope, target: int) -> Form:
     if target >= 28 or attr(node, "fmod", 0) != 0 or input_dtype(node.inputs[0]) not in FLOATS:
         return UNCHANGED
     a, b = node.inputs
-    dtype, shape = input_dtype(a), node.outputs[0].shape
-    zero = constant_node(np.zeros((), dtype.numpy()))
-    r = typed(ir.node("Mod", [a, b], {"fmod": 1}), dtype, shape)
-    r_neg = typed(ir.node("Less", [r.outputs[0], zero.outputs[0]]), ir.DataType.BOOL, shape)
-    b_neg = typed(ir.node("Less", [b, zero.outputs[0]]), ir.DataType.BOOL, None)
-    signs = typed(ir.node("Xor", [r_neg.outputs[0], b_neg.outputs[0]]), ir.DataType.BOOL, shape)
-    r_zero = typed(ir.node("Equal", [r.outputs[0], zero.outputs[0]]), ir.DataType.BOOL, shape)
-    r_nonzero = typed(ir.node("Not", [r_zero.outputs[0]]), ir.DataType.BOOL, shape)
-    fix = typed(ir.node("And", [signs.outputs[0], r_nonzero.outputs[0]]), ir.DataType.BOOL, shape)
-    shifted = typed(ir.node("Add", [r.outputs[0], b]), dtype, shape)
-    out = ir.node("Where", [fix.outputs[0], shifted.outputs[0], r.outputs[0]])
-    nodes = [zero, r, r_neg, b_neg, signs, r_zero, r_nonzero, fix, shifted, out]
-    replace(node, scope, nodes, list(out.outputs))
-    return Replaced(tuple(nodes))
-
-
-# Ops through which a value computed from small constants alone is known before run time here (an
+    dtype, shape, boolean = input_dtype(a), node.outputs[0].shape, ir.DataType.BOOL
+    nb = NodeBuilder()
+    zero = nb.const(np.zeros((), dtype.numpy()))
+    r = nb.add("Mod", [a, b], {"fmod": 1}, dtype=dtype, shape=shape)
+    r_neg = nb.add("Less", [r, zero], dtype=boolean, shape=shape)
+    b_neg = nb.add("Less", [b, zero], dtype=boolean)
+    signs = nb.add("Xor", [r_neg, b_neg], dtype=boolean, shape=shape)
+    r_nonzero = nb.add("Not", [nb.add("Equal", [r, zero], dtype=boolean, shape=shape)],
+                       dtype=boolean, shape=shape)
+    fix = nb.add("And", [signs, r_nonzero], dtype=boolean, shape=shape)
+    shifted = nb.add("Add", [r, b], dtype=dtype, shape=shape)
+    out = nb.add("Where", [fix, shifted, r])
+    replace(node, scope, nb.nodes, [out])
+    return Replaced(tuple(nb.nodes))

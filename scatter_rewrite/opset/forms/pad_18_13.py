@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, constant_node, constant_tensor, typed
+from scatter_rewrite.graph import NodeBuilder, Scope, constant_tensor
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import not_constant, refuse, replace
+
+__all__ = ["pad_18_13"]
 
 
 @register_form("Pad", 18, 13, neutral=True,
@@ -42,21 +44,21 @@ def pad_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
     for i, a in enumerate(axes):
         index[a], index[rank + a] = i, len(axes) + i
     given = constant_tensor(pads)
+    b = NodeBuilder()
     if given is not None:
         if given.size != 2 * len(axes):
             raise refuse(node, scope, target, f"it has {given.size} pads for {len(axes)} axes, "
                                               "where Pad takes two per axis (onnxruntime refuses "
                                               "it too)")
-        nodes = [constant_node(np.append(given.numpy().reshape(-1).astype(np.int64), 0)[index])]
+        every = b.const(np.append(given.numpy().reshape(-1).astype(np.int64), 0)[index])
     else:
-        zero, where = constant_node(np.array([0], np.int64)), constant_node(index)
-        padded = typed(ir.node("Concat", [pads, zero.outputs[0]], {"axis": 0}), ir.DataType.INT64,
-                       ir.Shape([2 * len(axes) + 1]))
-        nodes = [zero, where, padded,
-                 typed(ir.node("Gather", [padded.outputs[0], where.outputs[0]]),
-                                             ir.DataType.INT64, ir.Shape([2 * rank]))]
+        zero, where = b.const(np.array([0], np.int64)), b.const(index)
+        padded = b.add("Concat", [pads, zero], {"axis": 0}, dtype=ir.DataType.INT64,
+                       shape=ir.Shape([2 * len(axes) + 1]))
+        every = b.add("Gather", [padded, where], dtype=ir.DataType.INT64,
+                      shape=ir.Shape([2 * rank]))
     value = [node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] is not None else []
-    pad = ir.node("Pad", [x, nodes[-1].outputs[0], *value], dict(node.attributes))
-    replace(node, scope, [*nodes, pad], list(pad.outputs))
-    return Replaced((*nodes, pad))
+    pad = b.add("Pad", [x, every, *value], dict(node.attributes))
+    replace(node, scope, b.nodes, [pad])
+    return Replaced(tuple(b.nodes))
 

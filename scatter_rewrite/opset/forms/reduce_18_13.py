@@ -7,11 +7,13 @@ import onnx.defs
 import onnx_ir as ir
 
 from scatter_rewrite.graph import (
-    NodeBuilder, Scope, attr, constant_node, is_reference, reference_reason, typed,
+    NodeBuilder, Scope, attr, is_reference, reference_reason,
 )
 from scatter_rewrite.opset.fitting import input_dtype, type_gap
 from scatter_rewrite.opset.registry import DONE, UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import known_value, not_constant, refuse, replace
+
+__all__ = ["reduce_18_13"]
 
 
 # With noop_with_empty_axes set and no axes these reduce nothing and are the input as it is; the
@@ -63,9 +65,10 @@ def reduce_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
     if noop is not None and noop.value and (axes is None or axes.size == 0):
         if node.op_type not in _PURE_REDUCE_OPS:
             return _elementwise_step(node, scope, target)
-        identity = ir.node("Identity", [node.inputs[0]])
-        replace(node, scope, [identity], list(identity.outputs))
-        return Replaced((identity,))
+        b = NodeBuilder()
+        same = b.add("Identity", [node.inputs[0]])
+        replace(node, scope, b.nodes, [same])
+        return Replaced(tuple(b.nodes))
     if axes is None:
         # every axis at both opsets (the flag at its default: dropped after conversion)
         return UNCHANGED
@@ -211,33 +214,31 @@ def _elementwise_step(node: ir.Node, scope: Scope, target: int) -> Form:
     dtype = None if x is None else input_dtype(x)
     step = {"ReduceSumSquare": "x*x", "ReduceL1": "|x|", "ReduceL2": "sqrt(x*x)",
             "ReduceLogSum": "log(x)", "ReduceLogSumExp": "log(exp(x))"}[node.op_type]
-    shape = x.shape if x is not None else None
+    shape, b = (x.shape if x is not None else None), NodeBuilder()
     if dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT32, ir.DataType.INT64):
-        front = constant_node(np.array([0], np.int64))
-        unsqueeze = typed(ir.node("Unsqueeze", [x, front.outputs[0]]), dtype,
-                          None if shape is None else ir.Shape([1, *shape]))
-        reduce = ir.node(node.op_type, [unsqueeze.outputs[0], front.outputs[0]], {"keepdims": 0})
-        nodes = [front, unsqueeze, reduce]
+        front = b.const(np.array([0], np.int64))
+        unsqueeze = b.add("Unsqueeze", [x, front], dtype=dtype,
+                          shape=None if shape is None else ir.Shape([1, *shape]))
+        y = b.add(node.op_type, [unsqueeze, front], {"keepdims": 0})
     elif dtype == ir.DataType.FLOAT16:
         # (onnxruntime's float16 kernel computes it in double)
+        wide = ir.DataType.DOUBLE
         if node.op_type == "ReduceLogSumExp":
-            wide = typed(ir.node("Cast", [x], {"to": ir.DataType.DOUBLE}), ir.DataType.DOUBLE,
-                         shape)
-            exp = typed(ir.node("Exp", [wide.outputs[0]]), ir.DataType.DOUBLE, shape)
-            log = typed(ir.node("Log", [exp.outputs[0]]), ir.DataType.DOUBLE, shape)
-            nodes = [wide, exp, log, ir.node("Cast", [log.outputs[0]], {"to": dtype})]
+            exp = b.add("Exp", [b.add("Cast", [x], {"to": wide}, dtype=wide, shape=shape)],
+                        dtype=wide, shape=shape)
+            y = b.add("Cast", [b.add("Log", [exp], dtype=wide, shape=shape)], {"to": dtype})
         elif node.op_type in ("ReduceSumSquare", "ReduceL2"):
-            nodes = [typed(ir.node("Mul", [x, x]), dtype, shape)]
+            y = b.add("Mul", [x, x], dtype=dtype, shape=shape)
             if node.op_type == "ReduceL2":
-                nodes.append(ir.node("Sqrt", [nodes[0].outputs[0]]))
+                y = b.add("Sqrt", [y])
         else:
-            nodes = [ir.node({"ReduceL1": "Abs", "ReduceLogSum": "Log"}[node.op_type], [x])]
+            y = b.add({"ReduceL1": "Abs", "ReduceLogSum": "Log"}[node.op_type], [x])
     else:
         what = "unknown" if dtype is None else dtype.name
         raise refuse(node, scope, target, "with noop_with_empty_axes set and no axes it computes "
                                           f"{step} elementwise, and no form at opset {target} is "
                                           "known to compute that bit for bit for its data type "
                                           f"({what})")
-    replace(node, scope, nodes, list(nodes[-1].outputs))
-    return Replaced(tuple(nodes))
+    replace(node, scope, b.nodes, [y])
+    return Replaced(tuple(b.nodes))
 

@@ -6,11 +6,13 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.graph import (
-    Scope, attr, constant_node, constant_tensor, is_reference, reference_reason, typed,
+    NodeBuilder, Scope, attr, constant_tensor, is_reference, reference_reason,
 )
 from scatter_rewrite.opset.fitting import input_dtype
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import refuse, replace
+
+__all__ = ["reshape_14_13"]
 
 
 @register_form("Reshape", 14, 13, neutral=True)
@@ -104,31 +106,23 @@ def _reshape_padded(node: ir.Node, scope: Scope, target: int) -> Form:
                                           "which the zeros that stand in for a 0-size dimension "
                                           "need, is unknown")
     i64, boolean = ir.DataType.INT64, ir.DataType.BOOL
-    nodes: list[ir.Node] = []
-
-    def add(op: str, inputs: list, attributes: dict | None = None, out=i64) -> ir.Value:
-        nodes.append(typed(ir.node(op, inputs, attributes or {}), out, None))
-        return nodes[-1].outputs[0]
-
-    def const(array) -> ir.Value:
-        nodes.append(constant_node(np.asarray(array)))
-        return nodes[-1].outputs[0]
-
-    zero, one = const(np.array([0], np.int64)), const(np.array([1], np.int64))
-    is_zero = add("Equal", [shape, zero], out=boolean)
-    ones_for_zeros = add("Where", [is_zero, one, shape])
-    size = add("ReduceProd", [ones_for_zeros], {"keepdims": 1})
-    missing = add("Sub", [size, add("Size", [data])])
+    b = NodeBuilder()
+    zero, one = b.const(np.array([0], np.int64)), b.const(np.array([1], np.int64))
+    is_zero = b.add("Equal", [shape, zero], dtype=boolean)
+    ones_for_zeros = b.add("Where", [is_zero, one, shape], dtype=i64)
+    size = b.add("ReduceProd", [ones_for_zeros], {"keepdims": 1}, dtype=i64)
+    missing = b.add("Sub", [size, b.add("Size", [data], dtype=i64)], dtype=i64)
     # (-1 in S: none)
-    missing = add("Where", [add("Greater", [missing, zero], out=boolean), missing, zero])
-    flat = add("Reshape", [data, const(np.array([-1], np.int64))], out=dtype)
-    filler = add("Expand", [const(np.zeros((), dtype.numpy())), missing], out=dtype)
-    padded = add("Concat", [flat, filler], {"axis": 0}, out=dtype)
-    reshaped = add("Reshape", [padded, ones_for_zeros], out=dtype)
-    ends = add("Where", [is_zero, zero, const(np.array([np.iinfo(np.int64).max], np.int64))])
-    starts = add("Sub", [ends, ends])
-    out = add("Slice", [reshaped, starts, ends], out=dtype)
-    nodes[-1].outputs[0].dtype = dtype
-    replace(node, scope, nodes, [out])
-    return Replaced(tuple(nodes))
+    missing = b.add("Where", [b.add("Greater", [missing, zero], dtype=boolean), missing, zero],
+                    dtype=i64)
+    flat = b.add("Reshape", [data, b.const(np.array([-1], np.int64))], dtype=dtype)
+    filler = b.add("Expand", [b.const(np.zeros((), dtype.numpy())), missing], dtype=dtype)
+    padded = b.add("Concat", [flat, filler], {"axis": 0}, dtype=dtype)
+    reshaped = b.add("Reshape", [padded, ones_for_zeros], dtype=dtype)
+    ends = b.add("Where", [is_zero, zero, b.const(np.array([np.iinfo(np.int64).max], np.int64))],
+                 dtype=i64)
+    starts = b.add("Sub", [ends, ends], dtype=i64)
+    out = b.add("Slice", [reshaped, starts, ends], dtype=dtype)
+    replace(node, scope, b.nodes, [out])
+    return Replaced(tuple(b.nodes))
 

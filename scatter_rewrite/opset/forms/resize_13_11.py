@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, constant_node
+from scatter_rewrite.graph import NodeBuilder, Scope
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Prepared, register_form
+
+__all__ = ["resize_13_11"]
 
 
 @register_form("Resize", 13, 11, neutral=True)
@@ -14,12 +16,9 @@ def resize_13_11(node: ir.Node, scope: Scope, target: int) -> Form:
     """Resize-13 made roi and scales optional; Resize-11 takes them always (empty when unused)."""
     if target >= 13:
         return UNCHANGED
-    nodes = []
+    b = NodeBuilder()
     for i in (1, 2):
         if i < len(node.inputs) and node.inputs[i] is None:
-            empty = constant_node(np.array([], np.float32))
-            nodes.append(empty)
-            node.replace_input_with(i, empty.outputs[0])
-    scope.body.insert_before(node, nodes)
-    return Prepared(tuple(nodes))
-
+            node.replace_input_with(i, b.const(np.array([], np.float32)))
+    scope.body.insert_before(node, b.nodes)
+    return Prepared(tuple(b.nodes))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, attr, constant_node, reference_reason, typed
+from scatter_rewrite.graph import NodeBuilder, Scope, attr, reference_reason
 from scatter_rewrite.opset.fitting import input_dtype, text
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Prepared, register_form
 from scatter_rewrite.opset.rewriting import refuse
+
+__all__ = ["resize_18_13"]
 
 
 @register_form("Resize", 18, 13, neutral=True)
@@ -35,32 +37,28 @@ def resize_18_13(node: ir.Node, scope: Scope, target: int) -> Form:
                                           "axis")
     rank = len(x.shape)
     axes = [int(a) % rank for a in attr(node, "axes")]
-    nodes: list[ir.Node] = []
+    b = NodeBuilder()
 
     def full(value: ir.Value, base: ir.Value, positions: list[int]) -> ir.Value:
-        where = constant_node(np.array(positions, np.int64))
-        nodes.extend([where, typed(ir.node("ScatterElements", [base, where.outputs[0], value],
-                                            {"axis": 0}),
-                                    value.dtype, ir.Shape([len(positions) and None]))])
-        return nodes[-1].outputs[0]
+        """``base`` with ``value`` written at ``positions`` (at run time)."""
+        where = b.const(np.array(positions, np.int64))
+        return b.add("ScatterElements", [base, where, value], {"axis": 0}, dtype=value.dtype,
+                     shape=ir.Shape([len(positions) and None]))
 
     inputs = list(node.inputs) + [None] * (4 - len(node.inputs))
     roi, scales, sizes = inputs[1:4]
     if roi is not None:
         dtype = input_dtype(roi) or ir.DataType.FLOAT
-        base = constant_node(np.array([0] * rank + [1] * rank, dtype.numpy()))
-        nodes.append(base)
-        node.replace_input_with(1, full(roi, base.outputs[0], axes + [a + rank for a in axes]))
+        base = b.const(np.array([0] * rank + [1] * rank, dtype.numpy()))
+        node.replace_input_with(1, full(roi, base, axes + [a + rank for a in axes]))
     if scales is not None:
-        base = constant_node(np.ones(rank, (input_dtype(scales) or ir.DataType.FLOAT).numpy()))
-        nodes.append(base)
-        node.replace_input_with(2, full(scales, base.outputs[0], axes))
+        base = b.const(np.ones(rank, (input_dtype(scales) or ir.DataType.FLOAT).numpy()))
+        node.replace_input_with(2, full(scales, base, axes))
     if sizes is not None:
-        shape = typed(ir.node("Shape", [x]), ir.DataType.INT64, ir.Shape([rank]))
-        nodes.append(shape)
-        node.replace_input_with(3, full(sizes, shape.outputs[0], axes))
+        shape = b.add("Shape", [x], dtype=ir.DataType.INT64, shape=ir.Shape([rank]))
+        node.replace_input_with(3, full(sizes, shape, axes))
     del node.attributes["axes"]
     node.attributes.pop("keep_aspect_ratio_policy", None)
-    scope.body.insert_before(node, nodes)
-    return Prepared(tuple(nodes))
+    scope.body.insert_before(node, b.nodes)
+    return Prepared(tuple(b.nodes))
 

@@ -31,6 +31,8 @@ from scatter_rewrite.opset.fitting import input_dtype, text
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import known_value, not_constant, refuse, replace
 
+__all__ = ["resize_antialias_18_13"]
+
 _MAX_WEIGHTS = 1 << 22  # entries of one axis's weight matrix (16 MiB of float32)
 # The attributes the kernel weights depend on, passed to the reference as the node has them.
 _KERNEL_ATTRIBUTES = ("mode", "coordinate_transformation_mode", "cubic_coeff_a",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, attr, constant_node, reference_reason, typed
+from scatter_rewrite.graph import NodeBuilder, Scope, attr, reference_reason
 from scatter_rewrite.opset.registry import UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import refuse, replace
+
+__all__ = ["shape_15_13"]
 
 
 @register_form("Shape", 15, 13, neutral=True)
@@ -21,13 +23,11 @@ def shape_15_13(node: ir.Node, scope: Scope, target: int) -> Form:
     if start == 0 and end is None:
         node.attributes.pop("start", None)
         return UNCHANGED
-    x = node.inputs[0]
-    shape = typed(ir.node("Shape", [x]), ir.DataType.INT64,
-                  None if x.shape is None else ir.Shape([len(x.shape)]))
-    starts = constant_node(np.array([start], np.int64))
-    ends = constant_node(np.array([np.iinfo(np.int64).max if end is None else end], np.int64))
-    piece = ir.node("Slice", [shape.outputs[0], starts.outputs[0], ends.outputs[0]])
-    nodes = [shape, starts, ends, piece]
-    replace(node, scope, nodes, list(piece.outputs))
-    return Replaced(tuple(nodes))
-
+    x, b = node.inputs[0], NodeBuilder()
+    shape = b.add("Shape", [x], dtype=ir.DataType.INT64,
+                  shape=None if x.shape is None else ir.Shape([len(x.shape)]))
+    starts = b.const(np.array([start], np.int64))
+    ends = b.const(np.array([np.iinfo(np.int64).max if end is None else end], np.int64))
+    piece = b.add("Slice", [shape, starts, ends])
+    replace(node, scope, b.nodes, [piece])
+    return Replaced(tuple(b.nodes))

@@ -16,6 +16,8 @@ from scatter_rewrite.opset.fitting import type_gap
 from scatter_rewrite.opset.registry import DONE, UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import refuse, replace
 
+__all__ = ["softmax_11_13"]
+
 
 @register_form("Softmax", 11, 13)
 @register_form("LogSoftmax", 11, 13)

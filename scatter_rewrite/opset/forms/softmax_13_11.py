@@ -19,6 +19,8 @@ from scatter_rewrite.opset.fitting import type_gap
 from scatter_rewrite.opset.registry import DONE, UNCHANGED, Form, Replaced, register_form
 from scatter_rewrite.opset.rewriting import refuse, replace
 
+__all__ = ["softmax_13_11"]
+
 
 @register_form("Softmax", 13, 11, reads_rank=True)
 @register_form("LogSoftmax", 13, 11, reads_rank=True)

@@ -87,6 +87,9 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
         # What the opset cap's function bodies bring (Gelu-20's, at 17): docs/operators.md (8.5)
         # "Erf | Y | FP32, FP16", "Sqrt | Y | FP32, FP16".
         **{op: frozenset({F32, F16}) for op in ("Erf", "Sqrt")},
+        # What the antialias Resize form (opset/forms/resize_antialias_18_13.py) brings at the cap:
+        # docs/operators.md (8.5) "MatMul | Y | FP32, FP16".
+        "MatMul": frozenset({F32, F16}),
     },
     "10": {
         **{
@@ -108,6 +111,7 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
         "ScatterElements": _10_NUM | {I8},
         **{op: frozenset({F32, F16, BF16}) for op in ("Reciprocal", "CumSum", "Erf", "Sqrt")},
         "NonZero": frozenset({F32, F16}),
+        "MatMul": frozenset({F32, F16, BF16}),  # docs/operators.md (10.x) "MatMul | Y | FP32, FP16, BF16"
     },
 }
 # The parser casts these down on import (docs/operators.md: "TensorRT will attempt to cast down

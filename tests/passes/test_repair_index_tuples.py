@@ -14,7 +14,7 @@ import onnx_ir as ir
 import pytest
 
 import scatter_rewrite as sr
-from scatter_rewrite.passes._segment_reduce import index_tuple_length
+from scatter_rewrite.passes.lowering.segment_reduce import index_tuple_length
 from tests.helpers.runs import ort_run
 
 DATA = Path(__file__).parents[1] / "data" / "torch_repair"

@@ -25,6 +25,7 @@ _EXPORTS = {
     "to_scatternd": "scatter_rewrite.api",
     "prepare_for_tensorrt": "scatter_rewrite.api",
     "repair": "scatter_rewrite.api",
+    "prepare": "scatter_rewrite.api",
     "check": "scatter_rewrite.api",
     "CheckReport": "scatter_rewrite.readiness",
     "Finding": "scatter_rewrite.readiness",
@@ -63,7 +64,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from scatter_rewrite.api import (  # noqa: F401
-        check, fold, lower, prepare_for_tensorrt, repair, rewrite, to_scatternd, upgrade,
+        check, fold, lower, prepare, prepare_for_tensorrt, repair, rewrite, to_scatternd, upgrade,
     )
     from scatter_rewrite.errors import (  # noqa: F401
         ConversionError, IndexOutOfRangeError, InvalidModelError, ModelLoadError, OptionError,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from scatter_rewrite.readiness import CheckReport
 
 __all__ = ["rewrite", "upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "repair",
-           "check", "ModelLike"]
+           "prepare", "check", "ModelLike"]
 
 logger = logging.getLogger("scatter_rewrite")
 ModelLike = TypeVar("ModelLike")
@@ -324,6 +324,28 @@ def repair(model: ModelLike, *, assume: str | None = None, validate: bool = Fals
     """
     return _run_verb("repair", model, {"assume": assume}, validate, inputs, rtol, atol, output,
                      return_report)
+
+
+def prepare(model: ModelLike, *, target: str, max_intermediate_mib: int | None = None,
+            fix_dims: dict[str, int] | None = None, validate: bool = False,
+            inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
+            output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
+    """Bring the model to ``target`` (a name of :mod:`scatter_rewrite.targets`, as ``check``
+    takes it; docs/targets.md): ``"tensorrt-10"`` does what :func:`prepare_for_tensorrt` does,
+    ``"opset-13"`` what ``lower(opset=13)`` does; ``"no-scatter"`` (and ``"qnn"``, ``"rknn"``)
+    writes every scatter as an exact scatter-free form, refusing a node whose form needs an
+    intermediate above ``max_intermediate_mib`` (default 256); ``"ort-cpu"`` rewrites the
+    float16/bfloat16 reductions onnxruntime's CPU provider lacks. ``fix_dims``: tensorrt-X only.
+    The other arguments as in :func:`upgrade`.
+
+    Example::
+
+        npu_ready = scatter_rewrite.prepare("gnn.onnx", target="qnn", validate=True)
+    """
+    return _run_verb("prepare", model, {"target": target,
+                                        "max_intermediate_mib": max_intermediate_mib,
+                                        "fix_dims": fix_dims},
+                     validate, inputs, rtol, atol, output, return_report)
 
 
 def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:

@@ -854,15 +854,16 @@ def check(
     context: typer.Context,
     models: Models,
     target: Annotated[str, typer.Option(
-        "--target", metavar="TARGET", help="tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N "
-        "from 9 to the highest the installed onnx defines).")] = "tensorrt-10",
+        "--target", metavar="TARGET", help="tensorrt-8.6, tensorrt-10, tensorrt-11, opset-N (N "
+        "from 9 to the highest the installed onnx defines), no-scatter, qnn, rknn, ort-cpu, ... "
+        "(docs/targets.md).")] = "tensorrt-10",
     as_json: Annotated[bool, typer.Option("--json",
                                           help="Print the reports as JSON (for CI).")] = False,
     quiet: Quiet = False,
     verbose: CheckVerbose = False,
 ) -> None:
     """Check models (onnx.checker), each scatter node's readiness for a target and, by a dry run of
-    the verb that reaches it (lower or tensorrt), every node's; 0 if READY, 1 otherwise."""
+    the verb that reaches it (lower, tensorrt or prepare), every node's; 0 if READY, 1 otherwise."""
     _setup_logging(verbose)
     try:
         from scatter_rewrite.errors import OptionError, ScatterRewriteError
@@ -964,7 +965,7 @@ def _print_report(report: Any, console: Any) -> None:
             say(f"  {line}")
         if len(run.would) > 10:
             say(f"  ... and {len(run.would) - 10} more (see --json)")
-    elif run is not None and not any(run.command in b for f in report.findings
+    elif run is not None and not run.succeeded and not any(run.command in b for f in report.findings
                                      for b in f.blockers):
         say(f"a dry run of {run.command} fails: {run.error}")  # (no node of the table says it)
     fixes: dict[str, int] = {}  # each fix command once, whole: copyable from a CI log

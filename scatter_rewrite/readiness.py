@@ -81,13 +81,14 @@ from scatter_rewrite.verbs import python_call
 
 __all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY",
            "SCHEMA_VERSION", "check", "check_report", "dry_run", "json_document", "parse_target",
-           "target_verb", "TARGETS_HELP", "OPSET_TARGET_FLOOR"]
+           "target_verb", "TARGETS_HELP", "OPSET_TARGET_FLOOR", "judge_by_support", "judge_opset",
+           "judge_tensorrt"]
 
 logger = logging.getLogger("scatter_rewrite")
 # opset-N from 9: Scatter's first opset (the lowest at which there is anything to say)
 OPSET_TARGET_FLOOR = 9
-TARGETS_HELP = ("tensorrt-8.6, tensorrt-10, tensorrt-11 or opset-N (N from 9 to the installed "
-                "onnx's highest)")
+TARGETS_HELP = ("tensorrt-8.6, tensorrt-10, tensorrt-11, opset-N (N from 9 to the installed "
+                "onnx's highest), no-scatter, qnn, rknn, ort-cpu, ... (docs/targets.md)")
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 
 
@@ -251,14 +252,33 @@ def check_report(path: str | os.PathLike, target: str = "tensorrt-10",
     return report
 
 
-def target_verb(kind: str, version) -> tuple[str, dict] | None:
-    """The verb that brings a model to the target, with its options: ``lower --opset N`` for
-    opset-N (N >= 11, the lowest lower reaches), ``tensorrt --trt-version X`` for tensorrt-X."""
-    from scatter_rewrite.verbs import OPSET_FLOOR
+def target_name(kind: str, version) -> str:
+    """The registered target's name for :func:`parse_target`'s (kind, version)."""
+    return f"{kind}-{version}" if kind in ("tensorrt", "opset") else str(version)
 
-    if kind == "tensorrt":
-        return "tensorrt", {"trt_version": str(version)}
-    return ("lower", {"opset": int(version)}) if int(version) >= OPSET_FLOOR else None
+
+def target_verb(kind: str, version) -> tuple[str, dict] | None:
+    """The verb that brings a model to the target, with its options, as the target declares it
+    (:mod:`scatter_rewrite.targets`): ``lower --opset N`` for opset-N (N >= 11, the lowest lower
+    reaches), ``tensorrt --trt-version X`` for tensorrt-X, ``prepare --target T`` for the others;
+    None where no verb does."""
+    from scatter_rewrite.targets import get_target
+
+    found = get_target(target_name(kind, version)).fix_verb
+    return None if found is None else (found[0], dict(found[1]))
+
+
+def fix_command(kind: str, version) -> str | None:
+    """:func:`target_verb` as the command line writes it."""
+    from scatter_rewrite.verbs import VERBS
+
+    found = target_verb(kind, version)
+    if found is None:
+        return None
+    verb = VERBS[found[0]]
+    options = verb.bind(found[1], cli=True)
+    flags = " ".join(f"{o.cli_flag} {options[o.name]}" for o in verb.options if o.name in found[1])
+    return f"scatter-rewrite {verb.command} {flags}"
 
 
 def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) -> DryRun | None:
@@ -281,8 +301,7 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) 
     name, given = found
     verb = VERBS[name]
     options = verb.bind(given, cli=True)
-    flags = " ".join(f"{o.cli_flag} {options[o.name]}" for o in verb.options if o.name in given)
-    run = DryRun(f"scatter-rewrite {verb.command} {flags}")
+    run = DryRun(fix_command(kind, version))
     source = Path(path)
     try:
         proto = load_proto(source)
@@ -321,6 +340,12 @@ def _model_blockers(model: ir.Model, kind: str, version) -> list[str]:
     if kind == "tensorrt" and top > MAX_OPSET[str(version)]:
         return [f"the model is at opset {top}: TensorRT {version}'s parser documents opsets up to "
                 f"{MAX_OPSET[str(version)]}"]
+    if kind not in ("opset", "tensorrt"):
+        from scatter_rewrite.targets import get_target
+
+        highest = get_target(str(version)).opsets[1]
+        if highest is not None and top > highest:
+            return [f"the model is at opset {top}: {version} loads opsets up to {highest}"]
     return []
 
 
@@ -368,8 +393,10 @@ def _is_custom_scatter(node: ir.Node) -> bool:
 
 
 def parse_target(target: str) -> tuple[str, object]:
-    """("tensorrt", "8.6"|"10"|"11") or ("opset", N); OptionError otherwise (an opset out of
-    range is said to be so)."""
+    """("tensorrt", "8.6"|"10"|"11"), ("opset", N), or (the family, the name) of another target
+    of :mod:`scatter_rewrite.targets`; OptionError otherwise (an opset out of range is said to
+    be so)."""
+    from scatter_rewrite.targets import get_target
     from scatter_rewrite.verbs import TRT_VERSIONS, highest_opset
 
     t = target.strip().lower()
@@ -382,7 +409,8 @@ def parse_target(target: str) -> tuple[str, object]:
         raise OptionError(f"--target {target!r} is out of range: pick opset-{OPSET_TARGET_FLOOR} "
                           "to "
                           f"opset-{highest_opset()} (the highest this onnx defines)")
-    raise OptionError(f"--target {target!r} is unknown: pick {TARGETS_HELP}")
+    found = get_target(t)  # (an unknown name: the error names every registered one)
+    return found.family, found.name
 
 
 def _dtype(model: ir.Model, scope, value: ir.Value | None) -> str | None:
@@ -402,7 +430,8 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
     kind, version = parse_target(target)
     infer_missing_shapes(model)  # dtypes and static dims of values the exporter left unannotated
     # As the tensorrt pass sees a function's reductions: with the types its call sites agree on.
-    borrowed = annotate_functions_with(model, is_reducing_scatter) if kind == "tensorrt" else []
+    wanted = is_reducing_scatter if kind == "tensorrt" else _is_scatter
+    borrowed = annotate_functions_with(model, wanted) if kind != "opset" else []
     try:
         return _findings(model, kind, version, borrowed)
     finally:
@@ -410,6 +439,10 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
 
 
 def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
+    from scatter_rewrite.targets import get_target
+
+    target = get_target(target_name(kind, version))
+    judge = target.judge or (lambda node, scope, f, context: judge_by_support(node, f, target))
     inlined = _Inlined(model, borrowed)
     findings = []
     repairable = repairable_nodes(model)
@@ -441,10 +474,7 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
             finding.notes.append("no rewrite fixes it: fix the exporter or the model")
             findings.append(finding)
             continue
-        if kind == "tensorrt":
-            _tensorrt(node, finding, str(version), inlined)
-        else:
-            _opset(node, finding, int(version))
+        judge(node, scope, finding, inlined)
         if finding.blockers and reference_reason(node) is not None:
             _specializing_fix(finding, kind, version)
         accumulating = accumulate_export_suspect(node, finding.reduction)
@@ -497,7 +527,28 @@ class _Inlined:
                      if n.op_type == node.op_type and n.name == node.name), None)
 
 
-def _tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> None:
+def judge_by_support(node: ir.Node, f: Finding, target) -> None:
+    """A target's judgement from its table (:class:`scatter_rewrite.targets.Target` ``runs``):
+    a scatter it does not run is blocked, with what the target gets wrong in the notes, and its
+    fix is the target's verb (whether that verb reaches the target is the dry run's to say)."""
+    if _unknown_reduction(f, f"whether {target.name} runs it"):
+        return
+    reduction = f.reduction or "none"
+    if target.supports(node.op_type, reduction, f.data_type, f.indices_type):
+        return
+    what = node.op_type + (f" reduction={reduction}" if reduction != "none" else "")
+    on = f" on {f.data_type} data" if f.data_type else ""
+    f.blockers.append(f"{target.name} does not run {what}{on}"
+                      + (" (it runs no scatter)" if target.scatter_free else ""))
+    f.notes += [f"{target.name}: {wrong}" for wrong in target.gets_wrong]
+    f.fix = fix_command(target.family, target.name)
+
+
+def _is_scatter(node: ir.Node) -> bool:
+    return is_default_domain(node) and node.op_type in SCATTER_OPS
+
+
+def judge_tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> None:
     fix = f"scatter-rewrite tensorrt --trt-version {version}"
     fix_options: list[str] = []  # what the fix command needs besides the version (--fix-dim ...)
     op, reduction = node.op_type, f.reduction or "none"
@@ -625,7 +676,7 @@ def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined, fix_options: list[s
     return False
 
 
-def _opset(node: ir.Node, f: Finding, n: int) -> None:
+def judge_opset(node: ir.Node, f: Finding, n: int) -> None:
     _opset_lacks(node, f, n)
     # (a Scatter above 10 is refused above, fixed by upgrade)
     if f.opset > n and node.op_type != "Scatter":
@@ -674,8 +725,9 @@ def _specializing_fix(f: Finding, kind: str, version) -> None:
     """A blocked node whose axis/reduction/mode is a function attribute: the verb for the target
     gives the function one copy per call binding, the value known in each (passes/specialize.py),
     and rewrites what it can there; its output is what to check next."""
-    verb = (f"scatter-rewrite tensorrt --trt-version {version}" if kind == "tensorrt"
-            else f"scatter-rewrite lower --opset {version}")
+    verb = fix_command(kind, version)
+    if verb is None:
+        return
     f.fix = verb
     f.notes.append(f"{verb} gives the function one copy per call, each with the value its call "
                    "passes, and rewrites them where it can: check its output")

@@ -71,6 +71,11 @@ class Option:
                         else f"{verb}(): {self.name}={value!r} is unknown")
                 raise OptionError(f"{said}: pick one of {', '.join(self.choices)}")
             return value
+        if self.kind is str:
+            if not isinstance(value, str):
+                raise OptionTypeError(f"{verb}(): {self.name} must be a str, got "
+                                      f"{type(value).__name__} {value!r}")
+            return value
         if self.kind is int:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise OptionTypeError(f"{verb}(): {self.name} must be an int, got "
@@ -163,6 +168,28 @@ def _tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = 
     return tensorrt_passes(trt_version, fix_dims)
 
 
+def _prepare_passes(target: str | None = None, max_intermediate_mib: int | None = None,
+                    fix_dims: dict[str, int] | None = None) -> list:
+    """The passes of the target (scatter_rewrite.targets) named: an option it does not take, or
+    no target, is a usage error."""
+    from scatter_rewrite.targets import get_target
+
+    if target is None:
+        raise OptionError("prepare needs --target TARGET (target= in the Python API): "
+                          "scatter-rewrite check --help lists them")
+    found = get_target(target)
+    if found.passes is None:
+        raise OptionError(f"no verb brings a model to {found.name}: scatter-rewrite check "
+                          f"--target {found.name} says what blocks it")
+    given = {"max_intermediate_mib": max_intermediate_mib, "fix_dims": fix_dims}
+    given = {name: value for name, value in given.items() if value is not None}
+    for name in given:
+        if name not in found.options:
+            flag = next(o.cli_flag for o in VERBS["prepare"].options if o.name == name)
+            raise OptionError(f"{flag} does not apply to --target {found.name}")
+    return found.passes(**given)
+
+
 def _repair_passes(assume: str | None = None) -> list:
     from scatter_rewrite.passes.repair import RepairPass
 
@@ -229,6 +256,21 @@ VERBS: dict[str, Verb] = {
         ),
         summary="Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated "
                 "indices."),
+    "prepare": Verb(
+        "prepare", "prepared", _prepare_passes,
+        options=(
+            Option("target", str, None,
+                   "The runtime to prepare for: tensorrt-8.6/10/11, opset-N, no-scatter, qnn, "
+                   "rknn, ort-cpu, ... (docs/targets.md).", "TARGET"),
+            Option("max_intermediate_mib", int, None,
+                   "Scatter-free forms: refuse a node whose cheapest exact form has an "
+                   "intermediate above MIB (default 256).", "MIB", minimum=1),
+            Option("fix_dims", dict, None,
+                   "tensorrt-X targets: fix the symbolic input dimension NAME to SIZE first "
+                   "(repeatable), as tensorrt --fix-dim.", "NAME=SIZE", flag="--fix-dim"),
+        ),
+        summary="Prepare a model for a target runtime (tensorrt-X, opset-N, no-scatter, qnn, "
+                "rknn, ort-cpu, ...): rewrite what it cannot run, exactly."),
 }
 
 

@@ -22,10 +22,14 @@ from typing import Any
 
 from scatter_rewrite.errors import OptionError
 
-__all__ = ["ALL_REDUCTIONS", "Judge", "ScatterSupport", "Target", "TARGETS", "get_target",
+__all__ = ["ALL_REDUCTIONS", "SCATTER_DATA_TYPES", "Judge", "ScatterSupport", "Target", "TARGETS", "get_target",
            "register_target", "target_names", "targets"]
 
 ALL_REDUCTIONS = frozenset({"none", "add", "mul", "max", "min"})
+# every data type the scatter schemas allow (ONNX's tensor types through opset 24, by name)
+SCATTER_DATA_TYPES = frozenset({
+    "FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
+    "UINT32", "UINT64", "BOOL", "STRING", "COMPLEX64", "COMPLEX128"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +86,6 @@ class Target:
     # check's per-node judgement when the target has one of its own (TensorRT's, opset-N's); None:
     # judged from ``runs`` and ``opsets`` (readiness.judge_by_support).
     judge: Judge | None = None
-    # how the prepared model's output file is named (model.<suffix>.onnx); "" : the target's name
-    suffix: str = ""
 
     @property
     def scatter_free(self) -> bool:
@@ -91,13 +93,12 @@ class Target:
         return not self.runs
 
     @property
-    def fix_verb(self) -> tuple[str, Mapping[str, Any]]:
-        """The verb and options that bring a model to this target, as ``check`` names them."""
+    def fix_verb(self) -> tuple[str, Mapping[str, Any]] | None:
+        """The verb and options that bring a model to this target, as ``check`` names them (None:
+        no verb does)."""
+        if self.passes is None:
+            return None
         return self.verb or ("prepare", {"target": self.name})
-
-    @property
-    def output_suffix(self) -> str:
-        return self.suffix or self.name
 
     def supports(self, op: str, reduction: str | None, data_type: str | None,
                  index_type: str | None) -> bool:
@@ -109,6 +110,7 @@ class Target:
 # name -> Target, every target registered so far (filled by the family modules: use targets())
 TARGETS: dict[str, Target] = {}
 _loaded = False
+_FIRST = ("tensorrt", "opset")  # the families listed first (the rest by module name)
 
 
 def register_target(target: Target) -> Target:
@@ -126,9 +128,11 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in pkgutil.iter_modules(__path__):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{module.name}")
+    names = sorted((m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")),
+                   key=lambda name: (name not in _FIRST, _FIRST.index(name) if name in _FIRST
+                                     else 0, name))
+    for name in names:
+        importlib.import_module(f"{__name__}.{name}")
 
 
 def targets() -> dict[str, Target]:

@@ -84,4 +84,4 @@ for _version in ("8.6", "10", "11"):
         summary=f"NVIDIA TensorRT {_version} (its ONNX parser)",
         opsets=_OPSETS[_version], runs=_runs(_version), gets_wrong=_gets_wrong(_version),
         sources=_SOURCES, passes=_tensorrt_passes(_version), options=("fix_dims",),
-        verb=("tensorrt", {"trt_version": _version}), judge=_judge(_version), suffix="tensorrt"))
+        verb=("tensorrt", {"trt_version": _version}), judge=_judge(_version)))

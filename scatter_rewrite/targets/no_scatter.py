@@ -1,0 +1,48 @@
+"""Runtimes with no usable scatter (``no-scatter``, and the NPU stacks that map to it: ``qnn``,
+``rknn``): every scatter becomes an exact scatter-free form
+(:mod:`scatter_rewrite.passes.no_scatter`), its largest intermediate bounded by
+``--max-intermediate-mib``.
+
+Sources (also in docs/targets.md):
+
+* ``qnn``: onnxruntime's QNN execution provider (Qualcomm NPUs) lacked ScatterElements and
+  ScatterND: microsoft/onnxruntime#22962 and #22319; unsupported nodes fall back to the CPU
+  provider, or fail where no fallback is allowed.
+* ``rknn``: Rockchip's rknn-toolkit2 has no (reducing) scatter: airockchip/rknn-toolkit2#359.
+* other NPUs and compilers: apache/tvm#19435 (scatter reductions silently ignored).
+"""
+
+from __future__ import annotations
+
+from scatter_rewrite.targets import Target, register_target
+
+_FORMS = ("exact scatter-free forms: Gather/GatherElements, Equal, Where, Reduce*, TopK, "
+          "Concat/Slice/Range; no Loop")
+
+
+def _passes(max_intermediate_mib: int | None = None) -> list:
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, no_scatter_passes
+
+    return no_scatter_passes(max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
+
+
+def _scatter_free(name: str, summary: str, gets_wrong: tuple[str, ...],
+                  sources: tuple[str, ...]) -> Target:
+    return register_target(Target(
+        name=name, family="no-scatter", summary=summary, opsets=(11, None), runs=(),
+        gets_wrong=gets_wrong, sources=sources, passes=_passes,
+        options=("max_intermediate_mib",)))
+
+
+_scatter_free("no-scatter", f"any runtime without a usable scatter ({_FORMS})", (), (
+    "https://github.com/apache/tvm/issues/19435 (scatter reductions silently ignored)",))
+_scatter_free(
+    "qnn", "Qualcomm QNN (onnxruntime's QNN execution provider): no ScatterElements/ScatterND",
+    ("ScatterElements/ScatterND are not taken by the QNN EP: the node falls back to the CPU "
+     "provider, or the session fails where fallback is disabled",),
+    ("https://github.com/microsoft/onnxruntime/issues/22962",
+     "https://github.com/microsoft/onnxruntime/issues/22319"))
+_scatter_free(
+    "rknn", "Rockchip RKNN (rknn-toolkit2): no usable scatter",
+    ("reducing scatters are not converted (reported in airockchip/rknn-toolkit2#359)",),
+    ("https://github.com/airockchip/rknn-toolkit2/issues/359",))

@@ -1,0 +1,50 @@
+"""onnxruntime's CPU execution provider (``ort-cpu``): the scatters it has kernels for, measured by
+creating and running a session for each op, reduction and data type (onnxruntime 1.32.0, opset 18;
+TensorScatter at 24). It has no bfloat16 scatter at all, no float16 add/mul (ScatterElements,
+ScatterND) and no float16 ScatterND max/min, no bool max/min: "CPU execution provider: MLFloat16
+data type is not supported with ScatterElements opset 16 when reduction is 'add'".
+
+``prepare --target ort-cpu`` rewrites only those nodes: a float16 or bool reduction as lower's sort
++ segmented reduction + ScatterND(none), which the provider runs (float16 add/mul summed in float32
+and rounded once, as ``repair`` writes float16 accumulations); a bfloat16 one as an exact
+scatter-free form (:mod:`scatter_rewrite.passes.no_scatter`), since not even ScatterND(none) takes
+bfloat16. Float results are judged against the original's per-update rounding, as validation
+judges every float sum.
+"""
+
+from __future__ import annotations
+
+from scatter_rewrite.targets import SCATTER_DATA_TYPES, ScatterSupport, Target, register_target
+
+
+def _all_but(*names: str) -> frozenset[str]:
+    return SCATTER_DATA_TYPES - set(names)
+
+
+_RUNS = (
+    ScatterSupport("ScatterElements", frozenset({"none"}), _all_but("BFLOAT16")),
+    ScatterSupport("ScatterElements", frozenset({"add", "mul"}), _all_but("BFLOAT16", "FLOAT16")),
+    ScatterSupport("ScatterElements", frozenset({"max", "min"}), _all_but("BFLOAT16", "BOOL")),
+    ScatterSupport("ScatterND", frozenset({"none"}), _all_but("BFLOAT16")),
+    ScatterSupport("ScatterND", frozenset({"add", "mul"}), _all_but("BFLOAT16", "FLOAT16")),
+    ScatterSupport("ScatterND", frozenset({"max", "min"}),
+                   _all_but("BFLOAT16", "FLOAT16", "BOOL")),
+    ScatterSupport("TensorScatter", frozenset({"none"}), _all_but("BFLOAT16")),
+)
+
+
+def _passes(max_intermediate_mib: int | None = None) -> list:
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, TargetScattersPass
+
+    return [TargetScattersPass("ort-cpu", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)]
+
+
+register_target(Target(
+    name="ort-cpu", family="ort-cpu",
+    summary="onnxruntime's CPU execution provider (float16/bfloat16 reductions it lacks)",
+    opsets=(7, None), runs=_RUNS,
+    gets_wrong=(),
+    sources=("measured: onnxruntime 1.32.0 CPU provider, one session per op/reduction/type",
+             "onnxruntime/core/providers/cpu/tensor/scatter.cc, scatter_nd.cc (the types "
+             "registered for each reduction)"),
+    passes=_passes, options=("max_intermediate_mib",)))

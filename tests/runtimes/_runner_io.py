@@ -3,8 +3,8 @@
 A runner runs in its runtime's own venv (tests/runtimes/setup_venvs.sh), which has numpy but not
 this project: it reads the inputs (keyed by the model's input names), converts and runs the model,
 and writes the outputs in the model's order (the test side reads them by position; keys name them). A runtime that
-refuses the model (a converter's error, a compiler's) exits with REFUSED and says why on stderr's last
-line; anything else that goes wrong keeps its traceback (a runner's own bug).
+refuses the model (a converter's error, a compiler's) exits with REFUSED and says why on a stderr line
+starting "REFUSED: "; anything else that goes wrong keeps its traceback (a runner's own bug).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-REFUSED = 3  # the runtime refused the model: the reason is the last line of stderr
+REFUSED = 3  # the runtime refused the model: the reason is on the stderr line "REFUSED: ..."
 
 
 class Refused(Exception):
@@ -32,7 +32,7 @@ def main(run: Callable[[str, dict[str, np.ndarray]], dict[str, np.ndarray]]) -> 
     try:
         outputs = run(model, inputs)
     except Refused as e:
-        print(" ".join(str(e).split()), file=sys.stderr)
+        print("REFUSED: " + " ".join(str(e).split()), file=sys.stderr, flush=True)
         return REFUSED
     np.savez(outputs_path, **outputs)
     return 0

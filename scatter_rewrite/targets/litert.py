@@ -15,7 +15,9 @@ reproduces each):
   rule in a test of its own, the cause is not isolated), and exactly where the indices are constant
   (onnx2tf's onnxsim then folds the index arithmetic into constants).
 
-So ``prepare --target litert`` writes every scatter as the ``mask`` form; a node that has only the
+So ``prepare --target litert`` first evaluates each scatter's constant index chain into one
+constant (which onnx2tf's onnxsim folds with the form's index arithmetic, before anything permutes
+it), then writes every scatter as the ``mask`` form; a node that has only the
 sort form (float max/min, whose result among NaNs and signed zeros depends on the update order a
 mask reduction does not keep) gets it only where its indices are constant, and is refused
 otherwise with that reason.
@@ -34,7 +36,7 @@ def _passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB
 
     return [MaskFormPass("litert", SORT_FORM_WRONG, True,
-                         max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)]
+                         max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB, fold_indices=True)]
 
 
 register_target(Target(

@@ -90,7 +90,7 @@ def main() -> int:
         feeds = {"x": x, "msg": msg, ("dst" if gnn else "index"): dst if gnn else rng.integers(0, N, (E, F))}
         for reduction in ("max", "add"):
             native = model(reduction, gnn)
-            lowered = sr.lower(native, opset=13)
+            lowered = sr.lower(native, opset=13, validate=False)  # (compared below)
             sessions = {"native": session(native), "lowered": session(lowered)}
             outs = {k: s.run(None, feeds)[0] for k, s in sessions.items()}  # warm-up
             if reduction == "max":

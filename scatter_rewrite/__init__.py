@@ -4,7 +4,7 @@ repair).
 The public API, re-exported lazily so that ``scatter-rewrite --help`` does not import onnx::
 
     import onnx, scatter_rewrite
-    model = scatter_rewrite.lower(onnx.load("model.onnx"), opset=13, validate=True)
+    model = scatter_rewrite.lower(onnx.load("model.onnx"), opset=13)  # validated, as the CLI
     report = scatter_rewrite.check(model, target="tensorrt-10")
 
 Every verb takes an ``onnx.ModelProto``, an ``onnx_ir.Model``, a path or an onnx_graphsurgeon

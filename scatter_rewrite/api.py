@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError, OptionTypeError, ScatterRewriteError, ValidationError
 from scatter_rewrite.model_io import check_in_memory_references, deserialize, save_model
-from scatter_rewrite.pipeline import Outcome, rewrite_file, rewrite_model
+from scatter_rewrite.pipeline import UNRUNNABLE, Outcome, rewrite_file, rewrite_model
 from scatter_rewrite.verbs import VERBS
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def rewrite(
     model: ModelLike,
     passes: Sequence[ir.passes.PassBase],
     *,
-    validate: bool = False,
+    validate: bool = True,
     inputs: dict | None = None,
     output: str | os.PathLike | None = None,
     return_report: bool = False,
@@ -85,9 +85,12 @@ def rewrite(
 ) -> ModelLike | tuple[ModelLike, Outcome]:
     """Run ``passes`` on ``model``; return the rewritten model, of the same kind as given.
 
-    ``validate=True`` proves the result equal to the original in onnxruntime (see
-    :mod:`scatter_rewrite.validate`) and raises ValidationError otherwise; ``rtol``/``atol``
-    set your own bound for float outputs instead of validation's judgement. For a path, the
+    By default (``validate=True``, as the command line) the result is proven equal to the
+    original in onnxruntime (see :mod:`scatter_rewrite.validate`): a ValidationError is raised
+    otherwise, and nothing is returned or written; ``validate=False`` skips the proof, for speed.
+    A result proven in onnx.reference that onnxruntime cannot run is returned, with a warning
+    logged and the report's status ``UNRUNNABLE`` saying why. ``rtol``/``atol`` set your own bound
+    for float outputs instead of validation's judgement. For a path, the
     result is written to ``output`` (default ``<stem>.<verb suffix>.onnx`` beside it) and its
     path returned. With ``return_report=True`` the result comes with an
     :class:`~scatter_rewrite.pipeline.Outcome`. Every verb goes through the same orchestration
@@ -96,7 +99,7 @@ def rewrite(
     Example::
 
         from scatter_rewrite.passes import UpgradePass
-        upgraded = scatter_rewrite.rewrite(onnx.load("old.onnx"), [UpgradePass(13)], validate=True)
+        upgraded = scatter_rewrite.rewrite(onnx.load("old.onnx"), [UpgradePass(13)])
     """
     function = VERBS[verb].function or verb if verb in VERBS else "rewrite"
     _check_arguments(function, rtol, atol, inputs)
@@ -105,6 +108,7 @@ def rewrite(
             _check_inputs_cover(function, _input_names_in_file(model), inputs)
         outcome = rewrite_file(verb, model, options=options, passes=passes, output=output,
                                validate=validate, inputs=inputs, rtol=rtol, atol=atol)
+        _warn_unrunnable(outcome, str(model))
         # (the kind given: a str for a str)
         result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)
         return (result, outcome) if return_report else result
@@ -130,8 +134,14 @@ def rewrite(
     outcome.seconds = time.perf_counter() - started
     for note in outcome.notes:
         logger.warning("the model given: %s", note)
+    _warn_unrunnable(outcome, "the model given")
     result = _from_ir(working, model)
     return (result, outcome) if return_report else result
+
+
+def _warn_unrunnable(outcome: Outcome, name: str) -> None:
+    if outcome.status == UNRUNNABLE:  # (returned: the model is correct, and the caller may want it)
+        logger.warning("%s: %s", name, outcome.error)
 
 
 def _check_arguments(function: str, rtol: Any, atol: Any, inputs: Any) -> None:
@@ -206,14 +216,15 @@ def _run_verb(name: str, model: Any, options: dict[str, Any], validate: bool, in
                    return_report=return_report)
 
 
-def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = False,
+def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = True,
             inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
             output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Every deprecated ``Scatter`` becomes ``ScatterElements``; the model moves to ``opset``
     (default: its own if >= 11, else 11; at most the highest the installed onnx defines). See
     :mod:`scatter_rewrite.passes.upgrade`.
 
-    ``validate=True`` proves the result in onnxruntime (``inputs``: your own, name -> array;
+    ``validate`` (default True, as the command line; False skips it) proves the result in
+    onnxruntime and raises ValidationError where it fails (``inputs``: your own, name -> array;
     ``rtol``/``atol``: your own bound for float outputs, see docs/validation.md); ``output``:
     where a model given as a path is written; ``return_report=True`` returns
     ``(model, Outcome)``. The result is of the kind given (ModelProto, onnx_ir.Model, path,
@@ -222,14 +233,14 @@ def upgrade(model: ModelLike, *, opset: int | None = None, validate: bool = Fals
     Example::
 
         import onnx, scatter_rewrite
-        model = scatter_rewrite.upgrade(onnx.load("old.onnx"), opset=13, validate=True)
+        model = scatter_rewrite.upgrade(onnx.load("old.onnx"), opset=13)
         onnx.save(model, "new.onnx")
     """
     return _run_verb("upgrade", model, {"opset": opset}, validate, inputs, rtol, atol, output,
                      return_report)
 
 
-def fold(model: ModelLike, *, size_limit: int | None = None, validate: bool = False,
+def fold(model: ModelLike, *, size_limit: int | None = None, validate: bool = True,
          inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
          output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Replace every scatter whose inputs are all constant by an initializer computed with our
@@ -240,13 +251,13 @@ def fold(model: ModelLike, *, size_limit: int | None = None, validate: bool = Fa
     Example::
 
         folded, report = scatter_rewrite.fold("model.onnx", output="model.folded.onnx",
-                                              validate=True, return_report=True)
+                                              return_report=True)
     """
     return _run_verb("fold", model, {"size_limit": size_limit}, validate, inputs, rtol, atol,
                      output, return_report)
 
 
-def lower(model: ModelLike, *, opset: int = 13, mode: str = "standard", validate: bool = False,
+def lower(model: ModelLike, *, opset: int = 13, mode: str = "standard", validate: bool = True,
           inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
           output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Lower scatter reductions (and TensorScatter) the target ``opset`` lacks into exact standard
@@ -258,13 +269,13 @@ def lower(model: ModelLike, *, opset: int = 13, mode: str = "standard", validate
     Example::
 
         onnx_program = torch.onnx.export(model, args, dynamo=True)
-        lowered = scatter_rewrite.lower(onnx_program.model, opset=13, validate=True)
+        lowered = scatter_rewrite.lower(onnx_program.model, opset=13)
     """
     return _run_verb("lower", model, {"opset": opset, "mode": mode}, validate, inputs, rtol, atol,
                      output, return_report)
 
 
-def to_scatternd(model: ModelLike, *, validate: bool = False, inputs: dict | None = None,
+def to_scatternd(model: ModelLike, *, validate: bool = True, inputs: dict | None = None,
                  rtol: float | None = None, atol: float | None = None,
                  output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Every ScatterElements becomes an exactly equivalent ScatterND.
@@ -272,14 +283,14 @@ def to_scatternd(model: ModelLike, *, validate: bool = False, inputs: dict | Non
 
     Example::
 
-        nd = scatter_rewrite.to_scatternd(onnx.load("model.onnx"), validate=True)
+        nd = scatter_rewrite.to_scatternd(onnx.load("model.onnx"))
     """
     return _run_verb("to_scatternd", model, {}, validate, inputs, rtol, atol, output,
                      return_report)
 
 
 def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
-                         fix_dims: dict[str, int] | None = None, validate: bool = False,
+                         fix_dims: dict[str, int] | None = None, validate: bool = True,
                          inputs: dict | None = None, rtol: float | None = None,
                          atol: float | None = None, output: str | os.PathLike | None = None,
                          return_report: bool = False) -> ModelLike:
@@ -293,13 +304,13 @@ def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
     Example::
 
         ready = scatter_rewrite.prepare_for_tensorrt("model.onnx", trt_version="8.6",
-                                                     fix_dims={"batch": 4}, validate=True)
+                                                     fix_dims={"batch": 4})
     """
     return _run_verb("tensorrt", model, {"trt_version": trt_version, "fix_dims": fix_dims},
                      validate, inputs, rtol, atol, output, return_report)
 
 
-def repair(model: ModelLike, *, assume: str | None = None, validate: bool = False,
+def repair(model: ModelLike, *, assume: str | None = None, validate: bool = True,
            inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
            output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Repair the TorchScript exporter's accumulating scatters (zeros -> scatter without reduction
@@ -308,7 +319,7 @@ def repair(model: ModelLike, *, assume: str | None = None, validate: bool = Fals
     not certainly the pattern is left alone, with the reason in the report. See
     :mod:`scatter_rewrite.passes.repair`.
 
-    The one function that changes a model's results, so ``validate=True`` proves what it promises
+    The one function that changes a model's results, so its validation proves what it promises
     instead of equality (:mod:`scatter_rewrite.repair_proof`): bit for bit equal to the original
     on inputs without repeated indices, equal to the evaluator's add-reduction on inputs with
     repeated indices (``inputs``, when given, too; ``rtol``/``atol``: your own bound for its float
@@ -319,15 +330,14 @@ def repair(model: ModelLike, *, assume: str | None = None, validate: bool = Fals
 
     Example::
 
-        repaired = scatter_rewrite.repair("gcn_ts11.onnx", output="gcn.repaired.onnx",
-                                          validate=True)
+        repaired = scatter_rewrite.repair("gcn_ts11.onnx", output="gcn.repaired.onnx")
     """
     return _run_verb("repair", model, {"assume": assume}, validate, inputs, rtol, atol, output,
                      return_report)
 
 
-def prepare(model: ModelLike, *, target: str, max_intermediate_mib: int | None = None,
-            fix_dims: dict[str, int] | None = None, validate: bool = False,
+def prepare(model: ModelLike, *, target: str | None = None, max_intermediate_mib: int | None = None,
+            fix_dims: dict[str, int] | None = None, validate: bool = True,
             inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
             output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Bring the model to ``target`` (a name of :mod:`scatter_rewrite.targets`, as ``check``

@@ -19,7 +19,9 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import InvalidModelError, OptionError, ScatterRewriteError
+from scatter_rewrite.errors import (
+    InvalidModelError, OptionError, ScatterRewriteError, ValidationError,
+)
 from scatter_rewrite.export_patterns import accumulate_export_notes
 from scatter_rewrite.model_io import (
     data_file_name, external_data_files, in_place_data_name, load_proto, staged_save, to_ir,
@@ -29,8 +31,9 @@ from scatter_rewrite.spec import check_scatter_nodes
 from scatter_rewrite.verbs import VERBS, Verb
 
 __all__ = [
-    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "VERBS", "WRITTEN", "Verb", "check_model",
-    "checker_failure", "default_output", "fixed_dim_sizes", "output_data_name",
+    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNRUNNABLE", "VERBS", "WRITTEN",
+    "Verb", "check_model", "checker_failure", "default_output", "fixed_dim_sizes",
+    "output_data_name",
     "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
     "rewrite_model", "run_passes",
 ]
@@ -47,10 +50,12 @@ def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
     return sizes
 
 
-# Outcome.status: PASSED (rewritten, checked, validated), WRITTEN (rewritten and checked, validation
-# not asked for), UNCHANGED (nothing to rewrite: the output is still written, a copy of the input),
-# FAILED.
+# Outcome.status: PASSED (rewritten, checked, validated in onnxruntime), WRITTEN (rewritten and
+# checked, validation not asked for), UNCHANGED (nothing to rewrite: the output is still written, a
+# copy of the input), UNRUNNABLE (rewritten, written and proven in onnx.reference, but onnxruntime
+# cannot run it: Outcome.error says why and what makes it run; exit 1), FAILED.
 PASSED, WRITTEN, UNCHANGED, FAILED = "PASSED", "WRITTEN", "UNCHANGED", "FAILED"
+UNRUNNABLE = "UNRUNNABLE"
 SUCCEEDED = (PASSED, WRITTEN, UNCHANGED)
 
 
@@ -317,20 +322,30 @@ def rewrite_model(
     # (the passes check the nodes too, but validation plans its inputs from them first)
     check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
-    plan = None
+    plan = unplanned = None
     if validate:  # (validation's imports only then: a --no-validate run starts faster)
         from scatter_rewrite import validate as validation
 
-        plan = validation.plan_validation(model, seed=seed, inputs=inputs,
-                                          dim_sizes=fixed_dim_sizes(passes), rtol=rtol, atol=atol)
+        try:
+            plan = validation.plan_validation(model, seed=seed, inputs=inputs,
+                                              dim_sizes=fixed_dim_sizes(passes), rtol=rtol,
+                                              atol=atol)
+        except ValidationError as e:
+            if inputs is not None:
+                raise  # (the user's inputs are refused, whatever the passes do)
+            unplanned = e  # no inputs the original runs on: a failure once a pass rewrites
+    opset_before = _default_opset(model)
     results = run_passes(model, passes, progress=progress)
     if plan is not None:
-        validation.allow_float_rounding(plan, results)
+        validation.allow_float_rounding(plan, results, (opset_before, _default_opset(model)))
     repaired = repaired_nodes(results)
     outcome = Outcome(str(source_name or source), str(destination),
                       [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
                       verb=verb, options=dict(options or {}))
     del results  # they hold the model too
+    if unplanned is not None and outcome.modified:
+        unplanned.passes = outcome.passes  # (for the report, as a failed validation's)
+        raise unplanned
     if progress is not None:
         progress("checking" if plan is None or not outcome.modified else "validating")
     # A new output keeps the input's form, external data, even when the rewrite replaced every
@@ -348,11 +363,36 @@ def rewrite_model(
     if replaced_data is not None:
         outcome.notes += _left_data_notes(replaced_data, written)
     outcome.status = _status(outcome.modified, outcome.validation is not None)
+    cannot = (outcome.validation or {}).get("onnxruntime_cannot_run")
+    if cannot:
+        outcome.status = UNRUNNABLE
+        outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""),
+                                         destination if source_name is None else None)
     return outcome
 
 
 def _status(modified: bool, validated: bool) -> str:
     return UNCHANGED if not modified else PASSED if validated else WRITTEN
+
+
+def unrunnable_error(why: str, to_run_it: str, written: Path | None) -> str:
+    """The one line an UNRUNNABLE outcome gives: what onnxruntime lacks, that the model is written
+    and correct, and the command that makes it run (``written``: the model's path; None for a
+    model given in memory, where the command is the Python API's)."""
+    if not to_run_it:
+        fix = "no scatter-rewrite command writes a form it runs"
+    elif written is None:
+        verb, *args = to_run_it.split()
+        keywords = ", ".join(f"{k.lstrip('-')}={v}" for k, v in zip(args[::2], args[1::2]))
+        fix = f"scatter_rewrite.{verb}(model, {keywords}) writes a form it runs"
+    else:
+        fix = f"scatter-rewrite {to_run_it.replace(' ', f' {written} ', 1)} writes a form it runs"
+    return (f"onnxruntime cannot run the written model ({why}); it is written, proven in "
+            f"onnx.reference; {fix}")
+
+
+def _default_opset(model: ir.Model) -> int | None:
+    return model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
 
 
 def _finish(outcome: Outcome, started: float) -> Outcome:

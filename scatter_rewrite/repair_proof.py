@@ -42,6 +42,9 @@ from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.model_io import load_model
 from scatter_rewrite.passes.repair import find_sites
+from scatter_rewrite.validate.engines import (
+    first_line, kernels_onnxruntime_lacks, what_onnxruntime_lacks,
+)
 
 __all__ = ["intended_model", "prove_repair", "scatter_mean"]
 
@@ -230,7 +233,11 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
                else "no inputs tried left every index unrepeated")
     said = ("the original differs there" if differs
             else "no inputs tried repeated an index the original misses")
+    # (where the evaluator ran the repaired model: why onnxruntime cannot, for the status)
+    cannot, to_run_it = what_onnxruntime_lacks(repaired) if engine != "onnxruntime" else ("", "")
     return {
+        "onnxruntime_cannot_run": cannot,
+        "to_run_it": to_run_it,
         "checked_against": (f"repair's proof: without repeated indices, {without}; with repeated "
                             f"indices ({said}), equal to the evaluator's run of what PyTorch "
                             f"computed, {engine} on the repaired model"),
@@ -270,7 +277,7 @@ def _judge(plan, intended: onnx.ModelProto, n_outputs: int, probes: _Probes, uni
 
     outputs = _evaluate(intended, plan.inputs)
     expected, probed = outputs[:n_outputs], outputs[n_outputs:]
-    actual, engine = _run(repaired, plan.inputs)
+    actual, engine = _run(repaired, plan.inputs, repaired=True)
     before, _ = _run(original, plan.inputs)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
     if (not probes.counts_self and not _repeats(probes.sites, probed)
@@ -310,12 +317,17 @@ def _tolerance_said(outputs: list, tolerances: dict) -> str:
     return f"float outputs within {', '.join(said)}; everything else exact"
 
 
-def _run(model: str | os.PathLike, inputs: dict) -> tuple[list, str]:
+def _run(model: str | os.PathLike, inputs: dict, repaired: bool = False) -> tuple[list, str]:
     """onnxruntime's outputs, or the evaluator's where onnxruntime cannot run the model (the
-    deprecated ``Scatter`` of an opset-9 export); and which engine gave them."""
+    deprecated ``Scatter`` of an opset-9 export); and which engine gave them. The ``repaired``
+    model falls back only where onnxruntime lacks what it needs (its kernel registry: float16
+    ``ScatterElements(add)`` at opset 16/17); any other failure on it is the repair's."""
     from scatter_rewrite import validate as validation
 
     try:
         return validation.run_onnxruntime(model, inputs), "onnxruntime"
-    except Exception:  # ORT reports load failures through several exception types
+    except Exception as e:  # ORT reports load failures through several exception types
+        if repaired and not kernels_onnxruntime_lacks(model):
+            raise ValidationError("onnxruntime cannot run the repaired model, nothing written: "
+                                  f"{first_line(e, 300)}") from e
         return validation.run_reference(model, inputs), "scatter-rewrite's evaluator"

@@ -78,8 +78,15 @@ def _shape_only(tensor: ir.TensorProtocol, name: str | None) -> ir.ExternalTenso
 
 
 def weightless_copy(model: ir.Model) -> ir.Model:
-    """A copy of ``model`` to decide on (inline Ifs, trace, infer), without its big weights."""
-    return ir.serde.deserialize_model(serialize_without_weights(model))
+    """A copy of ``model`` to decide on (inline Ifs, trace, infer), without its big weights. Its
+    external tensors are found where the model's are (their file names are relative to its
+    folder, not to the working directory)."""
+    copy = ir.serde.deserialize_model(serialize_without_weights(model))
+    folders = {v.const_value.base_dir for v in model.graph.initializers.values()
+               if isinstance(v.const_value, ir.ExternalTensor)}
+    if len(folders) == 1:
+        ir.external_data.set_base_dir(copy.graph, folders.pop())
+    return copy
 
 
 def inferred_tensor_types(model: ir.Model) -> dict[ir.Value, onnx.TypeProto.Tensor] | None:

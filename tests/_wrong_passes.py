@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnx.helper as oh
 import onnx_ir as ir
+from onnx import TensorProto
+from onnx import numpy_helper as nh
 
 from scatter_rewrite.graph import constant_tensor, iter_nodes
 from scatter_rewrite.passes.base import ScatterPass
@@ -132,3 +136,90 @@ class RepairOffByOne(RepairPass):
             bumped.outputs[0].name = f"{base.name}_plus_one"
             model.graph.insert_before(add, bumped)
             add.replace_input_with(0, bumped.outputs[0])
+
+
+class OneSymbolicDimForAll(ScatterPass):
+    """Declares the output of every unary elementwise node of the main graph with the shape of its
+    input, the first dimension renamed to one symbolic dim shared by all (``unk__0``), wrong on
+    purpose: values of different sizes said to be equal, as spliced function bodies once declared
+    them. onnxruntime (default session options) then reuses one's buffer for another and fails at
+    run time ("Shape mismatch attempting to re-use buffer"); onnx.checker and onnx.reference
+    accept it."""
+
+    name = "one-symbolic-dim-for-all"
+
+    def run(self, model):
+        for node, scope in iter_nodes(model):
+            first = node.inputs[0] if node.inputs else None
+            if (scope.body is not model.graph or node.op_type not in ("Abs", "Neg", "Relu", "Exp")
+                    or first is None or not first.shape):
+                continue
+            for value in node.outputs:
+                value.type = value.type or first.type
+                value.shape = ir.Shape(["unk__0", *list(first.shape)[1:]])
+            self.rewrote(node, scope, "outputs declared [unk__0, ...] (wrong on purpose)")
+
+
+class MoveOffByOneRounding(ScatterPass):
+    """Moves the model to ``opset`` (the honest move) and multiplies the output of the middle node
+    of its longest run of Mul nodes by 1 + 2^-20 (wrong on purpose: a few float32 ulps, far within
+    any fixed tolerance, as a move that re-associated one product of a long chain wrongly)."""
+
+    name = "move-off-by-one-rounding"
+
+    def __init__(self, opset: int):
+        super().__init__()
+        self.opset = opset
+
+    def run(self, model):
+        from scatter_rewrite.opset import move_to_opset
+
+        self.moved(move_to_opset(model, self.opset))
+        muls = [node for node in model.graph if node.op_type == "Mul"]
+        middle = muls[len(muls) // 2]
+        factor = ir.val("one_plus_2_to_the_minus_20",
+                        const_value=ir.tensor(np.array(1 + 2.0 ** -20, np.float32)))
+        model.graph.register_initializer(factor)
+        biased = ir.node("Mul", [middle.outputs[0], factor])
+        biased.outputs[0].type = middle.outputs[0].type
+        biased.outputs[0].shape = middle.outputs[0].shape
+        ir.convenience.replace_all_uses_with(middle.outputs[0], biased.outputs[0],
+                                             replace_graph_outputs=True)
+        biased.replace_input_with(0, middle.outputs[0])
+        model.graph.insert_after(middle, biased)
+        self.note("one product of the chain off by 2^-20 (wrong on purpose)", modified=True)
+
+
+# ---- the models the passes above are shown wrong on -----------------------------------------
+
+def _vi(name, shape, dtype=TensorProto.FLOAT):
+    return oh.make_tensor_value_info(name, dtype, shape)
+
+
+def two_row_counts_model() -> onnx.ModelProto:
+    """Two inputs of independent row counts, each through Neg and Abs and summed, times a Constant
+    (as a function body spliced in holds Constants: onnxruntime has no kernel for Constant)."""
+    two = nh.from_array(np.array(2.0, np.float32))
+    nodes = [oh.make_node("Neg", ["x"], ["a"]), oh.make_node("Abs", ["a"], ["b"]),
+             oh.make_node("ReduceSum", ["b"], ["s"], keepdims=1),
+             oh.make_node("Neg", ["y"], ["c"]), oh.make_node("Abs", ["c"], ["d"]),
+             oh.make_node("ReduceSum", ["d"], ["t"], keepdims=1),
+             oh.make_node("Constant", [], ["k"], value=two),
+             oh.make_node("Add", ["s", "t"], ["u"]), oh.make_node("Mul", ["u", "k"], ["z"])]
+    graph = oh.make_graph(nodes, "g", [_vi("x", ["N", 4]), _vi("y", ["M", 4])], [_vi("z", [1, 1])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
+
+
+def product_chain_model(opset: int = 17, links: int = 50) -> onnx.ModelProto:
+    """x times 2 and 0.5 in turn, ``links`` times (exact in float32: the original has no rounding
+    error), through a Reshape(allowzero=0) that an opset move rewrites."""
+    nodes = [oh.make_node("Reshape", ["x", "shape"], ["h0"], allowzero=0)]
+    for k in range(links):
+        factor = "two" if k % 2 == 0 else "half"
+        nodes.append(oh.make_node("Mul", [f"h{k}", factor], [f"h{k + 1}"]))
+    nodes.append(oh.make_node("Identity", [f"h{links}"], ["y"]))
+    weights = [nh.from_array(np.array([-1, 16], np.int64), "shape"),
+               nh.from_array(np.array(2.0, np.float32), "two"),
+               nh.from_array(np.array(0.5, np.float32), "half")]
+    graph = oh.make_graph(nodes, "g", [_vi("x", [64, 16])], [_vi("y", [64, 16])], weights)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=8)

@@ -22,7 +22,7 @@ from scatter_rewrite.verbs import VERBS
 
 API_OF_VERB = {"upgrade": sr.upgrade, "fold": sr.fold, "lower": sr.lower,
                "to_scatternd": sr.to_scatternd, "tensorrt": sr.prepare_for_tensorrt,
-               "repair": sr.repair}
+               "repair": sr.repair, "prepare": sr.prepare}
 SHARED = ["validate", "inputs", "rtol", "atol", "output", "return_report"]
 
 
@@ -157,8 +157,10 @@ def test_an_unchanged_model_is_reported_as_such():
     result, outcome = sr.upgrade(model, validate=True, return_report=True)
     assert outcome.status == "UNCHANGED" and not outcome.modified and outcome.validation is None
     assert [n.op_type for n in result.graph.node] == ["ScatterElements"]
-    _, outcome = sr.upgrade(scatter_model("Scatter", opset=10), return_report=True)
+    _, outcome = sr.upgrade(scatter_model("Scatter", opset=10), return_report=True, validate=False)
     assert outcome.status == "WRITTEN" and outcome.modified and outcome.verb == "upgrade"  # not validated
+    _, outcome = sr.upgrade(scatter_model("Scatter", opset=10), return_report=True)
+    assert outcome.status == "PASSED" and outcome.validation is not None  # validated by default
 
 
 def test_an_ir_model_comes_back_as_an_ir_model_and_the_input_is_not_changed():

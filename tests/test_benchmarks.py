@@ -153,3 +153,13 @@ def test_bench_torchscript_smoke():
     by_command = {(row[1], row[2]): int(row[7]) for row in rows}
     # the same row-key lowering for both exports: the TorchScript export has fewer other nodes
     assert by_command[("TorchScript", commands[1])] <= by_command[("dynamo", commands[1])]
+
+
+def test_bench_no_scatter_smoke():
+    out = run("bench_no_scatter.py", "--smoke")
+    rows = table(out, "| case | reduction | form | native (ms) | form (ms) | ratio | peak RSS native / form (MiB) | bound (MiB) | default bound |")
+    # a row follows the child's check of the form's output against the native model's
+    assert [(row[0].split(",")[0], row[2]) for row in rows] == [
+        ("MoE load", "sort"), ("MoE load", "mask"), ("MoE rows", "sort"), ("MoE rows", "mask"),
+        ("GNN 50 nodes x 8", "sort")]
+    assert all(row[5].endswith("x") and row[8] == "accepts" for row in rows), rows

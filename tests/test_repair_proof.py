@@ -115,5 +115,7 @@ def test_the_users_inputs_are_judged_bit_for_bit_where_no_index_repeats(tmp_path
     assert proof["without_repeated_indices"]["tolerance"] == "exact (bit for bit)"
     assert not proof["with_repeated_indices"]["original_differs"]  # nothing repeated anywhere
     wrong = repair_to(tmp_path / "original.onnx", tmp_path / "wrong.onnx", "max")
-    with pytest.raises(ValidationError, match="not bit-exact"):
+    # (a reduction its opset lacks: onnxruntime refuses the model, having every kernel, which is a
+    # failure, never a reason to judge it in onnx.reference, which reads the attribute anyway)
+    with pytest.raises(ValidationError, match="onnxruntime cannot run the repaired model"):
         prove_repair(tmp_path / "original.onnx", wrong, inputs=inputs)

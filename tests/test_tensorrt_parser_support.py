@@ -180,7 +180,8 @@ def test_every_node_the_flow_writes_is_in_the_table(version):
     problems = {}
     for name, make, fix_dims in [(n, m, None) for n, m in CORPUS.items()] + [
             ("add with --fix-dim E=6", lambda: elements(I32, "add", indices_shape=("E", 5, 3)), {"E": 6})]:
-        out = sr.prepare_for_tensorrt(make(), trt_version=version, fix_dims=fix_dims)
+        out = sr.prepare_for_tensorrt(make(), trt_version=version, fix_dims=fix_dims,
+                                      validate=False)  # (the form; its proof: the tests below)
         found = not_documented(out, version)
         found += [b for f in check(ir.serde.deserialize_model(out), f"tensorrt-{version}") for b in f.blockers]
         if found:
@@ -197,7 +198,7 @@ def test_pytorch_exports_gain_only_documented_nodes(version):
     for path in sorted(data.glob("*/*.onnx")):
         model = onnx.load(path)
         try:
-            out = sr.prepare_for_tensorrt(model, trt_version=version)
+            out = sr.prepare_for_tensorrt(model, trt_version=version, validate=False)  # (the form)
         except sr.ConversionError:
             continue  # refused: nothing written, so nothing gained (the refusals: test_check_agrees_with_verbs)
         # what the export itself holds stays (8.6: its ConstantOfShape on INT64, which 8.x documents for FP32)
@@ -264,7 +265,7 @@ def test_types_tensorrt_lacks_are_refused_and_checked(version, dtype, phrase, re
 
 def test_bfloat16_is_still_prepared_for_10():
     model = elements(TensorProto.BFLOAT16, "max")
-    out = sr.prepare_for_tensorrt(model, trt_version="10")
+    out = sr.prepare_for_tensorrt(model, trt_version="10", validate=False)  # (the form, not its proof)
     assert "ScatterElements" not in {n.op_type for n in out.graph.node}
     assert not_documented(out, "10") == []
     assert scatter_data_blocker(DT.BFLOAT16, "10") is None

@@ -277,7 +277,7 @@ def test_differential(case):
     model = scatter_model("ScatterElements", opset=18, data_shape=shape_of("d", data_shape),
                           indices_shape=shape_of("i", indices_shape), indices_type=indices_type, axis=axis,
                           reduction=reduction, data_type=TensorProto.INT64)
-    rewritten = sr.to_scatternd(model)
+    rewritten = sr.to_scatternd(model, validate=False)  # (judged below, against the spec)
     assert "ScatterElements" not in op_types(rewritten)
     size, a = data_shape[axis], axis % rank
     if reduction == "none":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -26,6 +27,8 @@ from scatter_rewrite.validate import comparison
 from scatter_rewrite.validate.comparison import compare, judge_rounding
 
 from _wrong_passes import DoubleOneTerm, DropOneTerm, OneTermToTheNextSlot
+
+REPAIR_DATA = Path(__file__).parent / "data" / "torch_repair"
 
 N, F = 10, 4  # the GNN's nodes and features: data [N, F]
 
@@ -228,6 +231,16 @@ def test_every_wrong_pass_is_caught():
         "DropOneTerm": (gnn_sum(3000), [DropOneTerm("u")], sum_inputs, beyond),
         "DoubleOneTerm": (gnn_sum(3000), [DoubleOneTerm("u")], sum_inputs, beyond),
         "OneTermToTheNextSlot": (gnn_sum(3000), [OneTermToTheNextSlot("i")], sum_inputs, beyond),
+        "OneSymbolicDimForAll": (_wrong_passes.two_row_counts_model(), [_wrong_passes.OneSymbolicDimForAll()],
+                                 {"x": np.ones((51, 4), np.float32), "y": np.ones((33, 4), np.float32)},
+                                 (sr.ValidationError, "cannot run the rewritten model, though it runs the original")),
+        "MoveOffByOneRounding": (_wrong_passes.product_chain_model(), [_wrong_passes.MoveOffByOneRounding(13)],
+                                 None, beyond),
+        # (the real exports test_repair_real_exports.py proves them wrong on, by their own proof)
+        "RepairIntoMax": (onnx.load(REPAIR_DATA / "bev_index_put_ts16.onnx"), [_wrong_passes.RepairIntoMax()],
+                          None, (sr.ValidationError, "")),
+        "RepairOffByOne": (onnx.load(REPAIR_DATA / "moe_router_ts13.onnx"), [_wrong_passes.RepairOffByOne()],
+                           None, (sr.ValidationError, "")),
     }
     wrong = {name for name, c in vars(_wrong_passes).items()
              if isinstance(c, type) and issubclass(c, ScatterPass)

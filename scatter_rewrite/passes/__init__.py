@@ -31,6 +31,8 @@ _EXPORTS = {
     "LowerTensorScatterPass": ("scatter_rewrite.passes.tensorrt", "LowerTensorScatterPass"),
     "CapOpsetPass": ("scatter_rewrite.passes.tensorrt", "CapOpsetPass"),
     "tensorrt_passes": ("scatter_rewrite.passes.tensorrt", "tensorrt_passes"),
+    "NoScatterPass": ("scatter_rewrite.passes.no_scatter", "NoScatterPass"),
+    "TargetScattersPass": ("scatter_rewrite.passes.no_scatter", "TargetScattersPass"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.fix_dims import FixDimsPass  # noqa: F401
     from scatter_rewrite.passes.fold import FoldPass  # noqa: F401
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
+    from scatter_rewrite.passes.no_scatter import NoScatterPass, TargetScattersPass  # noqa: F401
     from scatter_rewrite.passes.repair import RepairPass  # noqa: F401
     from scatter_rewrite.passes.specialize import SpecializeCallsPass  # noqa: F401
     from scatter_rewrite.passes.tensorrt import (  # noqa: F401

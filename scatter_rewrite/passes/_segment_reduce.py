@@ -453,7 +453,7 @@ def row_counts(node: ir.Node) -> tuple[int | None, int | None, int | None]:
             return None, _static_product(data, 0, last + 1), _static_product(data, last + 1, None)
         return (_static_product(shape_src, 0, last + 1), _static_product(data, 0, last + 1),
                 _static_product(data, last + 1, None))
-    k = indices.shape[-1]
+    k = index_tuple_length(indices)  # (indices of unknown rank: the tuple's length derived)
     return (
         _static_product(indices, 0, -1),
         _static_product(data, 0, k),

@@ -54,13 +54,14 @@ from scatter_rewrite.graph import (
     reference_reason, remove_unused_expands, value_names,
 )
 from scatter_rewrite.passes import _segment_reduce as seg
+from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
 
-__all__ = ["DEFAULT_MAX_INTERMEDIATE_MIB", "Form", "NoScatterPass", "forms_for",
-           "no_scatter_passes", "scatter_free_blocker"]
+__all__ = ["DEFAULT_MAX_INTERMEDIATE_MIB", "Form", "NoScatterPass", "TargetScattersPass",
+           "forms_for", "no_scatter_passes", "scatter_free", "scatter_free_blocker"]
 
 DEFAULT_MAX_INTERMEDIATE_MIB = 256
 INT64 = ir.DataType.INT64
@@ -88,11 +89,9 @@ class Form:
         return None if self.elements is None else self.elements * self.itemsize
 
     def said(self) -> str:
-        if self.bytes is None:
-            return (f"{self.name} form, largest intermediate {self.formula} elements of "
-                    f"{self.itemsize} bytes (R data rows, n update rows, w row width)")
-        return (f"{self.name} form, largest intermediate {self.elements} elements "
-                f"({_mib(self.bytes)})")
+        if self.bytes is None:  # (R data rows, n update rows, w their width: docs/targets.md)
+            return f"{self.name} form: largest intermediate {self.formula} x {self.itemsize} bytes"
+        return f"{self.name} form: largest intermediate {_mib(self.bytes)}"
 
 
 def _mib(size: int) -> str:
@@ -124,7 +123,7 @@ def scatter_free_blocker(node: ir.Node, opset: int) -> str | None:
         return seg.reduction_blocker(node, opset)
     # (none: only Gather moves the values, whatever their type; the row view needs the rank)
     if node.op_type == "ScatterElements":
-        if seg._static_rank(*node.inputs) is None:
+        if all(v.shape is None for v in node.inputs):
             return "the rank of data/indices/updates is unknown"
     else:
         k = seg.index_tuple_length(node.inputs[1])
@@ -172,7 +171,10 @@ def forms_for(node: ir.Node) -> list[Form]:
     elements, _ = sized(total, w)
     estimate = ((rows if rows is not None else _LARGE) + (n if n is not None else _LARGE)) * (
         w if w is not None else _LARGE)
-    forms.append(Form("sort", elements, _itemsize(ct), said("(R+n)*w"), estimate))
+    # (float max/min carry an int64 position per element through the scan: 8 bytes each)
+    positional = reduction in ("max", "min") and ct in _FLOATS
+    forms.append(Form("sort", elements, 8 if positional else _itemsize(ct), said("(R+n)*w"),
+                      estimate))
     return sorted(forms, key=lambda f: (f.estimate * f.itemsize, f.name != "mask"))
 
 
@@ -215,6 +217,9 @@ class NoScatterPass(ScatterPass):
         if any(n.op_type == "Scatter" and is_default_domain(n) for n, _ in iter_nodes(model)):
             self.absorb(UpgradePass()(model))
         self.absorb(SpecializeCallsPass(_is_scatter)(model))
+        # TorchScript's constant Ifs around a scatter hide its rank: their taken branch, as lower
+        for text in inline_constant_ifs(model, near=scatter_of_unknown_rank):
+            self.note(text, modified=True)
         borrowed = borrow_inferred_types(model, sharpen=True) + annotate_functions_with(
             model, _is_scatter)
         try:

@@ -14,6 +14,8 @@ Sources (also in docs/targets.md):
 
 from __future__ import annotations
 
+__all__: list[str] = []  # (registers its targets at import; nothing else to use)
+
 from scatter_rewrite.targets import Target, register_target
 
 _FORMS = ("exact scatter-free forms: Gather/GatherElements, Equal, Where, Reduce*, TopK, "

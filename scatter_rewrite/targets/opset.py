@@ -7,6 +7,8 @@ deprecated from 11."""
 
 from __future__ import annotations
 
+__all__ = ["FLOOR"]
+
 from scatter_rewrite.targets import ALL_REDUCTIONS, ScatterSupport, Target, register_target
 
 FLOOR = 9  # Scatter's first opset: the lowest at which there is anything to say

@@ -14,6 +14,8 @@ judges every float sum.
 
 from __future__ import annotations
 
+__all__: list[str] = []  # (registers its targets at import; nothing else to use)
+
 from scatter_rewrite.targets import SCATTER_DATA_TYPES, ScatterSupport, Target, register_target
 
 

@@ -10,6 +10,8 @@ constant Ifs inlined, dimensions fixed).
 
 from __future__ import annotations
 
+__all__: list[str] = []  # (registers its targets at import; nothing else to use)
+
 from scatter_rewrite.targets import ScatterSupport, Target, register_target
 
 # The scatter layer's data types per version (passes/_trt_support.py scatter_types; INT64 and

@@ -6,14 +6,18 @@ Three parts, one module each:
   model before any pass runs (:func:`plan_validation`), or the user's, checked; their sizes fit
   the model's ops (:mod:`.dims`) and the original runs on them (:mod:`.trial`).
 - :mod:`.engines`: running a model in onnxruntime or in ``onnx.reference`` with our NumPy kernels.
-  onnxruntime runs with the graph optimizations a user's session gets by default; only weight
-  prepacking is off (it copies memory-mapped external weights into the heap; same results).
-  A ``--mode custom`` result must load with ``custom_ops.register``, as its users run it.
+  onnxruntime runs as a user's session does by default (the exceptions, none changing a result, are
+  stated in :func:`.engines._session_options`); what it lacks to run a model is decided from its
+  kernel registry and declared facts (:func:`.engines.kernels_onnxruntime_lacks`), never from an
+  error's text. A ``--mode custom`` result must load with ``custom_ops.register``, as its users
+  run it.
 - :mod:`.comparison`: exact for integers and none/max/min, a judgement that follows the float
   arithmetic where a rewrite may reorder float additions or multiplications.
 
 :func:`validate` (in :mod:`.proof`) runs both models, in one engine where it can, and raises
-ValidationError on any difference. The caller plans before the passes and, after them, lets the
+ValidationError on any difference, and where onnxruntime fails on a rewritten model it has all it
+needs for; a rewritten model proven in onnx.reference that onnxruntime cannot run is reported so
+(``ValidationResult.onnxruntime_cannot_run``: the pipeline's UNRUNNABLE status). The caller plans before the passes and, after them, lets the
 passes' results say where floats may round otherwise (:func:`allow_float_rounding`).
 """
 

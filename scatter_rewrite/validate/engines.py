@@ -3,6 +3,7 @@ and ``onnx.reference`` with scatter-rewrite's NumPy kernels; what onnxruntime's 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -14,14 +15,17 @@ import onnx
 import onnx_ir as ir
 
 __all__ = [
-    "CustomOpsRefused", "first_line", "lacks_a_kernel", "needs_custom_ops_in_onnxruntime",
-    "ort_reason", "run_onnxruntime", "run_reference", "undeclared_kernels", "without_paths",
+    "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
+    "first_line", "kernels_onnxruntime_lacks", "needs_custom_ops_in_onnxruntime", "ort_reason",
+    "run_onnxruntime", "run_reference", "undeclared_kernels", "what_onnxruntime_lacks",
+    "without_paths",
 ]
 
 
-# The one graph optimization validation leaves out: onnxruntime 1.32's ExpandElimination drops an
-# Expand of a [3, 1] tensor to a [3, 0] shape as if it changed nothing, and the next node then fails
-# on the [3, 1] it gets (tests/test_edge_cases.py's zero-size cases, lowered for TensorRT).
+# The one graph optimization validation leaves out (an exception to "as a user runs it", stated in
+# docs/validation.md): onnxruntime 1.32's ExpandElimination drops an Expand of a [3, 1] tensor to a
+# [3, 0] shape as if it changed nothing, and the next node then fails on the [3, 1] it gets
+# (tests/test_edge_cases.py's zero-size cases, lowered for TensorRT).
 _DISABLED_OPTIMIZERS = ["ExpandElimination"]
 _CPU = ["CPUExecutionProvider"]
 
@@ -162,21 +166,120 @@ def ort_reason(e: BaseException) -> str:
 
 
 
-def lacks_a_kernel(model: str | os.PathLike, e: BaseException) -> bool:
-    """Whether onnxruntime refused ``model`` for a kernel or type its CPU provider lacks, or whose
-    inputs or outputs its Python binding cannot pass, not for a malformed graph.
+@dataclasses.dataclass(frozen=True)
+class Lack:
+    """Something onnxruntime lacks to run a model: ``what`` names the node (its op, opset, place)
+    or graph input/output and the type; ``fix``, the scatter-rewrite command that writes a form it
+    runs, where one does."""
 
-    Asked of onnxruntime's kernel registry first (:func:`undeclared_kernels`). What the registry
-    does not declare, onnxruntime says only in its error text, read here and pinned by tests that
-    produce each with the installed onnxruntime (tests/test_validate_engines.py): a reduction its
-    kernel refuses at run time for a type it registers (float16 add: RUNTIME_EXCEPTION "data type is
-    not supported"), bfloat16 inputs ("Numpy_type 256 can't be converted to MLDataType"), float8e5m2
-    or int4 outputs ("No corresponding Numpy type")."""
-    if undeclared_kernels(model):
-        return True
-    text = str(e)
-    return ("No corresponding Numpy type" in text or "can't be converted to MLDataType" in text
-            or ("RUNTIME_EXCEPTION" in text and "data type is not supported" in text))
+    what: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        return self.what
+
+
+# float16 scatter reductions lowered to standard ops (sort, segmented sums, ScatterND without
+# reduction), which onnxruntime runs in float16: tests/test_validate_engines.py runs them.
+LOWER_TO_RUN = "lower --opset 13"
+
+
+def kernels_onnxruntime_lacks(model: str | os.PathLike) -> list[Lack]:
+    """Why onnxruntime's CPU provider, run from Python as validation and a user run it, cannot run
+    ``model``: one :class:`Lack` per node or graph input/output; empty where it has everything the
+    model needs.
+
+    Decided from declared facts only, never from an error's text: onnxruntime's kernel registry
+    (:func:`undeclared_kernels`), the scatter reductions its registered kernels implement for fewer
+    types than they register (:data:`REDUCTIONS_REFUSED`) and the element types its Python binding
+    passes (:data:`PASSED_IN`, :data:`PASSED_OUT`). tests/test_validate_engines.py pins each against
+    the installed onnxruntime."""
+    loaded = _typed(model)
+    if loaded is None:  # (what cannot be loaded is not ours to judge here)
+        return []
+    return ([Lack(what) for what in _undeclared_kernels(loaded)] + _refused_reductions(loaded)
+            + _unpassable_types(loaded))
+
+
+def _typed(model: str | os.PathLike) -> ir.Model | None:
+    """``model`` (without its external weights) with the types ONNX's shape inference gives the
+    values it does not declare, which decide what a kernel must take; None where it cannot be
+    loaded."""
+    try:
+        proto = onnx.load(str(model), load_external_data=False)
+    except Exception:
+        return None
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # (then the declared types alone are judged)
+        pass
+    return ir.serde.deserialize_model(proto)
+
+
+def what_onnxruntime_lacks(model: str | os.PathLike) -> tuple[str, str]:
+    """:func:`kernels_onnxruntime_lacks` said in one phrase (empty where it lacks nothing), and the
+    command that writes a form onnxruntime runs where one does for all of it ("" if none)."""
+    lacks = kernels_onnxruntime_lacks(model)
+    fixes = {lack.fix for lack in lacks}
+    return "; ".join(map(str, lacks)), fixes.pop() if len(fixes) == 1 else ""
+
+
+# onnxruntime's CPU ScatterElements and ScatterND kernels register every element type, but their
+# reductions are implemented for fewer and refuse the others when the node runs (the
+# Func_Add/Func_Mul/Func_Max/Func_Min specializations that raise NOT_IMPLEMENTED in
+# onnxruntime/core/providers/cpu/tensor/scatter.cc and scatter_nd.cc): (op, reduction) -> the
+# element types refused. Checked against the installed onnxruntime, every op, reduction and type.
+_FLOAT16, _BFLOAT16 = ir.DataType.FLOAT16, ir.DataType.BFLOAT16
+_BOOL, _STRING = ir.DataType.BOOL, ir.DataType.STRING
+REDUCTIONS_REFUSED: dict[tuple[str, str], frozenset[ir.DataType]] = {
+    ("ScatterElements", "add"): frozenset({_FLOAT16, _BFLOAT16}),
+    ("ScatterElements", "mul"): frozenset({_FLOAT16, _BFLOAT16, _STRING}),
+    ("ScatterElements", "max"): frozenset({_BFLOAT16, _BOOL, _STRING}),
+    ("ScatterElements", "min"): frozenset({_BFLOAT16, _BOOL, _STRING}),
+    ("ScatterND", "add"): frozenset({_FLOAT16, _BFLOAT16}),
+    ("ScatterND", "mul"): frozenset({_FLOAT16, _BFLOAT16, _STRING}),
+    ("ScatterND", "max"): frozenset({_FLOAT16, _BFLOAT16, _BOOL, _STRING}),
+    ("ScatterND", "min"): frozenset({_FLOAT16, _BFLOAT16, _BOOL, _STRING}),
+}
+
+# The element types onnxruntime's Python binding takes as graph inputs (NumPy's own types) and
+# returns as outputs (those, and float8e4m3fn and float4e2m1 as raw bytes: _as_declared). bfloat16,
+# the other float8 types and the 4-bit types it cannot pass (no NumPy type of its own), nor complex
+# tensors (onnxruntime has none).
+PASSED_IN = frozenset({
+    ir.DataType.BOOL, ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
+    ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64,
+    ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.STRING,
+})
+PASSED_OUT = PASSED_IN | {ir.DataType.FLOAT8E4M3FN, ir.DataType.FLOAT4E2M1}
+
+
+def _refused_reductions(model: ir.Model) -> list[Lack]:
+    from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
+
+    refused = []
+    for node, scope in iter_nodes(model):
+        if not is_default_domain(node) or not node.inputs or node.inputs[0] is None:
+            continue
+        reduction = attr(node, "reduction", "none")
+        dtype = node.inputs[0].dtype
+        if dtype in REDUCTIONS_REFUSED.get((node.op_type, reduction), ()):
+            refused.append(Lack(f"{describe(node, scope)}: no {_ort_type_name(dtype)} "
+                                f"reduction='{reduction}' in its CPU kernel",
+                                LOWER_TO_RUN if dtype == _FLOAT16 else ""))
+    return refused
+
+
+def _unpassable_types(model: ir.Model) -> list[Lack]:
+    unpassable = []
+    for values, passed, what in ((model.graph.inputs, PASSED_IN, "input"),
+                                 (model.graph.outputs, PASSED_OUT, "output")):
+        for value in values:
+            if value.dtype is not None and value.dtype not in passed:
+                unpassable.append(Lack(f"graph {what} '{value.name}' is "
+                                       f"{_ort_type_name(value.dtype)}, which onnxruntime's "
+                                       "Python binding cannot pass"))
+    return unpassable
 
 
 def undeclared_kernels(model: str | os.PathLike) -> list[str]:
@@ -184,20 +287,21 @@ def undeclared_kernels(model: str | os.PathLike) -> list[str]:
     onnxruntime's CPU provider registers no kernel at the model's opset, or none for the type of an
     input (by the schema's type parameter of that input), as ``op(opset)`` or ``op(opset, type)``.
     Input types not known (inside a function) are not judged."""
+    loaded = _typed(model)
+    return [] if loaded is None else _undeclared_kernels(loaded)
+
+
+def _undeclared_kernels(loaded: ir.Model) -> list[str]:
     from scatter_rewrite.graph import is_default_domain, iter_nodes
 
-    try:
-        loaded = ir.load(str(model))
-    except Exception:  # (what cannot be loaded is not ours to judge here)
-        return []
     opset = loaded.opset_imports.get("", loaded.opset_imports.get("ai.onnx"))
     if opset is None:
         return []
     declared = _cpu_kernels()
     missing = []
     for node, _scope in iter_nodes(loaded):
-        if not is_default_domain(node):
-            continue
+        if not is_default_domain(node) or node.op_type == "Constant":
+            continue  # (onnxruntime loads Constant nodes as initializers: no kernel runs them)
         kernels = [c for lo, hi, c in declared.get(node.op_type, []) if lo <= opset <= hi]
         try:
             schema = onnx.defs.get_schema(node.op_type, opset)
@@ -218,7 +322,10 @@ def undeclared_kernels(model: str | os.PathLike) -> list[str]:
             if value is None or value.dtype is None or param not in constraints:
                 continue
             name = _ort_type_name(value.dtype)
-            if f"tensor({name})" not in constraints[param]:
+            # (a float16 node without a float16 kernel runs on its float kernel, between the Casts
+            # onnxruntime's InsertCastTransformer adds when it loads the model)
+            cast = name == "float16" and "tensor(float)" in constraints[param]
+            if f"tensor({name})" not in constraints[param] and not cast:
                 missing.append(f"{node.op_type}({opset}, {name})")
                 break
     return missing

@@ -122,6 +122,9 @@ class ValidationPlan:
     tolerance: tuple[float, float] | None = None
     # Ops the passes re-expressed so that float results may round otherwise (allow_float_rounding).
     float_rounding: list[str] = dataclasses.field(default_factory=list)
+    # The default-domain opset (before, after) where the passes moved it (allow_float_rounding):
+    # onnxruntime fuses ops differently per opset, so float outputs may round otherwise.
+    opset_move: tuple[int, int] | None = None
     # The float types those sums are computed in, where known: a float16 sum cast to a float32
     # output rounds as float16 does, not as the output type shows.
     float_sum_types: list[np.dtype] = dataclasses.field(default_factory=list)

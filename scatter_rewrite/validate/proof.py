@@ -14,7 +14,7 @@ from scatter_rewrite.validate import engines, float64
 from scatter_rewrite.validate.comparison import (
     compare, compare_outputs, judge_rounding, judgeable, tolerance_said,
 )
-from scatter_rewrite.validate.engines import first_line, lacks_a_kernel, ort_reason, without_paths
+from scatter_rewrite.validate.engines import first_line, ort_reason, without_paths
 from scatter_rewrite.validate.inputs import ValidationPlan
 
 __all__ = ["allow_float_rounding", "validate", "ValidationResult"]
@@ -30,23 +30,34 @@ class ValidationResult:
     # Where the proof ran in onnx.reference: how onnxruntime's results on the model it runs compare
     # with onnx.reference's (see validate); empty where onnxruntime ran both.
     cross_check: str = ""
+    # Why onnxruntime cannot run the rewritten model (proven in onnx.reference), or "" where it ran
+    # it: the status then says so (pipeline.UNRUNNABLE), never PASSED.
+    onnxruntime_cannot_run: str = ""
+    to_run_it: str = ""  # the scatter-rewrite command that writes a form onnxruntime runs, if one
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
 
-def allow_float_rounding(plan: ValidationPlan, results) -> None:
+def allow_float_rounding(plan: ValidationPlan, results,
+                         opsets: tuple[int | None, int | None] = (None, None)) -> None:
     """After the passes: where one re-expressed an op so that float results may round differently
     (``ScatterPassResult.float_rounding``: an op replaced by its ONNX function body, the spec's own
-    definition of it), float outputs are compared within FLOAT_TOLERANCE, and the notes say why."""
+    definition of it), float outputs are compared within FLOAT_TOLERANCE, and the notes say why.
+    ``opsets``: the model's default-domain opset before and after the passes; where they differ,
+    float outputs that are not bit for bit the original's are judged against a float64 evaluation
+    of the original (onnxruntime fuses ops differently per opset: the same arithmetic may round
+    otherwise in the moved model), without the fixed tolerance, which a wrong move could pass."""
     ops = sorted({op for r in results for op in getattr(r, "float_rounding", ())})
     already = plan.float_tolerance
     plan.float_rounding = ops
     if ops and not already:
         plan.notes.append(f"float outputs compared within tolerance: {', '.join(ops)} replaced by "
                           f"{'its' if len(ops) == 1 else 'their'} ONNX function body")
-
+    before, after = opsets
+    if before is not None and after is not None and before != after:
+        plan.opset_move = (before, after)
 
 
 _REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
@@ -57,14 +68,18 @@ def validate(
 ) -> ValidationResult:
     """Run both models and compare; raise ValidationError on any difference.
 
-    Both run in onnxruntime where it runs both. Where it cannot run one of them, both run in
-    onnx.reference and are compared there, in one engine: the proof of the rewrite. (Across engines,
-    a float op after the scatter, NumPy's MatMul against onnxruntime's, rounds differently, and no
-    bit-for-bit comparison would hold.) The model onnxruntime does run is then compared with its own
-    onnx.reference results too (``cross_check``): it loads and runs, and the summary says how far
-    the two engines are apart on it (never a failure: their float ops round differently). Where
-    onnx.reference cannot run that model, onnxruntime's results on it are compared with the
-    other's."""
+    Both run in onnxruntime, as a user runs them (:mod:`.engines`), where it runs both. A rewritten
+    model it fails to load or run is a failure, unless it lacks what that model needs
+    (:func:`engines.kernels_onnxruntime_lacks`, from its kernel registry and declared facts, never
+    from the error's text) or fails on it just as on the original: only then do both run in
+    onnx.reference, compared there, in one engine (across engines, a float op after the scatter,
+    NumPy's MatMul against onnxruntime's, rounds differently, and no bit-for-bit comparison would
+    hold), and the result says why onnxruntime cannot run the rewritten model
+    (``onnxruntime_cannot_run``: the model is correct, not PASSED). Where onnxruntime cannot run the
+    original, the rewritten model it does run is compared in onnx.reference too, and with its own
+    onnxruntime results (``cross_check``): the summary says how far the two engines are apart on it
+    (never a failure: their float ops round differently). Where onnx.reference cannot run that
+    model, onnxruntime's results on it are compared with the other's."""
     try:
         original_ort = engines.run_onnxruntime(original, plan.inputs)
         ort_cannot_run_original = None
@@ -75,10 +90,11 @@ def validate(
         original_ref = _run_original_in_reference(original, plan, ort_cannot_run_original)
     try:
         rewritten_ort = engines.run_onnxruntime(rewritten, plan.inputs)
-        ort_cannot_run_rewritten = None
+        ort_cannot_run_rewritten = unrunnable = to_run_it = None
     except engines.CustomOpsRefused as e:
         if not engines.needs_custom_ops_in_onnxruntime(rewritten):  # (the TensorRT plugin form)
             rewritten_ort, ort_cannot_run_rewritten = None, str(e)
+            unrunnable = to_run_it = None
         else:  # never PASSED for a model its users cannot load
             raise ValidationError(
                 "onnxruntime cannot load the rewritten model with "
@@ -87,18 +103,9 @@ def validate(
                 "it anyway"
             ) from e
     except Exception as e:
-        # Only a kernel onnxruntime lacks, or the very failure the original had, is the rewrite's to
-        # leave: anything else (an input retyped, a graph it refuses) is a rewrite onnxruntime
-        # cannot run.
-        as_the_original = without_paths(ort_reason(e)) == without_paths(ort_cannot_run_original)
-        if not as_the_original and not lacks_a_kernel(rewritten, e):
-            raise ValidationError(
-                f"onnxruntime cannot run the rewritten model: {first_line(e, 300)}"
-            ) from e
-        # A dtype onnxruntime's CPU kernels lack (bfloat16; float16 ScatterND max, which the
-        # original's ScatterElements has): the rewritten model runs in the reference evaluator
-        # (already past onnx.checker), and the summary says so.
-        rewritten_ort, ort_cannot_run_rewritten = None, ort_reason(e)
+        rewritten_ort = None
+        unrunnable, to_run_it = _why_onnxruntime_cannot_run(rewritten, e, ort_cannot_run_original)
+        ort_cannot_run_rewritten = unrunnable
     cross_check = None  # (model, its onnx.reference results, its onnxruntime results)
     if original_ort is not None and rewritten_ort is not None:
         expected, actual = original_ort, rewritten_ort
@@ -130,7 +137,7 @@ def validate(
         actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
         checked_against = (
             f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime "
-            f"lacks a kernel it uses: {ort_cannot_run_rewritten})"
+            f"cannot run it: {ort_cannot_run_rewritten})"
         )
         if expected is None:
             expected = original_ort
@@ -148,7 +155,7 @@ def validate(
         )
     else:
         tolerance = tolerance_said(expected) if plan.float_tolerance else "exact (bit for bit)"
-    if failures and plan.float_tolerance and plan.tolerance is None:
+    if failures and (plan.float_tolerance or plan.opset_move) and plan.tolerance is None:
         failures, judged = _judge_by_the_arithmetic(original, plan, names, expected, actual,
                                                     failures)
         tolerance = judged or tolerance
@@ -161,7 +168,27 @@ def validate(
         diffs,
         list(plan.notes),
         _cross_check(names, *cross_check) if cross_check else "",
+        unrunnable or "",
+        to_run_it or "",
     )
+
+
+def _why_onnxruntime_cannot_run(rewritten: str | os.PathLike, e: BaseException,
+                                ort_cannot_run_original: str | None) -> tuple[str, str]:
+    """Why onnxruntime failed on the rewritten model (``e``), where that leaves the model correct
+    but not runnable there, and the command that writes a form it runs ("" if none is known);
+    ValidationError where the failure is the rewrite's: one onnxruntime has all it needs for, and
+    did not have on the original."""
+    lacks, to_run_it = engines.what_onnxruntime_lacks(rewritten)
+    if lacks:
+        return lacks, to_run_it
+    if without_paths(ort_reason(e)) == without_paths(ort_cannot_run_original):
+        return f"it fails on it as on the original: {ort_cannot_run_original}", ""
+    ran = "runs the original" if ort_cannot_run_original is None else "has every kernel it needs"
+    raise ValidationError(
+        f"validation failed, nothing written: onnxruntime cannot run the rewritten model, though "
+        f"it {ran}: {first_line(e, 300)}"
+    ) from e
 
 
 def _failed(checked_against: str, failures: dict[str, str]) -> str:
@@ -205,8 +232,13 @@ def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, 
             left[name] = failure
     if left:
         return left, ""
-    fixed = tolerance_said(expected).replace("; everything else exact", "")
-    return left, (f"{fixed}, or else judged against a float64 evaluation of the original "
+    if plan.float_tolerance:
+        first = tolerance_said(expected).replace("; everything else exact", "")
+    else:
+        before, after = plan.opset_move
+        first = (f"float outputs bit for bit (the opset moved {before} -> {after}, and onnxruntime "
+                 "fuses ops differently per opset)")
+    return left, (f"{first}, or else judged against a float64 evaluation of the original "
                   f"({'; '.join(measured)}); everything else exact")
 
 

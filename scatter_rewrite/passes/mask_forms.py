@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from scatter_rewrite.graph import iter_nodes, shadowed_names
+from scatter_rewrite.graph import SCATTER_OPS, is_default_domain, iter_nodes, shadowed_names
 from scatter_rewrite.passes.fold import ConstantChains
-from scatter_rewrite.passes.no_scatter import (
-    Form, NoScatterPass, _is_scatter, forms_for,
-)
+from scatter_rewrite.passes.no_scatter import Form, NoScatterPass, forms_for
+
+__all__ = ["MaskFormPass"]
 
 
 def _constant(value: ir.Value | None) -> bool:
@@ -67,7 +67,8 @@ def _fold_constant_indices(model: ir.Model) -> None:
     """Each scatter's index input computed from constants only, made one Constant node."""
     chains = ConstantChains(shadowed=shadowed_names(model))
     for node, scope in list(iter_nodes(model)):
-        if not _is_scatter(node) or len(node.inputs) <= _index_input(node):
+        if not (is_default_domain(node) and node.op_type in SCATTER_OPS) \
+                or len(node.inputs) <= _index_input(node):
             continue
         index = node.inputs[_index_input(node)]
         producer = index.producer() if index is not None else None

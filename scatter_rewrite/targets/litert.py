@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from scatter_rewrite.targets import Target, register_target
 
+__all__ = ["SORT_FORM_WRONG"]
+
 SORT_FORM_WRONG = ("its only exact scatter-free form (sort: TopK and a doubling scan) runs wrong "
                    "after onnx2tf 1.29 unless the indices are constant (docs/targets.md, litert)")
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from scatter_rewrite.targets import ALL_REDUCTIONS, ScatterSupport, Target, register_target
 
+__all__ = ["RUNS", "SORT_FORM_WRONG", "target_scatters_passes"]
+
 # every scatter but TensorScatter, any type OpenVINO's ONNX frontend reads
 RUNS = (
     ScatterSupport("ScatterElements", ALL_REDUCTIONS),

@@ -14,6 +14,8 @@ from __future__ import annotations
 from scatter_rewrite.targets import Target, register_target
 from scatter_rewrite.targets.openvino import RUNS, target_scatters_passes
 
+__all__: list[str] = []  # (registers its target at import; nothing else to use)
+
 register_target(Target(
     name="tvm", family="tvm",
     summary="Apache TVM's Relax (0.27): every scatter but TensorScatter runs exactly",

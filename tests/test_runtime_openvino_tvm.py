@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto
 
 import scatter_rewrite
+from scatter_rewrite.errors import ConversionError
 from _runtimes import (
     Refused, combined, disagreement, op_types, original_outputs, run_in, scatter_cases,
     sums_floats,
@@ -112,3 +113,43 @@ def test_real_exports_prepared_run_as_onnxruntime(runtime, name, tmp_path):
     model, inputs = export_case(name)
     prepared = scatter_rewrite.prepare(model, target=runtime)
     _assert_runs_as_original(runtime, model, prepared, inputs, tmp_path, True)
+
+
+def _has_float_max_min(model: onnx.ModelProto) -> bool:
+    reductions = {a.s for n in model.graph.node for a in n.attribute if a.name == "reduction"}
+    return bool(reductions & {b"max", b"min"}) and \
+        model.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+
+
+@pytest.mark.parametrize("float_sums", [False, True], ids=["bit-exact", "float-sums"])
+def test_openvino_npu_forms_have_no_scatter_nor_topk_and_run_exactly(float_sums, tmp_path):
+    # no NPU here: the forms run on OpenVINO's CPU plugin, whose TopK breaks the sort form
+    cases = {name: case for name, case in scatter_cases().items()
+             if sums_floats(case[0]) == float_sums and not _has_float_max_min(case[0])}
+    model, inputs = combined(cases)
+    prepared = scatter_rewrite.prepare(model, target="openvino-npu", validate=True)
+    assert not {op for op in op_types(prepared) if "Scatter" in op or op == "TopK"}
+    _assert_runs_as_original("openvino", model, prepared, inputs, tmp_path, float_sums)
+
+
+def test_openvino_npu_refuses_float_max_with_input_indices():
+    model, _ = scatter_cases()["elements_max_axis0"]
+    with pytest.raises(ConversionError, match="TopK keeping equal keys in index order"):
+        scatter_rewrite.prepare(model, target="openvino-npu")
+
+
+def test_openvino_topk_does_not_keep_equal_keys_in_index_order(tmp_path):
+    # ONNX's TopK puts equal values lower index first, which the sort form relies on
+    keys = np.array([3, 1, 0, 1, 3, 0, 2, 2, 1, 0, 3, 2], np.int64)
+    graph = oh.make_graph(
+        [oh.make_node("TopK", ["keys", "k"], ["values", "order"], largest=0)], "topk",
+        [oh.make_tensor_value_info("keys", TensorProto.INT64, [12])],
+        [oh.make_tensor_value_info("values", TensorProto.INT64, [12]),
+         oh.make_tensor_value_info("order", TensorProto.INT64, [12])],
+        initializer=[onnx.numpy_helper.from_array(np.array([12], np.int64), "k")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    stable = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(original_outputs(model, {"keys": keys})[1], stable)
+    order = run_in("openvino", model, {"keys": keys}, tmp_path)[1]
+    assert not np.array_equal(order, stable)
+    np.testing.assert_array_equal(keys[order], keys[stable])  # a sort all the same

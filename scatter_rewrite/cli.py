@@ -673,6 +673,12 @@ def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
             _say(_format(outcome), aside)
     if verb == "tensorrt":
         _warn_not_ready(outcomes, options["trt_version"])
+    elif verb == "prepare":  # (prepare --target tensorrt-X runs the tensorrt flow: the same warning)
+        from scatter_rewrite.targets import get_target
+
+        target = get_target(options["target"])
+        if target.family == "tensorrt":
+            _warn_not_ready(outcomes, target.name.split("-", 1)[1])
     if report_path is not None:
         _write_report(report_path, verb, outcomes)
     return outcomes, several

@@ -14,6 +14,11 @@ it as it is, and the verb succeeds), FIXABLE (something does, and the verb succe
 verb refuses it: its reason, on each node it names, a non-scatter node too) or INVALID. READY or
 FIXABLE exactly when the verb succeeds: the verb's own code decides, not a second opinion.
 
+Targets are the registered ones (:mod:`scatter_rewrite.targets`, docs/targets.md): each node is
+judged by its target's ``judge`` (TensorRT's and opset-N's, below) or, for the others (no-scatter,
+qnn, rknn, ort-cpu, ...), from its table (:func:`judge_by_support`: a scatter form the target does
+not run is blocked, its fix ``prepare --target T``); the dry run runs the target's verb.
+
 What ``check(model, target)`` finds per scatter node, by target:
 
 ``tensorrt-10`` / ``tensorrt-8.6``

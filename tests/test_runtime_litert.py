@@ -119,6 +119,33 @@ def test_the_sort_form_with_input_indices_runs_wrong_after_onnx2tf(tmp_path):
     _prepared_runs_as_original(*constant_indices(model, inputs), tmp_path / "constant")
 
 
+# Exports onnx2tf 1.29.24 cannot convert at all, whatever is done to their scatters: the original is
+# refused too, or its .tflite fails to prepare (dynamic shape arithmetic, Concat of shapes, ...: errors
+# in its converter, not wrong numbers). Both are asserted, so that a newer onnx2tf shows here.
+ONNX2TF_REFUSES = frozenset({
+    "torch/index_add_dynamo18",
+    "torch/index_put_acc_dynamo18",
+    "torch/label_smoothing_ts11",
+    "torch_repair/bev_index_put_ts11",
+    "torch_repair/bev_index_put_ts13",
+    "torch_repair/bev_index_put_ts16",
+    "torch_repair/bev_index_put_ts17",
+    "torch_repair/bev_pool_ts17",
+    "torch_repair/degree_count_ts13",
+    "torch_repair/gnn_sum_ts13",
+    "torch_repair/index_add_ts13",
+    "torch_repair/index_put_acc_ts11",
+    "torch_repair/index_put_acc_ts17",
+    "torch_repair/jagged_bag_sum_strict_ts13",
+    "torch_repair/jagged_bag_sum_ts13",
+    "torch_repair/pyg_mean_dynamo18",
+    "torch_repair/pyg_mean_self_dynamo18",
+    "torch_trt/index_put_ts16",
+    "torch_trt/scatter_add_gnn_static_ts16",
+    "torch_trt/scatter_add_gnn_ts16",
+})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", EXPORTS)
 def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
@@ -127,6 +154,11 @@ def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
         prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
     except ConversionError as e:
         assert "runs wrong after onnx2tf" in str(e)  # float max/min on input indices only
+        return
+    if name in ONNX2TF_REFUSES:
+        for which, converted in (("original", model), ("prepared", prepared)):
+            with pytest.raises(Refused):
+                run_in("litert", converted, inputs, tmp_path / which)
         return
     expected = original_outputs(model, inputs)
     actual = run_in("litert", prepared, inputs, tmp_path)

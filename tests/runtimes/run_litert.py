@@ -66,7 +66,11 @@ def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     with tempfile.TemporaryDirectory() as folder:
         tflite = convert(model_path, inputs, Path(folder))
         interpreter = Interpreter(model_path=str(tflite))
-        runner = interpreter.get_signature_runner()
+        try:
+            runner = interpreter.get_signature_runner()
+            runner.get_input_details()
+        except (RuntimeError, ValueError) as e:  # the .tflite fails to prepare: a broken conversion
+            raise Refused(f"LiteRT: {str(e).strip().splitlines()[-1]}") from e
         details = runner.get_input_details()
         by_tf = {_tf_name(n): n for n in inputs}
         feeds = {}
@@ -76,7 +80,11 @@ def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
             if not np.array_equal(cast.astype(array.dtype), array):
                 raise Refused(f"LiteRT input {tf_name} is {detail['dtype']}: {array.dtype} values do not fit")
             feeds[tf_name] = cast
-        result = {_tf_name(name): np.asarray(value) for name, value in runner(**feeds).items()}
+        try:
+            ran = runner(**feeds)
+        except (RuntimeError, ValueError) as e:  # a kernel's prepare step rejects the shapes
+            raise Refused(f"LiteRT: {' '.join(str(e).split())}") from e
+        result = {_tf_name(name): np.asarray(value) for name, value in ran.items()}
     # TensorFlow's signature sorts outputs by name: back in the ONNX model's order
     names = [o.name for o in onnx.load(model_path, load_external_data=False).graph.output]
     missing = [n for n in names if _tf_name(n) not in result]

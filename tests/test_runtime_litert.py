@@ -131,9 +131,7 @@ ONNX2TF_REFUSES = frozenset({
     "torch_repair/bev_index_put_ts16",
     "torch_repair/bev_index_put_ts17",
     "torch_repair/bev_pool_ts17",
-    "torch_repair/degree_count_ts13",
     "torch_repair/gnn_sum_ts13",
-    "torch_repair/index_add_ts13",
     "torch_repair/index_put_acc_ts11",
     "torch_repair/index_put_acc_ts17",
     "torch_repair/jagged_bag_sum_strict_ts13",
@@ -146,8 +144,17 @@ ONNX2TF_REFUSES = frozenset({
 })
 
 
+# Not done: onnx2tf converts these originals (a TorchScript scatter without reduction into zeros)
+# but refuses their prepared mask form ("Output tensors of a Functional model must be the output of
+# a TensorFlow Layer ... Found: [6 1]": a shape computation it folded to a constant).
+PREPARED_REFUSED = {"torch_repair/degree_count_ts13", "torch_repair/index_add_ts13"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", EXPORTS)
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=Refused, reason=(
+        "onnx2tf refuses the prepared mask form of this export (not done)")))
+    if name in PREPARED_REFUSED else name for name in EXPORTS])
 def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
     model, inputs = export_case(name)
     try:

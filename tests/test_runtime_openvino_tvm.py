@@ -90,9 +90,34 @@ def test_tensor_scatter_is_refused_there_and_prepared_without_matmul(runtime, tm
 # a few in the default run, all with -m slow
 SAMPLE = ("torch/gnn_max_layer_dynamo18", "torch_repair/bev_pool_ts17",
           "torch_repair/moe_router_ts13")
-EXPORTS = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.glob("torch*/*.onnx")
-                 if any(n.op_type.startswith("Scatter") for n in onnx.load(p).graph.node)
+# (onnxruntime does not load this one: TorchScript declared a wrong shape, test_torchscript_shapes.py)
+UNLOADABLE = {"torch/scatter_amax_feeds_add_ts18"}
+EXPORTS = sorted(name for p in DATA.glob("torch*/*.onnx")
+                 if (name := str(p.relative_to(DATA).with_suffix(""))) not in UNLOADABLE
+                 and any(n.op_type.startswith("Scatter") for n in onnx.load(p).graph.node)
                  and "fp16" not in p.name)
+# What TVM 0.27's Relax frontend refuses in these exports, the original as much as the prepared
+# model (both asserted): Constant nodes with value_ints/value_float ("no value in Constant"), a TopK
+# whose k is computed, and ScatterElements max at opset 16/17, which TorchScript writes although
+# ONNX defines max from opset 18 only (TVM's ScatterElements-16 takes none/add/mul, as the spec);
+# in some of them TVM first refuses a Size of a shape.
+MAX_BEFORE_18 = "reductions are supported, but got max|Size cannot handle ShapeExpr inputs"
+TVM_REFUSES = {
+    "torch/gnn_gelu_layernorm_dynamo20": "no value in Constant",
+    "torch/gnn_max_layer_dynamo18": "no value in Constant",
+    "torch/gnn_max_layer_ts17": MAX_BEFORE_18,
+    "torch/gnn_max_view_expand_ts17": MAX_BEFORE_18,
+    "torch/index_add_dynamo18": "no value in Constant",
+    "torch/index_put_acc_dynamo18": "no value in Constant",
+    "torch/mp_layer_dynamo18": "no value in Constant",
+    "torch/mp_layer_dynamo18_dynamic": "no value in Constant",
+    "torch/mp_layer_dynamodefault": "no value in Constant",
+    "torch/scatter_reduce_amax_ts16": MAX_BEFORE_18,
+    "torch_repair/moe_sort_ts13": "TopK k must be a constant",
+    "torch_repair/pyg_mean_dynamo18": "no value in Constant",
+    "torch_repair/pyg_mean_self_dynamo18": "no value in Constant",
+    "torch_trt/scatter_amax_ts16": MAX_BEFORE_18,
+}
 
 
 def export_case(name: str) -> tuple[onnx.ModelProto, dict]:
@@ -112,6 +137,11 @@ def _export_params():
 def test_real_exports_prepared_run_as_onnxruntime(runtime, name, tmp_path):
     model, inputs = export_case(name)
     prepared = scatter_rewrite.prepare(model, target=runtime)
+    if runtime == "tvm" and name in TVM_REFUSES:
+        for which, converted in (("original", model), ("prepared", prepared)):
+            with pytest.raises(Refused, match=TVM_REFUSES[name]):
+                run_in(runtime, converted, inputs, tmp_path / which)
+        return
     _assert_runs_as_original(runtime, model, prepared, inputs, tmp_path, True)
 
 

@@ -618,7 +618,8 @@ def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
     from scatter_rewrite.pipeline import VERBS, rewrite_file, rewrite_file_reporting
 
     options = declared.bind(options, cli=True)
-    VERBS[verb].make_passes(**options)  # option errors surface before any work
+    with _flags_in_errors(declared):
+        VERBS[verb].make_passes(**options)  # option errors surface before any work
     if in_place and output is not None:
         raise OptionError("--in-place and -o/--output exclude each other; pick one")
     output_path = Path(output) if output is not None else None
@@ -645,7 +646,7 @@ def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
     if len(files) == 1:
         started = time.perf_counter()
         try:
-            with _pass_progress(files[0]) as progress:
+            with _pass_progress(files[0]) as progress, _flags_in_errors(declared):
                 outcomes = [rewrite_file(verb, files[0], progress=progress, **kwargs)]
         except ScatterRewriteError as e:
             if report_path is not None:
@@ -691,6 +692,20 @@ def _shown(outcome: Any) -> Any:
         outcome.output = outcome.output and shown_paths(outcome.output)
         outcome.error = outcome.error and shown_paths(outcome.error)
     return outcome
+
+
+@contextlib.contextmanager
+def _flags_in_errors(verb: Any):
+    """An OptionError the library raises naming a Python parameter (``opset=9``), said with the
+    verb's flag instead (``--opset 9``)."""
+    from scatter_rewrite.errors import OptionError
+
+    try:
+        yield
+    except OptionError as e:
+        if e.parameter is None:
+            raise
+        raise OptionError(verb.cli_message(e), parameter=e.parameter) from e
 
 
 @contextlib.contextmanager

@@ -31,7 +31,14 @@ class IndexOutOfRangeError(InvalidModelError):
 class OptionError(ScatterRewriteError, ValueError):
     """An option value is invalid (opset out of range, unknown target, options that exclude each
     other): bad usage, exit 2 on the command line; a ValueError in Python, raised before any work,
-    naming the parameter."""
+    naming the parameter.
+
+    ``parameter``: the Python parameter the message starts with (``opset=9 is out of range``), which
+    the command line shows as its flag (:meth:`scatter_rewrite.verbs.Verb.cli_message`)."""
+
+    def __init__(self, message: str = "", *, parameter: str | None = None):
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class ValidationError(ScatterRewriteError):

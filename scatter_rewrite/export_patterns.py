@@ -11,16 +11,18 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.graph import (
-    attr, describe, is_default_domain, is_reference, iter_nodes, reference_reason,
+    DEFAULT_DOMAINS, attr, describe, is_default_domain, is_reference, iter_nodes, reference_reason,
 )
 
 __all__ = [
     "accumulate_export_notes", "accumulate_export_suspect", "ACCUMULATE_NOTE_START",
     "CLEARED_MEAN_NOTE_START",
-    "clearing_scatter", "is_constant_zeros", "mean_export_suspect", "SCATTER_REDUCE_NAME",
+    "clearing_scatter", "is_constant_zeros", "may_note", "mean_export_suspect",
+    "SCATTER_REDUCE_NAME",
 ]
 
 ACCUMULATE_NOTE_START = "writes into zeros and its result is added"
@@ -113,6 +115,26 @@ def accumulate_export_notes(model: ir.Model) -> list[str]:
             if (note := suspect(node, reduction)) is not None:
                 notes.append(f"{describe(node, scope)} {note}")
     return notes
+
+
+def may_note(proto: onnx.ModelProto) -> bool:
+    """Whether :func:`accumulate_export_notes` may note anything on ``proto``, read without the IR:
+    False only when it certainly notes nothing. Each note needs a default-domain scatter read by
+    an ``Add`` (the accumulating form) or a ``ScatterElements`` whose reduction is written as
+    ``"none"`` (the mean's forms); subgraphs and functions are not looked into (True)."""
+    graph_types = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    if proto.functions or any(a.type in graph_types for n in proto.graph.node for a in n.attribute):
+        return True
+    added = {name for n in proto.graph.node if n.op_type == "Add" for name in n.input}
+    for node in proto.graph.node:
+        if node.domain not in DEFAULT_DOMAINS:
+            continue
+        if node.op_type in ("Scatter", "ScatterElements", "ScatterND") and node.output[0] in added:
+            return True
+        if node.op_type == "ScatterElements" and any(
+                a.name == "reduction" and a.s == b"none" for a in node.attribute):
+            return True
+    return False
 
 
 def is_constant_zeros(value: ir.Value | None, depth: int = 0) -> bool:

@@ -6,24 +6,32 @@ and falls back to the model's.
 
 What caches of nodes key their attributes and tensors by: :func:`attribute_key` and
 :func:`tensor_key` (their values, or the objects themselves; never a name).
+
+New nodes are built through one builder: :class:`NodeBuilder` (and its two building blocks
+:func:`constant_node`, :func:`typed`), which records each node in order with its output typed;
+the passes' lowerings use :class:`NamedNodeBuilder`, the same with fresh output names.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import struct
 from collections.abc import Hashable, Iterable, Iterator
 
+import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite import custom_ops
 
 __all__ = [
-    "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_tensor",
-    "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe", "describe_parts",
-    "function_calls", "is_default_domain", "is_overridable", "is_reference", "iter_nodes",
-    "iter_scopes", "nodes_within", "reference_reason", "remove_unused_expands", "SCATTER_OPS",
-    "Scope", "shadowed_names", "tensor_key", "value_names",
+    "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_node",
+    "constant_tensor", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe",
+    "describe_parts", "function_calls", "is_default_domain", "is_overridable", "is_reference",
+    "iter_nodes", "iter_scopes", "NamedNodeBuilder", "Names", "NodeBuilder", "nodes_within",
+    "reference_reason", "remove_unused_expands", "SCATTER_OPS", "Scope", "shadowed_names",
+    "tensor_key", "typed",
+    "value_names",
 ]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -296,3 +304,212 @@ def reference_reason(node: ir.Node, names=None) -> str | None:
             return (f"attribute '{name}' refers to the function's attribute '{a.ref_attr_name}', "
                     "whose value is known only at a call site")
     return None
+
+
+def constant_node(array: np.ndarray) -> ir.Node:
+    """A ``Constant`` node holding ``array``, its output typed and shaped like it."""
+    const = ir.node("Constant", [], attributes={"value": ir.tensor(array)}, num_outputs=1)
+    const.outputs[0].dtype = ir.DataType.from_numpy(array.dtype)
+    const.outputs[0].shape = ir.Shape(array.shape)
+    return const
+
+
+def typed(node: ir.Node, dtype: ir.DataType | None, shape: ir.Shape | None = None) -> ir.Node:
+    """``node`` with its first output's dtype and shape set, when the dtype is known (converting or
+    checking a new node reads its input types)."""
+    if dtype is not None:
+        node.outputs[0].dtype, node.outputs[0].shape = dtype, shape
+    return node
+
+
+class NodeBuilder:
+    """New nodes, recorded in the order built (:attr:`nodes`), for a caller to insert or splice::
+
+        b = NodeBuilder()
+        m = b.add("ReduceMax", [x], {"axes": [1], "keepdims": 1}, dtype=x.dtype)
+        y = b.add("Sub", [x, m], dtype=x.dtype, shape=x.shape)
+        replace(node, b.nodes, [y])
+
+    Attribute values are Python values or ``ir.Attr`` (converted by ``onnx_ir.node``).
+    """
+
+    def __init__(self) -> None:
+        self.nodes: list[ir.Node] = []
+
+    def node(self, op_type: str, inputs, attributes: dict | None = None, *, num_outputs: int = 1,
+             dtype: ir.DataType | None = None, shape: ir.Shape | None = None) -> ir.Node:
+        """A new node of the default domain, its first output typed when ``dtype`` is given."""
+        new = ir.node(op_type, list(inputs), attributes or {}, num_outputs=num_outputs)
+        self.nodes.append(typed(new, dtype, shape))
+        return new
+
+    def add(self, op_type: str, inputs, attributes: dict | None = None, *,
+            dtype: ir.DataType | None = None, shape: ir.Shape | None = None) -> ir.Value:
+        """A new one-output node; its output."""
+        return self.node(op_type, inputs, attributes, dtype=dtype, shape=shape).outputs[0]
+
+    def const(self, array) -> ir.Value:
+        """A new ``Constant`` holding ``array`` (a NumPy array or scalar); its output."""
+        self.nodes.append(constant_node(np.asarray(array)))
+        return self.nodes[-1].outputs[0]
+
+
+_INT64 = ir.DataType.INT64
+_FLOAT_TYPES = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
+
+
+class Names:
+    """Fresh value names, unique against ``taken`` (every name already in the model)."""
+
+    def __init__(self, taken: set[str] | None = None, prefix: str = "lower"):
+        self.taken = taken if taken is not None else set()
+        self.prefix = prefix
+        self._counter = itertools.count()
+
+    def new(self, hint: str) -> str:
+        while True:
+            name = f"{self.prefix}_{hint}_{next(self._counter)}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+class NamedNodeBuilder(NodeBuilder):
+    """A :class:`NodeBuilder` whose every output gets a fresh name (:class:`Names`), with equal
+    constants built once and the shape arithmetic the lowerings share (the passes' builder: one
+    graph's nodes, the main body or a Loop/If subgraph)."""
+
+    def __init__(self, names: Names):
+        super().__init__()
+        self.names = names
+        self._consts: dict[tuple, ir.Value] = {}
+
+    def op(self, op_type: str, *inputs: ir.Value | None, outputs: int = 1, domain: str = "",
+           dtype: ir.DataType | None = None, **attributes) -> ir.Value | tuple[ir.Value, ...]:
+        node = ir.node(op_type, list(inputs), attributes=attributes or None, domain=domain,
+                       num_outputs=outputs)
+        for out in node.outputs:
+            out.name = self.names.new(op_type.lower())
+        if dtype is not None:
+            node.outputs[0].dtype = dtype
+        self.nodes.append(node)
+        return node.outputs[0] if outputs == 1 else tuple(node.outputs)
+
+    def const(self, value, dtype=np.int64) -> ir.Value:  # (index arithmetic: int64 by default)
+        array = np.asarray(value, dtype=dtype)
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key not in self._consts:
+            out = self.op("Constant", value=ir.tensor(array))
+            out.dtype = ir.DataType.from_numpy(array.dtype)
+            out.shape = ir.Shape(array.shape)
+            self._consts[key] = out
+        return self._consts[key]
+
+    # small conveniences
+    def shape(self, value: ir.Value) -> ir.Value:
+        return self.op("Shape", value, dtype=_INT64)
+
+    def dim(self, value: ir.Value, k: int) -> ir.Value:
+        """Dimension ``k`` of ``value`` as an int64 scalar (a constant when static)."""
+        if value.shape is not None and isinstance(value.shape[k], int):
+            return self.const(value.shape[k])
+        return self.op("Gather", self.shape(value), self.const(k), dtype=_INT64)
+
+    def dims(self, value: ir.Value, start: int, stop: int) -> ir.Value:
+        """Dimensions ``start:stop`` of ``value`` as a 1-D int64 tensor."""
+        if value.shape is not None and all(isinstance(d, int) for d in value.shape[start:stop]):
+            return self.const(list(value.shape[start:stop]))
+        return self.op(
+            "Slice", self.shape(value), self.const([start]), self.const([stop]), dtype=_INT64
+        )
+
+    def reshape_like(self, value: ir.Value, like: ir.Value, opset: int) -> ir.Value:
+        """``value`` (as many elements as ``like``) reshaped to ``like``'s shape, right when that
+        shape holds a 0: Reshape reads a 0 in its shape input as "copy the input's dimension" unless
+        ``allowzero=1`` (opset >= 14), so ``Reshape(rows [0, 1], Shape(data [4, 0]))`` fails. Static
+        shapes go as a constant (the caller handles a static 0 itself: an empty ``like``); dynamic
+        ones with ``allowzero=1`` from opset 14, below it through a Reshape with the first 0 written
+        as -1 and every other dimension as 1 when ``like`` is empty, then an Expand to its shape."""
+        dims = like.shape
+        if dims is not None and all(isinstance(d, int) for d in dims) and 0 not in dims:
+            return self.op("Reshape", value, self.const(list(dims)), dtype=like.dtype)
+        shape = self.shape(like)
+        if opset >= 14:
+            return self.op("Reshape", value, shape, dtype=like.dtype, allowzero=1)
+        zero = self.cast(
+            self.op("Equal", shape, self.const(0)), _INT64, ir.DataType.BOOL
+        )  # 1 where the dim is 0
+        first = self.op(
+            "Mul",
+            zero,
+            self.cast(
+                self.op(
+                    "Equal", self.op("CumSum", zero, self.const(0), dtype=_INT64), self.const(1)
+                ),
+                _INT64,
+                ir.DataType.BOOL,
+            ),
+            dtype=_INT64,
+        )
+        empty = self.op("ReduceMax", zero, keepdims=0, dtype=_INT64)  # 1 when like is empty
+        placeholder = self.op(
+            "Sub", self.const(1), self.op("Mul", first, self.const(2), dtype=_INT64), dtype=_INT64
+        )
+        delta = self.op("Mul", empty, self.op("Sub", placeholder, shape, dtype=_INT64),
+                        dtype=_INT64)
+        target = self.op(
+            "Add", shape, delta, dtype=_INT64
+        )  # the shape, or the placeholder when empty
+        return self.op(
+            "Expand", self.op("Reshape", value, target, dtype=like.dtype), shape, dtype=like.dtype
+        )
+
+    def cast(self, value: ir.Value, to: ir.DataType, frm: ir.DataType | None) -> ir.Value:
+        if frm == to:
+            return value
+        return self.op("Cast", value, to=to.value, dtype=to)
+
+    def select(
+        self, cond: ir.Value, a: ir.Value, b: ir.Value, dtype: ir.DataType, exact: bool = False
+    ) -> ir.Value:
+        """``cond ? a : b``; arithmetic for uint64, which onnxruntime's Where lacks.
+
+        onnxruntime 1.32's CPU Where returns +0.0 where it selects a -0.0 from its X input (Y is
+        copied exactly; measured for float and double). ``exact=True`` makes the result right on
+        such a runtime and on an exact one: with h = 1 - 2 * mask (mask: ``cond`` picks a -0.0),
+        the picked p becomes (p + h * -0.0) * h. Where the mask holds, p is +-0.0 and
+        (p + 0.0) * -1 = -0.0; elsewhere (p + -0.0) * 1 = p, exact for every p (x + -0.0 == x bit
+        for bit). Arithmetic, not more Where: onnxruntime's Where costs ~12 ns per element, its
+        Mul/Add ~1 ns."""
+        if dtype != ir.DataType.UINT64:
+            picked = self.op("Where", cond, a, b, dtype=dtype)
+            if not exact or dtype not in _FLOAT_TYPES:
+                return picked
+            np_dtype = (
+                np.float32 if dtype in (ir.DataType.FLOAT, ir.DataType.BFLOAT16) else dtype.numpy()
+            )
+            zero = self.const(0, np_dtype)
+            mask = self.op(
+                "And",
+                cond,
+                self.op(
+                    "And",
+                    self.op("Equal", a, zero),
+                    self.op("Less", self.op("Reciprocal", a, dtype=dtype), zero),
+                ),
+            )
+            h = self.op(
+                "Sub",
+                self.const(1, np_dtype),
+                self.op(
+                    "Mul",
+                    self.cast(mask, dtype, ir.DataType.BOOL),
+                    self.const(2, np_dtype),
+                    dtype=dtype,
+                ),
+                dtype=dtype,
+            )
+            g = self.op("Mul", h, self.const(-0.0, np_dtype), dtype=dtype)
+            return self.op("Mul", self.op("Add", picked, g, dtype=dtype), h, dtype=dtype)
+        c = self.cast(cond, dtype, ir.DataType.BOOL)
+        return self.op("Add", b, self.op("Mul", self.op("Sub", a, b), c), dtype=dtype)

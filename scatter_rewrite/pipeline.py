@@ -44,8 +44,10 @@ logger = logging.getLogger("scatter_rewrite")
 def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
     """The sizes the passes give symbolic dimensions (``FixDimsPass.dim_sizes``): validation feeds
     both models inputs of those sizes, which the rewritten model then requires."""
+    from scatter_rewrite.passes.compose import Steps
+
     sizes: dict[str, int] = {}
-    for p in passes:
+    for p in Steps(*passes).leaves() if passes else []:
         sizes.update(getattr(p, "dim_sizes", None) or {})
     return sizes
 
@@ -90,33 +92,26 @@ class Outcome:
 def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
                progress: Callable[[str], None] | None = None
                ) -> list[ScatterPassResult | ir.passes.PassResult]:
-    """Run passes in order on ``model`` (in place). Unlike ``ir.passes.PassManager`` this keeps our
-    errors as they are instead of wrapping them, and keeps every pass's result. ``progress`` is
-    called with each pass's name before it runs."""
+    """Run passes in order on ``model`` (in place), through :class:`~.passes.compose.Steps`
+    (onnx_ir's Sequential, keeping our errors as they are and every pass's result), then remove
+    what they left unread (:class:`~.passes.remove_unused.RemoveUnusedNodesPass`) and correct the
+    export's shape claims they showed false. ``progress`` is called with each pass's name before
+    it runs."""
+    from scatter_rewrite.passes.compose import Steps
+    from scatter_rewrite.passes.remove_unused import RemoveUnusedNodesPass
     from scatter_rewrite.type_inference import correct_contradicted_shapes, has_control_flow
 
     # (before the passes, which may inline what made the claims false)
     claims = has_control_flow(model)
-    # (the model's own unused initializers and dead nodes are left as they are)
-    unused_before = {id(v) for _, v in _unused_initializers(model)}
-    dead_before = {node for _, node in _dead_nodes(model)}  # (held: their ids stay theirs)
-    results = []
-    for p in passes:
-        if progress is not None:
-            progress(getattr(p, "name", type(p).__name__))
-        result = p(model)
-        if result.model is not model:
-            raise RuntimeError(f"pass {p} is not in place")  # our passes all are: a bug if not
-        results.append(result)
+    cleanup = RemoveUnusedNodesPass.keeping(model)  # (the model's own unused ones stay)
+    steps = Steps(*passes, progress=progress) if passes else None
+    if steps is not None:
+        steps(model)
+    results = steps.results if steps is not None else []
     last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
-    removed = _remove_dead_nodes(model, dead_before)
-    if removed:  # (housekeeping, as a rewrite that replaces a node removes it: no note)
-        logger.debug("%d node(s) the rewrite left unread removed", removed)
-    left = [(body, v) for body, v in _unused_initializers(model) if id(v) not in unused_before]
-    for body, value in left:  # what a rewrite stopped using (onnxruntime warns of each on load)
-        body.initializers.pop(value.name)
-    if left and last is not None:
-        last.notes.append(f"{len(left)} initializer(s) the rewrite no longer uses removed")
+    removed = cleanup(model)
+    if last is not None:  # (not a pass of the verb's: its notes are the last pass's)
+        last.notes += removed.notes
     if claims and any(r.modified for r in results):
         # An exporter's shape claims the rewrite made checkable and false would fail onnx.checker.
         corrected = correct_contradicted_shapes(model)
@@ -126,48 +121,6 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
                               f"corrected (the export's claims; no value changes): "
                               f"{'; '.join(corrected[:3])}{more}")
     return results
-
-
-def _dead_nodes(model: ir.Model) -> list[tuple[ir.Graph | ir.Function, ir.Node]]:
-    """(graph or function, node) for every node, in every scope, none of whose outputs is read
-    or is an output of its graph."""
-    from scatter_rewrite.graph import iter_scopes
-
-    return [(scope.body, node) for scope in iter_scopes(model) for node in scope.body
-            if node.outputs and not any(v.uses() or v.is_graph_output() for v in node.outputs)]
-
-
-def _remove_dead_nodes(model: ir.Model, dead_before: set[ir.Node]) -> int:
-    """Remove the nodes a rewrite left computing what nothing reads (a Constant a lowering built
-    and did not use, the shape chain of an index Expand the row-key lowering reads past), and the
-    producers that leaves dead, but no node that was dead before it (the model's own). onnxruntime
-    warns of each such node on load. Returns how many were removed."""
-    work = [node for _, node in _dead_nodes(model) if node not in dead_before]
-    removed = 0
-    while work:
-        node = work.pop()
-        if node.graph is None or any(v.uses() or v.is_graph_output() for v in node.outputs):
-            continue  # (removed already, or read again)
-        producers = [v.producer() for v in node.inputs if v is not None]
-        node.graph.remove(node, safe=True)
-        removed += 1
-        work += [p for p in producers if p is not None and p not in dead_before]
-    return removed
-
-
-def _unused_initializers(model: ir.Model) -> list[tuple[ir.Graph, ir.Value]]:
-    """(graph, initializer) for every initializer of the main graph and the subgraphs that no node
-    reads and that is neither a graph input nor a graph output."""
-    from scatter_rewrite.graph import iter_scopes
-
-    unused = []
-    for scope in iter_scopes(model):
-        body = scope.body
-        if isinstance(body, ir.Graph):
-            ends = {id(v) for v in body.inputs} | {id(v) for v in body.outputs}
-            unused += [(body, v) for v in body.initializers.values()
-                       if not v.uses() and id(v) not in ends]
-    return unused
 
 
 def result_dict(result: ir.passes.PassResult) -> dict:
@@ -264,21 +217,11 @@ def rewrite_file(
     destination = resolve_output(source, verb, output, in_place, output_is_folder)
     if passes is None:
         passes = verb.make_passes(**options)
-        on_proto = verb.on_proto if not validate else None
-    else:
-        on_proto = None  # the caller's own passes
-    protos = [load_proto(source)]
-    input_data = external_data_files(protos[0], source)
+    parsed = [load_proto(source)]
+    input_data = external_data_files(parsed[0], source)
     data_name = output_data_name(source, destination, input_data, in_place)
-    result = on_proto(protos[0], **options) if on_proto is not None else None
-    if result is not None:  # done on the parsed file (see Verb.on_proto): save, check, rename
-        outcome = Outcome(str(source), str(destination), [result.to_dict()], verb=verb_name,
-                          options=options)
-        with staged_save(protos.pop(), destination) as staged:
-            check_model(staged, source)
-        return _finish(outcome, started)
-    # (protos.pop(): the parsed file is freed once converted, the IR once written: rewrite_model)
-    outcome = rewrite_model(to_ir(protos.pop(), source), passes, source, destination,
+    # (parsed.pop(): the parsed file is freed once converted, the IR once written: rewrite_model)
+    outcome = rewrite_model(parsed.pop(), passes, source, destination,
                             verb=verb_name, options=options, data_name=data_name,
                             external=bool(input_data) and not in_place,
                             validate=validate, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
@@ -289,7 +232,7 @@ def rewrite_file(
 
 
 def rewrite_model(
-    model: ir.Model,
+    model: ir.Model | onnx.ModelProto,
     passes: Sequence[ir.passes.PassBase],
     source: Path,
     destination: Path,
@@ -313,12 +256,93 @@ def rewrite_model(
     passes, stage the result beside ``destination``, check it with onnx.checker (full), validate it
     against ``source`` (the original model's file) and only then rename it into place.
 
-    ``model`` is rewritten in place; it is dropped once written (a folded result's weights freed
-    before validation runs) unless ``keep_model`` (the API returns it). ``source_name``: how errors
-    name the input (default: its path). ``progress``: called with each pass's name before it runs.
+    ``model``: an ``ir.Model``, rewritten in place, or ``source`` as parsed (``onnx.ModelProto``),
+    which a pass with a form on the parsed file rewrites without the IR when the model allows
+    (:func:`parsed_form`): the same result, notes and written bytes whether validated or not.
+    The model is dropped once written (a folded result's weights freed before validation runs)
+    unless ``keep_model`` (the API returns it). ``source_name``: how errors name the input
+    (default: its path). ``progress``: called with each pass's name before it runs.
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
     ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
     """
+    proto = model if isinstance(model, onnx.ModelProto) else None
+    form = parsed_form(proto, passes) if proto is not None else None
+    if proto is not None:  # (the original's IR: the passes', or the plan's)
+        model = to_ir(proto, source) if form is None or validate else None
+    suspects, plan, unplanned = _before_passes(model, passes, validate, inputs, seed, rtol, atol)
+    opset_before = _default_opset(model if model is not None else proto)
+    if progress is not None and form is not None:
+        progress(getattr(passes[0], "name", type(passes[0]).__name__))
+    result = form(proto) if form is not None else None  # (None: the model needs the IR)
+    if result is not None:
+        results, written, model = [result], proto, None  # (the original's IR served the plan)
+    else:
+        model = model if model is not None else to_ir(proto, source)
+        results = run_passes(model, passes, progress=None if form is not None else progress)
+        written = model
+    del proto
+    if plan is not None:
+        from scatter_rewrite import validate as validation
+
+        validation.allow_float_rounding(plan, results, (opset_before, _default_opset(written)))
+    repaired = repaired_nodes(results)
+    outcome = Outcome(str(source_name or source), str(destination),
+                      [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
+                      verb=verb, options=dict(options or {}))
+    del results, model  # they hold the model too
+    if unplanned is not None and outcome.modified:
+        unplanned.passes = outcome.passes  # (for the report, as a failed validation's)
+        raise unplanned
+    if progress is not None:
+        progress("checking" if plan is None or not outcome.modified else "validating")
+    # A new output keeps the input's form, external data, even when the rewrite replaced every
+    # external tensor; in place, such a model is written whole and the old data file left, with a
+    # note.
+    with staged_save(written, destination, data_name, external=external) as staged:
+        if not keep_model:
+            del written  # written: free the rewritten weights (a folded result, say) now
+        check_model(staged, source, source_name)
+        if plan is not None and outcome.modified:
+            outcome.validation = _validated(source, staged, plan, outcome, bool(repaired), seed,
+                                            inputs)
+        data = (data_name if data_name is not None and (staged.parent / data_name).is_file()
+                else None)
+    if replaced_data is not None:
+        outcome.notes += _left_data_notes(replaced_data, data)
+    _settle_status(outcome, destination if source_name is None else None)
+    return outcome
+
+
+def parsed_form(proto: onnx.ModelProto, passes: Sequence[ir.passes.PassBase]
+                ) -> Callable[[onnx.ModelProto], ScatterPassResult] | None:
+    """The passes' rewrite done on the parsed file, when the model allows it (None: the IR path).
+
+    A pass may declare such a form (``call_on_proto``: the same rewrite, report and checks, on
+    ``onnx.ModelProto``, returning None, the model untouched, where it needs the IR; then the pass
+    runs on the IR). It is tried only when that pass is the only one, the model fits in one
+    protobuf, and the export holds no pattern a note names
+    (:func:`~scatter_rewrite.export_patterns.may_note`): only the IR path computes the notes. The
+    choice depends on the model alone, never on validation, so that both write the same bytes.
+    """
+    if len(passes) != 1 or getattr(passes[0], "call_on_proto", None) is None:
+        return None
+    from scatter_rewrite import model_io
+    from scatter_rewrite.export_patterns import may_note
+
+    # (a model that needs external data once written is written from the IR: model_io.staged_save)
+    if may_note(proto) or proto.ByteSize() > model_io.PROTO_LIMIT_BYTES:
+        return None
+    return passes[0].call_on_proto
+
+
+def _before_passes(model: ir.Model | None, passes: Sequence[ir.passes.PassBase], validate: bool,
+                   inputs: dict | None, seed: int, rtol: float | None, atol: float | None):
+    """What is read from the original before any pass: its scatter nodes checked, the export's
+    notes, the validation plan (or the ValidationError that no inputs can be planned, raised
+    once a pass rewrites). ``model`` None: the parsed-file form checks the nodes itself, and
+    has no notes (:func:`parsed_form`)."""
+    if model is None:
+        return [], None, None
     # (the passes check the nodes too, but validation plans its inputs from them first)
     check_scatter_nodes(model)
     suspects = accumulate_export_notes(model)  # before the passes: what the export itself computes
@@ -334,41 +358,15 @@ def rewrite_model(
             if inputs is not None:
                 raise  # (the user's inputs are refused, whatever the passes do)
             unplanned = e  # no inputs the original runs on: a failure once a pass rewrites
-    opset_before = _default_opset(model)
-    results = run_passes(model, passes, progress=progress)
-    if plan is not None:
-        validation.allow_float_rounding(plan, results, (opset_before, _default_opset(model)))
-    repaired = repaired_nodes(results)
-    outcome = Outcome(str(source_name or source), str(destination),
-                      [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
-                      verb=verb, options=dict(options or {}))
-    del results  # they hold the model too
-    if unplanned is not None and outcome.modified:
-        unplanned.passes = outcome.passes  # (for the report, as a failed validation's)
-        raise unplanned
-    if progress is not None:
-        progress("checking" if plan is None or not outcome.modified else "validating")
-    # A new output keeps the input's form, external data, even when the rewrite replaced every
-    # external tensor; in place, such a model is written whole and the old data file left, with a
-    # note.
-    with staged_save(model, destination, data_name, external=external) as staged:
-        if not keep_model:
-            del model  # written: free the rewritten weights (a folded result, say) now
-        check_model(staged, source, source_name)
-        if plan is not None and outcome.modified:
-            outcome.validation = _validated(source, staged, plan, outcome, bool(repaired), seed,
-                                            inputs)
-        written = (data_name if data_name is not None and (staged.parent / data_name).is_file()
-                   else None)
-    if replaced_data is not None:
-        outcome.notes += _left_data_notes(replaced_data, written)
+    return suspects, plan, unplanned
+
+
+def _settle_status(outcome: Outcome, written: Path | None) -> None:
     outcome.status = _status(outcome.modified, outcome.validation is not None)
     cannot = (outcome.validation or {}).get("onnxruntime_cannot_run")
     if cannot:
         outcome.status = UNRUNNABLE
-        outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""),
-                                         destination if source_name is None else None)
-    return outcome
+        outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""), written)
 
 
 def _status(modified: bool, validated: bool) -> str:
@@ -391,13 +389,13 @@ def unrunnable_error(why: str, to_run_it: str, written: Path | None) -> str:
             f"onnx.reference; {fix}")
 
 
-def _default_opset(model: ir.Model) -> int | None:
-    return model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+def _default_opset(model: ir.Model | onnx.ModelProto) -> int | None:
+    imports = (model.opset_imports if isinstance(model, ir.Model)
+               else {o.domain: o.version for o in model.opset_import})
+    return imports.get("", imports.get("ai.onnx"))
 
 
 def _finish(outcome: Outcome, started: float) -> Outcome:
-    if outcome.status == FAILED:  # (done on the parsed file, never validated)
-        outcome.status = _status(outcome.modified, False)
     outcome.seconds = time.perf_counter() - started
     return outcome
 
@@ -471,7 +469,10 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
     try:
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
-        return Outcome(str(source), None, getattr(e, "passes", []), status=FAILED, error=str(e),
+        said = str(e)
+        if isinstance(e, OptionError) and verb_name in VERBS:  # (the command line's workers)
+            said = VERBS[verb_name].cli_message(e)
+        return Outcome(str(source), None, getattr(e, "passes", []), status=FAILED, error=said,
                        seconds=time.perf_counter() - started, verb=verb_name)
     except Exception as e:
         logger.debug("%s: internal error", source, exc_info=True)

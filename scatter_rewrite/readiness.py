@@ -35,7 +35,7 @@ What ``check(model, target)`` finds per scatter node, by target:
     ("Indices dimensions must be less than data dimensions!", NVIDIA/TensorRT#3650).
     A reduction TensorRT cannot run (any on 8.6; on 10 those the plugin cannot take) is fixed by
     ``scatter-rewrite tensorrt`` when the TensorRT-safe lowering applies
-    (:func:`scatter_rewrite.passes._network_reduce.network_blocker`: a static number of updates,
+    (:func:`scatter_rewrite.passes.lowering.network_reduce.network_blocker`: a static number of updates,
     ...); otherwise no fix is given and the notes say why. A ScatterElements/ScatterND of another
     domain (what ``lower --mode custom|tensorrt-plugin`` writes) is judged as the ONNX op, since the
     parser dispatches on op_type alone: the plugin form is ready on 10 and blocked on 8.6, where
@@ -73,7 +73,7 @@ from scatter_rewrite.graph import (
     reference_reason,
 )
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
-from scatter_rewrite.passes._network_reduce import NOT_STATIC, network_blocker
+from scatter_rewrite.passes.lowering.network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
 from scatter_rewrite.passes.repair import REPAIR_NOTE, repairable_nodes
 from scatter_rewrite.passes.tensorrt import (
@@ -337,7 +337,7 @@ def _model_blockers(model: ir.Model, kind: str, version) -> list[str]:
     """What blocks the whole model on the target: its default-domain opset (the model's or a
     function's) above the target's, or above the highest TensorRT's parser documents."""
     from scatter_rewrite.graph import iter_scopes
-    from scatter_rewrite.passes.tensorrt import MAX_OPSET
+    from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET as MAX_OPSET
 
     top = max(scope.opset for scope in iter_scopes(model))
     if kind == "opset" and top > int(version):
@@ -649,7 +649,7 @@ def judge_tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -
 def _above_parser_opset(f: Finding, version: str, fix: str | None) -> None:
     """Block ``f`` when its opset is above the highest TensorRT ``version``'s parser documents (the
     scatter's own schema is then one the parser does not know); ``fix``: set as its fix."""
-    from scatter_rewrite.passes.tensorrt import MAX_OPSET
+    from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET as MAX_OPSET
 
     if f.opset > MAX_OPSET[version]:
         f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to "

@@ -35,6 +35,7 @@ from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.graph import (
     SCATTER_OPS, describe, describe_parts, is_default_domain, is_reference, iter_nodes,
 )
+from scatter_rewrite.limits import REDUCTIONS_SINCE  # (re-exported: opset/steps.py reads it here)
 
 __all__ = [
     "check_scatter_nodes", "check_scatter_proto", "form_from_schema", "FORMS_CHECKED_UP_TO",
@@ -43,8 +44,6 @@ __all__ = [
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 
-# The first opset of each ScatterElements/ScatterND reduction (the attribute itself came with 16).
-REDUCTIONS_SINCE = {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}
 TENSOR_SCATTER_MODES = ("linear", "circular")
 
 

@@ -14,27 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scatter_rewrite.errors import OptionError, OptionTypeError
+from scatter_rewrite.limits import (
+    OPSET_FLOOR, TRT_VERSIONS, check_choice, check_opset, check_size, highest_opset, opset_range,
+)
 
 __all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
-           "python_call"]
-
-# The lowest opset each verb can target: ScatterElements (what they write) starts at 11.
-OPSET_FLOOR = 11
-# TensorRT versions ``tensorrt`` prepares for (see passes/tensorrt.py and docs/tensorrt-11.md).
-TRT_VERSIONS = ("8.6", "10", "11")
-LOWER_MODES = ("standard", "custom", "tensorrt-plugin")
-
-
-def highest_opset() -> int:
-    """The highest default-domain opset the installed onnx defines (every verb's ceiling)."""
-    import onnx
-
-    return onnx.defs.onnx_opset_version()
-
-
-def opset_range(floor: int = OPSET_FLOOR) -> str:
-    return f"{floor} to {highest_opset()}"
-
+           "python_call", "fold_passes", "lower_passes", "prepare_passes", "repair_passes",
+           "tensorrt_passes",
+           "to_scatternd_passes", "upgrade_passes"]
 
 @dataclasses.dataclass(frozen=True)
 class Option:
@@ -49,6 +36,7 @@ class Option:
     choices: tuple[str, ...] = ()
     minimum: int | None = None
     opset: bool = False  # an opset: minimum..the installed onnx's highest
+    parameter: str = ""  # the passes' parameter, where they name it otherwise (fix_dims: dim_sizes)
 
     @property
     def cli_flag(self) -> str:
@@ -59,18 +47,13 @@ class Option:
         number becomes its text). The error names the flag for the CLI, the argument for the API."""
         if value is None and self.default is None:
             return None
-        where = f"{self.cli_flag} {value}" if cli else f"{verb}(): {self.name}={value!r}"
         if self.choices:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 value = str(value)
             if not isinstance(value, str):
                 raise OptionTypeError(f"{verb}(): {self.name} must be a str, one of "
                                       f"{', '.join(self.choices)}; got {type(value).__name__}")
-            if value not in self.choices:
-                said = (f"{self.cli_flag} {value!r} is unknown for {verb}" if cli
-                        else f"{verb}(): {self.name}={value!r} is unknown")
-                raise OptionError(f"{said}: pick one of {', '.join(self.choices)}")
-            return value
+            return self._checked(verb, cli, check_choice, value, self.choices, self.name)
         if self.kind is str:
             if not isinstance(value, str):
                 raise OptionTypeError(f"{verb}(): {self.name} must be a str, got "
@@ -80,14 +63,9 @@ class Option:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise OptionTypeError(f"{verb}(): {self.name} must be an int, got "
                                       f"{type(value).__name__} {value!r}")
-            low = self.minimum
-            high = highest_opset() if self.opset else None
-            if (low is not None and value < low) or (high is not None and value > high):
-                span = f"{low} to {high}" if high is not None else f">= {low}"
-                why = " (the highest this onnx defines)" if high is not None else ""
-                raise OptionError(f"{where} is out of range for {verb}: pick {span}{why}" if cli
-                                  else f"{where} is out of range: pick {span}{why}")
-            return value
+            if self.opset:
+                return self._checked(verb, cli, check_opset, value, self.name, self.minimum)
+            return self._checked(verb, cli, check_size, value, self.name, self.minimum)
         if self.kind is dict:
             if not isinstance(value, Mapping):
                 raise OptionTypeError(f"{verb}(): {self.name} must be a dict of str to int, got "
@@ -101,6 +79,30 @@ class Option:
             return dict(value)
         raise AssertionError(f"option kind {self.kind} is not handled")  # a declaration bug
 
+    def _checked(self, verb: str, cli: bool, check: Callable[..., Any], *arguments: Any) -> Any:
+        """``check(*arguments)`` (scatter_rewrite.limits), its error said as the caller says it:
+        ``lower(): opset=9 is out of range...``, or ``--opset 9 is out of range for lower...``."""
+        try:
+            return check(*arguments)
+        except OptionError as e:
+            raise OptionError(self.cli_message(e, verb) if cli else f"{verb}(): {e}",
+                              parameter=self.name) from e
+
+    def cli_message(self, error: OptionError, verb: str) -> str:
+        """``error`` (naming a Python parameter of this option's, ``opset=9 ...``) as the command
+        line says it: ``--opset 9 ... for lower: ...``."""
+        text = str(error)
+        said = re.match(rf"{re.escape(error.parameter or '')}(=(?P<value>.+?))?"
+                        r"(?P<rest>( is |: ).*)$", text)
+        if said is None or error.parameter not in (self.name, self.parameter):
+            return text
+        value, rest = said.group("value"), said.group("rest")
+        if value is not None and self.kind is int:
+            value = value.strip("'")
+        if value is not None and " is " in rest[:4] and ":" in rest:
+            rest = rest.replace(":", f" for {verb}:", 1)
+        return f"{self.cli_flag}{'' if value is None else ' ' + value}{rest}"
+
 
 @dataclasses.dataclass(frozen=True)
 class Verb:
@@ -109,9 +111,6 @@ class Verb:
     name: str
     suffix: str  # model.<suffix>.onnx
     make_passes: Callable[..., list]
-    # The same rewrite done on the parsed file when the model allows (None: it does not), taken
-    # when nothing needs the IR afterwards (no validation); called with the verb's options.
-    on_proto: Callable[..., Any] | None = None
     options: tuple[Option, ...] = ()
     summary: str = ""  # the CLI command's help line
     function: str = ""  # the API's function, when not named as the verb
@@ -120,6 +119,12 @@ class Verb:
     def command(self) -> str:
         """The CLI command's name."""
         return self.name.replace("_", "-")
+
+    def cli_message(self, error: OptionError) -> str:
+        """``error`` as the command line says it: the flag of the option whose Python parameter
+        it names (``opset=9 is out of range`` -> ``--opset 9 is out of range for lower``)."""
+        option = next((o for o in self.options if error.parameter in (o.name, o.parameter)), None)
+        return str(error) if option is None else option.cli_message(error, self.name)
 
     def bind(self, values: Mapping[str, Any], cli: bool = False) -> dict[str, Any]:
         """The verb's options: ``values`` checked (see :meth:`Option.check`), defaults filled in.
@@ -132,43 +137,80 @@ class Verb:
         return {o.name: o.check(caller, values.get(o.name, o.default), cli) for o in self.options}
 
 
-def _upgrade_passes(opset: int | None = None) -> list:
+# Each verb's passes, declared here in the order they run; no pass runs another inside itself.
+# A named Steps is reported as one pass (passes/compose.py).
+
+def upgrade_passes(opset: int | None = None) -> list:
     from scatter_rewrite.passes.upgrade import UpgradePass
 
     return [UpgradePass(opset)]
 
 
-def _upgrade_proto(proto, opset: int | None = None):
-    from scatter_rewrite.passes.upgrade import upgrade_proto
-
-    return upgrade_proto(proto, opset)
-
-
-def _fold_passes(size_limit: int | None = None) -> list:
+def fold_passes(size_limit: int | None = None) -> list:
+    from scatter_rewrite.passes.compose import Steps
     from scatter_rewrite.passes.fold import FoldPass
+    from scatter_rewrite.passes.specialize import SpecializeCallsPass
 
-    return [FoldPass(size_limit=size_limit)]
+    return [Steps(SpecializeCallsPass(wants_in=FoldPass.foldable_in),
+                  FoldPass(size_limit=size_limit), name=FoldPass.name)]
 
 
-def _lower_passes(opset: int = 13, mode: str = "standard") -> list:
+def lower_passes(opset: int = 13, mode: str = "standard") -> list:
+    from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.lower import LowerPass
+    from scatter_rewrite.passes.specialize import SpecializeCallsPass
+    from scatter_rewrite.passes.upgrade import UpgradePass, has_scatter
 
-    return [LowerPass(opset=opset, mode=mode)]
+    lower = LowerPass(opset=opset, mode=mode)
+    return [Steps(OnlyIf(has_scatter, UpgradePass()), SpecializeCallsPass(lower.lowers), lower,
+                  name=lower.name)]
 
 
-def _to_scatternd_passes() -> list:
+def to_scatternd_passes() -> list:
+    from scatter_rewrite.passes.compose import Steps
+    from scatter_rewrite.passes.specialize import SpecializeCallsPass
     from scatter_rewrite.passes.to_scatternd import ToScatterNDPass
 
-    return [ToScatterNDPass()]
+    return [Steps(SpecializeCallsPass(ToScatterNDPass.converts), ToScatterNDPass(),
+                  name=ToScatterNDPass.name)]
 
 
-def _tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list:
-    from scatter_rewrite.passes.tensorrt import tensorrt_passes
+def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list:
+    """The whole TensorRT preparation for ``trt_version`` ("8.6", "10" or "11"), in order
+    (passes/tensorrt.py says what each does); first, when given, ``fix_dims`` (symbolic dimension
+    name -> size: passes/fix_dims.py)."""
+    from scatter_rewrite.passes.compose import OnlyIf, Steps
+    from scatter_rewrite.passes.fix_dims import FixDimsPass
+    from scatter_rewrite.passes.fold import FoldPass
+    from scatter_rewrite.passes.lower import LowerPass
+    from scatter_rewrite.passes.specialize import SpecializeCallsPass
+    from scatter_rewrite.passes.tensorrt import (
+        PARSER_MAX_OPSET, PARSES_TENSORSCATTER, CapOpsetPass, LowerTensorScatterPass, TensorRTPass,
+        cap_reason, check_trt_version, has_tensor_scatter,
+    )
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass
+    from scatter_rewrite.passes.upgrade import UpgradePass
 
-    return tensorrt_passes(trt_version, fix_dims)
+    version = check_trt_version(trt_version)
+    tensor_scatter = LowerTensorScatterPass(version)
+    if version not in PARSES_TENSORSCATTER:  # (lowered to ScatterElements at the parser's opset)
+        lower = OnlyIf(has_tensor_scatter,
+                       LowerPass(opset=PARSER_MAX_OPSET[version], mode="standard"))
+        tensor_scatter = Steps(tensor_scatter, lower, name=tensor_scatter.name)
+    return [
+        *([FixDimsPass(fix_dims)] if fix_dims else []),
+        SpecializeCallsPass(),
+        UpgradePass(),
+        FoldPass(),
+        tensor_scatter,
+        TensorRTPass(version),
+        Steps(CapOpsetPass(version), MoveOpsetPass(PARSER_MAX_OPSET[version], only_down=True,
+                                                   why=cap_reason(version)),
+              name=CapOpsetPass.name),
+    ]
 
 
-def _prepare_passes(target: str | None = None, max_intermediate_mib: int | None = None,
+def prepare_passes(target: str | None = None, max_intermediate_mib: int | None = None,
                     fix_dims: dict[str, int] | None = None) -> list:
     """The passes of the target (scatter_rewrite.targets) named: an option it does not take, or
     no target, is a usage error."""
@@ -190,17 +232,22 @@ def _prepare_passes(target: str | None = None, max_intermediate_mib: int | None 
     return found.passes(**given)
 
 
-def _repair_passes(assume: str | None = None) -> list:
+def repair_passes(assume: str | None = None) -> list:
+    from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.repair import RepairPass
+    from scatter_rewrite.passes.upgrade import UpgradePass
 
-    return [RepairPass(assume)]
+    repair = RepairPass(assume)
+    # (a site below opset 11: Scatter -> ScatterElements, the model at opset 11, as `upgrade` does)
+    return [Steps(OnlyIf(repair.needs_upgrade, UpgradePass(OPSET_FLOOR)), repair,
+                  name=repair.name)]
 
 
 _OPSET_HELP = "Target default-domain opset, 11 to the highest the installed onnx defines"
 
 VERBS: dict[str, Verb] = {
     "upgrade": Verb(
-        "upgrade", "upgraded", _upgrade_passes, on_proto=_upgrade_proto,
+        "upgrade", "upgraded", upgrade_passes,
         options=(
             Option("opset", int, None,
                    f"{_OPSET_HELP}. Default: the model's own if >= 11, else 11.", "N",
@@ -209,7 +256,7 @@ VERBS: dict[str, Verb] = {
         summary="Upgrade deprecated Scatter to ScatterElements (main graph, subgraphs, "
                 "functions)."),
     "fold": Verb(
-        "fold", "folded", _fold_passes,
+        "fold", "folded", fold_passes,
         options=(
             Option("size_limit", int, None, "Leave scatters whose result exceeds BYTES unfolded.",
                    "BYTES", minimum=0),
@@ -217,7 +264,7 @@ VERBS: dict[str, Verb] = {
         summary="Fold scatters whose inputs are all constant into initializers (our NumPy "
                 "evaluator)."),
     "lower": Verb(
-        "lower", "lowered", _lower_passes,
+        "lower", "lowered", lower_passes,
         options=(
             Option("opset", int, 13, f"{_OPSET_HELP} (the model moves to it, up or down).", "N",
                    minimum=OPSET_FLOOR, opset=True),
@@ -225,14 +272,14 @@ VERBS: dict[str, Verb] = {
                    "standard: exact standard ops; custom: ai.onnx.contrib nodes "
                    "(docs/custom-ops.md); tensorrt-plugin: the form TensorRT's ScatterElements "
                    "plugin takes.",
-                   "MODE", choices=LOWER_MODES),
+                   "MODE", choices=("standard", "custom", "tensorrt-plugin")),
         ),
         summary="Lower scatter reductions and TensorScatter that an older opset lacks."),
     "to_scatternd": Verb(
-        "to_scatternd", "scatternd", _to_scatternd_passes,
+        "to_scatternd", "scatternd", to_scatternd_passes,
         summary="Rewrite every ScatterElements as an exactly equivalent ScatterND."),
     "tensorrt": Verb(
-        "tensorrt", "tensorrt", _tensorrt_passes,
+        "tensorrt", "tensorrt", tensorrt_passes,
         options=(
             Option("trt_version", str, "10",
                    f"The TensorRT version to prepare for: {', '.join(TRT_VERSIONS)}.", "VERSION",
@@ -240,13 +287,13 @@ VERBS: dict[str, Verb] = {
             Option("fix_dims", dict, None,
                    "Fix the symbolic input dimension NAME to SIZE first (repeatable): on TensorRT "
                    "8.6 a reduction with a dynamic number of updates is lowered only once that "
-                   "number is static.", "NAME=SIZE", flag="--fix-dim"),
+                   "number is static.", "NAME=SIZE", flag="--fix-dim", parameter="dim_sizes"),
         ),
         summary="Prepare every scatter for TensorRT: upgrade, fold, lower, ScatterElements -> "
                 "ScatterND.",
         function="prepare_for_tensorrt"),
     "repair": Verb(
-        "repair", "repaired", _repair_passes,
+        "repair", "repaired", repair_passes,
         options=(
             Option("assume", str, None,
                    "scatter-reduce-mean: assume a ScatterElements without reduction named "
@@ -257,7 +304,7 @@ VERBS: dict[str, Verb] = {
         summary="Make TorchScript's scatter_add/index_add/index_put_ exports sum repeated "
                 "indices."),
     "prepare": Verb(
-        "prepare", "prepared", _prepare_passes,
+        "prepare", "prepared", prepare_passes,
         options=(
             Option("target", str, None,
                    "The runtime to prepare for: tensorrt-8.6/10/11, opset-N, no-scatter, qnn, "

@@ -1,6 +1,6 @@
 """Models whose scatter sits in a model-local function and reads an attribute of the function
 (``axis = @ax``, ``reduction = @red``): known only at the call site. Shared by the tests of the
-passes, check and validation."""
+passes, check, validation and opset moves."""
 
 from __future__ import annotations
 
@@ -68,3 +68,18 @@ def function_model(op="ScatterElements", reduction="none", axis=1, opset=18, red
 def function_node(model: onnx.ModelProto) -> onnx.NodeProto:
     (node,) = [n for n in model.functions[0].node if n.op_type.startswith("Scatter")]
     return node
+
+
+def function_called_at_two_ranks(op: str, axis: int, dtype=TensorProto.FLOAT,
+                                 opset: int = 18) -> onnx.ModelProto:
+    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown
+    there."""
+    function = oh.make_function("local", "F", ["a"], ["b"],
+                                [oh.make_node(op, ["a"], ["b"], axis=axis)],
+                                opset_imports=[oh.make_opsetid("", opset)])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local"),
+                           oh.make_node("F", ["z"], ["w"], domain="local")], "g",
+                          [vi("x", dtype, [2, 3]), vi("z", dtype, [2, 3, 4])],
+                          [vi("y", dtype, [2, 3]), vi("w", dtype, [2, 3, 4])])
+    return oh.make_model(graph, functions=[function],
+                         opset_imports=[oh.make_opsetid("", opset), oh.make_opsetid("local", 1)])

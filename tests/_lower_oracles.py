@@ -1,4 +1,4 @@
-"""Oracles shared by the lowering tests (test_lower, test_tensorrt_lowering, test_inline_if):
+"""Oracles shared by the lowering tests (test_lower, test_tensorrt_lowering, testinline_if):
 onnxruntime runs, the comparison validation uses, ONNX's own reduction backend cases, and the
 expected output of a one-scatter model."""
 

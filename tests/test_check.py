@@ -366,13 +366,15 @@ def test_a_custom_domain_scatternd_reduction_is_blocked_on_tensorrt_10():
 
 def resize_model(antialias: int) -> onnx.ModelProto:
     """An opset-20 model with no scatter: one Resize, halving an 8x8 image. ``antialias=1`` (opset 18
-    on) has no exact form below 18, so neither lower --opset 17 nor tensorrt --trt-version 8.6 can
-    move it there; without it the model moves down to 13."""
+    on) on a batch of dynamic size has no exact form below 18 (on static sizes: a constant linear
+    map), so neither lower --opset 17 nor tensorrt --trt-version 8.6 can move it there; without it
+    the model moves down to 13."""
     node = oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear", antialias=antialias,
                         name="resize")
+    batch = "n" if antialias else 1
     graph = oh.make_graph(
-        [node], "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
-        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [node], "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 1, 8, 8])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 1, 4, 4])],
         initializer=[oh.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 0.5, 0.5])])
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 20)])
 

@@ -110,6 +110,7 @@ def test_unknown_dimension_name_is_a_one_line_error_and_writes_nothing(tmp_path)
     result = runner.invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "--fix-dim", "N=40"])
     assert result.exit_code == 2  # an option the model does not fit: bad usage
     assert "no model input has a dimension named 'N'" in result.output and "are: E" in result.output
+    assert "--fix-dim: no model input" in result.output  # (the pass says dim_sizes: the flag here)
     assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gnn.onnx"]
 

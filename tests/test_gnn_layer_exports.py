@@ -14,8 +14,8 @@ import pytest
 
 import scatter_rewrite as sr
 from scatter_rewrite.graph import iter_nodes
-from scatter_rewrite.passes._network_reduce import padded_size
-from scatter_rewrite.passes._segment_reduce import row_counts
+from scatter_rewrite.passes.lowering.network_reduce import padded_size
+from scatter_rewrite.passes.lowering.segment_reduce import row_counts
 from scatter_rewrite.type_inference import borrow_inferred_types, restore_types
 from scatter_rewrite.validate import run_onnxruntime
 

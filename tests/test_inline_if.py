@@ -1,4 +1,4 @@
-"""Inlining Ifs whose condition is constant (scatter_rewrite.passes._inline_if), on its own and in the
+"""Inlining Ifs whose condition is constant (scatter_rewrite.passes.inline_if), on its own and in the
 lower pass: TorchScript's rank-0 wrapper around scatter_reduce, in the main graph, a Loop body and a
 model-local function; Ifs on run-time values and Ifs unrelated to a scatter are left alone."""
 
@@ -19,7 +19,7 @@ import scatter_rewrite as sr
 from _lower_oracles import ort_run  # onnxruntime with its defaults, as the other lower tests run it
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import attr, iter_nodes
-from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
+from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.fold import ConstantChains
 from scatter_rewrite.validate import run_onnxruntime
 

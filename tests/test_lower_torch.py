@@ -13,7 +13,7 @@ import pytest
 import scatter_rewrite as sr
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import attr, iter_nodes
-from scatter_rewrite.passes._segment_reduce import lower_reduction, reduction_blocker
+from scatter_rewrite.passes.lowering.segment_reduce import lower_reduction, reduction_blocker
 from scatter_rewrite.validate import run_onnxruntime
 
 ort.set_default_logger_severity(3)

@@ -19,7 +19,7 @@ from onnx import helper as oh
 import scatter_rewrite
 from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.graph import SCATTER_OPS, attr, iter_nodes, value_names
-from scatter_rewrite.passes import _segment_reduce as seg
+from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes import no_scatter as ns
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.type_inference import borrow_inferred_types

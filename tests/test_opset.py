@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto
 
+from _function_models import function_called_at_two_ranks
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, fits_schema
 from scatter_rewrite.validate import run_onnxruntime
@@ -402,22 +403,9 @@ def test_softmax_in_branches_reading_values_of_one_name_takes_each_branchs_own_r
         _same_outputs(model, out, {"x": x, "c": np.array(c)})
 
 
-def _function_called_at_two_ranks(op: str, axis: int) -> onnx.ModelProto:
-    """``op`` inside a function called with a rank-2 and a rank-3 input: its rank is unknown there."""
-    vi = oh.make_tensor_value_info
-    function = oh.make_function("local", "F", ["a"], ["b"], [oh.make_node(op, ["a"], ["b"], axis=axis)],
-                                opset_imports=[oh.make_opsetid("", 18)])
-    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local"), oh.make_node("F", ["z"], ["w"], domain="local")],
-                          "g", [vi("x", TensorProto.FLOAT, [2, 3]), vi("z", TensorProto.FLOAT, [2, 3, 4])],
-                          [vi("y", TensorProto.FLOAT, [2, 3]), vi("w", TensorProto.FLOAT, [2, 3, 4])])
-    return oh.make_model(graph, functions=[function], opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
-
-
-def test_softmax_of_unknown_rank_off_the_last_axis_stops_the_move_with_the_reason():
-    with pytest.raises(ConversionError, match=r"cannot convert Softmax \(opset 18, function local::F\) to opset 11: "
-                                              r"its input's rank is unknown.*axis 1"):
-        converted(_function_called_at_two_ranks("Softmax", 1), 11)
-    model = _function_called_at_two_ranks("LogSoftmax", -1)  # the last axis needs no rank
+def test_softmax_of_unknown_rank_on_the_last_axis_needs_no_rank():
+    """(Off the last axis: tests/test_opset_forms.py.)"""
+    model = function_called_at_two_ranks("LogSoftmax", -1)  # the last axis needs no rank
     out = converted(model, 11)
     rng = np.random.default_rng(0)
     feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "z": rng.standard_normal((2, 3, 4)).astype(np.float32)}
@@ -839,7 +827,7 @@ def test_hardmax_11_through_upgrade_and_lower_to_13_validates_exactly():
 
 def test_hardmax_of_unknown_rank_moves_up_and_an_axis_from_a_function_attribute_too():
     """Flatten needs no rank; an ``axis = @ax`` goes to Flatten, whose default (1) is the older op's."""
-    model = _function_called_at_two_ranks("Hardmax", 1)
+    model = function_called_at_two_ranks("Hardmax", 1)
     model.opset_import[0].version = model.functions[0].opset_import[0].version = 11
     out = converted(model, 13)
     assert [n.op_type for n in out.functions[0].node] == ["Flatten", "Shape", "Hardmax", "Reshape"]

@@ -22,7 +22,7 @@ import readme_examples
 
 ROOT = readme_examples.ROOT
 TEXT = readme_examples.README.read_text(encoding="utf-8")
-VERBS = ["upgrade", "fold", "lower", "tensorrt", "to-scatternd", "check", "repair"]
+VERBS = ["upgrade", "fold", "lower", "tensorrt", "to-scatternd", "check", "repair", "prepare"]
 
 
 def test_readme_is_under_10_kib():

@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 from test_exporter_patterns import accumulate_model
 
+from scatter_rewrite.verbs import VERBS
 from scatter_rewrite.passes.repair import RepairPass
 
 ort.set_default_logger_severity(3)
@@ -29,8 +30,10 @@ def at_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
 
 
 def repaired(model: onnx.ModelProto):
+    """The repair verb's passes (an upgrade first below opset 11) on ``model``; their result."""
     working = ir.serde.deserialize_model(model)
-    result = RepairPass()(working)
+    (steps,) = VERBS["repair"].make_passes()
+    result = steps(working)
     proto = ir.serde.serialize_model(working)
     onnx.checker.check_model(proto, full_check=True)
     return proto, result

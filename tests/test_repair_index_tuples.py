@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 
 import scatter_rewrite as sr
-from scatter_rewrite.passes._segment_reduce import index_tuple_length
+from scatter_rewrite.passes.lowering.segment_reduce import index_tuple_length
 
 DATA = Path(__file__).parent / "data" / "torch_repair"
 

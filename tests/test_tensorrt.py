@@ -16,7 +16,8 @@ import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
 from scatter_rewrite.cli import app
 from scatter_rewrite.graph import attr, iter_nodes
-from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_passes, tensorrt_violations
+from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_violations
+from scatter_rewrite.verbs import tensorrt_passes
 from scatter_rewrite.testing import scatter_model
 from test_check import tensor_scatter_model
 
@@ -245,7 +246,7 @@ def test_tensorrt_violations():
 
 @pytest.mark.parametrize("version", ["9", "7.0", "12"])
 def test_unknown_version(version):
-    with pytest.raises(sr.OptionError, match="--trt-version"):
+    with pytest.raises(sr.OptionError, match=f"^trt_version='{version}' is unknown"):
         tensorrt_passes(version)
 
 

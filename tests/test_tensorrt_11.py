@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.cli import app
-from scatter_rewrite.passes.tensorrt import MAX_OPSET
+from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET
 from scatter_rewrite.testing import scatter_model
 from test_check import tensor_scatter_model
 
@@ -31,7 +31,7 @@ def test_the_model_moves_down_to_the_opset_every_11_x_parses():
     model = scatter_model("ScatterElements", opset=26, reduction="add")
     out, outcome = sr.prepare_for_tensorrt(model, trt_version="11", validate=True,
                                            return_report=True)
-    assert MAX_OPSET["11"] == 24 and _opset(out) == 24
+    assert PARSER_MAX_OPSET["11"] == 24 and _opset(out) == 24
     # the reduction runs through the ScatterElements plugin, as on 10: left a ScatterElements(add)
     assert _scatters(out) == ["ScatterElements"] and outcome.status == "PASSED"
     assert not sr.check(out, target="tensorrt-11").blocked
@@ -75,11 +75,11 @@ def test_the_cli_takes_11(tmp_path):
 
 @pytest.mark.parametrize("version", ["8.6", "10", "11"])
 def test_every_version_has_its_tables(version):
-    from scatter_rewrite.passes._trt_support import PARSER_CASTS, SUPPORTED_TYPES
+    from scatter_rewrite.passes.tensorrt_support import PARSER_CASTS, SUPPORTED_TYPES
     from scatter_rewrite.passes.tensorrt import TOPK_MAX_K, TRT_VERSIONS
     from scatter_rewrite.verbs import TRT_VERSIONS as DECLARED
 
     assert TRT_VERSIONS == DECLARED
-    for table in (MAX_OPSET, TOPK_MAX_K, SUPPORTED_TYPES, PARSER_CASTS):
+    for table in (PARSER_MAX_OPSET, TOPK_MAX_K, SUPPORTED_TYPES, PARSER_CASTS):
         assert version in table
-    assert np.all([MAX_OPSET[v] <= onnx.defs.onnx_opset_version() for v in TRT_VERSIONS])
+    assert np.all([PARSER_MAX_OPSET[v] <= onnx.defs.onnx_opset_version() for v in TRT_VERSIONS])

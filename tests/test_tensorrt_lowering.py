@@ -25,8 +25,8 @@ from scatter_rewrite.readiness import check
 from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.evaluator.reference_ops import CORRECTED_OPS
 from scatter_rewrite.graph import attr, iter_nodes
-from scatter_rewrite.passes import _network_reduce as net
-from scatter_rewrite.passes import _segment_reduce as seg
+from scatter_rewrite.passes.lowering import network_reduce as net
+from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.tensorrt import tensorrt_violations
 from scatter_rewrite.testing import scatter_model
 
@@ -414,7 +414,7 @@ def test_function_called_with_two_update_counts_left_alone_with_the_reason():
 def test_idempotent():
     model = ir.serde.deserialize_model(scatter_model("ScatterND", opset=18, reduction="min", data_shape=(4, 5),
                                                      indices_shape=(6, 1), updates_shape=(6, 5)))
-    from scatter_rewrite.passes.tensorrt import tensorrt_passes
+    from scatter_rewrite.verbs import tensorrt_passes
 
     assert any([p(model).modified for p in tensorrt_passes("8.6")])  # every pass runs (no short-circuit)
     assert model.opset_imports[""] == 17  # TensorRT 8.6's parser documents opsets up to 17
@@ -548,7 +548,7 @@ def test_network_loop_bodies_use_only_ops_tensorrt_takes():
     """Every op of the Loop bodies (pair and one-key sorts, the scan with NaN flags, bool data) is
     in the audited table of both TensorRT versions with a type it lists, and the check walks into
     the bodies (a body op it does not know is reported)."""
-    from scatter_rewrite.passes._trt_support import SUPPORTED_TYPES
+    from scatter_rewrite.passes.tensorrt_support import SUPPORTED_TYPES
 
     body_ops = set()
     for nodes, dtype in ((7, TensorProto.FLOAT), ("n", TensorProto.FLOAT), (7, TensorProto.BOOL)):

@@ -1,7 +1,7 @@
 """Every node ``scatter-rewrite tensorrt`` writes is one TensorRT's ONNX parser of that
 version documents, with the data types it gets, and ``check`` reports what the parser would reject.
 
-The authority is the one table in :mod:`scatter_rewrite.passes._trt_support` (onnx-tensorrt
+The authority is the one table in :mod:`scatter_rewrite.passes.tensorrt_support` (onnx-tensorrt
 docs/operators.md and the TensorRT operator docs, cited there). The corpus below runs the whole
 flow for 8.6 and 10; the types of every value come from ONNX shape inference on the result (local
 functions inlined), independent of the types the passes record. What this corpus caught:
@@ -30,10 +30,10 @@ from onnx import TensorProto
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
 from scatter_rewrite.graph import iter_nodes
-from scatter_rewrite.passes import _network_reduce as net
-from scatter_rewrite.passes import _segment_reduce as seg
-from scatter_rewrite.passes._trt_support import SUPPORTED_TYPES, unsupported_type
-from scatter_rewrite.passes.tensorrt import MAX_OPSET, scatter_data_blocker, tensorrt_violations
+from scatter_rewrite.passes.lowering import network_reduce as net
+from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.tensorrt_support import SUPPORTED_TYPES, unsupported_type
+from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET, scatter_data_blocker, tensorrt_violations
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
 
 VERSIONS = ("8.6", "10")
@@ -84,7 +84,7 @@ def typed_nodes(model: onnx.ModelProto):
 
 
 def checked_types(node: onnx.NodeProto, types: dict) -> list[DT]:
-    """The element types the table constrains for ``node`` (as _trt_support.typed_inputs says)."""
+    """The element types the table constrains for ``node`` (as tensorrt_support.typed_inputs says)."""
     if node.op_type == "Constant":
         names = [node.output[0]]
     else:
@@ -104,7 +104,7 @@ def not_documented(model: onnx.ModelProto, version: str) -> list[str]:
             found.append(f"{node.op_type} (not in the table)")
         else:
             found += [why for t in checked_types(node, types) if (why := unsupported_type(node.op_type, t, version))]
-        if opset > MAX_OPSET[version]:
+        if opset > PARSER_MAX_OPSET[version]:
             found.append(f"{node.op_type} at opset {opset}")
     return sorted(set(found))
 

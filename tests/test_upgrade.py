@@ -165,8 +165,13 @@ def test_indices_updates_shape_mismatch_is_an_error():
 
 @pytest.mark.parametrize("opset", [10, 5, 99])
 def test_bad_target_opset(opset):
-    with pytest.raises(sr.OptionError, match=f"--opset {opset}"):
+    """The pass names its Python parameter; the command line says the flag."""
+    with pytest.raises(sr.OptionError, match=f"^opset={opset} is out of range") as e:
         UpgradePass(opset)
+    from scatter_rewrite.verbs import VERBS
+
+    assert VERBS["upgrade"].cli_message(e.value).startswith(f"--opset {opset} is out of range "
+                                                             "for upgrade: pick 11 to ")
 
 
 # ---- idempotence and model kinds -----------------------------------------------------------

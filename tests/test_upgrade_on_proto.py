@@ -1,6 +1,7 @@
 """``upgrade`` done on the parsed file (passes/upgrade.py: upgrade_proto), which the pipeline takes
-without validation for flat graphs where the upgrade is only renames: the same model and report as
-the IR path, and the IR path for everything else."""
+for flat graphs where the upgrade is only renames and the export holds no pattern a note names
+(pipeline.parsed_form): the same model and report as the IR path, and the IR path for everything
+else."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ PROTO_PATH_MODELS = {
 }
 
 
-def both_paths(tmp_path, model: onnx.ModelProto, **options):
+def both_paths(tmp_path, model: onnx.ModelProto, monkeypatch, **options):
     source = tmp_path / "m.onnx"
     onnx.save(model, source)
     fast = pipeline.rewrite_file("upgrade", source, options=options, output=tmp_path / "fast.onnx", validate=False)
-    ir_path = pipeline.rewrite_file("upgrade", source, passes=pipeline.VERBS["upgrade"].make_passes(**options),
-                                    output=tmp_path / "ir.onnx", validate=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "parsed_form", lambda *_: None)  # the IR path, always
+        ir_path = pipeline.rewrite_file("upgrade", source, options=options, output=tmp_path / "ir.onnx",
+                                        validate=False)
     return fast, ir_path, onnx.load(tmp_path / "fast.onnx"), onnx.load(tmp_path / "ir.onnx")
 
 
@@ -51,8 +54,8 @@ CASES = [(name, opset) for name, make in PROTO_PATH_MODELS.items() for opset in 
 
 
 @pytest.mark.parametrize("name, opset", CASES)
-def test_same_model_and_report_as_the_ir_path(tmp_path, name, opset):
-    fast, ir_path, a, b = both_paths(tmp_path, PROTO_PATH_MODELS[name](), opset=opset)
+def test_same_model_and_report_as_the_ir_path(tmp_path, monkeypatch, name, opset):
+    fast, ir_path, a, b = both_paths(tmp_path, PROTO_PATH_MODELS[name](), monkeypatch, opset=opset)
     assert fast.passes == ir_path.passes
     assert nodes(a) == nodes(b)
     assert [(o.domain, o.version) for o in a.opset_import] == [(o.domain, o.version) for o in b.opset_import]
@@ -95,11 +98,26 @@ def test_a_node_whose_schema_changes_takes_the_ir_path(tmp_path, ir_forbidden):
         pipeline.rewrite_file("upgrade", source, options={"opset": 13}, output=tmp_path / "b.onnx", validate=False)
 
 
-def test_validation_takes_the_ir_path(tmp_path, ir_forbidden):
+def test_an_accumulating_export_takes_the_ir_path(tmp_path, ir_forbidden):
+    """Only the IR path computes the export's notes: a scatter read by an Add may have one."""
+    model = scatter_model("Scatter", opset=10)
+    model.graph.node.append(onnx.helper.make_node("Add", ["output", "output"], ["z"]))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 5]))
+    source = tmp_path / "m.onnx"
+    onnx.save(model, source)
+    with pytest.raises(AssertionError, match="IR path"):
+        pipeline.rewrite_file("upgrade", source, output=tmp_path / "out.onnx", validate=False)
+
+
+def test_validation_writes_what_the_parsed_form_writes(tmp_path):
+    """Validation reads the original's IR for its plan; the written model is the parsed form's."""
     source = tmp_path / "m.onnx"
     onnx.save(scatter_model("Scatter", opset=10), source)
-    with pytest.raises(AssertionError, match="IR path"):
-        pipeline.rewrite_file("upgrade", source, output=tmp_path / "out.onnx", validate=True)
+    checked = pipeline.rewrite_file("upgrade", source, output=tmp_path / "a.onnx", validate=True)
+    written = pipeline.rewrite_file("upgrade", source, output=tmp_path / "b.onnx", validate=False)
+    assert (checked.status, written.status) == ("PASSED", "WRITTEN")
+    assert checked.passes == written.passes
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
 
 
 @pytest.mark.parametrize("make, message", [
@@ -111,9 +129,10 @@ def test_same_errors(tmp_path, make, message):
     source = tmp_path / "m.onnx"
     onnx.save(make(), source)
     errors = []
-    for passes in (None, pipeline.VERBS["upgrade"].make_passes()):
-        with pytest.raises(InvalidModelError, match=message) as e:
-            pipeline.rewrite_file("upgrade", source, passes=passes, output=tmp_path / "out.onnx", validate=False)
+    for form in (pipeline.parsed_form, lambda *_: None):  # the parsed file's, the IR's
+        with pytest.MonkeyPatch.context() as patch, pytest.raises(InvalidModelError, match=message) as e:
+            patch.setattr(pipeline, "parsed_form", form)
+            pipeline.rewrite_file("upgrade", source, output=tmp_path / "out.onnx", validate=False)
         errors.append(str(e.value))
     assert errors[0] == errors[1]
     assert not (tmp_path / "out.onnx").exists()

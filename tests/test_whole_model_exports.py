@@ -337,14 +337,15 @@ def test_the_corpus_holds_what_make_py_made():
 
 
 def _antialias_resize() -> onnx.ModelProto:
-    """Resize with antialias=1 (opset 18), which no earlier opset can express."""
+    """Resize with antialias=1 (opset 18) on an input of dynamic size, which no earlier opset can
+    express (on static sizes, a constant linear map: scatter_rewrite/opset/forms/)."""
     import onnx.helper as oh
 
     node = oh.make_node("Resize", ["x", "", "scales"], ["y"], name="resize_aa", mode="linear",
                         antialias=1)
     scales = onnx.numpy_helper.from_array(np.array([1, 1, 0.5, 0.5], np.float32), "scales")
-    graph = oh.make_graph([node], "resize", [oh.make_tensor_value_info("x", 1, [1, 1, 8, 8])],
-                          [oh.make_tensor_value_info("y", 1, [1, 1, 4, 4])], [scales])
+    graph = oh.make_graph([node], "resize", [oh.make_tensor_value_info("x", 1, ["n", 1, 8, 8])],
+                          [oh.make_tensor_value_info("y", 1, ["n", 1, 4, 4])], [scales])
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
 
 

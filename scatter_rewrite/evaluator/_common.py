@@ -20,6 +20,7 @@ import ml_dtypes
 import numpy as np
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
+from scatter_rewrite.limits import REDUCTION_VALUES
 
 __all__ = [
     "add_scaled_index", "as_string_kind", "check_index_dtype", "check_reduction", "check_same_type",
@@ -28,7 +29,6 @@ __all__ = [
 ]
 
 Reduction = Literal["none", "add", "mul", "max", "min"]
-REDUCTIONS: tuple[str, ...] = ("none", "add", "mul", "max", "min")
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
@@ -165,9 +165,9 @@ def check_reduction(reduction: str, dtype: np.dtype, op: str, node_name: str | N
     ``mul``; bool ``add``/``mul``/``max``/``min`` are or/and/or/and (onnxruntime: same for
     add/mul, rejects max/min).
     """
-    if reduction not in REDUCTIONS:
+    if reduction not in REDUCTION_VALUES:
         raise invalid(
-            op, node_name, f"reduction {reduction!r} is not one of {', '.join(REDUCTIONS)}"
+            op, node_name, f"reduction {reduction!r} is not one of {', '.join(REDUCTION_VALUES)}"
         )
     if reduction == "none":
         return

@@ -7,15 +7,15 @@ A step is one of (:class:`Kind`):
 * ``same_if(...)``: the same meaning when a condition holds on the node: named attributes absent
   or at the value given (``ONES``: every entry 1); ``values``: attribute values the older op lacks,
   with the first opset that has them. Otherwise no exact form, or the step's ``otherwise``.
-* ``rewrite(name)``: an exact rewrite into older ops, a function of
-  :mod:`scatter_rewrite.opset.move`
-  (:data:`scatter_rewrite.opset.move.REWRITES`).
+* ``REWRITE``: an exact rewrite into older ops: the form registered for (op, since, the previous
+  version) in :mod:`scatter_rewrite.opset.forms` (:func:`scatter_rewrite.opset.registry.down_forms`;
+  tests/test_opset_steps.py fails on a REWRITE step without one, and on a form no step names).
 * ``CONVERTER``: onnx.version_converter's adapter, exact for this step.
 * ``BODY``: the op's ONNX function body (context-dependent where the schema's is).
 * ``no_form(reason)``: no exact form at the older version, and why.
 
 A step whose op has no previous version (``Trilu-14``, ``Gelu-20``) moves to older ops or nowhere:
-``BODY``, ``rewrite`` or ``no_form``. Looked up by (op, since); :func:`steps_between` gives the
+``BODY``, ``REWRITE`` or ``no_form``. Looked up by (op, since); :func:`steps_between` gives the
 steps of a move from one opset to another. tests/test_opset_steps.py fails when the installed onnx
 has an op version this table does not declare.
 """
@@ -30,7 +30,10 @@ import onnx.defs
 
 from scatter_rewrite.spec import REDUCTIONS_SINCE
 
-__all__ = ["Kind", "MIN_TARGET", "ONES", "SAME", "Step", "STEPS", "steps_between", "versions"]
+__all__ = [
+    "Kind", "MIN_TARGET", "ONES", "previous", "REWRITE", "SAME", "Step", "STEPS", "steps_between",
+    "versions",
+]
 
 MIN_TARGET = 11  # the oldest opset a model moves to
 
@@ -52,7 +55,6 @@ class Step:
     kind: Kind
     when: tuple[tuple[str, object], ...] = ()  # SAME_IF: (attribute, the value the older op means)
     values: tuple[tuple[str, dict], ...] = ()  # SAME_IF: (attribute, {newer value: first opset})
-    rewrite: str | None = None  # REWRITE: the form's name
     reason: str | None = None  # NO_FORM: why
     otherwise: Kind | None = None  # when the condition fails (SAME_IF) or there is no form: BODY
 
@@ -60,6 +62,7 @@ class Step:
 SAME = Step(Kind.SAME)
 CONVERTER = Step(Kind.CONVERTER)
 BODY = Step(Kind.BODY)
+REWRITE = Step(Kind.REWRITE)  # the forms registered for the step (registry.down_forms)
 
 
 def same_if(values: dict | None = None, otherwise: Step | None = None, **when) -> Step:
@@ -69,10 +72,6 @@ def same_if(values: dict | None = None, otherwise: Step | None = None, **when) -
         values=tuple(sorted((values or {}).items())),
         otherwise=None if otherwise is None else otherwise.kind,
     )
-
-
-def rewrite(name: str) -> Step:
-    return Step(Kind.REWRITE, rewrite=name)
 
 
 def no_form(reason: str, otherwise: Step | None = None) -> Step:
@@ -136,7 +135,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Col2Im", 18): no_form("no older op computes it and ONNX gives it no function body"),
     ("Compress", 28): SAME,
     ("Concat", 13): SAME,
-    ("Constant", 12): rewrite("constant_value_tensor"),
+    ("Constant", 12): REWRITE,
     ("Constant", 13): SAME,
     ("Constant", 19): SAME,
     ("Constant", 21): SAME,
@@ -170,8 +169,10 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Det", 22): SAME,
     ("Div", 13): SAME,
     ("Div", 14): SAME,
-    ("Dropout", 12): CONVERTER,
-    ("Dropout", 13): CONVERTER,
+    # (the converter has no Dropout adapter down; 12's ratio and training_mode inputs, which 10
+    # lacks, stop the node fitting the older schema: then refused)
+    ("Dropout", 12): SAME,
+    ("Dropout", 13): SAME,
     ("Dropout", 22): SAME,
     ("Einsum", 12): no_form(
         "no ONNX function body, and its equation's form in MatMul/Transpose/ReduceSum "
@@ -205,8 +206,8 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Greater", 13): SAME,
     ("GreaterOrEqual", 12): BODY,
     ("GreaterOrEqual", 16): SAME,
-    ("GridSample", 16): no_form("no older op computes it and ONNX gives it no function body"),
-    ("GridSample", 20): rewrite("grid_sample_mode"),
+    ("GridSample", 16): REWRITE,
+    ("GridSample", 20): REWRITE,
     ("GridSample", 22): SAME,
     ("GroupNormalization", 18): BODY,
     ("GroupNormalization", 21): no_form(
@@ -217,7 +218,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("HardSigmoid", 22): SAME,
     ("HardSwish", 14): BODY,
     ("HardSwish", 22): SAME,
-    ("Hardmax", 13): rewrite("softmax_axis"),
+    ("Hardmax", 13): REWRITE,
     ("Identity", 13): SAME,
     ("Identity", 14): SAME,
     ("Identity", 16): SAME,
@@ -248,7 +249,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("LessOrEqual", 16): SAME,
     ("LinearAttention", 27): BODY,
     ("Log", 13): SAME,
-    ("LogSoftmax", 13): rewrite("softmax_axis"),
+    ("LogSoftmax", 13): REWRITE,
     ("Loop", 13): SAME,
     ("Loop", 16): SAME,
     ("Loop", 19): SAME,
@@ -260,7 +261,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("LpPool", 18): same_if(ceil_mode=0, dilations=ONES),
     ("LpPool", 22): SAME,
     ("MatMul", 13): SAME,
-    ("Max", 12): rewrite("min_max_integers"),
+    ("Max", 12): REWRITE,
     ("Max", 13): SAME,
     ("MaxPool", 12): SAME,
     ("MaxPool", 22): SAME,
@@ -269,12 +270,12 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Mean", 13): SAME,
     ("MeanVarianceNormalization", 13): SAME,
     ("MelWeightMatrix", 17): no_form("no older op computes it and ONNX gives it no function body"),
-    ("Min", 12): rewrite("min_max_integers"),
+    ("Min", 12): REWRITE,
     ("Min", 13): SAME,
     ("Mish", 18): BODY,
     ("Mish", 22): SAME,
     ("Mod", 13): SAME,
-    ("Mod", 28): rewrite("mod_floor"),
+    ("Mod", 28): REWRITE,
     ("Mul", 13): SAME,
     ("Mul", 14): SAME,
     ("Multinomial", 22): SAME,
@@ -294,7 +295,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("OptionalHasElement", 28): SAME,
     ("PRelu", 16): SAME,
     ("Pad", 13): SAME,
-    ("Pad", 18): rewrite("pad_axes"),
+    ("Pad", 18): REWRITE,
     ("Pad", 19): same_if(values={"mode": {"wrap": 19}}),
     ("Pad", 21): SAME,
     ("Pad", 23): SAME,
@@ -321,42 +322,42 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Range", 27): same_if(stash_type=1),
     ("Reciprocal", 13): SAME,
     ("ReduceL1", 13): SAME,
-    ("ReduceL1", 18): rewrite("reduce_axes"),
+    ("ReduceL1", 18): REWRITE,
     ("ReduceL2", 13): SAME,
-    ("ReduceL2", 18): rewrite("reduce_axes"),
+    ("ReduceL2", 18): REWRITE,
     ("ReduceLogSum", 13): SAME,
-    ("ReduceLogSum", 18): rewrite("reduce_axes"),
+    ("ReduceLogSum", 18): REWRITE,
     ("ReduceLogSum", 28): SAME,
     ("ReduceLogSumExp", 13): SAME,
-    ("ReduceLogSumExp", 18): rewrite("reduce_axes"),
+    ("ReduceLogSumExp", 18): REWRITE,
     ("ReduceLogSumExp", 28): SAME,
     ("ReduceMax", 12): SAME,
     ("ReduceMax", 13): SAME,
-    ("ReduceMax", 18): rewrite("reduce_axes"),
+    ("ReduceMax", 18): REWRITE,
     ("ReduceMax", 20): SAME,
     ("ReduceMean", 13): SAME,
-    ("ReduceMean", 18): rewrite("reduce_axes"),
+    ("ReduceMean", 18): REWRITE,
     ("ReduceMin", 12): SAME,
     ("ReduceMin", 13): SAME,
-    ("ReduceMin", 18): rewrite("reduce_axes"),
+    ("ReduceMin", 18): REWRITE,
     ("ReduceMin", 20): SAME,
     ("ReduceProd", 13): SAME,
-    ("ReduceProd", 18): rewrite("reduce_axes"),
-    ("ReduceSum", 13): rewrite("reduce_axes"),
+    ("ReduceProd", 18): REWRITE,
+    ("ReduceSum", 13): REWRITE,
     ("ReduceSumSquare", 13): SAME,
-    ("ReduceSumSquare", 18): rewrite("reduce_axes"),
+    ("ReduceSumSquare", 18): REWRITE,
     ("RegexFullMatch", 20): no_form("no older op matches strings"),
     ("Relu", 13): SAME,
     ("Relu", 14): SAME,
     ("Reshape", 13): SAME,
-    ("Reshape", 14): rewrite("reshape_allowzero"),
+    ("Reshape", 14): REWRITE,
     ("Reshape", 19): SAME,
     ("Reshape", 21): SAME,
     ("Reshape", 23): SAME,
     ("Reshape", 24): SAME,
     ("Reshape", 25): SAME,
-    ("Resize", 13): rewrite("resize_inputs"),
-    ("Resize", 18): rewrite("resize_axes"),
+    ("Resize", 13): REWRITE,
+    ("Resize", 18): REWRITE,
     ("Resize", 19): same_if(
         values={"coordinate_transformation_mode": {"half_pixel_symmetric": 19}}
     ),
@@ -381,7 +382,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Selu", 22): SAME,
     ("SequenceMap", 17): BODY,
     ("Shape", 13): SAME,
-    ("Shape", 15): rewrite("shape_slice"),
+    ("Shape", 15): REWRITE,
     ("Shape", 19): SAME,
     ("Shape", 21): SAME,
     ("Shape", 23): SAME,
@@ -398,7 +399,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Size", 24): SAME,
     ("Size", 25): SAME,
     ("Slice", 13): SAME,
-    ("Softmax", 13): rewrite("softmax_axis"),
+    ("Softmax", 13): REWRITE,
     ("SoftmaxCrossEntropyLoss", 12): BODY,
     ("SoftmaxCrossEntropyLoss", 13): SAME,
     ("Softplus", 22): SAME,
@@ -406,7 +407,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("SpaceToDepth", 13): SAME,
     ("SpaceToDepth", 28): same_if(mode="DCR", otherwise=BODY),
     ("Split", 13): CONVERTER,
-    ("Split", 18): rewrite("split_num_outputs"),
+    ("Split", 18): REWRITE,
     ("SplitToSequence", 24): SAME,
     ("Sqrt", 13): SAME,
     ("Squeeze", 13): CONVERTER,
@@ -432,7 +433,7 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Transpose", 23): SAME,
     ("Transpose", 24): SAME,
     ("Transpose", 25): SAME,
-    ("Trilu", 14): rewrite("trilu"),
+    ("Trilu", 14): REWRITE,
     ("Unique", 28): SAME,
     ("Unsqueeze", 13): CONVERTER,
     ("Unsqueeze", 21): SAME,
@@ -453,6 +454,12 @@ def versions(op_type: str) -> tuple[int, ...]:
             if s.name == op_type and s.domain in ("", "ai.onnx")
         )
     )
+
+
+def previous(op_type: str, since: int) -> int | None:
+    """The version of ``op_type`` before ``since``; None when ``since`` is its first."""
+    older = [v for v in versions(op_type) if v < since]
+    return older[-1] if older else None
 
 
 def steps_between(op_type: str, source: int, target: int) -> list[tuple[int, Step]]:

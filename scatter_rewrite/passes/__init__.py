@@ -30,7 +30,11 @@ _EXPORTS = {
     "TensorRTPass": ("scatter_rewrite.passes.tensorrt", "TensorRTPass"),
     "LowerTensorScatterPass": ("scatter_rewrite.passes.tensorrt", "LowerTensorScatterPass"),
     "CapOpsetPass": ("scatter_rewrite.passes.tensorrt", "CapOpsetPass"),
-    "tensorrt_passes": ("scatter_rewrite.passes.tensorrt", "tensorrt_passes"),
+    "MoveOpsetPass": ("scatter_rewrite.passes.move_opset", "MoveOpsetPass"),
+    "Steps": ("scatter_rewrite.passes.compose", "Steps"),
+    "OnlyIf": ("scatter_rewrite.passes.compose", "OnlyIf"),
+    "RemoveUnusedNodesPass": ("scatter_rewrite.passes.remove_unused", "RemoveUnusedNodesPass"),
+    "tensorrt_passes": ("scatter_rewrite.verbs", "tensorrt_passes"),
     "NoScatterPass": ("scatter_rewrite.passes.no_scatter", "NoScatterPass"),
     "TargetScattersPass": ("scatter_rewrite.passes.no_scatter", "TargetScattersPass"),
 }
@@ -51,14 +55,18 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult  # noqa: F401
+    from scatter_rewrite.passes.compose import OnlyIf, Steps  # noqa: F401
+    from scatter_rewrite.passes.remove_unused import RemoveUnusedNodesPass  # noqa: F401
     from scatter_rewrite.passes.fix_dims import FixDimsPass  # noqa: F401
     from scatter_rewrite.passes.fold import FoldPass  # noqa: F401
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass  # noqa: F401
     from scatter_rewrite.passes.no_scatter import NoScatterPass, TargetScattersPass  # noqa: F401
     from scatter_rewrite.passes.repair import RepairPass  # noqa: F401
     from scatter_rewrite.passes.specialize import SpecializeCallsPass  # noqa: F401
     from scatter_rewrite.passes.tensorrt import (  # noqa: F401
-        CapOpsetPass, LowerTensorScatterPass, TensorRTPass, tensorrt_passes,
+        CapOpsetPass, LowerTensorScatterPass, TensorRTPass,
     )
     from scatter_rewrite.passes.to_scatternd import ToScatterNDPass  # noqa: F401
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401
+    from scatter_rewrite.verbs import tensorrt_passes  # noqa: F401

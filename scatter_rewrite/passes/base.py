@@ -17,9 +17,15 @@ import onnx_ir as ir
 from scatter_rewrite.graph import Scope, describe
 from scatter_rewrite.spec import check_scatter_nodes
 
-__all__ = ["NodeNote", "ScatterPass", "ScatterPassResult"]
+__all__ = ["NodeNote", "ScatterPass", "ScatterPassResult", "first_and_more"]
 
 logger = logging.getLogger("scatter_rewrite")
+
+
+def first_and_more(items: list) -> str:
+    """The first of ``items`` and how many more: how a one-line error names every node it
+    refuses."""
+    return f"{items[0]}" + (f" (and {len(items) - 1} more)" if len(items) > 1 else "")
 
 
 @dataclasses.dataclass

@@ -1,6 +1,6 @@
 """Give named symbolic dimensions fixed sizes (``tensorrt --fix-dim E=200000``).
 
-TensorRT 8.6 runs a reducing scatter only as the sorting network of :mod:`._network_reduce`,
+TensorRT 8.6 runs a reducing scatter only as the sorting network of :mod:`.lowering.network_reduce`,
 which is built for a static number of updates; a model exported with a dynamic edge or batch
 count gets it once that dimension is fixed. Like onnxruntime's ``make_dynamic_shape_fixed``, this
 replaces the symbolic dimension ``NAME`` by ``SIZE`` wherever a value's shape declares it: the
@@ -38,7 +38,8 @@ class FixDimsPass(ScatterPass):
         super().__init__()
         for name, size in dim_sizes.items():
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-                raise OptionError(f"--fix-dim {name}={size}: the size must be a positive integer")
+                raise OptionError(f"dim_sizes: {name}={size} is not a positive integer",
+                                  parameter="dim_sizes")
         self.dim_sizes = dict(dim_sizes)
 
     def run(self, model: ir.Model) -> None:
@@ -47,8 +48,9 @@ class FixDimsPass(ScatterPass):
         if unknown:
             known = ", ".join(sorted(declared)) or "none: every input dimension is fixed or unnamed"
             raise OptionError(
-                f"--fix-dim: no model input has a dimension named {', '.join(map(repr, unknown))}; "
-                f"the named input dimensions are: {known}"
+                f"dim_sizes: no model input has a dimension named "
+                f"{', '.join(map(repr, unknown))}; the named input dimensions are: {known}",
+                parameter="dim_sizes",
             )
         changed = 0
         for value in _all_values(model):

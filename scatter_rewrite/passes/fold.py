@@ -35,12 +35,15 @@ is an ``ir.Tensor`` over the evaluator's array (no copy), written as external da
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import logging
 import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite import evaluator
-from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
+from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
+from scatter_rewrite.limits import check_size
 from scatter_rewrite.graph import (
     SCATTER_OPS, Scope, attr, describe, is_default_domain, is_reference, iter_nodes,
     reference_reason, shadowed_names,
@@ -75,23 +78,20 @@ class FoldPass(ScatterPass):
 
     def __init__(self, size_limit: int | None = None):
         super().__init__()
-        if size_limit is not None and (
-            isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit < 0
-        ):
-            raise OptionError(f"--size-limit {size_limit!r} must be a number of bytes >= 0")
-        self.size_limit = size_limit
+        self.size_limit = None if size_limit is None else check_size(size_limit, "size_limit")
 
     # ---- the pass ------------------------------------------------------------------------------
 
-    def run(self, model: ir.Model) -> None:
-        from scatter_rewrite.passes.specialize import SpecializeCallsPass
-
-        # A constant scatter whose axis is a function attribute: one copy of the function per call
-        # binding, the value known in each (specialize.py), so that each folds.
+    @staticmethod
+    def foldable_in(model: ir.Model) -> Callable[[ir.Node], bool]:
+        """Whether a node of ``model`` reads only constants (what this pass can fold): a constant
+        scatter whose axis is a function attribute gets one copy of its function per call
+        binding, the value known in each, from SpecializeCallsPass run first (the fold verb's
+        list), so that each folds."""
         probe = ConstantChains(shadowed=shadowed_names(model))
-        self.absorb(SpecializeCallsPass(
-            lambda node: all(v is None or probe.why_not(v) is None for v in node.inputs))(model))
-        probe.clear()
+        return lambda node: all(v is None or probe.why_not(v) is None for v in node.inputs)
+
+    def run(self, model: ir.Model) -> None:
         self._chains = ConstantChains(shadowed=shadowed_names(model))
         try:
             for node, scope in iter_nodes(model):

@@ -7,7 +7,12 @@ Rewrites, in the main graph, every If/Loop/Scan body and every model-local funct
   target has are kept (add/mul at 16-17, everything at 18+); ``reduction="none"`` needs no lowering.
 * ``TensorScatter`` (opset 24, KV-cache update, linear or circular, optional ``write_indices``)
   into one ``ScatterElements`` (reduction none, unique targets) for every target below 24.
-* the deprecated ``Scatter``, first, into ``ScatterElements`` (:class:`~.upgrade.UpgradePass`).
+
+The ``lower`` verb runs it after :class:`~.upgrade.UpgradePass` (the deprecated ``Scatter``, which
+no opset >= 11 accepts, into ``ScatterElements``) and :class:`~.specialize.SpecializeCallsPass` (a
+reduction whose axis or reduction is a function attribute: one copy of the function per call
+binding, the value known in each), for the nodes this pass lowers (:meth:`LowerPass.lowers`):
+:func:`scatter_rewrite.verbs.lower_passes`.
 
 Then every other node is converted to the target opset (:func:`scatter_rewrite.opset.convert_opset`;
 the nodes to lower are hidden from it and replaced afterwards, so they are never handed to
@@ -18,7 +23,8 @@ Modes (how a reduction is lowered):
 ``standard``
     Exact standard ONNX ops valid at the target (TopK sort of the row keys, a segmented tree
     reduction in a Loop, one ScatterND write-back): see
-    :mod:`scatter_rewrite.passes._segment_reduce` for the construction, its cost and its exactness
+    :mod:`scatter_rewrite.passes.lowering.segment_reduce` for the construction, its cost and its
+    exactness
     (max/min and integers bit for bit, float add/mul within the validation tolerance).
 ``custom``
     One custom-domain node per reduction, which a runtime implements natively:
@@ -43,7 +49,7 @@ TensorScatter is lowered to ScatterElements in every mode.
 
 Before lowering, an ``If`` whose condition is a compile-time constant and which feeds a node to
 lower that could not be lowered as it stands or whose rank is unknown, or reads its output, is
-replaced by the branch it always takes (:mod:`scatter_rewrite.passes._inline_if`), and each such
+replaced by the branch it always takes (:mod:`scatter_rewrite.passes.inline_if`), and each such
 If is reported in the notes. That is PyTorch's TorchScript export of ``scatter_reduce``: Ifs on
 "is x rank 0?" hide the scatter's rank, and in a function called on several shapes their
 branches declare another call's shapes, which onnx.checker rejects whatever the mode. A custom
@@ -61,26 +67,24 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite import custom_ops
-from scatter_rewrite.errors import ConversionError, OptionError
+from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.limits import REDUCTIONS, check_choice, check_opset
 from scatter_rewrite.graph import (
     Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within,
     reference_reason, remove_unused_expands, value_names,
 )
 from scatter_rewrite.opset import move_to_opset
-from scatter_rewrite.passes import _segment_reduce as seg
+from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.type_inference import (
     annotate_functions_with,
     borrow_inferred_types,
     restore_types,
 )
-from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
-from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
+from scatter_rewrite.passes.base import ScatterPass, first_and_more
 
 __all__ = ["LowerPass"]
 
-# The one opset range of every verb (scatter_rewrite.verbs): from ScatterElements' first to the
-# highest the installed onnx defines (from 24 only the model's move remains: no scatter is lacking).
-MIN_TARGET, MAX_TARGET = 11, onnx.defs.onnx_opset_version()
 MODES = ("standard", "custom", "tensorrt-plugin")
 CUSTOM_DOMAIN = custom_ops.DOMAIN  # onnxruntime-extensions fixes it
 CUSTOM_DOMAIN_VERSION = 1
@@ -103,22 +107,13 @@ class LowerPass(ScatterPass):
 
     def __init__(self, opset: int = 13, mode: str = "standard"):
         super().__init__()
-        if (
-            isinstance(opset, bool)
-            or not isinstance(opset, int)
-            or not MIN_TARGET <= opset <= MAX_TARGET
-        ):
-            raise OptionError(
-                f"--opset {opset} is out of range for lower: pick {MIN_TARGET} to {MAX_TARGET} "
-                f"(ScatterElements starts at 11; {MAX_TARGET} is the highest this onnx defines)"
-            )
-        if mode not in MODES:
-            raise OptionError(
-                f"--mode {mode!r} is unknown for lower: pick one of {', '.join(MODES)}"
-            )
-        self.opset, self.mode = opset, mode
+        self.opset, self.mode = check_opset(opset), check_choice(mode, MODES, "mode")
 
     # ---------------------------------------------------------------- what to do with a node
+
+    def lowers(self, node: ir.Node) -> bool:
+        """Whether this pass would lower ``node`` (what SpecializeCallsPass specializes for it)."""
+        return self.needs_lowering(node) is not None
 
     def needs_lowering(self, node: ir.Node) -> str | None:
         """'reduction' / 'tensor_scatter' / None."""
@@ -131,7 +126,7 @@ class LowerPass(ScatterPass):
                 return "reduction" if self.opset < seg.first_opset_with("max") else None
             if reduction == "none":
                 return None
-            if reduction in seg.REDUCTIONS and seg.first_opset_with(reduction) <= self.opset:
+            if reduction in REDUCTIONS and seg.first_opset_with(reduction) <= self.opset:
                 return None  # the target has it
             return "reduction"
         if node.op_type == "TensorScatter" and self.opset < 24:
@@ -145,22 +140,11 @@ class LowerPass(ScatterPass):
             return seg.tensor_scatter_blocker(node, self.opset)
         if self.mode == "custom":
             return (
-                None if attr(node, "reduction", "none") in seg.REDUCTIONS else "unknown reduction"
+                None if attr(node, "reduction", "none") in REDUCTIONS else "unknown reduction"
             )
         return seg.reduction_blocker(node, self.opset)
 
     def run(self, model: ir.Model) -> None:
-        if any(n.op_type == "Scatter" and is_default_domain(n) for n, _ in iter_nodes(model)):
-            # The deprecated Scatter (which no opset >= 11 accepts) is ScatterElements(none):
-            # upgrade it first, as `scatter-rewrite upgrade` would, and report it with the rest.
-            from scatter_rewrite.passes.upgrade import UpgradePass
-
-            self.absorb(UpgradePass()(model))
-        # A reduction whose axis or reduction is a function attribute: one copy of the function per
-        # call binding, the value known in each (see specialize.py).
-        from scatter_rewrite.passes.specialize import SpecializeCallsPass
-
-        self.absorb(SpecializeCallsPass(lambda node: self.needs_lowering(node) is not None)(model))
         pending: list[tuple[str, ir.Node, Scope]] = []
         blocked: list[str] = []
         # Decisions need dtypes and shapes the model may not record (values inside functions, the
@@ -201,10 +185,9 @@ class LowerPass(ScatterPass):
             else:
                 pending.append((kind, node, scope))
         if blocked:
-            more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
             raise ConversionError(
-                f"cannot lower to opset {target}: {blocked[0]}{more}; fix the model or pick a "
-                f"target opset that has the op (max/min: 18, add/mul: 16)"
+                f"cannot lower to opset {target}: {first_and_more(blocked)}; fix the model or "
+                f"pick a target opset that has the op (max/min: 18, add/mul: 16)"
             )
         for _, node, _ in pending:
             node.domain = _PENDING_DOMAIN
@@ -266,7 +249,7 @@ class LowerPass(ScatterPass):
                     out,
                     f"-> TensorRT ScatterElements plugin form (reduction={reduction})",
                 )
-            from scatter_rewrite.passes._network_reduce import (
+            from scatter_rewrite.passes.lowering.network_reduce import (
                 lower_reduction_network,
                 network_blocker,
             )

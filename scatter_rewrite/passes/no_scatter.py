@@ -3,7 +3,7 @@ TensorScatter and deprecated Scatter becomes Gather/Equal/Where/Reduce*/TopK-cla
 with no scatter op left anywhere (main graph, If/Loop/Scan bodies, model-local functions), for
 runtimes that have no scatter or a wrong one (NPUs: docs/targets.md).
 
-Each node is first viewed as rows (:func:`._segment_reduce.update_rows`, no scatter): the data as
+Each node is first viewed as rows (:func:`.lowering.segment_reduce.update_rows`, no scatter): the data as
 ``rows`` [R, w], each update row's target row ``keys`` [n] (negative indices normalized; the GNN
 ``Expand(Unsqueeze(dst))`` pattern as whole rows of w features) and the update rows ``vals``
 [n, w], in the order the scatter applies them. Then one of two forms, the one with the smaller
@@ -28,7 +28,7 @@ slower, its size said as a formula):
     symbolic, enough for any n below 2^31), unrolled (no Loop); every run's last element,
     picked with ``TopK`` of the run-end flags (exactly R of them, in key order: the output rows).
     ``none`` needs no scan: the run's last element is the last writer. Largest intermediate:
-    (R+n)*w of the compute type. The combine is :class:`._segment_reduce.Kind`'s, with its
+    (R+n)*w of the compute type. The combine is :class:`.lowering.segment_reduce.Kind`'s, with its
     "a NaN came after" flag for float max/min: bit for bit, as onnxruntime folds.
 
 Exactness: none/max/min and integers bit for bit; float add/mul re-associated (float16/bfloat16
@@ -53,15 +53,16 @@ from scatter_rewrite.graph import (
     SCATTER_OPS, Scope, attr, describe, is_default_domain, iter_nodes, nodes_within,
     reference_reason, remove_unused_expands, value_names,
 )
-from scatter_rewrite.passes import _segment_reduce as seg
-from scatter_rewrite.passes._inline_if import inline_constant_ifs, scatter_of_unknown_rank
-from scatter_rewrite.passes.base import ScatterPass
+from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
+from scatter_rewrite.passes.base import ScatterPass, first_and_more
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
 
 __all__ = ["DEFAULT_MAX_INTERMEDIATE_MIB", "Form", "NoScatterPass", "TargetScattersPass",
-           "forms_for", "no_scatter_passes", "scatter_free", "scatter_free_blocker"]
+           "forms_for", "no_scatter_passes", "scatter_free", "scatter_free_blocker", "steps_for",
+           "target_passes"]
 
 DEFAULT_MAX_INTERMEDIATE_MIB = 256
 INT64 = ir.DataType.INT64
@@ -205,18 +206,13 @@ class NoScatterPass(ScatterPass):
 
     def segment_form(self, node: ir.Node) -> bool:
         """Whether ``node`` is written as lower's sort + segmented reduction + ScatterND(none)
-        (:func:`._segment_reduce.lower_reduction`) instead of a scatter-free form: never here."""
+        (:func:`.lowering.segment_reduce.lower_reduction`) instead of a scatter-free form: never here."""
         return False
 
     def run(self, model: ir.Model) -> None:
         if not any(_is_scatter(n) for n, _ in iter_nodes(model)):
             return
-        from scatter_rewrite.passes.specialize import SpecializeCallsPass
-        from scatter_rewrite.passes.upgrade import UpgradePass
-
-        if any(n.op_type == "Scatter" and is_default_domain(n) for n, _ in iter_nodes(model)):
-            self.absorb(UpgradePass()(model))
-        self.absorb(SpecializeCallsPass(_is_scatter)(model))
+        # (the deprecated Scatter upgraded and functions specialized first: steps_for)
         # TorchScript's constant Ifs around a scatter hide its rank: their taken branch, as lower
         for text in inline_constant_ifs(model, near=scatter_of_unknown_rank):
             self.note(text, modified=True)
@@ -266,8 +262,7 @@ class NoScatterPass(ScatterPass):
             else:
                 plans.append((node, scope, form))
         if blocked:
-            more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
-            raise ConversionError(f"{self.refusal}: {blocked[0]}{more}")
+            raise ConversionError(f"{self.refusal}: {first_and_more(blocked)}")
         for node, scope, form in plans:
             source = made.get(id(node))
             what = "TensorScatter -> ScatterElements -> " if source is not None else ""
@@ -459,7 +454,23 @@ def _positional_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: se
 
 def no_scatter_passes(max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) -> list:
     """What ``prepare --target no-scatter`` runs."""
-    return [NoScatterPass(max_intermediate_mib)]
+    return steps_for(NoScatterPass(max_intermediate_mib))
+
+
+def target_passes(target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) -> list:
+    """What ``prepare --target T`` runs for a target whose scatters are rewritten here."""
+    return steps_for(TargetScattersPass(target, max_intermediate_mib))
+
+
+def steps_for(pass_: NoScatterPass) -> list:
+    """``pass_`` after what it needs, one report line: the deprecated Scatter upgraded (where the
+    model has one), functions whose scatters read a function attribute specialized."""
+    from scatter_rewrite.passes.compose import OnlyIf, Steps
+    from scatter_rewrite.passes.specialize import SpecializeCallsPass
+    from scatter_rewrite.passes.upgrade import UpgradePass, has_scatter
+
+    return [Steps(OnlyIf(has_scatter, UpgradePass()), SpecializeCallsPass(_is_scatter), pass_,
+                  name=pass_.name)]
 
 
 class TargetScattersPass(NoScatterPass):

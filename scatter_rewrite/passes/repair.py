@@ -11,7 +11,8 @@ and ``index_put_(accumulate=True)`` at opsets 11-17 (pytorch/pytorch#61034, #111
 A repeated index is written once (the last write wins in onnxruntime) where PyTorch sums every
 update. The scatter becomes the same scatter with ``reduction="add"``, which is what PyTorch
 computed: ``self + (the sum of the updates at each index)``. At opset >= 16 that is the
-ScatterElements/ScatterND attribute; below, :mod:`~._segment_reduce`'s exact standard-op lowering
+ScatterElements/ScatterND attribute; below, :mod:`~.lowering.segment_reduce`'s exact standard-op
+lowering
 (the one ``lower`` uses); a model at opset 9/10 first moves to opset 11 (``Scatter`` becomes
 ``ScatterElements``, as ``upgrade`` does), since no lowering writes back with ``Scatter``.
 
@@ -63,14 +64,13 @@ from scatter_rewrite.graph import (
     Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes, reference_reason,
     nodes_within, remove_unused_expands, value_names,
 )
-from scatter_rewrite.passes import _segment_reduce as seg
+from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.limits import OPSET_FLOOR, REDUCTIONS_SINCE
 from scatter_rewrite.passes.base import NodeNote, ScatterPass
 
 __all__ = ["ASSUMPTIONS", "find_sites", "REPAIR_NOTE", "repairable_nodes", "RepairPass"]
 
 SCATTERS = ("Scatter", "ScatterElements", "ScatterND")
-FIRST_ADD_REDUCTION_OPSET = 16
-FIRST_LOWERABLE_OPSET = 11
 EXPORTER_BEHAVIOUR = (
     "TorchScript export of scatter_add (below opset 16), index_add or index_put_(accumulate=True): "
     "zeros -> scatter without reduction -> Add counts a repeated index once where PyTorch sums "
@@ -264,7 +264,18 @@ class RepairPass(ScatterPass):
             raise ValueError(f"assume={assume!r}: pick one of {', '.join(ASSUMPTIONS)}")
         self.assume = assume
 
-    def run(self, model: ir.Model) -> None:
+    def needs_upgrade(self, model: ir.Model) -> bool:
+        """Whether a scatter this pass repairs is in a scope below opset 11 (a Scatter, or no
+        ScatterElements reduction to give it): the repair verb runs UpgradePass(11) first then,
+        as `upgrade` does it (:func:`scatter_rewrite.verbs.repair_passes`)."""
+        from scatter_rewrite.graph import iter_scopes
+
+        if all(scope.opset >= OPSET_FLOOR for scope in iter_scopes(model)):
+            return False
+        sites, _ = self._sites(model)
+        return any(site.scope.opset < OPSET_FLOOR for site in sites)
+
+    def _sites(self, model: ir.Model) -> tuple[list, list]:
         from scatter_rewrite.type_inference import (
             annotate_functions_with, borrow_inferred_types, restore_types,
         )
@@ -273,20 +284,25 @@ class RepairPass(ScatterPass):
         scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
         borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
         try:
-            sites, lookalikes = find_sites(model, self.assume)
+            return find_sites(model, self.assume)
         finally:
             restore_types(borrowed)
+
+    def run(self, model: ir.Model) -> None:
+        from scatter_rewrite.type_inference import (
+            annotate_functions_with, borrow_inferred_types, restore_types,
+        )
+
+        sites, lookalikes = self._sites(model)
         for node, scope, reason in lookalikes:
             self.skip(node, scope, reason)
+        for site in [site for site in sites if site.scope.opset < OPSET_FLOOR]:
+            sites.remove(site)  # (the repair verb upgrades first: needs_upgrade)
+            self.skip(site.scatter, site.scope, f"opset {site.scope.opset} has no reducing "
+                      f"scatter to write: run UpgradePass({OPSET_FLOOR}) first")
         if not sites:
             return
         found = {id(site.scatter): describe(site.scatter, site.scope) for site in sites}
-        if any(site.scope.opset < FIRST_LOWERABLE_OPSET for site in sites):
-            from scatter_rewrite.passes.upgrade import UpgradePass
-
-            # Scatter -> ScatterElements, the model at opset 11: as `upgrade` does it
-            self.absorb(UpgradePass(FIRST_LOWERABLE_OPSET)(model))
-        # Scopes (and opsets) as they are now: the upgrade may have moved them.
         scopes = {id(node): scope for node, scope in iter_nodes(model) if id(node) in found}
         wanted = lambda node: id(node) in found  # noqa: E731
         borrowed = borrow_inferred_types(model) + annotate_functions_with(model, wanted)
@@ -410,11 +426,11 @@ def _detach(nodes: list[ir.Node]) -> None:
 
 def _needs_lowering(node: ir.Node, opset: int) -> bool:
     """Below opset 16 no scatter reduces; onnxruntime's CPU provider reduces no float16/bfloat16."""
-    return opset < FIRST_ADD_REDUCTION_OPSET or node.inputs[0].dtype in HALF_FLOATS
+    return opset < REDUCTIONS_SINCE["add"] or node.inputs[0].dtype in HALF_FLOATS
 
 
 def _why_lowered(node: ir.Node, opset: int) -> str:
-    if opset < FIRST_ADD_REDUCTION_OPSET:
+    if opset < REDUCTIONS_SINCE["add"]:
         return f"no scatter reduces at opset {opset}"
     return (f"onnxruntime's CPU provider has no {node.inputs[0].dtype.name} scatter add; "
             "summed in float32, rounded once")

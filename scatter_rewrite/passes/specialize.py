@@ -43,24 +43,27 @@ FunctionKey = tuple[str, str, str]
 class SpecializeCallsPass(ScatterPass):
     """``wants(node)``: whether a scatter node with a reference attribute is one the passes after
     this one would rewrite (default: every one); the others do not make their function
-    specialized."""
+    specialized. ``wants_in(model)``: that predicate, where it depends on the model (what a fold
+    can evaluate in it)."""
 
     name = "specialize"
 
-    def __init__(self, wants: Callable[[ir.Node], bool] | None = None) -> None:
+    def __init__(self, wants: Callable[[ir.Node], bool] | None = None, *,
+                 wants_in: Callable[[ir.Model], Callable[[ir.Node], bool]] | None = None) -> None:
         super().__init__()
-        self.wants = wants or (lambda node: True)
+        self.wants_in = wants_in or (lambda model: wants or (lambda node: True))
 
     def run(self, model: ir.Model) -> None:
+        wants = self.wants_in(model)
         for _ in range(len(model.functions) + 1):  # one level of nesting per round
-            if not self._round(model):
+            if not self._round(model, wants):
                 break
         # a call's value now in a scatter (axis=1.0 bound to axis=@ax): checked as any
         if self.result.modified:
             check_scatter_nodes(model)
 
-    def _round(self, model: ir.Model) -> bool:
-        needed = _needed_attributes(model, self.wants)
+    def _round(self, model: ir.Model, wants: Callable[[ir.Node], bool]) -> bool:
+        needed = _needed_attributes(model, wants)
         calls = function_calls(model)
         changed = False
         for key, names in needed.items():

@@ -1,9 +1,10 @@
 """Prepare every scatter for TensorRT's ONNX parser (``scatter-rewrite tensorrt``).
 
-:func:`tensorrt_passes` is the whole flow: upgrade the deprecated ``Scatter`` (UpgradePass), fold
-constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass, only when the model has one),
-then :class:`TensorRTPass` for the chosen TensorRT version, and last the model moves down to the
-highest opset that version's parser documents (:data:`MAX_OPSET`) when it is above it.
+:func:`scatter_rewrite.verbs.tensorrt_passes` is the whole flow: upgrade the deprecated
+``Scatter`` (UpgradePass), fold constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass,
+only when the model has one), then :class:`TensorRTPass` for the chosen TensorRT version, and last
+the model moves down to the highest opset that version's parser documents
+(:data:`PARSER_MAX_OPSET`) when it is above it (:class:`CapOpsetPass`, then MoveOpsetPass).
 
 What TensorRT accepts (facts and sources: /work/shared/reference/tensorrt-and-exporters.md; the
 onnx-tensorrt importer ``addScatterLayer`` in onnx2trt_utils.cpp; NVIDIA/TensorRT
@@ -29,16 +30,17 @@ plugin/scatterElementsPlugin/README.md):
   update row lands on one data row, in update order).
 * TensorRT 8.6: the importer never reads ``reduction``: add/mul/max/min are silently ignored
   (wrong results, NVIDIA/TensorRT#3750). Every reduction is lowered to ops TensorRT 8.6 accepts:
-  :func:`scatter_rewrite.passes._network_reduce.lower_reduction_network` (keys sorted by a bitonic
+  :func:`~.lowering.network_reduce.lower_reduction_network` (keys sorted by a bitonic
   network run as one fixed-shape Loop, a segmented scan as another, one ScatterND with unique
   targets; no TopK, NonZero or If). It needs a static number of updates (and a static ScatterND
   index tuple length); nodes it cannot take are left alone with the reason. The same lowering
   serves TensorRT 10 for reductions the plugin cannot take (data other than FP32/FP16/INT32/INT64).
-  The standard lowering (:mod:`._segment_reduce`) is not used here: it sorts all n keys with one
+  The standard lowering (:mod:`.lowering.segment_reduce`) is not used here: it sorts all n keys
+  with one
   ``TopK`` (TensorRT takes K <= 3840 only) and reduces in a ``Loop`` whose carried values shrink
   (TensorRT's ILoop needs fixed-shape recurrences).
   :func:`tensorrt_violations` checks every emitted node against the documented restrictions,
-  op and data type (the one table: :mod:`._trt_support`).
+  op and data type (the one table: :mod:`.tensorrt_support`).
   The lowering needs the scatter's rank: Ifs with a constant condition that hide it (TorchScript's
   rank-0 wrapper of ``scatter_reduce``) are inlined first (:func:`inline_rank_hiding_ifs`). Where
   nothing needs the rank (a ScatterElements the TensorRT 10/11 plugin takes as it is) such an If is
@@ -67,7 +69,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import ConversionError, OptionError
+from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.limits import REDUCTIONS, TRT_VERSIONS, check_choice
 from scatter_rewrite.graph import (
     CUSTOM_SCATTER_OPS, Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes,
     nodes_within, reference_reason, remove_unused_expands,
@@ -75,25 +78,23 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types, serialize_without_weights,
 )
-from scatter_rewrite.passes._trt_support import (
+from scatter_rewrite.passes.tensorrt_support import (
     BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names,
     typed_inputs, unsupported_type,
 )
-from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult
+from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult, first_and_more
 from scatter_rewrite.passes.to_scatternd import (
     Decline, ModelNames, ReplacementBuilder, const_array, convert_to_scatternd, drop_none_reduction,
     infer_missing_shapes, known_rank, scatter_nd_through, value_dtype,
 )
 
 __all__ = [
-    "CapOpsetPass", "CUSTOM_AS_ONNX", "inline_rank_hiding_ifs", "is_reducing_scatter",
-    "LowerTensorScatterPass", "MAX_OPSET", "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES",
-    "scatter_data_blocker", "tensorrt_passes", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K",
+    "cap_reason", "CapOpsetPass", "check_trt_version", "CUSTOM_AS_ONNX", "inline_rank_hiding_ifs",
+    "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES",
+    "scatter_data_blocker", "has_tensor_scatter", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K",
     "TRT_VERSIONS",
 ]
 
-TRT_VERSIONS = ("8.6", "10", "11")
-REDUCTIONS = ("add", "mul", "max", "min")
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.
 PLUGIN_DATA_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64}
 # onnx-tensorrt addScatterLayer: checkNotInvalidType(data, {"UINT8"}) for ScatterND and
@@ -106,7 +107,7 @@ CARRIED_DATA_TYPES = {ir.DataType.BOOL}
 # 10.0 supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset
 # 17"). TensorRT 11 (docs/tensorrt-11.md): 24 on every 11.x; 25 came with 11.5 ("Added support for
 # ONNX opset 25").
-MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
+PARSER_MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
 # The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support
 # for ... TensorScatter"): the flow leaves it as it is there.
 PARSES_TENSORSCATTER = frozenset({"11"})
@@ -119,12 +120,7 @@ VALUE_SIZED_OPS = {"NonZero", "Compress", "Unique"}
 
 
 def check_trt_version(trt_version: str) -> str:
-    version = str(trt_version)
-    if version not in TRT_VERSIONS:
-        raise OptionError(
-            f"--trt-version {trt_version!r} is unknown: pick one of {', '.join(TRT_VERSIONS)}"
-        )
-    return version
+    return check_choice(trt_version, TRT_VERSIONS, "trt_version")
 
 
 def _is_constant(value: ir.Value | None) -> bool:
@@ -188,7 +184,7 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
     known.
 
     Only documented restrictions are checked: every op must be in the audited operator table
-    (:mod:`._trt_support`, onnx-tensorrt docs/operators.md) with a data type it lists (Cast: its
+    (:mod:`.tensorrt_support`, onnx-tensorrt docs/operators.md) with a data type it lists (Cast: its
     input and ``to``; Constant: its value), as the parser casts it (INT64 -> INT32 on 8.6, DOUBLE ->
     FLOAT); Compress/Unique/... are unsupported; TopK's K must be at most 3840 (NvInfer.h), so one
     computed at run time, which the parser takes from 8.6 on, is reported as unbounded; a Loop may
@@ -207,7 +203,7 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
             continue
         if op not in table:
             found.append(f"{op} is not in the operator table audited for TensorRT {trt_version} "
-                         "(scatter_rewrite/passes/_trt_support.py)")
+                         "(scatter_rewrite/passes/tensorrt_support.py)")
             continue
         checked = [types.of(node.inputs[i]) for i in typed_inputs(node) if i < len(node.inputs)]
         if op == "Cast":
@@ -297,7 +293,8 @@ def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[s
     dtype).
 
     The scatter layer's types (TensorRT operator docs Scatter.html; onnx-tensorrt docs/operators.md,
-    :func:`._trt_support.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast down by
+    :func:`.tensorrt_support.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast
+    down by
     the parser); 10 also BF16 and INT64. UINT8 is rejected by the importer (addScatterLayer:
     checkNotInvalidType UINT8). BOOL is in neither: the pass writes it through INT32 (exact).
     TensorRT 8.x has no BFLOAT16 at all (onnx2trt_utils convertDtype: "Unsupported ONNX data type"),
@@ -352,9 +349,8 @@ class _ForTensorRT(ScatterPass):
     def call(self, model: ir.Model) -> ScatterPassResult:
         result = super().call(model)
         if result.skipped:
-            first, more = result.skipped[0], len(result.skipped) - 1
             advice = self.advice(result.skipped)
-            error = self.unreachable(f"{first}" + (f" (and {more} more)" if more else "")
+            error = self.unreachable(first_and_more(result.skipped)
                                      + (f"; {advice}" if advice else ""))
             error.declined = list(result.skipped)
             raise error
@@ -644,7 +640,7 @@ def inline_rank_hiding_ifs(
     """Inline, in place, the Ifs with a constant condition around a reducing scatter whose rank is
     unknown (TorchScript's rank-0 wrapper of ``scatter_reduce``) and whose rewrite ``needs_rank``:
     TensorRT would fold such an If at build time anyway. Returns what was done, for the notes."""
-    from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
+    from scatter_rewrite.passes.inline_if import inline_ifs_hiding_rank
 
     return inline_ifs_hiding_rank(
         model, lambda node: attr(node, "reduction", "none") in REDUCTIONS and needs_rank(node)
@@ -656,8 +652,8 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_vers
     """Replace the reducing ``node`` by its sorting-network lowering and return what was done;
     Decline with the reason (the model unchanged) when the lowering does not apply or would emit
     what TensorRT ``trt_version`` rejects."""
-    from scatter_rewrite.passes import _network_reduce as net
-    from scatter_rewrite.passes import _segment_reduce as seg
+    from scatter_rewrite.passes.lowering import network_reduce as net
+    from scatter_rewrite.passes.lowering import segment_reduce as seg
 
     blocker = net.network_blocker(node, scope.opset)
     if blocker is not None:
@@ -686,9 +682,11 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_vers
 
 
 class LowerTensorScatterPass(_ForTensorRT):
-    """Run LowerPass only when the model holds a TensorScatter (opset 24, which no TensorRT parses):
-    it becomes ScatterElements and the model moves to the highest opset the TensorRT version
-    documents."""
+    """Prepare a model holding a TensorScatter (opset 24, which no TensorRT before 11 parses) for
+    LowerPass to the highest opset the TensorRT version documents, which the flow runs next
+    (:func:`scatter_rewrite.verbs.tensorrt_passes`, only when :func:`has_tensor_scatter`): max/min
+    reductions that opset lacks are lowered TensorRT-safely first; if one cannot be, the
+    TensorScatter is declined with the reason (and the flow stops)."""
 
     name = "lower-tensorscatter"
 
@@ -700,7 +698,7 @@ class LowerTensorScatterPass(_ForTensorRT):
         ]
         if not found or self.trt_version in PARSES_TENSORSCATTER:
             return
-        target = MAX_OPSET[self.trt_version]
+        target = PARSER_MAX_OPSET[self.trt_version]
         lacking = [
             (n, s)
             for n, s in iter_nodes(model)
@@ -714,7 +712,7 @@ class LowerTensorScatterPass(_ForTensorRT):
             # TopK (K unbounded by TensorRT's 3840) and a shrinking Loop (which TensorRT rejects):
             # lower them TensorRT-safely first (the converter then takes their nodes to opset 17),
             # or, if one cannot be, leave the TensorScatter (check reports it).
-            from scatter_rewrite.passes._network_reduce import network_blocker
+            from scatter_rewrite.passes.lowering.network_reduce import network_blocker
 
             infer_missing_shapes(model)
             blocked = [(n, s, network_blocker(n, s.opset)) for n, s in lacking]
@@ -740,34 +738,28 @@ class LowerTensorScatterPass(_ForTensorRT):
                         self.skip(ts, ts_scope, f"not lowered: {describe(node, scope)}: {reason}")
                     return
                 self.rewrote(node, scope, detail)
-        from scatter_rewrite.passes.lower import LowerPass
-
-        self.absorb(LowerPass(opset=target, mode="standard")(model))  # (its float_rounding too)
 
 
 class CapOpsetPass(_ForTensorRT):
-    """Move a model above the highest opset the TensorRT version's parser documents (8.6: 17, 10:
-    20) down to it, once its scatters are TensorRT-ready; ConversionError saying why when a scatter
-    kept a reduction that the lower opset lacks or a node cannot be converted (the model given is
-    then left as it was)."""
+    """Whether a model above the highest opset the TensorRT version's parser documents (8.6: 17,
+    10: 20) can move down to it, once its scatters are TensorRT-ready: ConversionError saying why
+    when a scatter kept a reduction that the lower opset lacks or a node cannot be converted (tried
+    on a copy: the model given is left as it is). The move itself is MoveOpsetPass, which the flow
+    runs next (:func:`scatter_rewrite.verbs.tensorrt_passes`, with :func:`cap_reason`)."""
 
     name = "opset-cap"
 
     def run(self, model: ir.Model) -> None:
         from scatter_rewrite.graph import iter_scopes
         from scatter_rewrite.opset import move_to_opset
-        target = MAX_OPSET[self.trt_version]
+        target = PARSER_MAX_OPSET[self.trt_version]
         highest = max(scope.opset for scope in iter_scopes(model))
         if highest <= target:
             return
-        kept = [
-            (n, s)
-            for n, s in iter_nodes(model)
-            if n.op_type in ("ScatterElements", "ScatterND")
-            and is_default_domain(n)
-            and _reduction_opset(attr(n, "reduction", "none")) > target
-        ]
-        why = f"TensorRT {self.trt_version}'s parser documents opsets up to {target}"
+        kept = [(n, s) for n, s in iter_nodes(model)
+                if n.op_type in ("ScatterElements", "ScatterND") and is_default_domain(n)
+                and _reduction_opset(attr(n, "reduction", "none")) > target]
+        why = cap_reason(self.trt_version)
         if kept:
             node, scope = kept[0]
             raise self.unreachable(
@@ -775,19 +767,24 @@ class CapOpsetPass(_ForTensorRT):
                 f"reduction opset {target} lacks"
             )
         try:
-            # On a copy first: a conversion that stops at a later node has changed the earlier ones,
-            # and a model given to this pass alone must be left as it was, not half-converted.
+            # On a copy: a conversion that stops at a later node has changed the earlier ones, and
+            # a model given to this pass must be left as it was, not half-converted.
             move_to_opset(model.clone(), target)
         except ConversionError as e:
             raise self.unreachable(f"the model is at opset {highest} ({why}) and cannot move "
                                    f"there: {e}") from e
-        self.moved(move_to_opset(model, target), f" ({why})")
+
+
+def cap_reason(trt_version: str) -> str:
+    """Why the flow moves a model down to the TensorRT version's highest opset."""
+    return (f"TensorRT {trt_version}'s parser documents opsets up to "
+            f"{PARSER_MAX_OPSET[trt_version]}")
 
 
 def _reduction_opset(reduction: str | None) -> int:
     """The first opset with a scatter ``reduction``; for one unknown here (a reference to a function
     attribute, None; an unknown name), the one where every reduction exists."""
-    from scatter_rewrite.passes._segment_reduce import first_opset_with
+    from scatter_rewrite.passes.lowering.segment_reduce import first_opset_with
 
     return (
         first_opset_with(reduction)
@@ -796,26 +793,6 @@ def _reduction_opset(reduction: str | None) -> int:
     )
 
 
-def tensorrt_passes(
-    trt_version: str = "10", fix_dims: dict[str, int] | None = None
-) -> list[ir.passes.PassBase]:
-    """The whole TensorRT preparation for ``trt_version`` ("8.6", "10" or "11"), in order; first,
-    when given, ``fix_dims`` (symbolic dimension name -> size: :mod:`.fix_dims`)."""
-    version = check_trt_version(trt_version)
-    from scatter_rewrite.passes.fix_dims import FixDimsPass
-    from scatter_rewrite.passes.fold import FoldPass
-    from scatter_rewrite.passes.upgrade import UpgradePass
-
-    from scatter_rewrite.passes.specialize import SpecializeCallsPass
-
-    fixed = [FixDimsPass(fix_dims)] if fix_dims else []
-    return [
-        *fixed,
-        SpecializeCallsPass(),
-        UpgradePass(),
-        FoldPass(),
-        LowerTensorScatterPass(version),
-        TensorRTPass(version),
-        CapOpsetPass(version),
-    ]
-
+def has_tensor_scatter(model: ir.Model) -> bool:
+    """Whether ``model`` holds a default-domain TensorScatter (which LowerPass lowers)."""
+    return any(n.op_type == "TensorScatter" and is_default_domain(n) for n, _ in iter_nodes(model))

@@ -31,7 +31,7 @@ microsoft/onnxruntime#23618).
 
 An ``If`` with a constant condition around a ScatterElements whose rank is unknown (TorchScript's
 rank-0 wrapper of ``scatter_reduce``) is first replaced by its taken branch
-(:func:`scatter_rewrite.passes._inline_if.inline_ifs_hiding_rank`).
+(:func:`scatter_rewrite.passes.inline_if.inline_ifs_hiding_rank`).
 
 Leaves alone (with the reason): a ScatterElements whose rank is unknown (in a function: no call
 site with a known rank), a ``max``/``min`` reduction below opset 18 (ScatterND has them from 18
@@ -48,15 +48,15 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.graph import (
-    SCATTER_OPS, Scope, attr, constant_tensor, describe, function_calls, is_default_domain,
-    iter_nodes, iter_scopes, reference_reason,
+    SCATTER_OPS, NodeBuilder, Scope, attr, constant_tensor, describe, function_calls,
+    is_default_domain, iter_nodes, iter_scopes, reference_reason,
 )
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
-from scatter_rewrite.passes._inline_if import inline_ifs_hiding_rank
+from scatter_rewrite.passes.inline_if import inline_ifs_hiding_rank
 from scatter_rewrite.passes.base import ScatterPass
-from scatter_rewrite.spec import REDUCTIONS_SINCE
+from scatter_rewrite.limits import REDUCTIONS_SINCE
 
 __all__ = [
     "call_site_values", "const_array", "convert_to_scatternd", "Coordinates", "coordinates",
@@ -96,14 +96,15 @@ class ModelNames:
         return name
 
 
-class ReplacementBuilder:
-    """Collects the replacement nodes of one scatter; constants become initializers of the main
-    graph, ``Constant`` nodes elsewhere (function bodies have no initializers; subgraph initializers
-    are avoided for TensorRT's sake)."""
+class ReplacementBuilder(NodeBuilder):
+    """The package's :class:`~scatter_rewrite.graph.NodeBuilder` for the replacement nodes of one
+    scatter, nodes and values named uniquely across the model; constants become initializers of the
+    main graph, ``Constant`` nodes elsewhere (function bodies have no initializers; subgraph
+    initializers are avoided for TensorRT's sake)."""
 
     def __init__(self, model: ir.Model, scope: Scope, names: ModelNames, prefix: str):
+        super().__init__()
         self.model, self.scope, self.names, self.prefix = model, scope, names, prefix
-        self.nodes: list[ir.Node] = []
 
     @property
     def opset(self) -> int:
@@ -426,13 +427,13 @@ class ToScatterNDPass(ScatterPass):
 
     name = "to-scatternd"
 
-    def run(self, model: ir.Model) -> None:
-        from scatter_rewrite.passes.specialize import SpecializeCallsPass
+    @staticmethod
+    def converts(node: ir.Node) -> bool:
+        """Whether this pass converts ``node``: a function's scatter whose axis is its attribute
+        gets one copy per call binding from SpecializeCallsPass run first (the verb's list)."""
+        return node.op_type in ("Scatter", "ScatterElements")
 
-        # A function's scatter whose axis is its attribute: one copy per call binding
-        # (specialize.py).
-        self.absorb(SpecializeCallsPass(
-            lambda node: node.op_type in ("Scatter", "ScatterElements"))(model))
+    def run(self, model: ir.Model) -> None:
         # An If with a constant condition around a ScatterElements whose rank is unknown
         # (TorchScript's rank-0 wrapper) becomes its taken branch: the conversion needs the rank.
         for text in inline_ifs_hiding_rank(model, lambda node: node.op_type == "ScatterElements"):

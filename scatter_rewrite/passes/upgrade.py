@@ -15,13 +15,13 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import InvalidModelError, OptionError
+from scatter_rewrite.errors import InvalidModelError
+from scatter_rewrite.limits import OPSET_FLOOR, check_opset
 from scatter_rewrite.graph import (
     DEFAULT_DOMAINS, Scope, attr, default_opset, describe, describe_parts, is_default_domain,
     iter_nodes,
 )
 from scatter_rewrite.opset import (
-    MAX_OPSET,
     MIN_IR_VERSION,
     move_to_opset,
     needs_conversion,
@@ -30,9 +30,7 @@ from scatter_rewrite.opset import (
 from scatter_rewrite.passes.base import NodeNote, ScatterPassResult, ScatterPass
 from scatter_rewrite.spec import check_scatter_proto
 
-__all__ = ["upgrade_proto", "UpgradePass"]
-
-FIRST_SCATTER_ELEMENTS_OPSET = 11
+__all__ = ["has_scatter", "upgrade_proto", "UpgradePass"]
 
 
 def check_scatter_elements_shapes(node: ir.Node, scope: Scope, axis: int) -> int:
@@ -71,6 +69,11 @@ def checked_axis(where: str, shapes: dict[str, list | None], axis: int) -> int:
     return axis
 
 
+def has_scatter(model: ir.Model) -> bool:
+    """Whether ``model`` holds a default-domain ``Scatter`` (which no opset >= 11 accepts)."""
+    return any(n.op_type == "Scatter" and is_default_domain(n) for n, _ in iter_nodes(model))
+
+
 class UpgradePass(ScatterPass):
     """Scatter -> ScatterElements everywhere, then the default-domain opset becomes ``opset``."""
 
@@ -78,20 +81,20 @@ class UpgradePass(ScatterPass):
 
     def __init__(self, opset: int | None = None):
         super().__init__()
-        if opset is not None and not FIRST_SCATTER_ELEMENTS_OPSET <= opset <= MAX_OPSET:
-            raise OptionError(
-                f"--opset {opset} is out of range: ScatterElements needs opset "
-                f">= {FIRST_SCATTER_ELEMENTS_OPSET} and this onnx knows up to {MAX_OPSET}"
-            )
-        self.opset = opset
+        self.opset = None if opset is None else check_opset(opset)
 
     def run(self, model: ir.Model) -> None:
         current = default_opset(model.opset_imports, fallback=1)
-        target = self.opset or max(current, FIRST_SCATTER_ELEMENTS_OPSET)
+        target = self.opset or max(current, OPSET_FLOOR)
         for node, scope in iter_nodes(model):
             if node.op_type == "Scatter" and is_default_domain(node):
                 self._rewrite(node, scope, target)
         self.moved(move_to_opset(model, target))
+
+    def call_on_proto(self, proto: onnx.ModelProto) -> ScatterPassResult | None:
+        """This pass on the parsed file, where it is only renames (:func:`upgrade_proto`); None,
+        ``proto`` untouched, where the model needs the IR."""
+        return upgrade_proto(proto, self.opset)
 
     def _rewrite(self, node: ir.Node, scope: Scope, target: int) -> None:
         if node.inputs[0].dtype == ir.DataType.BFLOAT16 and target < 13:
@@ -137,7 +140,7 @@ def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPa
     ):
         return None
     current = default_opset({o.domain: o.version for o in proto.opset_import}, fallback=1)
-    target = opset or max(current, FIRST_SCATTER_ELEMENTS_OPSET)
+    target = opset or max(current, OPSET_FLOOR)
     types = {t.name: t.type.tensor_type for t in [*graph.input, *graph.value_info, *graph.output]
              if t.type.HasField("tensor_type")}
     shapes = {name: [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]

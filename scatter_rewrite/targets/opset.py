@@ -31,9 +31,9 @@ def _runs(n: int) -> tuple[ScatterSupport, ...]:
 
 def _passes(n: int):
     def passes() -> list:
-        from scatter_rewrite.passes.lower import LowerPass
+        from scatter_rewrite.verbs import lower_passes
 
-        return [LowerPass(opset=n)]
+        return lower_passes(opset=n)  # (what lower --opset n runs)
 
     return passes
 

@@ -36,9 +36,9 @@ _RUNS = (
 
 
 def _passes(max_intermediate_mib: int | None = None) -> list:
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, TargetScattersPass
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
 
-    return [TargetScattersPass("ort-cpu", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)]
+    return target_passes("ort-cpu", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
 
 
 register_target(Target(

@@ -1,6 +1,6 @@
 """TensorRT 8.6, 10 and 11 (``tensorrt-8.6``, ``tensorrt-10``, ``tensorrt-11``): the ``tensorrt``
-verb's flow (:func:`scatter_rewrite.passes.tensorrt.tensorrt_passes`) and its support tables
-(:mod:`scatter_rewrite.passes._trt_support`, :mod:`scatter_rewrite.passes.tensorrt`), where the
+verb's flow (:func:`scatter_rewrite.verbs.tensorrt_passes`) and its support tables
+(:mod:`scatter_rewrite.passes.tensorrt_support`, :mod:`scatter_rewrite.passes.tensorrt`), where the
 sources are cited in full; docs/tensorrt.md says what each version runs.
 
 ``prepare --target tensorrt-X`` runs exactly what ``tensorrt --trt-version X`` runs, and check's
@@ -14,7 +14,7 @@ __all__: list[str] = []  # (registers its targets at import; nothing else to use
 
 from scatter_rewrite.targets import ScatterSupport, Target, register_target
 
-# The scatter layer's data types per version (passes/_trt_support.py scatter_types; INT64 and
+# The scatter layer's data types per version (passes/tensorrt_support.py scatter_types; INT64 and
 # DOUBLE are cast down by the 8.6 parser, DOUBLE by 10's: accepted, but not exact, so not listed).
 _LAYER_TYPES = {
     "8.6": frozenset({"FLOAT", "FLOAT16", "INT8", "INT32"}),
@@ -24,7 +24,7 @@ _LAYER_TYPES = {
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: the reductions' plugin
 _PLUGIN_TYPES = frozenset({"FLOAT", "FLOAT16", "INT32", "INT64"})
 # onnx-tensorrt docs/operators.md: 8.6 "up to Opset 17" (from 7); 10.0 "opset 9 to opset 20";
-# 11 to 24 (docs/tensorrt-11.md). The highest is passes.tensorrt.MAX_OPSET's.
+# 11 to 24 (docs/tensorrt-11.md). The highest is passes.tensorrt.PARSER_MAX_OPSET's.
 _OPSETS = {"8.6": (7, 17), "10": (9, 20), "11": (9, 24)}
 
 _SOURCES = (
@@ -64,7 +64,7 @@ def _gets_wrong(version: str) -> tuple[str, ...]:
 
 def _tensorrt_passes(version: str):
     def passes(fix_dims: dict[str, int] | None = None) -> list:
-        from scatter_rewrite.passes.tensorrt import tensorrt_passes
+        from scatter_rewrite.verbs import tensorrt_passes
 
         return tensorrt_passes(version, fix_dims)
 

@@ -1,9 +1,10 @@
 """Prove a rewrite changes nothing: run original and rewritten on the same inputs and compare.
 
-Three parts, one module each:
+Three parts:
 
-- :mod:`.inputs`: seeded inputs that respect every scatter's contract, traced on the original
-  model before any pass runs (:func:`plan_validation`), or the user's, checked; their sizes fit
+- :mod:`.inputs`: seeded inputs that respect every scatter's contract (:mod:`.contracts`, which
+  traces the paths index values take: :mod:`.index_paths`) on the original model before any pass
+  runs (:func:`plan_validation`), or the user's, checked (:mod:`.user_inputs`); their sizes fit
   the model's ops (:mod:`.dims`) and the original runs on them (:mod:`.trial`).
 - :mod:`.engines`: running a model in onnxruntime or in ``onnx.reference`` with our NumPy kernels.
   onnxruntime runs as a user's session does by default (the exceptions, none changing a result, are
@@ -23,9 +24,9 @@ passes' results say where floats may round otherwise (:func:`allow_float_roundin
 
 from scatter_rewrite.validate.comparison import BFLOAT16_TOLERANCE, FLOAT_TOLERANCE, compare
 from scatter_rewrite.validate.engines import run_onnxruntime, run_reference
-from scatter_rewrite.validate.inputs import (
-    IndexContract, ValidationPlan, load_inputs, plan_validation, user_tolerance,
-)
+from scatter_rewrite.validate.contracts import IndexContract
+from scatter_rewrite.validate.inputs import ValidationPlan, plan_validation
+from scatter_rewrite.validate.user_inputs import load_inputs, user_tolerance
 from scatter_rewrite.validate.proof import ValidationResult, allow_float_rounding, validate
 
 __all__ = [

@@ -87,7 +87,7 @@ def validate(
         original_ort, ort_cannot_run_original = None, ort_reason(ort_error)
     original_ref = None
     if original_ort is None:
-        original_ref = _run_original_in_reference(original, plan, ort_cannot_run_original)
+        original_ref = _run_in_reference(original, plan, ort_cannot_run_original, True)
     try:
         rewritten_ort = engines.run_onnxruntime(rewritten, plan.inputs)
         ort_cannot_run_rewritten = unrunnable = to_run_it = None
@@ -106,44 +106,9 @@ def validate(
         rewritten_ort = None
         unrunnable, to_run_it = _why_onnxruntime_cannot_run(rewritten, e, ort_cannot_run_original)
         ort_cannot_run_rewritten = unrunnable
-    cross_check = None  # (model, its onnx.reference results, its onnxruntime results)
-    if original_ort is not None and rewritten_ort is not None:
-        expected, actual = original_ort, rewritten_ort
-        checked_against = "onnxruntime on the original model"
-    elif original_ort is None and rewritten_ort is None:
-        expected, actual = (
-            original_ref,
-            _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten),
-        )
-        checked_against = (
-            f"{_REFERENCE}, for both models (onnxruntime cannot run either: "
-            f"{ort_cannot_run_original})"
-        )
-    elif original_ort is None:  # the rewritten model runs in onnxruntime
-        expected, actual = original_ref, _reference_or_none(rewritten, plan)
-        checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
-                           f"{ort_cannot_run_original})")
-        if actual is None:
-            actual = rewritten_ort
-            checked_against = (
-                f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
-                f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference "
-                "cannot)"
-            )
-        else:
-            cross_check = ("rewritten", actual, rewritten_ort)
-    else:  # the original runs in onnxruntime, the rewritten model does not
-        expected = _reference_or_none(original, plan)
-        actual = _run_rewritten_in_reference(rewritten, plan, ort_cannot_run_rewritten)
-        checked_against = (
-            f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime "
-            f"cannot run it: {ort_cannot_run_rewritten})"
-        )
-        if expected is None:
-            expected = original_ort
-        else:
-            checked_against += " and on the original"
-            cross_check = ("original", expected, original_ort)
+    expected, actual, checked_against, cross_check = _expected_and_actual(
+        original, rewritten, plan, (original_ort, original_ref, ort_cannot_run_original),
+        (rewritten_ort, ort_cannot_run_rewritten))
     # (Not read back from the rewritten file: with inline weights that would parse all of them
     # again.)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
@@ -171,6 +136,56 @@ def validate(
         unrunnable or "",
         to_run_it or "",
     )
+
+
+def _expected_and_actual(original: str | os.PathLike, rewritten: str | os.PathLike,
+                         plan: ValidationPlan, original_runs: tuple, rewritten_runs: tuple):
+    """(expected, actual, what they were checked against, cross check): the outputs to compare, in
+    one engine where it can (see :func:`validate`). ``original_runs``: its onnxruntime outputs
+    (None where it cannot run it), its onnx.reference outputs (None unless so), onnxruntime's
+    reason; ``rewritten_runs``: its onnxruntime outputs, onnxruntime's reason. The cross check:
+    (model, its onnx.reference results, its onnxruntime results), or None."""
+    original_ort, original_ref, ort_cannot_run_original = original_runs
+    rewritten_ort, ort_cannot_run_rewritten = rewritten_runs
+    cross_check = None
+    if original_ort is not None and rewritten_ort is not None:
+        expected, actual = original_ort, rewritten_ort
+        checked_against = "onnxruntime on the original model"
+    elif original_ort is None and rewritten_ort is None:
+        expected, actual = (
+            original_ref,
+            _run_in_reference(rewritten, plan, ort_cannot_run_rewritten, False),
+        )
+        checked_against = (
+            f"{_REFERENCE}, for both models (onnxruntime cannot run either: "
+            f"{ort_cannot_run_original})"
+        )
+    elif original_ort is None:  # the rewritten model runs in onnxruntime
+        expected, actual = original_ref, _reference_or_none(rewritten, plan)
+        checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
+                           f"{ort_cannot_run_original})")
+        if actual is None:
+            actual = rewritten_ort
+            checked_against = (
+                f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
+                f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference "
+                "cannot)"
+            )
+        else:
+            cross_check = ("rewritten", actual, rewritten_ort)
+    else:  # the original runs in onnxruntime, the rewritten model does not
+        expected = _reference_or_none(original, plan)
+        actual = _run_in_reference(rewritten, plan, ort_cannot_run_rewritten, False)
+        checked_against = (
+            f"onnxruntime on the original model, {_REFERENCE} on the rewritten one (onnxruntime "
+            f"cannot run it: {ort_cannot_run_rewritten})"
+        )
+        if expected is None:
+            expected = original_ort
+        else:
+            checked_against += " and on the original"
+            cross_check = ("original", expected, original_ort)
+    return expected, actual, checked_against, cross_check
 
 
 def _why_onnxruntime_cannot_run(rewritten: str | os.PathLike, e: BaseException,
@@ -242,14 +257,15 @@ def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, 
                   f"({'; '.join(measured)}); everything else exact")
 
 
-def _run_original_in_reference(
-    original: str | os.PathLike, plan: ValidationPlan, ort_reason: str
-) -> list:
-    """The original's outputs from onnx.reference, where onnxruntime cannot run it
-    (``ort_reason``)."""
+def _run_in_reference(model: str | os.PathLike, plan: ValidationPlan, ort_reason: str,
+                      original: bool) -> list:
+    """A model's outputs from onnx.reference, where onnxruntime cannot run it (``ort_reason``).
+    ``original``: the original model, where an index out of range is the inputs' fault."""
     try:
-        return engines.run_reference(original, plan.inputs)
+        return engines.run_reference(model, plan.inputs)
     except IndexOutOfRangeError as e:
+        if not original:
+            raise
         if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
             raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
                                   "scatter indices must lie within the data's bounds") from e
@@ -262,25 +278,10 @@ def _run_original_in_reference(
     except ScatterRewriteError:
         raise
     except Exception as ref_error:
+        which, skip = ("original", "; use --no-validate to skip") if original else ("rewritten", "")
         raise ValidationError(
-            f"cannot evaluate the original model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{first_line(ref_error)}'; use --no-validate to skip"
-        ) from ref_error
-
-
-def _run_rewritten_in_reference(
-    rewritten: str | os.PathLike, plan: ValidationPlan, ort_reason: str
-) -> list:
-    """The rewritten model's outputs from onnx.reference, where onnxruntime cannot run it
-    (``ort_reason``)."""
-    try:
-        return engines.run_reference(rewritten, plan.inputs)
-    except ScatterRewriteError:
-        raise
-    except Exception as ref_error:
-        raise ValidationError(
-            f"cannot evaluate the rewritten model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{first_line(ref_error)}'"
+            f"cannot evaluate the {which} model: onnxruntime says '{ort_reason}', "
+            f"onnx.reference says '{first_line(ref_error)}'{skip}"
         ) from ref_error
 
 

@@ -1,0 +1,673 @@
+"""Exact standard-op lowerings of reducing scatters and of TensorScatter (used by the lower pass).
+
+Public entry points (the ``tensorrt`` pass reuses them):
+
+* :func:`reduction_blocker` ``(node, opset) -> str | None``: why a ScatterElements/ScatterND
+  with ``reduction`` add/mul/max/min cannot be lowered (None: it can).
+* :func:`lower_reduction` ``(node, opset, names=None) -> (nodes, output)``: standard ONNX nodes,
+  every one valid at ``opset`` (11..17), computing exactly what ``node`` computes; ``output``
+  replaces ``node.outputs[0]`` (splice with ``ir.convenience.replace_nodes_and_values``). The
+  nodes hold ``If``/``Loop`` subgraphs: build them after any opset conversion of the scope (the
+  converter would otherwise re-convert them). It reads the inputs' dtype and shape from the IR
+  values: run ONNX shape inference first (LowerPass does, see ``_borrow_inferred_types``).
+* :func:`tensor_scatter_blocker` / :func:`lower_tensor_scatter`: TensorScatter (opset 24) as one
+  ``ScatterElements`` (reduction none, unique targets) valid at opset >= 11.
+* Shared with the TensorRT-safe lowering (:mod:`.lowering.network_reduce`): :func:`update_rows` and
+  :func:`row_counts` (step 1 below), :class:`Kind` (how a reduction combines two values, exactly,
+  and its identity element), :class:`Builder` (with its exact ``select``).
+
+How a reduction is lowered (cost ~ sorting the updates + touching the data once; nothing of size
+data x updates is ever built):
+
+1. Every update gets a *key*: the linear index of the data row it lands in. A "row" is one
+   element in general; it is a whole trailing slice when the indices are the same along every
+   dimension after the axis (the GNN pattern ``Expand(Unsqueeze(dst))`` feeding ScatterElements
+   on axis 0: only the E edge keys are sorted and rows of F features move together), and for
+   ScatterND it is the slice ``data[i0..ik]``. Negative indices are normalized (``Where``/``Add``).
+2. ``TopK(keys, K=n, largest=0, sorted=1)`` sorts the keys; its tie rule ("the lower index
+   appears first", TopK-11 spec) keeps duplicates in update order, which max/min need for exact
+   ties (-0.0/+0.0) and NaN placement.
+3. Segmented tree reduction in a ``Loop``: each round combines every element at an even rank of
+   its key run with its successor (order kept: earlier op later) and drops the successor, so a
+   run of length L needs ceil(log2 L) rounds and the total work is ~2n rows. Loop-carried values
+   shrink from round to round (ONNX Loop allows it).
+4. The one value per distinct key is combined with ``data`` gathered at those rows and written
+   back with ``ScatterND`` (reduction none: the keys are unique, so it is well defined).
+
+Exactness: integers (any width; 8/16-bit computed in int32 and cast back, which wraps like
+onnxruntime's kernel), bool (add/max = Or, mul/min = And) and max/min are bit for bit. Float
+add/mul sum in tree order instead of sequentially (float16/bfloat16 in float32, rounded once):
+within :data:`scatter_rewrite.validate.FLOAT_TOLERANCE`.
+
+max/min follow onnxruntime's CPU kernel, measured in onnxruntime 1.32: the accumulator is
+replaced by the update unless the update is strictly less (max) / greater (min), i.e.
+``acc = u < acc ? acc : u``. So a NaN update replaces the accumulator, a NaN accumulator is
+replaced by the next update, and among equal values (-0.0/+0.0) the later one wins. That fold
+is not associative when updates hold NaN; with a per-element "a NaN came after" flag it is
+((v1,f1) . (v2,f2) = f2 or not v2<v1 ? v2 : v1, f1 or f2). The flagged reduction runs only when
+the updates hold a NaN (an ``If`` on ``IsNaN(ReduceSum(updates))``, which may fire spuriously on
+inf-inf but never misses a NaN); otherwise the plain one.
+
+onnxruntime 1.32 CPU kernels lack ``Where`` for int16/uint16/uint64/bool and ``Add``/``Mul`` for
+8/16-bit integers (checked by creating sessions, opset 11 and 13), hence the int32 compute type
+and the arithmetic select for uint64 (``b + (a - b) * cond``, exact modulo 2^64).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx_ir as ir
+
+from scatter_rewrite.graph import (
+    NamedNodeBuilder as Builder, Names, attr, constant_tensor, is_default_domain, reference_reason,
+)
+from scatter_rewrite.limits import REDUCTIONS, REDUCTIONS_SINCE
+
+__all__ = [
+    "body_input", "Builder", "compute_dtype", "first_opset_with", "index_tuple_length", "INT64",
+    "is_empty", "Kind",
+    "lower_reduction", "lower_tensor_scatter", "name_prefix", "Names", "reduction_blocker",
+    "REDUCTIONS", "row_counts", "scatter_nd_rows", "SMALL_INTS", "tensor_scatter_blocker",
+    "update_rows",
+]
+
+INT64 = ir.DataType.INT64
+SMALL_INTS = {ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16}
+_NATIVE = {ir.DataType.INT32, ir.DataType.UINT32, ir.DataType.INT64, ir.DataType.UINT64,
+           ir.DataType.FLOAT, ir.DataType.DOUBLE}
+_FLOATS = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
+SUPPORTED_DTYPES = SMALL_INTS | _NATIVE | _FLOATS | {ir.DataType.BOOL}
+
+
+def first_opset_with(reduction: str) -> int:
+    """The first opset whose ScatterElements/ScatterND has ``reduction``."""
+    return REDUCTIONS_SINCE[reduction]
+
+
+def compute_dtype(dtype: ir.DataType, reduction: str) -> ir.DataType:
+    if dtype in SMALL_INTS:
+        return ir.DataType.INT32
+    if dtype == ir.DataType.BFLOAT16 or (
+        dtype == ir.DataType.FLOAT16 and reduction in ("add", "mul")
+    ):
+        return ir.DataType.FLOAT
+    return dtype
+
+
+# --------------------------------------------------------------------------- naming and building
+
+
+def const_value(value: ir.Value) -> np.ndarray | None:
+    """The array of a value a :class:`Builder` made with ``const`` (None for any other value)."""
+    producer = value.producer()
+    if producer is None or producer.op_type != "Constant":
+        return None
+    return producer.attributes["value"].value.numpy()
+
+
+def _static_rank(*values: ir.Value | None) -> int | None:
+    for v in values:
+        if v is not None and v.shape is not None:
+            return len(v.shape)
+    return None
+
+
+def _same_dims(a, b) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, int) and isinstance(y, int):
+            if x != y:
+                return False
+        elif (
+            isinstance(x, int)
+            or isinstance(y, int)
+            or x is None
+            or y is None
+            or x.value is None
+            or x.value != y.value
+        ):
+            return False
+    return True
+
+
+def name_prefix(node: ir.Node) -> str:
+    base = re.sub(r"[^A-Za-z0-9_]", "_", node.name or node.op_type.lower())
+    return base[:40] or "scatter"
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def _normalize(b: Builder, idx: ir.Value, size: ir.Value) -> ir.Value:
+    """Negative index -> index + size (int64 in, int64 out). An index in [-2 size, -size - 1] is out
+    of range (an error, the spec says, and onnxruntime's) but would come out a valid negative one
+    and wrap in the final ScatterND: it becomes ``size`` instead, so the lowered graph fails on it
+    too (the extra Less/Where run on the indices only: the GNN benchmark's lowered times stayed
+    within run-to-run noise, 142.8 -> 136.7 ms for max, 63.9 -> 64.2 ms for add,
+    benchmarks/RESULTS-lower.md)."""
+    zero = b.const(0)
+    shifted = b.op("Where", b.op("Less", idx, zero), b.op("Add", idx, size), idx, dtype=INT64)
+    return b.op("Where", b.op("Less", shifted, zero), size, shifted, dtype=INT64)
+
+
+def _horner(b: Builder, coords: list[ir.Value | None], sizes: list[ir.Value]) -> ir.Value:
+    """sum_k coords[k] * prod(sizes[k+1:]) as ((c0 * s1 + c1) * s2 + c2)...; None = zero."""
+    lin = None
+    for k, c in enumerate(coords):
+        if lin is not None:
+            lin = b.op("Mul", lin, sizes[k], dtype=INT64)
+        if c is not None:
+            lin = c if lin is None else b.op("Add", lin, c, dtype=INT64)
+    return lin if lin is not None else b.const(0)
+
+
+def _row_broadcast_source(indices: ir.Value, rank: int, axis: int) -> ir.Value | None:
+    """If ``indices = Expand(X, shape)`` with X constant along every dimension after ``axis``
+    (X's dims there are statically 1), return X: the row keys, without materializing the Expand.
+
+    Both PyTorch exporters write ``index.unsqueeze(-1).expand_as(src)`` and
+    ``index.view(-1, 1).expand(-1, F)`` so: X is an ``Unsqueeze`` or a ``Reshape`` (its trailing 1
+    is in its inferred shape), and only Expand's ``shape`` differs (a constant or ``Concat``, a
+    ``Shape`` of the updates, TorchScript's ``Where(Equal(size, -1), ...)`` chain), which does not
+    matter: Expand broadcasts X's 1s, whatever sizes it is given. TorchScript's rank-0 ``If``
+    wrapper, once inlined, leaves ``Identity`` nodes between the Expand and the scatter: looked
+    through."""
+    producer = indices.producer()
+    while (producer is not None and producer.op_type == "Identity" and producer.domain == ""
+           and producer.inputs):
+        indices = producer.inputs[0]
+        producer = indices.producer() if indices is not None else None
+    if (
+        producer is None
+        or producer.op_type != "Expand"
+        or producer.domain != ""
+        or axis >= rank - 1
+    ):
+        return None
+    x = producer.inputs[0]
+    if x is None or x.shape is None or len(x.shape) > rank:
+        return None
+    padded = [1] * (rank - len(x.shape)) + list(x.shape)
+    if all(d == 1 for d in padded[axis + 1:]):
+        return x
+    return None
+
+
+# --------------------------------------------------------------------------- blockers
+
+
+def reduction_blocker(node: ir.Node, opset: int) -> str | None:
+    """Why ``node`` (ScatterElements/ScatterND with a reduction) cannot be lowered, or None."""
+    if opset < 11:
+        return f"opset {opset} has no ScatterElements/ScatterND to write back with (need >= 11)"
+    if len(node.inputs) != 3 or any(v is None for v in node.inputs):
+        return "needs exactly 3 inputs (data, indices, updates)"
+    if (why := reference_reason(node)) is not None:
+        return why
+    reduction = attr(node, "reduction", "none")
+    if reduction not in REDUCTIONS:
+        return f"reduction {reduction!r} is not one of add, mul, max, min"
+    data, indices, updates = node.inputs
+    dtype = data.dtype
+    if dtype is None:
+        return "the data type is unknown (run shape inference first)"
+    if dtype not in SUPPORTED_DTYPES:
+        return f"data type {dtype.name} has no exact standard-op reduction here"
+    if dtype == ir.DataType.BFLOAT16 and opset < 13:
+        return "bfloat16 needs opset >= 13 (Cast/ScatterND-13); pass --opset 13"
+    if node.op_type == "ScatterElements":
+        if _static_rank(data, indices, updates) is None:
+            return "the rank of data/indices/updates is unknown"
+    elif node.op_type == "ScatterND":
+        k = index_tuple_length(indices)
+        if k is None:
+            return ("the last dimension of indices (index tuple length) is not static, nor built "
+                    "by Concat/Unsqueeze of pieces of known length")
+        if k < 1:
+            return "an empty index tuple (indices.shape[-1] == 0) is not lowered"
+        if indices.shape is None and (data.shape is None or len(data.shape) < k):
+            return "the ranks of indices and data are unknown"
+    else:
+        return f"{node.op_type} is not a ScatterElements/ScatterND"
+    return None
+
+
+# --------------------------------------------------------------------------- lowering
+
+
+def lower_reduction(
+    node: ir.Node, opset: int, names: Names | None = None
+) -> tuple[list[ir.Node], ir.Value]:
+    """Standard nodes valid at ``opset`` computing ``node`` (see the module docstring).
+
+    Call :func:`reduction_blocker` first; this assumes it returned None.
+    """
+    names = names or Names()
+    names.prefix = name_prefix(node)
+    b = Builder(names)
+    data = node.inputs[0]
+    if is_empty(data):
+        return b.nodes, b.op("Identity", data, dtype=data.dtype)
+    reduction = attr(node, "reduction", "none")
+    rows, keys, vals = update_rows(b, node)
+    out_rows = segment_reduce(b, rows, keys, vals, reduction, data.dtype)
+    return b.nodes, b.reshape_like(out_rows, data, opset)
+
+
+def is_empty(value: ir.Value) -> bool:
+    """Whether ``value`` statically has no elements (some dimension is 0). A scatter into such data
+    writes nothing (valid indices cannot address an element): its result is the data."""
+    return value.shape is not None and any(d == 0 for d in value.shape if isinstance(d, int))
+
+
+def _elements_layout(data, indices, updates, axis: int):
+    """(rank, axis, GNN row-key source or None, last key dimension, the value whose shape the
+    updates have) for a ScatterElements: keys cover dimensions 0..last, rows the rest."""
+    rank = _static_rank(data, indices, updates)
+    axis = axis % rank
+    source = _row_broadcast_source(indices, rank, axis)
+    if source is not None and not (
+        data.shape is not None and updates.shape is not None
+        and _same_dims(list(data.shape)[axis + 1:], list(updates.shape)[axis + 1:])
+    ):
+        source = None  # rows only when each update row covers a whole data row
+    shape_src = updates if updates.shape is not None else indices
+    return rank, axis, source, (axis if source is not None else rank - 1), shape_src
+
+
+def _static_product(value: ir.Value | None, start: int, stop: int | None) -> int | None:
+    if value is None or value.shape is None:
+        return None
+    dims = list(value.shape)[start:stop]
+    return int(np.prod(dims, dtype=np.int64)) if all(isinstance(d, int) for d in dims) else None
+
+
+def row_counts(node: ir.Node) -> tuple[int | None, int | None, int | None]:
+    """Static (number of update rows, number of data rows, row width) of a reducing scatter, each
+    None when not static: the [n, w] updates and [R, w] data rows :func:`update_rows` builds.
+    Call :func:`reduction_blocker` first."""
+    data, indices, updates = node.inputs
+    if node.op_type == "ScatterElements":
+        rank, _, _, last, shape_src = _elements_layout(
+            data, indices, updates, attr(node, "axis", 0)
+        )
+        if shape_src.shape is None or len(shape_src.shape) != rank:
+            return None, _static_product(data, 0, last + 1), _static_product(data, last + 1, None)
+        return (_static_product(shape_src, 0, last + 1), _static_product(data, 0, last + 1),
+                _static_product(data, last + 1, None))
+    k = index_tuple_length(indices)  # (indices of unknown rank: the tuple's length derived)
+    return (
+        _static_product(indices, 0, -1),
+        _static_product(data, 0, k),
+        _static_product(data, k, None),
+    )
+
+
+def update_rows(b: Builder, node: ir.Node, data: ir.Value | None = None,
+                updates: ir.Value | None = None) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(data rows [R, w], key of each update row [n] int64 in [0, R), update rows [n, w]): see step
+    1 of the module docstring. ``data``/``updates`` replace the node's own (the same shapes, another
+    dtype: the TensorRT lowering casts small integers first). Call :func:`reduction_blocker`
+    first."""
+    data = data if data is not None else node.inputs[0]
+    updates = updates if updates is not None else node.inputs[2]
+    indices = node.inputs[1]
+    if node.op_type == "ScatterElements":
+        rows, keys, vals, _ = _scatter_elements_rows(
+            b, data, indices, updates, attr(node, "axis", 0)
+        )
+    else:
+        rows, keys, vals, _ = scatter_nd_rows(b, data, indices, updates)
+    return rows, keys, vals
+
+
+def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
+    rank, axis, source, last, shape_src = _elements_layout(data, indices, updates, axis)
+    idx_dtype = indices.dtype
+    if source is not None:  # key dims 0..axis; rows are the trailing slices
+        ones = [1] * (rank - axis - 1)
+        lead = b.dims(shape_src, 0, axis + 1)
+        static = const_value(lead)
+        target = (b.const(list(static) + ones) if static is not None
+                  else b.op("Concat", lead, b.const(ones), axis=0, dtype=INT64))
+        idx = b.op("Expand", source, target, dtype=idx_dtype)
+    else:
+        idx = indices
+    idx = b.cast(idx, INT64, idx_dtype)
+    sizes = [b.dim(data, k) for k in range(last + 1)]
+    coords: list[ir.Value | None] = []
+    for k in range(last + 1):
+        if k == axis:
+            coords.append(_normalize(b, idx, sizes[k]))
+            continue
+        if shape_src.shape is not None and shape_src.shape[k] == 1:
+            coords.append(None)  # coordinate always 0
+            continue
+        pattern = [1] * rank
+        pattern[k] = -1
+        rng = b.op("Range", b.const(0), b.dim(shape_src, k), b.const(1), dtype=INT64)
+        coords.append(b.op("Reshape", rng, b.const(pattern), dtype=INT64))
+    lin = _horner(b, coords, sizes)
+    keys = b.op("Reshape", lin, b.const([-1]), dtype=INT64)
+    rows = b.op("Flatten", data, axis=last + 1, dtype=data.dtype)
+    vals = b.op("Flatten", updates, axis=last + 1, dtype=data.dtype)
+    return rows, keys, vals, last + 1
+
+
+def index_tuple_length(indices: ir.Value | None, depth: int = 0) -> int | None:
+    """The last dimension of ScatterND's ``indices``: static in its shape or a constant's, or
+    derived from how the export builds the tuple (torch's ``index_put_((ys, xs), ...)``: each
+    vector unsqueezed on the last axis, then concatenated there; ``stack`` is the same). None
+    when unknown."""
+    if indices is None or depth > 16:
+        return None
+    if indices.shape is not None and len(indices.shape) and isinstance(indices.shape[-1], int):
+        return indices.shape[-1]
+    if (tensor := constant_tensor(indices)) is not None:
+        return tuple(tensor.shape.dims)[-1] if len(tensor.shape.dims) else None
+    node = indices.producer()
+    if node is None or not is_default_domain(node) or not node.inputs:
+        return None
+    if node.op_type in ("Cast", "Identity", "Neg", "Abs"):
+        return index_tuple_length(node.inputs[0], depth + 1)
+    if node.op_type == "Concat":
+        rank = _known_rank(node.inputs)
+        axis = attr(node, "axis", 0)
+        if axis == -1 or (rank is not None and axis == rank - 1):
+            lengths = [index_tuple_length(v, depth + 1) for v in node.inputs]
+            return None if None in lengths else sum(lengths)
+        return (next((n for v in node.inputs if (n := index_tuple_length(v, depth + 1))), None)
+                if rank is not None and axis >= 0 else None)
+    if node.op_type == "Unsqueeze":
+        axes = attr(node, "axes", None)
+        if axes is None and len(node.inputs) > 1 and (t := constant_tensor(node.inputs[1])):
+            axes = [int(a) for a in t.numpy().reshape(-1)]
+        if axes is None:
+            return None
+        rank = _known_rank(node.inputs[:1])
+        out_rank = None if rank is None else rank + len(axes)
+        if -1 in axes or (out_rank is not None and out_rank - 1 in axes):
+            return 1
+        return index_tuple_length(node.inputs[0], depth + 1) if out_rank is not None else None
+    return None
+
+
+def _known_rank(values) -> int | None:
+    return next((len(v.shape) for v in values if v is not None and v.shape is not None), None)
+
+
+def scatter_nd_rows(b: Builder, data, indices, updates):
+    k = index_tuple_length(indices)
+    if indices.shape is None:  # the tuple's length derived, the rank unknown: rows by Reshape
+        idx2 = b.cast(b.op("Reshape", indices, b.const([-1, k]), dtype=indices.dtype), INT64,
+                      indices.dtype)
+        lead = b.op("Concat", b.const([-1]), b.dims(data, k, len(data.shape)), axis=0,
+                    dtype=INT64)
+        vals = b.op("Flatten", b.op("Reshape", updates, lead, dtype=data.dtype), axis=1,
+                    dtype=data.dtype)
+    else:
+        q = len(indices.shape)
+        idx2 = b.cast(b.op("Flatten", indices, axis=q - 1), INT64, indices.dtype)
+        vals = b.op("Flatten", updates, axis=q - 1, dtype=data.dtype)
+    sizes = [b.dim(data, j) for j in range(k)]
+    coords = []
+    for j in range(k):
+        col = (b.op("Reshape", idx2, b.const([-1]), dtype=INT64) if k == 1
+               else b.op("Gather", idx2, b.const(j), axis=1, dtype=INT64))
+        coords.append(_normalize(b, col, sizes[j]))
+    keys = _horner(b, coords, sizes)
+    rows = b.op("Flatten", data, axis=k, dtype=data.dtype)
+    return rows, keys, vals, k
+
+
+def segment_reduce(b: Builder, rows: ir.Value, keys: ir.Value, vals: ir.Value, reduction: str,
+                   dtype: ir.DataType) -> ir.Value:
+    """``rows`` [R, w] with ``vals`` [n, w] folded into row ``keys[i]`` (int64 in [0, R)) in
+    order."""
+    ct = compute_dtype(dtype, reduction)
+    n = b.op("Size", keys, dtype=INT64)
+    k = b.op("Reshape", n, b.const([1]), dtype=INT64)
+    sorted_keys, perm = b.op("TopK", keys, k, outputs=2, axis=0, largest=0, sorted=1)
+    sorted_keys.dtype = perm.dtype = INT64
+    shifted = b.op(
+        "Concat",
+        b.const([-1]),
+        b.op("Slice", sorted_keys, b.const([0]), b.const([-1])),
+        axis=0,
+        dtype=INT64,
+    )
+    starts_flag = b.op("Not", b.op("Equal", sorted_keys, shifted))
+    starts = b.op("Reshape", b.op("NonZero", starts_flag), b.const([-1]), dtype=INT64)
+    segments = b.op("Size", starts, dtype=INT64)
+    seg_id = b.op(
+        "Sub",
+        b.op("CumSum", b.cast(starts_flag, INT64, ir.DataType.BOOL), b.const(0)),
+        b.const(1),
+        dtype=INT64,
+    )
+    rank_in_run = b.op(
+        "Sub", b.op("Range", b.const(0), n, b.const(1)), b.op("Gather", starts, seg_id), dtype=INT64
+    )
+    values = b.cast(b.op("Gather", vals, perm, axis=0, dtype=dtype), ct, dtype)
+    go = b.op("Greater", n, segments)
+    kind = Kind(reduction, ct)
+
+    def branch(bb: Builder, flagged: bool) -> ir.Value:
+        carried = [sorted_keys, values, rank_in_run]
+        if flagged:
+            carried.append(bb.op("IsNaN", values))
+        body = _round_body(bb.names, kind, segments, flagged)
+        outs = bb.op("Loop", None, go, *carried, outputs=len(carried), body=body)
+        final_keys, final_vals = outs[0], outs[1]
+        final_keys.dtype, final_vals.dtype = INT64, ct
+        current = bb.cast(bb.op("Gather", rows, final_keys, axis=0, dtype=dtype), ct, dtype)
+        new, _ = kind.combine(bb, current, final_vals, late_flag=outs[3] if flagged else None)
+        return final_keys, new
+
+    def write_back(final_keys, new):
+        where = b.op("Reshape", final_keys, b.const([-1, 1]), dtype=INT64)
+        return b.op("ScatterND", rows, where, b.cast(new, dtype, ct), dtype=dtype)
+
+    if not kind.nan_aware:
+        return write_back(*branch(b, False))
+    # The exact path is needed when the updates hold a NaN (the fold is not associative then) or
+    # updates/data hold a -0.0 (Where's sign loss, see Builder.select). sum(1/x) over both is
+    # -inf or NaN in those cases (1/-0.0 = -inf), and may also be so spuriously (overflow), which
+    # only costs time.
+    total = None
+    for part in (values, rows):
+        part_dtype = ct if part is values else dtype
+        probe = (
+            b.cast(part, ir.DataType.FLOAT, part_dtype)
+            if part_dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+            else part
+        )
+        term = b.op("ReduceSum", b.op("Reciprocal", probe), keepdims=0)
+        total = term if total is None else b.op("Add", total, term)
+    probe_dtype = np.float64 if ct == ir.DataType.DOUBLE else np.float32
+    any_nan = b.op("Not", b.op("Greater", total, b.const(-np.inf, probe_dtype)))
+    graphs = []
+    for flagged in (True, False):
+        sub = Builder(b.names)
+        outs = branch(sub, flagged)
+        graphs.append(
+            ir.Graph(
+                [], list(outs), nodes=sub.nodes, name=b.names.new("exact" if flagged else "plain")
+            )
+        )
+    final_keys, new = b.op("If", any_nan, outputs=2, then_branch=graphs[0], else_branch=graphs[1])
+    final_keys.dtype, new.dtype = INT64, ct
+    return write_back(final_keys, new)
+
+
+class Kind:
+    """How one reduction combines values of the compute dtype (both lowerings use it).
+
+    ``int_minmax``: integer max/min may use the ``Max``/``Min`` ops (integer types from opset 12;
+    exact, since equal integers are identical)."""
+
+    def __init__(self, reduction: str, dtype: ir.DataType, int_minmax: bool = False):
+        self.reduction, self.dtype = reduction, dtype
+        self.nan_aware = reduction in ("max", "min") and dtype in _FLOATS
+        self.compare = (
+            "Less" if reduction == "max" else "Greater"
+        )  # "update loses to the accumulator"
+        self.int_minmax = int_minmax and dtype not in _FLOATS and dtype != ir.DataType.BOOL
+
+    def identity(self) -> np.ndarray:
+        """The element e with ``combine(e, x) == x`` bit for bit for every x (a 0-d array of the
+        compute dtype): -0.0 for float add (-0.0 + x keeps x's sign), +-inf or the integer bounds
+        for max/min (nothing is strictly below -inf, so x wins, NaN included), False/True for
+        bool."""
+        dt = self.dtype
+        np_dtype = np.float32 if dt == ir.DataType.BFLOAT16 else dt.numpy()
+        if dt == ir.DataType.BOOL:
+            return np.array(self.reduction in ("mul", "min"))
+        if self.reduction == "add":
+            return np.array(-0.0 if dt in _FLOATS else 0, np_dtype)
+        if self.reduction == "mul":
+            return np.array(1, np_dtype)
+        low = self.reduction == "max"
+        if dt in _FLOATS:
+            return np.array(-np.inf if low else np.inf, np_dtype)
+        info = np.iinfo(np_dtype)
+        return np.array(info.min if low else info.max, np_dtype)
+
+    def combine(self, b: Builder, early, late, has=None, early_flag=None, late_flag=None):
+        """``early op late`` (order kept: the earlier operand first, as onnxruntime folds), and the
+        combined "a NaN came after" flag (None unless both flags are given). ``has`` (bool,
+        broadcasting; None: everywhere) says where a partner exists: elsewhere ``early`` is kept."""
+        dt = self.dtype
+        if dt == ir.DataType.BOOL:
+            if self.reduction in ("add", "max"):
+                return b.op("Or", early, late if has is None else b.op("And", late, has)), None
+            return b.op(
+                "And", early, late if has is None else b.op("Or", late, b.op("Not", has))
+            ), None
+        if self.reduction in ("add", "mul"):
+            out = b.op("Add" if self.reduction == "add" else "Mul", early, late, dtype=dt)
+            return (out if has is None else b.select(has, out, early, dt)), None
+        if self.int_minmax and has is None:
+            return b.op("Max" if self.reduction == "max" else "Min", early, late, dtype=dt), None
+        loses = b.op(self.compare, late, early)
+        if late_flag is not None:
+            loses = b.op("And", loses, b.op("Not", late_flag))
+        if has is not None:
+            loses = b.op("Or", loses, b.op("Not", has))
+        merged = b.select(loses, early, late, dt, exact=late_flag is not None)
+        flag = None
+        if early_flag is not None and late_flag is not None:
+            flag = b.op("Or", early_flag, late_flag if has is None else b.op("And", late_flag, has))
+        return merged, flag
+
+
+def body_input(names: Names, hint: str, dtype: ir.DataType, shape=None) -> ir.Value:
+    """A fresh input of a subgraph (a Loop body's iteration, condition or carried value)."""
+    return ir.Value(
+        name=names.new(hint),
+        type=ir.TensorType(dtype),
+        shape=ir.Shape(shape) if shape is not None else None,
+    )
+
+
+def _round_body(names: Names, kind: Kind, segments: ir.Value, flagged: bool) -> ir.Graph:
+    """Loop body: pair every even-rank element with its successor in the same key run."""
+    b = Builder(names)
+
+    def inp(hint, dtype, shape=None):
+        return body_input(names, hint, dtype, shape)
+
+    it, cond = inp("iter", INT64, []), inp("cond", ir.DataType.BOOL, [])
+    keys, vals, ranks = (
+        inp("keys", INT64, [None]),
+        inp("vals", kind.dtype),
+        inp("ranks", INT64, [None]),
+    )
+    flags = inp("flags", ir.DataType.BOOL) if flagged else None
+    m = b.op("Size", keys, dtype=INT64)
+    even = b.op("Equal", b.op("Mod", ranks, b.const(2)), b.const(0))
+    ie = b.op("Reshape", b.op("NonZero", even), b.const([-1]), dtype=INT64)
+    nxt = b.op("Add", ie, b.const(1), dtype=INT64)
+    inside = b.op("Less", nxt, m)
+    partner = b.op("Where", inside, nxt, ie, dtype=INT64)
+    new_keys = b.op("Gather", keys, ie, axis=0, dtype=INT64)
+    has = b.op(
+        "And", inside, b.op("Equal", b.op("Gather", keys, partner, axis=0, dtype=INT64), new_keys)
+    )
+    has_col = b.op("Reshape", has, b.const([-1, 1]), dtype=ir.DataType.BOOL)
+    early = b.op("Gather", vals, ie, axis=0, dtype=kind.dtype)
+    late = b.op("Gather", vals, partner, axis=0, dtype=kind.dtype)
+    early_flag = late_flag = None
+    if flagged:
+        early_flag = b.op("Gather", flags, ie, axis=0, dtype=ir.DataType.BOOL)
+        late_flag = b.op("Gather", flags, partner, axis=0, dtype=ir.DataType.BOOL)
+    merged, merged_flag = kind.combine(b, early, late, has_col, early_flag, late_flag)
+    new_ranks = b.op("Div", b.op("Gather", ranks, ie, axis=0, dtype=INT64), b.const(2), dtype=INT64)
+    go_on = b.op("Greater", b.op("Size", new_keys, dtype=INT64), segments)
+    outputs = [go_on, new_keys, merged, new_ranks] + ([merged_flag] if flagged else [])
+    inputs = [it, cond, keys, vals, ranks] + ([flags] if flagged else [])
+    return ir.Graph(inputs, outputs, nodes=b.nodes, name=names.new("round"))
+
+
+# --------------------------------------------------------------------------- TensorScatter
+
+
+def tensor_scatter_blocker(node: ir.Node, opset: int) -> str | None:
+    if opset < 11:
+        return "opset < 11 has no ScatterElements"
+    if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
+        return "needs past_cache and update inputs"
+    cache = node.inputs[0]
+    rank = _static_rank(cache, node.inputs[1])
+    if rank is None:
+        return "the rank of past_cache/update is unknown"
+    if rank < 2:
+        return f"past_cache rank {rank} < 2"
+    axis = attr(node, "axis", -2)
+    if not -rank <= axis < rank or axis % rank == 0:
+        return f"axis={axis} is invalid for rank {rank} (must name a dimension >= 1)"
+    if cache.dtype == ir.DataType.BFLOAT16 and opset < 13:
+        return "bfloat16 needs ScatterElements-13; pass --opset 13"
+    if cache.dtype is not None and cache.dtype not in SUPPORTED_DTYPES | {
+        ir.DataType.STRING,
+        ir.DataType.COMPLEX64,
+        ir.DataType.COMPLEX128,
+    }:
+        return f"data type {cache.dtype.name} is not a ScatterElements type at opset {opset}"
+    return None
+
+
+def lower_tensor_scatter(
+    node: ir.Node, opset: int, names: Names | None = None
+) -> tuple[list[ir.Node], ir.Value]:
+    """TensorScatter -> ScatterElements(past_cache, positions, update, axis) with
+    positions[b, ..., s, ...] = write_indices[b] + s (mod max_sequence_length if circular)."""
+    names = names or Names()
+    names.prefix = name_prefix(node)
+    b = Builder(names)
+    cache, update = node.inputs[0], node.inputs[1]
+    write = node.inputs[2] if len(node.inputs) > 2 else None
+    rank = _static_rank(cache, update)
+    axis = attr(node, "axis", -2) % rank
+    mode = attr(node, "mode", "linear")
+    seq = b.dim(update, axis)
+    pos = b.op("Range", b.const(0), seq, b.const(1), dtype=INT64)  # [S]
+    if write is not None:
+        starts = b.op("Reshape", b.cast(write, INT64, write.dtype), b.const([-1, 1]), dtype=INT64)
+        pos = b.op("Add", starts, pos, dtype=INT64)  # [B, S]
+    else:
+        pos = b.op("Reshape", pos, b.const([1, -1]), dtype=INT64)  # [1, S]
+    if mode == "circular":
+        pos = b.op("Mod", pos, b.dim(cache, axis), dtype=INT64)
+    # [B or 1, 1, ..., S, 1, ...]: batch first, sequence at `axis`. Unsqueeze, not a Reshape to
+    # [B, 1, .., S, ..]: a Reshape reads S = 0 as "copy the input's dimension" (below opset 14).
+    ones = [d for d in range(1, rank) if d != axis]
+    if ones:
+        pos = (b.op("Unsqueeze", pos, b.const(ones), dtype=INT64) if opset >= 13
+               else b.op("Unsqueeze", pos, axes=ones, dtype=INT64))
+    positions = b.op("Expand", pos, b.shape(update), dtype=INT64)
+    out = b.op("ScatterElements", cache, positions, update, axis=axis, dtype=cache.dtype)
+    return b.nodes, out

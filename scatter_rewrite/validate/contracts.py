@@ -1,0 +1,627 @@
+"""The index contracts of a model: which graph inputs reach scatter (and gather) indices, and the
+bounds and uniqueness their values must respect, traced on the original model (:func:`index_contracts`;
+the paths index values take: :mod:`.index_paths`). Input generation (:mod:`.inputs`) draws values
+that respect them.
+
+Inputs are seeded and respect each scatter's contract (our custom-domain scatters, which compute the
+standard ops, included: :func:`graph.computes_a_scatter`): a graph input that feeds scatter indices
+(directly or through value-preserving ops like Cast/Unsqueeze/Expand, and PyTorch's negative-index
+normalization ``Where(Less(i, 0), Add(i, c), i)``, and a ``Gather`` by constant positions like a
+GNN's ``edge_index[1]``) gets in-range values, negative ones included, unique along the axis when
+the reduction is "none" (duplicates are undefined there); symbolic dimensions get sizes that fit
+the model's ops (:mod:`.dims`), grown while the original fails in onnxruntime on them
+(:mod:`.trial`). An
+input feeding the indices of a Gather/GatherElements (``x[src]``) gets values in range of the
+gathered axis too, so that the original model runs. A Gather by one position on axis 0 binds only
+the row it picks (:attr:`IndexContract.rows`): ``edge_index[1]`` in range of the scatter and unique
+(where it has no more values than slots), ``edge_index[0]`` only in range of ``x``. Values are
+drawn as the slots they must reach: a negative value is ``slot - c`` for a normalization adding
+``c`` (a constant, or a static dim read by ``Shape``), so the normalized value is that slot
+whatever ``c`` is (only slots below ``c`` get one), and ``slot - n`` without one; where ``c`` is
+not known before run time, or an input feeds scatters that disagree on it, only non-negative
+values are drawn (the plan's notes say which).
+
+ScatterElements (and ``Scatter``) indices may be a Concat of several inputs: each gets the bound of
+the scatter axis. For reduction "none", a Concat along another axis than the scatter axis leaves
+every column of indices within one input, which is made unique along that axis on its own; a Concat
+along the scatter axis splits each column between the inputs, so each input gets its own part of
+the slots (sized by its share of the column), which makes the column unique. Where that cannot hold
+(more indices than slots, sizes not static, a part that is not a graph input, an input used twice,
+an axis that cannot be followed through a Reshape), the inputs keep the axis bound, and the plan's
+notes say the targets may repeat.
+
+ScatterND index tuples ``[..., k]`` may be built, as PyTorch's exporters build them for
+``index_put``/``index_add``, by a Concat along the last axis of several index tensors (each
+Unsqueezed, or itself ``[..., w]``): each Concat input gets the bounds of the data dimensions its
+components index. For reduction "none", each such input is made unique on its own (its tuples
+distinct) where its size allows. That makes the full tuples unique whenever one input is one-to-one
+with them (same-shape indices, ``x[i, j]``), and also when the inputs are broadcast against each
+other (``x[i[:, None], j]``: every input unique gives every pair once; a constant component, like
+the row ``arange`` TorchScript emits for ``x[:, i]``, is assumed distinct). When neither holds (5
+updates through ``x[i, j]`` into a 2 x 3 ``x``; a 5 x 5 grid into 3 rows) the tuples may repeat: the
+plan's notes say so, and such a validation may fail on write order. Joint generation (unique flat
+indices over the product of the bounds, split between the inputs) would cover the same-shape case
+too; not done, to keep one contract per input.
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from scatter_rewrite.graph import (
+    attr, computes_a_scatter, is_default_domain, is_reference, iter_nodes,
+)
+from scatter_rewrite.type_inference import serialize_without_weights
+from scatter_rewrite.validate.index_paths import (
+    CARRIERS, NO_AXIS, bound_outside, carrier_of, first_calls, float_type, map_axis,
+    node_named, normalization_shifts, outer_values, selected_by_constant, trace_index,
+    trace_to_input,
+)
+
+__all__ = ["fits_contract", "index_contracts", "IndexContract", "row_contract"]
+
+
+# Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
+_GATHER_OPS = {"Gather", "GatherElements", "GatherND"}
+
+
+@dataclasses.dataclass
+
+
+class IndexContract:
+    # "elements": every value in [-bound, bound), unique along `axis`; "start": in [0, bound);
+    # "nd": tuples of len(bounds) components, each in [-bound, bound) of its own, along the last
+    # axis (with one bound, every value is a 1-tuple whatever the shape), unique tuples.
+    kind: str
+    bounds: tuple[int, ...]
+    unique: bool
+    axis: int = 0  # for "elements": the axis of the traced input along which values must be unique
+    # Per component: a negative value is drawn as slot - shift, for slots below shift (no negative
+    # value for a shift <= 0). Empty: the bounds (the scatter's own wrap-around).
+    shifts: tuple[int, ...] = ()
+    window: tuple[int, int] | None = (
+        None  # for "elements": the slots [lo, hi) drawn from; None: all
+    )
+    # Contracts on rows of axis 0 (a GNN's ``edge_index[1]``), each in its row's frame: that row
+    # unique, the others only in range. Kind "rows": the input has no contract of its own.
+    rows: dict[int, IndexContract] = dataclasses.field(default_factory=dict)
+
+    @property
+    def negative_shifts(self) -> tuple[int, ...]:
+        return self.shifts or self.bounds
+
+    @property
+    def slots(self) -> tuple[int, int]:
+        """For "elements": the slots [lo, hi) values are drawn from, within [0, bound); empty when
+        the scatters an input feeds want disjoint slots of it."""
+        lo, hi = self.window or (0, self.bounds[0])
+        return max(lo, 0), min(hi, self.bounds[0])
+
+
+def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
+    """Static shapes of every value (None for a dim inference could not fix), with the graph inputs
+    fixed to their concrete sizes."""
+    proto = serialize_without_weights(model)
+    for value_info in proto.graph.input:
+        if value_info.name in input_shapes and value_info.type.HasField("tensor_type"):
+            shape = value_info.type.tensor_type.shape
+            shape.ClearField("dim")
+            for size in input_shapes[value_info.name]:
+                shape.dim.add().dim_value = size
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception:  # shape inference is best effort here
+        return {}
+    shapes = {}
+    graphs = [inferred.graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.value_info) + list(g.input) + list(g.output):
+            t = vi.type.tensor_type
+            if t.HasField("shape"):
+                shapes[vi.name] = tuple(
+                    d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim
+                )
+        for init in g.initializer:
+            shapes[init.name] = tuple(init.dims)
+        for node in g.node:
+            for a in node.attribute:
+                graphs.extend([a.g] if a.HasField("g") else list(a.graphs))
+    return shapes
+
+
+@dataclasses.dataclass
+
+
+class _Leaf:
+    value: ir.Value  # where tracing stopped: a graph input, or not (then no contract)
+    steps: list  # from the scatter's indices to value, Concats included
+    axis: int | None  # the scatter axis in value's frame (NO_AXIS, or None when not known)
+    window: tuple[int, int]  # the slots value's indices may take
+    row: int | None = None  # the row of value's axis 0 the indices are (then axis is in its frame)
+
+
+def _selected_row(steps: list, rank_of) -> tuple[int, int] | None:
+    """(row, position in ``steps``) where the traced input's values reach the scatter through one
+    row of its axis 0 (a carrier's ``row``), the steps between them keeping values in place (Cast,
+    Identity, a body's binding); None otherwise, or for a row out of range."""
+    for position in range(len(steps) - 1, -1, -1):
+        node, source, _value = steps[position]
+        carrier = CARRIERS["Identity"] if node is None else carrier_of(node)
+        if carrier is None:
+            return None
+        row = carrier.row(node) if node is not None else None
+        if row is not None:
+            shape = rank_of(source)
+            if not shape or not isinstance(shape[0], int) or not -shape[0] <= row < shape[0]:
+                return None
+            return row % shape[0], position
+        if not carrier.same_shape:
+            return None
+    return None
+
+
+def _element_leaves(
+    value: ir.Value,
+    axis: int | None,
+    window: tuple[int, int],
+    unique: bool,
+    graph_inputs: set[int],
+    outer: dict[int, list],
+    rank_of,
+    problems: list[str],
+    before: list | None = None,
+) -> list[_Leaf]:
+    """Where ScatterElements indices ``value`` come from, split at each Concat, with the slots each
+    part may take: all of ``window`` for a Concat along another axis than the scatter ``axis``, a
+    share of it (in order, sized by the part's length, so the parts' slots are disjoint) for one
+    along it when ``unique``. What keeps the targets from being unique goes to ``problems``."""
+    steps: list = []
+    origin = trace_index(value, outer, steps=steps)
+    if origin is None:
+        return []
+    here = map_axis(steps, axis, rank_of)
+    path = list(before or []) + steps
+    concat = origin.producer()
+    if id(origin) in graph_inputs:
+        selected = _selected_row(steps, rank_of)
+        if selected is None:
+            return [_Leaf(origin, path, here, window)]
+        row, position = selected
+        # The scatter axis in the row's frame: mapped as far as the Gather's output, which is the
+        # row with the positions' axes (of size 1) in front.
+        here = map_axis(steps[:position], axis, rank_of)
+        picked = selected_by_constant(steps[position][0]).ndim
+        if here is not None and here != NO_AXIS:
+            here = NO_AXIS if here < picked else here - picked
+        return [_Leaf(origin, path, here, window, row)]
+    if concat is None or concat.op_type != "Concat" or not is_default_domain(concat):
+        return [_Leaf(origin, path, here, window)]
+    parts = [part for part in concat.inputs if part is not None]
+    windows = [window] * len(parts)
+    cat_axis = None
+    if unique and here is not None and here != NO_AXIS:
+        shape = rank_of(origin)
+        cat_axis = (
+            attr(concat, "axis") % len(shape)
+            if shape and attr(concat, "axis") is not None
+            else None
+        )
+    split = cat_axis is not None and here == cat_axis
+    if unique and (here is None or (here != NO_AXIS and cat_axis is None)):
+        problems.append(f"the scatter axis cannot be followed to {node_named(concat)}")
+    elif split:
+        lengths = [(rank_of(part) or (None,) * (cat_axis + 1))[cat_axis] for part in parts]
+        lo, hi = window
+        if None in lengths:
+            problems.append(f"{node_named(concat)} along the scatter axis has parts of unknown "
+                            "length")
+            split = False
+        elif sum(lengths) > hi - lo:
+            problems.append(
+                f"{node_named(concat)} puts {sum(lengths)} indices along the scatter axis into "
+                f"{hi - lo} slots"
+            )
+            split = False
+        else:
+            slack, windows = hi - lo - sum(lengths), []
+            for i, length in enumerate(lengths):
+                size = length + slack // len(parts) + (i < slack % len(parts))
+                windows.append((lo, lo + size))
+                lo += size
+    leaves_per_part = [
+        _element_leaves(
+            part,
+            here,
+            w,
+            unique,
+            graph_inputs,
+            outer,
+            rank_of,
+            problems,
+            path + [(concat, part, origin)],
+        )
+        for part, w in zip(parts, windows)
+    ]
+    leaves = [leaf for part_leaves in leaves_per_part for leaf in part_leaves]
+    if split:
+        if any(id(leaf.value) not in graph_inputs for leaf in leaves):
+            problems.append(
+                f"{node_named(concat)} along the scatter axis has a part that is not a graph input"
+            )
+        per_part = [{id(leaf.value) for leaf in part_leaves} for part_leaves in leaves_per_part]
+        if sum(map(len, per_part)) != len(set().union(*per_part)):
+            problems.append(f"{node_named(concat)} along the scatter axis has an input in two "
+                            "parts")
+            for leaf in leaves:  # its slot shares would not meet: back to the whole window
+                leaf.window = window
+    return leaves
+
+
+def _nd_sources(
+    value: ir.Value,
+    first: int,
+    width: int,
+    graph_inputs: set[int],
+    outer: dict[int, list],
+    shape_of,
+    before: list | None = None,
+) -> list[tuple[ir.Value, int, int, list]]:
+    """(graph input, first component, number of components, steps) for every input whose values
+    become components ``first .. first + width - 1`` of ScatterND index tuples ``value[...,
+    :width]``: traced like any index, and split at a Concat along the last axis, whose inputs cover
+    successive components. The steps (see :func:`trace_index`) go from the scatter to the input."""
+    steps = list(before or [])
+    origin = trace_index(value, outer, width, shape_of, steps)
+    if origin is None:
+        return []
+    if id(origin) in graph_inputs:
+        return [(origin, first, width, steps)]
+    concat = origin.producer()
+    shape = shape_of(origin)
+    if concat is None or concat.op_type != "Concat" or not is_default_domain(concat) or not shape:
+        return []
+    if attr(concat, "axis") not in (-1, len(shape) - 1):
+        return []
+    found = []
+    for part in concat.inputs:
+        part_shape = shape_of(part) if part is not None else None
+        if not part_shape or part_shape[-1] is None:
+            break  # the components of the parts after it are unknown
+        found += _nd_sources(
+            part,
+            first,
+            part_shape[-1],
+            graph_inputs,
+            outer,
+            shape_of,
+            steps + [(concat, part, origin)],
+        )
+        first += part_shape[-1]
+    return found
+
+
+def _attr_at_call(node: ir.Node, name: str, default, calls: dict[int, tuple[ir.Node, ir.Function]]):
+    """``attr(node, name, default)``, with an attribute that refers to the enclosing function's
+    (``axis = @ax``) read from the first call (else the function's default); None if unknown."""
+    a = node.attributes.get(name)
+    if a is None or not is_reference(a):
+        return attr(node, name, default)
+    call, function = calls.get(id(node.graph), (None, None))
+    for source in (call, function):
+        found = None if source is None else source.attributes.get(a.ref_attr_name)
+        if found is not None and not is_reference(found) and found.value is not None:
+            return found.value
+    return None
+
+
+def _shape_of(
+    value: ir.Value, shapes, outer: dict[int, list], partial: bool = False
+) -> tuple | None:
+    """``value``'s static shape: declared, else inferred (``shapes()``, computed on first need).
+    With ``partial``, a shape of known rank with unknown dims (None) rather than no shape."""
+    while value is not None:
+        declared = (
+            None
+            if value.shape is None
+            else tuple(d if isinstance(d, int) else None for d in value.shape)
+        )
+        if declared is not None and None not in declared:
+            return declared
+        inferred = shapes().get(value.name)
+        if inferred is not None and None not in inferred:
+            return inferred
+        if partial and (inferred or declared):
+            return inferred or declared
+        producer = value.producer()
+        same_shape = producer is not None and (
+            computes_a_scatter(producer) or getattr(carrier_of(producer), "same_shape", False))
+        if same_shape and producer.inputs:
+            # A scatter's output has its data's shape (a Cast's, its input's): what shape inference
+            # cannot say inside a function or a Loop body (a chain of scatters there) that input
+            # may.
+            value = producer.inputs[0]
+            continue
+        if producer is not None and producer.op_type == "Constant" and is_default_domain(producer):
+            tensor = producer.attributes.get(
+                "value"
+            )  # (in a function, inference does not reach it)
+            if (
+                isinstance(tensor, ir.Attr)
+                and tensor.type == ir.AttributeType.TENSOR
+                and tensor.value is not None
+            ):
+                return tuple(tensor.value.shape.numpy())
+        value = bound_outside(value, outer)
+    return None
+
+
+def _add_contract(contracts: dict, name, new: IndexContract, row: int | None = None) -> None:
+    """One input feeding several scatters must satisfy all: the tightest bounds and slots, unique if
+    any wants it, and negative values only where every scatter maps them to the same slot (the same
+    shift: with shifts 7 and 4, -4 would be slot 3 of the one and slot 0 of the other). With
+    ``row``, ``new`` binds that row of the input's axis 0 only (:attr:`IndexContract.rows`)."""
+    if row is not None:
+        holder = contracts.setdefault(name, IndexContract("rows", (), False))
+        _add_contract(holder.rows, row, new)
+        return
+    old = contracts.get(name)
+    if old is not None and old.kind == "rows":
+        contracts[name] = dataclasses.replace(new, rows=old.rows)
+        return
+    if old is None or old.kind != new.kind or len(old.bounds) != len(new.bounds):
+        kept = new if old is None or new.kind == "nd" else old
+        contracts[name] = dataclasses.replace(kept, rows=old.rows if old is not None else {})
+        return
+    bounds = tuple(min(a, b) for a, b in zip(old.bounds, new.bounds))
+    shifts = tuple(a if a == b else 0 for a, b in zip(old.negative_shifts, new.negative_shifts))
+    window = None
+    if old.window is not None or new.window is not None:
+        (old_lo, old_hi), (new_lo, new_hi) = (c.window or (0, c.bounds[0]) for c in (old, new))
+        window = (max(old_lo, new_lo), min(old_hi, new_hi))
+    contracts[name] = IndexContract(
+        old.kind, bounds, old.unique or new.unique, old.axis, shifts, window, old.rows
+    )
+
+
+def row_contract(contract: IndexContract, row: int | None) -> IndexContract:
+    """What the values of ``row`` of an input's axis 0 (all of it: None) must satisfy, in that row's
+    frame: the row's contract, and the whole input's in range (its uniqueness too where it lies
+    within rows); the whole input's where the row has none or its uniqueness spans rows."""
+    if row is None or row not in contract.rows:
+        return contract
+    own = contract.rows[row]
+    if contract.kind != "elements":
+        return own
+    if contract.unique and contract.axis == 0:
+        return contract  # unique across rows: generated as a whole
+    merged = {0: own}
+    _add_contract(merged, 0, dataclasses.replace(contract, axis=max(contract.axis - 1, 0), rows={}))
+    return merged[0]
+
+
+def index_contracts(model: ir.Model,
+               input_shapes: dict[str, tuple]) -> tuple[dict, list[str], list[np.dtype], list[str]]:
+    """The index contract of each graph input, the float add/mul scatters (named), and notes."""
+    graph_inputs = {
+        id(v) for v in model.graph.inputs if v.name in input_shapes
+    }  # not those with an initializer
+    shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
+    outer = outer_values(model)
+    calls = first_calls(model)
+
+    def shape_of(value: ir.Value) -> tuple | None:
+        return _shape_of(value, shapes, outer)
+
+    def rank_and_last_dim(
+        value: ir.Value,
+    ) -> tuple | None:  # enough to place ScatterND tuple components
+        return _shape_of(value, shapes, outer, partial=True)
+
+    contracts: dict[str, IndexContract] = {}
+    float_sums, float_sum_types, notes = [], [], []
+    for node, _scope in iter_nodes(model):
+        if node.op_type in _GATHER_OPS and is_default_domain(node):
+            _gather_contract(
+                node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls
+            )
+            continue
+        # (our custom-domain scatters too: lowering a lowered model)
+        if not computes_a_scatter(node):
+            continue
+        reduction = _attr_at_call(node, "reduction", "none", calls)
+        data = node.inputs[0]
+        # Unknown dtype (inside a function): assume float; integer outputs are compared exactly
+        # anyway.
+        if reduction in ("add", "mul", None) and (
+            data is None or data.dtype is None or data.dtype.is_floating_point()
+        ):
+            float_sums.append(node_named(node))
+            if (sum_type := float_type(data)) is not None:
+                float_sum_types.append(sum_type)
+        if node.op_type == "TensorScatter":
+            _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls)
+            continue
+        unique = reduction in ("none", None)  # (unique indices respect every reduction's contract)
+        if node.op_type == "ScatterND":
+            indices_shape = (
+                rank_and_last_dim(node.inputs[1]) if node.inputs[1] is not None else None
+            )
+            k = indices_shape[-1] if indices_shape else None
+            sources = (
+                []
+                if k is None
+                else _nd_sources(node.inputs[1], 0, k, graph_inputs, outer, rank_and_last_dim)
+            )
+            data_shape = shape_of(data) if sources and data is not None else None
+            if data_shape is None:
+                continue
+            for source, first, width, steps in sources:
+                shifts, reason = normalization_shifts(steps, width, shape_of)
+                if reason:
+                    notes.append(f"{source.name}: {reason}: only non-negative indices generated")
+                _add_contract(
+                    contracts,
+                    source.name,
+                    IndexContract(
+                        "nd", tuple(data_shape[first : first + width]), unique, shifts=shifts or ()
+                    ),
+                )
+            # Unique tuples: one input unique and one-to-one with them, or all unique (broadcast
+            # against each other).
+            tuples = int(np.prod(indices_shape[:-1])) if None not in indices_shape else -1
+            fits = [
+                (
+                    fits_contract(input_shapes[v.name], contracts[v.name]),
+                    int(np.prod(input_shapes[v.name])) // max(w, 1) == tuples,
+                )
+                for v, _, w, _ in sources
+            ]
+            if unique and not (all(f for f, _ in fits) or any(f and whole for f, whole in fits)):
+                names = ", ".join(sorted({v.name for v, _, _, _ in sources}))
+                notes.append(
+                    f"ScatterND {node.name!r}: the data has too few slots for unique indices from "
+                    f"{names}: index tuples may repeat, and reduction none then depends on write "
+                    "order"
+                )
+            continue
+        # A first pass without axes (no shape inference): on only if some graph input feeds the
+        # indices.
+        reached = [] if node.inputs[1] is None else _element_leaves(
+            node.inputs[1], None, (0, 0), False, graph_inputs, outer, rank_and_last_dim, [])
+        if data is None or not any(id(leaf.value) in graph_inputs for leaf in reached):
+            continue
+        data_shape = shape_of(data)
+        axis = _attr_at_call(node, "axis", 0, calls)
+        if not data_shape or axis is None:
+            continue
+        axis %= len(data_shape)
+        bound = data_shape[axis]
+        problems: list[str] = []
+        leaves = _element_leaves(
+            node.inputs[1],
+            axis,
+            (0, bound),
+            unique,
+            graph_inputs,
+            outer,
+            rank_and_last_dim,
+            problems,
+        )
+        names = sorted({leaf.value.name for leaf in leaves if id(leaf.value) in graph_inputs})
+        for leaf in leaves:
+            if id(leaf.value) not in graph_inputs:
+                continue
+            name = leaf.value.name
+            shifts, reason = normalization_shifts(leaf.steps, 1, shape_of)
+            if reason:
+                notes.append(f"{name}: {reason}: only non-negative indices generated")
+            # The values traced: the input, or one row of it (then in that row's frame).
+            shape = input_shapes[name] if leaf.row is None else input_shapes[name][1:]
+            label = name if leaf.row is None else f"{name}[{leaf.row}]"
+            if leaf.axis is None:
+                # Not followed (a Reshape): the input's first axis is the scatter axis when ranks
+                # differ (GNN: dst[E] -> unsqueeze -> expand), else the same axis.
+                src_axis, leaf_unique = (
+                    (axis if len(shape) == len(data_shape) else 0),
+                    unique,
+                )
+            else:
+                # An axis of size 1 the input lacks holds one of its values per column: nothing to
+                # keep unique.
+                src_axis, leaf_unique = (0, False) if leaf.axis == NO_AXIS else (leaf.axis, unique)
+            window = None if leaf.window == (0, bound) else leaf.window
+            _add_contract(
+                contracts,
+                name,
+                IndexContract("elements", (bound,), leaf_unique, src_axis, shifts or (), window),
+                leaf.row,
+            )
+            contract = row_contract(contracts[name], leaf.row)
+            if (contract.kind == "elements" and contract.unique
+                    and not fits_contract(shape, contract)):
+                lo, hi = contract.slots
+                along = shape[contract.axis] if shape else 1
+                problems.append(
+                    f"{label} has {along} indices along the scatter axis for {max(hi - lo, 0)} "
+                    "slots"
+                )
+        if unique and problems and names:  # (constant indices are the model's own business)
+            notes.append(
+                f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
+                f"{', '.join(names)} may repeat, and reduction none then depends on write order"
+            )
+    return contracts, float_sums, float_sum_types, notes
+
+
+def _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_of, calls) -> None:
+    """A graph input feeding the indices of a Gather/GatherElements, or the 1-tuples of a GatherND
+    (``x[src]`` of a GNN, whose edge list also feeds the scatter), gets values in range of the
+    gathered axis: else the original model itself cannot run on the generated inputs. No
+    uniqueness: gathering twice is fine."""
+    data, indices = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+    data_shape = shape_of(data) if data is not None and indices is not None else None
+    if node.op_type == "GatherND":
+        # Rows picked by 1-tuples (dynamo's x[src]: GatherND(x, Unsqueeze(src, -1))): positions
+        # along axis 0. Longer tuples and batch_dims are left to the model's own inputs.
+        indices_shape = shape_of(indices) if indices is not None else None
+        if (_attr_at_call(node, "batch_dims", 0, calls) != 0 or not indices_shape
+                or indices_shape[-1] != 1):
+            return
+        axis = 0
+    else:
+        axis = _attr_at_call(node, "axis", 0, calls)
+    if not data_shape or axis is None or not isinstance(data_shape[axis % len(data_shape)], int):
+        return
+    bound = data_shape[axis % len(data_shape)]
+    for leaf in _element_leaves(indices, None, (0, bound), False, graph_inputs, outer, rank_of, []):
+        if id(leaf.value) in graph_inputs:
+            shifts, _reason = normalization_shifts(leaf.steps, 1, shape_of)
+            _add_contract(
+                contracts,
+                leaf.value.name,
+                IndexContract("elements", (bound,), False, 0, shifts or ()),
+                leaf.row,
+            )
+
+
+def _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls) -> None:
+    """write_indices: one start per batch entry in [0, max_len - seq_len] (linear; onnxruntime
+    rejects a window past the end) or [0, 2 * max_len) (circular wraps); 0 when the lengths are
+    not known."""
+    if len(node.inputs) < 3 or node.inputs[2] is None:
+        return
+    source = trace_to_input(node.inputs[2], graph_inputs, outer)
+    if source is None:
+        return
+    cache, update = shape_of(node.inputs[0]), shape_of(node.inputs[1])
+    axis, mode = (
+        _attr_at_call(node, "axis", -2, calls),
+        _attr_at_call(node, "mode", "linear", calls),
+    )
+    if cache is None or update is None or axis is None or mode is None:
+        bound = 1  # lengths unknown: only start 0, which fits every window (sequence <= max length)
+    else:
+        axis %= len(cache)
+        max_len, seq_len = cache[axis], update[axis]
+        bound = 2 * max_len if mode == "circular" else max_len - seq_len + 1
+    old = contracts.get(source.name)
+    contracts[source.name] = IndexContract(
+        "start", (min(bound, old.bounds[0]) if old and old.kind == "start" else bound,), False
+    )
+
+
+def fits_contract(shape: tuple[int, ...], c: IndexContract) -> bool:
+    """Whether an index input of ``shape`` can have the unique values contract ``c`` asks for."""
+    if c.kind == "nd":
+        return int(np.prod(shape, dtype=np.int64)) // max(len(c.bounds), 1) <= int(
+            np.prod(c.bounds, dtype=np.int64)
+        )
+    lo, hi = c.slots
+    return lo < hi and (not shape or shape[c.axis] <= hi - lo)

@@ -28,7 +28,8 @@ def _constant(value: ir.Value | None) -> bool:
     if value.const_value is not None:
         return True
     producer = value.producer()
-    return producer is not None and producer.op_type == "Constant" and producer.domain in ("", "ai.onnx")
+    return (producer is not None and producer.op_type == "Constant"
+            and producer.domain in ("", "ai.onnx"))
 
 
 class MaskFormPass(NoScatterPass):

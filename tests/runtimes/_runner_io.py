@@ -2,9 +2,10 @@
 
 A runner runs in its runtime's own venv (tests/runtimes/setup_venvs.sh), which has numpy but not
 this project: it reads the inputs (keyed by the model's input names), converts and runs the model,
-and writes the outputs in the model's order (the test side reads them by position; keys name them). A runtime that
-refuses the model (a converter's error, a compiler's) exits with REFUSED and says why on a stderr line
-starting "REFUSED: "; anything else that goes wrong keeps its traceback (a runner's own bug).
+and writes the outputs in the model's order (the test side reads them by position; keys name them).
+A runtime that refuses the model (a converter's error, a compiler's) exits with REFUSED and says why
+on a stderr line starting "REFUSED: "; anything else that goes wrong keeps its traceback (a
+runner's own bug).
 """
 
 from __future__ import annotations

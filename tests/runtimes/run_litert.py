@@ -50,13 +50,15 @@ def convert(model_path: str, inputs: dict[str, np.ndarray], folder: Path) -> Pat
         if isinstance(e, KeyboardInterrupt):
             raise
         reason = _error_lines(log.getvalue())
+        said = str(e).strip().splitlines()
         if not isinstance(e, SystemExit):
-            reason = f"{reason} ({type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''})"
+            reason = f"{reason} ({type(e).__name__}: {said[-1] if said else ''})"
         raise Refused(f"onnx2tf {onnx2tf.__version__}: {reason}") from e
     found = sorted(folder.glob("*_float32.tflite"))
     if not found:
         raise Refused(f"onnx2tf {onnx2tf.__version__} wrote no .tflite: {_error_lines(log.getvalue())}")
-    sys.stderr.write(log.getvalue()[-2000:] if "WARNING" in log.getvalue() else "")
+    if "WARNING" in log.getvalue():  # onnx2tf's warnings, shown where a test then fails
+        sys.stderr.write(log.getvalue()[-2000:])
     return found[0]
 
 

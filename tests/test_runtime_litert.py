@@ -160,7 +160,8 @@ def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
     try:
         prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
     except ConversionError as e:
-        assert "runs wrong after onnx2tf" in str(e)  # float max/min on input indices only
+        # float max/min on input indices; an opset-9 Scatter (the forms need opset 11)
+        assert "runs wrong after onnx2tf" in str(e) or "need opset >= 11" in str(e)
         return
     if name in ONNX2TF_REFUSES:
         for which, converted in (("original", model), ("prepared", prepared)):

@@ -199,6 +199,11 @@ class NoScatterPass(ScatterPass):
         default-domain scatter here; a target's pass, those its runtime cannot run."""
         return _is_scatter(node)
 
+    def form_for(self, node: ir.Node) -> tuple[Form | None, str | None]:
+        """The form ``node`` is written in, or why none fits: the cheapest here; a target whose
+        runtime gets some form wrong picks among the others (targets/litert.py)."""
+        return forms_for(node)[0], None
+
     def segment_form(self, node: ir.Node) -> bool:
         """Whether ``node`` is written as lower's sort + segmented reduction + ScatterND(none)
         (:func:`.lowering.segment_reduce.lower_reduction`) instead of a scatter-free form: never here."""
@@ -233,7 +238,8 @@ class NoScatterPass(ScatterPass):
             self._splice(node, scope, nodes, out)
         plans, blocked = [], []
         for node, scope in iter_nodes(model):
-            if not (_is_scatter(node) and (id(node) in made or self.wanted(node))):
+            # (a TensorScatter's ScatterElements too: left where the target runs it)
+            if not (_is_scatter(node) and self.wanted(node)):
                 continue
             if self.segment_form(node):
                 reason = seg.reduction_blocker(node, scope.opset)
@@ -242,7 +248,8 @@ class NoScatterPass(ScatterPass):
                     continue
             reason = scatter_free_blocker(node, scope.opset)
             if reason is None:
-                form = forms_for(node)[0]
+                form, reason = self.form_for(node)
+            if reason is None:
                 if form.bytes is not None and form.bytes > self.max_bytes:
                     reason = (f"its cheapest exact scatter-free form ({form.said()}) is above the "
                               f"bound of {self.max_intermediate_mib} MiB: raise it with "

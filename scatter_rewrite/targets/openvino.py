@@ -1,0 +1,78 @@
+"""OpenVINO: ``openvino`` (its CPU and GPU plugins) and ``openvino-npu`` (its NPU plugin).
+
+``openvino``: the CPU plugin ran every scatter exactly, measured with OpenVINO 2026.4.1 (tests/
+test_runtime_openvino_tvm.py runs them): ScatterElements and ScatterND with none/add/mul/max/min,
+deprecated Scatter (opset 9), int32 and negative indices, indices as inputs and as initializers.
+Only TensorScatter (opset 24) has no conversion rule ("No conversion rule found for operations:
+TensorScatter-24"): ``prepare`` rewrites it as ScatterElements, and nothing else (a checked
+no-op otherwise). No form written here uses MatMul: the CPU plugin runs MatMul in bf16 on CPUs
+that have it unless told otherwise (a one-hot MatMul scatter came out 0.023 off on a bf16-capable
+Xeon, issue #32).
+
+``openvino-npu``: the NPU plugin rejects ScatterElementsUpdate and ScatterNDUpdate (reported in
+openvinotoolkit/openvino#24976 and #25607): every scatter becomes a scatter-free form, the ``mask``
+form only. The ``sort`` form relies on TopK putting equal keys in index order, as ONNX specifies;
+OpenVINO's TopK does not (measured on its CPU plugin: equal keys came out in another order, and
+the sort form of a TensorScatter 4.2 off), so a node with only the sort form (float max/min) is
+refused. Judged from those reports and the CPU plugin's TopK; no NPU here.
+"""
+
+from __future__ import annotations
+
+from scatter_rewrite.targets import ALL_REDUCTIONS, ScatterSupport, Target, register_target
+
+__all__ = ["RUNS", "SORT_FORM_WRONG", "target_scatters_passes"]
+
+# every scatter but TensorScatter, any type OpenVINO's ONNX frontend reads
+RUNS = (
+    ScatterSupport("ScatterElements", ALL_REDUCTIONS),
+    ScatterSupport("ScatterND", ALL_REDUCTIONS),
+    ScatterSupport("Scatter", frozenset({"none"})),
+)
+TENSOR_SCATTER_MISSING = ("TensorScatter (opset 24) has no conversion rule: the model does not "
+                          "load")
+
+
+def target_scatters_passes(name: str):
+    """The passes of a target that runs what its ``runs`` says: the other scatters rewritten."""
+    def passes(max_intermediate_mib: int | None = None) -> list:
+        from scatter_rewrite.passes.no_scatter import (
+            DEFAULT_MAX_INTERMEDIATE_MIB, TargetScattersPass,
+        )
+
+        return [TargetScattersPass(name, max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)]
+
+    return passes
+
+
+SORT_FORM_WRONG = ("its only exact scatter-free form (sort) relies on TopK keeping equal keys in "
+                   "index order, which OpenVINO's TopK does not (docs/targets.md, openvino-npu)")
+
+
+def _npu_passes(max_intermediate_mib: int | None = None) -> list:
+    from scatter_rewrite.passes.mask_forms import MaskFormPass
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB
+
+    return [MaskFormPass("openvino-npu", SORT_FORM_WRONG, False,
+                         max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)]
+
+
+register_target(Target(
+    name="openvino", family="openvino",
+    summary="OpenVINO's CPU/GPU plugins (every scatter but TensorScatter runs exactly)",
+    opsets=(7, None), runs=RUNS,
+    gets_wrong=("MatMul run in bf16 by default on CPUs with AVX512_BF16/AMX (pin "
+                "INFERENCE_PRECISION_HINT=f32): no form written here uses MatMul",),
+    sources=("measured: OpenVINO 2026.4.1 CPU plugin (tests/targets/test_openvino_tvm.py)",
+             "docs.openvino.ai, CPU device, floating-point precision: inference_precision_hint "
+             "defaults to bf16 where the CPU has AVX512_BF16 or AMX"),
+    passes=target_scatters_passes("openvino"), options=("max_intermediate_mib",)))
+
+register_target(Target(
+    name="openvino-npu", family="openvino",
+    summary="OpenVINO's NPU plugin: no ScatterElementsUpdate/ScatterNDUpdate",
+    opsets=(7, None), runs=(),
+    gets_wrong=("ScatterElementsUpdate/ScatterNDUpdate rejected by the NPU compiler",),
+    sources=("https://github.com/openvinotoolkit/openvino/issues/24976",
+             "https://github.com/openvinotoolkit/openvino/issues/25607"),
+    passes=_npu_passes, options=("max_intermediate_mib",)))

@@ -1,0 +1,99 @@
+"""Converts an ONNX model with onnx2tf (ONNX -> TensorFlow -> .tflite, float32) and runs the .tflite in
+LiteRT's interpreter (ai_edge_litert), the path most ONNX models take to LiteRT.
+
+onnx2tf is called as its README shows, with what a user of a fixed-size model passes: the inputs'
+shapes made static (overwrite_input_shape) and kept as they are (keep_shape_absolutely_input_names:
+without it onnx2tf transposes rank-3+ inputs to channels-last), signatures written so inputs and outputs
+are found by name. Everything else is onnx2tf's default (onnxsim included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from _runner_io import Refused, main
+
+
+def _tf_name(name: str) -> str:
+    """How a tensor name reads in a TensorFlow signature (onnx2tf replaces what TF does not allow)."""
+    return re.sub(r"[^0-9A-Za-z_]", "_", name).lower()
+
+
+def _error_lines(log: str) -> str:
+    """onnx2tf's own error lines (ANSI colours removed), or the log's last line."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in log.splitlines()]
+    errors = [line for line in lines if line.startswith("ERROR:") or "Error" in line.split(":")[0]]
+    return " / ".join(errors[:3]) if errors else (lines[-1] if lines else "no output")
+
+
+def convert(model_path: str, inputs: dict[str, np.ndarray], folder: Path) -> Path:
+    import onnx2tf
+
+    log = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(log):
+            onnx2tf.convert(
+                input_onnx_file_path=model_path, output_folder_path=str(folder),
+                output_signaturedefs=True,
+                overwrite_input_shape=[f"{n}:{','.join(map(str, a.shape))}"
+                                       for n, a in inputs.items() if a.ndim],
+                keep_shape_absolutely_input_names=list(inputs),
+                non_verbose=True)
+    except BaseException as e:  # noqa: BLE001 - onnx2tf ends with sys.exit(1) or any exception
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        reason = _error_lines(log.getvalue())
+        said = str(e).strip().splitlines()
+        if not isinstance(e, SystemExit):
+            reason = f"{reason} ({type(e).__name__}: {said[-1] if said else ''})"
+        raise Refused(f"onnx2tf {onnx2tf.__version__}: {reason}") from e
+    found = sorted(folder.glob("*_float32.tflite"))
+    if not found:
+        raise Refused(f"onnx2tf {onnx2tf.__version__} wrote no .tflite: {_error_lines(log.getvalue())}")
+    if "WARNING" in log.getvalue():  # onnx2tf's warnings, shown where a test then fails
+        sys.stderr.write(log.getvalue()[-2000:])
+    return found[0]
+
+
+def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from ai_edge_litert.interpreter import Interpreter
+
+    with tempfile.TemporaryDirectory() as folder:
+        tflite = convert(model_path, inputs, Path(folder))
+        interpreter = Interpreter(model_path=str(tflite))
+        try:
+            runner = interpreter.get_signature_runner()
+            runner.get_input_details()
+        except (RuntimeError, ValueError) as e:  # the .tflite fails to prepare: a broken conversion
+            raise Refused(f"LiteRT: {str(e).strip().splitlines()[-1]}") from e
+        details = runner.get_input_details()
+        by_tf = {_tf_name(n): n for n in inputs}
+        feeds = {}
+        for tf_name, detail in details.items():
+            array = inputs[by_tf[_tf_name(tf_name)]]
+            cast = array.astype(detail["dtype"])
+            if not np.array_equal(cast.astype(array.dtype), array):
+                raise Refused(f"LiteRT input {tf_name} is {detail['dtype']}: {array.dtype} values do not fit")
+            feeds[tf_name] = cast
+        try:
+            ran = runner(**feeds)
+        except (RuntimeError, ValueError) as e:  # a kernel's prepare step rejects the shapes
+            raise Refused(f"LiteRT: {' '.join(str(e).split())}") from e
+        result = {_tf_name(name): np.asarray(value) for name, value in ran.items()}
+    # TensorFlow's signature sorts outputs by name: back in the ONNX model's order
+    names = [o.name for o in onnx.load(model_path, load_external_data=False).graph.output]
+    missing = [n for n in names if _tf_name(n) not in result]
+    if missing:
+        raise Refused(f"the .tflite has no output for {missing} (it has {sorted(result)})")
+    return {name: result[_tf_name(name)] for name in names}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run))

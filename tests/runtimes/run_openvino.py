@@ -1,0 +1,31 @@
+"""Runs an ONNX model on OpenVINO's CPU plugin (openvino.Core().compile_model(model, "CPU")).
+
+Precision pinned to f32 (INFERENCE_PRECISION_HINT f32, EXECUTION_MODE_HINT ACCURACY): by default the
+CPU plugin runs MatMul and convolutions in bf16 on CPUs that have it (AVX512_BF16, AMX), so the
+same model gives other results on another machine. Pinned, a test judges the model, not the CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+from _runner_io import Refused, main
+
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "EXECUTION_MODE_HINT": "ACCURACY"}
+
+
+def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    core = ov.Core()
+    try:
+        model = core.read_model(model_path)
+        compiled = core.compile_model(model, "CPU", CONFIG)
+    except RuntimeError as e:
+        raise Refused(f"OpenVINO {ov.__version__}: {e}") from e
+    result = compiled(inputs)
+    # Results in the model's order (OpenVINO keeps the ONNX graph's outputs in order).
+    return {f"{i}:{port.get_any_name()}": np.asarray(result[port])
+            for i, port in enumerate(compiled.outputs)}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run))

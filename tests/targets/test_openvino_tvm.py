@@ -170,13 +170,16 @@ def test_openvino_npu_refuses_float_max_with_input_indices():
 
 def test_openvino_topk_does_not_keep_equal_keys_in_index_order(tmp_path):
     # ONNX's TopK puts equal values lower index first, which the sort form relies on
-    keys = np.array([3, 1, 0, 1, 3, 0, 2, 2, 1, 0, 3, 2], np.int64)
+    # 1,000 keys of 4 values: an unstable sort keeps every tie in order by chance only, so the fact
+    # holds whatever kernel the CPU takes (12 keys did not ensure that)
+    n = 1000
+    keys = np.random.default_rng(0).permutation(np.arange(n) % 4).astype(np.int64)
     graph = oh.make_graph(
         [oh.make_node("TopK", ["keys", "k"], ["values", "order"], largest=0)], "topk",
-        [oh.make_tensor_value_info("keys", TensorProto.INT64, [12])],
-        [oh.make_tensor_value_info("values", TensorProto.INT64, [12]),
-         oh.make_tensor_value_info("order", TensorProto.INT64, [12])],
-        initializer=[onnx.numpy_helper.from_array(np.array([12], np.int64), "k")])
+        [oh.make_tensor_value_info("keys", TensorProto.INT64, [n])],
+        [oh.make_tensor_value_info("values", TensorProto.INT64, [n]),
+         oh.make_tensor_value_info("order", TensorProto.INT64, [n])],
+        initializer=[onnx.numpy_helper.from_array(np.array([n], np.int64), "k")])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
     stable = np.argsort(keys, kind="stable")
     np.testing.assert_array_equal(original_outputs(model, {"keys": keys})[1], stable)

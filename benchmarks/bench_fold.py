@@ -2,7 +2,7 @@
 
     python benchmarks/bench_fold.py            # 5 runs per tool (about a minute)
     python benchmarks/bench_fold.py --runs 3
-    python benchmarks/bench_fold.py --smoke    # tiny sizes, 1 run, prints only (tests/test_benchmarks.py)
+    python benchmarks/bench_fold.py --smoke    # tiny sizes, 1 run, prints only (tests/project/test_benchmarks.py)
 
 1. A 64 MiB constant scatter: float32 ``data`` 4096x4096 initializer, constant int64 indices and
    float32 updates (4096x256: 256 distinct columns per row), ``ScatterElements(axis=1)``, then

@@ -1,7 +1,7 @@
 """lower: the opset-13 lowering vs the native opset-18 ScatterElements reduction, in onnxruntime.
 
     python benchmarks/bench_lower.py [--runs 7]
-    python benchmarks/bench_lower.py --smoke    # tiny sizes, 1 run, prints only (tests/test_benchmarks.py)
+    python benchmarks/bench_lower.py --smoke    # tiny sizes, 1 run, prints only (tests/project/test_benchmarks.py)
 
 float32 data 20000x64, 200000 update rows of 64 features (12.8M update elements), axis 0,
 reductions max and add. "GNN-shaped": the model takes dst[E] and builds the index

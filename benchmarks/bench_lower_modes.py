@@ -1,7 +1,7 @@
 """lower --mode custom against --mode standard: whole-process time and peak memory, side by side.
 
     python benchmarks/bench_lower_modes.py            # 7 runs per command (about half a minute)
-    python benchmarks/bench_lower_modes.py --smoke    # 1 run, prints only (tests/test_benchmarks.py)
+    python benchmarks/bench_lower_modes.py --smoke    # 1 run, prints only (tests/project/test_benchmarks.py)
 
 ``scatter-rewrite lower MODEL --opset 13 [--mode custom] -o OUT`` on the README's GNN aggregation
 (models/gnn_max_opset18.onnx: ScatterElements(reduction="max"), dynamic sizes), validated as by

@@ -7,7 +7,7 @@ Every node case whose model is above the target and which onnxruntime runs corre
 to the target by ``scatter_rewrite.lower(model, opset=T, validate=False)`` and by
 ``onnx.version_converter.convert_version``, each result judged in onnxruntime against the case's
 expected outputs (floats rtol=1e-3, atol=1e-5, everything else exact) and by onnx.checker (full):
-tests/_backend_cases.py. Writes benchmarks/RESULTS-opset-moves.md (not with
+tests/helpers/backend_cases.py. Writes benchmarks/RESULTS-opset-moves.md (not with
 --smoke).
 """
 
@@ -22,11 +22,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # (the sweep's harness)
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-import _backend_cases as backend_cases  # noqa: E402
+from tests.helpers import backend_cases  # noqa: E402  (the sweep's harness)
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS-opset-moves.md"
 SMOKE_EVERY = 40  # --smoke: every 40th case above the target

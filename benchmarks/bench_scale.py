@@ -2,7 +2,7 @@
 
     python benchmarks/bench_scale.py            # everything (about 5 minutes, 7 GiB of disk)
     python benchmarks/bench_scale.py --quick    # 1 run per case instead of 3
-    python benchmarks/bench_scale.py --smoke    # tiny sizes, 1 run, prints only (tests/test_benchmarks.py)
+    python benchmarks/bench_scale.py --smoke    # tiny sizes, 1 run, prints only (tests/project/test_benchmarks.py)
 
 1. Time: ``scatter-rewrite upgrade --no-validate`` against a process doing ``onnx.load``,
    ``onnx.version_converter.convert_version(m, 11)``, ``onnx.save`` on

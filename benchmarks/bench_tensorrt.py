@@ -3,7 +3,7 @@
     python benchmarks/bench_tensorrt.py                 # both parts (a few minutes)
     python benchmarks/bench_tensorrt.py --part nd --runs 9
     python benchmarks/bench_tensorrt.py --part trt86 --runs 5
-    python benchmarks/bench_tensorrt.py --smoke    # tiny sizes, 1 run, prints only (tests/test_benchmarks.py)
+    python benchmarks/bench_tensorrt.py --smoke    # tiny sizes, 1 run, prints only (tests/project/test_benchmarks.py)
 
 Part ``nd`` (to_scatternd): the ScatterND form vs the original ScatterElements. Float32 ``data``
 4096x4096, int64 ``indices`` and float32 ``updates`` 4096x256 (256 distinct columns per row, a

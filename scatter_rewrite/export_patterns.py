@@ -36,7 +36,7 @@ def accumulate_export_suspect(node: ir.Node, reduction: str | None) -> str | Non
     """A note when ``node`` looks like the TorchScript exporter's form of an accumulating scatter:
     a scatter without reduction into constant zeros whose result goes into an ``Add``. That is how
     it exports ``scatter_add`` below opset 16, ``index_add`` and ``index_put_(accumulate=True)``
-    (/work/shared/reference/tensorrt-and-exporters.md; pytorch/pytorch#61034, #111159): a repeated
+    (docs/pytorch-exporters.md; pytorch/pytorch#61034, #111159): a repeated
     index is counted once where PyTorch sums. The model is what it is, so every rewrite keeps it
     (validation proves equality with the export, not with PyTorch); only the export can be fixed.
     None otherwise."""

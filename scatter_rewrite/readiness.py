@@ -23,7 +23,7 @@ What ``check(model, target)`` finds per scatter node, by target:
 
 ``tensorrt-10`` / ``tensorrt-8.6``
     What TensorRT's ONNX parser rejects or silently gets wrong (sources in
-    /work/shared/reference/tensorrt-and-exporters.md and :mod:`scatter_rewrite.passes.tensorrt`):
+    docs/tensorrt.md and :mod:`scatter_rewrite.passes.tensorrt`):
     the deprecated ``Scatter``; ``TensorScatter`` (opset 24: no parser supports it); ScatterND with
     any ``reduction`` attribute on 10 (10.0-10.8 reject even "none", onnx/onnx-tensorrt#957); any
     add/mul/max/min on 8.6 (silently ignored, NVIDIA/TensorRT#3750) and ScatterND reductions on 10

@@ -10,7 +10,7 @@ read what an earlier one wrote), with ``COLUMNS=100`` so that tables wrap the sa
 Only times, temporary paths and nonzero float differences are normalized before comparing.
 
 Uses nothing but the standard library and the installed ``scatter-rewrite`` command, so that CI can
-run it from a fresh clone (``.ci/run``) as well as pytest (``tests/test_readme.py``).
+run it from a fresh clone (``.ci/run``) as well as pytest (``tests/project/test_readme.py``).
 """
 
 from __future__ import annotations

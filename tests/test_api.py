@@ -230,7 +230,7 @@ def test_a_missing_input_is_named_as_a_dict_key_before_any_work(tmp_path: Path, 
 
 
 def test_a_failed_validation_in_memory_says_no_model_is_returned():
-    from _wrong_passes import NegateScatterOutputs
+    from tests.helpers.wrong_passes import NegateScatterOutputs
 
     model = scatter_model("ScatterElements", opset=16, reduction="max")
     with pytest.raises(sr.ValidationError) as raised:

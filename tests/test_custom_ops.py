@@ -9,7 +9,6 @@ import sys
 import ml_dtypes
 import numpy as np
 import onnx
-import onnx.helper as oh
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto
@@ -17,41 +16,12 @@ from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite as sr
 from scatter_rewrite import custom_ops
+from tests.helpers.models import gnn_model
 
 N_NODES, N_EDGES, FEATURES = 6, 40, 3
+# messages x[src] summed (or max-ed) into dst, the edge index expanded along the features
+AGGREGATION = dict(nodes=N_NODES, edges=N_EDGES, feats=FEATURES, messages="gathered", expand_to="shape")
 
-
-def gnn_model(elem_type: int, reduction: str, outer_type: int | None = None) -> onnx.ModelProto:
-    """A GNN aggregation at opset 18: messages ``x[src]`` summed (or max-ed) into ``dst``, the
-    edge index expanded along the features, as PyTorch exports it. With ``outer_type``, inputs
-    and output are of that type, cast to and from ``elem_type`` inside the graph."""
-    io_type = outer_type or elem_type
-    nodes = []
-    x = "x"
-    if outer_type is not None:
-        nodes.append(oh.make_node("Cast", ["x"], ["x_inner"], to=elem_type))
-        x = "x_inner"
-    out = "y_inner" if outer_type is not None else "y"
-    nodes += [
-        oh.make_node("Gather", [x, "src"], ["messages"], axis=0),
-        oh.make_node("Unsqueeze", ["dst", "axes1"], ["dst_col"]),
-        oh.make_node("Shape", ["messages"], ["messages_shape"]),
-        oh.make_node("Expand", ["dst_col", "messages_shape"], ["index"]),
-        oh.make_node("ScatterElements", [x, "index", "messages"], [out], axis=0,
-                     reduction=reduction, name="aggregate"),
-    ]
-    if outer_type is not None:
-        nodes.append(oh.make_node("Cast", ["y_inner"], ["y"], to=outer_type))
-    graph = oh.make_graph(
-        nodes, "gnn",
-        [oh.make_tensor_value_info("x", io_type, [N_NODES, FEATURES]),
-         oh.make_tensor_value_info("src", TensorProto.INT64, [N_EDGES]),
-         oh.make_tensor_value_info("dst", TensorProto.INT64, [N_EDGES])],
-        [oh.make_tensor_value_info("y", io_type, [N_NODES, FEATURES])],
-        initializer=[oh.make_tensor("axes1", TensorProto.INT64, [1], [1])])
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
-    model.ir_version = 10
-    return model
 
 
 def feeds(x_dtype) -> dict[str, np.ndarray]:
@@ -77,7 +47,7 @@ def custom_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
 
 @pytest.mark.parametrize("reduction", ["add", "max"])
 def test_float16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
-    model = gnn_model(TensorProto.FLOAT16, reduction)
+    model = gnn_model(reduction, dtype=TensorProto.FLOAT16, **AGGREGATION)
     inputs = feeds(np.float16)
     lowered, outcome = sr.lower(model, opset=13, mode="custom", validate=True, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)
@@ -95,7 +65,7 @@ def test_float16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
 @pytest.mark.parametrize("reduction", ["add", "min"])
 def test_bfloat16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
     """onnxruntime's Python binding passes no bfloat16: the model takes float32 and casts."""
-    model = gnn_model(TensorProto.BFLOAT16, reduction, outer_type=TensorProto.FLOAT)
+    model = gnn_model(reduction, dtype=TensorProto.BFLOAT16, **AGGREGATION, outer_type=TensorProto.FLOAT)
     inputs = feeds(np.float32)
     lowered = sr.lower(model, opset=13, mode="custom", validate=True)
     onnx.checker.check_model(lowered, full_check=True)
@@ -112,7 +82,7 @@ def test_bfloat16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
 
 
 def test_float32_custom_node_is_not_cast():
-    lowered = sr.lower(gnn_model(TensorProto.FLOAT, "add"), opset=13, mode="custom")
+    lowered = sr.lower(gnn_model("add", dtype=TensorProto.FLOAT, **AGGREGATION), opset=13, mode="custom")
     assert "Cast" not in [n.op_type for n in lowered.graph.node]
     (node,) = custom_nodes(lowered)
     assert node.input[0] == "x"
@@ -123,7 +93,7 @@ def test_float32_custom_node_is_not_cast():
 def test_half_float_sum_in_a_float32_graph_validates(elem_type, mode):
     """The original rounds each half-float update, the lowered graph its float32 sum once: the
     float32 output is judged by the rounding of the type the sum is computed in, not float32's."""
-    lowered = sr.lower(gnn_model(elem_type, "add", outer_type=TensorProto.FLOAT), opset=13,
+    lowered = sr.lower(gnn_model("add", dtype=elem_type, **AGGREGATION, outer_type=TensorProto.FLOAT), opset=13,
                        mode=mode, validate=True)
     onnx.checker.check_model(lowered, full_check=True)
 

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from test_exporter_patterns import accumulate_model
+from tests.helpers.models import accumulate_model
 
 from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.model_io import save_model

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
-from test_exporter_patterns import accumulate_model
+from tests.helpers.models import accumulate_model
 from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
 from scatter_rewrite.cli import app
+from tests.helpers.runs import ort_run
 
 runner = CliRunner()
 DATA = Path(__file__).parent / "data" / "torch_repair"
@@ -28,11 +28,6 @@ def case(name: str, tmp_path: Path) -> tuple[Path, dict[str, np.ndarray], np.nda
     path = Path(shutil.copy(DATA / f"{name}.onnx", tmp_path / f"{name}.onnx"))
     arrays = np.load(DATA / f"{name}.npz")
     return path, {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}, arrays["out_y"]
-
-
-def run_ort(model, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    model = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    return ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, inputs)[0]
 
 
 def test_cli_repairs_and_reports(tmp_path):
@@ -46,7 +41,7 @@ def test_cli_repairs_and_reports(tmp_path):
     [outcome] = json.loads(report.read_text())["models"]
     assert outcome["validation"]["with_repeated_indices"]["original_differs"]
     assert outcome["validation"]["without_repeated_indices"]["tolerance"] == "exact (bit for bit)"
-    repaired = run_ort(tmp_path / "index_put_acc_ts11.repaired.onnx", inputs)
+    repaired = ort_run(tmp_path / "index_put_acc_ts11.repaired.onnx", inputs)[0]
     np.testing.assert_allclose(repaired, expected, rtol=1e-5, atol=1e-5)
     assert path.read_bytes() == before
 
@@ -82,7 +77,7 @@ def test_api_on_every_model_kind(tmp_path):
     repaired, outcome = sr.repair(proto, validate=True, return_report=True)
     assert isinstance(repaired, onnx.ModelProto)
     assert outcome.validation["with_repeated_indices"]["original_differs"]
-    np.testing.assert_allclose(run_ort(repaired, inputs), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(repaired, inputs)[0], expected, rtol=1e-5, atol=1e-5)
     model = ir.serde.deserialize_model(proto)
     assert isinstance(sr.repair(model), ir.Model)
     assert [n.op_type for n in model.graph] == ["Constant", "ScatterElements", "Add"]  # not mutated
@@ -111,8 +106,8 @@ def test_no_other_verb_changes_the_results(verb, options, tmp_path):
     path, inputs, expected = case("index_add_ts13", tmp_path)
     proto = onnx.load(path)
     rewritten = getattr(sr, verb)(proto, **options)
-    result = run_ort(rewritten, inputs)
-    np.testing.assert_array_equal(result, run_ort(proto, inputs))  # the export's result
+    result = ort_run(rewritten, inputs)[0]
+    np.testing.assert_array_equal(result, ort_run(proto, inputs)[0])  # the export's result
     assert not np.allclose(result, expected, rtol=1e-5, atol=1e-5)  # not PyTorch's
 
 
@@ -147,7 +142,7 @@ def test_the_repair_proof_follows_the_repair_pass_whichever_verb_runs_it(tmp_pat
     proto = onnx.load(path)
     repaired, outcome = sr.rewrite(proto, [RepairPass()], validate=True, return_report=True)
     assert outcome.validation["with_repeated_indices"]["original_differs"]
-    np.testing.assert_allclose(run_ort(repaired, inputs), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(repaired, inputs)[0], expected, rtol=1e-5, atol=1e-5)
 
     _, outcome = sr.rewrite(onnx.load(path), [ToScatterNDPass()], verb="repair", validate=True,
                             return_report=True)
@@ -184,5 +179,5 @@ def test_cli_proves_computed_indices_on_the_users_inputs(tmp_path):
     assert result.exit_code == 0, result.output
     repeated = json.loads(report.read_text())["models"][0]["validation"]["with_repeated_indices"]
     assert repeated["user_inputs"] and repeated["original_differs"]
-    repaired = run_ort(tmp_path / "jagged_bag_sum_ts13.repaired.onnx", inputs)
+    repaired = ort_run(tmp_path / "jagged_bag_sum_ts13.repaired.onnx", inputs)[0]
     np.testing.assert_allclose(repaired, expected, rtol=1e-5, atol=1e-5)

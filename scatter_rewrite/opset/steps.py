@@ -9,14 +9,14 @@ A step is one of (:class:`Kind`):
   with the first opset that has them. Otherwise no exact form, or the step's ``otherwise``.
 * ``REWRITE``: an exact rewrite into older ops: the form registered for (op, since, the previous
   version) in :mod:`scatter_rewrite.opset.forms` (:func:`scatter_rewrite.opset.registry.down_forms`;
-  tests/test_opset_steps.py fails on a REWRITE step without one, and on a form no step names).
+  tests/opset/test_steps.py fails on a REWRITE step without one, and on a form no step names).
 * ``CONVERTER``: onnx.version_converter's adapter, exact for this step.
 * ``BODY``: the op's ONNX function body (context-dependent where the schema's is).
 * ``no_form(reason)``: no exact form at the older version, and why.
 
 A step whose op has no previous version (``Trilu-14``, ``Gelu-20``) moves to older ops or nowhere:
 ``BODY``, ``REWRITE`` or ``no_form``. Looked up by (op, since); :func:`steps_between` gives the
-steps of a move from one opset to another. tests/test_opset_steps.py fails when the installed onnx
+steps of a move from one opset to another. tests/opset/test_steps.py fails when the installed onnx
 has an op version this table does not declare.
 """
 

@@ -6,7 +6,7 @@ only when the model has one), then :class:`TensorRTPass` for the chosen TensorRT
 the model moves down to the highest opset that version's parser documents
 (:data:`PARSER_MAX_OPSET`) when it is above it (:class:`CapOpsetPass`, then MoveOpsetPass).
 
-What TensorRT accepts (facts and sources: /work/shared/reference/tensorrt-and-exporters.md; the
+What TensorRT accepts (facts and sources: docs/tensorrt.md; the
 onnx-tensorrt importer ``addScatterLayer`` in onnx2trt_utils.cpp; NVIDIA/TensorRT
 plugin/scatterElementsPlugin/README.md):
 

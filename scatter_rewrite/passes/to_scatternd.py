@@ -10,7 +10,7 @@ the same order, so the result is identical for every reduction. ``norm`` is
 ``Where(idx < 0, idx + data.shape[axis], idx)`` (computed as ``idx + Cast(idx < 0) * size``, see
 :meth:`ReplacementBuilder.normalize`) on int64 indices (a ``Cast`` first for int32):
 the ScatterND spec allows negative index values (every version, 11 to 18), but whether TensorRT's
-scatter layer does is unverified (/work/shared/reference/tensorrt-and-exporters.md; its
+scatter layer does is unverified (docs/tensorrt.md; its
 IScatterLayer documentation is silent), so none reach it. The normalization is about 10% of the
 rewritten scatter's onnxruntime time (benchmarks/RESULTS-tensorrt.md).
 

@@ -1,5 +1,5 @@
 """LiteRT (TensorFlow Lite) reached through onnx2tf (``litert``), the usual path from ONNX. Measured
-with onnx2tf 1.29.24, tensorflow 2.19.0 and ai-edge-litert 2.1.0 (tests/test_runtime_litert.py
+with onnx2tf 1.29.24, tensorflow 2.19.0 and ai-edge-litert 2.1.0 (tests/targets/test_litert.py
 reproduces each):
 
 * ScatterElements with any reduction is refused ("ScatterElements currently supports only
@@ -52,6 +52,6 @@ register_target(Target(
         "ScatterElements add/mul/max/min: refused",
     ),
     sources=("measured: onnx2tf 1.29.24, tensorflow 2.19.0, ai-edge-litert 2.1.0 "
-             "(tests/test_runtime_litert.py)",
+             "(tests/targets/test_litert.py)",
              "onnx2tf/ops/ScatterElements.py (reduction none only), onnx2tf/ops/ScatterND.py"),
     passes=_passes, options=("max_intermediate_mib",)))

@@ -63,7 +63,7 @@ register_target(Target(
     opsets=(7, None), runs=RUNS,
     gets_wrong=("MatMul run in bf16 by default on CPUs with AVX512_BF16/AMX (pin "
                 "INFERENCE_PRECISION_HINT=f32): no form written here uses MatMul",),
-    sources=("measured: OpenVINO 2026.4.1 CPU plugin (tests/test_runtime_openvino_tvm.py)",
+    sources=("measured: OpenVINO 2026.4.1 CPU plugin (tests/targets/test_openvino_tvm.py)",
              "docs.openvino.ai, CPU device, floating-point precision: inference_precision_hint "
              "defaults to bf16 where the CPU has AVX512_BF16 or AMX"),
     passes=target_scatters_passes("openvino"), options=("max_intermediate_mib",)))

@@ -1,5 +1,5 @@
 """Apache TVM (``tvm``): its Relax ONNX frontend (tvm.relax.frontend.onnx), compiled for the CPU
-with LLVM. Measured with apache-tvm 0.27.0.post1 (tests/test_runtime_openvino_tvm.py runs them):
+with LLVM. Measured with apache-tvm 0.27.0.post1 (tests/targets/test_openvino_tvm.py runs them):
 ScatterElements and ScatterND with none/add/mul/max/min, deprecated Scatter (opset 9), int32 and
 negative indices, indices as inputs and as initializers, all exact. TensorScatter (opset 24) is not
 implemented ("The following operators are not supported for frontend ONNX: TensorScatter"):
@@ -22,6 +22,6 @@ register_target(Target(
     opsets=(7, None), runs=RUNS,
     gets_wrong=("Relay (before Relax): scatter reductions silently ignored (apache/tvm#19435)",),
     sources=("measured: apache-tvm 0.27.0.post1, Relax frontend, LLVM CPU "
-             "(tests/test_runtime_openvino_tvm.py)",
+             "(tests/targets/test_openvino_tvm.py)",
              "https://github.com/apache/tvm/issues/19435"),
     passes=target_scatters_passes("tvm"), options=("max_intermediate_mib",)))

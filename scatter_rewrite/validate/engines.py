@@ -25,7 +25,7 @@ __all__ = [
 # The one graph optimization validation leaves out (an exception to "as a user runs it", stated in
 # docs/validation.md): onnxruntime 1.32's ExpandElimination drops an Expand of a [3, 1] tensor to a
 # [3, 0] shape as if it changed nothing, and the next node then fails on the [3, 1] it gets
-# (tests/test_edge_cases.py's zero-size cases, lowered for TensorRT).
+# (tests/every_verb/test_edge_cases.py's zero-size cases, lowered for TensorRT).
 _DISABLED_OPTIMIZERS = ["ExpandElimination"]
 _CPU = ["CPUExecutionProvider"]
 
@@ -180,7 +180,7 @@ class Lack:
 
 
 # float16 scatter reductions lowered to standard ops (sort, segmented sums, ScatterND without
-# reduction), which onnxruntime runs in float16: tests/test_validate_engines.py runs them.
+# reduction), which onnxruntime runs in float16: tests/validate/test_engines.py runs them.
 LOWER_TO_RUN = "lower --opset 13"
 
 
@@ -192,7 +192,7 @@ def kernels_onnxruntime_lacks(model: str | os.PathLike) -> list[Lack]:
     Decided from declared facts only, never from an error's text: onnxruntime's kernel registry
     (:func:`undeclared_kernels`), the scatter reductions its registered kernels implement for fewer
     types than they register (:data:`REDUCTIONS_REFUSED`) and the element types its Python binding
-    passes (:data:`PASSED_IN`, :data:`PASSED_OUT`). tests/test_validate_engines.py pins each against
+    passes (:data:`PASSED_IN`, :data:`PASSED_OUT`). tests/validate/test_engines.py pins each against
     the installed onnxruntime."""
     loaded = _typed(model)
     if loaded is None:  # (what cannot be loaded is not ours to judge here)

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _evaluator_oracles import assert_bits, assert_same, run_reference
+from tests.helpers.equivalence import assert_bits, assert_same
+from tests.helpers.kernel_oracles import run_reference
 from scatter_rewrite.evaluator import _common, scatter_elements, scatter_nd
 
 HALF_FLOATS = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]

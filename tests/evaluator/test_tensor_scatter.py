@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _evaluator_oracles import assert_same, random_values, run_ort, run_reference
+from tests.helpers.equivalence import assert_same
+from tests.helpers.kernel_oracles import random_values, run_ort, run_reference
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError
 from scatter_rewrite.evaluator import tensor_scatter
 

@@ -7,7 +7,7 @@ Each ``NAME.onnx`` comes with ``NAME.npz``: the inputs (``in_<input name>``) and
 outputs (``out_<output name>``), computed by the module in eager mode, so the tests compare
 against PyTorch, not against onnxruntime. Torch is not a test dependency: the files are committed.
 
-What the exporters emit (see /work/shared/reference/tensorrt-and-exporters.md):
+What the exporters emit (see docs/pytorch-exporters.md and docs/tensorrt.md):
 
 * ``scatter_ts16``: ``x.scatter(1, idx, src)``, TorchScript exporter, opset 16 -> ScatterElements(axis=1).
 * ``scatter_add_gnn_ts16``: GNN message aggregation ``zeros.scatter_add(0, dst[:, None].expand(-1, F), msg)``

@@ -1,0 +1,291 @@
+"""The command line's edges: --version, the verbs built from one declaration, one opset range,
+-o with several models, check on several models and on invalid ones, unchanged models, unused
+initializers, log lines, the check table in a pipe, progress on a terminal."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+import pytest
+from typer.testing import CliRunner
+
+import scatter_rewrite.cli as cli
+from scatter_rewrite import __version__
+from scatter_rewrite.cli import app
+from scatter_rewrite.testing import scatter_model
+from scatter_rewrite.verbs import VERBS
+
+runner = CliRunner()
+DATA = Path(__file__).parents[1] / "data"
+
+
+def invoke(*args, **kwargs):
+    return runner.invoke(app, [str(a) for a in args], **kwargs)
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    onnx.save(model, path)
+    return path
+
+
+def test_version():
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.stdout == f"scatter-rewrite {__version__}\n"
+
+
+def test_every_declared_verb_is_a_command_with_its_declared_options():
+    for verb in VERBS.values():
+        result = invoke(verb.command, "--help", terminal_width=200)
+        assert result.exit_code == 0, result.output
+        for option in verb.options:
+            assert option.cli_flag in result.stdout, (verb.name, option.cli_flag)
+    assert "to-scatternd" in invoke("--help").stdout
+
+
+@pytest.mark.parametrize("verb", ["upgrade", "lower"])
+def test_one_opset_range_for_every_verb(tmp_path: Path, verb: str):
+    highest = onnx.defs.onnx_opset_version()
+    model = save(scatter_model("ScatterElements", opset=16), tmp_path / "m.onnx")
+    for opset in (10, highest + 1):
+        result = invoke(verb, model, "--opset", opset)
+        assert result.exit_code == 2  # bad usage
+        assert f"--opset {opset} is out of range for {verb}: pick 11 to {highest}" in result.stderr
+    result = invoke(verb, model, "--opset", highest, "-o", tmp_path / "top.onnx")
+    assert result.exit_code == 0, result.output
+    check = invoke("check", model, "--target", f"opset-{highest + 1}")
+    assert check.exit_code == 2 and "out of range" in check.stderr and "unknown" not in check.stderr
+
+
+def test_o_naming_one_file_with_several_models_is_a_usage_error(tmp_path: Path):
+    a = save(scatter_model("Scatter", opset=10), tmp_path / "a.onnx")
+    b = save(scatter_model("Scatter", opset=10), tmp_path / "b.onnx")
+    result = invoke("upgrade", a, b, "-o", tmp_path / "x.onnx")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("scatter-rewrite: error: ")
+    assert len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "x.onnx").exists()
+    assert invoke("upgrade", a, b, "-o", f"{tmp_path / 'x'}/").exit_code == 0  # a folder: fine
+    written = sorted(p.name for p in (tmp_path / "x").iterdir())
+    assert written == ["a.upgraded.onnx", "b.upgraded.onnx"]
+
+
+def test_check_takes_several_models_and_folders(tmp_path: Path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    save(scatter_model("ScatterElements", opset=16, reduction="add"), folder / "add.onnx")
+    save(scatter_model("ScatterElements", opset=13), folder / "plain.onnx")
+    one = save(scatter_model("Scatter", opset=10), tmp_path / "legacy.onnx")
+    result = invoke("check", folder, one, "--target", "opset-13")
+    assert result.exit_code == 1
+    assert result.stdout.count("readiness for opset-13") == 3
+    blocked = result.stderr.strip().splitlines()
+    assert len(blocked) == 2
+    assert all(line.startswith("scatter-rewrite: error: ") for line in blocked)
+    assert "add.onnx: not ready for opset-13" in blocked[0] and "legacy.onnx" in blocked[1]
+    # a folder of the verbs' outputs: checked too (rewriting verbs skip them, check does not)
+    assert invoke("lower", folder / "add.onnx", "-o", f"{tmp_path / 'out'}/").exit_code == 0
+    outputs = invoke("check", tmp_path / "out", "--target", "opset-13")
+    assert outputs.exit_code == 0, outputs.output
+    assert outputs.stdout.count("readiness for opset-13") == 1
+    as_json = invoke("check", folder, "--target", "opset-18", "--json")
+    assert as_json.exit_code == 0
+    import json
+
+    shown = json.loads(as_json.stdout)
+    assert shown["summary"]["ready"] == 2
+    assert [Path(m["model"]).name for m in shown["models"]] == ["add.onnx", "plain.onnx"]
+
+
+def _undefined_input(path: Path) -> Path:
+    model = scatter_model("ScatterElements", opset=16)
+    model.graph.node[0].input[2] = "nowhere"
+    return save(model, path)
+
+
+def _cycle(path: Path) -> Path:
+    model = scatter_model("ScatterElements", opset=16)
+    model.graph.node[0].input[2] = "back"
+    scatter_output = model.graph.node[0].output[0]
+    model.graph.node.append(onnx.helper.make_node("Identity", [scatter_output], ["back"]))
+    return save(model, path)
+
+
+def _unknown_op(path: Path) -> Path:
+    model = scatter_model("ScatterElements", opset=16)
+    model.graph.node[0].input[0] = "bogus_out"
+    model.graph.node.insert(0, onnx.helper.make_node("Bogus", ["data"], ["bogus_out"]))
+    return save(model, path)
+
+
+@pytest.mark.parametrize("make, reason", [(_undefined_input, "'nowhere'"), (_cycle, "'back'"),
+                                          (_unknown_op, "No Op registered for Bogus")])
+def test_check_blocks_a_model_the_checker_rejects_with_the_reason(tmp_path: Path, make, reason):
+    model = make(tmp_path / "bad.onnx")
+    result = invoke("check", model)
+    assert result.exit_code == 1
+    assert "READY" not in result.stdout and "INVALID" in result.stdout
+    errors = [line for line in result.stderr.splitlines()
+              if line.startswith("scatter-rewrite: error:")]
+    assert len(errors) == 1, result.stderr
+    assert "fails onnx.checker" in errors[0] and reason in errors[0], result.stderr
+    # the other verbs reject it too
+    assert invoke("upgrade", model, "-o", tmp_path / "out.onnx").exit_code == 1
+
+
+def test_a_warning_is_printed_once(tmp_path: Path):
+    model = _undefined_input(tmp_path / "bad.onnx")
+    result = invoke("check", model)
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == len(set(warnings)), result.stderr
+
+
+def test_check_says_a_custom_mode_output_needs_the_custom_ops(tmp_path: Path):
+    model = save(scatter_model("ScatterElements", opset=18, reduction="max"), tmp_path / "m.onnx")
+    lowered = tmp_path / "m.lowered.onnx"
+    assert invoke("lower", model, "--opset", "13", "--mode", "custom").exit_code == 0
+    result = invoke("check", lowered, "--target", "opset-13")
+    assert "scatter_rewrite.custom_ops.register" in result.stderr
+    assert "custom_ops.register" not in invoke("check", model, "--target", "opset-18").stderr
+
+
+def test_a_model_with_nothing_to_rewrite_is_said_so_and_still_written(tmp_path: Path):
+    plain = save(scatter_model("ScatterElements", opset=16), tmp_path / "plain.onnx")
+    legacy = save(scatter_model("Scatter", opset=10), tmp_path / "legacy.onnx")
+    one = invoke("upgrade", plain)
+    assert one.exit_code == 0
+    assert "nothing rewritten" in one.stdout
+    assert one.stdout.rstrip().splitlines()[-1].startswith("UNCHANGED")
+    assert "PASSED" not in one.stdout and "validation:" not in one.stdout
+    assert (tmp_path / "plain.upgraded.onnx").exists()
+    batch = invoke("upgrade", plain, legacy, "-o", f"{tmp_path / 'out'}/")
+    assert batch.exit_code == 0
+    assert batch.stdout.rstrip().splitlines()[-1] == (
+        f"1 of 2 model(s) PASSED, 1 unchanged (nothing to rewrite: {plain})")
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["legacy.upgraded.onnx", "plain.upgraded.onnx"]
+
+
+def test_no_initializer_the_rewrite_stopped_using_is_left(tmp_path: Path):
+    source = DATA / "torch_trt" / "index_put_dynamo18.onnx"
+
+    def unused(model: ir.Model) -> set[str]:
+        return {name for name, v in model.graph.initializers.items() if not v.uses()} - {
+            v.name for v in model.graph.outputs}
+
+    assert not unused(ir.load(source))
+    out = tmp_path / "out.onnx"
+    result = invoke("tensorrt", source, "--trt-version", "8.6", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert not unused(ir.load(out))
+    assert "initializer(s) the rewrite no longer uses removed" in result.stdout
+
+
+def test_no_node_the_rewrite_left_unread_is_left_but_the_models_own_dead_nodes_stay(tmp_path):
+    """lower reads the GNN index before its Expand (row keys): the Expand's shape chain, and a
+    Constant the lowering built and did not use, computed what nothing read (onnxruntime warned of
+    each on load). A dead node of the model's own is not the rewrite's to remove."""
+    model = onnx.load(DATA / "torch" / "gnn_max_layer_dynamo18.onnx")
+    model.graph.node.append(onnx.helper.make_node("Neg", ["x"], ["unread_by_design"], name="own"))
+    source = tmp_path / "gnn.onnx"
+    onnx.save(model, source)
+
+    def dead(path: Path) -> set[str]:
+        graph = ir.load(path).graph
+        return {node.name for node in graph
+                if not any(v.uses() or v.is_graph_output() for v in node.outputs)}
+
+    assert dead(source) == {"own"}
+    out = tmp_path / "out.onnx"
+    result = invoke("lower", source, "--opset", "13", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert dead(out) == {"own"}
+
+
+def test_a_library_log_line_is_formatted_on_one_line():
+    try:
+        raise ValueError("bad shape\n  at node x")
+    except ValueError:
+        import sys
+
+        message = "Shape inference failed: %s. Model is left unchanged"
+        record = logging.LogRecord("onnx_ir.passes.common.shape_inference", logging.WARNING,
+                                   __file__, 1, message, None, sys.exc_info())
+    line = cli._LineFormatter().format(record)
+    assert line == ("scatter-rewrite: warning: onnx_ir.passes.common.shape_inference: Shape "
+                    "inference failed: bad shape at node x. Model is left unchanged")
+
+
+def test_the_check_table_in_an_80_column_pipe_keeps_words_whole(tmp_path: Path):
+    model = save(scatter_model("ScatterND", opset=18, reduction="add", indices_shape=(2, 1),
+                               updates_shape=(2, 5)), tmp_path / "m.onnx")
+    result = invoke("check", model, "--target", "tensorrt-8.6", terminal_width=80)
+    table = result.stdout.split("fix: ")[0]
+    assert "scatter-rewrite" in table and "--trt-version" in table
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 5 and cells[4]:  # the fix column: whole words only
+            whole = ("scatter-rewrite", "tensorrt", "--trt-version", "8.6", "none", "known", "-")
+            assert all(word in whole for word in cells[4].split()), line
+
+
+def test_progress_on_a_terminal_names_each_pass(tmp_path: Path, monkeypatch):
+    from rich.console import Console
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "_stderr_console",
+                        lambda: Console(file=screen, force_terminal=True, width=100))
+    monkeypatch.setattr(cli, "_may_be_terminal", lambda stream: True)  # (the runner's is a pipe)
+    steps = []
+    real = cli._pass_progress
+
+    def recording(model):
+        manager = real(model)
+
+        class Recorder:
+            def __enter__(self):
+                update = manager.__enter__()
+                return None if update is None else lambda step: (steps.append(step), update(step))
+
+            def __exit__(self, *exc):
+                return manager.__exit__(*exc)
+
+        return Recorder()
+
+    monkeypatch.setattr(cli, "_pass_progress", recording)
+    model = save(scatter_model("ScatterElements", opset=18, reduction="add"), tmp_path / "m.onnx")
+    assert invoke("lower", model).exit_code == 0
+    assert steps == ["lower", "validating"]
+    assert "m.onnx: " in screen.getvalue()  # the spinner's line was drawn
+    screen.seek(0)
+    screen.truncate()
+    monkeypatch.setattr(cli, "_stderr_console", lambda: Console(file=screen, force_terminal=False))
+    steps.clear()
+    again = invoke("lower", model, "-o", tmp_path / "again.onnx")
+    assert again.exit_code == 0, again.output
+    assert not steps and not screen.getvalue()  # not a terminal: nothing
+
+
+def test_a_scatter_tensorrt_cannot_make_ready_is_a_refusal(tmp_path: Path):
+    from onnx import TensorProto
+
+    model = save(scatter_model("ScatterElements", opset=18, data_type=TensorProto.UINT8),
+                 tmp_path / "m.onnx")
+    result = invoke("tensorrt", model)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("scatter-rewrite: error: cannot prepare for TensorRT 10: ")
+    assert "UINT8 data" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # nothing written
+
+
+def test_check_json_of_an_invalid_model(tmp_path: Path):
+    import json
+
+    result = invoke("check", _undefined_input(tmp_path / "bad.onnx"), "--json")
+    assert result.exit_code == 1
+    (shown,) = json.loads(result.stdout)["models"]
+    assert shown["ready"] is False and "fails onnx.checker" in shown["invalid"]
+    assert shown["status"] == "INVALID" and shown["findings"] == []

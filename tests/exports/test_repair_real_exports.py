@@ -1,0 +1,143 @@
+"""``repair`` on real layers whose scatter indices are computed inside the model and repeat
+(tests/data/torch_repair/make.py, ``export_real_layers``): a MoE router's and a sort-by-expert
+layer's expert counts, a jagged bag sum with segment ids from ``cumsum``, a 2-D BEV
+``index_put_(accumulate=True)`` at opsets 11, 13, 16 and 17, PyG's mean aggregation (dynamo) and a
+float16 voxel centroid. onnxruntime on each export differs from PyTorch; after ``repair``, validated
+with and without the user's inputs, it gives PyTorch's outputs. A wrong repair fails the proof."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from tests.helpers.wrong_passes import RepairIntoMax, RepairOffByOne
+
+import scatter_rewrite as sr
+from scatter_rewrite.errors import ValidationError
+from scatter_rewrite.passes.repair import find_sites
+from tests.helpers.runs import ort_outputs
+
+DATA = Path(__file__).parents[1] / "data" / "torch_repair"
+REAL = {  # name: the options repair needs
+    "moe_router_ts9": {},  # Scatter: moved to opset 11 first
+    "moe_router_ts11": {},
+    "moe_router_ts13": {},
+    "moe_sort_ts13": {},
+    "jagged_bag_sum_ts13": {},
+    "jagged_bag_sum_strict_ts13": {},
+    "bev_index_put_ts11": {},
+    "bev_index_put_ts13": {},
+    "bev_index_put_ts16": {},
+    "bev_index_put_ts17": {},
+    "pyg_mean_dynamo18": {},
+    "pyg_mean_self_dynamo18": {"assume": "scatter-reduce-mean"},
+    "voxel_centroid_fp16_ts16": {},
+    "voxel_centroid_fp16_ts17": {},
+}
+
+
+def load_case(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(inputs, PyTorch's outputs) by name."""
+    arrays = np.load(DATA / f"{name}.npz")
+    return ({k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")},
+            {k[4:]: arrays[k] for k in arrays.files if k.startswith("out_")})
+
+
+def assert_pytorchs(actual: dict, expected: dict) -> None:
+    for name, want in expected.items():
+        tolerance = 1e-2 if want.dtype == np.float16 else 1e-5  # validation's float16 bound
+        np.testing.assert_allclose(actual[name].astype(np.float64), want.astype(np.float64),
+                                   rtol=tolerance, atol=tolerance, err_msg=name)
+
+
+def differs(actual: dict, expected: dict) -> bool:
+    return any(not np.allclose(actual[k].astype(np.float64), v.astype(np.float64), rtol=1e-2,
+                               atol=1e-2) for k, v in expected.items())
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_onnxruntime_on_the_export_differs_from_pytorch(name):
+    inputs, expected = load_case(name)
+    assert differs(ort_outputs(onnx.load(DATA / f"{name}.onnx"), inputs), expected)
+
+
+@pytest.mark.parametrize("user_inputs", [False, True], ids=["generated", "with-inputs"])
+@pytest.mark.parametrize("name", REAL)
+def test_repair_validates_and_gives_pytorchs_outputs(name, user_inputs):
+    inputs, expected = load_case(name)
+    repaired, report = sr.repair(onnx.load(DATA / f"{name}.onnx"), validate=True,
+                                 inputs=inputs if user_inputs else None, return_report=True,
+                                 **REAL[name])
+    assert report.status == "PASSED"
+    repeated = report.validation["with_repeated_indices"]
+    assert repeated["original_differs"] and repeated["user_inputs"] == user_inputs
+    assert_pytorchs(ort_outputs(repaired, inputs), expected)
+    onnx.checker.check_model(repaired, full_check=True)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_each_repaired_node_says_what_it_recognized_and_assumed(name):
+    sites = find_sites(ir.load(DATA / f"{name}.onnx"), REAL[name].get("assume"))[0]
+    _, report = sr.repair(onnx.load(DATA / f"{name}.onnx"), return_report=True, **REAL[name])
+    [result] = report.passes
+    assert not result["skipped"]
+    # (an opset-9 export's Scatter -> ScatterElements is upgrade's line, absorbed)
+    said = [str(note) for note in result["rewritten"] if "recognized " in str(note)]
+    assert len(said) == len(sites) >= 1
+    assert all("; assumed " in text for text in said)
+    if REAL[name]:
+        assert all("--assume scatter-reduce-mean" in text for text in said)
+
+
+def test_the_name_only_mean_is_left_with_its_warning_unless_assumed():
+    path = DATA / "pyg_mean_self_dynamo18.onnx"
+    _, report = sr.repair(onnx.load(path), return_report=True)
+    assert not report.modified
+    assert any("--assume scatter-reduce-mean" in note for note in report.notes)
+
+
+def test_float16_accumulations_run_in_onnxruntimes_cpu_provider():
+    repaired = sr.repair(onnx.load(DATA / "voxel_centroid_fp16_ts16.onnx"))
+    reducing = [n for n in repaired.graph.node if n.op_type in ("ScatterElements", "ScatterND")
+                and any(a.name == "reduction" and a.s != b"none" for a in n.attribute)]
+    assert reducing == []  # lowered: onnxruntime's CPU provider has no float16 scatter add
+    inputs, expected = load_case("voxel_centroid_fp16_ts16")
+    assert_pytorchs(ort_outputs(repaired, inputs), expected)
+
+
+@pytest.mark.parametrize("wrong,name", [
+    (RepairIntoMax, "bev_index_put_ts16"),  # the wrong reduction
+    (RepairIntoMax, "pyg_mean_dynamo18"),  # the mean's sums and counts reducing with max
+    (RepairOffByOne, "moe_router_ts13"),  # every expert count one too many
+    (RepairOffByOne, "moe_sort_ts13"),
+])
+@pytest.mark.parametrize("user_inputs", [False, True], ids=["generated", "with-inputs"])
+def test_a_wrong_repair_fails_validation(wrong, name, user_inputs):
+    inputs, _ = load_case(name)
+    with pytest.raises(ValidationError):
+        sr.rewrite(onnx.load(DATA / f"{name}.onnx"), [wrong()], validate=True,
+                   inputs=inputs if user_inputs else None)
+
+
+# (but the two whose declared shapes neither onnx.checker nor onnxruntime accept:
+# test_torchscript_shapes.py)
+UNLOADABLE = {"scatter_amax_feeds_add_ts18", "scatter_amax_functions_ts18"}
+CORRECT = sorted(p.stem for p in (Path(__file__).parents[1] / "data" / "torch").glob("*.onnx")
+                 if p.stem not in UNLOADABLE)
+
+
+@pytest.mark.parametrize("name", CORRECT)
+def test_a_correct_export_is_bit_identical_in_output_under_repair(name):
+    """The committed exports in tests/data/torch compute what PyTorch did: repair changes
+    nothing in their outputs."""
+    folder = Path(__file__).parents[1] / "data" / "torch"
+    arrays = np.load(folder / f"{name}.npz")
+    inputs = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
+    original = onnx.load(folder / f"{name}.onnx")
+    repaired = sr.repair(original, validate=True)
+    before, after = ort_outputs(original, inputs), ort_outputs(repaired, inputs)
+    for key, value in before.items():
+        np.testing.assert_array_equal(after[key], value)

@@ -1,0 +1,57 @@
+"""onnxruntime runs of a model, ONNX's own reduction backend cases, and the expected output of a
+one-scatter model (shared by the lowering tests in tests/passes/ and the opset tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx.backend.test.case.node import collect_testcases
+
+from scatter_rewrite.evaluator import scatter_elements, scatter_nd
+
+
+def ort_run(model: onnx.ModelProto | str | Path, feeds: dict | None = None, *, threads: int | None = None,
+            optimize: bool = True, overridable: bool = False) -> list[np.ndarray]:
+    """Every output of ``model`` (a ModelProto or a path) in onnxruntime's CPU provider, fed the
+    entries of ``feeds`` the model declares as inputs (``overridable``: also the initializers it lets
+    a feed override). ``threads=1`` keeps float sums in one order; ``optimize=False`` runs the graph
+    as written (no constant folding or fusion)."""
+    return list(ort_outputs(model, feeds, threads=threads, optimize=optimize, overridable=overridable).values())
+
+
+def ort_outputs(model: onnx.ModelProto | str | Path, feeds: dict | None = None, *, threads: int | None = None,
+                optimize: bool = True, overridable: bool = False) -> dict[str, np.ndarray]:
+    """``ort_run``'s outputs by name."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads is not None:
+        options.intra_op_num_threads = options.inter_op_num_threads = threads
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    if overridable:
+        names |= {i.name for i in session.get_overridable_initializers()}
+    outputs = session.run(None, {k: v for k, v in (feeds or {}).items() if k in names})
+    return dict(zip([o.name for o in session.get_outputs()], outputs))
+
+
+# ONNX's own backend cases with a reducing ScatterElements/ScatterND.
+BACKEND_CASES = [c for c in collect_testcases() if c.model is not None
+                 and any(n.op_type in ("ScatterElements", "ScatterND")
+                         and any(a.name == "reduction" and a.s != b"none" for a in n.attribute)
+                         for n in c.model.graph.node)]
+
+
+def expected_outputs(model, feeds, op, attrs):
+    """onnxruntime on the original; our evaluator where onnxruntime lacks the kernel (float16
+    add/mul, bool max/min)."""
+    try:
+        return ort_run(model, feeds)
+    except Exception:
+        fn = scatter_elements if op == "ScatterElements" else scatter_nd
+        return [fn(feeds["data"], feeds["indices"], feeds["updates"], **attrs)]

@@ -1,0 +1,195 @@
+"""Running a model in another runtime, each in a venv of its own (tests/runtimes/setup_venvs.sh builds
+them; onnx2tf pins onnx, onnxruntime, numpy and tensorflow exactly, so never in the project's venv):
+LiteRT through onnx2tf, OpenVINO's CPU plugin, Apache TVM's Relax. A runner script
+(tests/runtimes/run_*.py) runs in that venv as a subprocess and writes the outputs; the test judges
+them against onnxruntime on the original model with validation's own comparison.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.compose
+import pytest
+from onnx import TensorProto, numpy_helper
+
+from scatter_rewrite.validate.comparison import compare
+from scatter_rewrite.testing import scatter_model
+from scatter_rewrite.validate.engines import run_onnxruntime
+
+RUNNERS = Path(__file__).parents[1] / "runtimes"
+# where setup_venvs.sh builds them (its default, or the same variable)
+VENVS = Path(os.environ.get("SCATTER_REWRITE_RUNTIME_VENVS", "/work/venvs"))
+REFUSED = 3  # tests/runtimes/_runner_io.py: the runtime refused the model
+RUN_LIMIT_S = 900  # a runner that hangs fails the test instead of the whole run
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    name: str  # as the targets spell it: litert, openvino, tvm
+    venv: str  # the venv under VENVS (setup_venvs.sh's name)
+    runner: str  # the script in tests/runtimes/
+
+    @property
+    def python(self) -> Path:
+        return VENVS / self.venv / "bin" / "python"
+
+
+RUNTIMES = {r.name: r for r in (Runtime("litert", "onnx2tf", "run_litert.py"),
+                                Runtime("openvino", "openvino", "run_openvino.py"),
+                                Runtime("tvm", "tvm", "run_tvm.py"))}
+
+
+class Refused(Exception):
+    """The runtime refused the model (its converter's or compiler's reason is the message)."""
+
+
+def require(name: str) -> Runtime:
+    """The runtime, or the test skipped with what builds its venv."""
+    runtime = RUNTIMES[name]
+    if not (VENVS / runtime.venv / ".requirements").exists():
+        pytest.skip(f"no {runtime.venv} venv in {VENVS}: run tests/runtimes/setup_venvs.sh "
+                    f"{runtime.venv}")
+    return runtime
+
+
+def run_in(name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray],
+           workdir: Path) -> list[np.ndarray]:
+    """``model``'s outputs in the runtime, in the model's order; Refused with its reason."""
+    runtime = require(name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    model_path, inputs_path, outputs_path = (workdir / f"{name}_{f}" for f in
+                                             ("model.onnx", "inputs.npz", "outputs.npz"))
+    onnx.save(model, model_path)
+    np.savez(inputs_path, **inputs)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run([str(runtime.python), str(RUNNERS / runtime.runner), str(model_path),
+                           str(inputs_path), str(outputs_path)], capture_output=True, text=True,
+                          env=env, cwd=workdir, timeout=RUN_LIMIT_S, check=False)
+    if done.returncode == REFUSED:
+        said = [line for line in done.stderr.splitlines() if line.startswith("REFUSED: ")]
+        raise Refused(said[-1].removeprefix("REFUSED: ") if said else done.stderr[-2000:])
+    if done.returncode != 0:
+        raise AssertionError(f"{runtime.runner} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    with np.load(outputs_path) as npz:
+        return [npz[key] for key in npz.files]
+
+
+def original_outputs(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """onnxruntime's outputs of ``model``: what every runtime is judged against."""
+    return run_onnxruntime(model.SerializeToString(), inputs)
+
+
+def disagreement(model: onnx.ModelProto, expected: list[np.ndarray], actual: list[np.ndarray],
+                 float_tolerance: bool) -> list[str]:
+    """Validation's judgement (exact, or float32's tolerance where a float add/mul reorders sums):
+    the outputs that disagree, said; empty when all agree."""
+    names = [o.name for o in model.graph.output]
+    if len(actual) != len(names):
+        return [f"{len(actual)} outputs where the model has {len(names)}"]
+    return compare(names, expected, actual, float_tolerance)[1]
+
+
+Case = tuple[onnx.ModelProto, dict[str, np.ndarray]]
+REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def _indices(rng: np.random.Generator, reduction: str, rows: int, shape: tuple[int, ...],
+             axis: int) -> np.ndarray:
+    """In range, repeated for a reduction; unique along ``axis`` for none (the scatter contract)."""
+    if reduction != "none":
+        return rng.integers(0, rows, shape).astype(np.int64)
+    moved = (shape[axis],) + shape[:axis] + shape[axis + 1:]
+    unique = np.stack([rng.permutation(rows)[:moved[0]]
+                       for _ in range(int(np.prod(moved[1:])))], axis=-1)
+    return np.moveaxis(unique.reshape(moved), 0, axis).astype(np.int64)
+
+
+def scatter_cases(seed: int = 0) -> dict[str, Case]:
+    """Scatter models at opset 18 with inputs respecting their contracts: ScatterElements on each
+    axis and ScatterND, with every reduction; int32 and negative indices; int64 data; indices as
+    initializers."""
+    rng = np.random.default_rng(seed)
+    cases: dict[str, Case] = {}
+
+    def floats(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    for reduction in REDUCTIONS:
+        for axis in (0, 1):
+            shape = (3, 4) if axis else (3 if reduction == "none" else 6, 5)
+            model = scatter_model("ScatterElements", data_shape=(4, 5), indices_shape=shape,
+                                  reduction=reduction, axis=axis)
+            cases[f"elements_{reduction}_axis{axis}"] = (model, {
+                "data": floats(4, 5), "indices": _indices(rng, reduction, (4, 5)[axis], shape, axis),
+                "updates": floats(*shape)})
+        model = scatter_model("ScatterND", data_shape=(4, 5), indices_shape=(3 if reduction ==
+                              "none" else 6, 1), updates_shape=(3 if reduction == "none" else 6, 5),
+                              reduction=reduction)
+        n = 3 if reduction == "none" else 6
+        cases[f"nd_{reduction}"] = (model, {"data": floats(4, 5),
+                                            "indices": _indices(rng, reduction, 4, (n, 1), 0),
+                                            "updates": floats(n, 5)})
+    model = scatter_model("ScatterElements", data_shape=(4, 5), indices_shape=(6, 5),
+                          indices_type=TensorProto.INT32, reduction="add")
+    cases["elements_add_int32_negative"] = (model, {
+        "data": floats(4, 5), "indices": rng.integers(-4, 4, (6, 5)).astype(np.int32),
+        "updates": floats(6, 5)})
+    model = scatter_model("ScatterElements", data_shape=(4, 5), indices_shape=(6, 5),
+                          data_type=TensorProto.INT64, reduction="max")
+    cases["elements_max_int64"] = (model, {
+        "data": rng.integers(-9, 9, (4, 5)), "indices": rng.integers(0, 4, (6, 5)),
+        "updates": rng.integers(-9, 9, (6, 5))})
+    for name in ("elements_add_axis0", "nd_max"):
+        cases[f"{name}_constant_indices"] = constant_indices(*cases[name])
+    return cases
+
+
+def constant_indices(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Case:
+    """The same model with its ``indices`` input made an initializer of the given values."""
+    constant = onnx.ModelProto()
+    constant.CopyFrom(model)
+    kept = [i for i in constant.graph.input if i.name != "indices"]
+    del constant.graph.input[:]
+    constant.graph.input.extend(kept)
+    constant.graph.initializer.append(numpy_helper.from_array(inputs["indices"], "indices"))
+    return constant, {k: v for k, v in inputs.items() if k != "indices"}
+
+
+def combined(cases: dict[str, Case]) -> Case:
+    """One model running every case side by side (names prefixed by the case's): one runtime call
+    instead of one per case."""
+    merged, inputs = None, {}
+    for name, (model, feeds) in cases.items():
+        prefixed = onnx.compose.add_prefix(model, f"{name}__")
+        inputs.update({f"{name}__{k}": v for k, v in feeds.items()})
+        if merged is None:
+            merged = prefixed
+            continue
+        graph = merged.graph
+        graph.node.extend(prefixed.graph.node)
+        graph.input.extend(prefixed.graph.input)
+        graph.output.extend(prefixed.graph.output)
+        graph.initializer.extend(prefixed.graph.initializer)
+    return merged, inputs
+
+
+def sums_floats(model: onnx.ModelProto) -> bool:
+    """Whether a scatter of ``model`` adds or multiplies floats (its result may then differ by the
+    order of the sums: judged within float tolerance, everything else bit for bit)."""
+    floats = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
+    types = {v.name: v.type.tensor_type.elem_type for v in model.graph.input}
+    types.update({t.name: t.data_type for t in model.graph.initializer})
+    return any(attribute.name == "reduction" and attribute.s in (b"add", b"mul")
+               and types.get(node.input[0]) in floats
+               for node in model.graph.node for attribute in node.attribute)
+
+
+def op_types(model: onnx.ModelProto) -> list[str]:
+    return sorted(node.op_type for node in model.graph.node)

@@ -1,0 +1,220 @@
+"""What a status promises: PASSED only where the written model ran in onnxruntime (as a user runs
+it) and matched; UNRUNNABLE where onnx.reference proves it and onnxruntime cannot run it; FAILED
+where onnxruntime fails on a rewritten model it has every kernel for. The Python API's verb
+functions validate by default. Opset moves are judged against a float64 evaluation of the
+original where onnxruntime's per-opset fusions round otherwise, and a wrong move is still caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from onnx import TensorProto
+from onnx import numpy_helper as nh
+from typer.testing import CliRunner
+
+import scatter_rewrite as sr
+from scatter_rewrite.cli import app
+from scatter_rewrite.pipeline import PASSED, UNRUNNABLE
+from scatter_rewrite.testing import scatter_model
+from scatter_rewrite.validate import run_onnxruntime
+
+from tests.helpers.wrong_passes import (
+    MoveOffByOneRounding, NegateScatterOutputs, OneSymbolicDimForAll, product_chain_model,
+    two_row_counts_model,
+)
+
+DATA = Path(__file__).parents[1] / "data" / "torch"
+runner = CliRunner()
+
+
+def vi(name, dtype, shape):
+    return oh.make_tensor_value_info(name, dtype, shape)
+
+
+# ---- the Python API validates by default -----------------------------------------------------
+
+VERB_FUNCTIONS = {
+    "upgrade": lambda m, **kw: sr.upgrade(m, **kw),
+    "fold": lambda m, **kw: sr.fold(m, **kw),
+    "lower": lambda m, **kw: sr.lower(m, opset=13, **kw),
+    "to_scatternd": lambda m, **kw: sr.to_scatternd(m, **kw),
+    "prepare_for_tensorrt": lambda m, **kw: sr.prepare_for_tensorrt(m, **kw),
+    "repair": lambda m, **kw: sr.repair(m, **kw),
+    "rewrite": lambda m, **kw: sr.rewrite(m, [], **kw),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(VERB_FUNCTIONS))
+def test_every_verb_function_validates_unless_told_not_to(verb, monkeypatch):
+    import scatter_rewrite.validate as validation
+
+    planned = []
+    real = validation.plan_validation
+    monkeypatch.setattr(validation, "plan_validation", lambda *a, **k: planned.append(1) or real(*a, **k))
+    model = scatter_model(reduction="max")
+    _, outcome = VERB_FUNCTIONS[verb](model, return_report=True)
+    assert planned, f"{verb}() did not validate"
+    assert outcome.validation is not None or not outcome.modified
+    planned.clear()
+    _, skipped = VERB_FUNCTIONS[verb](model, return_report=True, validate=False)
+    assert not planned and skipped.validation is None
+
+
+def test_a_wrong_rewrite_through_the_api_raises_and_returns_nothing():
+    with pytest.raises(sr.ValidationError, match="validation failed"):
+        sr.rewrite(scatter_model(reduction="max"), [NegateScatterOutputs()])
+
+
+# ---- onnxruntime as a user runs it: its failure is the rewrite's --------------------------------
+
+def test_a_rewrite_onnxruntime_fails_to_run_is_a_failure_not_a_fallback(tmp_path):
+    """Colliding symbolic dims: onnxruntime with default options reuses a 51-row buffer for a
+    33-row value and fails at run time. onnx.reference runs it; it used to PASS there."""
+    rows = {"x": np.ones((51, 4), np.float32), "y": np.ones((33, 4), np.float32)}
+    wrong = sr.rewrite(two_row_counts_model(), [OneSymbolicDimForAll()], validate=False)
+    with pytest.raises(Exception, match="re-use buffer"):
+        run_onnxruntime(wrong.SerializeToString(), rows)
+    with pytest.raises(sr.ValidationError, match="onnxruntime cannot run the rewritten model, though it runs "
+                                                 "the original"):
+        sr.rewrite(two_row_counts_model(), [OneSymbolicDimForAll()], inputs=rows)
+    np.savez(tmp_path / "rows.npz", **rows)
+    onnx.save(two_row_counts_model(), tmp_path / "m.onnx")
+    with pytest.raises(sr.ValidationError):
+        sr.rewrite(str(tmp_path / "m.onnx"), [OneSymbolicDimForAll()], inputs=rows,
+                   output=tmp_path / "out.onnx")
+    assert not (tmp_path / "out.onnx").exists()
+
+
+# ---- UNRUNNABLE: correct, written, and said so ------------------------------------------------
+
+def float16_max(reduction: str = "max") -> onnx.ModelProto:
+    """A float16 ScatterElements max/min, which onnxruntime runs (its ScatterND has no float16
+    reduction: ``to-scatternd`` writes one)."""
+    return scatter_model(reduction=reduction, data_type=TensorProto.FLOAT16)
+
+
+UNRUNNABLE_CASES = {  # verb, model, what onnxruntime lacks in the written model
+    "to-scatternd max": ("to-scatternd", lambda: float16_max("max"),
+                         "ScatterND 'scatterelements_0' (opset 18, main graph): no float16 reduction='max'"),
+    "to-scatternd min": ("to-scatternd", lambda: float16_max("min"),
+                         "ScatterND 'scatterelements_0' (opset 18, main graph): no float16 reduction='min'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNRUNNABLE_CASES))
+def test_a_correct_model_onnxruntime_cannot_run_is_written_unrunnable_with_the_fix(case, tmp_path):
+    verb, make, lacks = UNRUNNABLE_CASES[case]
+    source, written = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(make(), source)
+    result = runner.invoke(app, [verb, str(source), "-o", str(written)])
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines()[-1].startswith("UNRUNNABLE in ")
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"scatter-rewrite: error: {source}: onnxruntime cannot run the written model (")
+    assert lacks in line and "float16" in line
+    assert line.endswith(f"scatter-rewrite lower {written} --opset 13 writes a form it runs"), line
+    onnx.checker.check_model(str(written), full_check=True)  # written: it is correct
+    # the command named makes it run in onnxruntime (on in-range indices: --inputs)
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.integers(0, 4, [d.dim_value for d in i.type.tensor_type.shape.dim])
+             if i.type.tensor_type.elem_type == TensorProto.INT64
+             else rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float16)
+             for i in onnx.load(written).graph.input}
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    lowered = runner.invoke(app, ["lower", str(written), "--opset", "13", "--inputs", str(tmp_path / "feeds.npz"),
+                                  "-o", str(tmp_path / "runs.onnx")])
+    assert lowered.exit_code == 0, lowered.output
+    assert lowered.stdout.splitlines()[-1].startswith("PASSED in ")
+    assert "validation: onnx.reference" in lowered.stdout  # (onnxruntime cannot run the unlowered one)
+    run_onnxruntime(tmp_path / "runs.onnx", feeds)
+
+
+def test_the_api_returns_an_unrunnable_model_with_its_status_and_a_warning(caplog):
+    model, outcome = sr.to_scatternd(float16_max(), return_report=True)
+    assert outcome.status == UNRUNNABLE
+    assert "no float16 reduction='max'" in outcome.validation["onnxruntime_cannot_run"]
+    assert "scatter_rewrite.lower(model, opset=13) writes a form it runs" in outcome.error
+    assert [r.message for r in caplog.records if "onnxruntime cannot run" in r.message]
+    assert [n.op_type for n in model.graph.node][-1] == "ScatterND"
+
+
+# ---- opset moves: judged by the arithmetic, wrong moves still caught --------------------------
+
+LLAMA = DATA / "llama_tiny_ts17.onnx"
+
+
+def llama_inputs() -> dict[str, np.ndarray]:
+    arrays = np.load(LLAMA.with_suffix(".npz"))
+    return {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
+
+
+def test_a_llama_export_moved_to_opset_13_is_judged_by_the_arithmetic_not_bit_for_bit(tmp_path):
+    """The move only drops allowzero=0 from its Reshapes, yet onnxruntime fuses a MatMul with its
+    scales at opset 17 and not at 13: the logits differ in the last bits."""
+    original = run_onnxruntime(LLAMA, llama_inputs())[0]
+    moved = sr.lower(str(LLAMA), opset=13, validate=False, output=tmp_path / "moved.onnx")
+    assert not np.array_equal(run_onnxruntime(moved, llama_inputs())[0], original)
+    _, outcome = sr.lower(onnx.load(LLAMA), opset=13, inputs=llama_inputs(), return_report=True)
+    assert outcome.status == PASSED
+    assert outcome.validation["tolerance"].startswith(
+        "float outputs bit for bit (the opset moved 17 -> 13, and onnxruntime fuses ops differently per opset), "
+        "or else judged against a float64 evaluation of the original")
+
+
+def test_an_honest_move_passes_and_a_move_off_by_a_few_ulps_fails():
+    _, honest = sr.lower(product_chain_model(), opset=13, return_report=True)
+    assert honest.status == PASSED
+    with pytest.raises(sr.ValidationError, match="beyond what the original's own rounding allows"):
+        sr.rewrite(product_chain_model(), [MoveOffByOneRounding(13)])
+    wrong, _ = sr.rewrite(product_chain_model(), [MoveOffByOneRounding(13)], validate=False, return_report=True)
+    original = onnx.load_from_string(product_chain_model().SerializeToString())
+    x = np.random.default_rng(0).standard_normal((64, 16)).astype(np.float32)
+    difference = np.abs(run_onnxruntime(wrong.SerializeToString(), {"x": x})[0]
+                        - run_onnxruntime(original.SerializeToString(), {"x": x})[0])
+    assert 0 < difference.max() <= 1e-5 * np.abs(x).max()  # within the fixed float32 tolerance
+
+
+def test_validation_plans_a_model_with_external_data_from_any_working_directory(tmp_path):
+    """A model whose weights are in files beside it (one per tensor, as onnx.save writes them),
+    with an If that planning inlines: its copy found them relative to the working directory."""
+    model = scatter_model(reduction="max", where="if")
+    data = next(i for i in model.graph.input if i.name == "data")
+    model.graph.input.remove(data)
+    model.graph.initializer.append(nh.from_array(np.arange(20, dtype=np.float32).reshape(4, 5), "data"))
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    onnx.save(model, folder / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=False,
+              size_threshold=0)
+    assert Path.cwd() != folder
+    result = runner.invoke(app, ["lower", str(folder / "m.onnx"), "--opset", "13", "-o", str(tmp_path / "out.onnx")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith("PASSED in ")
+
+
+def reshaped_to_a_runtime_shape() -> onnx.ModelProto:
+    """A scatter on tensors reshaped to a shape given at run time: no generated inputs run it."""
+    graph = oh.make_graph(
+        [oh.make_node("Reshape", ["flat", "shape"], ["data"]),
+         oh.make_node("Reshape", ["flat_indices", "shape"], ["indices"]),
+         oh.make_node("Reshape", ["flat_updates", "shape"], ["updates"]),
+         oh.make_node("ScatterElements", ["data", "indices", "updates"], ["scattered"]),
+         oh.make_node("ReduceSum", ["scattered"], ["out"], keepdims=0)], "g",
+        [vi("flat", TensorProto.FLOAT, [20]), vi("shape", TensorProto.INT64, ["n"]),
+         vi("flat_indices", TensorProto.INT64, [10]), vi("flat_updates", TensorProto.FLOAT, [10])],
+        [vi("out", TensorProto.FLOAT, [])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def test_no_inputs_to_validate_on_fails_a_rewrite_not_a_model_left_unchanged(tmp_path):
+    onnx.save(reshaped_to_a_runtime_shape(), tmp_path / "m.onnx")
+    unchanged = runner.invoke(app, ["to-scatternd", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "nd.onnx")])
+    assert unchanged.exit_code == 0, unchanged.output
+    assert unchanged.stdout.splitlines()[-1].startswith("UNCHANGED in ")
+    moved = runner.invoke(app, ["lower", str(tmp_path / "m.onnx"), "--opset", "17", "-o", str(tmp_path / "17.onnx")])
+    assert moved.exit_code == 1
+    assert "cannot find inputs the original model runs with" in moved.stderr
+    assert not (tmp_path / "17.onnx").exists()

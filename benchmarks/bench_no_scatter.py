@@ -37,7 +37,7 @@ from onnx import TensorProto
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scatter_rewrite.graph import iter_nodes, value_names  # noqa: E402
-from scatter_rewrite.passes import _segment_reduce as seg  # noqa: E402
+from scatter_rewrite.passes.lowering import segment_reduce as seg  # noqa: E402
 from scatter_rewrite.passes import no_scatter as ns  # noqa: E402
 from scatter_rewrite.type_inference import borrow_inferred_types  # noqa: E402
 

@@ -509,7 +509,9 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
             error = str(o.error)
             said = error if error.startswith(o.input) else f"{o.input}: {error}"
             typer.echo(f"scatter-rewrite: error: {said}", err=True)
-        raise typer.Exit(1)
+        # bad usage for one model of a batch is bad usage, as it is for a single model: the command
+        # line needs fixing before any outcome means something
+        raise typer.Exit(2 if any(o.bad_usage for o in failed) else 1)
 
 
 def _say(text: str, aside: bool) -> None:

@@ -76,6 +76,7 @@ class Outcome:
     notes: list[str] = dataclasses.field(default_factory=list)
     verb: str | None = None
     options: dict = dataclasses.field(default_factory=dict)  # the verb's, as declared (verbs.py)
+    bad_usage: bool = False  # FAILED on an option this model cannot take (the CLI's exit 2)
 
     @property
     def modified(self) -> bool:
@@ -473,7 +474,8 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
         if isinstance(e, OptionError) and verb_name in VERBS:  # (the command line's workers)
             said = VERBS[verb_name].cli_message(e)
         return Outcome(str(source), None, getattr(e, "passes", []), status=FAILED, error=said,
-                       seconds=time.perf_counter() - started, verb=verb_name)
+                       seconds=time.perf_counter() - started, verb=verb_name,
+                       bad_usage=isinstance(e, OptionError))
     except Exception as e:
         logger.debug("%s: internal error", source, exc_info=True)
         return Outcome(str(source), None, status=FAILED, seconds=time.perf_counter() - started,

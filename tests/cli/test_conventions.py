@@ -100,6 +100,19 @@ def test_bad_usage_exits_2_with_one_line_and_nothing_written(model: Path, args: 
     assert sorted(model.parent.iterdir()) == before
 
 
+def test_an_option_a_model_of_a_batch_cannot_take_is_bad_usage(tmp_path: Path):
+    """As for one model: a --fix-dim naming a dim the models lack exits 2, nothing written."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for name in ("a", "b"):
+        onnx.save(scatter_model("ScatterElements", opset=18, reduction="max"), folder / f"{name}.onnx")
+    before = sorted(folder.iterdir())
+    result = invoke("tensorrt", folder, "--fix-dim", "no_such_dim=4")
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert "--fix-dim" in result.stderr and "no_such_dim" in result.stderr
+    assert sorted(folder.iterdir()) == before
+
+
 def test_a_model_that_fails_or_is_blocked_exits_1_and_success_0(model: Path, tmp_path: Path):
     truncated = tmp_path / "truncated.onnx"
     truncated.write_bytes(model.read_bytes()[:40])

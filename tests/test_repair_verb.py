@@ -111,14 +111,19 @@ def test_no_other_verb_changes_the_results(verb, options, tmp_path):
     assert not np.allclose(result, expected, rtol=1e-5, atol=1e-5)  # not PyTorch's
 
 
-def test_cli_proves_on_the_users_inputs_too(tmp_path):
-    path, inputs, _ = case("bev_pool_ts17", tmp_path)
+def repaired_on_users_inputs(path, inputs: dict, tmp_path) -> dict:
+    """`repair MODEL --inputs X.npz --report R.json` succeeds; its proof where indices repeat."""
     np.savez(tmp_path / "inputs.npz", **inputs)
     report = tmp_path / "r.json"
     result = runner.invoke(app, ["repair", str(path), "--inputs", str(tmp_path / "inputs.npz"),
                                  "--report", str(report)])
     assert result.exit_code == 0, result.output
-    repeated = json.loads(report.read_text())["models"][0]["validation"]["with_repeated_indices"]
+    return json.loads(report.read_text())["models"][0]["validation"]["with_repeated_indices"]
+
+
+def test_cli_proves_on_the_users_inputs_too(tmp_path):
+    path, inputs, _ = case("bev_pool_ts17", tmp_path)
+    repeated = repaired_on_users_inputs(path, inputs, tmp_path)
     assert repeated["user_inputs"] and repeated["original_differs"] and repeated["draws"] == 0
 
 
@@ -172,12 +177,7 @@ def test_cli_proves_computed_indices_on_the_users_inputs(tmp_path):
     """A jagged bag sum's segment ids come from cumsum(lengths) and repeat: proven against what
     PyTorch computed on the user's inputs, which it then gives."""
     path, inputs, expected = case("jagged_bag_sum_ts13", tmp_path)
-    np.savez(tmp_path / "inputs.npz", **inputs)
-    report = tmp_path / "r.json"
-    result = runner.invoke(app, ["repair", str(path), "--inputs", str(tmp_path / "inputs.npz"),
-                                 "--report", str(report)])
-    assert result.exit_code == 0, result.output
-    repeated = json.loads(report.read_text())["models"][0]["validation"]["with_repeated_indices"]
+    repeated = repaired_on_users_inputs(path, inputs, tmp_path)
     assert repeated["user_inputs"] and repeated["original_differs"]
     repaired = ort_run(tmp_path / "jagged_bag_sum_ts13.repaired.onnx", inputs)[0]
     np.testing.assert_allclose(repaired, expected, rtol=1e-5, atol=1e-5)

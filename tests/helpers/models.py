@@ -241,3 +241,18 @@ def tensor_scatter_model(mode: str = "linear", with_indices: bool = True, axis: 
 def scatters_left(model: onnx.ModelProto) -> list[str]:
     """Every scatter op of any domain in the main graph, subgraphs and functions."""
     return [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTER_OPS]
+
+
+def scatter_reshaped_at_run_time() -> onnx.ModelProto:
+    """A ScatterElements on data, indices and updates reshaped to a shape given at run time (of
+    run-time length): their ranks are unknown, the model valid, and no generated inputs run it."""
+    graph = oh.make_graph(
+        [oh.make_node("Reshape", ["flat", "shape"], ["data"]),
+         oh.make_node("Reshape", ["flat_indices", "shape"], ["indices"]),
+         oh.make_node("Reshape", ["flat_updates", "shape"], ["updates"]),
+         oh.make_node("ScatterElements", ["data", "indices", "updates"], ["scattered"]),
+         oh.make_node("ReduceSum", ["scattered"], ["out"], keepdims=0)], "g",
+        [vi("flat", TensorProto.FLOAT, [20]), vi("shape", TensorProto.INT64, ["n"]),
+         vi("flat_indices", TensorProto.INT64, [10]), vi("flat_updates", TensorProto.FLOAT, [10])],
+        [vi("out", TensorProto.FLOAT, [])])  # (a graph output needs a shape)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])

@@ -18,6 +18,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.to_scatternd import ToScatterNDPass
 from scatter_rewrite.testing import scatter_model
+from tests.helpers.models import scatter_reshaped_at_run_time
 from tests.helpers.runs import ort_run
 
 
@@ -170,20 +171,7 @@ def test_constant_index_out_of_range_is_an_error():
 
 
 def test_unknown_rank_is_left_alone():
-    # data, indices and updates reshaped to a run-time shape of run-time length: their ranks are
-    # unknown (and the model valid)
-    graph = oh.make_graph(
-        [oh.make_node("Reshape", ["flat", "shape"], ["data"]),
-         oh.make_node("Reshape", ["flat_indices", "shape"], ["indices"]),
-         oh.make_node("Reshape", ["flat_updates", "shape"], ["updates"]),
-         oh.make_node("ScatterElements", ["data", "indices", "updates"], ["scattered"]),
-         oh.make_node("ReduceSum", ["scattered"], ["out"], keepdims=0)], "g",
-        [oh.make_tensor_value_info("flat", TensorProto.FLOAT, [20]),
-         oh.make_tensor_value_info("shape", TensorProto.INT64, ["n"]),
-         oh.make_tensor_value_info("flat_indices", TensorProto.INT64, [10]),
-         oh.make_tensor_value_info("flat_updates", TensorProto.FLOAT, [10])],
-        [oh.make_tensor_value_info("out", TensorProto.FLOAT, [])])  # (a graph output needs a shape)
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    model = scatter_reshaped_at_run_time()  # (ranks unknown)
     rewritten, outcome = sr.to_scatternd(model, return_report=True)
     assert op_types(rewritten) == ["Reshape", "Reshape", "Reshape", "ScatterElements", "ReduceSum"]
     assert "rank of data/indices is unknown" in outcome.passes[0]["skipped"][0]["detail"]

@@ -22,6 +22,7 @@ from scatter_rewrite.pipeline import PASSED, UNRUNNABLE
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate import run_onnxruntime
 
+from tests.helpers.models import scatter_reshaped_at_run_time
 from tests.helpers.wrong_passes import (
     MoveOffByOneRounding, NegateScatterOutputs, OneSymbolicDimForAll, product_chain_model,
     two_row_counts_model,
@@ -195,22 +196,8 @@ def test_validation_plans_a_model_with_external_data_from_any_working_directory(
     assert result.stdout.splitlines()[-1].startswith("PASSED in ")
 
 
-def reshaped_to_a_runtime_shape() -> onnx.ModelProto:
-    """A scatter on tensors reshaped to a shape given at run time: no generated inputs run it."""
-    graph = oh.make_graph(
-        [oh.make_node("Reshape", ["flat", "shape"], ["data"]),
-         oh.make_node("Reshape", ["flat_indices", "shape"], ["indices"]),
-         oh.make_node("Reshape", ["flat_updates", "shape"], ["updates"]),
-         oh.make_node("ScatterElements", ["data", "indices", "updates"], ["scattered"]),
-         oh.make_node("ReduceSum", ["scattered"], ["out"], keepdims=0)], "g",
-        [vi("flat", TensorProto.FLOAT, [20]), vi("shape", TensorProto.INT64, ["n"]),
-         vi("flat_indices", TensorProto.INT64, [10]), vi("flat_updates", TensorProto.FLOAT, [10])],
-        [vi("out", TensorProto.FLOAT, [])])
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
-
-
 def test_no_inputs_to_validate_on_fails_a_rewrite_not_a_model_left_unchanged(tmp_path):
-    onnx.save(reshaped_to_a_runtime_shape(), tmp_path / "m.onnx")
+    onnx.save(scatter_reshaped_at_run_time(), tmp_path / "m.onnx")
     unchanged = runner.invoke(app, ["to-scatternd", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "nd.onnx")])
     assert unchanged.exit_code == 0, unchanged.output
     assert unchanged.stdout.splitlines()[-1].startswith("UNCHANGED in ")

@@ -141,9 +141,9 @@ class Verb:
 # A named Steps is reported as one pass (passes/compose.py).
 
 def upgrade_passes(opset: int | None = None) -> list:
-    from scatter_rewrite.passes.upgrade import UpgradePass
+    from scatter_rewrite.passes.upgrade import upgrade_steps
 
-    return [UpgradePass(opset)]
+    return [upgrade_steps(opset)]
 
 
 def fold_passes(size_limit: int | None = None) -> list:
@@ -158,12 +158,14 @@ def fold_passes(size_limit: int | None = None) -> list:
 def lower_passes(opset: int = 13, mode: str = "standard") -> list:
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.lower import LowerPass
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
-    from scatter_rewrite.passes.upgrade import UpgradePass, has_scatter
+    from scatter_rewrite.passes.upgrade import has_scatter, upgrade_steps
 
     lower = LowerPass(opset=opset, mode=mode)
-    return [Steps(OnlyIf(has_scatter, UpgradePass()), SpecializeCallsPass(lower.lowers), lower,
-                  name=lower.name)]
+    # (the move keeps the nodes to lower as they are: the lowering builds them at the target)
+    return [Steps(OnlyIf(has_scatter, upgrade_steps()), SpecializeCallsPass(lower.lowers),
+                  MoveOpsetPass(opset, keep=lower.lowers), lower, name=lower.name)]
 
 
 def to_scatternd_passes() -> list:
@@ -189,18 +191,19 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
         cap_reason, check_trt_version, has_tensor_scatter,
     )
     from scatter_rewrite.passes.move_opset import MoveOpsetPass
-    from scatter_rewrite.passes.upgrade import UpgradePass
+    from scatter_rewrite.passes.upgrade import upgrade_steps
 
     version = check_trt_version(trt_version)
     tensor_scatter = LowerTensorScatterPass(version)
     if version not in PARSES_TENSORSCATTER:  # (lowered to ScatterElements at the parser's opset)
-        lower = OnlyIf(has_tensor_scatter,
-                       LowerPass(opset=PARSER_MAX_OPSET[version], mode="standard"))
-        tensor_scatter = Steps(tensor_scatter, lower, name=tensor_scatter.name)
+        lower = LowerPass(opset=PARSER_MAX_OPSET[version], mode="standard")
+        lower_steps = Steps(MoveOpsetPass(lower.opset, keep=lower.lowers), lower, name=lower.name)
+        tensor_scatter = Steps(tensor_scatter, OnlyIf(has_tensor_scatter, lower_steps),
+                               name=tensor_scatter.name)
     return [
         *([FixDimsPass(fix_dims)] if fix_dims else []),
         SpecializeCallsPass(),
-        UpgradePass(),
+        upgrade_steps(),
         FoldPass(),
         tensor_scatter,
         TensorRTPass(version),
@@ -235,11 +238,11 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
 def repair_passes(assume: str | None = None) -> list:
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.repair import RepairPass
-    from scatter_rewrite.passes.upgrade import UpgradePass
+    from scatter_rewrite.passes.upgrade import upgrade_steps
 
     repair = RepairPass(assume)
     # (a site below opset 11: Scatter -> ScatterElements, the model at opset 11, as `upgrade` does)
-    return [Steps(OnlyIf(repair.needs_upgrade, UpgradePass(OPSET_FLOOR)), repair,
+    return [Steps(OnlyIf(repair.needs_upgrade, upgrade_steps(OPSET_FLOOR)), repair,
                   name=repair.name)]
 
 

@@ -73,7 +73,6 @@ from scatter_rewrite.graph import (
     Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within,
     reference_reason, remove_unused_expands, value_names,
 )
-from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.type_inference import (
     annotate_functions_with,
@@ -97,7 +96,6 @@ TRT_PLUGIN_DTYPES = {
     ir.DataType.INT64,
     ir.DataType.BFLOAT16,
 }
-_PENDING_DOMAIN = "scatter_rewrite.pending"  # hides a node from convert_opset until it is replaced
 
 
 class LowerPass(ScatterPass):
@@ -189,14 +187,10 @@ class LowerPass(ScatterPass):
                 f"cannot lower to opset {target}: {first_and_more(blocked)}; fix the model or "
                 f"pick a target opset that has the op (max/min: 18, add/mul: 16)"
             )
-        for _, node, _ in pending:
-            node.domain = _PENDING_DOMAIN
-        self.moved(move_to_opset(model, target))
         names = seg.Names(value_names(model))
         uses_custom: list[ir.Graph | ir.Function] = []
         built_in_functions: list[ir.Node] = []
         for kind, node, scope in pending:
-            node.domain = ""
             if kind == "tensor_scatter":
                 nodes, out = seg.lower_tensor_scatter(node, target, names)
                 detail = f"-> ScatterElements(axis={attr(node, 'axis', -2)}) ({len(nodes)} nodes)"

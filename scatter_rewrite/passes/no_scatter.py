@@ -467,9 +467,9 @@ def steps_for(pass_: NoScatterPass) -> list:
     model has one), functions whose scatters read a function attribute specialized."""
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
-    from scatter_rewrite.passes.upgrade import UpgradePass, has_scatter
+    from scatter_rewrite.passes.upgrade import has_scatter, upgrade_steps
 
-    return [Steps(OnlyIf(has_scatter, UpgradePass()), SpecializeCallsPass(_is_scatter), pass_,
+    return [Steps(OnlyIf(has_scatter, upgrade_steps()), SpecializeCallsPass(_is_scatter), pass_,
                   name=pass_.name)]
 
 

@@ -641,10 +641,12 @@ def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
     if rtol is not None or atol is not None or inputs:  # (validation's imports only then)
         from scatter_rewrite.validate import load_inputs, user_tolerance
 
-        user_tolerance(rtol, atol)  # a bad bound is refused before any work
+        with _flags_in_errors(declared):
+            user_tolerance(rtol, atol)  # a bad bound is refused before any work
+    with _flags_in_errors(declared):
+        loaded = load_inputs(inputs) if inputs else None
     kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
-                  in_place=in_place, validate=validate,
-                  inputs=load_inputs(inputs) if inputs else None, rtol=rtol, atol=atol)
+                  in_place=in_place, validate=validate, inputs=loaded, rtol=rtol, atol=atol)
     if len(files) == 1:
         started = time.perf_counter()
         try:
@@ -698,16 +700,20 @@ def _shown(outcome: Any) -> Any:
 
 @contextlib.contextmanager
 def _flags_in_errors(verb: Any):
-    """An OptionError the library raises naming a Python parameter (``opset=9``), said with the
-    verb's flag instead (``--opset 9``)."""
-    from scatter_rewrite.errors import OptionError
+    """An error the library raises naming Python parameters (``opset=9``, ``validate=False``),
+    said with the flags instead (``--opset 9``, ``--no-validate``: verbs.Verb.cli_message)."""
+    from scatter_rewrite.errors import OptionError, ScatterRewriteError
 
     try:
         yield
     except OptionError as e:
-        if e.parameter is None:
+        if e.parameter is None and not e.parameters:
             raise
         raise OptionError(verb.cli_message(e), parameter=e.parameter) from e
+    except ScatterRewriteError as e:
+        if e.parameters:
+            e.args = (verb.cli_message(e),)  # (the same error: its type, cause and report)
+        raise
 
 
 @contextlib.contextmanager

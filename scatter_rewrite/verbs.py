@@ -19,6 +19,7 @@ from scatter_rewrite.limits import (
 )
 
 __all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
+           "SHARED_FLAGS",
            "python_call", "fold_passes", "lower_passes", "prepare_passes", "repair_passes",
            "tensorrt_passes",
            "to_scatternd_passes", "upgrade_passes"]
@@ -120,11 +121,21 @@ class Verb:
         """The CLI command's name."""
         return self.name.replace("_", "-")
 
-    def cli_message(self, error: OptionError) -> str:
+    def cli_message(self, error: Exception) -> str:
         """``error`` as the command line says it: the flag of the option whose Python parameter
-        it names (``opset=9 is out of range`` -> ``--opset 9 is out of range for lower``)."""
-        option = next((o for o in self.options if error.parameter in (o.name, o.parameter)), None)
-        return str(error) if option is None else option.cli_message(error, self.name)
+        an OptionError starts with (``opset=9 is out of range`` -> ``--opset 9 is out of range for
+        lower``), and the flag of each parameter the message names (``error.parameters``: a verb's
+        option or one every verb takes, :data:`SHARED_FLAGS`; ``validate=False`` ->
+        ``--no-validate``, ``mode='standard'`` -> ``--mode standard``, ``inputs=`` -> ``--inputs``)."""
+        first = getattr(error, "parameter", None)
+        option = next((o for o in self.options if first in (o.name, o.parameter)), None)
+        text = str(error) if option is None else option.cli_message(error, self.name)
+        flags = SHARED_FLAGS | {name: o.cli_flag for o in self.options
+                                for name in (o.name, o.parameter) if name}
+        for name in ((first,) if option is None else ()) + getattr(error, "parameters", ()):
+            if name in flags:
+                text = _flag_spelled(text, name, flags[name])
+        return text
 
     def bind(self, values: Mapping[str, Any], cli: bool = False) -> dict[str, Any]:
         """The verb's options: ``values`` checked (see :meth:`Option.check`), defaults filled in.
@@ -135,6 +146,27 @@ class Verb:
         if unknown:
             raise TypeError(f"{caller}() got unexpected option(s) {', '.join(sorted(unknown))}")
         return {o.name: o.check(caller, values.get(o.name, o.default), cli) for o in self.options}
+
+
+# The parameters every rewriting verb takes besides its own options (cli.py declares them, as
+# _SHARED): their flags, for what an error's message names (Verb.cli_message).
+SHARED_FLAGS = {"inputs": "--inputs", "validate": "--validate", "rtol": "--rtol", "atol": "--atol",
+                "in_place": "--in-place", "output": "-o"}
+
+# ``name=VALUE`` in a message: VALUE a Python literal (True/False, a number, a quoted text) or none
+_SPELLED = r"(?<![\w.-]){name}=(?P<value>True|False|-?\d+(?:\.\d+)?|'[^']*'|\"[^\"]*\")?"
+
+
+def _flag_spelled(text: str, name: str, flag: str) -> str:
+    """``text`` with each ``name=VALUE`` written as the flag does: ``--flag VALUE``; a boolean,
+    ``--flag`` (True) or ``--no-flag`` (False)."""
+    def said(match: re.Match) -> str:
+        value = match.group("value")
+        if value in ("True", "False"):
+            return flag if value == "True" else "--no-" + flag.lstrip("-")
+        return flag if value is None else f"{flag} {value.strip(chr(39) + chr(34))}"
+
+    return re.sub(_SPELLED.format(name=re.escape(name)), said, text)
 
 
 # Each verb's passes, declared here in the order they run; no pass runs another inside itself.

@@ -152,7 +152,8 @@ def test_a_lowering_that_gets_one_term_of_thousands_wrong_is_caught(wrong):
     assert message.startswith("validation failed, no model returned: output 'y' at [")
     assert "beyond what the original's own rounding allows" in message
     assert "(checked against: onnxruntime on the original model)" in message
-    assert "--rtol/--atol" in message and "--no-validate" in message
+    assert "rtol=/atol=" in message and "validate=False" in message  # (the API's words)
+    assert "--" not in message
 
 
 def test_rtol_and_atol_set_the_users_own_bound():

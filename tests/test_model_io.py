@@ -7,6 +7,7 @@ The 2 GiB protobuf limit is patched down (``model_io.PROTO_LIMIT_BYTES``): nothi
 
 from __future__ import annotations
 
+from scatter_rewrite.verbs import upgrade_passes
 import hashlib
 import json
 import os
@@ -143,7 +144,7 @@ def test_failed_in_place_rewrite_changes_nothing(tmp_path: Path, monkeypatch: py
     source = _external_model(tmp_path, "weights.bin")
     before = _tree(tmp_path)
     breaker = NegateScatterOutputs() if wrong == "validation" else Unregistered()
-    monkeypatch.setitem(VERBS, "upgrade", Verb("upgrade", "upgraded", lambda opset=None: [UpgradePass(opset), breaker]))
+    monkeypatch.setitem(VERBS, "upgrade", Verb("upgrade", "upgraded", lambda opset=None: [*upgrade_passes(opset), breaker]))
     result = invoke("upgrade", source, "--in-place")
     assert result.exit_code == 1
     assert ("validation failed" if wrong == "validation" else "fails onnx.checker") in result.stderr

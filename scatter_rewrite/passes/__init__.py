@@ -5,9 +5,10 @@ alone with the reason). Loaded lazily: importing one pass does not import the ot
 Example::
 
     import onnx_ir as ir
-    from scatter_rewrite.passes import LowerPass, UpgradePass
+    from scatter_rewrite.passes import LowerPass, MoveOpsetPass, UpgradePass
     model = ir.load("model.onnx")
-    for pass_ in (UpgradePass(), LowerPass(opset=13)):
+    lower = LowerPass(opset=13)  # (the move leaves it the nodes it lowers)
+    for pass_ in (UpgradePass(), MoveOpsetPass(13, keep=lower.lowers), lower):
         print(pass_(model).modified)
 """
 

@@ -6,6 +6,7 @@ bad usage; nothing written, no staging or temporary file left, and the inputs' b
 
 from __future__ import annotations
 
+from scatter_rewrite.verbs import upgrade_passes
 import hashlib
 import json
 import os
@@ -167,7 +168,7 @@ def test_output_that_cannot_be_written_or_fails_validation_leaves_no_folder(
         legacy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str):
     (tmp_path / "file").write_text("a file where a folder is needed\n")
     monkeypatch.setitem(VERBS, "upgrade", Verb("upgrade", "upgraded",
-                                               lambda opset=None: [UpgradePass(opset), NegateScatterOutputs()]))
+                                               lambda opset=None: [*upgrade_passes(opset), NegateScatterOutputs()]))
     before = tree(tmp_path)
     assert_one_line_failure(invoke("upgrade", legacy, "-o", tmp_path / output))
     assert tree(tmp_path) == before  # new/ and new/sub/ were left behind

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from scatter_rewrite.passes.move_opset import MoveOpsetPass
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -179,7 +180,7 @@ VERBS = {
     "tensorrt 8.6": lambda m: sr.prepare_for_tensorrt(m, trt_version="8.6", validate=False),
     "tensorrt 10": lambda m: sr.prepare_for_tensorrt(m, trt_version="10", validate=False),
     "repair": lambda m: sr.repair(m, validate=False),
-    "rewrite": lambda m: sr.rewrite(m, [UpgradePass(16), FoldPass(), LowerPass(opset=16)],
+    "rewrite": lambda m: sr.rewrite(m, [UpgradePass(16), MoveOpsetPass(16), FoldPass(), LowerPass(opset=16)],
                                     validate=False),
 }
 

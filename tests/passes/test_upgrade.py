@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scatter_rewrite.passes.move_opset import MoveOpsetPass
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -204,7 +205,7 @@ def test_model_kinds_round_trip(tmp_path):
 
 
 def test_rewrite_takes_a_pass_list():
-    out = sr.rewrite(scatter_model("Scatter", opset=10), [UpgradePass(opset=12)])
+    out = sr.rewrite(scatter_model("Scatter", opset=10), [UpgradePass(opset=12), MoveOpsetPass(12)])
     assert default_opsets(out) == {12}
 
 

@@ -9,6 +9,7 @@ magnitude >= 0.5) far beyond any engine's rounding."""
 
 from __future__ import annotations
 
+from scatter_rewrite.passes.upgrade import upgrade_steps
 import dataclasses
 import json
 import math
@@ -218,7 +219,7 @@ def test_every_wrong_pass_is_caught():
                                  beyond),
         "UpgradeAndRetypeIndices": (legacy_scatter(), [wrong_passes.UpgradeAndRetypeIndices()],
                                     None, (sr.ValidationError, "cannot run the rewritten model")),
-        "Unregistered": (legacy_scatter(), [UpgradePass(), wrong_passes.Unregistered()], None,
+        "Unregistered": (legacy_scatter(), [upgrade_steps(), wrong_passes.Unregistered()], None,
                          (sr.InvalidModelError, "fails onnx.checker")),
         "DropOneTerm": (gnn_sum(3000), [DropOneTerm("u")], sum_inputs, beyond),
         "DoubleOneTerm": (gnn_sum(3000), [DoubleOneTerm("u")], sum_inputs, beyond),

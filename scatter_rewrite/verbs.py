@@ -153,8 +153,8 @@ class Verb:
 SHARED_FLAGS = {"inputs": "--inputs", "validate": "--validate", "rtol": "--rtol", "atol": "--atol",
                 "in_place": "--in-place", "output": "-o"}
 
-# ``name=VALUE`` in a message: VALUE a Python literal (True/False, a number, a quoted text) or none
-_SPELLED = r"(?<![\w.-]){name}=(?P<value>True|False|-?\d+(?:\.\d+)?|'[^']*'|\"[^\"]*\")?"
+# ``name=VALUE`` in a message: VALUE a quoted text, a word up to a space or punctuation, or none
+_SPELLED = r"(?<![\w.-]){name}=(?P<value>'[^']*'|\"[^\"]*\"|[^\s:;,)/'\"]+)?"
 
 
 def _flag_spelled(text: str, name: str, flag: str) -> str:

@@ -82,7 +82,8 @@ from scatter_rewrite.verbs import python_call
 
 __all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY",
            "SCHEMA_VERSION", "check", "check_report", "dry_run", "json_document", "parse_target",
-           "target_verb", "TARGETS_HELP", "OPSET_TARGET_FLOOR", "judge_by_support", "judge_opset"]
+           "target_verb", "TARGETS_HELP", "OPSET_TARGET_FLOOR", "judge_by_support", "judge_opset",
+           "TensorrtTwins", "unknown_reduction"]
 
 logger = logging.getLogger("scatter_rewrite")
 # opset-N from 9: Scatter's first opset (the lowest at which there is anything to say)

@@ -16,8 +16,9 @@ FIXABLE exactly when the verb succeeds: the verb's own code decides, not a secon
 
 Targets are the registered ones (:mod:`scatter_rewrite.targets`, docs/targets.md): each node is
 judged by its target's ``judge`` (TensorRT's: :mod:`scatter_rewrite.readiness_tensorrt`;
-opset-N's, below) or, for the others (no-scatter, qnn, rknn, ort-cpu, ...), from its table (:func:`judge_by_support`: a scatter form the target does
-not run is blocked, its fix ``prepare --target T``); the dry run runs the target's verb.
+opset-N's, below) or, for the others (no-scatter, qnn, rknn, ort-cpu, ...), from its table
+(:func:`judge_by_support`: a scatter form the target does not run is blocked, its fix
+``prepare --target T``); the dry run runs the target's verb.
 
 What ``check(model, target)`` finds per scatter node, by target:
 
@@ -597,7 +598,3 @@ def _specializing_fix(f: Finding, kind: str, version) -> None:
     f.fix = verb
     f.notes.append(f"{verb} gives the function one copy per call, each with the value its call "
                    "passes, and rewrites them where it can: check its output")
-
-
-
-

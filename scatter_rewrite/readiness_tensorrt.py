@@ -113,8 +113,9 @@ def _judge_tensorrt_scatter_nd(node: ir.Node, f: Finding, version: str, inlined:
     return fixable
 
 
-def _judge_tensorrt_scatter_elements(node: ir.Node, f: Finding, version: str, inlined: TensorrtTwins,
-                                     fix_options: list[str], fixable: bool) -> bool:
+def _judge_tensorrt_scatter_elements(node: ir.Node, f: Finding, version: str,
+                                     inlined: TensorrtTwins, fix_options: list[str],
+                                     fixable: bool) -> bool:
     """ScatterElements' reduction (ignored by 8.6; else run by the plugin, for the types it takes)
     and the indices and updates no larger than the data; whether the node stays ``fixable``."""
     reduction = f.reduction or "none"

@@ -19,7 +19,7 @@ from scatter_rewrite.limits import (
 )
 
 __all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
-           "SHARED_FLAGS",
+           "SHARED_FLAGS", "said_with_flags",
            "python_call", "fold_passes", "lower_passes", "prepare_passes", "repair_passes",
            "tensorrt_passes",
            "to_scatternd_passes", "upgrade_passes"]
@@ -129,13 +129,12 @@ class Verb:
         ``--no-validate``, ``mode='standard'`` -> ``--mode standard``, ``inputs=`` -> ``--inputs``)."""
         first = getattr(error, "parameter", None)
         option = next((o for o in self.options if first in (o.name, o.parameter)), None)
-        text = str(error) if option is None else option.cli_message(error, self.name)
+        if option is not None:
+            error = type(error)(option.cli_message(error, self.name),
+                                parameters=getattr(error, "parameters", ()))
         flags = SHARED_FLAGS | {name: o.cli_flag for o in self.options
                                 for name in (o.name, o.parameter) if name}
-        for name in ((first,) if option is None else ()) + getattr(error, "parameters", ()):
-            if name in flags:
-                text = _flag_spelled(text, name, flags[name])
-        return text
+        return said_with_flags(error, flags, first=first if option is None else None)
 
     def bind(self, values: Mapping[str, Any], cli: bool = False) -> dict[str, Any]:
         """The verb's options: ``values`` checked (see :meth:`Option.check`), defaults filled in.
@@ -155,6 +154,16 @@ SHARED_FLAGS = {"inputs": "--inputs", "validate": "--validate", "rtol": "--rtol"
 
 # ``name=VALUE`` in a message: VALUE a quoted text, a word up to a space or punctuation, or none
 _SPELLED = r"(?<![\w.-]){name}=(?P<value>'[^']*'|\"[^\"]*\"|[^\s:;,)/'\"]+)?"
+
+
+def said_with_flags(error: Exception, flags: Mapping[str, str], first: str | None = None) -> str:
+    """``error``'s text with each Python parameter it names (``error.parameters``, and ``first``)
+    written as its flag in ``flags`` (parameter -> flag; a command's own, as ``check --target``)."""
+    text = str(error)
+    for name in ((first,) if first else ()) + tuple(getattr(error, "parameters", ())):
+        if name in flags:
+            text = _flag_spelled(text, name, flags[name])
+    return text
 
 
 def _flag_spelled(text: str, name: str, flag: str) -> str:
@@ -252,8 +261,8 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
     from scatter_rewrite.targets import get_target
 
     if target is None:
-        raise OptionError("prepare needs --target TARGET (target= in the Python API): "
-                          "scatter-rewrite check --help lists them")
+        raise OptionError("prepare needs target=TARGET: scatter-rewrite check --help lists them",
+                          parameters=("target",))
     found = get_target(target)
     if found.passes is None:
         raise OptionError(f"no verb brings a model to {found.name}: scatter-rewrite check "
@@ -262,8 +271,8 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
     given = {name: value for name, value in given.items() if value is not None}
     for name in given:
         if name not in found.options:
-            flag = next(o.cli_flag for o in VERBS["prepare"].options if o.name == name)
-            raise OptionError(f"{flag} does not apply to --target {found.name}")
+            raise OptionError(f"{name}= does not apply to target='{found.name}'",
+                              parameters=(name, "target"))
     return found.passes(**given)
 
 

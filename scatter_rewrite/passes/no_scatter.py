@@ -189,8 +189,8 @@ class NoScatterPass(ScatterPass):
         super().__init__()
         if (isinstance(max_intermediate_mib, bool) or not isinstance(max_intermediate_mib, int)
                 or max_intermediate_mib < 1):
-            raise OptionError(f"--max-intermediate-mib {max_intermediate_mib!r}: pick a positive "
-                              "number of MiB")
+            raise OptionError(f"max_intermediate_mib={max_intermediate_mib!r}: pick a positive "
+                              "number of MiB", parameters=("max_intermediate_mib",))
         self.max_bytes = max_intermediate_mib * 2 ** 20
         self.max_intermediate_mib = max_intermediate_mib
 

@@ -91,8 +91,8 @@ class UpgradePass(ScatterPass):
     def _rewrite(self, node: ir.Node, scope: Scope, target: int) -> None:
         if node.inputs[0].dtype == ir.DataType.BFLOAT16 and target < 13:
             raise InvalidModelError(
-                f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass --opset 13"
-            )
+                f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass opset=13",
+                parameters=("opset",))
         axis = attr(node, "axis", 0)
         # a reference to a function attribute, kept as it is: ScatterElements reads it the same way
         if axis is None:
@@ -173,8 +173,8 @@ def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPa
         where = describe_parts(node.op_type, node.name, current, "main graph")
         if dtypes.get(node.input[0]) == onnx.TensorProto.BFLOAT16 and target < 13:
             raise InvalidModelError(
-                f"{where}: bfloat16 data needs ScatterElements-13; pass --opset 13"
-            )
+                f"{where}: bfloat16 data needs ScatterElements-13; pass opset=13",
+                parameters=("opset",))
         given = next((a.i for a in node.attribute if a.name == "axis"), 0)
         axis = checked_axis(
             where,

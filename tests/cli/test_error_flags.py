@@ -84,3 +84,21 @@ def test_the_translation_touches_only_the_parameters_the_error_names():
                             parameters=("mode",))
     assert VERBS["lower"].cli_message(error) == ("lower with --mode standard (node "
                                                  "'validate=False'), or validate=False")
+
+
+def test_an_unknown_target_is_the_parameter_in_python_and_the_flag_for_check_and_prepare(
+        tmp_path: Path):
+    model = scatter_model("ScatterElements", opset=18, reduction="add")
+    with pytest.raises(sr.OptionError, match=r"^target='npu-x' is unknown: pick "):
+        sr.check(model, target="npu-x")
+    with pytest.raises(sr.OptionError, match=r"^fix_dims= does not apply to target='rknn'"):
+        sr.prepare(model, target="rknn", fix_dims={"n": 2})
+    onnx.save(model, tmp_path / "m.onnx")
+    for args in (["check", "--target", "npu-x"], ["prepare", "--target", "npu-x"]):
+        result = runner.invoke(app, [args[0], str(tmp_path / "m.onnx"), *args[1:]])
+        assert result.exit_code == 2
+        assert result.stderr.startswith("scatter-rewrite: error: --target npu-x is unknown: pick ")
+    result = runner.invoke(app, ["prepare", str(tmp_path / "m.onnx"), "--target", "rknn",
+                                 "--fix-dim", "n=2"])
+    assert result.exit_code == 2
+    assert "--fix-dim does not apply to --target rknn" in result.stderr

@@ -199,14 +199,24 @@ def fold_passes(size_limit: int | None = None) -> list:
 def lower_passes(opset: int = 13, mode: str = "standard") -> list:
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.lower import LowerPass
-    from scatter_rewrite.passes.move_opset import MoveOpsetPass
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
     from scatter_rewrite.passes.upgrade import has_scatter, upgrade_steps
 
     lower = LowerPass(opset=opset, mode=mode)
-    # (the move keeps the nodes to lower as they are: the lowering builds them at the target)
     return [Steps(OnlyIf(has_scatter, upgrade_steps()), SpecializeCallsPass(lower.lowers),
-                  MoveOpsetPass(opset, keep=lower.lowers), lower, name=lower.name)]
+                  *lowering_steps(lower), name=lower.name)]
+
+
+def lowering_steps(lower) -> list:
+    """``lower`` (a LowerPass) after what it needs, in order: the Ifs with a constant condition
+    near a node to lower inlined, then the move to its opset, which keeps the nodes to lower as
+    they are (the lowering builds them at the target, on the types inferred before the move)."""
+    from scatter_rewrite.passes.compose import OnlyIf
+    from scatter_rewrite.passes.inline_if import InlineConstantIfsPass
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass
+
+    return [OnlyIf(lower.has_work, InlineConstantIfsPass(lower.inlining_helps)),
+            MoveOpsetPass(lower.opset, keep=lower.lowers), lower]
 
 
 def to_scatternd_passes() -> list:
@@ -238,7 +248,7 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
     tensor_scatter = LowerTensorScatterPass(version)
     if version not in PARSES_TENSORSCATTER:  # (lowered to ScatterElements at the parser's opset)
         lower = LowerPass(opset=PARSER_MAX_OPSET[version], mode="standard")
-        lower_steps = Steps(MoveOpsetPass(lower.opset, keep=lower.lowers), lower, name=lower.name)
+        lower_steps = Steps(*lowering_steps(lower), name=lower.name)
         tensor_scatter = Steps(tensor_scatter, OnlyIf(has_tensor_scatter, lower_steps),
                                name=tensor_scatter.name)
     return [

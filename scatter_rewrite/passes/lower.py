@@ -74,12 +74,13 @@ from scatter_rewrite.graph import (
     reference_reason, remove_unused_expands, value_names,
 )
 from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.move_opset import KEPT_TYPES, restore_kept_types
 from scatter_rewrite.type_inference import (
     annotate_functions_with,
     borrow_inferred_types,
     restore_types,
 )
-from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
+from scatter_rewrite.passes.inline_if import scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass, first_and_more
 
 __all__ = ["LowerPass"]
@@ -142,29 +143,36 @@ class LowerPass(ScatterPass):
             )
         return seg.reduction_blocker(node, self.opset)
 
+    def has_work(self, model: ir.Model) -> bool:
+        """Whether ``model`` holds a node this pass lowers."""
+        return any(self.needs_lowering(n) for n, _ in iter_nodes(model))
+
     def run(self, model: ir.Model) -> None:
         pending: list[tuple[str, ir.Node, Scope]] = []
         blocked: list[str] = []
-        # Decisions need dtypes and shapes the model may not record (values inside functions, the
-        # Expand source of a GNN index): borrow them from ONNX shape inference for as long as the
-        # pass runs, then leave every value as it came (nothing is added to the saved model).
-        if not any(self.needs_lowering(n) for n, _ in iter_nodes(model)):
+        if not self.has_work(model):
             self._run(model, pending, blocked)
+            restore_kept_types(model)
             return
-        # An If with a constant condition in front of (or behind) a node that cannot be lowered as
-        # it stands, or whose rank is unknown, becomes its taken branch: TorchScript's rank-0
-        # wrapper hides the scatter's rank, and in a function its branches may declare the shapes
-        # of another call (custom nodes need no rank, but the model would still fail the checker).
-        for text in inline_constant_ifs(model, near=self._inlining_helps):
-            self.note(text, modified=True)
-        borrowed = (borrow_inferred_types(model, sharpen=True)
-                    + annotate_functions_with(model, self.needs_lowering))
+        # Decisions need dtypes and shapes the model may not record (values inside functions, the
+        # Expand source of a GNN index): ONNX shape inference's, for as long as the pass runs, then
+        # every value left as it came (nothing is added to the saved model). The move before this
+        # pass borrowed them on the model before it moved (MoveOpsetPass(keep=...)); else here.
+        moved = KEPT_TYPES in model.meta
+        borrowed = [] if moved else (borrow_inferred_types(model, sharpen=True)
+                                     + annotate_functions_with(model, self.needs_lowering))
         try:
             self._run(model, pending, blocked)
         finally:
             restore_types(borrowed)
+            restore_kept_types(model)
 
-    def _inlining_helps(self, node: ir.Node) -> bool:
+    def inlining_helps(self, node: ir.Node) -> bool:
+        """Where an If with a constant condition is best inlined first (InlineConstantIfsPass, in
+        the verbs' lists before the move): in front of (or behind) a node to lower that cannot be
+        lowered as it stands, or whose rank is unknown. TorchScript's rank-0 wrapper hides the
+        scatter's rank, and in a function its branches may declare the shapes of another call
+        (custom nodes need no rank, but the model would still fail the checker)."""
         kind = self.needs_lowering(node)
         return kind is not None and (
             scatter_of_unknown_rank(node) or self._blocker(kind, node) is not None

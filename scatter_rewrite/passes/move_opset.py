@@ -22,9 +22,12 @@ from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
 
-__all__ = ["MoveOpsetPass"]
+__all__ = ["KEPT_TYPES", "MoveOpsetPass", "restore_kept_types"]
 
 _KEPT_DOMAIN = "scatter_rewrite.kept"  # hides a kept node from the move
+# model.meta: the types borrowed for the move where it keeps nodes, which the pass that replaces
+# them reads too (inferred on the model before the move) and then gives back: restore_kept_types
+KEPT_TYPES = "scatter_rewrite.kept_types"
 
 
 class MoveOpsetPass(ScatterPass):
@@ -55,18 +58,29 @@ class MoveOpsetPass(ScatterPass):
         kept = [(node, node.domain, scope.opset) for node, scope in iter_nodes(model)
                 if self.kept(node)]
         # The types the move needs, inferred before the kept nodes are hidden from it (ONNX
-        # inference cannot see through a hidden node), given back after it.
+        # inference cannot see through a hidden node); the pass replacing them builds on them too
+        # (inferred on the model before the move, they are sharper), then gives them back.
         borrowed = _borrowed_types(model, self.keep) if kept else []
         for node, _, _ in kept:
             node.domain = _KEPT_DOMAIN
         try:
             move = move_to_opset(model, target)
+        except BaseException:
+            restore_types(borrowed)
+            raise
         finally:
             for node, domain, opset in kept:
                 node.domain = domain
                 node.meta[KEPT_AT_OPSET] = opset  # (its schema stays that opset's)
-            restore_types(borrowed)
+        if kept:
+            model.meta[KEPT_TYPES] = borrowed
         self.moved(move, f" ({self.why})" if self.why else "")
+
+
+def restore_kept_types(model: ir.Model) -> None:
+    """Give back the types a move that kept nodes borrowed (:data:`KEPT_TYPES`): for the pass
+    that replaced them, once done."""
+    restore_types(model.meta.pop(KEPT_TYPES, []))
 
 
 def _borrowed_types(model: ir.Model, kept: Callable[[ir.Node], bool]):

@@ -1,4 +1,4 @@
-"""Lower scatter reductions (and TensorScatter) that a target opset lacks; move the model there.
+"""Lower scatter reductions (and TensorScatter) that a target opset lacks, in a model moved there.
 
 Rewrites, in the main graph, every If/Loop/Scan body and every model-local function:
 
@@ -11,12 +11,12 @@ Rewrites, in the main graph, every If/Loop/Scan body and every model-local funct
 The ``lower`` verb runs it after :class:`~.upgrade.UpgradePass` (the deprecated ``Scatter``, which
 no opset >= 11 accepts, into ``ScatterElements``) and :class:`~.specialize.SpecializeCallsPass` (a
 reduction whose axis or reduction is a function attribute: one copy of the function per call
-binding, the value known in each), for the nodes this pass lowers (:meth:`LowerPass.lowers`):
-:func:`scatter_rewrite.verbs.lower_passes`.
-
-Then every other node is converted to the target opset (:func:`scatter_rewrite.opset.convert_opset`;
-the nodes to lower are hidden from it and replaced afterwards, so they are never handed to
-``onnx.version_converter``, which asserts on max/min below 18 and fails on add/mul below 16).
+binding, the value known in each), for the nodes this pass lowers (:meth:`LowerPass.lowers`), and
+then its own steps (:func:`scatter_rewrite.verbs.lowering_steps`): the Ifs below inlined, and the
+move of every other node to the target opset (:class:`~.move_opset.MoveOpsetPass`), which keeps
+the nodes to lower as they are (never handed to ``onnx.version_converter``, which asserts on
+max/min below 18 and fails on add/mul below 16) and the types inferred before it, which this pass
+reads and gives back. It replaces those nodes by forms valid at the target.
 
 Modes (how a reduction is lowered):
 
@@ -47,10 +47,10 @@ Modes (how a reduction is lowered):
 
 TensorScatter is lowered to ScatterElements in every mode.
 
-Before lowering, an ``If`` whose condition is a compile-time constant and which feeds a node to
+Before the move, an ``If`` whose condition is a compile-time constant and which feeds a node to
 lower that could not be lowered as it stands or whose rank is unknown, or reads its output, is
-replaced by the branch it always takes (:mod:`scatter_rewrite.passes.inline_if`), and each such
-If is reported in the notes. That is PyTorch's TorchScript export of ``scatter_reduce``: Ifs on
+replaced by the branch it always takes (:class:`~.inline_if.InlineConstantIfsPass` near
+:meth:`LowerPass.inlining_helps`), and each such If is reported in the notes. That is PyTorch's TorchScript export of ``scatter_reduce``: Ifs on
 "is x rank 0?" hide the scatter's rank, and in a function called on several shapes their
 branches declare another call's shapes, which onnx.checker rejects whatever the mode. A custom
 node's output declares the data's shape, so what follows it stays checkable. Other Ifs stay.

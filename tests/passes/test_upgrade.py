@@ -104,8 +104,19 @@ def test_bfloat16_needs_opset_13():
     model = scatter_model("Scatter", opset=13, data_type=TensorProto.BFLOAT16)
     upgraded, outcome = sr.upgrade(model, validate=True, return_report=True)
     assert "for both models" in outcome.validation["checked_against"]  # ORT has no bfloat16 kernel
-    with pytest.raises(sr.InvalidModelError, match="--opset 13"):
+    with pytest.raises(sr.InvalidModelError, match="needs ScatterElements-13; pass opset=13$"):
         sr.upgrade(scatter_model("Scatter", opset=10, data_type=TensorProto.BFLOAT16))
+
+
+def test_bfloat16_needs_opset_13_said_with_the_flag_on_the_command_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from scatter_rewrite.cli import app
+
+    onnx.save(scatter_model("Scatter", opset=10, data_type=TensorProto.BFLOAT16), tmp_path / "m.onnx")
+    result = CliRunner().invoke(app, ["upgrade", str(tmp_path / "m.onnx")])
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith("needs ScatterElements-13; pass --opset 13")
 
 
 def test_target_opset_converts_other_nodes():

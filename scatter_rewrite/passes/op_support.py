@@ -6,11 +6,13 @@ outside it is refused (ConversionError, every such node in ``error.declined``, e
 source). ``check --target T`` is the dry run of ``prepare``: it reports the same nodes, blocked
 with the same reason.
 
-First, the shape arithmetic that reads only static shapes (Shape, Size, and the Range and Gather
-over them that the scatter-free forms write) is folded into initializers, as ``--fix-dim`` folds it
-(:func:`scatter_rewrite.passes.fix_dims.settle_shapes`): a runtime's loader does the same before
-its op support is asked, and a table such as QNN's or RKNN's has no Shape or Range. Nothing else
-is rewritten.
+First, a node outside the table whose outputs are compile-time constants (a Range over static
+sizes, a Shape of a static shape: what the scatter-free forms write where the shapes are static) is
+replaced by Constant nodes holding its value, and the nodes only it read go: QNN's and RKNN's
+tables have no Range or Shape, and onnxruntime's and RKNN's loaders fold such constants before
+their op support is asked. Shapes are inferred again first, and the shape arithmetic that reads
+only static shapes folded, as ``--fix-dim`` does (:func:`scatter_rewrite.passes.fix_dims.
+settle_shapes`). Nothing else is rewritten.
 """
 
 from __future__ import annotations
@@ -18,27 +20,71 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.graph import describe, iter_nodes
+from scatter_rewrite.graph import Scope, constant_node, describe, iter_nodes, shadowed_names
 from scatter_rewrite.passes.base import NodeNote, ScatterPass, first_and_more
 
-__all__ = ["OpSupportPass", "unsupported_nodes"]
+__all__ = ["OpSupportPass", "fold_constant_outside", "unsupported_nodes"]
+
+# The most elements a folded node's outputs may hold (8 MiB of int64: the row ids of a 1M-row
+# scatter, far below the one-hot mask the same form builds).
+_MAX_FOLDED_ELEMENTS = 1 << 20
+
+
+def _lacks(model: ir.Model, node: ir.Node, scope: Scope, table) -> str | None:
+    """Why ``node`` is outside ``table`` (None: inside, or a call of a model-local function,
+    whose nodes are judged instead)."""
+    if (node.domain, node.op_type, node.overload) in model.functions:
+        return None
+    imports = scope.body.opset_imports if scope.is_function else model.opset_imports
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    opset = scope.opset if domain == "" else imports.get(domain)
+    return table.lacks(domain, node.op_type, opset)
 
 
 def unsupported_nodes(model: ir.Model, table) -> list[NodeNote]:
-    """The nodes of ``model`` outside ``table`` (an OpTable), each with why; calls of the
-    model's own functions are not ops (the function's nodes are judged)."""
-    local = set(model.functions)
-    found = []
+    """The nodes of ``model`` outside ``table`` (an OpTable), each with why."""
+    return [NodeNote(describe(node, scope), reason) for node, scope in iter_nodes(model)
+            if (reason := _lacks(model, node, scope, table)) is not None]
+
+
+def fold_constant_outside(model: ir.Model, table) -> int:
+    """Every node outside ``table`` whose outputs are constants (and not graph outputs) replaced by
+    Constant nodes; returns how many. In graph order, so a Range over a Shape goes after it."""
+    from scatter_rewrite.passes.fold import CannotEvaluate, ConstantChains
+
+    chains = ConstantChains(shadowed=shadowed_names(model))
+    folded = 0
     for node, scope in iter_nodes(model):
-        if (node.domain, node.op_type, node.overload) in local:
+        if (_lacks(model, node, scope, table) is None
+                or any(v.is_graph_output() or chains.why_not(v) is not None for v in node.outputs)):
             continue
-        imports = scope.body.opset_imports if scope.is_function else model.opset_imports
-        domain = "" if node.domain == "ai.onnx" else node.domain
-        opset = scope.opset if domain == "" else imports.get(domain)
-        reason = table.lacks(domain, node.op_type, opset)
-        if reason is not None:
-            found.append(NodeNote(describe(node, scope), reason))
-    return found
+        try:
+            arrays = [chains.evaluate(v, scope.opset) for v in node.outputs]
+        except CannotEvaluate:
+            continue
+        if sum(a.size for a in arrays) > _MAX_FOLDED_ELEMENTS:
+            continue
+        for value, array in zip(node.outputs, arrays):
+            constant = constant_node(array)
+            scope.body.insert_before(node, constant)
+            constant.outputs[0].name, value.name = value.name, None
+            ir.convenience.replace_all_uses_with(value, constant.outputs[0])
+        _remove_dead(node, scope.body)
+        chains.clear()
+        folded += 1
+    return folded
+
+
+def _remove_dead(node: ir.Node, body) -> None:
+    """``node``, none of whose outputs is read any more, and then each producer of its inputs
+    that this leaves unread."""
+    inputs = [v for v in node.inputs if v is not None]
+    body.remove(node, safe=True)
+    for value in inputs:
+        producer = value.producer()
+        if (producer is not None and producer.graph is body
+                and not any(v.uses() or v.is_graph_output() for v in producer.outputs)):
+            _remove_dead(producer, body)
 
 
 class OpSupportPass(ScatterPass):
@@ -57,9 +103,10 @@ class OpSupportPass(ScatterPass):
         from scatter_rewrite.passes.fix_dims import settle_shapes
 
         table = self.target.ops()
-        folded = settle_shapes(model)
+        folded = settle_shapes(model) + fold_constant_outside(model, table)
         if folded:
-            self.note(f"{folded} static shape computation(s) folded to constants", modified=True)
+            self.note(f"{folded} constant computation(s) folded (static shapes, and ops outside "
+                      f"{self.target.name}'s table)", modified=True)
         missing = unsupported_nodes(model, table)
         if missing:
             error = ConversionError(f"not prepared for {self.target.name}: "

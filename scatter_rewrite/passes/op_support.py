@@ -6,13 +6,14 @@ outside it is refused (ConversionError, every such node in ``error.declined``, e
 source). ``check --target T`` is the dry run of ``prepare``: it reports the same nodes, blocked
 with the same reason.
 
-First, a node outside the table whose outputs are compile-time constants (a Range over static
-sizes, a Shape of a static shape: what the scatter-free forms write where the shapes are static) is
+A node outside the table whose outputs are compile-time constants (a Range over static sizes, a
+Shape of a static shape: what the scatter-free forms write where shapes are static) is first
 replaced by Constant nodes holding its value, and the nodes only it read go: QNN's and RKNN's
 tables have no Range or Shape, and onnxruntime's and RKNN's loaders fold such constants before
-their op support is asked. Shapes are inferred again first, and the shape arithmetic that reads
-only static shapes folded, as ``--fix-dim`` does (:func:`scatter_rewrite.passes.fix_dims.
-settle_shapes`). Nothing else is rewritten.
+their op support is asked. If that is not enough, shapes are inferred again and the shape
+arithmetic that reads only static shapes folded, as ``--fix-dim`` does
+(:func:`scatter_rewrite.passes.fix_dims.settle_shapes`), then such nodes folded again. A model
+inside the table is left as it is.
 """
 
 from __future__ import annotations
@@ -103,10 +104,14 @@ class OpSupportPass(ScatterPass):
         from scatter_rewrite.passes.fix_dims import settle_shapes
 
         table = self.target.ops()
-        folded = settle_shapes(model) + fold_constant_outside(model, table)
+        folded = 0
+        if unsupported_nodes(model, table):  # (a model inside the table is left as it is)
+            folded = fold_constant_outside(model, table)
+        if unsupported_nodes(model, table):  # (shapes inferred again may make more constant)
+            folded += settle_shapes(model) + fold_constant_outside(model, table)
         if folded:
-            self.note(f"{folded} constant computation(s) folded (static shapes, and ops outside "
-                      f"{self.target.name}'s table)", modified=True)
+            self.note(f"{folded} constant computation(s) folded (ops outside "
+                      f"{self.target.name}'s table, static shapes)", modified=True)
         missing = unsupported_nodes(model, table)
         if missing:
             error = ConversionError(f"not prepared for {self.target.name}: "

@@ -35,10 +35,12 @@ SORT_FORM_WRONG = ("its only exact scatter-free form (sort: TopK and a doubling 
 
 def _passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.mask_forms import MaskFormPass
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, steps_for
 
-    return [MaskFormPass("litert", SORT_FORM_WRONG, True,
-                         max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB, fold_indices=True)]
+    # (steps_for: the deprecated Scatter upgraded first, as for no-scatter)
+    return steps_for(MaskFormPass("litert", SORT_FORM_WRONG, True,
+                                  max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
+                                  fold_indices=True))
 
 
 register_target(Target(

@@ -53,10 +53,11 @@ SORT_FORM_WRONG = ("its only exact scatter-free form (sort) relies on TopK keepi
 
 def _npu_passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.mask_forms import MaskFormPass
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, steps_for
 
-    return [MaskFormPass("openvino-npu", SORT_FORM_WRONG, False,
-                         max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)]
+    # (steps_for: the deprecated Scatter upgraded first, as for no-scatter)
+    return steps_for(MaskFormPass("openvino-npu", SORT_FORM_WRONG, False,
+                                  max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB))
 
 
 register_target(Target(

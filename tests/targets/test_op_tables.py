@@ -172,3 +172,26 @@ def test_what_prepare_writes_is_in_the_targets_table(model, target, tmp_path):
         return
     prepared = load_proto(out)
     assert unsupported_nodes(to_ir(prepared, out), table) == []
+
+
+# Committed exports of each kind the runtimes here run (GNN layers, BEV pooling, MoE routing,
+# scatter_reduce, LLaMA-style attention): where a runtime runs one, its table must not block it.
+RUN_HERE = ("torch/gnn_max_layer_dynamo18", "torch/llama_tiny_ts17",
+            "torch/scatter_reduce_sum_dynamo18",
+            "torch_repair/bev_pool_ts17", "torch_repair/moe_router_ts13", "torch/label_smoothing_ts11")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime", ["litert", "openvino", "tvm"])
+@pytest.mark.parametrize("name", RUN_HERE)
+def test_a_table_does_not_block_an_export_its_runtime_runs(runtime, name, tmp_path):
+    from tests.helpers.runtimes import Refused, run_in
+    from tests.targets.test_openvino_tvm import export_case
+
+    model, inputs = export_case(name)
+    try:
+        run_in(runtime, model, inputs, tmp_path)
+    except Refused:
+        return  # (the runtime refuses it: its table may say anything)
+    path = ROOT / "tests/data" / f"{name}.onnx"
+    assert unsupported_nodes(to_ir(load_proto(path), path), get_target(runtime).ops()) == []

@@ -3,8 +3,9 @@ one :class:`Target` per runtime, registered where it is defined.
 
 A target says which default-domain opsets it loads, which scatter forms it runs exactly (op,
 reductions, data and index types, shape limits: :class:`ScatterSupport`), what it silently gets
-wrong, where that is published (``sources``, also in docs/targets.md), and the passes that bring a
-model there as a function of ``prepare``'s options. One module per target family in this package
+wrong, where that is published (``sources``, also in docs/targets.md), the ONNX ops it runs as
+its maker publishes them (``ops``: an :class:`OpTable`, most stored in ``op_tables/*.json``), and
+the passes that bring a model there as a function of ``prepare``'s options. One module per target family in this package
 (``tensorrt.py``, ``opset.py``, ``no_scatter.py``, ``ort_cpu.py``, ...) calls
 :func:`register_target` at import; :func:`get_target` and :func:`targets` import every module of
 the package on first use, so that a new family is one new file.

@@ -80,10 +80,11 @@ def _remove_dead(node: ir.Node, body) -> None:
     """``node``, none of whose outputs is read any more, and then each producer of its inputs
     that this leaves unread."""
     inputs = [v for v in node.inputs if v is not None]
+    graph = node.graph  # (a function's nodes belong to its graph, not to the ir.Function)
     body.remove(node, safe=True)
     for value in inputs:
         producer = value.producer()
-        if (producer is not None and producer.graph is body
+        if (producer is not None and producer.graph is graph
                 and not any(v.uses() or v.is_graph_output() for v in producer.outputs)):
             _remove_dead(producer, body)
 

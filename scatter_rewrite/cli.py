@@ -93,8 +93,7 @@ class _App(typer.core.TyperGroup):
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except Stopped as e:
-            typer.echo(f"scatter-rewrite: error: stopped by {e.name}: no output of a model in "
-                       "progress is left (models finished before it are written)", err=True)
+            typer.echo(f"scatter-rewrite: error: {_stopped_message(e)}", err=True)
             sys.exit(128 + e.signum)
         except typer.Abort:
             typer.echo("scatter-rewrite: error: aborted", err=True)
@@ -113,6 +112,20 @@ class _App(typer.core.TyperGroup):
             typer.echo(f"scatter-rewrite: error: {message}{where}", err=True)
             sys.exit(e.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _stopped_message(e: Stopped) -> str:
+    """What a stop left: the outputs this process renamed into place before it (a model whose
+    summary it cut short), else none of a model in progress (a batch's finished models, in its
+    workers, are printed above)."""
+    model_io = sys.modules.get("scatter_rewrite.model_io")
+    written = [shown_paths(str(p)) for p in getattr(model_io, "WRITTEN_OUTPUTS", []) if p.exists()]
+    if written:
+        return (f"stopped by {e.name} once {', '.join(written)} was written: it is whole "
+                "(validated as asked), though what the run prints and reports after it may be "
+                "cut short")
+    return (f"stopped by {e.name}: no output of a model in progress is left (models finished "
+            "before it are written)")
 
 
 app = typer.Typer(

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 __all__ = [
     "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
-    "first_line", "kernels_onnxruntime_lacks", "needs_custom_ops_in_onnxruntime", "ort_reason",
+    "custom_domain_nodes", "first_line", "kernels_onnxruntime_lacks", "needs_custom_ops_in_onnxruntime", "ort_reason",
     "run_onnxruntime", "run_reference", "undeclared_kernels", "what_onnxruntime_lacks",
     "without_paths",
 ]
@@ -39,11 +39,31 @@ def needs_custom_ops_in_onnxruntime(model: str | os.PathLike) -> bool:
     """Whether ``model`` holds our custom-domain nodes in the form onnxruntime runs with
     ``custom_ops.register`` (``lower --mode custom``), not only the TensorRT plugin form
     (``--mode tensorrt-plugin``: ``plugin_version`` attributes), whose runtime is TensorRT."""
+    return custom_domain_nodes(model)[0] > 0
+
+
+def custom_domain_nodes(model: str | os.PathLike) -> tuple[int, int]:
+    """How many of ``model``'s nodes (main graph, bodies, functions) are our custom-domain scatters
+    that onnxruntime runs with ``custom_ops.register`` (``lower --mode custom``: their users run
+    them so), and how many are in the TensorRT plugin form (``plugin_version``: their runtime is
+    TensorRT, which validation stands in for with our kernels). The file's big weights are mapped,
+    not read (:func:`model_io.load_proto`), and a model that imports no custom domain is not
+    walked."""
     from scatter_rewrite import custom_ops
     from scatter_rewrite.graph import iter_nodes
+    from scatter_rewrite.model_io import load_proto
 
-    return any(node.domain == custom_ops.DOMAIN and "plugin_version" not in node.attributes
-               for node, _scope in iter_nodes(ir.load(str(model))))
+    proto = load_proto(Path(model))
+    imports = [o.domain for o in proto.opset_import]
+    imports += [o.domain for f in proto.functions for o in f.opset_import]
+    if custom_ops.DOMAIN not in imports:
+        return 0, 0
+    custom = plugin = 0
+    for node, _scope in iter_nodes(ir.serde.deserialize_model(proto)):
+        if node.domain == custom_ops.DOMAIN:
+            plugin += "plugin_version" in node.attributes
+            custom += "plugin_version" not in node.attributes
+    return custom, plugin
 
 
 def run_onnxruntime(

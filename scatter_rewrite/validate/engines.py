@@ -16,9 +16,10 @@ import onnx_ir as ir
 
 __all__ = [
     "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
-    "custom_domain_nodes", "first_line", "kernels_onnxruntime_lacks", "needs_custom_ops_in_onnxruntime", "ort_reason",
-    "run_onnxruntime", "run_reference", "undeclared_kernels", "what_onnxruntime_lacks",
-    "without_paths",
+    "custom_domain_nodes", "first_line", "kernels_onnxruntime_lacks", "may_trap",
+    "needs_custom_ops_in_onnxruntime", "ort_reason",
+    "run_onnxruntime", "run_reference", "trapping_division", "undeclared_kernels",
+    "what_onnxruntime_lacks", "without_paths", "WouldTrap",
 ]
 
 
@@ -66,13 +67,24 @@ def custom_domain_nodes(model: str | os.PathLike) -> tuple[int, int]:
     return custom, plugin
 
 
+class WouldTrap(Exception):
+    """onnxruntime is not run: its integer division would kill the process on these inputs
+    (:func:`trapping_division` says where)."""
+
+
 def run_onnxruntime(
     model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0
 ) -> list[np.ndarray]:
+    """``model``'s outputs on ``inputs`` from onnxruntime's CPU provider (see _session_options);
+    WouldTrap, without running it, where that would kill the process."""
     import onnxruntime as ort
 
     from scatter_rewrite import custom_ops
 
+    trap = trapping_division(model if not isinstance(model, bytes)
+                             else onnx.ModelProto.FromString(model), inputs)
+    if trap is not None:
+        raise WouldTrap(trap)
     source = str(model) if isinstance(model, (str, Path)) else model
     run = None
     try:
@@ -159,6 +171,91 @@ def run_reference(
         warnings.simplefilter("ignore", RuntimeWarning)
         return evaluator.run(None, inputs)
 
+
+
+# onnxruntime's CPU Div of int32/int64 divides with the processor's instruction, which traps on the
+# type's lowest value over -1 (x86 idiv: SIGFPE, the process dies; a zero divisor it refuses with an
+# error first). Measured with onnxruntime 1.32: int8/int16 and Mod do not trap.
+_TRAPPING_DIV_TYPES = (np.int32, np.int64)
+# ops whose output is non-negative where their data input is (a Shape's sizes carried along)
+_SIZE_CARRIERS = {"Gather", "Squeeze", "Unsqueeze", "Reshape", "Slice", "Identity", "Cast",
+                  "Concat", "ReduceProd", "Mul", "Max"}
+
+
+def trapping_division(model: str | os.PathLike | onnx.ModelProto,
+                      inputs: dict[str, np.ndarray]) -> str | None:
+    """Why running ``model`` on ``inputs`` in onnxruntime would kill the process: a main-graph
+    integer Div whose operands hold the lowest int32/int64 over -1 (see _TRAPPING_DIV_TYPES),
+    found by evaluating them in onnx.reference, whose NumPy division does not trap. None where no
+    Div can (its divisor a constant other than -1, or a size from Shape/Size), where none does,
+    or where onnx.reference cannot run the model. (Divs inside subgraph and function bodies are
+    not checked.)"""
+    from scatter_rewrite.model_io import load_proto
+
+    cheap = model if isinstance(model, onnx.ModelProto) else load_proto(Path(model))
+    risky = _divisions_that_may_trap(cheap.graph)
+    if not risky:
+        return None
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    from scatter_rewrite.evaluator.reference_ops import make_evaluator
+
+    names = [name for node in risky for name in node.input[:2]]
+    try:
+        with np.errstate(all="ignore"):
+            values = dict(zip(names, make_evaluator(proto).run(names, inputs)))
+    except Exception:  # (an op or type onnx.reference lacks: nothing to tell)
+        return None
+    for node in risky:
+        a, b = (np.asarray(values[name]) for name in node.input[:2])
+        if a.dtype.type not in _TRAPPING_DIV_TYPES or a.dtype != b.dtype:
+            continue
+        a, b = np.broadcast_arrays(a, b)
+        if ((a == np.iinfo(a.dtype).min) & (b == -1)).any():
+            return (f"its {a.dtype} Div '{node.name or node.output[0]}' would divide "
+                    f"{np.iinfo(a.dtype).min} by -1 on these inputs, which onnxruntime's CPU kernel "
+                    "does with a processor instruction that kills the process (SIGFPE)")
+    return None
+
+
+def may_trap(model: onnx.ModelProto) -> bool:
+    """Whether a main-graph Div of ``model`` may trap (:func:`trapping_division` then evaluates)."""
+    return bool(_divisions_that_may_trap(model.graph))
+
+
+def _divisions_that_may_trap(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The main graph's Div nodes whose divisor may be -1: not a constant, nor a size."""
+    from onnx import numpy_helper
+
+    constants = {i.name: i for i in graph.initializer}
+    producers = {}
+    for node in graph.node:
+        for name in node.output:
+            producers[name] = node
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = node.attribute[0].t
+
+    def constant(name: str) -> np.ndarray | None:
+        tensor = constants.get(name)
+        if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL:
+            return None
+        return numpy_helper.to_array(tensor)
+
+    def never_minus_one(name: str, depth: int = 0) -> bool:
+        value = constant(name)
+        if value is not None:
+            return not (value == -1).any() if depth == 0 else bool((value >= 0).all())
+        node = producers.get(name)
+        if node is None or node.domain not in ("", "ai.onnx") or depth > 8:
+            return False
+        if node.op_type in ("Shape", "Size"):
+            return True
+        data = node.input[:1] if node.op_type not in ("Concat", "Mul", "Max") else node.input
+        return (node.op_type in _SIZE_CARRIERS
+                and all(never_minus_one(i, depth + 1) for i in data if i))
+
+    return [node for node in graph.node
+            if node.op_type == "Div" and node.domain in ("", "ai.onnx")
+            and len(node.input) == 2 and not never_minus_one(node.input[1])]
 
 
 def first_line(e: BaseException, limit: int = 200) -> str:

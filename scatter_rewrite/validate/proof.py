@@ -113,6 +113,9 @@ def validate(
                 f"{e}; lower with --mode standard, or skip validation with --no-validate to write "
                 "it anyway"
             ) from e
+    except engines.WouldTrap as e:  # (never run: the model is judged in onnx.reference)
+        rewritten_ort, unrunnable, to_run_it = None, str(e), ""
+        ort_cannot_run_rewritten = unrunnable
     except Exception as e:
         rewritten_ort = None
         unrunnable, to_run_it = _why_onnxruntime_cannot_run(rewritten, e, ort_cannot_run_original)

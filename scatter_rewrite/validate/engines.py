@@ -193,7 +193,7 @@ def trapping_division(model: str | os.PathLike | onnx.ModelProto,
     from scatter_rewrite.model_io import load_proto
 
     cheap = model if isinstance(model, onnx.ModelProto) else load_proto(Path(model))
-    risky = _divisions_that_may_trap(cheap.graph)
+    risky = _divisions_that_may_trap(cheap)
     if not risky:
         return None
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
@@ -219,10 +219,28 @@ def trapping_division(model: str | os.PathLike | onnx.ModelProto,
 
 def may_trap(model: onnx.ModelProto) -> bool:
     """Whether a main-graph Div of ``model`` may trap (:func:`trapping_division` then evaluates)."""
-    return bool(_divisions_that_may_trap(model.graph))
+    return bool(_divisions_that_may_trap(model))
 
 
-def _divisions_that_may_trap(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+def _divisions_that_may_trap(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The main graph's int32/int64 Div nodes (or of a type not known) whose divisor may be -1:
+    not a constant, nor a size. Types are inferred only where such a Div is found (a float Div
+    normalizes every LayerNorm)."""
+    candidates = _divisions_by_non_constants(model.graph)
+    if not candidates:
+        return []
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # (judged without the types then)
+        return candidates
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in [*inferred.input, *inferred.value_info, *inferred.output]}
+    types.update({i.name: i.data_type for i in inferred.initializer})
+    trapping = {onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.UNDEFINED}
+    return [node for node in candidates if types.get(node.output[0], 0) in trapping]
+
+
+def _divisions_by_non_constants(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     """The main graph's Div nodes whose divisor may be -1: not a constant, nor a size."""
     from onnx import numpy_helper
 

@@ -283,7 +283,12 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
         if name not in found.options:
             raise OptionError(f"{name}= does not apply to target='{found.name}'",
                               parameters=(name, "target"))
-    return found.passes(**given)
+    if found.ops is None:
+        return found.passes(**given)
+    from scatter_rewrite.passes.op_support import OpSupportPass
+
+    # (last: what the target's passes wrote is held to its published op table too)
+    return [*found.passes(**given), OpSupportPass(found.name)]
 
 
 def repair_passes(assume: str | None = None) -> list:

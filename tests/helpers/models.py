@@ -9,7 +9,8 @@ by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
 - ``accumulate_model``: TorchScript's accumulating chain, zeros -> scatter -> Add.
 - ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write.
 
-and what a model holds: ``scatters_left``.
+and what a model holds: ``op_types``, ``scatter_nodes``, ``scatters_left``;
+``vi``, a value info by (name, element type, shape).
 """
 
 from __future__ import annotations
@@ -238,9 +239,19 @@ def tensor_scatter_model(mode: str = "linear", with_indices: bool = True, axis: 
     return oh.make_model(graph["graph"], opset_imports=imports, functions=functions)
 
 
+def op_types(model: onnx.ModelProto) -> list[str]:
+    """The op type of every node in the main graph, subgraphs and functions, in graph order."""
+    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
+
+
+def scatter_nodes(model: onnx.ModelProto) -> list[ir.Node]:
+    """Every scatter node (``SCATTER_OPS``, any domain) in the main graph, subgraphs and functions."""
+    return [n for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTER_OPS]
+
+
 def scatters_left(model: onnx.ModelProto) -> list[str]:
-    """Every scatter op of any domain in the main graph, subgraphs and functions."""
-    return [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTER_OPS]
+    """The op type of every scatter a model still holds (``scatter_nodes``)."""
+    return [n.op_type for n in scatter_nodes(model)]
 
 
 def scatter_reshaped_at_run_time() -> onnx.ModelProto:

@@ -20,18 +20,13 @@ from typer.testing import CliRunner
 import scatter_rewrite as sr
 from scatter_rewrite.cli import app
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
-from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.model_io import load_model
 from scatter_rewrite.passes.fold import FoldPass
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
 from tests.helpers.runs import ort_run
-from tests.helpers.models import scatters_left
+from tests.helpers.models import op_types, scatters_left
 
 RNG = np.random.default_rng(7)
-
-
-def op_types(model: onnx.ModelProto) -> list[str]:
-    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
 
 
 def fold(model: onnx.ModelProto, **kwargs):

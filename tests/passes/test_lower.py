@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,9 +14,8 @@ from onnx.reference import ReferenceEvaluator
 import scatter_rewrite as sr
 from tests.helpers.equivalence import assert_validation_accepts
 from tests.helpers.runs import BACKEND_CASES, expected_outputs, ort_run
-from tests.helpers.models import gnn_model
+from tests.helpers.models import gnn_model, op_types
 from scatter_rewrite.errors import ConversionError, OptionError
-from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.lower import LowerPass
 from scatter_rewrite.testing import scatter_model
 
@@ -31,10 +29,6 @@ DTYPES = {
 }
 # Values that make max/min hard: ties of -0.0/+0.0, NaN in data and updates, infinities.
 FLOAT_POOL = np.array([np.nan, -0.0, 0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, 1.0, -0.0])
-
-
-def op_types(model: onnx.ModelProto) -> list[str]:
-    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
 
 
 # ---- ONNX's own backend cases --------------------------------------------------------------

@@ -19,14 +19,8 @@ from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_violations
 from scatter_rewrite.verbs import tensorrt_passes
 from scatter_rewrite.testing import scatter_model
-from tests.helpers.models import tensor_scatter_model
+from tests.helpers.models import scatter_nodes, tensor_scatter_model
 from tests.helpers.runs import ort_run
-
-SCATTERS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
-
-
-def scatter_nodes(model: onnx.ModelProto) -> list[ir.Node]:
-    return [n for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTERS]
 
 
 def prepare(model, version, **kw):

@@ -6,7 +6,6 @@ import functools
 
 import numpy as np
 import onnx
-import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,19 +14,11 @@ from onnx import TensorProto
 from onnx.backend.test.case.node import collect_testcases
 
 import scatter_rewrite as sr
-from scatter_rewrite.graph import attr, iter_nodes
+from scatter_rewrite.graph import attr
 from scatter_rewrite.passes.to_scatternd import ToScatterNDPass
 from scatter_rewrite.testing import scatter_model
-from tests.helpers.models import scatter_reshaped_at_run_time
+from tests.helpers.models import op_types, scatter_nodes, scatter_reshaped_at_run_time
 from tests.helpers.runs import ort_run
-
-
-def op_types(model: onnx.ModelProto) -> list[str]:
-    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
-
-
-def scatter_nodes(model: onnx.ModelProto) -> list[ir.Node]:
-    return [n for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in ("ScatterElements", "ScatterND")]
 
 
 # onnxruntime on one thread: float sums in one order

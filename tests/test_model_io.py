@@ -22,24 +22,16 @@ import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite.model_io as model_io
 from tests.helpers.wrong_passes import NegateScatterOutputs, Unregistered
 from scatter_rewrite import testing
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.pipeline import VERBS, Verb, check_model, rewrite_file
 from scatter_rewrite.validate import run_onnxruntime
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
+from tests.helpers.cli import invoke
 
 def _tree(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (hidden ones and staging folders included): relative path -> sha256."""

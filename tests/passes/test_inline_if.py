@@ -22,14 +22,11 @@ from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.fold import ConstantChains
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.models import vi
 
 ort.set_default_logger_severity(3)
 TORCH_TRT = Path(__file__).parents[1] / "data" / "torch_trt"
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-
-
-def vi(name, elem, shape):
-    return oh.make_tensor_value_info(name, elem, shape)
 
 
 def inline(model: onnx.ModelProto, **kwargs) -> tuple[onnx.ModelProto, list[str]]:

@@ -32,6 +32,7 @@ from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.pipeline import VERBS, Verb, check_model, rewrite_file
 from scatter_rewrite.validate import run_onnxruntime
 from tests.helpers.cli import invoke
+from tests.helpers.models import vi
 
 def _tree(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (hidden ones and staging folders included): relative path -> sha256."""
@@ -584,15 +585,15 @@ def _constant_model(where: str, constant_bytes: int, with_initializer: bool = Fa
     cols = constant_bytes // (16 * 4)
     c = np.arange(16 * cols, dtype=np.float32).reshape(16, cols) * np.float32(0.5)
     constant = oh.make_node("Constant", [], ["c"], value=onnx.numpy_helper.from_array(c, "C"))
-    vi = lambda name, shape, t=TensorProto.FLOAT: oh.make_tensor_value_info(name, t, shape)  # noqa: E731
-    inputs = [vi("x", [16, cols]), vi("idx", [16, 2], TensorProto.INT64), vi("upd", [16, 2])]
+    F = TensorProto.FLOAT
+    inputs = [vi("x", F, [16, cols]), vi("idx", TensorProto.INT64, [16, 2]), vi("upd", F, [16, 2])]
     functions, opsets = [], [oh.make_opsetid("", 10)]
     if where == "main":
         nodes = [constant, oh.make_node("Add", ["x", "c"], ["a"])]
     elif where == "if":
-        then = oh.make_graph([constant, oh.make_node("Add", ["x", "c"], ["t"])], "then", [], [vi("t", [16, cols])])
-        other = oh.make_graph([oh.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", [16, cols])])
-        inputs.append(vi("cond", [], TensorProto.BOOL))
+        then = oh.make_graph([constant, oh.make_node("Add", ["x", "c"], ["t"])], "then", [], [vi("t", F, [16, cols])])
+        other = oh.make_graph([oh.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", F, [16, cols])])
+        inputs.append(vi("cond", TensorProto.BOOL, []))
         nodes = [oh.make_node("If", ["cond"], ["a"], then_branch=then, else_branch=other)]
     else:
         body = [constant, oh.make_node("Add", ["fx", "c"], ["fy"])]
@@ -604,7 +605,7 @@ def _constant_model(where: str, constant_bytes: int, with_initializer: bool = Fa
         initializers.append(onnx.numpy_helper.from_array(np.full((16, cols), 0.25, np.float32), "W"))
         nodes.append(oh.make_node("Add", ["a", "W"], ["aw"]))
     nodes.append(oh.make_node("Scatter", ["aw" if with_initializer else "a", "idx", "upd"], ["y"], axis=1))
-    graph = oh.make_graph(nodes, "constants", inputs, [vi("y", [16, cols])], initializers)
+    graph = oh.make_graph(nodes, "constants", inputs, [vi("y", F, [16, cols])], initializers)
     model = oh.make_model(graph, opset_imports=opsets, functions=functions)
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)

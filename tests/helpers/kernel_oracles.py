@@ -37,7 +37,7 @@ def one_node_model(op: str, inputs: list[np.ndarray], opset: int, **attrs) -> on
     return model
 
 
-def _feeds(model: onnx.ModelProto, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
+def _named_inputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
     return {vi.name: (a.astype(object) if a.dtype.kind in "US" else a)
             for vi, a in zip(model.graph.input, inputs)}
 
@@ -48,12 +48,12 @@ def run_ort(op: str, inputs: list[np.ndarray], opset: int = 18, **attrs) -> np.n
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, _feeds(model, inputs))[0]
+    return sess.run(None, _named_inputs(model, inputs))[0]
 
 
 def run_reference(op: str, inputs: list[np.ndarray], opset: int = 18, **attrs) -> np.ndarray:
     model = one_node_model(op, inputs, opset, **attrs)
-    return ReferenceEvaluator(model).run(None, _feeds(model, inputs))[0]
+    return ReferenceEvaluator(model).run(None, _named_inputs(model, inputs))[0]
 
 
 def _fold(reduction: str):

@@ -108,7 +108,6 @@ def gnn_model(reduction: str, *, nodes: int | str = "n", edges: int | str = "e",
     for a dynamic ``E``). outer_type: inputs and output of that type, cast to and from ``dtype``
     inside the graph.
     """
-    vi = oh.make_tensor_value_info
     io_type = outer_type or dtype
     x, out, body = "x", "y", []
     if outer_type is not None:
@@ -142,7 +141,6 @@ def gnn_sum(edges: int | str = "E", dtype: int = TensorProto.FLOAT, nodes: int =
     """ScatterElements add, data d[N, F], indices i[E, F], updates u[E, F], opset 18: a GNN's
     neighbour sum as one node."""
     node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
-    vi = oh.make_tensor_value_info
     inputs = [vi("d", dtype, [nodes, feats]), vi("i", TensorProto.INT64, [edges, feats]),
               vi("u", dtype, [edges, feats])]
     graph = oh.make_graph([node], "g", inputs, [vi("y", dtype, [nodes, feats])])
@@ -228,7 +226,6 @@ def tensor_scatter_model(mode: str = "linear", with_indices: bool = True, axis: 
                          cache_shape=(2, 3, 8, 4), update_shape=(2, 3, 2, 4)) -> onnx.ModelProto:
     """A TensorScatter (opset 24) KV-cache write ``present = TensorScatter(past, update[, write_indices])``
     named "kv", ``where`` ``scatter_rewrite.testing.wrap`` puts it."""
-    vi = oh.make_tensor_value_info
     inputs = [vi("past", TensorProto.FLOAT, list(cache_shape)), vi("update", TensorProto.FLOAT, list(update_shape))]
     if with_indices:
         inputs.append(vi("write_indices", TensorProto.INT64, [cache_shape[0]]))

@@ -80,7 +80,7 @@ def two_constants_model(opset: int, where: str = "main") -> onnx.ModelProto:
     return model
 
 
-def _feeds(model: onnx.ModelProto, seed: int = 0) -> list[dict[str, np.ndarray]]:
+def _inputs_per_branch(model: onnx.ModelProto, seed: int = 0) -> list[dict[str, np.ndarray]]:
     """Seeded inputs (each branch of an If on ``cond``)."""
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -100,7 +100,7 @@ def _feeds(model: onnx.ModelProto, seed: int = 0) -> list[dict[str, np.ndarray]]
 
 def assert_same_in_onnxruntime(original: onnx.ModelProto, rewritten: onnx.ModelProto) -> None:
     """Both models run in onnxruntime (default session options); every output bit for bit."""
-    for feeds in _feeds(original):
+    for feeds in _inputs_per_branch(original):
         expected, actual = ort_run(original, feeds), ort_run(rewritten, feeds)
         assert len(expected) == len(actual)
         for i, (e, a) in enumerate(zip(expected, actual)):

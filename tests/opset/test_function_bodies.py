@@ -71,7 +71,7 @@ def activation_model(op: str, opset: int, where: str = "main", dtype: int = F, r
     return model
 
 
-def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+def activation_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     dtype = onnx.helper.tensor_dtype_to_np_dtype(model.graph.input[0].type.tensor_type.elem_type)
     out = {"x": (rng.standard_normal((4, 6)) * 3).astype(dtype), "idx": rng.integers(-4, 4, (2, 6)),
@@ -104,7 +104,7 @@ def test_lowered_below_the_op_equals_the_original(op, opset, attrs, target):
     assert op not in ops_of(lowered) and "CastLike" not in ops_of(lowered)  # (CastLike exists from 15 only)
     onnx.checker.check_model(lowered, full_check=True)
     for seed in range(3):
-        inputs = feeds(model, seed)
+        inputs = activation_inputs(model, seed)
         np.testing.assert_allclose(ort_run(lowered, inputs)[0], ort_run(model, inputs)[0], rtol=1e-5, atol=1e-5)
     notes = [n for p in report.passes for n in p["notes"]]
     assert any(f"replaced by their ONNX function bodies: {op} x1" in n for n in notes), notes
@@ -117,7 +117,7 @@ def test_lowered_below_the_op_equals_the_original(op, opset, attrs, target):
 def test_celu_alpha_reaches_the_body():
     """Celu's body refers to its ``alpha``: the value written on the node, else Celu's default (1.0),
     not the default of the body op that reads it."""
-    inputs = feeds(activation_model("Celu", 18))
+    inputs = activation_inputs(activation_model("Celu", 18))
     results = {}
     for alpha in (None, 1.0, 2.5):
         model = activation_model("Celu", 18, **({} if alpha is None else {"alpha": alpha}))
@@ -133,7 +133,7 @@ def test_in_subgraphs_and_functions(where):
     lowered = sr.lower(model, opset=13)
     assert "Gelu" not in ops_of(lowered) and "Erf" in ops_of(lowered)
     assert all(i.version == 13 for f in lowered.functions for i in f.opset_import if i.domain == "")
-    inputs = feeds(model)
+    inputs = activation_inputs(model)
     np.testing.assert_allclose(ort_run(lowered, inputs)[0], ort_run(model, inputs)[0], rtol=1e-5, atol=1e-5)
 
 

@@ -98,7 +98,7 @@ class _Oracle(ReferenceEvaluator):
         super().__init__(*args, **kwargs)
 
 
-def _feeds(model: onnx.ModelProto, cond: bool = True) -> dict:
+def _declared_random_inputs(model: onnx.ModelProto, cond: bool = True) -> dict:
     feeds = {}
     for vi in model.graph.input:
         shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
@@ -126,7 +126,7 @@ def test_folds_everywhere(case, where):
     assert "data" not in [i.name for i in folded.graph.initializer]
     # Independent oracle: onnx.reference's own (Python-loop) scatter on the original.
     for cond in ([True, False] if where == "if" else [True]):
-        feeds = _feeds(model, cond)
+        feeds = _declared_random_inputs(model, cond)
         (got,) = ort_run(folded, feeds)
         (want,) = _Oracle(model).run(None, feeds)
         if arrays["data"].dtype == np.float16:  # reference sums in float16, we round once

@@ -32,7 +32,7 @@ from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.pipeline import VERBS, Verb, check_model, rewrite_file
 from scatter_rewrite.validate import run_onnxruntime
 from tests.helpers.cli import invoke
-from tests.helpers.models import vi
+from tests.helpers.models import vi, weight_bytes
 
 def _tree(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (hidden ones and staging folders included): relative path -> sha256."""
@@ -47,11 +47,6 @@ def _locations(path: Path) -> dict[str, str]:
     model = onnx.load(str(path), load_external_data=False)
     return {t.name: next(e.value for e in t.external_data if e.key == "location")
             for t in _get_all_tensors(model) if t.data_location == TensorProto.EXTERNAL}
-
-
-def _weights(path: Path) -> dict[str, bytes]:
-    model = onnx.load(str(path), load_external_data=True)
-    return {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in model.graph.initializer if t.name.startswith("W")}
 
 
 def _inputs(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
@@ -105,7 +100,7 @@ def _move_to_file(model_path: Path, moves: dict[str, str]) -> None:
 def test_in_place_reuses_the_inputs_data_file(tmp_path: Path, verb: str, data_name: str):
     source = _external_model(tmp_path / "m", data_name)
     pristine = shutil.copytree(source.parent, tmp_path / "pristine")
-    weights = _weights(source)
+    weights = weight_bytes(source)
     before = _tree(source.parent)
     assert sorted(before) == sorted(["model.onnx", data_name])
 
@@ -117,7 +112,7 @@ def test_in_place_reuses_the_inputs_data_file(tmp_path: Path, verb: str, data_na
     assert after["model.onnx"] != before["model.onnx"]
     locations = _locations(source)
     assert set(weights) <= set(locations) and set(locations.values()) == {data_name}
-    assert {k: v for k, v in _weights(source).items() if k in weights} == weights
+    assert {k: v for k, v in weight_bytes(source).items() if k in weights} == weights
     check_model(source)
     _assert_same_outputs(pristine / "model.onnx", source, _inputs(pristine / "model.onnx"))
     assert "no longer referenced" not in result.output
@@ -148,7 +143,7 @@ def test_in_place_with_several_data_files_writes_one_and_leaves_the_others(tmp_p
     _move_to_file(source, {"W2": "b.bin", "W3": "b.bin"})
     assert set(_locations(source).values()) == {"a.bin", "b.bin"}
     pristine = shutil.copytree(source.parent, tmp_path / "pristine")
-    weights = _weights(source)
+    weights = weight_bytes(source)
     before = _tree(source.parent)
 
     report = tmp_path / "report.json"
@@ -160,7 +155,7 @@ def test_in_place_with_several_data_files_writes_one_and_leaves_the_others(tmp_p
     assert sorted(after) == ["a.bin", "b.bin", "model.onnx", "model.onnx.data"]
     assert after["a.bin"] == before["a.bin"] and after["b.bin"] == before["b.bin"]  # left, untouched
     assert set(_locations(source).values()) == {"model.onnx.data"}
-    assert _weights(source) == weights
+    assert weight_bytes(source) == weights
     check_model(source)
     _assert_same_outputs(pristine / "model.onnx", source, _inputs(pristine / "model.onnx"))
     # The warning on stderr and the report's notes say what was left.

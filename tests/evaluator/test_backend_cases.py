@@ -18,7 +18,7 @@ KERNELS = {
 }
 
 
-def _cases():
+def _kernel_node_cases():
     from onnx.backend.test.case.node import collect_testcases
 
     with warnings.catch_warnings():
@@ -27,7 +27,7 @@ def _cases():
     return [c for c in cases if c.model.graph.node[0].op_type in KERNELS]
 
 
-CASES = _cases()
+CASES = _kernel_node_cases()
 
 
 def test_every_scatter_op_has_cases():

@@ -101,7 +101,7 @@ def _elements(n: int, unique: bool):
     return x, idx, torch.randn(n, 3)
 
 
-def _rows(n: int, unique: bool):
+def _row_scatter_args(n: int, unique: bool):
     k = 5
     i = torch.randperm(n)[:k] if unique else torch.randint(0, n, (k,))
     return torch.randn(n, F), i, torch.randn(k, F)
@@ -118,9 +118,9 @@ CASES = {
     "scatter_add": (ScatterAdd, lambda n: _elements(n, False), ["x", "idx", "src"]),
     "reduce_amax": (lambda: ScatterReduce("amax", True), lambda n: _elements(n, False), ["x", "idx", "src"]),
     "reduce_prod_noself": (lambda: ScatterReduce("prod", False), lambda n: _elements(n, False), ["x", "idx", "src"]),
-    "index_put_acc": (IndexPutAcc, lambda n: _rows(n, False), ["x", "i", "v"]),
-    "index_copy": (IndexCopy, lambda n: _rows(n, True), ["x", "i", "v"]),
-    "setitem": (SetItem, lambda n: _rows(n, True), ["x", "i", "v"]),
+    "index_put_acc": (IndexPutAcc, lambda n: _row_scatter_args(n, False), ["x", "i", "v"]),
+    "index_copy": (IndexCopy, lambda n: _row_scatter_args(n, True), ["x", "i", "v"]),
+    "setitem": (SetItem, lambda n: _row_scatter_args(n, True), ["x", "i", "v"]),
     "masked_scatter": (MaskedScatter, lambda n: (torch.randn(n, F), torch.rand(n, F) > 0.5, torch.randn(n, F)),
                        ["x", "m", "s"]),
     "gnn": (Gnn, _graph, ["x", "edge_index"]),
@@ -145,7 +145,7 @@ EXPORTS = [
 WRONG_EXPORTS = {"index_put_acc_ts11_dyn"}
 
 
-def _dynamo_shapes(case: str, names: list[str]):
+def _dynamo_dynamic_shapes(case: str, names: list[str]):
     from torch.export import Dim
 
     if case == "gnn":
@@ -185,7 +185,7 @@ def exported(tmp_path_factory) -> dict[str, tuple[Path, object, list[str]]]:
             else:
                 program = torch.onnx.export(module, args, path, dynamo=True, opset_version=opset, input_names=names,
                                             output_names=["y"], external_data=False,
-                                            dynamic_shapes=_dynamo_shapes(case, names) if dynamic else None)
+                                            dynamic_shapes=_dynamo_dynamic_shapes(case, names) if dynamic else None)
                 models[f"{name} program"] = (program, module, names)
         models[name] = (path, module, names)
     return models

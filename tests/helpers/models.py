@@ -9,7 +9,8 @@ by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
 - ``accumulate_model``: TorchScript's accumulating chain, zeros -> scatter -> Add.
 - ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write.
 
-and what a model holds: ``op_types``, ``scatter_nodes``, ``scatters_left``;
+and what a model holds: ``op_types``, ``scatter_nodes``, ``scatters_left``, ``model_opset``,
+``weight_bytes``;
 ``vi``, a value info by (name, element type, shape).
 """
 
@@ -234,6 +235,17 @@ def tensor_scatter_model(mode: str = "linear", with_indices: bool = True, axis: 
     functions = graph.pop("functions", [])
     imports = [oh.make_opsetid("", 24)] + ([oh.make_opsetid(LOCAL_DOMAIN, 1)] if functions else [])
     return oh.make_model(graph["graph"], opset_imports=imports, functions=functions)
+
+
+def model_opset(model: onnx.ModelProto) -> int:
+    """The model's default-domain opset (0 without one)."""
+    return max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [0])
+
+
+def weight_bytes(path) -> dict[str, bytes]:
+    """The bytes of every initializer named W*, read through onnx's own external-data loader."""
+    model = onnx.load(str(path), load_external_data=True)
+    return {t.name: numpy_helper.to_array(t).tobytes() for t in model.graph.initializer if t.name.startswith("W")}
 
 
 def op_types(model: onnx.ModelProto) -> list[str]:

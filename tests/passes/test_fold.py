@@ -66,7 +66,7 @@ def _legacy_scatter():
     return "Scatter", dict(data=data, indices=indices, updates=updates), {"axis": 0}, 10
 
 
-def _tensor_scatter():
+def _tensor_scatter_case():
     data = RNG.standard_normal((2, 5, 3)).astype(np.float32)
     updates = RNG.standard_normal((2, 2, 3)).astype(np.float32)
     indices = np.array([3, 0], np.int64)
@@ -74,7 +74,7 @@ def _tensor_scatter():
 
 
 CASES = {"elements_add_f16": _elements_add_f16, "elements_none_int32": _elements_none_int, "nd_max": _nd_max,
-         "legacy_scatter": _legacy_scatter, "tensor_scatter": _tensor_scatter}
+         "legacy_scatter": _legacy_scatter, "tensor_scatter": _tensor_scatter_case}
 
 
 class _ReferenceScatter(OpRun):
@@ -418,7 +418,7 @@ def test_cli_out_of_range_exits_1_and_writes_nothing(tmp_path):
 
 # ---- external data: unrelated weights stay external, unread, intact ----------------------------
 
-def _external_model(folder) -> np.ndarray:
+def _external_matmul_scatter_model(folder) -> np.ndarray:
     """y = MatMul(x, W) + scatter(data, idx, upd), each initializer in its own external file; returns W."""
     W = RNG.standard_normal((256, 256)).astype(np.float32)
     data = RNG.standard_normal((64, 256)).astype(np.float32)
@@ -440,7 +440,7 @@ def _external(tensor: onnx.TensorProto) -> dict:
 
 
 def test_external_weights_no_scatter_needs_are_never_read(tmp_path):
-    _external_model(tmp_path)
+    _external_matmul_scatter_model(tmp_path)
     model = load_model(tmp_path / "ext.onnx")
     os.remove(tmp_path / "W")  # reading W now would fail: folding must not touch it
     assert FoldPass()(model).modified
@@ -449,7 +449,7 @@ def test_external_weights_no_scatter_needs_are_never_read(tmp_path):
 
 
 def test_external_data_model_folds_and_keeps_weights_external(tmp_path):
-    W_before = _external_model(tmp_path)
+    W_before = _external_matmul_scatter_model(tmp_path)
     result = runner.invoke(app, ["fold", str(tmp_path / "ext.onnx"), "-o", str(tmp_path / "out" / "f.onnx")])
     assert result.exit_code == 0, result.output
     folded = onnx.load(tmp_path / "out" / "f.onnx", load_external_data=False)
@@ -487,7 +487,7 @@ def test_a_model_with_external_data_keeps_it_when_the_fold_consumed_every_extern
 
 # ---- big inline weights: mapped from the model file on load, streamed on save (_protowire) -----
 
-def _big_inline_model(path) -> dict[str, np.ndarray]:
+def _big_inline_weights_model(path) -> dict[str, np.ndarray]:
     """~4 MiB inline: the scatter's data (2 MiB), an unrelated weight W (1 MiB, raw_data) and an
     unrelated float_data weight F (1 MiB, typed field: parsed as usual, never mapped)."""
     arrays = {"data": RNG.standard_normal((512, 1024)).astype(np.float32),
@@ -510,7 +510,7 @@ def _big_inline_model(path) -> dict[str, np.ndarray]:
 def test_big_inline_weights_are_mapped_not_parsed(tmp_path):
     from scatter_rewrite._protowire import is_self_mapped
 
-    _big_inline_model(tmp_path / "big.onnx")
+    _big_inline_weights_model(tmp_path / "big.onnx")
     model = load_model(tmp_path / "big.onnx")
     consts = {name: v.const_value for name, v in model.graph.initializers.items()}
     assert is_self_mapped(consts["data"]) and is_self_mapped(consts["W"])
@@ -520,7 +520,7 @@ def test_big_inline_weights_are_mapped_not_parsed(tmp_path):
 @pytest.mark.parametrize("in_place", [False, True])
 def test_big_inline_model_folds_and_stays_inline(tmp_path, in_place):
     path = tmp_path / "big.onnx"
-    arrays = _big_inline_model(path)
+    arrays = _big_inline_weights_model(path)
     x = RNG.standard_normal((512, 256)).astype(np.float32)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     args = ["fold", str(path)] + (["--in-place"] if in_place else ["-o", str(tmp_path / "out.onnx")])

@@ -326,7 +326,7 @@ def loop_model() -> onnx.ModelProto:
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 16)])
 
 
-def function_model() -> onnx.ModelProto:
+def wrapper_in_function_model() -> onnx.ModelProto:
     """The wrapper inside a model-local function: ranks are known only at the call site."""
     function = oh.make_function("local", "ScatterMax", ["x", "idx", "src"], ["y"],
                                 torchscript_wrapper("x", "idx", "src", "y", "f_"),
@@ -341,7 +341,7 @@ def function_model() -> onnx.ModelProto:
 @pytest.mark.parametrize("opset", [11, 13, 16, 17])
 @pytest.mark.parametrize("where", ["main graph", "Loop body", "function"])
 def test_lower_inlines_the_wrapper(where, opset):
-    model = {"main graph": wrapper_model, "Loop body": loop_model, "function": function_model}[where]()
+    model = {"main graph": wrapper_model, "Loop body": loop_model, "function": wrapper_in_function_model}[where]()
     feeds = wrapper_feeds(seed=opset) | {"trips": np.array(3, np.int64)}
     lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)

@@ -59,7 +59,7 @@ def test_backend_case_lowered(case, opset):
 # ---- differential: original vs lowered in onnxruntime ----------------------------------------
 
 
-def _values(rng, shape, dtype, reduction):
+def _lowering_values(rng, shape, dtype, reduction):
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         if reduction in ("max", "min"):
@@ -108,7 +108,7 @@ def _symbolic(shape, prefix):
     return [f"{prefix}{i}" for i in range(len(shape))]
 
 
-def _check(op, model, feeds, attrs, opset, reduction, dtype):
+def _check_lowered(op, model, feeds, attrs, opset, reduction, dtype):
     lowered = sr.lower(model, opset=opset)
     onnx.checker.check_model(lowered, full_check=True)
     ops = op_types(lowered)
@@ -132,11 +132,11 @@ def test_scatter_elements_differential(case, dtype, reduction, opset, dynamic, i
     )
     bound = data_shape[axis]
     feeds = {
-        "data": _values(rng, data_shape, DTYPES[dtype], reduction),
+        "data": _lowering_values(rng, data_shape, DTYPES[dtype], reduction),
         "indices": rng.integers(-bound, bound, size=idx_shape).astype(DTYPES[index_type]),
-        "updates": _values(rng, idx_shape, DTYPES[dtype], reduction),
+        "updates": _lowering_values(rng, idx_shape, DTYPES[dtype], reduction),
     }
-    _check("ScatterElements", model, feeds, {"axis": axis, "reduction": reduction}, opset, reduction, dtype)
+    _check_lowered("ScatterElements", model, feeds, {"axis": axis, "reduction": reduction}, opset, reduction, dtype)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -154,11 +154,11 @@ def test_scatter_nd_differential(case, dtype, reduction, opset, dynamic, index_t
     bounds = np.array(data_shape[:k])
     indices = rng.integers(-bounds, bounds, size=idx_shape).astype(DTYPES[index_type])
     feeds = {
-        "data": _values(rng, data_shape, DTYPES[dtype], reduction),
+        "data": _lowering_values(rng, data_shape, DTYPES[dtype], reduction),
         "indices": indices,
-        "updates": _values(rng, upd_shape, DTYPES[dtype], reduction),
+        "updates": _lowering_values(rng, upd_shape, DTYPES[dtype], reduction),
     }
-    _check("ScatterND", model, feeds, {"reduction": reduction}, opset, reduction, dtype)
+    _check_lowered("ScatterND", model, feeds, {"reduction": reduction}, opset, reduction, dtype)
 
 
 def test_nan_rules_match_onnxruntime_exactly():

@@ -21,7 +21,7 @@ from tests.helpers.models import tensor_scatter_model
 ort.set_default_logger_severity(3)
 
 
-def nodes(model: onnx.ModelProto) -> list[tuple[str, str]]:
+def domain_ops(model: onnx.ModelProto) -> list[tuple[str, str]]:
     return [(n.domain, n.op_type) for n, _ in iter_nodes(ir.serde.deserialize_model(model))]
 
 
@@ -40,7 +40,7 @@ def test_custom_mode_runs_in_onnxruntime(op, dtype, where):
     model = scatter_model(op, opset=18, where=where, reduction="max", data_type=dtype, **_kw(op))
     lowered, outcome = sr.lower(model, opset=13, mode="custom", validate=True, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)
-    found = nodes(lowered)
+    found = domain_ops(lowered)
     assert found.count(("ai.onnx.contrib", op)) == (2 if where == "if" else 1)
     assert ("", op) not in found
     assert {o.domain: o.version for o in lowered.opset_import}["ai.onnx.contrib"] == 1
@@ -49,7 +49,7 @@ def test_custom_mode_runs_in_onnxruntime(op, dtype, where):
 
 def test_custom_mode_keeps_what_the_target_has_and_attributes():
     model = scatter_model("ScatterElements", opset=18, reduction="add", axis=1, data_shape=(4, 5), indices_shape=(4, 3))
-    assert nodes(sr.lower(model, opset=16, mode="custom")) == [("", "ScatterElements")]
+    assert domain_ops(sr.lower(model, opset=16, mode="custom")) == [("", "ScatterElements")]
     lowered = sr.lower(model, opset=13, mode="custom")
     (node,) = lowered.graph.node
     assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute} == {"axis": 1, "reduction": b"add"}
@@ -74,13 +74,13 @@ def test_tensorrt_plugin_form_falls_back_for_types_the_plugin_lacks():
 
     model = scatter_model("ScatterElements", opset=18, reduction="max", data_type=TensorProto.DOUBLE)
     lowered, outcome = sr.lower(model, opset=13, mode="tensorrt-plugin", validate=True, return_report=True)
-    assert all(d == "" for d, _ in nodes(lowered)) and ("", "TopK") not in nodes(lowered)
+    assert all(d == "" for d, _ in domain_ops(lowered)) and ("", "TopK") not in domain_ops(lowered)
     assert "sorting network" in outcome.passes[0]["rewritten"][0]["detail"]
     assert tensorrt_violations(ir.serde.deserialize_model(lowered).graph, "8.6") == []
     dynamic = scatter_model("ScatterElements", opset=18, reduction="max", data_type=TensorProto.DOUBLE,
                             indices_shape=("n", 5))
     lowered, outcome = sr.lower(dynamic, opset=13, mode="tensorrt-plugin", validate=True, return_report=True)
-    assert ("", "TopK") in nodes(lowered)
+    assert ("", "TopK") in domain_ops(lowered)
     assert "TensorRT's parser rejects" in outcome.passes[0]["rewritten"][0]["detail"]
 
 
@@ -94,7 +94,7 @@ def test_tensor_scatter_lowered(mode, with_indices, opset):
     model = tensor_scatter_model(mode, with_indices, cache_shape=(2, 3, 6, 4), update_shape=(2, 3, 4, 4))
     lowered, outcome = sr.lower(model, opset=opset, validate=True, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)
-    assert ("", "TensorScatter") not in nodes(lowered) and ("", "ScatterElements") in nodes(lowered)
+    assert ("", "TensorScatter") not in domain_ops(lowered) and ("", "ScatterElements") in domain_ops(lowered)
     assert {o.version for o in lowered.opset_import if o.domain == ""} == {opset}
     assert outcome.validation["max_abs_diff"] == 0.0
 
@@ -115,7 +115,7 @@ def test_tensor_scatter_in_containers(where):
     model = tensor_scatter_model("linear", True, where=where, cache_shape=(2, 3, 6, 4), update_shape=(2, 3, 4, 4))
     lowered, outcome = sr.lower(model, opset=13, validate=True, return_report=True)
     assert len(outcome.passes[0]["rewritten"]) == (2 if where == "if" else 1)
-    assert ("", "TensorScatter") not in nodes(lowered)
+    assert ("", "TensorScatter") not in domain_ops(lowered)
 
 
 # ---- CLI -------------------------------------------------------------------------------------

@@ -232,7 +232,7 @@ def test_names_do_not_clash():
 # ---- hypothesis: original vs rewritten in onnxruntime ----------------------------------------
 
 @st.composite
-def scatter_cases(draw):
+def scatter_configs(draw):
     rank = draw(st.integers(1, 5))
     data_shape = draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank))
     axis = draw(st.integers(-rank, rank - 1))
@@ -247,7 +247,7 @@ def scatter_cases(draw):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scatter_cases())
+@given(scatter_configs())
 def test_differential(case):
     rank, data_shape, indices_shape, axis, reduction, dynamic, indices_type, seed = case
     rng = np.random.default_rng(seed)

@@ -18,6 +18,7 @@ from tests.helpers.models import gnn_model, op_types
 from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.passes.lower import LowerPass
 from scatter_rewrite.testing import scatter_model
+from tests.helpers.shapes import elements_shapes, nd_shapes
 
 ort.set_default_logger_severity(3)
 
@@ -75,25 +76,6 @@ def _lowering_values(rng, shape, dtype, reduction):
     return rng.integers(max(info.min, -4), min(info.max, 4), size=shape, endpoint=True, dtype=dtype)
 
 
-@st.composite
-def elements_case(draw):
-    rank = draw(st.integers(1, 3))
-    data_shape = [draw(st.integers(1, 4)) for _ in range(rank)]
-    axis = draw(st.integers(-rank, rank - 1))
-    idx_shape = [draw(st.integers(1, d)) for d in data_shape]
-    idx_shape[axis] = draw(st.integers(1, 7))
-    return data_shape, idx_shape, axis
-
-
-@st.composite
-def nd_case(draw):
-    rank = draw(st.integers(1, 3))
-    data_shape = [draw(st.integers(1, 4)) for _ in range(rank)]
-    k = draw(st.integers(1, rank))
-    batch = [draw(st.integers(1, 6)) for _ in range(draw(st.integers(1, 2)))]
-    return data_shape, batch + [k], batch + data_shape[k:]
-
-
 common = dict(
     dtype=st.sampled_from(sorted(DTYPES)),
     reduction=st.sampled_from(["add", "mul", "max", "min"]),
@@ -121,7 +103,7 @@ def _check_lowered(op, model, feeds, attrs, opset, reduction, dtype):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=elements_case(), **common)
+@given(case=elements_shapes(max_rank=3, max_along_axis=7), **common)
 def test_scatter_elements_differential(case, dtype, reduction, opset, dynamic, index_type, seed):
     data_shape, idx_shape, axis = case
     rng = np.random.default_rng(seed)
@@ -140,7 +122,7 @@ def test_scatter_elements_differential(case, dtype, reduction, opset, dynamic, i
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=nd_case(), **{**common, "index_type": st.just(TensorProto.INT64)})  # ScatterND: int64 only
+@given(case=nd_shapes(max_rank=3), **{**common, "index_type": st.just(TensorProto.INT64)})  # ScatterND: int64 only
 def test_scatter_nd_differential(case, dtype, reduction, opset, dynamic, index_type, seed):
     data_shape, idx_shape, upd_shape = case
     rng = np.random.default_rng(seed)

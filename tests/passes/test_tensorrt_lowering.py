@@ -31,6 +31,7 @@ from scatter_rewrite.passes.lowering import network_reduce as net
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.tensorrt import tensorrt_violations
 from scatter_rewrite.testing import scatter_model
+from tests.helpers.shapes import elements_shapes, nd_shapes
 
 ort.set_default_logger_severity(3)
 
@@ -165,18 +166,9 @@ common = dict(
 )
 
 
-@st.composite
-def elements_case(draw):
-    """(data shape, indices shape, axis): ranks 1-4, every axis (negative too), indices no larger than
-    data off the axis and up to 9 along it (more updates than rows: duplicates)."""
-    data_shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
-    axis = draw(st.integers(-len(data_shape), len(data_shape) - 1))
-    idx_shape = [draw(st.integers(1, 9 if d == axis % len(data_shape) else size)) for d, size in enumerate(data_shape)]
-    return data_shape, idx_shape, axis
-
-
 @settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=elements_case(), index_type=st.sampled_from([TensorProto.INT64, TensorProto.INT32]), **common)
+@given(case=elements_shapes(max_rank=4, max_along_axis=9),
+       index_type=st.sampled_from([TensorProto.INT64, TensorProto.INT32]), **common)
 def test_scatter_elements_differential(case, index_type, dtype, reduction, opset, spread, seed):
     data_shape, idx_shape, axis = case
     rng = np.random.default_rng(seed)
@@ -189,17 +181,8 @@ def test_scatter_elements_differential(case, index_type, dtype, reduction, opset
     run_case("ScatterElements", model, feeds, {"axis": axis, "reduction": reduction}, dtype, opset)
 
 
-@st.composite
-def nd_case(draw):
-    """(data shape, indices shape, updates shape): ranks 1-4, index tuples of 1..rank, 1-2 batch dims."""
-    data_shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
-    k = draw(st.integers(1, len(data_shape)))
-    batch = draw(st.lists(st.integers(1, 6), min_size=1, max_size=2))
-    return data_shape, [*batch, k], batch + data_shape[k:]
-
-
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=nd_case(), **common)
+@given(case=nd_shapes(max_rank=4), **common)
 def test_scatter_nd_differential(case, dtype, reduction, opset, spread, seed):
     data_shape, idx_shape, upd_shape = case
     rng = np.random.default_rng(seed)

@@ -16,7 +16,7 @@ from scatter_rewrite.readiness import check, parse_target
 from scatter_rewrite.cli import app
 from scatter_rewrite.testing import scatter_model
 
-from tests.helpers.models import function_model, tensor_scatter_model
+from tests.helpers.models import function_model, scatter_nd_model, tensor_scatter_model
 
 runner = CliRunner()
 
@@ -29,10 +29,6 @@ def blockers(model: onnx.ModelProto, target: str) -> list[str]:
     return [b for f in findings(model, target) for b in f.blockers]
 
 
-def nd(opset=18, **kw):
-    return scatter_model("ScatterND", opset=opset, data_shape=(4, 5), indices_shape=(2, 1), updates_shape=(2, 5), **kw)
-
-
 # (model, target, a phrase of the blocker, the fix command or None)
 BLOCKERS = {
     "opset above 8.6's parser": (lambda: scatter_model("ScatterElements", opset=18), "tensorrt-8.6",
@@ -40,11 +36,11 @@ BLOCKERS = {
                                  "scatter-rewrite tensorrt --trt-version 8.6"),
     "deprecated Scatter": (lambda: scatter_model("Scatter", opset=10), "tensorrt-10", "deprecated Scatter",
                            "scatter-rewrite upgrade"),
-    "ScatterND none attr on 10": (lambda: nd(reduction="none"), "tensorrt-10", 'explicit reduction="none"',
+    "ScatterND none attr on 10": (lambda: scatter_nd_model("none"), "tensorrt-10", 'explicit reduction="none"',
                                   "scatter-rewrite tensorrt --trt-version 10"),
-    "ScatterND add on 10": (lambda: nd(reduction="add"), "tensorrt-10", "ScatterND reduction=add",
+    "ScatterND add on 10": (lambda: scatter_nd_model("add"), "tensorrt-10", "ScatterND reduction=add",
                             "scatter-rewrite tensorrt --trt-version 10"),
-    "ScatterND max on 8.6": (lambda: nd(reduction="max"), "tensorrt-8.6", "8.6 silently ignores",
+    "ScatterND max on 8.6": (lambda: scatter_nd_model("max"), "tensorrt-8.6", "8.6 silently ignores",
                              "scatter-rewrite tensorrt --trt-version 8.6"),
     "reduction on 8.6": (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "tensorrt-8.6",
                          "silently ignored by TensorRT 8.6", "scatter-rewrite tensorrt --trt-version 8.6"),
@@ -88,7 +84,7 @@ BLOCKERS = {
                                  "exists from opset 11 only", None),
     "add below 16": (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "opset-13",
                      "reduction=add exists from opset 16", "scatter-rewrite lower --opset 13"),
-    "max below 18": (lambda: nd(reduction="max"), "opset-17", "reduction=max exists from opset 18",
+    "max below 18": (lambda: scatter_nd_model("max"), "opset-17", "reduction=max exists from opset 18",
                      "scatter-rewrite lower --opset 17"),
     "TensorScatter below 24": (tensor_scatter_model, "opset-20", "TensorScatter exists from opset 24",
                                "scatter-rewrite lower --opset 20"),
@@ -111,8 +107,8 @@ def test_finds_each_blocker(name):
     (lambda: scatter_model("ScatterElements", opset=18), "tensorrt-10"),
     (lambda: scatter_model("ScatterElements", opset=17), "tensorrt-8.6"),
     (lambda: scatter_model("ScatterElements", opset=18, reduction="max"), "tensorrt-10"),
-    (lambda: nd(reduction="none", opset=17), "tensorrt-8.6"),  # 8.6 never reads the attribute
-    (lambda: nd(reduction="none"), "opset-18"),
+    (lambda: scatter_nd_model("none", opset=17), "tensorrt-8.6"),  # 8.6 never reads the attribute
+    (lambda: scatter_nd_model("none"), "opset-18"),
     (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "opset-16"),
     (lambda: scatter_model("Scatter", opset=10), "opset-10"),
 ])
@@ -186,7 +182,7 @@ def test_clean_after_lower_and_upgrade():
 
 def test_cli_table_and_exit_codes(tmp_path):
     blocked, clean = tmp_path / "blocked.onnx", tmp_path / "clean.onnx"
-    onnx.save(nd(reduction="none"), blocked)
+    onnx.save(scatter_nd_model("none"), blocked)
     onnx.save(scatter_model("ScatterElements", opset=17), clean)
     result = runner.invoke(app, ["check", str(blocked)], terminal_width=100)
     assert result.exit_code == 1, result.output
@@ -312,9 +308,9 @@ def test_the_table_says_none_for_a_default_reduction_and_marks_a_written_one():
     from scatter_rewrite.cli import _reduction_cell
 
     cells = {name: _reduction_cell(findings(make(), "tensorrt-10")[0]) for name, make in {
-        "default": lambda: nd(),
-        "written": lambda: nd(reduction="none"),
-        "add": lambda: nd(reduction="add"),
+        "default": lambda: scatter_nd_model(),
+        "written": lambda: scatter_nd_model("none"),
+        "add": lambda: scatter_nd_model("add"),
         "scatter": lambda: scatter_model("Scatter", opset=10)}.items()}
     assert cells == {"default": "none", "written": "none (written)", "add": "add", "scatter": "-"}
 

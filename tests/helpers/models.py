@@ -7,7 +7,8 @@ by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
   (``axis = @ax``, ``reduction = @red``): known only at the call site; ``function_called_at_two_ranks``:
   a function whose input rank is unknown inside it.
 - ``accumulate_model``: TorchScript's accumulating chain, zeros -> scatter -> Add.
-- ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write.
+- ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write; ``scatter_nd_model``: one
+  ScatterND, by default on [4, 5, 3] data.
 
 and what a model holds: ``op_types``, ``scatter_nodes``, ``scatters_left``, ``model_opset``,
 ``weight_bytes``;
@@ -23,7 +24,7 @@ import onnx_ir as ir
 from onnx import TensorProto, numpy_helper
 
 from scatter_rewrite.graph import SCATTER_OPS, iter_nodes
-from scatter_rewrite.testing import LOCAL_DOMAIN, wrap
+from scatter_rewrite.testing import LOCAL_DOMAIN, scatter_model, wrap
 
 
 def make_model(nodes, inputs, outputs, opset=18, functions=()):
@@ -256,6 +257,16 @@ def op_types(model: onnx.ModelProto) -> list[str]:
 def scatter_nodes(model: onnx.ModelProto) -> list[ir.Node]:
     """Every scatter node (``SCATTER_OPS``, any domain) in the main graph, subgraphs and functions."""
     return [n for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTER_OPS]
+
+
+def scatter_nd_model(reduction: str | None = None, *, data_shape=(4, 5, 3), indices_shape=(6, 2),
+                     updates_shape=(6, 3), **kw) -> onnx.ModelProto:
+    """``scatter_rewrite.testing.scatter_model``'s ScatterND (its keywords: ``opset``, ``data_type``,
+    ``where``, ...), on [4, 5, 3] data unless told; a ``reduction`` attribute only when given (so
+    ``"none"`` is written)."""
+    extra = {} if reduction is None else {"reduction": reduction}
+    return scatter_model("ScatterND", data_shape=data_shape, indices_shape=indices_shape,
+                         updates_shape=updates_shape, **kw, **extra)
 
 
 def scatters_left(model: onnx.ModelProto) -> list[str]:

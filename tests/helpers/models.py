@@ -163,15 +163,15 @@ def _renamed(node: onnx.NodeProto, branch: str) -> onnx.NodeProto:
 
 
 def accumulate_model(op: str = "ScatterElements", *, zeros: str = "constant", consumer: str = "Add",
-                     reduction: str | None = None, where: str = "main") -> onnx.ModelProto:
+                     reduction: str | None = None, where: str = "main", opset: int | None = None) -> onnx.ModelProto:
     """x + scatter(zeros, indices, updates), as TorchScript exports scatter_add/index_add/index_put_.
 
     zeros: "constant", "constant_of_shape" (ConstantOfShape without value: zeros), "cast" (a Cast
     of a zero Constant), "initializer", "input_initializer" (an initializer a graph input overrides:
     not constant), "nonzero" (a Constant of ones). consumer: the op the scatter's result goes to.
-    where: "main", "if" (both branches), "function".
+    where: "main", "if" (both branches), "function". opset: 9 for Scatter, 18 otherwise, unless given.
     """
-    opset = 9 if op == "Scatter" else 18
+    opset = opset or (9 if op == "Scatter" else 18)
     shape = [4, 5]
     nodes, inits, extra_inputs = [], [], []
     zero_array = np.zeros(shape, np.float32)

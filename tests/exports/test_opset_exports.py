@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from typer.testing import CliRunner
 
-from scatter_rewrite.cli import app
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.cli import invoke
 
 DATA = Path(__file__).parents[1] / "data" / "torch"
 EXPORTS = [
@@ -36,9 +35,7 @@ COMMANDS = {
 def test_dynamo_export_moved_down_gives_pytorchs_outputs(tmp_path, name, command):
     args, opset = COMMANDS[command]
     out = tmp_path / f"{name}.onnx"
-    result = CliRunner().invoke(
-        app, [args[0], str(DATA / f"{name}.onnx"), *args[1:], "-o", str(out)]
-    )
+    result = invoke(args[0], DATA / f"{name}.onnx", *args[1:], "-o", out)
     if (name, command) == ("mp_layer_dynamo18_dynamic", "tensorrt-8.6"):
         # its reduction has a dynamic number of updates: 8.6 would ignore it, and it cannot be lowered
         assert result.exit_code == 1 and not out.exists(), result.output

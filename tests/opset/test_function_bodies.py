@@ -18,15 +18,13 @@ import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, since_version
 from tests.helpers.runs import ort_run
+from tests.helpers.cli import invoke
 
-runner = CliRunner()
 F = TensorProto.FLOAT
 
 
@@ -172,7 +170,7 @@ def test_tensorrt_86_caps_a_gelu_export_at_17(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     out, report = tmp_path / "out.onnx", tmp_path / "r.json"
-    result = runner.invoke(app, ["tensorrt", str(path), "--trt-version", "8.6", "-o", str(out), "--report", str(report)])
+    result = invoke("tensorrt", path, "--trt-version", "8.6", "-o", out, "--report", report)
     assert result.exit_code == 0, result.output
     written = onnx.load(out)
     assert written.opset_import[0].version == 17 and "Gelu" not in ops_of(written)

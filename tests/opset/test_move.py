@@ -17,6 +17,7 @@ from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, fits_schema
 from scatter_rewrite.validate import run_onnxruntime
 from tests.helpers.runs import validation_ort_run
+from tests.helpers.cli import invoke
 
 
 def one_node(op, inputs, attrs=None, opset=18, dtype=TensorProto.FLOAT, shapes=None, initializers=(), out_dtype=None,
@@ -275,13 +276,9 @@ def test_a_node_after_a_shape_op_reading_an_initializer_moves_validated(make, ta
 
 
 def test_the_gnn_model_lowers_to_11_through_the_cli(tmp_path):
-    from typer.testing import CliRunner
-
-    from scatter_rewrite.cli import app
-
     path, out = tmp_path / "gnn.onnx", tmp_path / "gnn.l11.onnx"
     onnx.save(_dynamo_gnn_model(), path)
-    result = CliRunner().invoke(app, ["lower", str(path), "--opset", "11", "-o", str(out)])
+    result = invoke("lower", path, "--opset", "11", "-o", out)
     assert result.exit_code == 0, result.output
     assert "PASSED" in result.stdout and onnx.load(out).opset_import[0].version == 11
 

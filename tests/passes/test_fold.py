@@ -15,16 +15,15 @@ from onnx import numpy_helper as nh
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_scatter_elements import scatter_elements as reference_scatter_elements
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
 from scatter_rewrite.model_io import load_model
 from scatter_rewrite.passes.fold import FoldPass
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
 from tests.helpers.runs import ort_run
 from tests.helpers.models import op_types, scatters_left
+from tests.helpers.cli import invoke
 
 RNG = np.random.default_rng(7)
 
@@ -334,7 +333,7 @@ def test_the_types_the_schema_takes_still_fold():
 def test_cli_fold_of_a_forbidden_type_exits_1_and_writes_nothing(tmp_path):
     path = tmp_path / "bad.onnx"
     onnx.save(_forbidden_type_model("ScatterND int32 indices"), path)
-    result = runner.invoke(app, ["fold", str(path)])
+    result = invoke("fold", path)
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scatter-rewrite: error:"), result.stderr
@@ -383,14 +382,11 @@ def test_ir_model_in_place_keeps_output_names():
 
 # ---- the CLI -----------------------------------------------------------------------------------
 
-runner = CliRunner()
-
-
 def test_cli_fold_end_to_end(tmp_path):
     op, arrays, attrs, opset = _elements_add_f16()
     path = tmp_path / "m.onnx"
     onnx.save(constant_scatter_model(op, where="if", **arrays, **attrs), path)
-    result = runner.invoke(app, ["fold", str(path), "-o", str(tmp_path / "out.onnx")])
+    result = invoke("fold", path, "-o", tmp_path / "out.onnx")
     assert result.exit_code == 0, result.output
     assert "fold: 2 rewritten, 0 left alone" in result.stdout
     assert "validation: onnx.reference" in result.stdout  # ORT cannot run the float16 add original
@@ -399,7 +395,7 @@ def test_cli_fold_end_to_end(tmp_path):
     assert scatters_left(out) == []
     ort_run(out, {"x": np.zeros((4, 6), np.float16), "cond": np.array(False)})
 
-    limited = runner.invoke(app, ["fold", str(path), "-o", str(tmp_path / "lim.onnx"), "--size-limit", "8"])
+    limited = invoke("fold", path, "-o", tmp_path / "lim.onnx", "--size-limit", "8")
     assert limited.exit_code == 0, limited.output
     assert "fold: 0 rewritten, 2 left alone" in limited.stdout and "size limit of 8 bytes" in limited.stdout
 
@@ -408,7 +404,7 @@ def test_cli_out_of_range_exits_1_and_writes_nothing(tmp_path):
     path = tmp_path / "bad.onnx"
     onnx.save(constant_scatter_model("ScatterND", data=np.zeros((3, 2), np.float32), indices=np.array([[3]], np.int64),
                                      updates=np.ones((1, 2), np.float32)), path)
-    result = runner.invoke(app, ["fold", str(path)])
+    result = invoke("fold", path)
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scatter-rewrite: error:") and "out of range" in lines[0]
@@ -450,7 +446,7 @@ def test_external_weights_no_scatter_needs_are_never_read(tmp_path):
 
 def test_external_data_model_folds_and_keeps_weights_external(tmp_path):
     W_before = _external_matmul_scatter_model(tmp_path)
-    result = runner.invoke(app, ["fold", str(tmp_path / "ext.onnx"), "-o", str(tmp_path / "out" / "f.onnx")])
+    result = invoke("fold", tmp_path / "ext.onnx", "-o", tmp_path / "out" / "f.onnx")
     assert result.exit_code == 0, result.output
     folded = onnx.load(tmp_path / "out" / "f.onnx", load_external_data=False)
     inits = {t.name: t for t in folded.graph.initializer}
@@ -475,7 +471,7 @@ def test_a_model_with_external_data_keeps_it_when_the_fold_consumed_every_extern
                            nh.from_array(np.ones((64, 8), np.float32), "upd")])
     onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), tmp_path / "m.onnx",
               save_as_external_data=True, location="m.bin", size_threshold=1024)
-    result = runner.invoke(app, ["fold", str(tmp_path / "m.onnx")])
+    result = invoke("fold", tmp_path / "m.onnx")
     assert result.exit_code == 0, result.output
     folded = onnx.load(tmp_path / "m.folded.onnx", load_external_data=False)
     (y,) = folded.graph.initializer
@@ -524,7 +520,7 @@ def test_big_inline_model_folds_and_stays_inline(tmp_path, in_place):
     x = RNG.standard_normal((512, 256)).astype(np.float32)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     args = ["fold", str(path)] + (["--in-place"] if in_place else ["-o", str(tmp_path / "out.onnx")])
-    result = runner.invoke(app, args)
+    result = invoke(*args)
     assert result.exit_code == 0, result.output
     out = path if in_place else tmp_path / "out.onnx"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"big.onnx", out.name})  # no .data file

@@ -9,14 +9,13 @@ import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate import run_onnxruntime
 from tests.helpers.models import tensor_scatter_model
+from tests.helpers.cli import invoke
 
 ort.set_default_logger_severity(3)
 
@@ -124,13 +123,13 @@ def test_tensor_scatter_in_containers(where):
 def test_cli_lower(tmp_path):
     source = tmp_path / "m.onnx"
     onnx.save(scatter_model("ScatterND", opset=18, reduction="mul", **_kw("ScatterND")), source)
-    result = CliRunner().invoke(app, ["lower", str(source), "--opset", "11", "-o", str(tmp_path / "out.onnx")])
+    result = invoke("lower", source, "--opset", "11", "-o", tmp_path / "out.onnx")
     assert result.exit_code == 0, result.output
     assert "PASSED" in result.output
     out = onnx.load(tmp_path / "out.onnx")
     assert {o.version for o in out.opset_import if o.domain == ""} == {11}
     beyond = onnx.defs.onnx_opset_version() + 1
-    bad = CliRunner().invoke(app, ["lower", str(source), "--opset", str(beyond)])
+    bad = invoke("lower", source, "--opset", beyond)
     assert bad.exit_code == 2 and "out of range" in bad.output and "Traceback" not in bad.output
 
 
@@ -138,11 +137,11 @@ def test_cli_lower(tmp_path):
 def test_cli_lower_modes(tmp_path, mode, domain):
     source = tmp_path / "m.onnx"
     onnx.save(scatter_model("ScatterElements", opset=18, reduction="max", **_kw("ScatterElements")), source)
-    result = CliRunner().invoke(app, ["lower", str(source), "--opset", "13", "--mode", mode])
+    result = invoke("lower", source, "--opset", "13", "--mode", mode)
     assert result.exit_code == 0, result.output
     out = onnx.load(tmp_path / "m.lowered.onnx")
     (custom,) = [n for n in out.graph.node if n.domain == domain]
     attrs = {a.name for a in custom.attribute}
     assert ("plugin_version" in attrs) == (mode == "tensorrt-plugin")
-    bad = CliRunner().invoke(app, ["lower", str(source), "--mode", "plugin"])
+    bad = invoke("lower", source, "--mode", "plugin")
     assert bad.exit_code == 2 and "tensorrt-plugin" in bad.output

@@ -10,17 +10,16 @@ import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
-from scatter_rewrite.cli import app
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_violations
 from scatter_rewrite.verbs import tensorrt_passes
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.models import scatter_nd_model, scatter_nodes, tensor_scatter_model
 from tests.helpers.runs import ort_run
+from tests.helpers.cli import invoke
 
 
 def prepare(model, version, **kw):
@@ -256,11 +255,11 @@ def test_idempotent():
 def test_cli(tmp_path):
     source, target = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(scatter_model("Scatter", opset=10, where="loop", axis=1), source)
-    result = CliRunner().invoke(app, ["tensorrt", str(source), "-o", str(target), "--trt-version", "8.6"])
+    result = invoke("tensorrt", source, "-o", target, "--trt-version", "8.6")
     assert result.exit_code == 0, result.output
     assert "tensorrt: 1 rewritten, 0 left alone" in result.stdout and "PASSED" in result.stdout
     assert [n.op_type for n in scatter_nodes(onnx.load(target))] == ["ScatterND"]
-    result = CliRunner().invoke(app, ["check", str(target), "--target", "tensorrt-8.6"])
+    result = invoke("check", target, "--target", "tensorrt-8.6")
     assert result.exit_code == 0, result.output
 
 

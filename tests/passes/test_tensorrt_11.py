@@ -7,16 +7,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
 from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.models import model_opset, tensor_scatter_model
-
-runner = CliRunner()
-
+from tests.helpers.cli import invoke
 
 def _scatters(model: onnx.ModelProto) -> list[str]:
     return [n.op_type for n in model.graph.node
@@ -62,10 +58,10 @@ def test_scatternd_reductions_are_still_lowered_for_11():
 def test_the_cli_takes_11(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(scatter_model("ScatterElements", opset=18, reduction="add"), path)
-    result = runner.invoke(app, ["tensorrt", str(path), "--trt-version", "11"])
+    result = invoke("tensorrt", path, "--trt-version", "11")
     assert result.exit_code == 0, result.output
     assert model_opset(onnx.load(tmp_path / "m.tensorrt.onnx")) == 18
-    bad = runner.invoke(app, ["tensorrt", str(path), "--trt-version", "12"])
+    bad = invoke("tensorrt", path, "--trt-version", "12")
     assert bad.exit_code == 2 and "8.6" in bad.stderr and "11" in bad.stderr
 
 

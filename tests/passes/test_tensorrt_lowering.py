@@ -32,6 +32,7 @@ from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.tensorrt import tensorrt_violations
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.shapes import elements_shapes, nd_shapes
+from tests.helpers.cli import invoke
 
 ort.set_default_logger_severity(3)
 
@@ -394,21 +395,16 @@ def test_idempotent():
 
 
 def test_check_clean_after_tensorrt_8_6_cli(tmp_path):
-    from typer.testing import CliRunner
-
-    from scatter_rewrite.cli import app
-
     source, target = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(gnn_model("max", nodes=9, edges=40, feats=4), source)
-    runner = CliRunner()
-    result = runner.invoke(app, ["check", str(source), "--target", "tensorrt-8.6", "--json"])
+    result = invoke("check", source, "--target", "tensorrt-8.6", "--json")
     assert result.exit_code == 1
     (finding,) = json.loads(result.stdout)["models"][0]["findings"]
     assert finding["fix"] == "scatter-rewrite tensorrt --trt-version 8.6"
-    result = runner.invoke(app, ["tensorrt", str(source), "-o", str(target), "--trt-version", "8.6"])
+    result = invoke("tensorrt", source, "-o", target, "--trt-version", "8.6")
     assert result.exit_code == 0, result.output
     assert "PASSED" in result.stdout
-    result = runner.invoke(app, ["check", str(target), "--target", "tensorrt-8.6"])
+    result = invoke("check", target, "--target", "tensorrt-8.6")
     assert result.exit_code == 0, result.output
 
 

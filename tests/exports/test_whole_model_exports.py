@@ -43,6 +43,7 @@ from scatter_rewrite.validate.comparison import (
     FLOAT_TOLERANCE, compare_outputs, judge_rounding, judgeable,
 )
 from tests.helpers.models import model_opset
+from tests.helpers.exports import load_export
 
 ort.set_default_logger_severity(3)
 DATA = Path(__file__).parents[1] / "data" / "whole_models"
@@ -94,13 +95,10 @@ MOVE_BROKE_IT = re.compile(r"\bfails\b")
 def _export(name: str) -> tuple[onnx.ModelProto, dict, dict]:
     """The export, its inputs and PyTorch's outputs, by the export's output names (in their order:
     an exporter may name an output otherwise than it was asked to)."""
-    arrays = np.load(DATA / f"{name}.npz")
-    model = onnx.load(DATA / f"{name}.onnx")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    outputs = [arrays[k] for k in arrays.files if k.startswith("out_")]
+    model, feeds, outputs = load_export(DATA, name)
     names = [o.name for o in model.graph.output]
     assert len(outputs) == len(names), f"{name}.npz: {len(outputs)} outputs for {names}"
-    return model, feeds, dict(zip(names, outputs))
+    return model, feeds, dict(zip(names, outputs.values()))
 
 
 def _run(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:

@@ -24,6 +24,7 @@ from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, since_version
 from tests.helpers.runs import ort_run
 from tests.helpers.cli import invoke
+from tests.helpers.exports import load_export
 
 F = TensorProto.FLOAT
 
@@ -180,14 +181,12 @@ def test_tensorrt_86_caps_a_gelu_export_at_17(tmp_path):
 
 # ---- a real export: PyTorch 2.13's dynamo exporter at its default opset (tests/data/torch/make_default_opset.py)
 
-EXPORT = str(Path(__file__).parents[1] / "data" / "torch" / "gnn_gelu_layernorm_dynamo20")
+EXPORT = Path(__file__).parents[1] / "data" / "torch" / "gnn_gelu_layernorm_dynamo20"
 
 
 @pytest.mark.parametrize("verb,options,opset", [("lower", {"opset": 13}, 13), ("tensorrt", {"trt_version": "8.6"}, 17)])
 def test_default_opset_dynamo_export_matches_pytorch(verb, options, opset):
-    model = onnx.load(EXPORT + ".onnx")
-    saved = np.load(EXPORT + ".npz")
-    inputs = {k[3:]: saved[k] for k in saved.files if k.startswith("in_")}
+    model, inputs, pytorchs = load_export(EXPORT.parent, EXPORT.name)
     run_verb = {"lower": sr.lower, "tensorrt": sr.prepare_for_tensorrt}[verb]
     rewritten, report = run_verb(model, validate=True, inputs=inputs, return_report=True, **options)
     assert rewritten.opset_import[0].version == opset
@@ -196,18 +195,17 @@ def test_default_opset_dynamo_export_matches_pytorch(verb, options, opset):
     reductions = {n.attribute[0].s for n in rewritten.graph.node
                   if n.op_type.startswith("Scatter") and n.attribute and n.attribute[0].name == "reduction"}
     assert reductions <= {b"none"}  # both reductions lowered (13, 11: the opset lacks them; 8.6 ignores them)
-    np.testing.assert_allclose(ort_run(rewritten, inputs)[0], saved["out_y"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(rewritten, inputs)[0], pytorchs["y"], rtol=1e-5, atol=1e-5)
     assert "function bodies: " in " ".join(n for p in report.passes for n in p["notes"])
 
 
 def test_default_opset_dynamo_export_to_11_takes_max_of_int64_as_where():
     """Below 12, Max takes float types only; this export takes the Max of int64 shape values, which
     on integers is Where(Greater(a, b), a, b): exact, no lossy cast."""
-    saved = np.load(EXPORT + ".npz")
-    inputs = {k[3:]: saved[k] for k in saved.files if k.startswith("in_")}
-    lowered = sr.lower(onnx.load(EXPORT + ".onnx"), opset=11, validate=True, inputs=inputs)
+    model, inputs, pytorchs = load_export(EXPORT.parent, EXPORT.name)
+    lowered = sr.lower(model, opset=11, validate=True, inputs=inputs)
     assert "Max" not in ops_of(lowered)
-    np.testing.assert_allclose(ort_run(lowered, inputs)[0], saved["out_y"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(lowered, inputs)[0], pytorchs["y"], rtol=1e-5, atol=1e-5)
 
 
 def test_cast_like_alone_stays_bit_exact():

@@ -23,6 +23,7 @@ from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unk
 from scatter_rewrite.passes.fold import ConstantChains
 from scatter_rewrite.validate import run_onnxruntime
 from tests.helpers.models import vi
+from tests.helpers.exports import load_export
 
 ort.set_default_logger_severity(3)
 TORCH_TRT = Path(__file__).parents[1] / "data" / "torch_trt"
@@ -393,10 +394,8 @@ def test_lower_still_declines_a_wrapper_on_an_unknown_rank():
 @pytest.mark.parametrize("opset", [11, 13, 16, 17])
 @pytest.mark.parametrize("name", ["scatter_amax_ts16", "scatter_add_gnn_ts16"])
 def test_torch_trt_ts16_exports_lower(name, opset):
-    model = onnx.load(TORCH_TRT / f"{name}.onnx")
-    arrays = np.load(TORCH_TRT / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    want = arrays[f"out_{model.graph.output[0].name}"]
+    model, feeds, pytorchs = load_export(TORCH_TRT, name)
+    want = pytorchs[model.graph.output[0].name]
     lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)
     assert lowered.opset_import[0].version == opset

@@ -20,6 +20,7 @@ from scatter_rewrite.testing import scatter_model
 from tests.helpers.models import scatter_nd_model, scatter_nodes, tensor_scatter_model
 from tests.helpers.runs import ort_run
 from tests.helpers.cli import invoke
+from tests.helpers.exports import load_export
 
 
 def prepare(model, version, **kw):
@@ -285,10 +286,8 @@ TORCH_EXPECTED = {
 def test_pytorch_exports(name, flow, user_inputs):
     """Validated on PyTorch's inputs or on generated ones (index_put's index reaches ScatterND through
     an Unsqueeze), then compared with PyTorch's eager outputs."""
-    model = onnx.load(TORCH / f"{name}.onnx")
-    arrays = np.load(TORCH / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    expected = [arrays[f"out_{o.name}"] for o in model.graph.output]
+    model, feeds, pytorchs = load_export(TORCH, name)
+    expected = [pytorchs[o.name] for o in model.graph.output]
     options = {"validate": True, "inputs": feeds if user_inputs else None}
     if flow == "to_scatternd":
         out = sr.to_scatternd(model, **options)

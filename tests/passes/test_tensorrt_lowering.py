@@ -33,6 +33,7 @@ from scatter_rewrite.passes.tensorrt import tensorrt_violations
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.shapes import elements_shapes, nd_shapes
 from tests.helpers.cli import invoke
+from tests.helpers.exports import load_export
 
 ort.set_default_logger_severity(3)
 
@@ -414,10 +415,9 @@ TORCH = Path(__file__).parents[1] / "data" / "torch_trt"
 
 
 def torch_case(name: str):
-    model = onnx.load(TORCH / f"{name}.onnx")
-    arrays = np.load(TORCH / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    return model, feeds, [arrays[f"out_{o.name}"] for o in model.graph.output]
+    """The export, its inputs and PyTorch's outputs in the order of the model's."""
+    model, feeds, pytorchs = load_export(TORCH, name)
+    return model, feeds, [pytorchs[o.name] for o in model.graph.output]
 
 
 @pytest.mark.parametrize("name", ["scatter_add_gnn_static_ts16", "index_put_dynamo18", "scatter_amax_ts16"])
@@ -489,9 +489,7 @@ def top_level_counts(model: onnx.ModelProto, feeds: dict | None = None) -> tuple
 
 @pytest.mark.parametrize("name", ["gnn_max_layer_ts17", "gnn_max_layer_dynamo18"])
 def test_tensorrt_8_6_form_within_twice_lower_opset_13_on_the_gnn_exports(name):
-    model = onnx.load(GNN_EXPORTS / f"{name}.onnx")
-    arrays = np.load(GNN_EXPORTS / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
+    model, feeds, _ = load_export(GNN_EXPORTS, name)
     trt, lowered = top_level_counts(model, feeds)
     assert trt <= 2 * lowered, (trt, lowered)
 

@@ -9,10 +9,10 @@ by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
 - ``accumulate_model``: TorchScript's accumulating chain, zeros -> scatter -> Add.
 - ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write; ``scatter_nd_model``: one
   ScatterND, by default on [4, 5, 3] data.
+- ``scatter_reshaped_at_run_time``: a scatter whose ranks are unknown (shapes given at run time);
 
-and what a model holds: ``op_types``, ``scatter_nodes``, ``scatters_left``, ``model_opset``,
-``weight_bytes``;
-``vi``, a value info by (name, element type, shape).
+what a model holds: ``op_types``, ``scatter_nodes``, ``scatters_left``, ``model_opset``,
+``weight_bytes``; and ``vi``, a value info by (name, element type, shape).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ from tests.helpers.runs import BACKEND_CASES, expected_outputs, ort_run
 from tests.helpers.models import gnn_model
 from scatter_rewrite.readiness import check
 from scatter_rewrite.evaluator import scatter_elements
-from scatter_rewrite.evaluator.reference_ops import CORRECTED_OPS
+from scatter_rewrite.errors import IndexOutOfRangeError
+from scatter_rewrite.evaluator.reference_ops import CORRECTED_OPS, make_evaluator
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.lowering import network_reduce as net
 from scatter_rewrite.passes.lowering import segment_reduce as seg
@@ -272,6 +273,35 @@ def test_bfloat16_in_the_reference_evaluator():
     assert tensorrt_violations(emitted, "10") == []
     want = [scatter_elements(feeds["data"], feeds["indices"], feeds["updates"], axis=0, reduction="max")]
     assert_validation_accepts(want, reference_run(lowered, feeds), float_reduction=False)
+
+
+def test_bfloat16_sorting_network_longer_than_64_is_validated_in_the_reference_evaluator():
+    """A bfloat16 max for TensorRT 10 (no plugin for bfloat16) becomes a sorting network whose
+    GatherElements run along the 100 updates; only onnx.reference runs bfloat16 graph inputs, and
+    its own GatherElements (np.choose) takes at most 64 choices: validation evaluates it."""
+    model = gnn_model("max", dtype=TensorProto.BFLOAT16, nodes=10, edges=100)
+    prepared = sr.prepare_for_tensorrt(model, trt_version="10")
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.choice(SPECIAL, (10, 8)).astype(ml_dtypes.bfloat16),
+             "dst": rng.integers(-10, 10, 100),
+             "msg": rng.choice(SPECIAL, (100, 8)).astype(ml_dtypes.bfloat16)}
+    index = np.broadcast_to(feeds["dst"][:, None], (100, 8))
+    want = [scatter_elements(feeds["x"], index, feeds["msg"], axis=0, reduction="max")]
+    assert_validation_accepts(want, make_evaluator(prepared).run(None, feeds), float_reduction=False)
+
+
+def test_the_reference_gather_elements_takes_any_axis_length_and_refuses_out_of_range():
+    data = np.arange(2 * 100, dtype=np.float32).reshape(2, 100)
+    indices = np.array([[99, -1, 0, 64], [-100, 70, 3, 99]])
+    node = oh.make_node("GatherElements", ["d", "i"], ["y"], axis=1, name="gather")
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph([node], "g", [vi("d", TensorProto.FLOAT, [2, 100]), vi("i", TensorProto.INT64, [2, 4])],
+                          [vi("y", TensorProto.FLOAT, [2, 4])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    got = make_evaluator(model).run(None, {"d": data, "i": indices})[0]
+    np.testing.assert_array_equal(got, np.take_along_axis(data, indices % 100, axis=1))
+    with pytest.raises(IndexOutOfRangeError, match="GatherElements node 'gather': index 100 is out of range"):
+        make_evaluator(model).run(None, {"d": data, "i": np.full((2, 4), 100)})
 
 
 def test_no_updates_and_one_update():

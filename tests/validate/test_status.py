@@ -1,11 +1,13 @@
 """What a status promises: PASSED only where the written model ran in onnxruntime (as a user runs
-it) and matched; UNRUNNABLE where onnx.reference proves it and onnxruntime cannot run it; FAILED
+it) and matched, the line naming the engine that compared them (never the target runtime: WRITTEN
+where nodes whose runtime cannot run here ran as our kernels); UNRUNNABLE where onnx.reference proves it and onnxruntime cannot run it; FAILED
 where onnxruntime fails on a rewritten model it has every kernel for. The Python API's verb
 functions validate by default. Opset moves are judged against a float64 evaluation of the
 original where onnxruntime's per-opset fusions round otherwise, and a wrong move is still caught."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ from onnx import TensorProto
 from onnx import numpy_helper as nh
 
 import scatter_rewrite as sr
-from scatter_rewrite.pipeline import PASSED, UNRUNNABLE
+from scatter_rewrite.pipeline import PASSED, UNRUNNABLE, WRITTEN
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate import run_onnxruntime
 
@@ -132,6 +134,50 @@ def test_the_api_returns_an_unrunnable_model_with_its_status_and_a_warning(caplo
     assert "scatter_rewrite.lower(model, opset=13) writes a form it runs" in outcome.error
     assert [r.message for r in caplog.records if "onnxruntime cannot run" in r.message]
     assert [n.op_type for n in model.graph.node][-1] == "ScatterND"
+
+
+# ---- the status names the engine that proved it, never the target runtime ----------------------
+
+MODELS = Path(__file__).parents[2] / "models"
+# command, model in models/, the last line's start, the report's validation.proven_in
+PROVEN_IN_CASES = {
+    "prepare qnn": (["prepare", "--target", "qnn"], "gnn_max_opset18.onnx", "PASSED in onnxruntime, ",
+                    "onnxruntime"),
+    "tensorrt 8.6": (["tensorrt", "--trt-version", "8.6"], "gnn_add_opset17.onnx",
+                     "PASSED in onnxruntime, ", "onnxruntime"),
+    "lower custom": (["lower", "--mode", "custom"], "gnn_max_opset18.onnx",
+                     "PASSED in onnxruntime with scatter_rewrite.custom_ops, ",
+                     "onnxruntime with scatter_rewrite.custom_ops"),
+    "upgrade, original only in onnx.reference": (["upgrade"], "legacy_scatter_opset13.onnx",
+                                                 "PASSED in onnx.reference, ", "onnx.reference"),
+    # TensorRT runs the plugin nodes; here they ran as our kernels: checked, not PASSED
+    "lower tensorrt-plugin": (["lower", "--mode", "tensorrt-plugin"], "gnn_max_opset18.onnx",
+                              "WRITTEN, checked in onnxruntime with scatter_rewrite.custom_ops (its 1 "
+                              "TensorRT plugin node(s) ran as scatter-rewrite's kernels of the ONNX op; "
+                              "TensorRT, their runtime, cannot run here), ",
+                              "onnxruntime with scatter_rewrite.custom_ops"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROVEN_IN_CASES))
+def test_the_status_line_and_report_name_the_engine_that_proved_the_written_model(case, tmp_path):
+    command, name, line, engine = PROVEN_IN_CASES[case]
+    report = tmp_path / "r.json"
+    result = invoke(command[0], MODELS / name, *command[1:], "-o", tmp_path / "out.onnx", "--report", report)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith(line), result.stdout
+    (entry,) = json.loads(report.read_text())["models"]
+    assert entry["validation"]["proven_in"] == engine
+    plugin = command[-1] == "tensorrt-plugin"
+    assert entry["status"] == ("WRITTEN" if plugin else "PASSED")
+    assert bool(entry["validation"]["stand_in"]) == plugin
+
+
+def test_the_api_says_a_tensorrt_plugin_form_is_written_not_passed():
+    _, outcome = sr.lower(scatter_model(reduction="max"), opset=13, mode="tensorrt-plugin", return_report=True)
+    assert outcome.status == WRITTEN and "TensorRT, their runtime, cannot run here" in outcome.validation["stand_in"]
+    _, outcome = sr.lower(scatter_model(reduction="max"), opset=13, mode="custom", return_report=True)
+    assert outcome.status == PASSED and outcome.validation["stand_in"] == ""
 
 
 # ---- opset moves: judged by the arithmetic, wrong moves still caught --------------------------

@@ -38,10 +38,28 @@ def twins(files: list[Path], root: Path = TESTS) -> dict[str, list[str]]:
     return {name: paths for name, paths in sorted(where.items()) if len(paths) > 1}
 
 
+def imports_of_test_modules(files: list[Path], root: Path = TESTS) -> list[str]:
+    """Each import of a test module (``tests.<...>.test_*``) by one of ``files``, anywhere in it: a test
+    file takes what it shares from tests/helpers/, never from another test file."""
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{path.relative_to(root)}:{node.lineno} imports {name}" for name in names
+                      if name.startswith("tests.") and name.rsplit(".", 1)[-1].startswith("test_")]
+    return found
+
+
 def test_no_function_name_is_defined_in_two_test_files():
     found = twins(checked_files())
     assert not found, "one name, one meaning (tests/README.md, Shared code):\n" + "\n".join(
         f"{name}: {', '.join(paths)}" for name, paths in found.items())
+
+
+def test_no_test_file_imports_another():
+    found = imports_of_test_modules(checked_files())
+    assert not found, "\n".join(found)
 
 
 def test_a_twin_is_found_and_the_allowed_names_are_not(tmp_path: Path):
@@ -55,3 +73,9 @@ def test_a_twin_is_found_and_the_allowed_names_are_not(tmp_path: Path):
     files = checked_files(tmp_path)
     assert [p.name for p in files] == ["a.py", "b.py"]
     assert twins(files, tmp_path) == {"_run": ["a.py", "b.py"], "load": ["a.py", "b.py"]}
+
+
+def test_an_import_of_a_test_module_is_found(tmp_path: Path):
+    (tmp_path / "a.py").write_text("def test_a():\n    from tests.targets.test_b import helper\n"
+                                   "import tests.helpers.models\nfrom tests.helpers import DATA\n")
+    assert imports_of_test_modules([tmp_path / "a.py"], tmp_path) == ["a.py:2 imports tests.targets.test_b"]

@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from scatter_rewrite.cli import app
+from tests.helpers.cli import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted(ROOT.glob("models/*.onnx")) + sorted(ROOT.glob("tests/data/**/*.onnx"))
@@ -30,9 +29,6 @@ CASES = [pytest.param(model, target, id=f"{model.relative_to(ROOT)}-{target}",
                       else pytest.mark.slow)
          for model in MODELS for target in VERBS]
 
-runner = CliRunner()
-
-
 def test_the_corpus_is_there():
     assert len([m for m in MODELS if m.parent.name == "models"]) >= 6
     assert len(MODELS) >= 40
@@ -40,11 +36,10 @@ def test_the_corpus_is_there():
 
 @pytest.mark.parametrize("model, target", CASES)
 def test_check_is_ready_or_fixable_exactly_when_the_verb_succeeds(model, target, tmp_path):
-    checked = runner.invoke(app, ["check", str(model), "--target", target, "--json"])
+    checked = invoke("check", model, "--target", target, "--json")
     (report,) = json.loads(checked.stdout)["models"]
     verb = VERBS[target]
-    done = runner.invoke(app, [verb[0], str(model), *verb[1:], "--no-validate",
-                               "-o", str(tmp_path / "out.onnx")])
+    done = invoke(verb[0], model, *verb[1:], "--no-validate", "-o", tmp_path / "out.onnx")
     succeeded = done.exit_code == 0
     assert report["reachable"] is succeeded, (report["status"], report["dry_run"], done.stderr)
     assert (report["status"] in ("READY", "FIXABLE")) is succeeded or report["status"] == "INVALID"

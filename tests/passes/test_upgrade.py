@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from scatter_rewrite.passes.move_opset import MoveOpsetPass
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -13,13 +12,11 @@ from onnx.backend.test.case.node import collect_testcases
 
 import scatter_rewrite as sr
 from scatter_rewrite.graph import iter_nodes
+from scatter_rewrite.passes.move_opset import MoveOpsetPass
 from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.runs import ort_run
-
-
-def op_types(model: onnx.ModelProto) -> list[str]:
-    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
+from tests.helpers.models import op_types
 
 
 def default_opsets(model: onnx.ModelProto) -> set[int]:

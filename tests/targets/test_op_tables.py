@@ -200,10 +200,11 @@ def _as_exported_and_prepared(runtime: str, model: onnx.ModelProto):
 @pytest.mark.parametrize("runtime", ["litert", "openvino", "tvm"])
 @pytest.mark.parametrize("name", RUN_HERE)
 def test_a_table_does_not_block_an_export_its_runtime_runs(runtime, name, tmp_path):
+    from tests.helpers import DATA
+    from tests.helpers.exports import load_export
     from tests.helpers.runtimes import Refused, run_in
-    from tests.targets.test_openvino_tvm import export_case
 
-    model, inputs = export_case(name)
+    model, inputs, _ = load_export(DATA, name)
     ran = []
     for which, candidate in _as_exported_and_prepared(runtime, model):
         try:

@@ -146,7 +146,7 @@ def test_check_is_blocked_with_the_size_where_prepare_refuses_by_the_bound(tmp_p
     scatter-free form (sort, (20000 + 200000) x 256 float32, 215 MiB) fits the default bound; of
     400000 edges (410 MiB) it does not: check says BLOCKED, with prepare's reason, as prepare
     refuses, and names the bound that would accept it."""
-    from tests.test_no_scatter import scatter_model
+    from scatter_rewrite.testing import scatter_model
 
     fits = scatter_model("ScatterND", reduction="add", data_shape=(20000, 256),
                          indices_shape=(200000, 1), updates_shape=(200000, 256))

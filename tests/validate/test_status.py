@@ -12,14 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnx.helper as oh
 import pytest
 from onnx import TensorProto
 from onnx import numpy_helper as nh
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
 from scatter_rewrite.pipeline import PASSED, UNRUNNABLE, WRITTEN
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate import run_onnxruntime
@@ -29,15 +26,10 @@ from tests.helpers.wrong_passes import (
     MoveOffByOneRounding, NegateScatterOutputs, OneSymbolicDimForAll, product_chain_model,
     two_row_counts_model,
 )
+from tests.helpers.cli import invoke
+from tests.helpers.exports import export_arrays
 
 DATA = Path(__file__).parents[1] / "data" / "torch"
-runner = CliRunner()
-
-
-def vi(name, dtype, shape):
-    return oh.make_tensor_value_info(name, dtype, shape)
-
-
 # ---- the Python API validates by default -----------------------------------------------------
 
 VERB_FUNCTIONS = {
@@ -113,7 +105,7 @@ def test_a_correct_model_onnxruntime_cannot_run_is_written_unrunnable_with_the_f
     verb, make, lacks = UNRUNNABLE_CASES[case]
     source, written = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(make(), source)
-    result = runner.invoke(app, [verb, str(source), "-o", str(written)])
+    result = invoke(verb, source, "-o", written)
     assert result.exit_code == 1, result.output
     assert result.stdout.splitlines()[-1].startswith("UNRUNNABLE in ")
     (line,) = result.stderr.strip().splitlines()
@@ -128,8 +120,7 @@ def test_a_correct_model_onnxruntime_cannot_run_is_written_unrunnable_with_the_f
              else rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float16)
              for i in onnx.load(written).graph.input}
     np.savez(tmp_path / "feeds.npz", **feeds)
-    lowered = runner.invoke(app, ["lower", str(written), "--opset", "13", "--inputs", str(tmp_path / "feeds.npz"),
-                                  "-o", str(tmp_path / "runs.onnx")])
+    lowered = invoke("lower", written, "--opset", "13", "--inputs", tmp_path / "feeds.npz", "-o", tmp_path / "runs.onnx")
     assert lowered.exit_code == 0, lowered.output
     assert lowered.stdout.splitlines()[-1].startswith("PASSED in ")
     assert "validation: onnx.reference" in lowered.stdout  # (onnxruntime cannot run the unlowered one)
@@ -150,7 +141,7 @@ def test_the_api_returns_an_unrunnable_model_with_its_status_and_a_warning(caplo
 MODELS = Path(__file__).parents[2] / "models"
 # command, model in models/, the last line's start, the report's validation.proven_in
 PROVEN_IN_CASES = {
-    "prepare qnn": (["prepare", "--target", "qnn"], "gnn_max_opset18.onnx", "PASSED in onnxruntime, ",
+    "prepare no-scatter": (["prepare", "--target", "no-scatter"], "gnn_max_opset18.onnx", "PASSED in onnxruntime, ",
                     "onnxruntime"),
     "tensorrt 8.6": (["tensorrt", "--trt-version", "8.6"], "gnn_add_opset17.onnx",
                      "PASSED in onnxruntime, ", "onnxruntime"),
@@ -172,8 +163,7 @@ PROVEN_IN_CASES = {
 def test_the_status_line_and_report_name_the_engine_that_proved_the_written_model(case, tmp_path):
     command, name, line, engine = PROVEN_IN_CASES[case]
     report = tmp_path / "r.json"
-    result = runner.invoke(app, [command[0], str(MODELS / name), *command[1:], "-o", str(tmp_path / "out.onnx"),
-                                 "--report", str(report)])
+    result = invoke(command[0], MODELS / name, *command[1:], "-o", tmp_path / "out.onnx", "--report", report)
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].startswith(line), result.stdout
     (entry,) = json.loads(report.read_text())["models"]
@@ -196,8 +186,7 @@ LLAMA = DATA / "llama_tiny_ts17.onnx"
 
 
 def llama_inputs() -> dict[str, np.ndarray]:
-    arrays = np.load(LLAMA.with_suffix(".npz"))
-    return {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
+    return export_arrays(DATA, LLAMA.stem)[0]
 
 
 def test_a_llama_export_moved_to_opset_13_is_judged_by_the_arithmetic_not_bit_for_bit(tmp_path):
@@ -238,17 +227,17 @@ def test_validation_plans_a_model_with_external_data_from_any_working_directory(
     onnx.save(model, folder / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=False,
               size_threshold=0)
     assert Path.cwd() != folder
-    result = runner.invoke(app, ["lower", str(folder / "m.onnx"), "--opset", "13", "-o", str(tmp_path / "out.onnx")])
+    result = invoke("lower", folder / "m.onnx", "--opset", "13", "-o", tmp_path / "out.onnx")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].startswith("PASSED in ")
 
 
 def test_no_inputs_to_validate_on_fails_a_rewrite_not_a_model_left_unchanged(tmp_path):
     onnx.save(scatter_reshaped_at_run_time(), tmp_path / "m.onnx")
-    unchanged = runner.invoke(app, ["to-scatternd", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "nd.onnx")])
+    unchanged = invoke("to-scatternd", tmp_path / "m.onnx", "-o", tmp_path / "nd.onnx")
     assert unchanged.exit_code == 0, unchanged.output
     assert unchanged.stdout.splitlines()[-1].startswith("UNCHANGED in ")
-    moved = runner.invoke(app, ["lower", str(tmp_path / "m.onnx"), "--opset", "17", "-o", str(tmp_path / "17.onnx")])
+    moved = invoke("lower", tmp_path / "m.onnx", "--opset", "17", "-o", tmp_path / "17.onnx")
     assert moved.exit_code == 1
     assert "cannot find inputs the original model runs with" in moved.stderr
     assert not (tmp_path / "17.onnx").exists()

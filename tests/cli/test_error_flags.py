@@ -9,20 +9,18 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
 from scatter_rewrite.pipeline import VERBS, Verb
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.verbs import upgrade_passes
+from tests.helpers.cli import invoke
 from tests.helpers.wrong_passes import NegateScatterOutputs
-
-runner = CliRunner()
 
 
 def _stderr_line(*args) -> str:
-    result = runner.invoke(app, [str(a) for a in args])
+    """The one line a failed command writes on stderr."""
+    result = invoke(*args)
     lines = result.stderr.strip().splitlines()
     assert result.exit_code == 1 and len(lines) == 1, result.output
     return lines[0]
@@ -71,7 +69,7 @@ def test_an_unreadable_inputs_file_and_a_bad_tolerance_name_their_flags(tmp_path
     (tmp_path / "x.npz").write_text("not an archive\n")
     line = _stderr_line("upgrade", tmp_path / "m.onnx", "--inputs", tmp_path / "x.npz")
     assert line.startswith(f"scatter-rewrite: error: --inputs {tmp_path / 'x.npz'}: cannot read it")
-    result = runner.invoke(app, ["upgrade", str(tmp_path / "m.onnx"), "--rtol", "-1"])
+    result = invoke("upgrade", tmp_path / "m.onnx", "--rtol", "-1")
     assert result.exit_code == 2
     assert result.stderr.strip() == ("scatter-rewrite: error: --rtol -1.0: a tolerance is a finite "
                                      "number >= 0")
@@ -95,10 +93,9 @@ def test_an_unknown_target_is_the_parameter_in_python_and_the_flag_for_check_and
         sr.prepare(model, target="rknn", fix_dims={"n": 2})
     onnx.save(model, tmp_path / "m.onnx")
     for args in (["check", "--target", "npu-x"], ["prepare", "--target", "npu-x"]):
-        result = runner.invoke(app, [args[0], str(tmp_path / "m.onnx"), *args[1:]])
+        result = invoke(args[0], tmp_path / "m.onnx", *args[1:])
         assert result.exit_code == 2
         assert result.stderr.startswith("scatter-rewrite: error: --target npu-x is unknown: pick ")
-    result = runner.invoke(app, ["prepare", str(tmp_path / "m.onnx"), "--target", "rknn",
-                                 "--fix-dim", "n=2"])
+    result = invoke("prepare", tmp_path / "m.onnx", "--target", "rknn", "--fix-dim", "n=2")
     assert result.exit_code == 2
     assert "--fix-dim does not apply to --target rknn" in result.stderr

@@ -106,12 +106,10 @@ def test_bfloat16_needs_opset_13():
 
 
 def test_bfloat16_needs_opset_13_said_with_the_flag_on_the_command_line(tmp_path):
-    from typer.testing import CliRunner
-
-    from scatter_rewrite.cli import app
+    from tests.helpers.cli import invoke
 
     onnx.save(scatter_model("Scatter", opset=10, data_type=TensorProto.BFLOAT16), tmp_path / "m.onnx")
-    result = CliRunner().invoke(app, ["upgrade", str(tmp_path / "m.onnx")])
+    result = invoke("upgrade", tmp_path / "m.onnx")
     assert result.exit_code == 1
     assert result.stderr.strip().endswith("needs ScatterElements-13; pass --opset 13")
 

@@ -53,6 +53,7 @@ from scatter_rewrite.graph import (
     SCATTER_OPS, Scope, attr, describe, is_default_domain, iter_nodes, nodes_within,
     reference_reason, remove_unused_expands, value_names,
 )
+from scatter_rewrite.passes.lowering import live_bytes as live
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass, first_and_more
@@ -77,22 +78,19 @@ _LARGE = 1 << 20
 
 @dataclasses.dataclass(frozen=True)
 class Form:
-    """One exact scatter-free form of a node and its largest intermediate."""
+    """One exact scatter-free form of a node and the memory it needs: the most bytes its own
+    nodes hold at once in onnxruntime (:func:`.lowering.live_bytes.peak_live_bytes`)."""
 
     name: str  # "mask" or "sort"
-    elements: int | None  # the largest intermediate's elements (None: symbolic)
-    itemsize: int  # bytes per element
-    formula: str  # the same in the node's row counts: "(R+n)*w", "R*n"
-    estimate: int  # elements with each symbolic count taken as 2^20 (to compare forms)
-
-    @property
-    def bytes(self) -> int | None:
-        return None if self.elements is None else self.elements * self.itemsize
+    bytes: int | None  # peak live bytes (None: a size is symbolic)
+    itemsize: int  # bytes per element of its largest intermediate
+    formula: str  # that intermediate in the node's row counts: "(R+n)*w", "R*n" (said when symbolic)
+    estimate: int  # peak live bytes with each symbolic dimension taken as 2^20 (to compare forms)
 
     def said(self) -> str:
         if self.bytes is None:  # (R data rows, n update rows, w their width: docs/targets.md)
             return f"{self.name} form: largest intermediate {self.formula} x {self.itemsize} bytes"
-        return f"{self.name} form: largest intermediate {_mib(self.bytes)}"
+        return f"{self.name} form: {_mib(self.bytes)} held at once"
 
 
 def _mib(size: int) -> str:
@@ -144,39 +142,58 @@ def _itemsize(dtype: ir.DataType) -> int:
     return max(1, int(dtype.itemsize)) if dtype != ir.DataType.STRING else 8
 
 
-def forms_for(node: ir.Node) -> list[Form]:
-    """The node's exact forms with their largest intermediate, cheapest first (call
-    :func:`scatter_free_blocker` first)."""
+def forms_for(node: ir.Node, opset: int) -> list[Form]:
+    """The node's exact forms with the memory each needs, cheapest first (call
+    :func:`scatter_free_blocker` first). Each form is built and its peak live bytes counted from
+    its own nodes; the formula of its largest intermediate is said where a size is symbolic."""
     n, rows, w = seg.row_counts(node)
     reduction = _reduction(node)
-    dtype = node.inputs[0].dtype
-    ct = _compute_dtype(dtype, reduction)
-
-    def sized(*counts):
-        known = None if None in counts else math.prod(counts)
-        return known, math.prod(_LARGE if c is None else c for c in counts)
+    ct = _compute_dtype(node.inputs[0].dtype, reduction)
 
     def said(text: str) -> str:  # the formula, each static count written as its value
         for name, count in (("R", rows), ("n", n), ("w", w)):
             text = text.replace(name, "?" + name if count is None else str(count))
         return text.replace("?", "")
 
-    forms = []
+    def sized(*counts) -> int:
+        return math.prod(_LARGE if c is None else c for c in counts)
+
+    shapes = []  # (name, formula, itemsize, the formula's elements with symbols as 2^20)
     if reduction == "none":
-        elements, estimate = sized(rows, n)
-        forms.append(Form("mask", elements, 8, said("R*n"), estimate))
+        shapes.append(("mask", "R*n", 8, sized(rows, n)))
     elif ct in _MASK_REDUCE_TYPES and not (ct in _FLOATS and reduction in ("max", "min")):
-        elements, estimate = sized(rows, n, w)
-        forms.append(Form("mask", elements, _itemsize(ct), said("R*n*w"), estimate))
-    total = None if rows is None or n is None else rows + n
-    elements, _ = sized(total, w)
-    estimate = ((rows if rows is not None else _LARGE) + (n if n is not None else _LARGE)) * (
-        w if w is not None else _LARGE)
-    # (float max/min carry an int64 position per element through the scan: 8 bytes each)
+        shapes.append(("mask", "R*n*w", _itemsize(ct), sized(rows, n, w)))
+    # (float max/min carry a position per element through the scan: int32 when static)
     positional = reduction in ("max", "min") and ct in _FLOATS
-    forms.append(Form("sort", elements, 8 if positional else _itemsize(ct), said("(R+n)*w"),
-                      estimate))
-    return sorted(forms, key=lambda f: (f.estimate * f.itemsize, f.name != "mask"))
+    itemsize = (8 if None in (rows, n) else 4) if positional else _itemsize(ct)
+    total = (rows if rows is not None else _LARGE) + (n if n is not None else _LARGE)
+    shapes.append(("sort", "(R+n)*w", itemsize, total * (w if w is not None else _LARGE)))
+    forms = []
+    for name, formula, size, elements in shapes:
+        exact, compared = _peak_bytes(node, opset, name)
+        forms.append(Form(name, exact, size, said(formula),
+                          compared if compared is not None else elements * size))
+    return sorted(forms, key=lambda f: (f.estimate, f.name != "mask"))
+
+
+def _peak_bytes(node: ir.Node, opset: int, form: str) -> tuple[int | None, int | None]:
+    """(the peak live bytes of ``node`` written in ``form``, None when a size is symbolic; the
+    same with each symbolic dimension of what it reads taken as 2^20, None when unknown). The
+    trial nodes are built beside the model and let go: they leave no use on its values."""
+    nodes, out = scatter_free(node, opset, form)
+    try:
+        exact = live.peak_live_bytes(nodes, [out])
+        if exact is not None:
+            return exact.bytes, exact.bytes
+        produced = {v for n in nodes for v in n.outputs}
+        large = {v: tuple(d if isinstance(d, int) else _LARGE for d in v.shape)
+                 for n in nodes for v in n.inputs
+                 if v is not None and v not in produced and v.shape is not None}
+        compared = live.peak_live_bytes(nodes, [out], large)
+        return None, None if compared is None else compared.bytes
+    finally:
+        for trial in nodes:
+            trial.resize_inputs(0)
 
 
 class NoScatterPass(ScatterPass):
@@ -199,10 +216,10 @@ class NoScatterPass(ScatterPass):
         default-domain scatter here; a target's pass, those its runtime cannot run."""
         return _is_scatter(node)
 
-    def form_for(self, node: ir.Node) -> tuple[Form | None, str | None]:
+    def form_for(self, node: ir.Node, opset: int) -> tuple[Form | None, str | None]:
         """The form ``node`` is written in, or why none fits: the cheapest here; a target whose
         runtime gets some form wrong picks among the others (targets/litert.py)."""
-        return forms_for(node)[0], None
+        return forms_for(node, opset)[0], None
 
     def segment_form(self, node: ir.Node) -> bool:
         """Whether ``node`` is written as lower's sort + segmented reduction + ScatterND(none)
@@ -248,7 +265,7 @@ class NoScatterPass(ScatterPass):
                     continue
             reason = scatter_free_blocker(node, scope.opset)
             if reason is None:
-                form, reason = self.form_for(node)
+                form, reason = self.form_for(node, scope.opset)
             if reason is None:
                 if form.bytes is not None and form.bytes > self.max_bytes:
                     reason = (f"its cheapest exact scatter-free form ({form.said()}) is above the "
@@ -324,8 +341,12 @@ def scatter_free(node: ir.Node, opset: int, form: str,
         return b.nodes, b.op("Identity", data, dtype=data.dtype)
     reduction = _reduction(node)
     rows, keys, vals = seg.update_rows(b, node)
-    build = _mask_form if form == "mask" else _sort_form
-    out = build(b, rows, keys, vals, reduction, data.dtype, opset, seg.row_counts(node)[0])
+    count, row_count, _ = seg.row_counts(node)
+    if form == "mask":
+        out = _mask_form(b, rows, keys, vals, reduction, data.dtype, opset, count)
+    else:
+        out = _sort_form(b, rows, keys, vals, reduction, data.dtype, opset, count,
+                         _position_dtype(count, row_count))
     return b.nodes, b.reshape_like(out, data, opset)
 
 
@@ -347,7 +368,7 @@ def _reduce(b: seg.Builder, op: str, value: ir.Value, axis: int, opset: int,
 
 
 def _mask_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataType,
-               opset: int, count: int | None = None) -> ir.Value:
+               opset: int, count: int | None) -> ir.Value:
     updates = b.op("Size", keys, dtype=INT64)
     row_count = b.dim(rows, 0)
     row_ids = b.op("Range", b.const(0), row_count, b.const(1), dtype=INT64)
@@ -359,8 +380,13 @@ def _mask_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
         last = _reduce(b, "ReduceMax", b.op("Where", mask, _unsqueeze(b, positions, [0], opset,
                                                                        INT64),
                                             b.const(-1), dtype=INT64), 1, opset, INT64)
-        source = b.op("Where", b.op("Less", last, b.const(0)), row_ids,
-                      b.op("Add", last, row_count, dtype=INT64), dtype=INT64)
+        unwritten = b.op("Less", last, b.const(0))
+        if count:  # each row's last writer's update first: [R, w], not all n rows copied
+            writer = b.op("Where", unwritten, b.const(0), last, dtype=INT64)
+            vals = b.op("Gather", vals, writer, axis=0, dtype=dtype)
+            last = row_ids
+        source = b.op("Where", unwritten, row_ids, b.op("Add", last, row_count, dtype=INT64),
+                      dtype=INT64)
         both = b.op("Concat", rows, vals, axis=0, dtype=dtype)
         return b.op("Gather", both, source, axis=0, dtype=dtype)
     ct = seg.compute_dtype(dtype, reduction)
@@ -374,8 +400,15 @@ def _mask_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
     return b.cast(merged, dtype, ct)
 
 
+def _position_dtype(count: int | None, row_count: int | None) -> ir.DataType:
+    """int32 for the float max/min scan's positions where the R + n rows are static and fewer
+    than 2^31 (half the bytes of its largest tensors); int64 otherwise."""
+    static = count is not None and row_count is not None and count + row_count < 2 ** 31
+    return ir.DataType.INT32 if static else INT64
+
+
 def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataType,
-               opset: int, count: int | None) -> ir.Value:
+               opset: int, count: int | None, position_dtype: ir.DataType = INT64) -> ir.Value:
     row_count = b.dim(rows, 0)
     row_ids = b.op("Range", b.const(0), row_count, b.const(1), dtype=INT64)
     all_keys = b.op("Concat", row_ids, keys, axis=0, dtype=INT64)
@@ -401,8 +434,9 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
     steps = DYNAMIC_STEPS if count is None else math.ceil(math.log2(count + 1))
     positions = b.op("Range", b.const(0), total, b.const(1), dtype=INT64)
     if kind.nan_aware:
-        return b.cast(_positional_scan(b, x, sorted_keys, positions, end_at, kind, steps), dtype,
-                      ct)
+        scanned = _positional_scan(b, x, sorted_keys, positions, end_at, kind, steps,
+                                   position_dtype)
+        return b.cast(scanned, dtype, ct)
     for d, same_col, back in _doubling(b, sorted_keys, positions, steps):
         prev = b.op("Gather", x, back, axis=0, dtype=ct)
         if ct == ir.DataType.BOOL:  # Or/And commute: the partner masked where absent
@@ -429,26 +463,33 @@ def _doubling(b: seg.Builder, sorted_keys, positions, steps: int):
 
 
 def _positional_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: seg.Kind,
-                     steps: int) -> ir.Value:
-    """Float max/min: the scan carries, per element, the position of the winning value (int64,
-    picked with Where) and "a NaN came at or after" (Kind's flagged fold, associative); the values
-    are gathered once at the end. No float passes through Where, whose -0.0 onnxruntime loses
-    (and whose arithmetic repair, Builder.select(exact=True), its graph optimizer undoes: measured
-    on onnxruntime 1.23 with optimizations on), so the result is bit for bit."""
+                     steps: int, position_dtype: ir.DataType) -> ir.Value:
+    """Float max/min: the scan carries, per element, the position of the winning value (picked
+    with Where) and "no NaN at or after it" (Kind's flagged fold, associative, carried negated so
+    that no step negates a [total, w] tensor); the values are gathered once at the end. No float
+    passes through Where, whose -0.0 onnxruntime loses (and whose arithmetic repair,
+    Builder.select(exact=True), its graph optimizer undoes: measured on onnxruntime 1.23 with
+    optimizations on), so the result is bit for bit.
+
+    Memory: each step's inputs are built before what reads them and the positions' chain is
+    the last input of each join, so onnxruntime's run order (:func:`.lowering.live_bytes.run_order`)
+    walks the positions first and computes each step's flags when that step runs; with the
+    flags' negation per step (as written before), it computed every step's negation first and
+    held them all (17 steps x [total, w] bool for a 20k-node GNN)."""
     ct = kind.dtype
-    at = b.op("Expand", b.op("Reshape", positions, b.const([-1, 1]), dtype=INT64), b.shape(x),
-              dtype=INT64)  # [total, w]
-    flags = b.op("IsNaN", x)
+    at = b.op("Expand", b.op("Reshape", b.cast(positions, position_dtype, INT64),
+                             b.const([-1, 1]), dtype=position_dtype),
+              b.shape(x), dtype=position_dtype)  # [total, w]
+    clean = b.op("Not", b.op("IsNaN", x))
     for _, same_col, back in _doubling(b, sorted_keys, positions, steps):
-        early_at = b.op("Gather", at, back, axis=0, dtype=INT64)
+        early_at = b.op("Gather", at, back, axis=0, dtype=position_dtype)
         early = b.op("GatherElements", x, early_at, axis=0, dtype=ct)
         late = b.op("GatherElements", x, at, axis=0, dtype=ct)
-        loses = b.op("And", b.op(kind.compare, late, early), b.op("Not", flags))
-        loses = b.op("And", loses, same_col)
-        early_flag = b.op("And", b.op("Gather", flags, back, axis=0), same_col)
-        at = b.op("Where", loses, early_at, at, dtype=INT64)
-        flags = b.op("Or", early_flag, flags)
-    final = b.op("Gather", at, end_at, axis=0, dtype=INT64)
+        loses = b.op("And", b.op("And", b.op(kind.compare, late, early), clean), same_col)
+        early_clean = b.op("Or", b.op("Gather", clean, back, axis=0), b.op("Not", same_col))
+        at = b.op("Where", loses, early_at, at, dtype=position_dtype)
+        clean = b.op("And", early_clean, clean)
+    final = b.op("Gather", at, end_at, axis=0, dtype=position_dtype)
     return b.op("GatherElements", x, final, axis=0, dtype=ct)
 
 

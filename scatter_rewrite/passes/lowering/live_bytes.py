@@ -97,6 +97,8 @@ def static_shapes(nodes: list[ir.Node], shapes: dict | None = None) -> dict[ir.V
                 if (found := _external(value, shapes)) is not None:
                     known[value] = found
         inputs = [None if v is None else known.get(v) for v in node.inputs]
+        if any(v is not None and v not in known for v in node.inputs):
+            continue  # (an input of unknown shape: so are the outputs)
         try:
             outs = _infer(node, inputs)
         except (ValueError, IndexError, TypeError, KeyError):

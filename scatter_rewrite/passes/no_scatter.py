@@ -6,13 +6,13 @@ runtimes that have no scatter or a wrong one (NPUs: docs/targets.md).
 Each node is first viewed as rows (:func:`.lowering.segment_reduce.update_rows`, no scatter): the data as
 ``rows`` [R, w], each update row's target row ``keys`` [n] (negative indices normalized; the GNN
 ``Expand(Unsqueeze(dst))`` pattern as whole rows of w features) and the update rows ``vals``
-[n, w], in the order the scatter applies them. Then one of two forms, the one with the smaller
-largest intermediate (from static shapes; with symbolic dimensions, the form whose size grows
-slower, its size said as a formula):
+[n, w], in the order the scatter applies them. Then one of two forms, the one that holds fewer
+bytes at once (Memory, below):
 
 ``mask`` (one-hot ``Equal(Range(R)[:, None], keys[None, :])``, [R, n]): for ``none`` the last
-    writer of each row, ``ReduceMax(Where(mask, Range(n), -1))``, then one Gather from
-    ``Concat(rows, vals)`` (index arithmetic only: bit for bit for every type); for add/mul and
+    writer of each row, ``ReduceMax(Where(mask, Range(n), -1))``, that writer's update row
+    gathered (for a static n > 0; all n rows otherwise), then one Gather from it concatenated
+    with the rows (index arithmetic only: bit for bit for every type); for add/mul and
     integer max/min, ``Reduce{Sum,Prod,Max,Min}(Where(mask[:, :, None], vals, identity))`` over
     the update axis, combined with the row. Largest intermediate: R*n int64 (none) or R*n*w of
     the compute type. Not used for float max/min: their result among NaNs and equal values
@@ -34,10 +34,30 @@ slower, its size said as a formula):
 Exactness: none/max/min and integers bit for bit; float add/mul re-associated (float16/bfloat16
 summed in float32, rounded once): judged by validation against the original's own rounding.
 
-A form whose largest intermediate (static shapes) is above ``max_intermediate_mib`` is not
-written: the pass raises ConversionError with the size and the option that raises the bound
-(``--max-intermediate-mib``); a node it cannot rewrite (an unknown rank, a data type without an
-exact form, a reduction that is a function attribute) likewise, with the reason.
+Memory: each form is built for the node and its peak live bytes counted from its own nodes
+(:func:`.lowering.live_bytes.peak_live_bytes`: shapes inferred from the nodes, each value alive
+from its node to its last reader in onnxruntime's run order, views free, Where's two temporaries
+and TopK's index vector while they run). Measured in onnxruntime 1.32 (one thread,
+benchmarks/bench_no_scatter.py), where the memory went when the figure was a hand formula of the
+largest intermediate (a 20k-node GNN max: 58.6 MiB declared, 1,005 MiB peak RSS): (1) several
+such tensors live at once (the scan's positions, their partners, the new positions: x3);
+(2) onnxruntime's Where selects X and Y into two temporaries of the output's size before merging
+them (where_op.cc), x3 again for the positions' Where and x2 for the mask form's [R, n, w];
+(3) its run order (a depth-first walk back from the output) computed the float max/min scan's
+per-step Not(flags) for all 17 steps before the positions chain and held them all (17 x 7.3
+MiB); (4) the allocator: with the arena, the memory pattern of the second run is allocated
+beside the arena's chunks from the first; without it, glibc keeps freed blocks below its
+(raised) mmap threshold. (1)-(3) are what the estimate counts (equal to the measured peak within
+1% when the allocator returns freed memory at once: MALLOC_MMAP_THRESHOLD_ fixed, arena off);
+(3) is gone (the flags are carried negated); (4) is the runtime's and is stated in the benchmark
+as a factor. The scan's positions are int32 where R + n is static (half of its largest tensors).
+
+A form whose peak (static shapes) is above ``max_intermediate_mib`` is not written: the pass
+raises ConversionError with the size and the option that raises the bound
+(``--max-intermediate-mib``); with symbolic sizes the bound cannot be judged and the report says
+the form's largest intermediate as a formula. A node it cannot rewrite (an unknown rank, a data
+type without an exact form, a reduction that is a function attribute) is refused likewise, with
+the reason.
 """
 
 from __future__ import annotations

@@ -1,22 +1,24 @@
 """The memory a list of new nodes needs: each value's static shape inferred from the nodes
-themselves, then the bytes held at once when they run one after another in the order given
-(a sequential executor, as onnxruntime's CPU provider with one thread runs them).
+themselves, then the most bytes held at once when onnxruntime's sequential executor (the CPU
+provider, one thread) runs them.
 
 :func:`static_shapes` propagates shapes (and the values of small int64 tensors: the shape
 arithmetic that feeds Range, Reshape, Expand, Slice and TopK's K) through the ops the scatter-free
 forms write, from the shapes of the values the nodes read. An op it does not know, or a dimension
 that is not static, leaves the outputs unknown, and :func:`peak_live_bytes` then says None.
 
-:func:`peak_live_bytes` is the largest sum, over the steps, of the values alive during the step:
-a value lives from the node that produces it to the last node that reads it (an output of the
-nodes to the end), as onnxruntime's allocation planner frees a buffer after its last reader.
-Reshape, Flatten, Squeeze, Unsqueeze and Identity are views of their input (onnxruntime aliases
-them): they cost nothing and keep the input's buffer alive as long as they are read. Values the
-nodes only read (the scatter's inputs) are not counted: the model holds them with or without the
-rewrite. What it leaves out: a kernel's own scratch (TopK's, a Reduce's), the allocator's rounding
-and the memory a runtime keeps after a buffer is freed (measured against onnxruntime in
-benchmarks/bench_no_scatter.py); what makes it high: a runtime reusing an input's buffer for an
-elementwise output (onnxruntime's in-place reuse) needs less.
+:func:`peak_live_bytes` is the largest sum, over the steps of :func:`run_order` (onnxruntime's
+default order, which is not the order the nodes were built in), of the values alive during the
+step plus the running kernel's scratch: a value lives from the node that produces it to the last
+node that reads it (an output of the nodes to the end), as onnxruntime's allocation planner frees
+a buffer after its last reader. Reshape, Flatten, Squeeze, Unsqueeze and Identity are views of
+their input (onnxruntime aliases them): they cost nothing and keep the input's buffer alive as
+long as they are read. Constants count for the whole run (onnxruntime holds them as
+initializers). Values the nodes only read (the scatter's inputs) are not counted: the model holds
+them with or without the rewrite. Left out: the allocator's rounding and the memory it keeps after
+a buffer is freed (the arena's chunks, glibc's heap), measured against onnxruntime in
+benchmarks/bench_no_scatter.py; a runtime that reuses an input's buffer for an elementwise
+output needs less.
 """
 
 from __future__ import annotations

@@ -116,6 +116,8 @@ class Form:
 def _mib(size: int) -> str:
     if size < 2 ** 10:
         return f"{size} bytes"
+    if size >= 2 ** 30:
+        return f"{size / 2 ** 30:,.1f} GiB"
     return f"{size / 2 ** 10:.3g} KiB" if size < 2 ** 20 else f"{size / 2 ** 20:.3g} MiB"
 
 
@@ -448,7 +450,7 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
         return b.op("Gather", both, b.op("Gather", order, end_at, axis=0, dtype=INT64), axis=0,
                     dtype=dtype)
     ct = seg.compute_dtype(dtype, reduction)
-    kind = seg.Kind(reduction, ct)
+    kind = seg.Kind(reduction, ct, int_minmax=opset >= 12)
     both = b.cast(b.op("Concat", rows, vals, axis=0, dtype=dtype), ct, dtype)
     x = b.op("Gather", both, order, axis=0, dtype=ct)
     steps = DYNAMIC_STEPS if count is None else math.ceil(math.log2(count + 1))
@@ -457,16 +459,35 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
         scanned = _positional_scan(b, x, sorted_keys, positions, end_at, kind, steps,
                                    position_dtype)
         return b.cast(scanned, dtype, ct)
-    for d, same_col, back in _doubling(b, sorted_keys, positions, steps):
-        prev = b.op("Gather", x, back, axis=0, dtype=ct)
-        if ct == ir.DataType.BOOL:  # Or/And commute: the partner masked where absent
-            x, _ = kind.combine(b, x, prev, has=same_col)
-            continue
-        identity = kind.identity()  # (combine(identity, x) is x)
-        early = b.select(same_col, prev, b.const(identity, identity.dtype), ct)
-        x, _ = kind.combine(b, early, x)
-    out = b.op("Gather", x, end_at, axis=0, dtype=ct)
+    out = _identity_row_scan(b, x, sorted_keys, positions, end_at, kind, steps, total)
     return b.cast(out, dtype, ct)
+
+
+def _identity_row_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: seg.Kind,
+                       steps: int, total) -> ir.Value:
+    """The scan of add/mul, integer max/min and bool: ``x`` [total, w] with one more row, the
+    reduction's identity (combine(identity, v) is v bit for bit), that an element whose partner
+    lies outside its run reads instead: a Gather of [total] indices picks the partners, no Where
+    over [total, w] (whose two temporaries onnxruntime allocates: live_bytes.py). Every step's
+    index arithmetic is built first, so that onnxruntime's run order (live_bytes.run_order) walks
+    the rows' chain first and computes each step's partners when that step runs."""
+    ct = kind.dtype
+    last = _as_vector(b, total)
+    partners = [b.op("Concat", b.op("Where", b.op("Reshape", same_col, b.const([-1]),
+                                                  dtype=ir.DataType.BOOL), back, total,
+                                    dtype=INT64), last, axis=0, dtype=INT64)
+                for _, same_col, back in _doubling(b, sorted_keys, positions, steps)]
+    identity = kind.identity()
+    row = b.op("Expand", b.const(identity.reshape(1, 1), identity.dtype),
+               b.op("Concat", b.const([1]), b.dims(x, 1, 2), axis=0, dtype=INT64), dtype=ct)
+    x = b.op("Concat", x, row, axis=0, dtype=ct)  # [total + 1, w]
+    for partner in partners:
+        x, _ = kind.combine(b, b.op("Gather", x, partner, axis=0, dtype=ct), x)
+    return b.op("Gather", x, end_at, axis=0, dtype=ct)
+
+
+def _as_vector(b: seg.Builder, scalar: ir.Value) -> ir.Value:
+    return b.op("Reshape", scalar, b.const([1]), dtype=INT64)
 
 
 def _doubling(b: seg.Builder, sorted_keys, positions, steps: int):

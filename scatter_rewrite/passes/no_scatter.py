@@ -363,9 +363,9 @@ def scatter_free(node: ir.Node, opset: int, form: str,
         return b.nodes, b.op("Identity", data, dtype=data.dtype)
     reduction = _reduction(node)
     rows, keys, vals = seg.update_rows(b, node)
-    count, row_count, width = seg.row_counts(node)
+    count, row_count, _ = seg.row_counts(node)
     if form == "mask":
-        out = _mask_form(b, rows, keys, vals, reduction, data.dtype, opset, count, width)
+        out = _mask_form(b, rows, keys, vals, reduction, data.dtype, opset, count)
     else:
         out = _sort_form(b, rows, keys, vals, reduction, data.dtype, opset, count,
                          _position_dtype(count, row_count))
@@ -390,7 +390,7 @@ def _reduce(b: seg.Builder, op: str, value: ir.Value, axis: int, opset: int,
 
 
 def _mask_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataType,
-               opset: int, count: int | None, width: int | None) -> ir.Value:
+               opset: int, count: int | None) -> ir.Value:
     updates = b.op("Size", keys, dtype=INT64)
     row_count = b.dim(rows, 0)
     row_ids = b.op("Range", b.const(0), row_count, b.const(1), dtype=INT64)
@@ -413,23 +413,9 @@ def _mask_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
         return b.op("Gather", both, source, axis=0, dtype=dtype)
     ct = seg.compute_dtype(dtype, reduction)
     kind = seg.Kind(reduction, ct, int_minmax=opset >= 12)
-    identity = kind.identity()
-    # rows of 16 bytes or more: gathered by [R, n] int64 indices (each row's updates, the
-    # identity row elsewhere), one [R, n, w] tensor; narrower: selected by a Where over [R, n, w],
-    # whose X temporary onnxruntime allocates at its output's size (two such tensors)
-    if width is None or width * _itemsize(ct) >= 16:
-        row = b.op("Expand", b.const(identity.reshape(1, 1), identity.dtype),
-                   b.op("Concat", b.const([1]), b.dims(vals, 1, 2), axis=0, dtype=INT64),
-                   dtype=ct)
-        table = b.op("Concat", b.cast(vals, ct, dtype), row, axis=0, dtype=ct)  # [n + 1, w]
-        positions = b.op("Range", b.const(0), updates, b.const(1), dtype=INT64)
-        picks = b.op("Where", mask, _unsqueeze(b, positions, [0], opset, INT64), updates,
-                     dtype=INT64)  # [R, n]
-        picked = b.op("Gather", table, picks, axis=0, dtype=ct)
-    else:
-        picked = b.op("Where", _unsqueeze(b, mask, [2], opset, ir.DataType.BOOL),
-                      _unsqueeze(b, b.cast(vals, ct, dtype), [0], opset, ct),
-                      b.const(identity, identity.dtype), dtype=ct)  # [R, n, w]
+    picked = b.op("Where", _unsqueeze(b, mask, [2], opset, ir.DataType.BOOL),
+                  _unsqueeze(b, b.cast(vals, ct, dtype), [0], opset, ct),
+                  b.const(kind.identity(), kind.identity().dtype), dtype=ct)  # [R, n, w]
     op = {"add": "ReduceSum", "mul": "ReduceProd", "max": "ReduceMax", "min": "ReduceMin"}
     folded = _reduce(b, op[reduction], picked, 1, opset, ct)
     merged, _ = kind.combine(b, b.cast(rows, ct, dtype), folded)

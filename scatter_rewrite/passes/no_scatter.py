@@ -40,17 +40,19 @@ from its node to its last reader in onnxruntime's run order, views free, Where's
 and TopK's index vector while they run). Measured in onnxruntime 1.32 (one thread,
 benchmarks/bench_no_scatter.py), where the memory went when the figure was a hand formula of the
 largest intermediate (a 20k-node GNN max: 58.6 MiB declared, 1,005 MiB peak RSS): (1) several
-such tensors live at once (the scan's positions, their partners, the new positions: x3);
+[R+n, w] tensors live at once (the scan's positions, their partners, the new positions);
 (2) onnxruntime's Where selects X and Y into two temporaries of the output's size before merging
-them (where_op.cc), x3 again for the positions' Where and x2 for the mask form's [R, n, w];
-(3) its run order (a depth-first walk back from the output) computed the float max/min scan's
-per-step Not(flags) for all 17 steps before the positions chain and held them all (17 x 7.3
-MiB); (4) the allocator: with the arena, the memory pattern of the second run is allocated
-beside the arena's chunks from the first; without it, glibc keeps freed blocks below its
-(raised) mmap threshold. (1)-(3) are what the estimate counts (equal to the measured peak within
-1% when the allocator returns freed memory at once: MALLOC_MMAP_THRESHOLD_ fixed, arena off);
-(3) is gone (the flags are carried negated); (4) is the runtime's and is stated in the benchmark
-as a factor. The scan's positions are int32 where R + n is static (half of its largest tensors).
+them (where_op.cc): x3 for a Where over [R+n, w], x2 for the mask form's [R, n, w]; (3) its run
+order (a depth-first walk back from the output) computed the float max/min scan's per-step
+Not(flags) for all 17 steps before the positions chain and held them all (17 x 7.3 MiB);
+(4) the allocator: with the arena, the memory pattern of the second run is allocated beside the
+arena's chunks from the first; without it, glibc keeps freed blocks below its (raised) mmap
+threshold. The estimate counts (1)-(3), and equals the measured peak within a few percent when
+the allocator returns freed memory at once (MALLOC_MMAP_THRESHOLD_ fixed, arena off); (4) is the
+runtime's, stated in the benchmark as a factor. What the forms do about it: the flags are carried
+negated (no per-step Not), the positions are int32 where R + n is static, the plain scan reads
+an identity row instead of a Where over [R+n, w], and the ``none`` mask form gathers each row's
+last writer before concatenating (R rows, not n): that GNN max now holds 193 MiB.
 
 A form whose peak (static shapes) is above ``max_intermediate_mib`` is not written: the pass
 raises ConversionError with the size and the option that raises the bound

@@ -309,7 +309,7 @@ def test_opset_target_below_the_models_opset_blocks_and_lower_fixes_it(op, reduc
 
 
 def test_the_table_says_none_for_a_default_reduction_and_marks_a_written_one():
-    from scatter_rewrite.cli import _reduction_cell
+    from scatter_rewrite.cli.check import _reduction_cell
 
     cells = {name: _reduction_cell(findings(make(), "tensorrt-10")[0]) for name, make in {
         "default": lambda: nd(),

@@ -516,9 +516,9 @@ def _positional_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: se
 
     Memory: each step's inputs are built before what reads them and the positions' chain is
     the last input of each join, so onnxruntime's run order (:func:`.lowering.live_bytes.run_order`)
-    walks the positions first and computes each step's flags when that step runs; with the
-    flags' negation per step (as written before), it computed every step's negation first and
-    held them all (17 steps x [total, w] bool for a 20k-node GNN)."""
+    walks the positions first and computes each step's flags when that step runs. A negation
+    of the flags in each step would be a chain of its own, which that order computes for every
+    step first and holds (17 steps x [total, w] bool for a 20k-node GNN)."""
     ct = kind.dtype
     at = b.op("Expand", b.op("Reshape", b.cast(positions, position_dtype, INT64),
                              b.const([-1, 1]), dtype=position_dtype),

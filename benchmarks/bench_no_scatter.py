@@ -16,12 +16,14 @@ with ``--max-intermediate-mib``: the form is refused below ceil(declared) MiB ("
 Measured: each model runs in a process of its own (one intra-op thread), ``--repeats`` processes
 per column, medians; in each, the peak RSS the runs add (``VmHWM`` reset through
 ``/proc/self/clear_refs`` once the session and the inputs are loaded, minus the RSS then) over a
-warm-up and ``--runs`` timed runs: with onnxruntime's CPU arena on (its default), with it off,
+first run and ``--runs`` timed runs: with onnxruntime's CPU arena on (its default), with it off,
 and with it off and glibc returning every freed block at once (``MALLOC_MMAP_THRESHOLD_=65536``:
-what the nodes hold, without the allocator's keeping). The native scatter is measured alike.
+what the nodes hold, without the allocator's keeping); the memory pattern on (its default: from
+the second run on, one block laid out from the first run's allocations). The native scatter is
+measured alike.
 A form declaring above 2 GiB is not run. Each process saves its output, which this script
-checks against the native model's: max bit for bit, add within validation's float32 tolerance. Writes
-benchmarks/RESULTS-no-scatter.md (not with --smoke).
+checks against the native model's: max bit for bit, add within validation's float32 tolerance.
+Writes benchmarks/RESULTS-no-scatter.md (not with --smoke).
 """
 
 from __future__ import annotations
@@ -237,9 +239,10 @@ def table(rows: list, args) -> list[str]:
         "`--max-intermediate-mib`; it refuses the form below the bound shown); measured is the "
         "peak RSS the runs add once the session and inputs are loaded (the output checked by "
         f"the parent), the median of {args.repeats} processes, each a first run and {args.runs} "
-        "timed runs (time: the median run). Columns: onnxruntime's CPU arena on (default), off, and off with glibc returning "
-        "freed blocks at once (`MALLOC_MMAP_THRESHOLD_=65536`). max checked bit for bit, add "
-        "within float32 tolerance.",
+        "timed runs (time: the median run). Columns: onnxruntime's CPU arena on (default), "
+        "off, and off with glibc returning freed blocks at once (`MALLOC_MMAP_THRESHOLD_="
+        "65536`); its memory pattern on in all (default). max checked bit for bit, add within "
+        "float32 tolerance.",
         "",
         "| case | reduction | form | declared (MiB) | refused below (MiB) | "
         + " | ".join(f"peak, {c}: native / form (MiB)" for c in columns)

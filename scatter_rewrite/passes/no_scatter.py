@@ -47,9 +47,9 @@ order (a depth-first walk back from the output) computed the float max/min scan'
 Not(flags) for all 17 steps before the positions chain and held them all (17 x 7.3 MiB);
 (4) the allocator: with the arena, the memory pattern of the second run is allocated beside the
 arena's chunks from the first; without it, glibc keeps freed blocks below its (raised) mmap
-threshold. The estimate counts (1)-(3), and equals the measured peak within a few percent when
-the allocator returns freed memory at once (MALLOC_MMAP_THRESHOLD_ fixed, arena off); (4) is the
-runtime's, stated in the benchmark as a factor. What the forms do about it: the flags are carried
+threshold. The estimate counts (1)-(3): with the allocator returning freed memory at once
+(MALLOC_MMAP_THRESHOLD_ fixed, arena and memory pattern off) the 20k-node GNN forms' runs added
+it within 0.5%; (4) is the runtime's, stated in the benchmark as a factor. What the forms do about it: the flags are carried
 negated (no per-step Not), the positions are int32 where R + n is static, the plain scan reads
 an identity row instead of a Where over [R+n, w], and the ``none`` mask form gathers each row's
 last writer before concatenating (R rows, not n): that GNN max now holds 193 MiB.
@@ -106,7 +106,7 @@ class Form:
     name: str  # "mask" or "sort"
     bytes: int | None  # peak live bytes (None: a size is symbolic)
     itemsize: int  # bytes per element of its largest intermediate
-    formula: str  # that intermediate in the node's row counts: "(R+n)*w", "R*n" (said when symbolic)
+    formula: str  # that intermediate in the row counts: "(R+n)*w", "R*n" (said when symbolic)
     estimate: int  # peak live bytes with each symbolic dimension taken as 2^20 (to compare forms)
 
     def said(self) -> str:

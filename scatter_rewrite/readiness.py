@@ -18,7 +18,10 @@ Targets are the registered ones (:mod:`scatter_rewrite.targets`, docs/targets.md
 judged by its target's ``judge`` (TensorRT's: :mod:`scatter_rewrite.readiness_tensorrt`;
 opset-N's, below) or, for the others (no-scatter, qnn, rknn, ort-cpu, ...), from its table
 (:func:`judge_by_support`: a scatter form the target does not run is blocked, its fix
-``prepare --target T``); the dry run runs the target's verb.
+``prepare --target T``); the dry run runs the target's verb, whose last step, for a target with a
+published op table (qnn, rknn, litert, openvino, tvm, ort-cpu:
+:class:`scatter_rewrite.targets.OpTable`), refuses every node outside it: check blocks each such
+node with the table's source.
 
 What ``check(model, target)`` finds per scatter node, by target:
 

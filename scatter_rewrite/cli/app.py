@@ -11,7 +11,7 @@ import typer.core
 
 from scatter_rewrite.cli.lazy_imports import defer_imports
 from scatter_rewrite.cli.signals import (
-    STOP_SIGNALS, Stopped, stop_on_signals, stopped_after_the_run,
+    STOP_SIGNALS, Stopped, stop_on_signals, stopped_after_the_run, stopped_message,
 )
 
 __all__ = ["Command", "app", "main"]
@@ -37,8 +37,7 @@ class _App(typer.core.TyperGroup):
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except Stopped as e:
-            typer.echo(f"scatter-rewrite: error: stopped by {e.name}: no output of a model in "
-                       "progress is left (models finished before it are written)", err=True)
+            typer.echo(f"scatter-rewrite: error: {stopped_message(e)}", err=True)
             sys.exit(128 + e.signum)
         except typer.Abort:
             typer.echo("scatter-rewrite: error: aborted", err=True)

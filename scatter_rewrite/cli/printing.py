@@ -48,8 +48,20 @@ def format_outcome(outcome: Any) -> str:
         lines.append("  nothing rewritten: the output is a copy of the input")
     if outcome.error:
         lines.append(f"  error: {outcome.error}")
-    lines.append(f"{outcome.status} in {outcome.seconds:.2f} s")
+    lines.append(f"{_status_said(outcome)}, {outcome.seconds:.2f} s"
+                 if v and v.get("proven_in") and outcome.status in ("PASSED", "WRITTEN")
+                 else f"{outcome.status} in {outcome.seconds:.2f} s")
     return "\n".join(lines)
+
+
+def _status_said(outcome: Any) -> str:
+    """The status of a validated model with the engine that proved it: ``PASSED in onnxruntime``,
+    or WRITTEN saying what stood in for the runtime that cannot run here (the TensorRT plugin
+    form)."""
+    v = outcome.validation
+    if v.get("stand_in"):
+        return f"WRITTEN, checked in {v['proven_in']} ({v['stand_in']})"
+    return f"{outcome.status} in {v['proven_in']}"
 
 
 def batch_summary(outcomes: list[Any]) -> str:

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 __all__ = ["STOP_SIGNALS", "Stopped", "stop_deferred", "stop_on_signals",
-           "stopped_after_the_run"]
+           "stopped_after_the_run", "stopped_message"]
 
 
 class Stopped(BaseException):
@@ -45,6 +45,22 @@ def _raise_stopped(signum: int, frame: Any) -> None:
 def stop_on_signals() -> None:
     for signum in STOP_SIGNALS:
         signal.signal(signum, _raise_stopped)
+
+
+def stopped_message(e: Stopped) -> str:
+    """What a stop left: the outputs this process renamed into place before it (a model whose
+    summary it cut short), else none of a model in progress (a batch's finished models, in its
+    workers, are printed above)."""
+    from scatter_rewrite.cli.streams import shown_paths
+
+    model_io = sys.modules.get("scatter_rewrite.model_io")
+    written = [shown_paths(str(p)) for p in getattr(model_io, "WRITTEN_OUTPUTS", []) if p.exists()]
+    if written:
+        return (f"stopped by {e.name} once {', '.join(written)} was written: it is whole "
+                "(validated as asked), though what the run prints and reports after it may be "
+                "cut short")
+    return (f"stopped by {e.name}: no output of a model in progress is left (models finished "
+            "before it are written)")
 
 
 def stopped_after_the_run(signum: int, frame: Any) -> None:

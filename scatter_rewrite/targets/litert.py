@@ -25,7 +25,7 @@ otherwise with that reason.
 
 from __future__ import annotations
 
-from scatter_rewrite.targets import Target, register_target
+from scatter_rewrite.targets import Target, op_table_file, register_target
 
 __all__ = ["SORT_FORM_WRONG"]
 
@@ -35,10 +35,12 @@ SORT_FORM_WRONG = ("its only exact scatter-free form (sort: TopK and a doubling 
 
 def _passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.mask_forms import MaskFormPass
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, steps_for
 
-    return [MaskFormPass("litert", SORT_FORM_WRONG, True,
-                         max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB, fold_indices=True)]
+    # (steps_for: the deprecated Scatter upgraded first, as for no-scatter)
+    return steps_for(MaskFormPass("litert", SORT_FORM_WRONG, True,
+                                  max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
+                                  fold_indices=True))
 
 
 register_target(Target(
@@ -54,4 +56,4 @@ register_target(Target(
     sources=("measured: onnx2tf 1.29.24, tensorflow 2.19.0, ai-edge-litert 2.1.0 "
              "(tests/targets/test_litert.py)",
              "onnx2tf/ops/ScatterElements.py (reduction none only), onnx2tf/ops/ScatterND.py"),
-    passes=_passes, options=("max_intermediate_mib",)))
+    passes=_passes, options=("max_intermediate_mib",), ops=op_table_file("litert")))

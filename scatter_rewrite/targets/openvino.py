@@ -19,7 +19,9 @@ refused. Judged from those reports and the CPU plugin's TopK; no NPU here.
 
 from __future__ import annotations
 
-from scatter_rewrite.targets import ALL_REDUCTIONS, ScatterSupport, Target, register_target
+from scatter_rewrite.targets import (
+    ALL_REDUCTIONS, ScatterSupport, Target, op_table_file, register_target,
+)
 
 __all__ = ["RUNS", "SORT_FORM_WRONG", "target_scatters_passes"]
 
@@ -51,10 +53,11 @@ SORT_FORM_WRONG = ("its only exact scatter-free form (sort) relies on TopK keepi
 
 def _npu_passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.mask_forms import MaskFormPass
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, steps_for
 
-    return [MaskFormPass("openvino-npu", SORT_FORM_WRONG, False,
-                         max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)]
+    # (steps_for: the deprecated Scatter upgraded first, as for no-scatter)
+    return steps_for(MaskFormPass("openvino-npu", SORT_FORM_WRONG, False,
+                                  max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB))
 
 
 register_target(Target(
@@ -66,7 +69,8 @@ register_target(Target(
     sources=("measured: OpenVINO 2026.4.1 CPU plugin (tests/targets/test_openvino_tvm.py)",
              "docs.openvino.ai, CPU device, floating-point precision: inference_precision_hint "
              "defaults to bf16 where the CPU has AVX512_BF16 or AMX"),
-    passes=target_scatters_passes("openvino"), options=("max_intermediate_mib",)))
+    passes=target_scatters_passes("openvino"), options=("max_intermediate_mib",),
+    ops=op_table_file("openvino")))
 
 register_target(Target(
     name="openvino-npu", family="openvino",
@@ -75,4 +79,6 @@ register_target(Target(
     gets_wrong=("ScatterElementsUpdate/ScatterNDUpdate rejected by the NPU compiler",),
     sources=("https://github.com/openvinotoolkit/openvino/issues/24976",
              "https://github.com/openvinotoolkit/openvino/issues/25607"),
-    passes=_npu_passes, options=("max_intermediate_mib",)))
+    # (the NPU plugin publishes its operations as OpenVINO's own opsets, not ONNX ops: the model
+    # must first pass the ONNX frontend, whose table is OpenVINO's)
+    passes=_npu_passes, options=("max_intermediate_mib",), ops=op_table_file("openvino")))

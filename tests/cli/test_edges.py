@@ -11,25 +11,15 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 import pytest
-from typer.testing import CliRunner
 
 from scatter_rewrite import __version__
-from scatter_rewrite.cli import app, printing, rewriting
+from scatter_rewrite.cli import printing, rewriting
 from scatter_rewrite.cli.messages import LineFormatter
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.verbs import VERBS
+from tests.helpers.cli import invoke, save
 
-runner = CliRunner()
 DATA = Path(__file__).parents[1] / "data"
-
-
-def invoke(*args, **kwargs):
-    return runner.invoke(app, [str(a) for a in args], **kwargs)
-
-
-def save(model: onnx.ModelProto, path: Path) -> Path:
-    onnx.save(model, path)
-    return path
 
 
 def test_version():

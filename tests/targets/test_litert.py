@@ -17,11 +17,12 @@ from onnx import TensorProto, numpy_helper
 
 import scatter_rewrite
 from tests.helpers.runtimes import (
-    Refused, constant_indices, disagreement, original_outputs, run_in, scatter_cases, sums_floats,
+    EXPORTS, Refused, constant_indices, disagreement, original_outputs, run_in, scatter_cases, sums_floats,
 )
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.testing import scatter_model
-from tests.targets.test_openvino_tvm import EXPORTS, export_case
+from tests.helpers import DATA
+from tests.helpers.exports import load_export
 
 RNG = np.random.default_rng(7)
 
@@ -156,7 +157,7 @@ PREPARED_REFUSED = {"torch_repair/degree_count_ts13", "torch_repair/index_add_ts
         "onnx2tf refuses the prepared mask form of this export (not done)")))
     if name in PREPARED_REFUSED else name for name in EXPORTS])
 def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
-    model, inputs = export_case(name)
+    model, inputs, _ = load_export(DATA, name)
     try:
         prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
     except ConversionError as e:

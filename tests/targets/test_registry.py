@@ -126,9 +126,12 @@ def test_ort_cpu_on_the_repaired_float16_voxel_centroid(tmp_path):
 def test_prepare_command_line(tmp_path):
     model = ROOT / "models/gnn_max_opset18.onnx"
     out = tmp_path / "npu.onnx"
-    done = runner.invoke(app, ["prepare", str(model), "--target", "rknn", "-o", str(out)])
+    done = runner.invoke(app, ["prepare", str(model), "--target", "no-scatter", "-o", str(out)])
     assert done.exit_code == 0, done.stderr
     assert "PASSED" in done.stdout and not scatters_left(onnx.load(out))
+    # (float max: only the sort form, whose TopK rknn-toolkit2 does not convert)
+    refused = runner.invoke(app, ["prepare", str(model), "--target", "rknn", "-o", str(out)])
+    assert refused.exit_code == 1 and "needs TopK, which rknn-toolkit2" in refused.stderr
     bad = runner.invoke(app, ["prepare", str(model), "--target", "rknn", "--fix-dim", "N=4",
                               "-o", str(tmp_path / "x.onnx")])
     assert bad.exit_code == 2 and "--fix-dim does not apply to --target rknn" in bad.stderr

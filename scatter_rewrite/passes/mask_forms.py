@@ -49,8 +49,8 @@ class MaskFormPass(NoScatterPass):
             _fold_constant_indices(model)
         super().run(model)
 
-    def form_for(self, node: ir.Node) -> tuple[Form | None, str | None]:
-        forms = forms_for(node)
+    def form_for(self, node: ir.Node, opset: int) -> tuple[Form | None, str | None]:
+        forms = forms_for(node, opset)
         masks = [f for f in forms if f.name == "mask"]
         if masks:
             return masks[0], None

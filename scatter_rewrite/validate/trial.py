@@ -3,9 +3,9 @@
 Only the run decides whether inputs fit a model (what its ops need that :mod:`.dims` cannot see: a
 shape computed at run time, a chain shape inference gives up on). The session is made once, as a
 user makes one (default options; one thread where a kernel may refuse in parallel:
-:func:`.engines.may_refuse_in_parallel`), from the in-memory model without copying its weights: the main
-graph's initializers reach onnxruntime as OrtValues over the model's own arrays (memory-mapped
-external data stays mapped).
+:func:`.engines.may_refuse_in_parallel`), from the in-memory model without copying its weights:
+the main graph's initializers reach onnxruntime as OrtValues over the model's own arrays
+(memory-mapped external data stays mapped).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import onnx_ir as ir
 
 __all__ = [
     "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
-    "custom_domain_nodes", "first_line", "kernels_onnxruntime_lacks", "may_trap",
-    "needs_custom_ops_in_onnxruntime", "ort_reason",
+    "custom_domain_nodes", "first_line", "kernels_onnxruntime_lacks", "may_refuse_in_parallel",
+    "may_trap", "needs_custom_ops_in_onnxruntime", "ort_reason",
     "run_onnxruntime", "run_reference", "trapping_division", "undeclared_kernels",
     "what_onnxruntime_lacks", "without_paths", "WouldTrap",
 ]
@@ -86,6 +86,7 @@ def run_onnxruntime(
     if trap is not None:
         raise WouldTrap(trap)
     source = str(model) if isinstance(model, (str, Path)) else model
+    threads = 1 if _may_refuse_in_parallel(model) else threads
     run = None
     try:
         session = ort.InferenceSession(source, _session_options(threads), providers=_CPU,
@@ -387,6 +388,37 @@ PASSED_IN = frozenset({
     ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.STRING,
 })
 PASSED_OUT = PASSED_IN | {ir.DataType.FLOAT8E4M3FN, ir.DataType.FLOAT4E2M1}
+
+
+def may_refuse_in_parallel(model: ir.Model) -> bool:
+    """Whether onnxruntime must run ``model`` without intra-op worker threads: a scatter reduction
+    its kernel may refuse (:data:`REDUCTIONS_REFUSED`; an element type not known counts). The
+    refusal is raised from inside the kernel's parallel loop (ScatterND's TryParallelFor): with
+    worker threads, that unwinds the loop while a worker still holds a task over it, and the worker
+    then calls into freed memory and kills the process (SIGSEGV, measured with onnxruntime 1.32,
+    most often in a session's first run, its worker just started). With one thread the kernel runs
+    on the calling thread and its refusal reaches Python as usual."""
+    from scatter_rewrite.graph import attr, is_default_domain, iter_nodes
+
+    for node, _scope in iter_nodes(model):
+        refused = REDUCTIONS_REFUSED.get((node.op_type, attr(node, "reduction", "none")))
+        if (refused and is_default_domain(node) and node.inputs and node.inputs[0] is not None
+                and (node.inputs[0].dtype is None or node.inputs[0].dtype in refused)):
+            return True
+    return False
+
+
+def _may_refuse_in_parallel(model: str | os.PathLike | bytes) -> bool:
+    """:func:`may_refuse_in_parallel` for a file (its big weights mapped, not read) or bytes; False
+    where it cannot be loaded (onnxruntime then says why)."""
+    from scatter_rewrite.model_io import load_proto
+
+    try:
+        proto = (onnx.ModelProto.FromString(model) if isinstance(model, bytes)
+                 else load_proto(Path(model)))
+        return may_refuse_in_parallel(ir.serde.deserialize_model(proto))
+    except Exception:  # (whatever makes the model unloadable: onnxruntime's session reports it)
+        return False
 
 
 def _refused_reductions(model: ir.Model) -> list[Lack]:

@@ -2,9 +2,10 @@
 
 Only the run decides whether inputs fit a model (what its ops need that :mod:`.dims` cannot see: a
 shape computed at run time, a chain shape inference gives up on). The session is made once, as a
-user makes one (default options), from the in-memory model without copying its weights: the main
-graph's initializers reach onnxruntime as OrtValues over the model's own arrays (memory-mapped
-external data stays mapped).
+user makes one (default options; one thread where a kernel may refuse in parallel:
+:func:`.engines.may_refuse_in_parallel`), from the in-memory model without copying its weights:
+the main graph's initializers reach onnxruntime as OrtValues over the model's own arrays
+(memory-mapped external data stays mapped).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.type_inference import serialize_without_weights
-from scatter_rewrite.validate.engines import first_line, may_trap
+from scatter_rewrite.validate.engines import first_line, may_refuse_in_parallel, may_trap
 
 __all__ = ["OriginalSession", "runs_in_reference"]
 
@@ -90,6 +91,8 @@ def _session(model: ir.Model):
     options = ort.SessionOptions()
     options.log_severity_level = 4
     options.enable_cpu_mem_arena = False
+    if may_refuse_in_parallel(model):  # (or a refusal kills the process)
+        options.intra_op_num_threads = 1
     options.add_session_config_entry("session.disable_prepacking", "1")  # (copies the weights)
     if arrays:
         names = list(arrays)

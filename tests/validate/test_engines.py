@@ -469,6 +469,49 @@ def test_what_onnxruntime_lacks_for_a_scatter_is_declared_not_read_from_its_erro
         assert runs_in_onnxruntime(path, inputs) == (not lacks), f"{ORT}, {op} {reduction} {name}: {lacks}"
 
 
+def test_a_reduction_onnxruntime_refuses_on_many_index_tuples_is_refused_without_killing_the_process():
+    """ScatterND raises its refusal from inside its parallel loop: with worker threads that killed
+    the process (SIGSEGV or SIGFPE, onnxruntime 1.32: within two fresh sessions at 4096 tuples).
+    Validation's runs and the session that tries sizes get the refusal as an error every time."""
+    done = run_python("""
+        import numpy as np, onnx_ir as ir
+        from onnx import TensorProto
+        from scatter_rewrite.testing import scatter_model
+        from scatter_rewrite.validate.engines import run_onnxruntime
+        from scatter_rewrite.validate.trial import OriginalSession
+        n = 4096
+        model = scatter_model("ScatterND", data_shape=(n, 64), indices_shape=(n, 1),
+                              updates_shape=(n, 64), data_type=TensorProto.BOOL, reduction="max")
+        feeds = {"data": np.zeros((n, 64), bool), "indices": np.arange(n).reshape(n, 1),
+                 "updates": np.ones((n, 64), bool)}
+        refused = "while running ScatterND node"  # (its reason, cut after 200 characters)
+        for _ in range(20):
+            try:
+                run_onnxruntime(model.SerializeToString(), feeds)
+                raise SystemExit("onnxruntime ran it")
+            except Exception as e:
+                assert refused in str(e), e
+            assert refused in OriginalSession(ir.serde.deserialize_model(model)).failure(feeds)
+        """)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
+def test_onnxruntime_runs_one_thread_exactly_where_a_scatter_kernel_may_refuse(op, reduction):
+    """Declared by REDUCTIONS_REFUSED, every type; a data type not known may be refused too."""
+    for dtype in SCATTER_TYPES:
+        model = ir.serde.deserialize_model(scatter_model(op, data_type=dtype, reduction=reduction))
+        refused = REDUCTIONS_REFUSED_NAMES.get((op, reduction), ())
+        assert engines.may_refuse_in_parallel(model) == (dtype in refused), (op, reduction, dtype)
+        model.graph.node(0).inputs[0].dtype = None
+        assert engines.may_refuse_in_parallel(model) == bool(refused), (op, reduction)
+
+
+REDUCTIONS_REFUSED_NAMES = {key: {t.value for t in types}
+                            for key, types in engines.REDUCTIONS_REFUSED.items()}
+
+
 def test_missing_reductions_name_the_node_op_and_type_and_the_lowering_that_runs_them(tmp_path):
     path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT16, "add", opset=16)
     (lack,) = engines.kernels_onnxruntime_lacks(path)

@@ -380,16 +380,18 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
     row_ids = b.op("Range", b.const(0), row_count, b.const(1), dtype=INT64)
     all_keys = b.op("Concat", row_ids, keys, axis=0, dtype=INT64)
     total = b.op("Size", all_keys, dtype=INT64)
-    sorted_keys, order = b.op("TopK", all_keys, b.op("Reshape", total, b.const([1]), dtype=INT64),
-                              outputs=2, axis=0, largest=0, sorted=1)
-    sorted_keys.dtype = order.dtype = INT64
-    # run ends: the key changes after them (the last element ends the last run)
-    following = b.op("Concat", b.op("Slice", sorted_keys, b.const([1]), b.const([2 ** 62])),
+    positions = b.op("Range", b.const(0), total, b.const(1), dtype=INT64)
+    order = _ascending(b, b.op("Add", b.op("Mul", all_keys, total, dtype=INT64), positions,
+                               dtype=INT64), total)
+    sorted_keys = b.op("Gather", all_keys, order, axis=0, dtype=INT64)
+    # run ends: the key changes after them (the last element ends the last run); the slice's end
+    # is the length itself (onnx2tf reads a huge constant end as int32: an empty slice)
+    following = b.op("Concat", b.op("Slice", sorted_keys, b.const([1]), _as_vector(b, total)),
                      b.const([-1]), axis=0, dtype=INT64)
-    ends = b.cast(b.op("Not", b.op("Equal", sorted_keys, following)), INT64, ir.DataType.BOOL)
-    _, end_at = b.op("TopK", ends, b.op("Reshape", row_count, b.const([1]), dtype=INT64),
-                     outputs=2, axis=0, largest=1, sorted=1)
-    end_at.dtype = INT64  # ascending positions: ties go to the lower index first
+    inner = b.cast(b.op("Equal", sorted_keys, following), INT64, ir.DataType.BOOL)
+    # exactly R ends, in position order: each position, plus the length where it ends no run
+    end_at = _ascending(b, b.op("Add", b.op("Mul", inner, total, dtype=INT64), positions,
+                                dtype=INT64), row_count)
     if reduction == "none":
         both = b.op("Concat", rows, vals, axis=0, dtype=dtype)
         return b.op("Gather", both, b.op("Gather", order, end_at, axis=0, dtype=INT64), axis=0,
@@ -399,7 +401,6 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
     both = b.cast(b.op("Concat", rows, vals, axis=0, dtype=dtype), ct, dtype)
     x = b.op("Gather", both, order, axis=0, dtype=ct)
     steps = DYNAMIC_STEPS if count is None else math.ceil(math.log2(count + 1))
-    positions = b.op("Range", b.const(0), total, b.const(1), dtype=INT64)
     if kind.nan_aware:
         return b.cast(_positional_scan(b, x, sorted_keys, positions, end_at, kind, steps), dtype,
                       ct)
@@ -413,6 +414,20 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
         x, _ = kind.combine(b, early, x)
     out = b.op("Gather", x, end_at, axis=0, dtype=ct)
     return b.cast(out, dtype, ct)
+
+
+def _as_vector(b: seg.Builder, scalar: ir.Value) -> ir.Value:
+    return b.op("Reshape", scalar, b.const([1]), dtype=INT64)
+
+
+def _ascending(b: seg.Builder, unique: ir.Value, k: ir.Value) -> ir.Value:
+    """The positions of ``unique``'s ``k`` smallest values, smallest first (``TopK``'s indices).
+    The values are distinct (a key times the length plus the position), so the result does not
+    depend on how a runtime's TopK orders equal values: ONNX puts the lower index first, OpenVINO's
+    does not (docs/targets.md)."""
+    _, at = b.op("TopK", unique, _as_vector(b, k), outputs=2, axis=0, largest=0, sorted=1)
+    at.dtype = INT64
+    return at
 
 
 def _doubling(b: seg.Builder, sorted_keys, positions, steps: int):
@@ -443,7 +458,7 @@ def _positional_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: se
         early_at = b.op("Gather", at, back, axis=0, dtype=INT64)
         early = b.op("GatherElements", x, early_at, axis=0, dtype=ct)
         late = b.op("GatherElements", x, at, axis=0, dtype=ct)
-        loses = b.op("And", b.op(kind.compare, late, early), b.op("Not", flags))
+        loses = b.op("And", kind.loses(b, late, early), b.op("Not", flags))
         loses = b.op("And", loses, same_col)
         early_flag = b.op("And", b.op("Gather", flags, back, axis=0), same_col)
         at = b.op("Where", loses, early_at, at, dtype=INT64)

@@ -512,9 +512,6 @@ class Kind:
     def __init__(self, reduction: str, dtype: ir.DataType, int_minmax: bool = False):
         self.reduction, self.dtype = reduction, dtype
         self.nan_aware = reduction in ("max", "min") and dtype in _FLOATS
-        self.compare = (
-            "Less" if reduction == "max" else "Greater"
-        )  # "update loses to the accumulator"
         self.int_minmax = int_minmax and dtype not in _FLOATS and dtype != ir.DataType.BOOL
 
     def identity(self) -> np.ndarray:
@@ -536,6 +533,12 @@ class Kind:
         info = np.iinfo(np_dtype)
         return np.array(info.min if low else info.max, np_dtype)
 
+    def loses(self, b: Builder, late, early) -> ir.Value:
+        """Whether ``late`` loses to ``early`` (strictly below it for max, above for min; false
+        with a NaN), written with ``Less`` only: OpenVINO's CPU ``Greater`` is true where an
+        operand is NaN (measured on 2026.4.1), its ``Less`` false as ONNX says."""
+        return b.op("Less", late, early) if self.reduction == "max" else b.op("Less", early, late)
+
     def combine(self, b: Builder, early, late, has=None, early_flag=None, late_flag=None):
         """``early op late`` (order kept: the earlier operand first, as onnxruntime folds), and the
         combined "a NaN came after" flag (None unless both flags are given). ``has`` (bool,
@@ -552,7 +555,7 @@ class Kind:
             return (out if has is None else b.select(has, out, early, dt)), None
         if self.int_minmax and has is None:
             return b.op("Max" if self.reduction == "max" else "Min", early, late, dtype=dt), None
-        loses = b.op(self.compare, late, early)
+        loses = self.loses(b, late, early)
         if late_flag is not None:
             loses = b.op("And", loses, b.op("Not", late_flag))
         if has is not None:

@@ -333,7 +333,11 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
         static = const_value(lead)
         target = (b.const(list(static) + ones) if static is not None
                   else b.op("Concat", lead, b.const(ones), axis=0, dtype=INT64))
-        idx = b.op("Expand", source, target, dtype=idx_dtype)
+        # (no Expand to the shape the keys already have: onnx2tf 1.29 refuses that no-op Expand,
+        # "Output tensors of a Functional model must be the output of a TensorFlow Layer")
+        same = static is not None and source.shape is not None and \
+            list(source.shape) == list(static) + ones
+        idx = source if same else b.op("Expand", source, target, dtype=idx_dtype)
     else:
         idx = indices
     idx = b.cast(idx, INT64, idx_dtype)
@@ -352,9 +356,17 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
         coords.append(b.op("Reshape", rng, b.const(pattern), dtype=INT64))
     lin = _horner(b, coords, sizes)
     keys = b.op("Reshape", lin, b.const([-1]), dtype=INT64)
-    rows = b.op("Flatten", data, axis=last + 1, dtype=data.dtype)
-    vals = b.op("Flatten", updates, axis=last + 1, dtype=data.dtype)
+    rows = _flatten(b, data, last + 1, data.dtype)
+    vals = _flatten(b, updates, last + 1, data.dtype)
     return rows, keys, vals, last + 1
+
+
+def _flatten(b: Builder, value: ir.Value, axis: int, dtype: ir.DataType) -> ir.Value:
+    """``Flatten(value, axis)``; a column ``Reshape(value, [-1, 1])`` where ``axis`` is the rank
+    (onnx2tf 1.29 turns that Flatten of a vector into a [1, N] row)."""
+    if value.shape is not None and axis == len(value.shape):
+        return b.op("Reshape", value, b.const([-1, 1]), dtype=dtype)
+    return b.op("Flatten", value, axis=axis, dtype=dtype)
 
 
 def index_tuple_length(indices: ir.Value | None, depth: int = 0) -> int | None:
@@ -411,7 +423,7 @@ def scatter_nd_rows(b: Builder, data, indices, updates):
     else:
         q = len(indices.shape)
         idx2 = b.cast(b.op("Flatten", indices, axis=q - 1), INT64, indices.dtype)
-        vals = b.op("Flatten", updates, axis=q - 1, dtype=data.dtype)
+        vals = _flatten(b, updates, q - 1, data.dtype)
     sizes = [b.dim(data, j) for j in range(k)]
     coords = []
     for j in range(k):
@@ -419,7 +431,7 @@ def scatter_nd_rows(b: Builder, data, indices, updates):
                else b.op("Gather", idx2, b.const(j), axis=1, dtype=INT64))
         coords.append(_normalize(b, col, sizes[j]))
     keys = _horner(b, coords, sizes)
-    rows = b.op("Flatten", data, axis=k, dtype=data.dtype)
+    rows = _flatten(b, data, k, data.dtype)
     return rows, keys, vals, k
 
 

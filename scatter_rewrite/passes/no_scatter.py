@@ -472,20 +472,23 @@ def no_scatter_passes(max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) 
     return steps_for(NoScatterPass(max_intermediate_mib))
 
 
-def target_passes(target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) -> list:
-    """What ``prepare --target T`` runs for a target whose scatters are rewritten here."""
-    return steps_for(TargetScattersPass(target, max_intermediate_mib))
+def target_passes(target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
+                  preceded_by: tuple = ()) -> list:
+    """What ``prepare --target T`` runs for a target whose scatters are rewritten here
+    (``preceded_by``: passes the target needs just before the rewrite)."""
+    return steps_for(TargetScattersPass(target, max_intermediate_mib), preceded_by)
 
 
-def steps_for(pass_: NoScatterPass) -> list:
+def steps_for(pass_: NoScatterPass, preceded_by: tuple = ()) -> list:
     """``pass_`` after what it needs, one report line: the deprecated Scatter upgraded (where the
-    model has one), functions whose scatters read a function attribute specialized."""
+    model has one), functions whose scatters read a function attribute specialized, then
+    ``preceded_by``."""
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
     from scatter_rewrite.passes.upgrade import UpgradePass, has_scatter
 
-    return [Steps(OnlyIf(has_scatter, UpgradePass()), SpecializeCallsPass(_is_scatter), pass_,
-                  name=pass_.name)]
+    return [Steps(OnlyIf(has_scatter, UpgradePass()), SpecializeCallsPass(_is_scatter),
+                  *preceded_by, pass_, name=pass_.name)]
 
 
 class TargetScattersPass(NoScatterPass):

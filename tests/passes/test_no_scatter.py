@@ -340,3 +340,22 @@ def test_the_sort_form_is_exact_under_any_topk_tie_rule(op, reduction, np_type):
             assert_validation_accepts(expected, actual, True)
         else:
             assert expected[0].tobytes() == actual[0].tobytes(), (expected, actual)
+
+
+@pytest.mark.parametrize("op, indices_shape, updates_shape, steps", [
+    ("ScatterElements", (6, 4), ("E", 4), 5), ("ScatterElements", ("E", 4), (6, 4), 5),
+    ("ScatterND", (6, 1), ("E", 4), 3), ("ScatterND", ("E", 1), (6, 4), 3)])
+def test_the_scan_steps_come_from_whichever_input_states_the_update_count(op, indices_shape,
+                                                                         updates_shape, steps):
+    # 24 update elements (ScatterElements) or 6 update rows (ScatterND), stated by the indices or
+    # by the updates: ceil(log2(25)) = 5 or ceil(log2(7)) = 3 doubling steps (2 GatherElements
+    # each, 1 at the end) instead of the 31 a symbolic count needs
+    model = scatter_model(op, data_shape=(5, 4), indices_shape=indices_shape,
+                          updates_shape=updates_shape, reduction="max")
+    prepared = scatter_rewrite.prepare(model, target="no-scatter", validate=False)
+    assert [n.op_type for n in prepared.graph.node].count("GatherElements") == 2 * steps + 1
+    rng = np.random.default_rng(0)
+    idx = rng.integers(-5, 5, (6, 4) if op == "ScatterElements" else (6, 1))
+    feeds = {"data": special_values(rng, (5, 4), np.float32, "max"), "indices": idx,
+             "updates": special_values(rng, (6, 4), np.float32, "max")}
+    assert ort_run(model, feeds)[0].tobytes() == ort_run(prepared, feeds)[0].tobytes()

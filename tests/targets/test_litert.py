@@ -4,7 +4,8 @@ their own, built by tests/runtimes/setup_venvs.sh; skipped without it).
 What onnx2tf does to scatters on its own, reproduced (refuses a reducing ScatterElements, turns a
 reducing ScatterND into TFLite's summing SCATTER_ND, permutes a constant index vector fed to
 Unsqueeze), and ``prepare --target litert`` then onnx2tf then LiteRT giving the original's outputs.
-Converting takes about 10 s a model: the three facts run by default, the rest with -m slow.
+Converting takes about 10 s a model: the three facts and float max/min on input indices run by
+default, the rest with -m slow.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from onnx import TensorProto, numpy_helper
 
 import scatter_rewrite
 from tests.helpers.runtimes import (
-    Refused, constant_indices, disagreement, original_outputs, run_in, scatter_cases, sums_floats,
+    Refused, disagreement, original_outputs, run_in, scatter_cases, signed_zeros_and_nan,
+    sums_floats,
 )
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.testing import scatter_model
@@ -89,34 +91,39 @@ def test_onnx2tf_permutes_a_constant_index_vector_through_unsqueeze(tmp_path):
     _prepared_runs_as_original(model, inputs, tmp_path / "prepared")
 
 
-def _float_max_min_with_input_indices(model: onnx.ModelProto) -> bool:
-    reductions = {a.s for n in model.graph.node for a in n.attribute if a.name == "reduction"}
-    floats = model.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
-    return bool(reductions & {b"max", b"min"}) and floats and any(
-        i.name == "indices" for i in model.graph.input)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(scatter_cases()))
 def test_every_scatter_form_prepared_for_litert_runs_exactly(name, tmp_path):
-    model, inputs = scatter_cases()[name]
-    if _float_max_min_with_input_indices(model):
-        # no form onnx2tf converts exactly: refused, not written
-        with pytest.raises(ConversionError, match="not prepared for litert"):
-            scatter_rewrite.prepare(model, target="litert")
-        return
-    _prepared_runs_as_original(model, inputs, tmp_path)
+    _prepared_runs_as_original(*scatter_cases()[name], tmp_path)
+
+
+@pytest.mark.parametrize("nan", [False, True], ids=["signed-zeros", "nan"])
+def test_float_max_min_with_input_indices_run_exactly_after_onnx2tf(nan, tmp_path):
+    # the sort form (their only exact form): TopK of distinct keys, the doubling scan
+    model, inputs = signed_zeros_and_nan(nan)
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    assert "TopK" in {n.op_type for n in prepared.graph.node}
+    expected = original_outputs(model, inputs)
+    actual = run_in("litert", prepared, inputs, tmp_path)
+    assert disagreement(model, expected, actual, False) == []
+    assert all(np.array_equal(np.signbit(e), np.signbit(a)) for e, a in zip(expected, actual))
 
 
 @pytest.mark.slow
-def test_the_sort_form_with_input_indices_runs_wrong_after_onnx2tf(tmp_path):
-    # why litert refuses float max/min with indices as inputs: no-scatter's sort form, converted
-    model, inputs = scatter_cases()["elements_max_axis0"]
-    prepared = scatter_rewrite.prepare(model, target="no-scatter", validate=True)
-    actual = run_in("litert", prepared, inputs, tmp_path)
-    assert disagreement(model, original_outputs(model, inputs), actual, False) != []
-    # with the same indices constant, it converts exactly (onnx2tf folds the index arithmetic)
-    _prepared_runs_as_original(*constant_indices(model, inputs), tmp_path / "constant")
+def test_onnx2tf_empties_a_slice_ending_at_a_huge_constant(tmp_path):
+    # why the sort form came out wrong after onnx2tf: its "to the end" Slice (end 2^62, as ONNX
+    # allows) came out empty; the form now ends it at the length
+    graph = oh.make_graph(
+        [oh.make_node("Slice", ["x", "start", "end"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", TensorProto.INT64, [6])],
+        [oh.make_tensor_value_info("y", TensorProto.INT64, [5])],
+        initializer=[numpy_helper.from_array(np.array([1], np.int64), "start"),
+                     numpy_helper.from_array(np.array([2 ** 62], np.int64), "end")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    x = np.arange(6, dtype=np.int64) * 3
+    np.testing.assert_array_equal(original_outputs(model, {"x": x})[0], x[1:])
+    (converted,) = run_in("litert", model, {"x": x}, tmp_path)
+    assert converted.size == 0
 
 
 # Exports onnx2tf 1.29.24 cannot convert at all, whatever is done to their scatters: the original is
@@ -144,24 +151,15 @@ ONNX2TF_REFUSES = frozenset({
 })
 
 
-# Not done: onnx2tf converts these originals (a TorchScript scatter without reduction into zeros)
-# but refuses their prepared mask form ("Output tensors of a Functional model must be the output of
-# a TensorFlow Layer ... Found: [6 1]": a shape computation it folded to a constant).
-PREPARED_REFUSED = {"torch_repair/degree_count_ts13", "torch_repair/index_add_ts13"}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=Refused, reason=(
-        "onnx2tf refuses the prepared mask form of this export (not done)")))
-    if name in PREPARED_REFUSED else name for name in EXPORTS])
+@pytest.mark.parametrize("name", EXPORTS)
 def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
     model, inputs = export_case(name)
     try:
         prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
     except ConversionError as e:
-        # float max/min on input indices; an opset-9 Scatter (the forms need opset 11)
-        assert "runs wrong after onnx2tf" in str(e) or "need opset >= 11" in str(e)
+        # an opset-9 Scatter (the forms need opset 11: upgrade it first)
+        assert "need opset >= 11" in str(e)
         return
     if name in ONNX2TF_REFUSES:
         for which, converted in (("original", model), ("prepared", prepared)):

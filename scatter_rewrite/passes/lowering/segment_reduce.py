@@ -288,22 +288,37 @@ def _static_product(value: ir.Value | None, start: int, stop: int | None) -> int
 def row_counts(node: ir.Node) -> tuple[int | None, int | None, int | None]:
     """Static (number of update rows, number of data rows, row width) of a reducing scatter, each
     None when not static: the [n, w] updates and [R, w] data rows :func:`update_rows` builds.
-    Call :func:`reduction_blocker` first."""
+    The update rows' leading dimensions are those of the indices and the updates alike: each is
+    taken from whichever of the two states it. Call :func:`reduction_blocker` first."""
     data, indices, updates = node.inputs
     if node.op_type == "ScatterElements":
-        rank, _, _, last, shape_src = _elements_layout(
-            data, indices, updates, attr(node, "axis", 0)
-        )
-        if shape_src.shape is None or len(shape_src.shape) != rank:
-            return None, _static_product(data, 0, last + 1), _static_product(data, last + 1, None)
-        return (_static_product(shape_src, 0, last + 1), _static_product(data, 0, last + 1),
-                _static_product(data, last + 1, None))
+        rank, _, _, last, _ = _elements_layout(data, indices, updates, attr(node, "axis", 0))
+        return (_leading_product(last + 1, (indices, updates), rank),
+                _static_product(data, 0, last + 1), _static_product(data, last + 1, None))
     k = index_tuple_length(indices)  # (indices of unknown rank: the tuple's length derived)
+    lead = len(indices.shape) - 1 if indices.shape is not None else (
+        len(updates.shape) - (len(data.shape) - k)
+        if updates.shape is not None and data.shape is not None else None)
     return (
-        _static_product(indices, 0, -1),
+        None if lead is None else _leading_product(lead, (indices, updates)),
         _static_product(data, 0, k),
         _static_product(data, k, None),
     )
+
+
+def _leading_product(count: int, values: tuple[ir.Value, ...], rank: int | None = None
+                     ) -> int | None:
+    """The product of the first ``count`` dimensions that ``values`` share, each dimension static
+    in one of them; None if one is static in none. ``rank``: only values of that rank count."""
+    shapes = [list(v.shape) for v in values if v is not None and v.shape is not None
+              and (rank is None or len(v.shape) == rank) and len(v.shape) >= count]
+    total = 1
+    for d in range(count):
+        known = next((s[d] for s in shapes if isinstance(s[d], int)), None)
+        if known is None:
+            return None
+        total *= known
+    return total
 
 
 def update_rows(b: Builder, node: ir.Node, data: ir.Value | None = None,

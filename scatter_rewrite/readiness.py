@@ -15,9 +15,13 @@ verb refuses it: its reason, on each node it names, a non-scatter node too) or I
 FIXABLE exactly when the verb succeeds: the verb's own code decides, not a second opinion.
 
 Targets are the registered ones (:mod:`scatter_rewrite.targets`, docs/targets.md): each node is
-judged by its target's ``judge`` (TensorRT's and opset-N's, below) or, for the others (no-scatter,
-qnn, rknn, ort-cpu, ...), from its table (:func:`judge_by_support`: a scatter form the target does
-not run is blocked, its fix ``prepare --target T``); the dry run runs the target's verb.
+judged by its target's ``judge`` (TensorRT's: :mod:`scatter_rewrite.readiness_tensorrt`;
+opset-N's, below) or, for the others (no-scatter, qnn, rknn, ort-cpu, ...), from its table
+(:func:`judge_by_support`: a scatter form the target does not run is blocked, its fix
+``prepare --target T``); the dry run runs the target's verb, whose last step, for a target with a
+published op table (qnn, rknn, litert, openvino, tvm, ort-cpu:
+:class:`scatter_rewrite.targets.OpTable`), refuses every node outside it: check blocks each such
+node with the table's source.
 
 What ``check(model, target)`` finds per scatter node, by target:
 
@@ -69,17 +73,13 @@ import onnx_ir as ir
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.export_patterns import accumulate_export_suspect, mean_export_suspect
 from scatter_rewrite.graph import (
-    SCATTER_OPS, attr, describe_parts, function_calls, is_default_domain, is_reference, iter_nodes,
+    SCATTER_OPS, attr, describe_parts, is_default_domain, is_reference, iter_nodes,
     reference_reason,
 )
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
-from scatter_rewrite.passes.lowering.network_reduce import NOT_STATIC, network_blocker
-from scatter_rewrite.passes.fix_dims import FixDimsPass, dim_name
+from scatter_rewrite.passes.fix_dims import FixDimsPass
 from scatter_rewrite.passes.repair import REPAIR_NOTE, repairable_nodes
-from scatter_rewrite.passes.tensorrt import (
-    CUSTOM_AS_ONNX, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, is_reducing_scatter,
-    scatter_data_blocker,
-)
+from scatter_rewrite.passes.tensorrt import CUSTOM_AS_ONNX, is_reducing_scatter
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 from scatter_rewrite.spec import REDUCTIONS_SINCE, scatter_node_problem
 from scatter_rewrite.verbs import python_call
@@ -87,14 +87,13 @@ from scatter_rewrite.verbs import python_call
 __all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY",
            "SCHEMA_VERSION", "check", "check_report", "dry_run", "json_document", "parse_target",
            "target_verb", "TARGETS_HELP", "OPSET_TARGET_FLOOR", "judge_by_support", "judge_opset",
-           "judge_tensorrt"]
+           "TensorrtTwins", "unknown_reduction"]
 
 logger = logging.getLogger("scatter_rewrite")
 # opset-N from 9: Scatter's first opset (the lowest at which there is anything to say)
 OPSET_TARGET_FLOOR = 9
 TARGETS_HELP = ("tensorrt-8.6, tensorrt-10, tensorrt-11, opset-N (N from 9 to the installed "
                 "onnx's highest), no-scatter, qnn, rknn, ort-cpu, ... (docs/targets.md)")
-PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 
 
 @dataclasses.dataclass
@@ -423,12 +422,6 @@ def _dtype(model: ir.Model, scope, value: ir.Value | None) -> str | None:
     return dtype.name if dtype is not None else None
 
 
-def _static_dims(value: ir.Value | None):
-    if value is None or value.shape is None:
-        return None
-    return [d if isinstance(d, int) else None for d in value.shape]
-
-
 def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
     """One finding per scatter node; ``finding.blocked`` says whether it blocks ``target`` as the
     model is. Whether the fix reaches the target is the dry run's to say (:func:`check_report`)."""
@@ -448,7 +441,7 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
 
     target = get_target(target_name(kind, version))
     judge = target.judge or (lambda node, scope, f, context: judge_by_support(node, f, target))
-    inlined = _Inlined(model, borrowed)
+    inlined = TensorrtTwins(model, borrowed)
     findings = []
     repairable = repairable_nodes(model)
     for node, scope in iter_nodes(model):
@@ -494,7 +487,7 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
     return findings
 
 
-class _Inlined:
+class TensorrtTwins:
     """The model as ``scatter-rewrite tensorrt`` sees it before lowering: a copy with the constant
     Ifs that hide a reducing scatter's rank inlined, and, per set of dimension names, one with those
     dimensions fixed first (``--fix-dim``); each made on first use. The copies are made without
@@ -536,7 +529,7 @@ def judge_by_support(node: ir.Node, f: Finding, target) -> None:
     """A target's judgement from its table (:class:`scatter_rewrite.targets.Target` ``runs``):
     a scatter it does not run is blocked, with what the target gets wrong in the notes, and its
     fix is the target's verb (whether that verb reaches the target is the dry run's to say)."""
-    if _unknown_reduction(f, f"whether {target.name} runs it"):
+    if unknown_reduction(f, f"whether {target.name} runs it"):
         return
     reduction = f.reduction or "none"
     if target.supports(node.op_type, reduction, f.data_type, f.indices_type):
@@ -551,134 +544,6 @@ def judge_by_support(node: ir.Node, f: Finding, target) -> None:
 
 def _is_scatter(node: ir.Node) -> bool:
     return is_default_domain(node) and node.op_type in SCATTER_OPS
-
-
-def judge_tensorrt(node: ir.Node, f: Finding, version: str, inlined: _Inlined) -> None:
-    fix = f"scatter-rewrite tensorrt --trt-version {version}"
-    fix_options: list[str] = []  # what the fix command needs besides the version (--fix-dim ...)
-    op, reduction = node.op_type, f.reduction or "none"
-    # A custom-domain node is judged as the ONNX op the parser imports it as; our passes rewrite
-    # default-domain nodes only, so its fix is on the model it was lowered from.
-    rewritable = is_default_domain(node)
-    if not rewritable:
-        f.notes.append(f"TensorRT's parser ignores the domain {node.domain!r} and imports this "
-                       f"node as ONNX {op}")
-    data, indices, updates = (list(node.inputs) + [None, None, None])[:3]
-    if op == "Scatter":
-        f.blockers.append("deprecated Scatter (replaced by ScatterElements from opset 11): "
-                          "TensorRT's parser expects ScatterElements")
-        f.fix = f"scatter-rewrite upgrade (or {fix})"
-        return
-    if op == "TensorScatter" and version in PARSES_TENSORSCATTER:
-        f.notes.append(f"TensorRT {version}'s parser imports TensorScatter (onnx-tensorrt 10.15 "
-                       "and later)")
-        _above_parser_opset(f, version, fix)
-        return
-    if op == "TensorScatter":
-        f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser "
-                          "before 10.15")
-        f.fix = f"{fix} (lowers it to ScatterElements; or scatter-rewrite lower --opset 20)"
-        return
-    if _unknown_reduction(f, f"whether TensorRT {version} runs it"):
-        return
-    fixable = rewritable
-    # The data types the scatter layer takes, as the tensorrt pass decides them (sources there):
-    # UINT8 rejected, BOOL written through INT32 by the fix, BFLOAT16 absent from TensorRT 8.x, ...
-    gate = scatter_data_blocker(ir.DataType[f.data_type] if f.data_type else None, version)
-    if gate is not None:
-        f.blockers.append(gate[0])
-        fixable = fixable and gate[1]
-        if fixable and reduction == "none":
-            f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, "
-                           "Cast back: exact)")
-    elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10"),
-                                    ("DOUBLE", "11")):
-        # onnx-tensorrt docs/operators.md: "TensorRT will attempt to cast down INT64 to INT32 and
-        # DOUBLE down to FLOAT, clamping values" (10.x: DOUBLE only). Accepted, but not bit for bit.
-        narrow = "INT32" if f.data_type == "INT64" else "FLOAT"
-        f.notes.append(f"TensorRT {version}'s parser casts {f.data_type} data down to {narrow} "
-                       f"(values beyond {narrow}'s range are clamped)")
-    if op == "ScatterND":
-        if reduction == "none" and f.reduction is not None and version == "10":
-            f.blockers.append('explicit reduction="none": TensorRT 10.0-10.8 rejects any reduction '
-                              'attribute on ScatterND')
-        elif reduction != "none":
-            ignored = " (8.6 silently ignores it: wrong results)" if version == "8.6" else ""
-            f.blockers.append(f"ScatterND reduction={reduction}: no TensorRT version supports it"
-                              f"{ignored}")
-            if version == "8.6" or f.data_type not in PLUGIN_DATA_TYPE_NAMES:
-                fixable = fixable and _lowerable(node, f, inlined, fix_options)
-    else:  # ScatterElements
-        if reduction != "none" and version == "8.6":
-            f.blockers.append(f"reduction={reduction} is silently ignored by TensorRT 8.6 (wrong "
-                              "results, NVIDIA/TensorRT#3750)")
-            fixable = fixable and _lowerable(node, f, inlined, fix_options)
-        elif reduction != "none":
-            if f.indices_type not in ("INT64", None):
-                f.blockers.append(f"{f.indices_type} indices: the ScatterElements plugin takes "
-                                  "INT64 only")
-            if f.data_type is not None and f.data_type not in PLUGIN_DATA_TYPE_NAMES:
-                f.blockers.append(f"{f.data_type} data: the ScatterElements plugin takes FP32, "
-                                  "FP16, INT32, INT64")
-                fixable = fixable and _lowerable(node, f, inlined, fix_options)
-            else:
-                f.notes.append("runs through TensorRT's ScatterElements plugin: the application "
-                               "must load the standard plugins (trt.init_libnvinfer_plugins)")
-        if reduction == "none" or version == "8.6":
-            limit = _static_dims(data)
-            for name, value in (("indices", indices), ("updates", updates)):
-                dims = _static_dims(value)
-                if limit is None or dims is None or len(dims) != len(limit):
-                    continue
-                over = [i for i, (a, b) in enumerate(zip(dims, limit))
-                        if a is not None and b is not None and a > b]
-                if over:
-                    f.blockers.append(f"{name} dimension {over[0]} ({dims[over[0]]}) exceeds "
-                                      f"data's ({limit[over[0]]}): TensorRT asserts 'Indices "
-                                      "dimensions must be less than data dimensions!'")
-    _above_parser_opset(f, version, None)
-    if f.blockers:
-        f.fix = " ".join([fix, *fix_options]) if fixable else None
-        if not rewritable:
-            f.notes.append(f"scatter-rewrite rewrites default-domain nodes only: run {fix} on the "
-                           "model before it was lowered to custom-domain nodes")
-        elif not fixable:
-            f.notes.append(f"no exact rewrite TensorRT {version} accepts is known for this node")
-
-
-def _above_parser_opset(f: Finding, version: str, fix: str | None) -> None:
-    """Block ``f`` when its opset is above the highest TensorRT ``version``'s parser documents (the
-    scatter's own schema is then one the parser does not know); ``fix``: set as its fix."""
-    from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET as MAX_OPSET
-
-    if f.opset > MAX_OPSET[version]:
-        f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to "
-                          f"{MAX_OPSET[version]}")
-        f.fix = fix or f.fix
-
-
-def _lowerable(node: ir.Node, f: Finding, inlined: _Inlined, fix_options: list[str]) -> bool:
-    """Whether ``scatter-rewrite tensorrt`` lowers this reduction TensorRT-safely (with the options
-    it adds to ``fix_options``); the notes say how, or why not."""
-    reason = network_blocker(node, f.opset)
-    if reason is not None and any(v is not None and v.shape is None for v in node.inputs):
-        twin = inlined.twin(node)  # the rank may be hidden by an If the tensorrt pass inlines
-        if twin is not None:
-            reason = network_blocker(twin, f.opset)
-    lowers = ("scatter-rewrite tensorrt lowers it to standard ops TensorRT accepts (bitonic sort "
-              "of the keys, segmented scan, one ScatterND with unique targets)")
-    if reason is None:
-        f.notes.append(lowers)
-        return True
-    dims = _fixing_dims(inlined, node, f.opset) if reason.startswith(NOT_STATIC) else []
-    if dims:
-        fix_options += [f"--fix-dim {name}=SIZE" for name in dims
-                        if f"--fix-dim {name}=SIZE" not in fix_options]
-        f.notes.append(f"{lowers} once the number of updates is static: fix {', '.join(dims)} with "
-                       "--fix-dim")
-        return True
-    f.notes.append(f"cannot be lowered TensorRT-safely: {reason}")
-    return False
 
 
 def judge_opset(node: ir.Node, f: Finding, n: int) -> None:
@@ -708,7 +573,7 @@ def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
     if n < 11:
         f.blockers.append(f"{op} exists from opset 11 only")
         return
-    if n < max(REDUCTIONS_SINCE.values()) and _unknown_reduction(f, f"whether opset {n} has it"):
+    if n < max(REDUCTIONS_SINCE.values()) and unknown_reduction(f, f"whether opset {n} has it"):
         return
     first = REDUCTIONS_SINCE.get(reduction)
     if first is not None and n < first:
@@ -716,7 +581,7 @@ def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
         f.fix = f"scatter-rewrite lower --opset {n}"
 
 
-def _unknown_reduction(f: Finding, question: str) -> bool:
+def unknown_reduction(f: Finding, question: str) -> bool:
     """Block ``f`` when its reduction refers to an attribute of the enclosing function (known only
     at a call site, so neither the target nor scatter-rewrite's passes can tell what it is)."""
     if not (f.reduction or "").startswith("@"):
@@ -736,37 +601,3 @@ def _specializing_fix(f: Finding, kind: str, version) -> None:
     f.fix = verb
     f.notes.append(f"{verb} gives the function one copy per call, each with the value its call "
                    "passes, and rewrites them where it can: check its output")
-
-
-def _fixing_dims(inlined: _Inlined, node: ir.Node, opset: int) -> list[str]:
-    """The named model-input dimensions whose fixing (``tensorrt --fix-dim``) makes the node's
-    number of updates static: those its indices and updates come from, tried on a weightless copy
-    (as the tensorrt pass would see it); [] when that fails."""
-    names = _ancestor_input_dims(inlined.model, node)
-    twin = inlined.twin(node, tuple(names)) if names else None
-    return names if twin is not None and network_blocker(twin, opset) is None else []
-
-
-def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
-    """The named dimensions of the main-graph inputs the node's indices and updates come from,
-    followed out of a function through the inputs of its call sites."""
-    inputs = {id(v) for v in model.graph.inputs}
-    formal = {id(v): (key, i) for key, function in model.functions.items()
-              for i, v in enumerate(function.inputs)}
-    calls = None
-    names, seen, stack = set(), set(), [v for v in node.inputs[1:3] if v is not None]
-    while stack:
-        value = stack.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if id(value) in inputs:
-            names |= {dim_name(d) for d in value.shape or ()} - {None}
-        elif value.producer() is not None:
-            stack += [v for v in value.producer().inputs if v is not None]
-        elif id(value) in formal:
-            calls = function_calls(model) if calls is None else calls
-            key, i = formal[id(value)]
-            stack += [c.inputs[i] for c in calls.get(key, [])
-                      if i < len(c.inputs) and c.inputs[i] is not None]
-    return sorted(names)

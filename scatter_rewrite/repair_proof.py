@@ -238,6 +238,8 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
     return {
         "onnxruntime_cannot_run": cannot,
         "to_run_it": to_run_it,
+        "proven_in": "onnxruntime" if engine == "onnxruntime" else "onnx.reference",
+        "stand_in": "",
         "checked_against": (f"repair's proof: without repeated indices, {without}; with repeated "
                             f"indices ({said}), equal to the evaluator's run of what PyTorch "
                             f"computed, {engine} on the repaired model"),

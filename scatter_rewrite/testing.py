@@ -6,6 +6,7 @@ it: the main graph, both branches of an ``If``, a ``Loop`` body, or a model-loca
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -270,87 +271,17 @@ def constant_scatter_model(
     model-local function, every input a Constant node). For TensorScatter pass ``indices`` as the
     write_indices (or None to omit them) and ``updates`` as the update.
     """
-    elem = oh.np_dtype_to_tensor_dtype(data.dtype)
-    combine = "Or" if data.dtype == np.bool_ else "Add"
     names = ["data", "indices", "updates"]
     if op_type == "TensorScatter":
         names = ["data", "updates"] + ([] if indices is None else ["indices"])
-    arrays = {"data": data, "indices": indices, "updates": updates}
-
-    def scatter(out: str, renames: dict | None = None, name: str = "scatter_0") -> onnx.NodeProto:
-        renames = renames or {}
-        return oh.make_node(
-            op_type, [renames.get(n, n) for n in names], [out], name=name, **attributes
-        )
-
-    def tensor(name: str, source: str) -> onnx.TensorProto:
-        return onnx.numpy_helper.from_array(arrays[source], name)
-
-    def constant(out: str, source: str) -> onnx.NodeProto:
-        return oh.make_node("Constant", [], [out], value=tensor(f"{out}_value", source))
-
-    used = [n for n in names if n]
-    x = _vi("x", elem, list(data.shape))
-    y = _vi("y", elem, list(data.shape))
-    nodes, inits, functions, extra_inputs = [], [], [], []
-    if where == "main":
-        inits = [tensor(n, n) for n in used]
-        nodes = [scatter("s")]
-    elif where == "if":
-        then_nodes = [constant(f"then_{n}", n) for n in used if n != "data"]
-        then_nodes.append(
-            scatter("then_out", {n: f"then_{n}" for n in used if n != "data"}, "scatter_then")
-        )
-        else_graph = oh.make_graph(
-            [scatter("else_out", {n: f"else_{n}" for n in used}, "scatter_else")],
-            "else_branch",
-            [],
-            [_vi("else_out", elem, None)],
-            [tensor(f"else_{n}", n) for n in used],
-        )
-        then_graph = oh.make_graph(then_nodes, "then_branch", [], [_vi("then_out", elem, None)])
-        inits = [tensor("data", "data")]
-        nodes = [
-            oh.make_node(
-                "If", ["cond"], ["s"], name="if_0", then_branch=then_graph, else_branch=else_graph
-            )
-        ]
-        extra_inputs = [_vi("cond", TensorProto.BOOL, [])]
-    elif where == "loop":
-        renames = {"indices": "body_indices", "updates": "body_updates"}
-        body_nodes = [constant("body_indices", "indices")] if "indices" in used else []
-        body_nodes += [
-            scatter("scattered", renames),
-            oh.make_node("Identity", ["cond_in"], ["cond_out"]),
-            oh.make_node(combine, ["carried_in", "scattered"], ["carried_out"]),
-        ]
-        body = oh.make_graph(
-            body_nodes,
-            "loop_body",
-            [
-                _vi("iter", TensorProto.INT64, []),
-                _vi("cond_in", TensorProto.BOOL, []),
-                _vi("carried_in", elem, None),
-            ],
-            [_vi("cond_out", TensorProto.BOOL, []), _vi("carried_out", elem, None)],
-            [tensor("body_updates", "updates")],
-        )
-        inits = [
-            tensor("data", "data"),
-            onnx.numpy_helper.from_array(np.zeros_like(data), "zeros"),
-            oh.make_tensor("trip", TensorProto.INT64, [], [2]),
-            oh.make_tensor("true", TensorProto.BOOL, [], [True]),
-        ]
-        nodes = [oh.make_node("Loop", ["trip", "true", "zeros"], ["s"], name="loop_0", body=body)]
-    elif where == "function":
-        body = [constant(f"f_{n}", n) for n in used]
-        body.append(scatter("o", {n: f"f_{n}" for n in used}))
-        functions = [oh.make_function(LOCAL_DOMAIN, "ConstScatter", [], ["o"], body,
-                                      opset_imports=[oh.make_opsetid("", opset)])]
-        nodes = [oh.make_node("ConstScatter", [], ["s"], domain=LOCAL_DOMAIN, name="call_0")]
-    else:
+    scatter = _ConstantScatter(op_type, names, {"data": data, "indices": indices,
+                                                "updates": updates}, attributes, opset)
+    x = _vi("x", scatter.elem, list(data.shape))
+    y = _vi("y", scatter.elem, list(data.shape))
+    if where not in _PLACES:
         raise ValueError(f"unknown place {where!r}")
-    nodes.append(oh.make_node(combine, ["x", "s"], ["y"], name="combine"))
+    nodes, inits, functions, extra_inputs = _PLACES[where](scatter)
+    nodes.append(oh.make_node(scatter.combine, ["x", "s"], ["y"], name="combine"))
     graph = oh.make_graph(nodes, "constant_scatter", [x] + extra_inputs, [y], inits)
     model = oh.make_model(
         graph,
@@ -360,3 +291,111 @@ def constant_scatter_model(
     )
     model.ir_version = min(model.ir_version, 8) if opset <= 17 else model.ir_version
     return model
+
+
+@dataclasses.dataclass
+class _ConstantScatter:
+    """constant_scatter_model's scatter: its op, its inputs in order (``names``), their constant
+    values (``arrays``), its attributes; the nodes and tensors each place builds from them."""
+
+    op_type: str
+    names: list[str]
+    arrays: dict[str, np.ndarray]
+    attributes: dict
+    opset: int
+
+    @property
+    def elem(self) -> int:
+        return oh.np_dtype_to_tensor_dtype(self.arrays["data"].dtype)
+
+    @property
+    def combine(self) -> str:
+        """The op that adds the scatter's result to ``x``: ``Or`` for bool."""
+        return "Or" if self.arrays["data"].dtype == np.bool_ else "Add"
+
+    def node(self, out: str, renames: dict | None = None,
+             name: str = "scatter_0") -> onnx.NodeProto:
+        renames = renames or {}
+        return oh.make_node(
+            self.op_type, [renames.get(n, n) for n in self.names], [out], name=name,
+            **self.attributes
+        )
+
+    def tensor(self, name: str, source: str) -> onnx.TensorProto:
+        return onnx.numpy_helper.from_array(self.arrays[source], name)
+
+    def constant(self, out: str, source: str) -> onnx.NodeProto:
+        return oh.make_node("Constant", [], [out], value=self.tensor(f"{out}_value", source))
+
+
+# Each place of constant_scatter_model: (nodes computing "s", initializers, functions, the graph
+# inputs besides x).
+_Placed = tuple[list, list, list, list]
+
+
+def _in_main(scatter: _ConstantScatter) -> _Placed:
+    return [scatter.node("s")], [scatter.tensor(n, n) for n in scatter.names], [], []
+
+
+def _in_if(scatter: _ConstantScatter) -> _Placed:
+    elem, used = scatter.elem, scatter.names
+    then_nodes = [scatter.constant(f"then_{n}", n) for n in used if n != "data"]
+    then_nodes.append(
+        scatter.node("then_out", {n: f"then_{n}" for n in used if n != "data"}, "scatter_then")
+    )
+    else_graph = oh.make_graph(
+        [scatter.node("else_out", {n: f"else_{n}" for n in used}, "scatter_else")],
+        "else_branch",
+        [],
+        [_vi("else_out", elem, None)],
+        [scatter.tensor(f"else_{n}", n) for n in used],
+    )
+    then_graph = oh.make_graph(then_nodes, "then_branch", [], [_vi("then_out", elem, None)])
+    nodes = [
+        oh.make_node(
+            "If", ["cond"], ["s"], name="if_0", then_branch=then_graph, else_branch=else_graph
+        )
+    ]
+    return nodes, [scatter.tensor("data", "data")], [], [_vi("cond", TensorProto.BOOL, [])]
+
+
+def _in_loop(scatter: _ConstantScatter) -> _Placed:
+    elem, data = scatter.elem, scatter.arrays["data"]
+    renames = {"indices": "body_indices", "updates": "body_updates"}
+    body_nodes = [scatter.constant("body_indices", "indices")] if "indices" in scatter.names else []
+    body_nodes += [
+        scatter.node("scattered", renames),
+        oh.make_node("Identity", ["cond_in"], ["cond_out"]),
+        oh.make_node(scatter.combine, ["carried_in", "scattered"], ["carried_out"]),
+    ]
+    body = oh.make_graph(
+        body_nodes,
+        "loop_body",
+        [
+            _vi("iter", TensorProto.INT64, []),
+            _vi("cond_in", TensorProto.BOOL, []),
+            _vi("carried_in", elem, None),
+        ],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("carried_out", elem, None)],
+        [scatter.tensor("body_updates", "updates")],
+    )
+    inits = [
+        scatter.tensor("data", "data"),
+        onnx.numpy_helper.from_array(np.zeros_like(data), "zeros"),
+        oh.make_tensor("trip", TensorProto.INT64, [], [2]),
+        oh.make_tensor("true", TensorProto.BOOL, [], [True]),
+    ]
+    nodes = [oh.make_node("Loop", ["trip", "true", "zeros"], ["s"], name="loop_0", body=body)]
+    return nodes, inits, [], []
+
+
+def _in_function(scatter: _ConstantScatter) -> _Placed:
+    body = [scatter.constant(f"f_{n}", n) for n in scatter.names]
+    body.append(scatter.node("o", {n: f"f_{n}" for n in scatter.names}))
+    functions = [oh.make_function(LOCAL_DOMAIN, "ConstScatter", [], ["o"], body,
+                                  opset_imports=[oh.make_opsetid("", scatter.opset)])]
+    nodes = [oh.make_node("ConstScatter", [], ["s"], domain=LOCAL_DOMAIN, name="call_0")]
+    return nodes, [], functions, []
+
+
+_PLACES = {"main": _in_main, "if": _in_if, "loop": _in_loop, "function": _in_function}

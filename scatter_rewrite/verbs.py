@@ -229,7 +229,12 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
         if name not in found.options:
             flag = next(o.cli_flag for o in VERBS["prepare"].options if o.name == name)
             raise OptionError(f"{flag} does not apply to --target {found.name}")
-    return found.passes(**given)
+    if found.ops is None:
+        return found.passes(**given)
+    from scatter_rewrite.passes.op_support import OpSupportPass
+
+    # (last: what the target's passes wrote is held to its published op table too)
+    return [*found.passes(**given), OpSupportPass(found.name)]
 
 
 def repair_passes(assume: str | None = None) -> list:

@@ -24,7 +24,7 @@ AGGREGATION = dict(nodes=N_NODES, edges=N_EDGES, feats=FEATURES, messages="gathe
 
 
 
-def feeds(x_dtype) -> dict[str, np.ndarray]:
+def gnn_inputs(x_dtype) -> dict[str, np.ndarray]:
     # Quarters: every sum is exact in float16, bfloat16 and float32, so a lowering that sums in
     # float32 and one that rounds after each update must agree bit for bit.
     rng = np.random.default_rng(3)
@@ -48,7 +48,7 @@ def custom_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
 @pytest.mark.parametrize("reduction", ["add", "max"])
 def test_float16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
     model = gnn_model(reduction, dtype=TensorProto.FLOAT16, **AGGREGATION)
-    inputs = feeds(np.float16)
+    inputs = gnn_inputs(np.float16)
     lowered, outcome = sr.lower(model, opset=13, mode="custom", validate=True, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)
     (node,) = custom_nodes(lowered)
@@ -66,7 +66,7 @@ def test_float16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
 def test_bfloat16_gnn_lowered_with_custom_ops_runs_in_onnxruntime(reduction):
     """onnxruntime's Python binding passes no bfloat16: the model takes float32 and casts."""
     model = gnn_model(reduction, dtype=TensorProto.BFLOAT16, **AGGREGATION, outer_type=TensorProto.FLOAT)
-    inputs = feeds(np.float32)
+    inputs = gnn_inputs(np.float32)
     lowered = sr.lower(model, opset=13, mode="custom", validate=True)
     onnx.checker.check_model(lowered, full_check=True)
     assert len(custom_nodes(lowered)) == 1

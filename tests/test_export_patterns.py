@@ -14,14 +14,12 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 import pytest
-from typer.testing import CliRunner
 
 from scatter_rewrite.readiness import check
-from scatter_rewrite.cli import app
 from scatter_rewrite.export_patterns import ACCUMULATE_NOTE_START, accumulate_export_notes
 from tests.helpers.models import accumulate_model
+from tests.helpers.cli import invoke
 
-runner = CliRunner()
 DATA = Path(__file__).parent / "data"
 
 
@@ -61,7 +59,7 @@ def test_check_notes_without_blocking(tmp_path):
     onnx.save(accumulate_model(), path)
     [finding] = check(ir.load(path), "opset-18")
     assert not finding.blocked and any(ACCUMULATE_NOTE_START in n for n in finding.notes)
-    result = runner.invoke(app, ["check", str(path), "--target", "opset-18", "--json"])
+    result = invoke("check", path, "--target", "opset-18", "--json")
     assert result.exit_code == 0, result.output
     (report,) = json.loads(result.stdout)["models"]  # stdout stays JSON alone; the warning is on stderr
     assert any(ACCUMULATE_NOTE_START in n for n in report["findings"][0]["notes"])
@@ -73,7 +71,7 @@ def test_every_verb_reports_it(tmp_path, verb):
     path = tmp_path / "m.onnx"
     onnx.save(accumulate_model("ScatterND"), path)
     report = tmp_path / "r.json"
-    result = runner.invoke(app, [verb, str(path), "--report", str(report)])
+    result = invoke(verb, path, "--report", report)
     assert result.exit_code == 0, result.output
     [model] = json.loads(report.read_text())["models"]
     [note] = [n for n in model["notes"] if ACCUMULATE_NOTE_START in n]
@@ -97,7 +95,7 @@ def test_the_warning_is_one_stderr_line(tmp_path):
 def test_clean_model_has_no_warning(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(accumulate_model(reduction="add"), path)
-    result = runner.invoke(app, ["lower", str(path), "--opset", "13"])
+    result = invoke("lower", path, "--opset", "13")
     assert result.exit_code == 0, result.output
     assert "warning" not in result.stderr
 

@@ -22,24 +22,17 @@ import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite.model_io as model_io
 from tests.helpers.wrong_passes import NegateScatterOutputs, Unregistered
 from scatter_rewrite import testing
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.pipeline import VERBS, Verb, check_model, rewrite_file
 from scatter_rewrite.validate import run_onnxruntime
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
+from tests.helpers.cli import invoke
+from tests.helpers.models import vi, weight_bytes
 
 def _tree(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (hidden ones and staging folders included): relative path -> sha256."""
@@ -54,11 +47,6 @@ def _locations(path: Path) -> dict[str, str]:
     model = onnx.load(str(path), load_external_data=False)
     return {t.name: next(e.value for e in t.external_data if e.key == "location")
             for t in _get_all_tensors(model) if t.data_location == TensorProto.EXTERNAL}
-
-
-def _weights(path: Path) -> dict[str, bytes]:
-    model = onnx.load(str(path), load_external_data=True)
-    return {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in model.graph.initializer if t.name.startswith("W")}
 
 
 def _inputs(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
@@ -112,7 +100,7 @@ def _move_to_file(model_path: Path, moves: dict[str, str]) -> None:
 def test_in_place_reuses_the_inputs_data_file(tmp_path: Path, verb: str, data_name: str):
     source = _external_model(tmp_path / "m", data_name)
     pristine = shutil.copytree(source.parent, tmp_path / "pristine")
-    weights = _weights(source)
+    weights = weight_bytes(source)
     before = _tree(source.parent)
     assert sorted(before) == sorted(["model.onnx", data_name])
 
@@ -124,7 +112,7 @@ def test_in_place_reuses_the_inputs_data_file(tmp_path: Path, verb: str, data_na
     assert after["model.onnx"] != before["model.onnx"]
     locations = _locations(source)
     assert set(weights) <= set(locations) and set(locations.values()) == {data_name}
-    assert {k: v for k, v in _weights(source).items() if k in weights} == weights
+    assert {k: v for k, v in weight_bytes(source).items() if k in weights} == weights
     check_model(source)
     _assert_same_outputs(pristine / "model.onnx", source, _inputs(pristine / "model.onnx"))
     assert "no longer referenced" not in result.output
@@ -155,7 +143,7 @@ def test_in_place_with_several_data_files_writes_one_and_leaves_the_others(tmp_p
     _move_to_file(source, {"W2": "b.bin", "W3": "b.bin"})
     assert set(_locations(source).values()) == {"a.bin", "b.bin"}
     pristine = shutil.copytree(source.parent, tmp_path / "pristine")
-    weights = _weights(source)
+    weights = weight_bytes(source)
     before = _tree(source.parent)
 
     report = tmp_path / "report.json"
@@ -167,7 +155,7 @@ def test_in_place_with_several_data_files_writes_one_and_leaves_the_others(tmp_p
     assert sorted(after) == ["a.bin", "b.bin", "model.onnx", "model.onnx.data"]
     assert after["a.bin"] == before["a.bin"] and after["b.bin"] == before["b.bin"]  # left, untouched
     assert set(_locations(source).values()) == {"model.onnx.data"}
-    assert _weights(source) == weights
+    assert weight_bytes(source) == weights
     check_model(source)
     _assert_same_outputs(pristine / "model.onnx", source, _inputs(pristine / "model.onnx"))
     # The warning on stderr and the report's notes say what was left.
@@ -592,15 +580,15 @@ def _constant_model(where: str, constant_bytes: int, with_initializer: bool = Fa
     cols = constant_bytes // (16 * 4)
     c = np.arange(16 * cols, dtype=np.float32).reshape(16, cols) * np.float32(0.5)
     constant = oh.make_node("Constant", [], ["c"], value=onnx.numpy_helper.from_array(c, "C"))
-    vi = lambda name, shape, t=TensorProto.FLOAT: oh.make_tensor_value_info(name, t, shape)  # noqa: E731
-    inputs = [vi("x", [16, cols]), vi("idx", [16, 2], TensorProto.INT64), vi("upd", [16, 2])]
+    F = TensorProto.FLOAT
+    inputs = [vi("x", F, [16, cols]), vi("idx", TensorProto.INT64, [16, 2]), vi("upd", F, [16, 2])]
     functions, opsets = [], [oh.make_opsetid("", 10)]
     if where == "main":
         nodes = [constant, oh.make_node("Add", ["x", "c"], ["a"])]
     elif where == "if":
-        then = oh.make_graph([constant, oh.make_node("Add", ["x", "c"], ["t"])], "then", [], [vi("t", [16, cols])])
-        other = oh.make_graph([oh.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", [16, cols])])
-        inputs.append(vi("cond", [], TensorProto.BOOL))
+        then = oh.make_graph([constant, oh.make_node("Add", ["x", "c"], ["t"])], "then", [], [vi("t", F, [16, cols])])
+        other = oh.make_graph([oh.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", F, [16, cols])])
+        inputs.append(vi("cond", TensorProto.BOOL, []))
         nodes = [oh.make_node("If", ["cond"], ["a"], then_branch=then, else_branch=other)]
     else:
         body = [constant, oh.make_node("Add", ["fx", "c"], ["fy"])]
@@ -612,7 +600,7 @@ def _constant_model(where: str, constant_bytes: int, with_initializer: bool = Fa
         initializers.append(onnx.numpy_helper.from_array(np.full((16, cols), 0.25, np.float32), "W"))
         nodes.append(oh.make_node("Add", ["a", "W"], ["aw"]))
     nodes.append(oh.make_node("Scatter", ["aw" if with_initializer else "a", "idx", "upd"], ["y"], axis=1))
-    graph = oh.make_graph(nodes, "constants", inputs, [vi("y", [16, cols])], initializers)
+    graph = oh.make_graph(nodes, "constants", inputs, [vi("y", F, [16, cols])], initializers)
     model = oh.make_model(graph, opset_imports=opsets, functions=functions)
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)

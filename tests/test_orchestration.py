@@ -9,27 +9,17 @@ from pathlib import Path
 
 import onnx
 import pytest
-from onnx import TensorProto, helper
 
 import scatter_rewrite as sr
 from scatter_rewrite import pipeline
+from tests.helpers.models import accumulate_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def zeros_scatter_add(opset: int = 10) -> onnx.ModelProto:
+def zeros_scatter_add() -> onnx.ModelProto:
     """TorchScript's scatter_add below opset 11: Scatter into ConstantOfShape zeros, then Add."""
-    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["zeros"], name="zeros"),
-             helper.make_node("Scatter", ["zeros", "idx", "upd"], ["scattered"], axis=0, name="sc"),
-             helper.make_node("Add", ["scattered", "x"], ["y"], name="add")]
-    graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
-         helper.make_tensor_value_info("idx", TensorProto.INT64, [2, 3]),
-         helper.make_tensor_value_info("upd", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])],
-        [helper.make_tensor("shape", TensorProto.INT64, [2], [4, 3])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return accumulate_model("Scatter", zeros="constant_of_shape", opset=10)
 
 
 MODELS = {
@@ -54,7 +44,7 @@ def source_of(tmp_path: Path, model) -> Path:
     return ROOT / model
 
 
-def run(caplog, how: str, verb: str, source: Path, output: Path):
+def run_one_way(caplog, how: str, verb: str, source: Path, output: Path):
     """(outcome passes, notes, warnings logged, written bytes) of one way of running ``verb``."""
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="scatter_rewrite"):
@@ -70,7 +60,7 @@ def run(caplog, how: str, verb: str, source: Path, output: Path):
 def test_validated_unvalidated_and_api_runs_agree(tmp_path, caplog, name):
     verb, model = MODELS[name]
     source = source_of(tmp_path, model)
-    runs = {how: run(caplog, how, verb, source, tmp_path / f"{how}.onnx")
+    runs = {how: run_one_way(caplog, how, verb, source, tmp_path / f"{how}.onnx")
             for how in ("unvalidated", "validated", "api")}
     first = runs["unvalidated"]
     for how, other in runs.items():
@@ -83,6 +73,6 @@ def test_validated_unvalidated_and_api_runs_agree(tmp_path, caplog, name):
 def test_an_accumulating_export_is_noted_without_validation(tmp_path, caplog):
     """TorchScript's zeros -> Scatter -> Add: its note and warning come with --no-validate too."""
     source = source_of(tmp_path, zeros_scatter_add)
-    _, notes, warnings, _ = run(caplog, "unvalidated", "upgrade", source, tmp_path / "out.onnx")
+    _, notes, warnings, _ = run_one_way(caplog, "unvalidated", "upgrade", source, tmp_path / "out.onnx")
     assert len(notes) == 1 and "writes into zeros and its result is added" in notes[0]
     assert len(warnings) == 1 and notes[0] in warnings[0]

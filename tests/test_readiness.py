@@ -9,17 +9,13 @@ import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check, parse_target
-from scatter_rewrite.cli import app
 from scatter_rewrite.testing import scatter_model
 
-from tests.helpers.models import function_model, tensor_scatter_model
-
-runner = CliRunner()
-
+from tests.helpers.models import function_model, scatter_nd_model, tensor_scatter_model
+from tests.helpers.cli import invoke
 
 def findings(model: onnx.ModelProto, target: str):
     return check(ir.serde.deserialize_model(model), target)
@@ -29,10 +25,6 @@ def blockers(model: onnx.ModelProto, target: str) -> list[str]:
     return [b for f in findings(model, target) for b in f.blockers]
 
 
-def nd(opset=18, **kw):
-    return scatter_model("ScatterND", opset=opset, data_shape=(4, 5), indices_shape=(2, 1), updates_shape=(2, 5), **kw)
-
-
 # (model, target, a phrase of the blocker, the fix command or None)
 BLOCKERS = {
     "opset above 8.6's parser": (lambda: scatter_model("ScatterElements", opset=18), "tensorrt-8.6",
@@ -40,11 +32,11 @@ BLOCKERS = {
                                  "scatter-rewrite tensorrt --trt-version 8.6"),
     "deprecated Scatter": (lambda: scatter_model("Scatter", opset=10), "tensorrt-10", "deprecated Scatter",
                            "scatter-rewrite upgrade"),
-    "ScatterND none attr on 10": (lambda: nd(reduction="none"), "tensorrt-10", 'explicit reduction="none"',
+    "ScatterND none attr on 10": (lambda: scatter_nd_model("none"), "tensorrt-10", 'explicit reduction="none"',
                                   "scatter-rewrite tensorrt --trt-version 10"),
-    "ScatterND add on 10": (lambda: nd(reduction="add"), "tensorrt-10", "ScatterND reduction=add",
+    "ScatterND add on 10": (lambda: scatter_nd_model("add"), "tensorrt-10", "ScatterND reduction=add",
                             "scatter-rewrite tensorrt --trt-version 10"),
-    "ScatterND max on 8.6": (lambda: nd(reduction="max"), "tensorrt-8.6", "8.6 silently ignores",
+    "ScatterND max on 8.6": (lambda: scatter_nd_model("max"), "tensorrt-8.6", "8.6 silently ignores",
                              "scatter-rewrite tensorrt --trt-version 8.6"),
     "reduction on 8.6": (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "tensorrt-8.6",
                          "silently ignored by TensorRT 8.6", "scatter-rewrite tensorrt --trt-version 8.6"),
@@ -88,7 +80,7 @@ BLOCKERS = {
                                  "exists from opset 11 only", None),
     "add below 16": (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "opset-13",
                      "reduction=add exists from opset 16", "scatter-rewrite lower --opset 13"),
-    "max below 18": (lambda: nd(reduction="max"), "opset-17", "reduction=max exists from opset 18",
+    "max below 18": (lambda: scatter_nd_model("max"), "opset-17", "reduction=max exists from opset 18",
                      "scatter-rewrite lower --opset 17"),
     "TensorScatter below 24": (tensor_scatter_model, "opset-20", "TensorScatter exists from opset 24",
                                "scatter-rewrite lower --opset 20"),
@@ -111,8 +103,8 @@ def test_finds_each_blocker(name):
     (lambda: scatter_model("ScatterElements", opset=18), "tensorrt-10"),
     (lambda: scatter_model("ScatterElements", opset=17), "tensorrt-8.6"),
     (lambda: scatter_model("ScatterElements", opset=18, reduction="max"), "tensorrt-10"),
-    (lambda: nd(reduction="none", opset=17), "tensorrt-8.6"),  # 8.6 never reads the attribute
-    (lambda: nd(reduction="none"), "opset-18"),
+    (lambda: scatter_nd_model("none", opset=17), "tensorrt-8.6"),  # 8.6 never reads the attribute
+    (lambda: scatter_nd_model("none"), "opset-18"),
     (lambda: scatter_model("ScatterElements", opset=16, reduction="add"), "opset-16"),
     (lambda: scatter_model("Scatter", opset=10), "opset-10"),
 ])
@@ -186,9 +178,9 @@ def test_clean_after_lower_and_upgrade():
 
 def test_cli_table_and_exit_codes(tmp_path):
     blocked, clean = tmp_path / "blocked.onnx", tmp_path / "clean.onnx"
-    onnx.save(nd(reduction="none"), blocked)
+    onnx.save(scatter_nd_model("none"), blocked)
     onnx.save(scatter_model("ScatterElements", opset=17), clean)
-    result = runner.invoke(app, ["check", str(blocked)], terminal_width=100)
+    result = invoke("check", blocked, terminal_width=100)
     assert result.exit_code == 1, result.output
     assert "scatternd_0" in result.stdout
     assert (f"{blocked}: FIXABLE for tensorrt-10 (1 scatter node(s), 1 node(s) blocked as it is)"
@@ -196,7 +188,7 @@ def test_cli_table_and_exit_codes(tmp_path):
     assert "fix: scatter-rewrite tensorrt --trt-version 10 (1 node(s))" in result.stdout
     assert result.stderr == ("scatter-rewrite: error: not ready for tensorrt-10; fix: scatter-rewrite tensorrt "
                              "--trt-version 10\n")
-    result = runner.invoke(app, ["check", str(clean), "--target", "tensorrt-8.6"], terminal_width=100)
+    result = invoke("check", clean, "--target", "tensorrt-8.6", terminal_width=100)
     assert result.exit_code == 0, result.output
     assert f"{clean}: READY for tensorrt-8.6" in result.stdout and result.stderr == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked.onnx", "clean.onnx"]  # nothing written
@@ -205,7 +197,7 @@ def test_cli_table_and_exit_codes(tmp_path):
 def test_cli_json(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(scatter_model("ScatterElements", opset=16, reduction="add", where="if"), path)
-    result = runner.invoke(app, ["check", str(path), "--target", "opset-13", "--json"])
+    result = invoke("check", path, "--target", "opset-13", "--json")
     assert result.exit_code == 1
     document = json.loads(result.stdout)  # stdout is the JSON alone; the one-line reason goes to stderr
     assert result.stderr == "scatter-rewrite: error: not ready for opset-13; fix: scatter-rewrite lower --opset 13\n"
@@ -220,8 +212,8 @@ def test_cli_json_has_one_schema_whatever_the_number_of_models(tmp_path):
     ready, fixable = tmp_path / "ready.onnx", tmp_path / "fixable.onnx"
     onnx.save(scatter_model("ScatterElements", opset=13), ready)
     onnx.save(scatter_model("ScatterElements", opset=16, reduction="add"), fixable)
-    one = json.loads(runner.invoke(app, ["check", str(ready), "--target", "opset-13", "--json"]).stdout)
-    result = runner.invoke(app, ["check", str(ready), str(fixable), "--target", "opset-13", "--json"])
+    one = json.loads(invoke("check", ready, "--target", "opset-13", "--json").stdout)
+    result = invoke("check", ready, fixable, "--target", "opset-13", "--json")
     two = json.loads(result.stdout)
     assert result.exit_code == 1
     assert set(one) == set(two) == {"schema_version", "target", "models", "summary"}
@@ -242,21 +234,21 @@ def test_a_model_that_fails_the_checker_is_invalid_with_no_ready_rows(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     for extra in ([], ["--json"]):
-        result = runner.invoke(app, ["check", str(path), *extra], terminal_width=100)
+        result = invoke("check", path, *extra, terminal_width=100)
         assert result.exit_code == 1, result.output
         assert result.stderr.startswith(f"scatter-rewrite: error: {path}: fails onnx.checker: ")
         assert "Inferred shape and existing shape differ" in result.stderr
-    assert "ready" not in runner.invoke(app, ["check", str(path)], terminal_width=100).stdout
+    assert "ready" not in invoke("check", path, terminal_width=100).stdout
     (report,) = json.loads(result.stdout)["models"]
     assert report["status"] == "INVALID" and report["findings"] == [] and not report["reachable"]
 
 
 def test_cli_errors(tmp_path):
-    result = runner.invoke(app, ["check", str(tmp_path / "missing.onnx")])
+    result = invoke("check", tmp_path / "missing.onnx")
     assert result.exit_code == 1 and "no such file" in result.stderr
     path = tmp_path / "m.onnx"
     onnx.save(scatter_model("ScatterElements", opset=18), path)
-    result = runner.invoke(app, ["check", str(path), "--target", "tensorrt-7"])
+    result = invoke("check", path, "--target", "tensorrt-7")
     assert result.exit_code == 2 and "--target 'tensorrt-7' is unknown" in result.stderr
 
 
@@ -309,12 +301,12 @@ def test_opset_target_below_the_models_opset_blocks_and_lower_fixes_it(op, reduc
 
 
 def test_the_table_says_none_for_a_default_reduction_and_marks_a_written_one():
-    from scatter_rewrite.cli import _reduction_cell
+    from scatter_rewrite.cli.check import _reduction_cell
 
     cells = {name: _reduction_cell(findings(make(), "tensorrt-10")[0]) for name, make in {
-        "default": lambda: nd(),
-        "written": lambda: nd(reduction="none"),
-        "add": lambda: nd(reduction="add"),
+        "default": lambda: scatter_nd_model(),
+        "written": lambda: scatter_nd_model("none"),
+        "add": lambda: scatter_nd_model("add"),
         "scatter": lambda: scatter_model("Scatter", opset=10)}.items()}
     assert cells == {"default": "none", "written": "none (written)", "add": "add", "scatter": "-"}
 
@@ -380,19 +372,19 @@ def error_line(result) -> str:
 
 
 def check_json(path: str, target: str) -> tuple[int, dict]:
-    result = runner.invoke(app, ["check", path, "--target", target, "--json"])
+    result = invoke("check", path, "--target", target, "--json")
     (report,) = json.loads(result.stdout)["models"]
     return result.exit_code, report
 
 
 def test_tensorrt_8_6_refuses_a_model_it_cannot_bring_to_opset_17(tmp_path):
     path = saved(resize_model(antialias=1), tmp_path)
-    result = runner.invoke(app, ["tensorrt", path, "--trt-version", "8.6"])
+    result = invoke("tensorrt", path, "--trt-version", "8.6")
     assert result.exit_code == 1, result.output
     said = error_line(result)
     assert "TensorRT 8.6's parser documents opsets up to 17" in said and "antialias=1" in said
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # nothing written
-    lowered = runner.invoke(app, ["lower", path, "--opset", "17"])
+    lowered = invoke("lower", path, "--opset", "17")
     assert lowered.exit_code == 1 and "antialias=1" in error_line(lowered)
     # check says what the verb says: BLOCKED, with its refusal, on the node it names
     code, report = check_json(path, "tensorrt-8.6")
@@ -409,10 +401,10 @@ def test_check_on_an_opset_20_model_without_scatter_is_a_dry_run_of_lower(tmp_pa
     assert report["fix"] == "scatter-rewrite lower --opset 13"
     assert report["blockers"] == ["the model is at opset 20: a runtime at opset 13 does not load it"]
     assert report["dry_run"]["would"] == ["lower: default-domain opset 20 -> 13 (0 other node(s) converted)"]
-    assert runner.invoke(app, ["lower", path, "--opset", "13", "--no-validate"]).exit_code == 0
+    assert invoke("lower", path, "--opset", "13", "--no-validate").exit_code == 0
     code, report = check_json(str(tmp_path / "m.lowered.onnx"), "opset-13")
     assert code == 0 and report["status"] == "READY" and report["dry_run"]["would"] == []
-    text = runner.invoke(app, ["check", path, "--target", "opset-13"], terminal_width=100).stdout
+    text = invoke("check", path, "--target", "opset-13", terminal_width=100).stdout
     assert "a dry run of scatter-rewrite lower --opset 13 would:" in text
     assert "default-domain opset 20 -> 13" in text
 
@@ -422,12 +414,12 @@ def test_check_on_an_opset_20_model_without_scatter_is_a_dry_run_of_lower(tmp_pa
                                           ("tensorrt-8.6", ["tensorrt", "--trt-version", "8.6"])])
 def test_check_on_a_model_the_verb_refuses_is_blocked_with_its_reason(tmp_path, target, verb):
     path = saved(resize_model(antialias=1), tmp_path)
-    refused = runner.invoke(app, [verb[0], path, *verb[1:], "--no-validate"])
+    refused = invoke(verb[0], path, *verb[1:], "--no-validate")
     assert refused.exit_code == 1
     code, report = check_json(path, target)
     assert code == 1 and report["status"] == "BLOCKED" and report["fix"] is None
     assert report["dry_run"]["error"] == error_line(refused)
-    result = runner.invoke(app, ["check", path, "--target", target], terminal_width=100)
+    result = invoke("check", path, "--target", target, terminal_width=100)
     assert result.exit_code == 1
     assert error_line(result) == (f"blocked on {target}: scatter-rewrite {' '.join(verb)} refuses it: "
                                   f"{error_line(refused)}")
@@ -441,7 +433,7 @@ def test_a_reduction_the_tensorrt_flow_must_leave_makes_it_refuse(tmp_path):
     model = scatter_model("ScatterElements", opset=16, reduction="add", data_shape=(4, 5),
                           indices_shape=("e", 5))
     path = saved(model, tmp_path)
-    refused = runner.invoke(app, ["tensorrt", path, "--trt-version", "8.6"])
+    refused = invoke("tensorrt", path, "--trt-version", "8.6")
     assert refused.exit_code == 1 and "number of updates is not static" in error_line(refused)
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
     code, report = check_json(path, "tensorrt-8.6")
@@ -449,7 +441,7 @@ def test_a_reduction_the_tensorrt_flow_must_leave_makes_it_refuse(tmp_path):
     (finding,) = report["findings"]
     assert finding["fix"] == "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim e=SIZE"
     assert any("number of updates is not static" in b for b in finding["blockers"])
-    fixed = runner.invoke(app, ["tensorrt", path, "--trt-version", "8.6", "--fix-dim", "e=3"])
+    fixed = invoke("tensorrt", path, "--trt-version", "8.6", "--fix-dim", "e=3")
     assert fixed.exit_code == 0, fixed.output
 
 
@@ -469,8 +461,7 @@ def test_the_table_fits_the_width_and_keeps_words_whole(model, target, width):
 
     path = str(Path(__file__).resolve().parents[1] / model)
     # (COLUMNS says otherwise: the Click context's width is the one taken)
-    result = runner.invoke(app, ["check", path, "--target", target], terminal_width=width,
-                           env={"COLUMNS": "37"})
+    result = invoke("check", path, "--target", target, terminal_width=width, env={"COLUMNS": "37"})
     rows = [line for line in result.stdout.splitlines() if line[:1] in "+|"]
     assert rows and all(len(line) == len(rows[0]) <= width for line in rows), result.stdout
     assert all(line[-1] in "+|" for line in rows)  # the right border is there

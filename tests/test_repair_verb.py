@@ -13,28 +13,28 @@ import onnx
 import onnx_ir as ir
 import pytest
 from tests.helpers.models import accumulate_model
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
-from scatter_rewrite.cli import app
 from tests.helpers.runs import ort_run
+from tests.helpers.exports import export_arrays
+from tests.helpers.cli import invoke
 
-runner = CliRunner()
 DATA = Path(__file__).parent / "data" / "torch_repair"
 
 
-def case(name: str, tmp_path: Path) -> tuple[Path, dict[str, np.ndarray], np.ndarray]:
-    path = Path(shutil.copy(DATA / f"{name}.onnx", tmp_path / f"{name}.onnx"))
-    arrays = np.load(DATA / f"{name}.npz")
-    return path, {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}, arrays["out_y"]
+def copied_export(name: str, tmp_path: Path) -> tuple[Path, dict[str, np.ndarray], np.ndarray]:
+    """The committed export copied into ``tmp_path`` (the verb writes beside it), its inputs and
+    PyTorch's output."""
+    inputs, pytorchs = export_arrays(DATA, name)
+    return Path(shutil.copy(DATA / f"{name}.onnx", tmp_path / f"{name}.onnx")), inputs, pytorchs["y"]
 
 
 def test_cli_repairs_and_reports(tmp_path):
-    path, inputs, expected = case("index_put_acc_ts11", tmp_path)
+    path, inputs, expected = copied_export("index_put_acc_ts11", tmp_path)
     before = path.read_bytes()
     report = tmp_path / "r.json"
-    result = runner.invoke(app, ["repair", str(path), "--report", str(report)])
+    result = invoke("repair", path, "--report", report)
     assert result.exit_code == 0, result.output
     assert "pytorch/pytorch#61034, #111159" in result.stdout and "repair's proof" in result.stdout
     assert "into zeros" not in result.stderr  # the repaired node is no longer warned about
@@ -47,7 +47,7 @@ def test_cli_repairs_and_reports(tmp_path):
 
 
 def test_only_the_repaired_nodes_lose_the_export_warning(tmp_path):
-    path, _, _ = case("index_put_acc_ts11", tmp_path)
+    path, _, _ = copied_export("index_put_acc_ts11", tmp_path)
     _, kept = sr.upgrade(str(path), output=tmp_path / "u.onnx", return_report=True)
     assert any("writes into zeros" in note for note in kept.notes)
     _, repaired = sr.repair(str(path), validate=True, return_report=True)
@@ -64,7 +64,7 @@ def test_only_the_repaired_nodes_lose_the_export_warning(tmp_path):
 def test_cli_leaves_a_lookalike_with_its_reason(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(accumulate_model(zeros="nonzero"), path)
-    result = runner.invoke(app, ["repair", str(path)])
+    result = invoke("repair", path)
     assert result.exit_code == 0, result.output
     assert "left alone ScatterElements 'scatter_0'" in result.stdout
     assert "not all zeros" in result.stdout
@@ -72,7 +72,7 @@ def test_cli_leaves_a_lookalike_with_its_reason(tmp_path):
 
 
 def test_api_on_every_model_kind(tmp_path):
-    path, inputs, expected = case("scatter_add_ts13", tmp_path)
+    path, inputs, expected = copied_export("scatter_add_ts13", tmp_path)
     proto = onnx.load(path)
     repaired, outcome = sr.repair(proto, validate=True, return_report=True)
     assert isinstance(repaired, onnx.ModelProto)
@@ -86,10 +86,10 @@ def test_api_on_every_model_kind(tmp_path):
 
 
 def test_check_lists_what_repair_changes(tmp_path):
-    path, _, _ = case("gnn_sum_ts13", tmp_path)
+    path, _, _ = copied_export("gnn_sum_ts13", tmp_path)
     [finding] = check(ir.load(path), "opset-13")
     assert finding.fix == "scatter-rewrite repair" and not finding.blocked
-    result = runner.invoke(app, ["check", str(path), "--target", "opset-13", "--json"])
+    result = invoke("check", path, "--target", "opset-13", "--json")
     assert result.exit_code == 0, result.output
     assert f"fix: scatter-rewrite repair {path} (1 node(s))" in result.stderr
 
@@ -103,7 +103,7 @@ def test_check_does_not_offer_repair_for_a_lookalike(tmp_path):
 @pytest.mark.parametrize("verb,options", [("upgrade", {}), ("fold", {}), ("lower", {"opset": 13}),
                                           ("to_scatternd", {}), ("prepare_for_tensorrt", {})])
 def test_no_other_verb_changes_the_results(verb, options, tmp_path):
-    path, inputs, expected = case("index_add_ts13", tmp_path)
+    path, inputs, expected = copied_export("index_add_ts13", tmp_path)
     proto = onnx.load(path)
     rewritten = getattr(sr, verb)(proto, **options)
     result = ort_run(rewritten, inputs)[0]
@@ -115,22 +115,21 @@ def repaired_on_users_inputs(path, inputs: dict, tmp_path) -> dict:
     """`repair MODEL --inputs X.npz --report R.json` succeeds; its proof where indices repeat."""
     np.savez(tmp_path / "inputs.npz", **inputs)
     report = tmp_path / "r.json"
-    result = runner.invoke(app, ["repair", str(path), "--inputs", str(tmp_path / "inputs.npz"),
-                                 "--report", str(report)])
+    result = invoke("repair", path, "--inputs", tmp_path / "inputs.npz", "--report", report)
     assert result.exit_code == 0, result.output
     return json.loads(report.read_text())["models"][0]["validation"]["with_repeated_indices"]
 
 
 def test_cli_proves_on_the_users_inputs_too(tmp_path):
-    path, inputs, _ = case("bev_pool_ts17", tmp_path)
+    path, inputs, _ = copied_export("bev_pool_ts17", tmp_path)
     repeated = repaired_on_users_inputs(path, inputs, tmp_path)
     assert repeated["user_inputs"] and repeated["original_differs"] and repeated["draws"] == 0
 
 
 def test_cli_rtol_atol_bound_the_proof_with_repeats(tmp_path):
-    path, _, _ = case("scatter_add_ts13", tmp_path)
+    path, _, _ = copied_export("scatter_add_ts13", tmp_path)
     report = tmp_path / "r.json"
-    result = runner.invoke(app, ["repair", str(path), "--rtol", "1e-3", "--report", str(report)])
+    result = invoke("repair", path, "--rtol", "1e-3", "--report", report)
     assert result.exit_code == 0, result.output
     validation = json.loads(report.read_text())["models"][0]["validation"]
     said = validation["with_repeated_indices"]["tolerance"]
@@ -143,7 +142,7 @@ def test_the_repair_proof_follows_the_repair_pass_whichever_verb_runs_it(tmp_pat
     equality."""
     from scatter_rewrite.passes import RepairPass, ToScatterNDPass
 
-    path, inputs, expected = case("scatter_add_ts13", tmp_path)
+    path, inputs, expected = copied_export("scatter_add_ts13", tmp_path)
     proto = onnx.load(path)
     repaired, outcome = sr.rewrite(proto, [RepairPass()], validate=True, return_report=True)
     assert outcome.validation["with_repeated_indices"]["original_differs"]
@@ -157,26 +156,24 @@ def test_the_repair_proof_follows_the_repair_pass_whichever_verb_runs_it(tmp_pat
 
 
 def test_cli_assume_names_what_it_assumed(tmp_path):
-    path, inputs, _ = case("pyg_mean_self_dynamo18", tmp_path)
+    path, inputs, _ = copied_export("pyg_mean_self_dynamo18", tmp_path)
     np.savez(tmp_path / "inputs.npz", **inputs)
     report = tmp_path / "r.json"
-    result = runner.invoke(app, ["repair", str(path), "--inputs", str(tmp_path / "inputs.npz"),
-                                 "--report", str(report)])
+    result = invoke("repair", path, "--inputs", tmp_path / "inputs.npz", "--report", report)
     assert result.exit_code == 0 and "UNCHANGED" in result.stdout  # only the name says mean
     [outcome] = json.loads(report.read_text())["models"]
     assert any("--assume scatter-reduce-mean" in note for note in outcome["notes"])
-    result = runner.invoke(app, ["repair", str(path), "--assume", "scatter-reduce-mean",
-                                 "--inputs", str(tmp_path / "inputs.npz")])
+    result = invoke("repair", path, "--assume", "scatter-reduce-mean", "--inputs", tmp_path / "inputs.npz")
     assert result.exit_code == 0, result.output
     assert "assumed (asked: --assume scatter-reduce-mean)" in result.stdout
-    result = runner.invoke(app, ["repair", str(path), "--assume", "scatter-reduce-max"])
+    result = invoke("repair", path, "--assume", "scatter-reduce-max")
     assert result.exit_code != 0 and "Traceback" not in result.output
 
 
 def test_cli_proves_computed_indices_on_the_users_inputs(tmp_path):
     """A jagged bag sum's segment ids come from cumsum(lengths) and repeat: proven against what
     PyTorch computed on the user's inputs, which it then gives."""
-    path, inputs, expected = case("jagged_bag_sum_ts13", tmp_path)
+    path, inputs, expected = copied_export("jagged_bag_sum_ts13", tmp_path)
     repeated = repaired_on_users_inputs(path, inputs, tmp_path)
     assert repeated["user_inputs"] and repeated["original_differs"]
     repaired = ort_run(tmp_path / "jagged_bag_sum_ts13.repaired.onnx", inputs)[0]

@@ -13,17 +13,14 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto
 from onnx import numpy_helper as nh
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.graph import SCATTER_OPS
 from scatter_rewrite.passes.fold import FoldPass
 from scatter_rewrite.spec import check_scatter_proto
-
-runner = CliRunner()
+from tests.helpers.cli import invoke
 
 # op -> (opset, data, second input, third input, valid attributes)
 _OPS = {
@@ -112,7 +109,7 @@ def test_every_verb_names_the_malformed_node(tmp_path, name, constant):
     onnx.save(model, path)
     for verb in VERBS:
         out = tmp_path / "out.onnx"
-        result = runner.invoke(app, [verb[0], str(path), "-o", str(out), *verb[1:]])
+        result = invoke(verb[0], path, "-o", out, *verb[1:])
         assert_one_user_error(result, expected, "fix the exporter or the model")
         assert not out.exists(), verb
 
@@ -218,7 +215,7 @@ def test_check_cli_reports_the_malformed_node_among_the_others(tmp_path):
     model.graph.output.append(oh.make_tensor_value_info("y2", TensorProto.FLOAT, [3, 4]))
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
-    result = runner.invoke(app, ["check", str(path), "--target", "tensorrt-10", "--json"])
+    result = invoke("check", path, "--target", "tensorrt-10", "--json")
     # onnx.checker names the node: the model is INVALID, with no rows (none of it is ready)
     assert_one_user_error(result, "fails onnx.checker", "'sc : reduction'")
     (report,) = json.loads(result.stdout)["models"]

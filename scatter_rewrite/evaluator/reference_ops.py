@@ -2,7 +2,8 @@
 
 ``onnx.reference`` has no ``Scatter`` (deprecated at 11) and loops in Python for the others;
 validation uses these when onnxruntime cannot run an original model, with corrected ``Loop``,
-``Unsqueeze``, ``Squeeze`` and ``Where`` (fold's constant chains use them as well).
+``Unsqueeze``, ``Squeeze``, ``Where`` and ``GatherElements`` (fold's constant chains use them as
+well).
 """
 
 from __future__ import annotations
@@ -173,8 +174,30 @@ class Where(_ReferenceWhere):
         return super()._run(condition, x, y)
 
 
+class GatherElements(OpRun):
+    """GatherElements by ``np.take_along_axis``: onnx.reference's goes through ``np.choose``, which
+    takes at most 64 choices, so it failed on any gather along an axis longer than 64 (the sorting
+    network ``tensorrt`` writes for a bfloat16 reduction, which only onnx.reference can run). Out of
+    range indices are an error, as in onnxruntime (``np.choose``'s ``mode="wrap"`` wrapped them)."""
+
+    op_domain = ""
+
+    def _run(self, data, indices, axis=None):
+        from scatter_rewrite.evaluator._common import checked_index, normalize_axis
+
+        axis = normalize_axis(0 if axis is None else int(axis), data.ndim, "GatherElements",
+                              self.onnx_node.name)
+        size = data.shape[axis]
+        indices, negative = checked_index(indices, size, "GatherElements", self.onnx_node.name,
+                                          f"axis {axis} of size {size}")
+        if negative:
+            indices = np.where(indices < 0, indices + size, indices)
+        return (np.take_along_axis(data, indices.astype(np.intp), axis=axis),)
+
+
 # Used for the constant chains fold evaluates too (fold.ConstantChains).
-CORRECTED_OPS = {"Loop": Loop, "Unsqueeze": Unsqueeze, "Squeeze": Squeeze, "Where": Where}
+CORRECTED_OPS = {"Loop": Loop, "Unsqueeze": Unsqueeze, "Squeeze": Squeeze, "Where": Where,
+                 "GatherElements": GatherElements}
 
 REFERENCE_OPS = [
     Scatter,

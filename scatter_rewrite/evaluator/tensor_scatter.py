@@ -53,6 +53,32 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
     """
     op = "TensorScatter"
     past_cache, update = np.asarray(past_cache), np.asarray(update)
+    axis = _checked_axis(past_cache, update, axis, mode, op, node_name)
+    if is_string(past_cache.dtype):
+        update = as_string_kind(update, past_cache)
+    max_len, seq_len = past_cache.shape[axis], update.shape[axis]
+    if seq_len > max_len:
+        raise invalid(op, node_name, f"update sequence length {seq_len} exceeds past_cache's "
+                                     f"max_sequence_length {max_len} (axis {axis})")
+    batch = past_cache.shape[0]
+    starts = _write_starts(write_indices, batch, max_len, seq_len, mode, op, node_name)
+
+    widen = past_cache.dtype.kind in "US"  # fixed-width strings: never truncate an update
+    present = np.array(past_cache, dtype=object if widen else None, order="C", copy=True)
+    if seq_len == 0 or present.size == 0:
+        return restore_string_dtype(present, past_cache.dtype) if widen else present
+    # View both as (batch, prefix, sequence, suffix) with the sequence axis moved second.
+    prefix = int(np.prod(present.shape[1:axis], dtype=np.int64))
+    out4 = present.reshape(batch, prefix, max_len, -1).transpose(0, 2, 1, 3)
+    upd4 = update.reshape(batch, prefix, seq_len, -1).transpose(0, 2, 1, 3)
+    _write_windows(out4, upd4, starts, mode)
+    return restore_string_dtype(present, past_cache.dtype) if widen else present
+
+
+def _checked_axis(past_cache: np.ndarray, update: np.ndarray, axis: int, mode: str, op: str,
+                  node_name: str | None) -> int:
+    """The sequence axis, normalized, once the inputs' types, ranks and shapes and the mode are
+    known to fit (InvalidModelError otherwise)."""
     check_same_type(past_cache, update, op, node_name, names=("past_cache", "update"))
     if mode not in MODES:
         raise invalid(op, node_name, f"mode {mode!r} is not one of {', '.join(MODES)}")
@@ -71,33 +97,30 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
         if d != axis and update.shape[d] != past_cache.shape[d]:
             raise invalid(op, node_name, f"update shape {update.shape} differs from past_cache "
                                          f"shape {past_cache.shape} in dimension {d}")
-    if is_string(past_cache.dtype):
-        update = as_string_kind(update, past_cache)
-    max_len, seq_len = past_cache.shape[axis], update.shape[axis]
-    if seq_len > max_len:
-        raise invalid(op, node_name, f"update sequence length {seq_len} exceeds past_cache's "
-                                     f"max_sequence_length {max_len} (axis {axis})")
-    batch = past_cache.shape[0]
-    if write_indices is None:
-        starts = np.zeros(batch, dtype=np.int64)
-    else:
-        starts = np.asarray(write_indices)
-        if starts.dtype not in (np.dtype(np.int64), np.dtype(np.int32)):
-            raise invalid(op, node_name, f"write_indices dtype {starts.dtype} is not int64")
-        if starts.shape != (batch,):
-            raise invalid(op, node_name, f"write_indices shape {starts.shape} must be (batch,) "
-                                         f"= ({batch},)")
-        starts = starts.astype(np.int64)
-        _check_starts(starts, max_len, seq_len, mode, op, node_name)
+    return axis
 
-    widen = past_cache.dtype.kind in "US"  # fixed-width strings: never truncate an update
-    present = np.array(past_cache, dtype=object if widen else None, order="C", copy=True)
-    if seq_len == 0 or present.size == 0:
-        return restore_string_dtype(present, past_cache.dtype) if widen else present
-    # View both as (batch, prefix, sequence, suffix) with the sequence axis moved second.
-    prefix = int(np.prod(present.shape[1:axis], dtype=np.int64))
-    out4 = present.reshape(batch, prefix, max_len, -1).transpose(0, 2, 1, 3)
-    upd4 = update.reshape(batch, prefix, seq_len, -1).transpose(0, 2, 1, 3)
+
+def _write_starts(write_indices: np.ndarray | None, batch: int, max_len: int, seq_len: int,
+                  mode: str, op: str, node_name: str | None) -> np.ndarray:
+    """Each batch entry's first write position (int64; zeros when ``write_indices`` is None),
+    checked against the mode's range."""
+    if write_indices is None:
+        return np.zeros(batch, dtype=np.int64)
+    starts = np.asarray(write_indices)
+    if starts.dtype not in (np.dtype(np.int64), np.dtype(np.int32)):
+        raise invalid(op, node_name, f"write_indices dtype {starts.dtype} is not int64")
+    if starts.shape != (batch,):
+        raise invalid(op, node_name, f"write_indices shape {starts.shape} must be (batch,) "
+                                     f"= ({batch},)")
+    starts = starts.astype(np.int64)
+    _check_starts(starts, max_len, seq_len, mode, op, node_name)
+    return starts
+
+
+def _write_windows(out4: np.ndarray, upd4: np.ndarray, starts: np.ndarray, mode: str) -> None:
+    """Write ``upd4`` (batch, seq_len, prefix, suffix) into ``out4`` (batch, max_len, prefix,
+    suffix) from each batch entry's start, wrapping in circular mode."""
+    batch, max_len, seq_len = out4.shape[0], out4.shape[1], upd4.shape[1]
     first = int(starts[0])
     if (starts == first).all() and first + seq_len <= max_len:
         out4[:, first:first + seq_len] = upd4  # one window for every batch entry: a slice
@@ -116,7 +139,6 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
         if mode == "circular":
             positions %= max_len
         out4[np.arange(batch)[:, None], positions] = upd4  # distinct: seq_len <= max_len
-    return restore_string_dtype(present, past_cache.dtype) if widen else present
 
 
 def _check_starts(starts: np.ndarray, max_len: int, seq_len: int, mode: str, op: str,

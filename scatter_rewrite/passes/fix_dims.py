@@ -25,7 +25,7 @@ from scatter_rewrite.graph import is_default_domain, iter_nodes, iter_scopes
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.fold import CHAIN_OPS, SHAPE_OPS, CannotEvaluate, ConstantChains
 
-__all__ = ["dim_name", "FixDimsPass"]
+__all__ = ["dim_name", "FixDimsPass", "settle_shapes"]
 
 _MAX_ROUNDS = 16  # each round may make the next Shape static; real exports settle in 2-3
 _MAX_FOLDED_ELEMENTS = 4096  # shape arithmetic is small: nothing bigger (no weight) is folded here
@@ -63,12 +63,12 @@ class FixDimsPass(ScatterPass):
             changed += 1
         for name, size in sorted(self.dim_sizes.items()):
             self.note(f"dimension {name!r} fixed to {size}", modified=True)
-        folded = _settle_shapes(model)
+        folded = settle_shapes(model)
         self.note(f"{changed} value shape(s) now static in the fixed dimension(s); {folded} shape "
                   "computation(s) folded to constants")
 
 
-def _settle_shapes(model: ir.Model) -> int:
+def settle_shapes(model: ir.Model) -> int:
     """Infer shapes again and fold the shape computations that became constant, until nothing
     changes; returns how many values were folded."""
     folded = 0

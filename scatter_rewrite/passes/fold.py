@@ -495,7 +495,8 @@ def _run_reference(node: ir.Node, opset: int, inputs: list) -> list[np.ndarray]:
     """Run one chain node with onnx.reference's implementation of its op at ``opset``, or with our
     correction of it (:data:`scatter_rewrite.evaluator.reference_ops.CORRECTED_OPS`: Unsqueeze and
     Squeeze before 13, whose several axes onnx.reference takes one at a time; Where, which cut
-    strings to its x's width)."""
+    strings to its x's width; GatherElements, which took at most 64 positions and wrapped those
+    out of range)."""
     from onnx.reference import ReferenceEvaluator
     from onnx.reference.ops import load_op
 

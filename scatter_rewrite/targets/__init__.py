@@ -3,8 +3,9 @@ one :class:`Target` per runtime, registered where it is defined.
 
 A target says which default-domain opsets it loads, which scatter forms it runs exactly (op,
 reductions, data and index types, shape limits: :class:`ScatterSupport`), what it silently gets
-wrong, where that is published (``sources``, also in docs/targets.md), and the passes that bring a
-model there as a function of ``prepare``'s options. One module per target family in this package
+wrong, where that is published (``sources``, also in docs/targets.md), the ONNX ops it runs as
+its maker publishes them (``ops``: an :class:`OpTable`, most stored in ``op_tables/*.json``), and
+the passes that bring a model there as a function of ``prepare``'s options. One module per target family in this package
 (``tensorrt.py``, ``opset.py``, ``no_scatter.py``, ``ort_cpu.py``, ...) calls
 :func:`register_target` at import; :func:`get_target` and :func:`targets` import every module of
 the package on first use, so that a new family is one new file.
@@ -15,15 +16,18 @@ This module imports neither onnx nor any pass: ``scatter-rewrite --help`` stays 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
+import json
 import pkgutil
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from scatter_rewrite.errors import OptionError
 
-__all__ = ["ALL_REDUCTIONS", "SCATTER_DATA_TYPES", "Judge", "ScatterSupport", "Target", "TARGETS", "get_target",
-           "register_target", "target_names", "targets"]
+__all__ = ["ALL_REDUCTIONS", "SCATTER_DATA_TYPES", "Judge", "OpTable", "ScatterSupport", "Target", "TARGETS",
+           "get_target", "op_table_file", "register_target", "target_names", "targets"]
 
 ALL_REDUCTIONS = frozenset({"none", "add", "mul", "max", "min"})
 # every data type the scatter schemas allow (ONNX's tensor types through opset 24, by name)
@@ -53,6 +57,74 @@ class ScatterSupport:
                      or data_type in self.data_types)
                 and (self.index_types is None or index_type is None
                      or index_type in self.index_types))
+
+
+# (domain, op type) -> the opset ranges of that domain in which the target runs it, (first, last);
+# None: open. The default domain is "".
+OpRanges = Mapping[tuple[str, str], tuple[tuple[int | None, int | None], ...]]
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+OP_TABLES = Path(__file__).parent / "op_tables"  # one JSON file per table, with its source
+
+
+@dataclasses.dataclass(frozen=True)
+class OpTable:
+    """The ONNX ops a target runs, as its maker publishes them (``source`` at ``version``, read
+    from ``url`` on ``retrieved``): ``prepare --target T`` refuses a model with a node outside it
+    and ``check --target T`` says so (passes/op_support.py)."""
+
+    target: str
+    source: str
+    url: str
+    version: str
+    retrieved: str
+    ops: OpRanges
+    any_domain: bool = False  # the runtime looks converters up by op type alone (TVM)
+    limits: Mapping[str, str] = dataclasses.field(default_factory=dict)  # op -> its remark
+
+    @property
+    def cited(self) -> str:
+        return f"{self.version}: {self.url}"
+
+    def lacks(self, domain: str, op: str, opset: int | None) -> str | None:
+        """Why a node (``op`` of ``domain`` at that domain's ``opset``) is outside the table, or
+        None when the target publishes it as supported."""
+        domain = "" if domain in _DEFAULT_DOMAINS else domain
+        ranges = self.ops.get((domain, op))
+        if ranges is None and self.any_domain:
+            ranges = next((r for (d, o), r in self.ops.items() if o == op), None)
+        what = f"{domain}::{op}" if domain else op
+        if ranges is None:
+            return f"{what} is not in {self.target}'s published support ({self.cited})"
+        if opset is None or any((lo is None or lo <= opset) and (hi is None or opset <= hi)
+                                for lo, hi in ranges):
+            return None
+        return (f"{what} at opset {opset} is not in {self.target}'s published support "
+                f"({self.cited})")
+
+
+def op_table_file(name: str) -> Callable[[], OpTable]:
+    """The table in ``op_tables/<name>.json``, read on first use: ``{"target", "source", "url",
+    "version", "retrieved", "ops": {"Op" or "domain::Op": {"since": N, "until": M, "limit":
+    words}}}``, ``"opsets": [first, last]`` bounding every default-domain op, ``"any_domain"``."""
+    @functools.cache
+    def load() -> OpTable:
+        data = json.loads((OP_TABLES / f"{name}.json").read_text(encoding="utf-8"))
+        first, last = data.get("opsets", [None, None])
+        ops, limits = {}, {}
+        for key, entry in data["ops"].items():
+            domain, _, op = key.rpartition("::")
+            since, until = entry.get("since"), entry.get("until")
+            if not domain:
+                since = max(since or 0, first or 0) or None
+                until = min(x for x in (until, last) if x is not None) \
+                    if until is not None or last is not None else None
+            ops[(domain, op)] = ((since, until),)
+            if "limit" in entry:
+                limits[key] = entry["limit"]
+        return OpTable(data["target"], data["source"], data["url"], data["version"],
+                       data["retrieved"], ops, bool(data.get("any_domain")), limits)
+
+    return load
 
 
 # A target's own judgement of one node for ``check`` (readiness.py calls it): it adds blockers,
@@ -86,6 +158,9 @@ class Target:
     # check's per-node judgement when the target has one of its own (TensorRT's, opset-N's); None:
     # judged from ``runs`` and ``opsets`` (readiness.judge_by_support).
     judge: Judge | None = None
+    # The ONNX ops it runs, as published (read on first use); None: not judged op by op (TensorRT's
+    # own tables, opset-N's schemas, no-scatter: any runtime).
+    ops: Callable[[], OpTable] | None = None
 
     @property
     def scatter_free(self) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 __all__: list[str] = []  # (registers its target at import; nothing else to use)
 
-from scatter_rewrite.targets import Target, register_target
+from scatter_rewrite.targets import Target, op_table_file, register_target
 
 
 def _passes(max_intermediate_mib: int | None = None) -> list:
@@ -50,4 +50,4 @@ register_target(Target(
     sources=("measured: onnx2tf 1.29.24, tensorflow 2.19.0, ai-edge-litert 2.1.0 "
              "(tests/targets/test_litert.py)",
              "onnx2tf/ops/ScatterElements.py (reduction none only), onnx2tf/ops/ScatterND.py"),
-    passes=_passes, options=("max_intermediate_mib",)))
+    passes=_passes, options=("max_intermediate_mib",), ops=op_table_file("litert")))

@@ -14,9 +14,11 @@ Sources (also in docs/targets.md):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__: list[str] = []  # (registers its targets at import; nothing else to use)
 
-from scatter_rewrite.targets import Target, register_target
+from scatter_rewrite.targets import OpTable, Target, op_table_file, register_target
 
 _FORMS = ("exact scatter-free forms: Gather/GatherElements, Equal, Where, Reduce*, TopK, "
           "Concat/Slice/Range; no Loop")
@@ -28,12 +30,26 @@ def _passes(max_intermediate_mib: int | None = None) -> list:
     return no_scatter_passes(max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
 
 
+# rknn-toolkit2 2.3.2's op list marks TopK "Not Supported": the sort form cannot be converted
+SORT_FORM_UNCONVERTED = ("its only exact scatter-free form (sort) needs TopK, which rknn-toolkit2 "
+                         "does not convert (doc/RKNNToolKit2_OP_Support-2.3.2.md)")
+
+
+def _mask_passes(max_intermediate_mib: int | None = None) -> list:
+    from scatter_rewrite.passes.mask_forms import MaskFormPass
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, steps_for
+
+    return steps_for(MaskFormPass("rknn", SORT_FORM_UNCONVERTED,
+                                  max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB))
+
+
 def _scatter_free(name: str, summary: str, gets_wrong: tuple[str, ...],
-                  sources: tuple[str, ...]) -> Target:
+                  sources: tuple[str, ...], ops: Callable[[], OpTable] | None = None,
+                  passes: Callable[..., list] = _passes) -> Target:
     return register_target(Target(
         name=name, family="no-scatter", summary=summary, opsets=(11, None), runs=(),
-        gets_wrong=gets_wrong, sources=sources, passes=_passes,
-        options=("max_intermediate_mib",)))
+        gets_wrong=gets_wrong, sources=sources, passes=passes,
+        options=("max_intermediate_mib",), ops=ops))
 
 
 _scatter_free("no-scatter", f"any runtime without a usable scatter ({_FORMS})", (), (
@@ -43,8 +59,9 @@ _scatter_free(
     ("ScatterElements/ScatterND are not taken by the QNN EP: the node falls back to the CPU "
      "provider, or the session fails where fallback is disabled",),
     ("https://github.com/microsoft/onnxruntime/issues/22962",
-     "https://github.com/microsoft/onnxruntime/issues/22319"))
+     "https://github.com/microsoft/onnxruntime/issues/22319"), op_table_file("qnn"))
 _scatter_free(
     "rknn", "Rockchip RKNN (rknn-toolkit2): no usable scatter",
     ("reducing scatters are not converted (reported in airockchip/rknn-toolkit2#359)",),
-    ("https://github.com/airockchip/rknn-toolkit2/issues/359",))
+    ("https://github.com/airockchip/rknn-toolkit2/issues/359",), op_table_file("rknn"),
+    _mask_passes)

@@ -19,7 +19,9 @@ with NaN and -0.0/+0.0 included). Judged from those reports and the CPU plugin; 
 
 from __future__ import annotations
 
-from scatter_rewrite.targets import ALL_REDUCTIONS, ScatterSupport, Target, register_target
+from scatter_rewrite.targets import (
+    ALL_REDUCTIONS, ScatterSupport, Target, op_table_file, register_target,
+)
 
 __all__ = ["RUNS", "target_scatters_passes"]
 
@@ -60,7 +62,8 @@ register_target(Target(
     sources=("measured: OpenVINO 2026.4.1 CPU plugin (tests/targets/test_openvino_tvm.py)",
              "docs.openvino.ai, CPU device, floating-point precision: inference_precision_hint "
              "defaults to bf16 where the CPU has AVX512_BF16 or AMX"),
-    passes=target_scatters_passes("openvino"), options=("max_intermediate_mib",)))
+    passes=target_scatters_passes("openvino"), options=("max_intermediate_mib",),
+    ops=op_table_file("openvino")))
 
 register_target(Target(
     name="openvino-npu", family="openvino",
@@ -71,4 +74,6 @@ register_target(Target(
                 "plugin, measured): the forms written rely on neither"),
     sources=("https://github.com/openvinotoolkit/openvino/issues/24976",
              "https://github.com/openvinotoolkit/openvino/issues/25607"),
-    passes=_npu_passes, options=("max_intermediate_mib",)))
+    # (the NPU plugin publishes its operations as OpenVINO's own opsets, not ONNX ops: the model
+    # must first pass the ONNX frontend, whose table is OpenVINO's)
+    passes=_npu_passes, options=("max_intermediate_mib",), ops=op_table_file("openvino")))

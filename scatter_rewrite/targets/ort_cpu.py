@@ -16,7 +16,11 @@ from __future__ import annotations
 
 __all__: list[str] = []  # (registers its targets at import; nothing else to use)
 
-from scatter_rewrite.targets import SCATTER_DATA_TYPES, ScatterSupport, Target, register_target
+import functools
+
+from scatter_rewrite.targets import (
+    SCATTER_DATA_TYPES, OpTable, ScatterSupport, Target, register_target,
+)
 
 
 def _all_but(*names: str) -> frozenset[str]:
@@ -41,6 +45,38 @@ def _passes(max_intermediate_mib: int | None = None) -> list:
     return target_passes("ort-cpu", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
 
 
+@functools.cache
+def _op_table() -> OpTable:
+    """The ops the installed onnxruntime's CPU provider runs: those it registers a kernel for (its
+    registry, every domain, with each kernel's opset range), the default-domain ops whose ONNX
+    schema has a function body at that opset (onnxruntime inlines them), and Constant (loaded as
+    an initializer). Types are validation's to judge (validate/engines.py undeclared_kernels)."""
+    import onnx
+    import onnxruntime
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+
+    ranges: dict[tuple[str, str], list[tuple[int | None, int | None]]] = {}
+    for kernel in ort_state.get_all_opkernel_def():
+        if kernel.provider == "CPUExecutionProvider":
+            domain = "" if kernel.domain == "ai.onnx" else kernel.domain
+            ranges.setdefault((domain, kernel.op_name), []).append(kernel.version_range)
+    by_op: dict[str, list] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain in ("", "ai.onnx"):
+            by_op.setdefault(schema.name, []).append(schema)
+    for name, schemas in by_op.items():
+        schemas.sort(key=lambda s: s.since_version)
+        for i, schema in enumerate(schemas):
+            if schema.has_function or schema.has_context_dependent_function:
+                last = schemas[i + 1].since_version - 1 if i + 1 < len(schemas) else None
+                ranges.setdefault(("", name), []).append((schema.since_version, last))
+    ranges[("", "Constant")] = [(None, None)]
+    return OpTable("ort-cpu", "onnxruntime's CPU kernel registry (get_all_opkernel_def), and ONNX "
+                   "function bodies", "https://onnxruntime.ai/docs/reference/operators/OperatorKernels.html",
+                   f"onnxruntime {onnxruntime.__version__} as installed", "at run time",
+                   {key: tuple(found) for key, found in ranges.items()})
+
+
 register_target(Target(
     name="ort-cpu", family="ort-cpu",
     summary="onnxruntime's CPU execution provider (float16/bfloat16 reductions it lacks)",
@@ -49,4 +85,4 @@ register_target(Target(
     sources=("measured: onnxruntime 1.32.0 CPU provider, one session per op/reduction/type",
              "onnxruntime/core/providers/cpu/tensor/scatter.cc, scatter_nd.cc (the types "
              "registered for each reduction)"),
-    passes=_passes, options=("max_intermediate_mib",)))
+    passes=_passes, options=("max_intermediate_mib",), ops=_op_table))

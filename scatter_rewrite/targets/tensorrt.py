@@ -4,8 +4,8 @@ verb's flow (:func:`scatter_rewrite.verbs.tensorrt_passes`) and its support tabl
 sources are cited in full; docs/tensorrt.md says what each version runs.
 
 ``prepare --target tensorrt-X`` runs exactly what ``tensorrt --trt-version X`` runs, and check's
-judgement of a node is readiness's TensorRT one (it needs the tensorrt pass's view of the model:
-constant Ifs inlined, dimensions fixed).
+judgement of a node is readiness's TensorRT one (:mod:`scatter_rewrite.readiness_tensorrt`; it
+needs the tensorrt pass's view of the model: constant Ifs inlined, dimensions fixed).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _tensorrt_passes(version: str):
 
 def _judge(version: str):
     def judge(node, scope, finding, context) -> None:
-        from scatter_rewrite.readiness import judge_tensorrt
+        from scatter_rewrite.readiness_tensorrt import judge_tensorrt
 
         judge_tensorrt(node, finding, version, context)
 

@@ -11,7 +11,7 @@ the Relax frontend should take ``no-scatter``.
 
 from __future__ import annotations
 
-from scatter_rewrite.targets import Target, register_target
+from scatter_rewrite.targets import Target, op_table_file, register_target
 from scatter_rewrite.targets.openvino import RUNS, target_scatters_passes
 
 __all__: list[str] = []  # (registers its target at import; nothing else to use)
@@ -24,4 +24,5 @@ register_target(Target(
     sources=("measured: apache-tvm 0.27.0.post1, Relax frontend, LLVM CPU "
              "(tests/targets/test_openvino_tvm.py)",
              "https://github.com/apache/tvm/issues/19435"),
-    passes=target_scatters_passes("tvm"), options=("max_intermediate_mib",)))
+    passes=target_scatters_passes("tvm"), options=("max_intermediate_mib",),
+    ops=op_table_file("tvm")))

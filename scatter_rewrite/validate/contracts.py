@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -190,51 +191,11 @@ def _element_leaves(
     path = list(before or []) + steps
     concat = origin.producer()
     if id(origin) in graph_inputs:
-        selected = _selected_row(steps, rank_of)
-        if selected is None:
-            return [_Leaf(origin, path, here, window)]
-        row, position = selected
-        # The scatter axis in the row's frame: mapped as far as the Gather's output, which is the
-        # row with the positions' axes (of size 1) in front.
-        here = map_axis(steps[:position], axis, rank_of)
-        picked = selected_by_constant(steps[position][0]).ndim
-        if here is not None and here != NO_AXIS:
-            here = NO_AXIS if here < picked else here - picked
-        return [_Leaf(origin, path, here, window, row)]
+        return [_input_leaf(origin, path, steps, axis, here, window, rank_of)]
     if concat is None or concat.op_type != "Concat" or not is_default_domain(concat):
         return [_Leaf(origin, path, here, window)]
     parts = [part for part in concat.inputs if part is not None]
-    windows = [window] * len(parts)
-    cat_axis = None
-    if unique and here is not None and here != NO_AXIS:
-        shape = rank_of(origin)
-        cat_axis = (
-            attr(concat, "axis") % len(shape)
-            if shape and attr(concat, "axis") is not None
-            else None
-        )
-    split = cat_axis is not None and here == cat_axis
-    if unique and (here is None or (here != NO_AXIS and cat_axis is None)):
-        problems.append(f"the scatter axis cannot be followed to {node_named(concat)}")
-    elif split:
-        lengths = [(rank_of(part) or (None,) * (cat_axis + 1))[cat_axis] for part in parts]
-        lo, hi = window
-        if None in lengths:
-            problems.append(f"{node_named(concat)} along the scatter axis has parts of unknown "
-                            "length")
-            split = False
-        elif sum(lengths) > hi - lo:
-            problems.append(
-                f"{node_named(concat)} puts {sum(lengths)} indices along the scatter axis into "
-                f"{hi - lo} slots"
-            )
-            split = False
-        else:
-            slack, windows = hi - lo - sum(lengths), []
-            for i, length in enumerate(lengths):
-                size = length + slack // len(parts) + (i < slack % len(parts))
-                windows.append((lo, lo + size))
-                lo += size
+    shares = _concat_shares(concat, origin, parts, here, window, unique, rank_of, problems)
     leaves_per_part = [
         _element_leaves(
             part,
@@ -247,21 +208,85 @@ def _element_leaves(
             problems,
             path + [(concat, part, origin)],
         )
-        for part, w in zip(parts, windows)
+        for part, w in zip(parts, shares or [window] * len(parts))
     ]
     leaves = [leaf for part_leaves in leaves_per_part for leaf in part_leaves]
-    if split:
-        if any(id(leaf.value) not in graph_inputs for leaf in leaves):
-            problems.append(
-                f"{node_named(concat)} along the scatter axis has a part that is not a graph input"
-            )
-        per_part = [{id(leaf.value) for leaf in part_leaves} for part_leaves in leaves_per_part]
-        if sum(map(len, per_part)) != len(set().union(*per_part)):
-            problems.append(f"{node_named(concat)} along the scatter axis has an input in two "
-                            "parts")
-            for leaf in leaves:  # its slot shares would not meet: back to the whole window
-                leaf.window = window
+    if shares is not None:
+        _check_shared_parts(concat, leaves, leaves_per_part, window, graph_inputs, problems)
     return leaves
+
+
+def _input_leaf(origin: ir.Value, path: list, steps: list, axis: int | None, here: int | None,
+                window: tuple[int, int], rank_of) -> _Leaf:
+    """The leaf of a graph input the indices come from: in the frame of the one row of its axis 0
+    they reach the scatter through, when they do (:func:`_selected_row`)."""
+    selected = _selected_row(steps, rank_of)
+    if selected is None:
+        return _Leaf(origin, path, here, window)
+    row, position = selected
+    # The scatter axis in the row's frame: mapped as far as the Gather's output, which is the
+    # row with the positions' axes (of size 1) in front.
+    here = map_axis(steps[:position], axis, rank_of)
+    picked = selected_by_constant(steps[position][0]).ndim
+    if here is not None and here != NO_AXIS:
+        here = NO_AXIS if here < picked else here - picked
+    return _Leaf(origin, path, here, window, row)
+
+
+def _concat_shares(concat: ir.Node, origin: ir.Value, parts: list, here: int | None,
+                   window: tuple[int, int], unique: bool, rank_of,
+                   problems: list[str]) -> list[tuple[int, int]] | None:
+    """For a Concat along the scatter axis (``here``) when ``unique``: each part's share of
+    ``window`` (in order, sized by the part's length); None where every part takes the whole
+    window (another axis, or shares that cannot be made: the reason goes to ``problems``)."""
+    cat_axis = None
+    if unique and here is not None and here != NO_AXIS:
+        shape = rank_of(origin)
+        cat_axis = (
+            attr(concat, "axis") % len(shape)
+            if shape and attr(concat, "axis") is not None
+            else None
+        )
+    if unique and (here is None or (here != NO_AXIS and cat_axis is None)):
+        problems.append(f"the scatter axis cannot be followed to {node_named(concat)}")
+        return None
+    if cat_axis is None or here != cat_axis:
+        return None
+    lengths = [(rank_of(part) or (None,) * (cat_axis + 1))[cat_axis] for part in parts]
+    lo, hi = window
+    if None in lengths:
+        problems.append(f"{node_named(concat)} along the scatter axis has parts of unknown "
+                        "length")
+        return None
+    if sum(lengths) > hi - lo:
+        problems.append(
+            f"{node_named(concat)} puts {sum(lengths)} indices along the scatter axis into "
+            f"{hi - lo} slots"
+        )
+        return None
+    slack, shares = hi - lo - sum(lengths), []
+    for i, length in enumerate(lengths):
+        size = length + slack // len(parts) + (i < slack % len(parts))
+        shares.append((lo, lo + size))
+        lo += size
+    return shares
+
+
+def _check_shared_parts(concat: ir.Node, leaves: list[_Leaf], leaves_per_part: list[list[_Leaf]],
+                        window: tuple[int, int], graph_inputs: set[int],
+                        problems: list[str]) -> None:
+    """The parts of a Concat whose shares of the slots make the column unique: each a graph
+    input, none in two parts (else every leaf takes the whole ``window`` again)."""
+    if any(id(leaf.value) not in graph_inputs for leaf in leaves):
+        problems.append(
+            f"{node_named(concat)} along the scatter axis has a part that is not a graph input"
+        )
+    per_part = [{id(leaf.value) for leaf in part_leaves} for part_leaves in leaves_per_part]
+    if sum(map(len, per_part)) != len(set().union(*per_part)):
+        problems.append(f"{node_named(concat)} along the scatter axis has an input in two "
+                        "parts")
+        for leaf in leaves:  # its slot shares would not meet: back to the whole window
+            leaf.window = window
 
 
 def _nd_sources(
@@ -406,36 +431,50 @@ def row_contract(contract: IndexContract, row: int | None) -> IndexContract:
     return merged[0]
 
 
-def index_contracts(model: ir.Model,
-               input_shapes: dict[str, tuple]) -> tuple[dict, list[str], list[np.dtype], list[str]]:
-    """The index contract of each graph input, the float add/mul scatters (named), and notes."""
+@dataclasses.dataclass
+class _Tracing:
+    """What tracing one model's index contracts shares: the graph inputs' sizes and the ids of
+    those without an initializer, the values each body reads from outside, each function's first
+    call, two shape readers, and what is found (the contracts, the notes)."""
+
+    input_shapes: dict[str, tuple]
+    graph_inputs: set[int]
+    outer: dict[int, list]
+    calls: dict[int, tuple[ir.Node, ir.Function]]
+    shape_of: Callable[[ir.Value], tuple | None]
+    rank_and_last_dim: Callable[[ir.Value], tuple | None]  # enough to place ScatterND components
+    contracts: dict[str, IndexContract] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def _tracing(model: ir.Model, input_shapes: dict[str, tuple]) -> _Tracing:
     graph_inputs = {
         id(v) for v in model.graph.inputs if v.name in input_shapes
     }  # not those with an initializer
     shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
     outer = outer_values(model)
-    calls = first_calls(model)
+    return _Tracing(
+        input_shapes, graph_inputs, outer, first_calls(model),
+        shape_of=lambda value: _shape_of(value, shapes, outer),
+        rank_and_last_dim=lambda value: _shape_of(value, shapes, outer, partial=True),
+    )
 
-    def shape_of(value: ir.Value) -> tuple | None:
-        return _shape_of(value, shapes, outer)
 
-    def rank_and_last_dim(
-        value: ir.Value,
-    ) -> tuple | None:  # enough to place ScatterND tuple components
-        return _shape_of(value, shapes, outer, partial=True)
-
-    contracts: dict[str, IndexContract] = {}
-    float_sums, float_sum_types, notes = [], [], []
+def index_contracts(model: ir.Model,
+               input_shapes: dict[str, tuple]) -> tuple[dict, list[str], list[np.dtype], list[str]]:
+    """The index contract of each graph input, the float add/mul scatters (named), and notes."""
+    t = _tracing(model, input_shapes)
+    float_sums, float_sum_types = [], []
     for node, _scope in iter_nodes(model):
         if node.op_type in _GATHER_OPS and is_default_domain(node):
             _gather_contract(
-                node, graph_inputs, outer, contracts, shape_of, rank_and_last_dim, calls
+                node, t.graph_inputs, t.outer, t.contracts, t.shape_of, t.rank_and_last_dim, t.calls
             )
             continue
         # (our custom-domain scatters too: lowering a lowered model)
         if not computes_a_scatter(node):
             continue
-        reduction = _attr_at_call(node, "reduction", "none", calls)
+        reduction = _attr_at_call(node, "reduction", "none", t.calls)
         data = node.inputs[0]
         # Unknown dtype (inside a function): assume float; integer outputs are compared exactly
         # anyway.
@@ -446,118 +485,140 @@ def index_contracts(model: ir.Model,
             if (sum_type := float_type(data)) is not None:
                 float_sum_types.append(sum_type)
         if node.op_type == "TensorScatter":
-            _tensor_scatter_contract(node, graph_inputs, outer, contracts, shape_of, calls)
+            _tensor_scatter_contract(node, t.graph_inputs, t.outer, t.contracts, t.shape_of,
+                                     t.calls)
             continue
         unique = reduction in ("none", None)  # (unique indices respect every reduction's contract)
         if node.op_type == "ScatterND":
-            indices_shape = (
-                rank_and_last_dim(node.inputs[1]) if node.inputs[1] is not None else None
-            )
-            k = indices_shape[-1] if indices_shape else None
-            sources = (
-                []
-                if k is None
-                else _nd_sources(node.inputs[1], 0, k, graph_inputs, outer, rank_and_last_dim)
-            )
-            data_shape = shape_of(data) if sources and data is not None else None
-            if data_shape is None:
-                continue
-            for source, first, width, steps in sources:
-                shifts, reason = normalization_shifts(steps, width, shape_of)
-                if reason:
-                    notes.append(f"{source.name}: {reason}: only non-negative indices generated")
-                _add_contract(
-                    contracts,
-                    source.name,
-                    IndexContract(
-                        "nd", tuple(data_shape[first : first + width]), unique, shifts=shifts or ()
-                    ),
-                )
-            # Unique tuples: one input unique and one-to-one with them, or all unique (broadcast
-            # against each other).
-            tuples = int(np.prod(indices_shape[:-1])) if None not in indices_shape else -1
-            fits = [
-                (
-                    fits_contract(input_shapes[v.name], contracts[v.name]),
-                    int(np.prod(input_shapes[v.name])) // max(w, 1) == tuples,
-                )
-                for v, _, w, _ in sources
-            ]
-            if unique and not (all(f for f, _ in fits) or any(f and whole for f, whole in fits)):
-                names = ", ".join(sorted({v.name for v, _, _, _ in sources}))
-                notes.append(
-                    f"ScatterND {node.name!r}: the data has too few slots for unique indices from "
-                    f"{names}: index tuples may repeat, and reduction none then depends on write "
-                    "order"
-                )
-            continue
-        # A first pass without axes (no shape inference): on only if some graph input feeds the
-        # indices.
-        reached = [] if node.inputs[1] is None else _element_leaves(
-            node.inputs[1], None, (0, 0), False, graph_inputs, outer, rank_and_last_dim, [])
-        if data is None or not any(id(leaf.value) in graph_inputs for leaf in reached):
-            continue
-        data_shape = shape_of(data)
-        axis = _attr_at_call(node, "axis", 0, calls)
-        if not data_shape or axis is None:
-            continue
-        axis %= len(data_shape)
-        bound = data_shape[axis]
-        problems: list[str] = []
-        leaves = _element_leaves(
-            node.inputs[1],
-            axis,
-            (0, bound),
-            unique,
-            graph_inputs,
-            outer,
-            rank_and_last_dim,
-            problems,
+            _scatter_nd_contracts(node, unique, t)
+        else:
+            _scatter_elements_contracts(node, unique, t)
+    return t.contracts, float_sums, float_sum_types, t.notes
+
+
+def _scatter_nd_contracts(node: ir.Node, unique: bool, t: _Tracing) -> None:
+    """The contract of each graph input whose values become components of the ScatterND's index
+    tuples: the bounds of the data dimensions they index; a note where the tuples may repeat."""
+    data = node.inputs[0]
+    indices_shape = (
+        t.rank_and_last_dim(node.inputs[1]) if node.inputs[1] is not None else None
+    )
+    k = indices_shape[-1] if indices_shape else None
+    sources = (
+        []
+        if k is None
+        else _nd_sources(node.inputs[1], 0, k, t.graph_inputs, t.outer, t.rank_and_last_dim)
+    )
+    data_shape = t.shape_of(data) if sources and data is not None else None
+    if data_shape is None:
+        return
+    for source, first, width, steps in sources:
+        shifts, reason = normalization_shifts(steps, width, t.shape_of)
+        if reason:
+            t.notes.append(f"{source.name}: {reason}: only non-negative indices generated")
+        _add_contract(
+            t.contracts,
+            source.name,
+            IndexContract(
+                "nd", tuple(data_shape[first : first + width]), unique, shifts=shifts or ()
+            ),
         )
-        names = sorted({leaf.value.name for leaf in leaves if id(leaf.value) in graph_inputs})
-        for leaf in leaves:
-            if id(leaf.value) not in graph_inputs:
-                continue
-            name = leaf.value.name
-            shifts, reason = normalization_shifts(leaf.steps, 1, shape_of)
-            if reason:
-                notes.append(f"{name}: {reason}: only non-negative indices generated")
-            # The values traced: the input, or one row of it (then in that row's frame).
-            shape = input_shapes[name] if leaf.row is None else input_shapes[name][1:]
-            label = name if leaf.row is None else f"{name}[{leaf.row}]"
-            if leaf.axis is None:
-                # Not followed (a Reshape): the input's first axis is the scatter axis when ranks
-                # differ (GNN: dst[E] -> unsqueeze -> expand), else the same axis.
-                src_axis, leaf_unique = (
-                    (axis if len(shape) == len(data_shape) else 0),
-                    unique,
-                )
-            else:
-                # An axis of size 1 the input lacks holds one of its values per column: nothing to
-                # keep unique.
-                src_axis, leaf_unique = (0, False) if leaf.axis == NO_AXIS else (leaf.axis, unique)
-            window = None if leaf.window == (0, bound) else leaf.window
-            _add_contract(
-                contracts,
-                name,
-                IndexContract("elements", (bound,), leaf_unique, src_axis, shifts or (), window),
-                leaf.row,
-            )
-            contract = row_contract(contracts[name], leaf.row)
-            if (contract.kind == "elements" and contract.unique
-                    and not fits_contract(shape, contract)):
-                lo, hi = contract.slots
-                along = shape[contract.axis] if shape else 1
-                problems.append(
-                    f"{label} has {along} indices along the scatter axis for {max(hi - lo, 0)} "
-                    "slots"
-                )
-        if unique and problems and names:  # (constant indices are the model's own business)
-            notes.append(
-                f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
-                f"{', '.join(names)} may repeat, and reduction none then depends on write order"
-            )
-    return contracts, float_sums, float_sum_types, notes
+    # Unique tuples: one input unique and one-to-one with them, or all unique (broadcast
+    # against each other).
+    tuples = int(np.prod(indices_shape[:-1])) if None not in indices_shape else -1
+    fits = [
+        (
+            fits_contract(t.input_shapes[v.name], t.contracts[v.name]),
+            int(np.prod(t.input_shapes[v.name])) // max(w, 1) == tuples,
+        )
+        for v, _, w, _ in sources
+    ]
+    if unique and not (all(f for f, _ in fits) or any(f and whole for f, whole in fits)):
+        names = ", ".join(sorted({v.name for v, _, _, _ in sources}))
+        t.notes.append(
+            f"ScatterND {node.name!r}: the data has too few slots for unique indices from "
+            f"{names}: index tuples may repeat, and reduction none then depends on write "
+            "order"
+        )
+
+
+def _scatter_elements_contracts(node: ir.Node, unique: bool, t: _Tracing) -> None:
+    """The contract of each graph input the ScatterElements' (or Scatter's) indices come from:
+    in range of the scatter axis, within its share of the slots; a note where the targets may
+    repeat."""
+    data = node.inputs[0]
+    # A first pass without axes (no shape inference): on only if some graph input feeds the
+    # indices.
+    reached = [] if node.inputs[1] is None else _element_leaves(
+        node.inputs[1], None, (0, 0), False, t.graph_inputs, t.outer, t.rank_and_last_dim, [])
+    if data is None or not any(id(leaf.value) in t.graph_inputs for leaf in reached):
+        return
+    data_shape = t.shape_of(data)
+    axis = _attr_at_call(node, "axis", 0, t.calls)
+    if not data_shape or axis is None:
+        return
+    axis %= len(data_shape)
+    bound = data_shape[axis]
+    problems: list[str] = []
+    leaves = _element_leaves(
+        node.inputs[1],
+        axis,
+        (0, bound),
+        unique,
+        t.graph_inputs,
+        t.outer,
+        t.rank_and_last_dim,
+        problems,
+    )
+    names = sorted({leaf.value.name for leaf in leaves if id(leaf.value) in t.graph_inputs})
+    for leaf in leaves:
+        if id(leaf.value) in t.graph_inputs:
+            _add_leaf_contract(leaf, axis, bound, len(data_shape), unique, t, problems)
+    if unique and problems and names:  # (constant indices are the model's own business)
+        t.notes.append(
+            f"{node.op_type} {node.name!r}: {'; '.join(problems)}: targets of the indices from "
+            f"{', '.join(names)} may repeat, and reduction none then depends on write order"
+        )
+
+
+def _add_leaf_contract(leaf: _Leaf, axis: int, bound: int, data_rank: int, unique: bool,
+                       t: _Tracing, problems: list[str]) -> None:
+    """The contract of the graph input (or the row of it) ``leaf`` reaches, for a scatter ``axis``
+    of ``bound`` slots; where its values cannot be unique, the reason goes to ``problems``."""
+    name = leaf.value.name
+    shifts, reason = normalization_shifts(leaf.steps, 1, t.shape_of)
+    if reason:
+        t.notes.append(f"{name}: {reason}: only non-negative indices generated")
+    # The values traced: the input, or one row of it (then in that row's frame).
+    shape = t.input_shapes[name] if leaf.row is None else t.input_shapes[name][1:]
+    label = name if leaf.row is None else f"{name}[{leaf.row}]"
+    if leaf.axis is None:
+        # Not followed (a Reshape): the input's first axis is the scatter axis when ranks
+        # differ (GNN: dst[E] -> unsqueeze -> expand), else the same axis.
+        src_axis, leaf_unique = (
+            (axis if len(shape) == data_rank else 0),
+            unique,
+        )
+    else:
+        # An axis of size 1 the input lacks holds one of its values per column: nothing to
+        # keep unique.
+        src_axis, leaf_unique = (0, False) if leaf.axis == NO_AXIS else (leaf.axis, unique)
+    window = None if leaf.window == (0, bound) else leaf.window
+    _add_contract(
+        t.contracts,
+        name,
+        IndexContract("elements", (bound,), leaf_unique, src_axis, shifts or (), window),
+        leaf.row,
+    )
+    contract = row_contract(t.contracts[name], leaf.row)
+    if (contract.kind == "elements" and contract.unique
+            and not fits_contract(shape, contract)):
+        lo, hi = contract.slots
+        along = shape[contract.axis] if shape else 1
+        problems.append(
+            f"{label} has {along} indices along the scatter axis for {max(hi - lo, 0)} "
+            "slots"
+        )
 
 
 def _gather_contract(node, graph_inputs, outer, contracts, shape_of, rank_of, calls) -> None:

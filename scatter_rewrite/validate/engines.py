@@ -16,9 +16,10 @@ import onnx_ir as ir
 
 __all__ = [
     "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
-    "first_line", "kernels_onnxruntime_lacks", "needs_custom_ops_in_onnxruntime", "ort_reason",
-    "run_onnxruntime", "run_reference", "undeclared_kernels", "what_onnxruntime_lacks",
-    "without_paths",
+    "custom_domain_nodes", "first_line", "kernels_onnxruntime_lacks", "may_trap",
+    "needs_custom_ops_in_onnxruntime", "ort_reason",
+    "run_onnxruntime", "run_reference", "trapping_division", "undeclared_kernels",
+    "what_onnxruntime_lacks", "without_paths", "WouldTrap",
 ]
 
 
@@ -39,20 +40,51 @@ def needs_custom_ops_in_onnxruntime(model: str | os.PathLike) -> bool:
     """Whether ``model`` holds our custom-domain nodes in the form onnxruntime runs with
     ``custom_ops.register`` (``lower --mode custom``), not only the TensorRT plugin form
     (``--mode tensorrt-plugin``: ``plugin_version`` attributes), whose runtime is TensorRT."""
+    return custom_domain_nodes(model)[0] > 0
+
+
+def custom_domain_nodes(model: str | os.PathLike) -> tuple[int, int]:
+    """How many of ``model``'s nodes (main graph, bodies, functions) are our custom-domain scatters
+    that onnxruntime runs with ``custom_ops.register`` (``lower --mode custom``: their users run
+    them so), and how many are in the TensorRT plugin form (``plugin_version``: their runtime is
+    TensorRT, which validation stands in for with our kernels). The file's big weights are mapped,
+    not read (:func:`model_io.load_proto`), and a model that imports no custom domain is not
+    walked."""
     from scatter_rewrite import custom_ops
     from scatter_rewrite.graph import iter_nodes
+    from scatter_rewrite.model_io import load_proto
 
-    return any(node.domain == custom_ops.DOMAIN and "plugin_version" not in node.attributes
-               for node, _scope in iter_nodes(ir.load(str(model))))
+    proto = load_proto(Path(model))
+    imports = [o.domain for o in proto.opset_import]
+    imports += [o.domain for f in proto.functions for o in f.opset_import]
+    if custom_ops.DOMAIN not in imports:
+        return 0, 0
+    custom = plugin = 0
+    for node, _scope in iter_nodes(ir.serde.deserialize_model(proto)):
+        if node.domain == custom_ops.DOMAIN:
+            plugin += "plugin_version" in node.attributes
+            custom += "plugin_version" not in node.attributes
+    return custom, plugin
+
+
+class WouldTrap(Exception):
+    """onnxruntime is not run: its integer division would kill the process on these inputs
+    (:func:`trapping_division` says where)."""
 
 
 def run_onnxruntime(
     model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0
 ) -> list[np.ndarray]:
+    """``model``'s outputs on ``inputs`` from onnxruntime's CPU provider (see _session_options);
+    WouldTrap, without running it, where that would kill the process."""
     import onnxruntime as ort
 
     from scatter_rewrite import custom_ops
 
+    trap = trapping_division(model if not isinstance(model, bytes)
+                             else onnx.ModelProto.FromString(model), inputs)
+    if trap is not None:
+        raise WouldTrap(trap)
     source = str(model) if isinstance(model, (str, Path)) else model
     run = None
     try:
@@ -139,6 +171,109 @@ def run_reference(
         warnings.simplefilter("ignore", RuntimeWarning)
         return evaluator.run(None, inputs)
 
+
+
+# onnxruntime's CPU Div of int32/int64 divides with the processor's instruction, which traps on the
+# type's lowest value over -1 (x86 idiv: SIGFPE, the process dies; a zero divisor it refuses with an
+# error first). Measured with onnxruntime 1.32: int8/int16 and Mod do not trap.
+_TRAPPING_DIV_TYPES = (np.int32, np.int64)
+# ops whose output is non-negative where their data input is (a Shape's sizes carried along)
+_SIZE_CARRIERS = {"Gather", "Squeeze", "Unsqueeze", "Reshape", "Slice", "Identity", "Cast",
+                  "Concat", "ReduceProd", "Mul", "Max"}
+
+
+def trapping_division(model: str | os.PathLike | onnx.ModelProto,
+                      inputs: dict[str, np.ndarray]) -> str | None:
+    """Why running ``model`` on ``inputs`` in onnxruntime would kill the process: a main-graph
+    integer Div whose operands hold the lowest int32/int64 over -1 (see _TRAPPING_DIV_TYPES),
+    found by evaluating them in onnx.reference, whose NumPy division does not trap. None where no
+    Div can (its divisor a constant other than -1, or a size from Shape/Size), where none does,
+    or where onnx.reference cannot run the model. (Divs inside subgraph and function bodies are
+    not checked.)"""
+    from scatter_rewrite.model_io import load_proto
+
+    cheap = model if isinstance(model, onnx.ModelProto) else load_proto(Path(model))
+    risky = _divisions_that_may_trap(cheap)
+    if not risky:
+        return None
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    from scatter_rewrite.evaluator.reference_ops import make_evaluator
+
+    names = [name for node in risky for name in node.input[:2]]
+    try:
+        with np.errstate(all="ignore"):
+            values = dict(zip(names, make_evaluator(proto).run(names, inputs)))
+    except Exception:  # (an op or type onnx.reference lacks: nothing to tell)
+        return None
+    for node in risky:
+        a, b = (np.asarray(values[name]) for name in node.input[:2])
+        if a.dtype.type not in _TRAPPING_DIV_TYPES or a.dtype != b.dtype:
+            continue
+        a, b = np.broadcast_arrays(a, b)
+        if ((a == np.iinfo(a.dtype).min) & (b == -1)).any():
+            return (f"its {a.dtype} Div '{node.name or node.output[0]}' would divide "
+                    f"{np.iinfo(a.dtype).min} by -1 on these inputs, which onnxruntime's CPU kernel "
+                    "does with a processor instruction that kills the process (SIGFPE)")
+    return None
+
+
+def may_trap(model: onnx.ModelProto) -> bool:
+    """Whether a main-graph Div of ``model`` may trap (:func:`trapping_division` then evaluates)."""
+    return bool(_divisions_that_may_trap(model))
+
+
+def _divisions_that_may_trap(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The main graph's int32/int64 Div nodes (or of a type not known) whose divisor may be -1:
+    not a constant, nor a size. Types are inferred only where such a Div is found (a float Div
+    normalizes every LayerNorm)."""
+    candidates = _divisions_by_non_constants(model.graph)
+    if not candidates:
+        return []
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # (judged without the types then)
+        return candidates
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in [*inferred.input, *inferred.value_info, *inferred.output]}
+    types.update({i.name: i.data_type for i in inferred.initializer})
+    trapping = {onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.UNDEFINED}
+    return [node for node in candidates if types.get(node.output[0], 0) in trapping]
+
+
+def _divisions_by_non_constants(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The main graph's Div nodes whose divisor may be -1: not a constant, nor a size."""
+    from onnx import numpy_helper
+
+    constants = {i.name: i for i in graph.initializer}
+    producers = {}
+    for node in graph.node:
+        for name in node.output:
+            producers[name] = node
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = node.attribute[0].t
+
+    def constant(name: str) -> np.ndarray | None:
+        tensor = constants.get(name)
+        if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL:
+            return None
+        return numpy_helper.to_array(tensor)
+
+    def never_minus_one(name: str, depth: int = 0) -> bool:
+        value = constant(name)
+        if value is not None:
+            return not (value == -1).any() if depth == 0 else bool((value >= 0).all())
+        node = producers.get(name)
+        if node is None or node.domain not in ("", "ai.onnx") or depth > 8:
+            return False
+        if node.op_type in ("Shape", "Size"):
+            return True
+        data = node.input[:1] if node.op_type not in ("Concat", "Mul", "Max") else node.input
+        return (node.op_type in _SIZE_CARRIERS
+                and all(never_minus_one(i, depth + 1) for i in data if i))
+
+    return [node for node in graph.node
+            if node.op_type == "Div" and node.domain in ("", "ai.onnx")
+            and len(node.input) == 2 and not never_minus_one(node.input[1])]
 
 
 def first_line(e: BaseException, limit: int = 200) -> str:

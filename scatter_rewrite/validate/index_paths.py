@@ -15,7 +15,8 @@ import onnx_ir as ir
 from scatter_rewrite.graph import attr, function_calls, is_default_domain, iter_nodes
 
 __all__ = [
-    "bound_outside", "carrier_of", "CARRIERS", "first_calls", "float_type", "map_axis",
+    "bound_outside", "carrier_of", "CARRIERS", "divisor_inputs", "first_calls", "float_type",
+    "map_axis",
     "NO_AXIS", "node_named", "normalization_shifts", "numpy_dtype", "outer_values",
     "selected_by_constant", "trace_index", "trace_to_input",
 ]
@@ -42,6 +43,24 @@ def float_type(value: ir.Value | None) -> np.dtype | None:
         if isinstance(to, int):
             return numpy_dtype(ir.DataType(to))
     return None
+
+
+def divisor_inputs(model: ir.Model) -> set[str]:
+    """The integer graph inputs whose values reach an integer ``Div``'s divisor unchanged (through
+    :data:`CARRIERS`, out of bodies): validation generates them positive, since onnxruntime refuses
+    a zero divisor and its int32/int64 Div of the type's lowest value by -1 traps (SIGFPE, the
+    process dies). A divisor computed from an input is checked before each run instead
+    (:func:`.engines.trapping_division`)."""
+    graph_inputs = {id(v) for v in model.graph.inputs}
+    outer = outer_values(model)
+    found = set()
+    for node, _scope in iter_nodes(model):
+        if node.op_type != "Div" or not is_default_domain(node) or len(node.inputs) != 2:
+            continue
+        source = trace_to_input(node.inputs[1], graph_inputs, outer)
+        if source is not None and source.dtype is not None and source.dtype.is_integer():
+            found.add(source.name)
+    return found
 
 
 def trace_to_input(

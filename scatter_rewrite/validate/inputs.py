@@ -14,12 +14,15 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.graph import computes_a_scatter, function_calls, is_default_domain, iter_nodes
-from scatter_rewrite.type_inference import annotate_functions_with, restore_types, weightless_copy
+from scatter_rewrite.type_inference import (
+    annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
+)
 from scatter_rewrite.validate.contracts import (
     IndexContract, index_contracts, fits_contract, row_contract,
 )
 from scatter_rewrite.validate.dims import DEFAULT_SIZE, fit_dims
-from scatter_rewrite.validate.index_paths import numpy_dtype
+from scatter_rewrite.validate.engines import may_trap
+from scatter_rewrite.validate.index_paths import divisor_inputs, numpy_dtype
 from scatter_rewrite.validate.trial import OriginalSession, runs_in_reference
 from scatter_rewrite.validate.user_inputs import checked_user_inputs, load_inputs, user_tolerance
 
@@ -189,7 +192,9 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
                               float_sum_types=sum_types)
     dims, refit = fit_dims(model, graph_inputs, dim_sizes)
     attempt = _Attempt.of(planned, graph_inputs, dims, dims.sizes, seed)
-    if dims.free:  # (else nothing to grow: validation's own run says whether the original runs)
+    # (else nothing to grow: validation's own run says whether the original runs; but integer
+    # division that would kill onnxruntime on the first inputs is tried with others first)
+    if dims.free or may_trap(serialize_without_weights(model)):
         attempt = _running_attempt(model, planned, graph_inputs, dims, refit, attempt, seed)
     contracts, float_sums, sum_types, notes = attempt.traced
     if any(attempt.sizes[k] != DEFAULT_SIZE for k in dims.free):
@@ -218,7 +223,7 @@ class _Attempt:
     def of(cls, planned, graph_inputs, dims, sizes, seed, ones: bool = False) -> _Attempt:
         input_shapes = dims.shapes(sizes)
         traced = _traced(planned, input_shapes)
-        inputs = _generated(graph_inputs, input_shapes, traced[0], seed)
+        inputs = _generated(graph_inputs, input_shapes, traced[0], seed, divisor_inputs(planned))
         set_to_one = [v.name for v in graph_inputs if ones and v.name not in traced[0]
                       and numpy_dtype(v.dtype).kind in "biu"]
         for name in set_to_one:
@@ -226,8 +231,11 @@ class _Attempt:
         return cls(sizes, traced, inputs, set_to_one)
 
     def said(self, dims) -> str:
-        ones = f" with {', '.join(self.ones)} all 1" if self.ones else ""
-        return f"{dims.describe(self.sizes)}{ones}"
+        ones = f"{', '.join(self.ones)} all 1" if self.ones else ""
+        sizes = dims.describe(self.sizes)  # ("": no free dims, nothing to say of sizes)
+        if not sizes:
+            return ones or "the generated values"
+        return f"{sizes} with {ones}" if ones else sizes
 
 
 def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
@@ -316,13 +324,18 @@ def _traced(planned: ir.Model, input_shapes: dict[str, tuple]):
 
 
 def _generated(graph_inputs: list[ir.Value], input_shapes: dict[str, tuple],
-               contracts: dict[str, IndexContract], seed: int) -> dict[str, np.ndarray]:
+               contracts: dict[str, IndexContract], seed: int,
+               divisors: set[str] = frozenset()) -> dict[str, np.ndarray]:
+    """Seeded values: in range for the ``contracts``' inputs, positive for the integer
+    ``divisors`` (:func:`.index_paths.divisor_inputs`), random otherwise."""
     rng = np.random.default_rng(seed)
     generated = {}
     for v in graph_inputs:
         shape, dtype = input_shapes[v.name], numpy_dtype(v.dtype)
         if v.name in contracts:
             generated[v.name] = _index_values(shape, dtype, contracts[v.name], rng)
+        elif v.name in divisors:
+            generated[v.name] = rng.integers(1, 20, size=shape).astype(dtype)
         else:
             generated[v.name] = _random_values(shape, dtype, rng)
     return generated

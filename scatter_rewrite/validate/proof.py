@@ -20,6 +20,9 @@ from scatter_rewrite.validate.inputs import ValidationPlan
 __all__ = ["allow_float_rounding", "validate", "ValidationResult"]
 
 
+ONNXRUNTIME, REFERENCE = "onnxruntime", "onnx.reference"  # (proven_in: the engine)
+
+
 @dataclasses.dataclass
 class ValidationResult:
     checked_against: str
@@ -34,6 +37,14 @@ class ValidationResult:
     # it: the status then says so (pipeline.UNRUNNABLE), never PASSED.
     onnxruntime_cannot_run: str = ""
     to_run_it: str = ""  # the scatter-rewrite command that writes a form onnxruntime runs, if one
+    # The engine in which the written model ran and matched the original: "onnxruntime" (with
+    # scatter_rewrite.custom_ops where its --mode custom nodes need them, as its users run it), or
+    # "onnx.reference" (with our kernels). The status line names it.
+    proven_in: str = ONNXRUNTIME
+    # What stood in for the runtime some of its nodes are for, which cannot run here (the TensorRT
+    # plugin form's nodes ran as our kernels of the ONNX op): the status is then WRITTEN, not
+    # PASSED, and says so. "" where every node ran in the engine named.
+    stand_in: str = ""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -102,13 +113,17 @@ def validate(
                 f"{e}; lower with --mode standard, or skip validation with --no-validate to write "
                 "it anyway"
             ) from e
+    except engines.WouldTrap as e:  # (never run: the model is judged in onnx.reference)
+        rewritten_ort, unrunnable, to_run_it = None, str(e), ""
+        ort_cannot_run_rewritten = unrunnable
     except Exception as e:
         rewritten_ort = None
         unrunnable, to_run_it = _why_onnxruntime_cannot_run(rewritten, e, ort_cannot_run_original)
         ort_cannot_run_rewritten = unrunnable
-    expected, actual, checked_against, cross_check = _expected_and_actual(
+    expected, actual, checked_against, cross_check, engine = _expected_and_actual(
         original, rewritten, plan, (original_ort, original_ref, ort_cannot_run_original),
         (rewritten_ort, ort_cannot_run_rewritten))
+    proven_in, stand_in = _proven_in(rewritten, engine)
     # (Not read back from the rewritten file: with inline weights that would parse all of them
     # again.)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
@@ -135,20 +150,37 @@ def validate(
         _cross_check(names, *cross_check) if cross_check else "",
         unrunnable or "",
         to_run_it or "",
+        proven_in,
+        stand_in,
     )
+
+
+def _proven_in(rewritten: str | os.PathLike, engine: str) -> tuple[str, str]:
+    """(the engine the written model ran in and was compared in, said with the custom ops it
+    needed there; what stood in for the runtime of its nodes that cannot run here, or "").
+    ``engine``: ONNXRUNTIME or REFERENCE, as :func:`_expected_and_actual` compared."""
+    custom, plugin = engines.custom_domain_nodes(rewritten)
+    if engine == ONNXRUNTIME and (custom or plugin):
+        engine = f"{ONNXRUNTIME} with scatter_rewrite.custom_ops"
+    if not plugin:
+        return engine, ""
+    return engine, (f"its {plugin} TensorRT plugin node(s) ran as scatter-rewrite's kernels of the "
+                    "ONNX op; TensorRT, their runtime, cannot run here")
 
 
 def _expected_and_actual(original: str | os.PathLike, rewritten: str | os.PathLike,
                          plan: ValidationPlan, original_runs: tuple, rewritten_runs: tuple):
-    """(expected, actual, what they were checked against, cross check): the outputs to compare, in
-    one engine where it can (see :func:`validate`). ``original_runs``: its onnxruntime outputs
+    """(expected, actual, what they were checked against, cross check, the engine that ran the
+    rewritten model for the comparison): the outputs to compare, in one engine where it can (see
+    :func:`validate`). ``original_runs``: its onnxruntime outputs
     (None where it cannot run it), its onnx.reference outputs (None unless so), onnxruntime's
     reason; ``rewritten_runs``: its onnxruntime outputs, onnxruntime's reason. The cross check:
     (model, its onnx.reference results, its onnxruntime results), or None."""
     original_ort, original_ref, ort_cannot_run_original = original_runs
     rewritten_ort, ort_cannot_run_rewritten = rewritten_runs
-    cross_check = None
+    cross_check, engine = None, REFERENCE
     if original_ort is not None and rewritten_ort is not None:
+        engine = ONNXRUNTIME
         expected, actual = original_ort, rewritten_ort
         checked_against = "onnxruntime on the original model"
     elif original_ort is None and rewritten_ort is None:
@@ -165,7 +197,7 @@ def _expected_and_actual(original: str | os.PathLike, rewritten: str | os.PathLi
         checked_against = (f"{_REFERENCE}, for both models (onnxruntime cannot run the original: "
                            f"{ort_cannot_run_original})")
         if actual is None:
-            actual = rewritten_ort
+            actual, engine = rewritten_ort, ONNXRUNTIME
             checked_against = (
                 f"{_REFERENCE} on the original model (onnxruntime cannot run it: "
                 f"{ort_cannot_run_original}), onnxruntime on the rewritten one (onnx.reference "
@@ -185,7 +217,7 @@ def _expected_and_actual(original: str | os.PathLike, rewritten: str | os.PathLi
         else:
             checked_against += " and on the original"
             cross_check = ("original", expected, original_ort)
-    return expected, actual, checked_against, cross_check
+    return expected, actual, checked_against, cross_check, engine
 
 
 def _why_onnxruntime_cannot_run(rewritten: str | os.PathLike, e: BaseException,

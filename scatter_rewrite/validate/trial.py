@@ -14,7 +14,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.type_inference import serialize_without_weights
-from scatter_rewrite.validate.engines import first_line
+from scatter_rewrite.validate.engines import first_line, may_trap
 
 __all__ = ["OriginalSession", "runs_in_reference"]
 
@@ -27,16 +27,23 @@ class OriginalSession:
     def __init__(self, model: ir.Model):
         self.refused: str | None = None
         self._session = None
+        self._model = model
+        self._whole: onnx.ModelProto | bool | None = None  # trapping_division's, made once
         try:
             self._session = _session(model)
         except Exception as e:  # onnxruntime's own exception types
             self.refused = first_line(e)
 
     def failure(self, inputs: dict[str, np.ndarray]) -> str | None:
-        """Why the original fails on ``inputs`` (None: it runs, or could not be loaded)."""
+        """Why the original fails on ``inputs`` (None: it runs, or could not be loaded); never run
+        where its integer division would kill the process (:func:`.engines.trapping_division`)."""
         if self._session is None:
             return None
         import onnxruntime as ort
+
+        trap = self._trapping_division(inputs)
+        if trap is not None:
+            return trap
 
         run_options = ort.RunOptions()
         run_options.log_severity_level = 4
@@ -46,6 +53,17 @@ class OriginalSession:
         except Exception as e:  # onnxruntime's own exception types
             return first_line(e)
         return None
+
+
+    def _trapping_division(self, inputs: dict[str, np.ndarray]) -> str | None:
+        from scatter_rewrite.validate.engines import trapping_division
+
+        if self._whole is None:  # (decided once: False where no Div may trap)
+            proto = serialize_without_weights(self._model)
+            self._whole = may_trap(proto) and proto
+            if self._whole:
+                _inline_swapped(self._model, proto, whole=True)
+        return trapping_division(self._whole, inputs) if self._whole else None
 
 
 def runs_in_reference(model: ir.Model, inputs: dict[str, np.ndarray]) -> str | None:

@@ -6,7 +6,6 @@ bad usage; nothing written, no staging or temporary file left, and the inputs' b
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -16,17 +15,14 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from tests.helpers.wrong_passes import NegateScatterOutputs
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import ModelLoadError
 from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.pipeline import VERBS, Verb, rewrite_file_reporting
 from scatter_rewrite.testing import constant_scatter_model, external_weights_model, scatter_model
-
-runner = CliRunner()
+from tests.helpers.cli import invoke, save, tree
 
 # verb, the model it has work on, its options
 VERB_CASES = {
@@ -39,17 +35,6 @@ VERB_CASES = {
 SUFFIX = {"upgrade": "upgraded", "fold": "folded", "lower": "lowered", "tensorrt": "tensorrt"}
 
 
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def tree(folder: Path) -> dict[str, tuple[str, int]]:
-    """Every file and folder below ``folder`` (hidden ones included): bytes digest and mtime."""
-    return {str(p.relative_to(folder)): ((hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
-                                         if p.is_file() else ("folder", 0))
-            for p in sorted(folder.rglob("*"))}
-
-
 def assert_one_line_failure(result, *needles: str, code: int = 1) -> str:
     """One line on stderr, exit ``code``: 1 for a model that fails, 2 for bad usage."""
     assert result.exit_code == code, result.output
@@ -59,11 +44,6 @@ def assert_one_line_failure(result, *needles: str, code: int = 1) -> str:
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
-
-
-def save(model: onnx.ModelProto, path: Path) -> Path:
-    onnx.save(model, path)
-    return path
 
 
 # ---- --report -----------------------------------------------------------------------------------

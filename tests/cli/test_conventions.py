@@ -16,18 +16,13 @@ from pathlib import Path
 import onnx
 import pytest
 import typer.main
-from typer.testing import CliRunner
 
 from scatter_rewrite.cli import app
 from scatter_rewrite.testing import external_weights_model, scatter_model
 from scatter_rewrite.verbs import VERBS
+from tests.helpers.cli import invoke
 
-runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def invoke(*args, **kwargs):
-    return runner.invoke(app, [str(a) for a in args], **kwargs)
 
 
 @pytest.fixture

@@ -11,25 +11,15 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 import pytest
-from typer.testing import CliRunner
 
-import scatter_rewrite.cli as cli
 from scatter_rewrite import __version__
-from scatter_rewrite.cli import app
+from scatter_rewrite.cli import printing, rewriting
+from scatter_rewrite.cli.messages import LineFormatter
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.verbs import VERBS
+from tests.helpers.cli import invoke, save
 
-runner = CliRunner()
 DATA = Path(__file__).parents[1] / "data"
-
-
-def invoke(*args, **kwargs):
-    return runner.invoke(app, [str(a) for a in args], **kwargs)
-
-
-def save(model: onnx.ModelProto, path: Path) -> Path:
-    onnx.save(model, path)
-    return path
 
 
 def test_version():
@@ -214,7 +204,7 @@ def test_a_library_log_line_is_formatted_on_one_line():
         message = "Shape inference failed: %s. Model is left unchanged"
         record = logging.LogRecord("onnx_ir.passes.common.shape_inference", logging.WARNING,
                                    __file__, 1, message, None, sys.exc_info())
-    line = cli._LineFormatter().format(record)
+    line = LineFormatter().format(record)
     assert line == ("scatter-rewrite: warning: onnx_ir.passes.common.shape_inference: Shape "
                     "inference failed: bad shape at node x. Model is left unchanged")
 
@@ -236,11 +226,12 @@ def test_progress_on_a_terminal_names_each_pass(tmp_path: Path, monkeypatch):
     from rich.console import Console
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "_stderr_console",
+    monkeypatch.setattr(printing, "stderr_console",
                         lambda: Console(file=screen, force_terminal=True, width=100))
-    monkeypatch.setattr(cli, "_may_be_terminal", lambda stream: True)  # (the runner's is a pipe)
+    # (the runner's stderr is a pipe)
+    monkeypatch.setattr(printing, "may_be_terminal", lambda stream: True)
     steps = []
-    real = cli._pass_progress
+    real = rewriting.pass_progress
 
     def recording(model):
         manager = real(model)
@@ -255,14 +246,15 @@ def test_progress_on_a_terminal_names_each_pass(tmp_path: Path, monkeypatch):
 
         return Recorder()
 
-    monkeypatch.setattr(cli, "_pass_progress", recording)
+    monkeypatch.setattr(rewriting, "pass_progress", recording)
     model = save(scatter_model("ScatterElements", opset=18, reduction="add"), tmp_path / "m.onnx")
     assert invoke("lower", model).exit_code == 0
     assert steps == ["lower", "validating"]
     assert "m.onnx: " in screen.getvalue()  # the spinner's line was drawn
     screen.seek(0)
     screen.truncate()
-    monkeypatch.setattr(cli, "_stderr_console", lambda: Console(file=screen, force_terminal=False))
+    monkeypatch.setattr(printing, "stderr_console",
+                        lambda: Console(file=screen, force_terminal=False))
     steps.clear()
     again = invoke("lower", model, "-o", tmp_path / "again.onnx")
     assert again.exit_code == 0, again.output

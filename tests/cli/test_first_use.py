@@ -7,7 +7,6 @@ Every failure: one line on stderr starting ``scatter-rewrite: error:``, exit 1 (
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -15,25 +14,14 @@ from pathlib import Path
 
 import onnx
 import pytest
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite import model_io
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import ScatterRewriteError
 from scatter_rewrite.testing import scatter_model
+from tests.helpers.cli import invoke, tree
 
-runner = CliRunner()
 VERBS = ["upgrade", "fold", "lower", "tensorrt"]
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def tree(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "folder"
-            for p in sorted(folder.rglob("*"))}
 
 
 # ---- help text --------------------------------------------------------------------------------
@@ -172,11 +160,11 @@ def test_check_prints_each_fix_command_whole(tmp_path: Path):
     """The table folded the fix column mid-word ('scatter-rewrit' / 'e upgrade'): not copyable."""
     path = tmp_path / "legacy13.onnx"
     onnx.save(scatter_model("Scatter", opset=13, where="if", axis=1), path)
-    result = runner.invoke(app, ["check", str(path), "--target", "opset-13"], terminal_width=80)
+    result = invoke("check", path, "--target", "opset-13", terminal_width=80)
     assert result.exit_code == 1
     fixes = [line for line in result.stdout.splitlines() if line.startswith("fix: ")]
     assert fixes == ["fix: scatter-rewrite upgrade --opset 13 (2 node(s))"], result.stdout
     assert result.stdout.rstrip().splitlines()[-1].startswith(f"{path}: FIXABLE for opset-13 ")
     onnx.save(scatter_model("Scatter", opset=10, where="if", axis=1), path)
-    ready = runner.invoke(app, ["check", str(path), "--target", "opset-10"], terminal_width=80)
+    ready = invoke("check", path, "--target", "opset-10", terminal_width=80)
     assert ready.exit_code == 0 and not [line for line in ready.stdout.splitlines() if line.startswith("fix: ")]

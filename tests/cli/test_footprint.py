@@ -24,7 +24,8 @@ try:
     main()
 except SystemExit as e:
     code = e.code
-# (a stand-in for a module not loaded yet, cli._OnFirstUse, is not a module loaded)
+# (a stand-in for a module not loaded yet, cli/lazy_imports.py's _OnFirstUse, is not a module
+# loaded)
 loaded = [name for name, module in sys.modules.items() if type(module).__name__ != "_OnFirstUse"]
 print(json.dumps({"code": code, "modules": sorted(loaded)}))
 """
@@ -128,8 +129,8 @@ def test_fold_without_validation_loads_no_validation_sympy_or_rich_console(tmp_p
 def test_sympy_loads_when_a_rewrite_does_use_it():
     """The stand-in is the real sympy at first use: a symbolic dimension's arithmetic works."""
     script = ("import sys\n"
-              "from scatter_rewrite import cli\n"
-              "cli._defer_imports()\n"
+              "from scatter_rewrite.cli.lazy_imports import defer_imports\n"
+              "defer_imports()\n"
               "import onnx_ir as ir, sympy\n"
               "assert 'sympy.core' not in sys.modules\n"
               "print(ir.SymbolicDim('N') * 2 + 1, sympy.Symbol('x') + 1)\n")

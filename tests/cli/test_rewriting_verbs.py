@@ -9,18 +9,10 @@ import stat
 import numpy as np
 import onnx
 import pytest
-from typer.testing import CliRunner
 
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.testing import scatter_model
-
-runner = CliRunner()
-
-
-def invoke(*args: str):
-    return runner.invoke(app, [str(a) for a in args])
-
+from tests.helpers.cli import invoke
 
 def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -224,15 +216,13 @@ def test_tensorrt_refuses_a_scatter_it_cannot_make_ready_and_lists_only_the_mode
     source, out = tmp_path / "m.onnx", tmp_path / "m.trt.onnx"
     onnx.save(scatter_model("ScatterElements", opset=18, data_shape=(8, 4), indices_shape=("E", 4),
                             reduction="add", axis=0), source)
-    result = CliRunner().invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "-o", str(out)])
+    result = invoke("tensorrt", source, "--trt-version", "8.6", "-o", out)
     assert result.exit_code == 1 and not out.exists(), result.output
     assert result.stderr.count("\n") == 1 and "number of updates is not static" in result.stderr
-    fixed = CliRunner().invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "--fix-dim", "E=5",
-                                     "-o", str(out)])
+    fixed = invoke("tensorrt", source, "--trt-version", "8.6", "--fix-dim", "E=5", "-o", out)
     assert fixed.exit_code == 0 and out.exists(), fixed.output
     assert "float32: rtol=1e-05" in fixed.stdout and "float16" not in fixed.stdout
-    ready = CliRunner().invoke(app, ["tensorrt", str(source), "--trt-version", "10", "-o",
-                                     str(tmp_path / "m10.onnx")])
+    ready = invoke("tensorrt", source, "--trt-version", "10", "-o", tmp_path / "m10.onnx")
     assert ready.exit_code == 0 and ready.stderr == "", ready.stderr
 
 

@@ -94,7 +94,7 @@ def elements_problems(draw, dtype: np.dtype, reduction: str, specials: bool = Tr
 
 
 @st.composite
-def nd_problems(draw, dtype: np.dtype, reduction: str):
+def low_precision_nd_problems(draw, dtype: np.dtype, reduction: str):
     """data, indices, updates for ScatterND: many updates per slot, slices of any length."""
     rank = draw(st.integers(1, 3))
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
@@ -141,7 +141,7 @@ def _grouping(on: bool, chunk: int = 1 << 20):
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_scatter_nd_add_mul_match_onnx_reference(dtype, reduction, data):
-    d, idx, upd = data.draw(nd_problems(dtype, reduction))
+    d, idx, upd = data.draw(low_precision_nd_problems(dtype, reduction))
     with np.errstate(all="ignore"):
         expected = run_reference("ScatterND", [d, idx, upd], reduction=reduction)
     with _grouping(data.draw(st.booleans())):
@@ -156,7 +156,7 @@ def test_scatter_nd_add_mul_match_onnx_reference(dtype, reduction, data):
 def test_grouping_updates_by_region_changes_no_bit(dtype, reduction, data):
     """Grouped by region, every target still sees its updates in index order: the same bits as
     ungrouped, NaNs and signed zeros included (max/min keep onnxruntime's rules for them)."""
-    d, idx, upd = data.draw(nd_problems(dtype, reduction))
+    d, idx, upd = data.draw(low_precision_nd_problems(dtype, reduction))
     with _grouping(False):
         ungrouped = scatter_nd(d, idx, upd, reduction=reduction)
     with _grouping(True, chunk=data.draw(st.sampled_from([1, 3, 7, 1 << 20]))):

@@ -1,7 +1,8 @@
 """check --target T is READY or FIXABLE exactly when the verb that reaches T succeeds: lower --opset N
 for opset-N, tensorrt --trt-version X for tensorrt-X, prepare --target T for the other registered
-targets (no-scatter, rknn, ort-cpu), run as a user runs them (--no-validate: check's
-dry run does not validate either), on every shipped model and every real export in tests/data."""
+targets (no-scatter, the NPUs, ort-cpu, litert, openvino, tvm, with their op tables), run as a user
+runs them (--no-validate: check's dry run does not validate either), on every shipped model and
+every real export in tests/data."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from scatter_rewrite.cli import app
+from tests.helpers.cli import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted(ROOT.glob("models/*.onnx")) + sorted(ROOT.glob("tests/data/**/*.onnx"))
 VERBS = {"opset-11": ["lower", "--opset", "11"], "opset-13": ["lower", "--opset", "13"],
          "opset-17": ["lower", "--opset", "17"], "tensorrt-8.6": ["tensorrt", "--trt-version", "8.6"],
          "tensorrt-10": ["tensorrt", "--trt-version", "10"],
-         "no-scatter": ["prepare", "--target", "no-scatter"], "rknn": ["prepare", "--target", "rknn"],
-         "ort-cpu": ["prepare", "--target", "ort-cpu"]}
+         "no-scatter": ["prepare", "--target", "no-scatter"],
+         **{t: ["prepare", "--target", t]
+            for t in ("qnn", "rknn", "ort-cpu", "litert", "openvino", "openvino-npu", "tvm")}}
 # The default run: every target on the shipped models, and on the exports the two that change them
 # most (a move down to 13, TensorRT 8.6's lowering); the whole matrix is slow.
 DEFAULT_TARGETS = ("opset-13", "tensorrt-8.6")
@@ -28,9 +29,6 @@ CASES = [pytest.param(model, target, id=f"{model.relative_to(ROOT)}-{target}",
                       else pytest.mark.slow)
          for model in MODELS for target in VERBS]
 
-runner = CliRunner()
-
-
 def test_the_corpus_is_there():
     assert len([m for m in MODELS if m.parent.name == "models"]) >= 6
     assert len(MODELS) >= 40
@@ -38,11 +36,10 @@ def test_the_corpus_is_there():
 
 @pytest.mark.parametrize("model, target", CASES)
 def test_check_is_ready_or_fixable_exactly_when_the_verb_succeeds(model, target, tmp_path):
-    checked = runner.invoke(app, ["check", str(model), "--target", target, "--json"])
+    checked = invoke("check", model, "--target", target, "--json")
     (report,) = json.loads(checked.stdout)["models"]
     verb = VERBS[target]
-    done = runner.invoke(app, [verb[0], str(model), *verb[1:], "--no-validate",
-                               "-o", str(tmp_path / "out.onnx")])
+    done = invoke(verb[0], model, *verb[1:], "--no-validate", "-o", tmp_path / "out.onnx")
     succeeded = done.exit_code == 0
     assert report["reachable"] is succeeded, (report["status"], report["dry_run"], done.stderr)
     assert (report["status"] in ("READY", "FIXABLE")) is succeeded or report["status"] == "INVALID"

@@ -34,14 +34,10 @@ from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.evaluator.reference_ops import make_evaluator
 from scatter_rewrite.passes.specialize import SpecializeCallsPass
 from scatter_rewrite.testing import LOCAL_DOMAIN
-from scatter_rewrite.validate import run_onnxruntime
 
 from tests.helpers.equivalence import assert_validation_accepts
 from tests.helpers.models import function_model, function_node, make_model, vi
-
-
-def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    return run_onnxruntime(model.SerializeToString(), feeds)
+from tests.helpers.runs import validation_ort_run
 
 
 REWRITES = {
@@ -109,7 +105,8 @@ def test_zero_size_dimension(case, rewrite, reduction):
         return
     rewritten = REWRITES[rewrite](model)
     onnx.checker.check_model(rewritten, full_check=True)
-    assert_validation_accepts(run(model, feeds), run(rewritten, feeds), float_reduction=reduction == "add")
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(rewritten, feeds),
+                              float_reduction=reduction == "add")
 
 
 def tensor_scatter_case(cache_shape, seq, axis, mode="linear", write=None, seed=0):
@@ -142,7 +139,8 @@ def test_tensor_scatter_lowering_with_empty_dimensions(case, opset):
     lowered = sr.lower(model, opset=opset)
     onnx.checker.check_model(lowered, full_check=True)
     assert [n.op_type for n in lowered.graph.node].count("TensorScatter") == 0
-    assert_validation_accepts(run(model, feeds), run(lowered, feeds), float_reduction=False)
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(lowered, feeds),
+                              float_reduction=False)
 
 
 # ---- attributes referring to a function attribute ------------------------------------------------
@@ -157,7 +155,8 @@ def test_opset_conversion_keeps_a_function_attribute_reference(axis):
     onnx.checker.check_model(lowered, full_check=True)
     (axis_attr,) = [a for a in function_node(lowered).attribute if a.name == "axis"]
     assert axis_attr.ref_attr_name == "ax"
-    assert_validation_accepts(run(model, feeds), run(lowered, feeds), float_reduction=False)
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(lowered, feeds),
+                              float_reduction=False)
 
 
 def _two_calls(model: onnx.ModelProto, feeds: dict, **second) -> tuple[onnx.ModelProto, dict]:
@@ -192,7 +191,8 @@ def test_lower_specializes_a_function_whose_reduction_axis_is_its_attribute(mode
     assert "F (ax=1, 1 call(s)); F__2 (ax=0, 1 call(s))" in note
     assert not any(n.op_type == "ScatterElements" and n.domain == "" for f in lowered.functions for n in f.node)
     if mode == "standard":
-        assert_validation_accepts(run(model, feeds), run(lowered, feeds), float_reduction=True)
+        assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(lowered, feeds),
+                                  float_reduction=True)
 
 
 def test_lower_specializes_a_function_whose_reduction_is_its_attribute():
@@ -200,7 +200,8 @@ def test_lower_specializes_a_function_whose_reduction_is_its_attribute():
     lowered, outcome = sr.lower(model, opset=17, validate=True, return_report=True)
     assert [f.name for f in lowered.functions] == ["F"]  # one binding, every call: resolved in place
     assert "F (red='max', 1 call(s))" in _specialized(outcome)[0]
-    assert_validation_accepts(run(model, feeds), run(lowered, feeds), float_reduction=False)
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(lowered, feeds),
+                              float_reduction=False)
 
 
 def test_a_function_passing_its_attribute_on_is_specialized_too():
@@ -222,11 +223,13 @@ def test_a_function_passing_its_attribute_on_is_specialized_too():
     axes = {f.name: [a.i for n in f.node for a in n.attribute if a.name == "axis"] for f in specialized.functions}
     assert sorted(map(tuple, axes.values())) == [(), (), (0,), (1,)]  # F's copies: one axis each, no @ax left
     assert len(_specialized(outcome)) == 2
-    assert_validation_accepts(run(model, feeds), run(specialized, feeds), float_reduction=False)
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(specialized, feeds),
+                              float_reduction=False)
     lowered, outcome = sr.lower(model, opset=13, validate=True, return_report=True)  # and lowered in each copy
     assert sorted(f.name for f in lowered.functions) == ["F", "F__2", "G", "G__2"]
     assert not any(n.op_type == "ScatterElements" for f in lowered.functions for n in f.node)
-    assert_validation_accepts(run(model, feeds), run(lowered, feeds), float_reduction=True)
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(lowered, feeds),
+                              float_reduction=True)
 
 
 @pytest.mark.parametrize("verb", ["lower", "tensorrt-8.6"])
@@ -248,7 +251,7 @@ def test_a_reduction_in_a_function_called_only_from_another_is_lowered(verb):
     result, outcome = rewrite(model)
     assert len([r for p in outcome.passes for r in p["rewritten"] if "function local::F" in r["node"]]) == 1
     assert not any(n.op_type == "ScatterElements" for f in result.functions for n in f.node)
-    assert_validation_accepts(run(model, feeds), run(result, feeds), float_reduction=True)
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(result, feeds), float_reduction=True)
 
 
 def test_a_call_whose_value_is_not_known_keeps_the_function():
@@ -278,7 +281,8 @@ def test_scatternd_and_tensorrt_specialize_a_function_attribute_reference(verb, 
     ops = {n.op_type for f in result.functions for n in f.node}
     if verb == "to_scatternd" or (verb == "tensorrt-8.6" and reduction == "add"):
         assert "ScatterElements" not in ops, ops  # rewritten in both copies
-    assert_validation_accepts(run(model, feeds), run(result, feeds), float_reduction=reduction == "add")
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(result, feeds),
+                              float_reduction=reduction == "add")
 
 
 def test_tensorrt_opset_cap_with_a_reduction_reference():
@@ -288,7 +292,7 @@ def test_tensorrt_opset_cap_with_a_reduction_reference():
     model, feeds = function_model(reduction_ref="add", opset=20)
     result, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True, return_report=True)
     assert result.opset_import[0].version == 17
-    assert_validation_accepts(run(model, feeds), run(result, feeds), float_reduction=True)
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(result, feeds), float_reduction=True)
 
 
 @pytest.mark.parametrize("second_axis", [None, 0])
@@ -315,7 +319,8 @@ def test_fold_specializes_a_constant_scatter_whose_axis_is_a_function_attribute(
     assert [f.name for f in folded.functions] == (["F"] if second_axis is None else ["F", "F__2"])
     assert not any(n.op_type.startswith("Scatter") for f in folded.functions for n in f.node)
     feeds = {k: v for k, v in feeds.items() if k in ("data", "data2")}
-    assert_validation_accepts(run(model, feeds), run(folded, feeds), float_reduction=False)
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(folded, feeds),
+                              float_reduction=False)
 
 
 def test_fold_leaves_a_function_whose_scatter_is_not_constant_as_it_is():
@@ -332,7 +337,8 @@ def test_upgrade_keeps_a_scatter_axis_reference():
     assert node.op_type == "ScatterElements"
     assert [a.ref_attr_name for a in node.attribute if a.name == "axis"] == ["ax"]
     assert any("axis=@ax" in r["detail"] for p in outcome.passes for r in p["rewritten"])
-    assert_validation_accepts(run(model, feeds), run(upgraded, feeds), float_reduction=False)
+    assert_validation_accepts(validation_ort_run(model, feeds), validation_ort_run(upgraded, feeds),
+                              float_reduction=False)
 
 
 # ---- dtypes: float16/bfloat16 custom-domain forms, bfloat16 opset moves ---------------------------

@@ -21,6 +21,7 @@ import scatter_rewrite.model_io as model_io
 from scatter_rewrite import testing
 from scatter_rewrite.pipeline import VERBS, check_model, rewrite_file, run_passes
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.models import weight_bytes
 
 
 # The options a verb cannot run without (prepare needs a target: the scatter-free one rewrites
@@ -35,12 +36,6 @@ def _hash(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 24), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _weights(path: Path) -> dict[str, np.ndarray]:
-    """Every initializer named W*, read through onnx's own external-data loader."""
-    model = onnx.load(str(path), load_external_data=True)
-    return {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name.startswith("W")}
 
 
 def _external_locations(path: Path) -> dict[str, str]:
@@ -85,7 +80,7 @@ def test_every_verb_builds_its_passes_from_its_defaults_and_required_options():
 def test_external_data_kept_through_every_verb(verb: str, external_model: Path, tmp_path: Path):
     data = external_model.parent / "big.weights"
     before = {p: _hash(p) for p in (external_model, data)}
-    weights = _weights(external_model)
+    weights = weight_bytes(external_model)
     output = tmp_path / "out" / f"model.{verb}.onnx"
     outcome = rewrite_file(verb, external_model, options=REQUIRED_OPTIONS.get(verb), output=output)
     assert outcome.status == ("PASSED" if outcome.modified else "UNCHANGED")
@@ -96,9 +91,9 @@ def test_external_data_kept_through_every_verb(verb: str, external_model: Path, 
     assert set(weights) <= set(locations)  # (fold may add its result as one more)
     for location in set(locations.values()):
         assert (output.parent / location).is_file()
-    after = _weights(output)
-    for name, array in weights.items():
-        assert after[name].tobytes() == array.tobytes(), name
+    after = weight_bytes(output)
+    for name, data in weights.items():
+        assert after[name] == data, name
     check_model(output)
     inputs = _inputs_for(external_model)
     for expected, actual in zip(run_onnxruntime(external_model, inputs), run_onnxruntime(output, inputs)):
@@ -107,7 +102,7 @@ def test_external_data_kept_through_every_verb(verb: str, external_model: Path, 
 
 def test_in_place_on_external_data_model(external_model: Path, tmp_path: Path):
     pristine = shutil.copytree(external_model.parent, tmp_path / "pristine")
-    weights = _weights(external_model)
+    weights = weight_bytes(external_model)
     outcome = rewrite_file("upgrade", external_model, in_place=True)
     assert outcome.status == "PASSED" and outcome.output == str(external_model)
     assert outcome.validation["checked_against"].startswith("onnxruntime")
@@ -117,8 +112,8 @@ def test_in_place_on_external_data_model(external_model: Path, tmp_path: Path):
     assert {o.domain: o.version for o in model.opset_import}[""] == 11
     for location in set(_external_locations(external_model).values()):
         assert (external_model.parent / location).is_file()
-    after = _weights(external_model)
-    assert all(after[k].tobytes() == v.tobytes() for k, v in weights.items())
+    after = weight_bytes(external_model)
+    assert all(after[k] == v for k, v in weights.items())
     # No staging folder left behind, and the rewritten model computes what the original did.
     assert not [p for p in external_model.parent.iterdir() if p.name.startswith(".scatter-rewrite-")]
     inputs = _inputs_for(external_model)
@@ -158,7 +153,7 @@ def test_proto_limit_switches_to_external_data(tmp_path: Path, monkeypatch: pyte
     # 128 KiB of weights over a 64 KiB "protobuf limit": written with external data, validated.
     monkeypatch.setattr(model_io, "PROTO_LIMIT_BYTES", 64 * 1024)
     source = _inline_weights_model(tmp_path / "inline.onnx")
-    weights = _weights(source)
+    weights = weight_bytes(source)
     output = tmp_path / "out" / "inline.upgraded.onnx"
     outcome = rewrite_file("upgrade", source, output=output)
     assert outcome.validation["max_abs_diff"] == 0.0
@@ -166,8 +161,8 @@ def test_proto_limit_switches_to_external_data(tmp_path: Path, monkeypatch: pyte
     assert set(locations) == {"W0", "W1"}
     assert set(locations.values()) == {model_io.data_file_name(output)}
     assert (output.parent / model_io.data_file_name(output)).is_file()
-    after = _weights(output)
-    assert all(after[k].tobytes() == v.tobytes() for k, v in weights.items())
+    after = weight_bytes(output)
+    assert all(after[k] == v for k, v in weights.items())
     check_model(output)
 
 
@@ -310,7 +305,7 @@ def test_the_converter_only_ever_sees_one_node_models(monkeypatch: pytest.Monkey
     _assert_converted(ir.serde.serialize_model(model).graph.node, 13)
 
 
-def _function_model() -> onnx.ModelProto:
+def _block_calls_model() -> onnx.ModelProto:
     body = [
         oh.make_node("Unsqueeze", ["fx"], ["fu"], axes=[0]),
         oh.make_node("ReduceSum", ["fu"], ["fr"], axes=[0], keepdims=0),
@@ -339,7 +334,7 @@ def _function_model() -> onnx.ModelProto:
 
 def test_model_local_function_is_converted(tmp_path: Path):
     source = tmp_path / "function.onnx"
-    onnx.save(_function_model(), source)
+    onnx.save(_block_calls_model(), source)
     output = tmp_path / "function.upgraded.onnx"
     outcome = rewrite_file("upgrade", source, output=output, options={"opset": 13})
     assert outcome.validation["max_abs_diff"] == 0.0

@@ -18,6 +18,7 @@ from scatter_rewrite.passes.lowering.network_reduce import padded_size
 from scatter_rewrite.passes.lowering.segment_reduce import row_counts
 from scatter_rewrite.type_inference import borrow_inferred_types, restore_types
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.exports import load_export
 
 DATA = Path(__file__).parents[1] / "data" / "torch"
 EXPORTS = ["gnn_max_layer_ts17", "gnn_max_layer_dynamo18"]
@@ -29,40 +30,34 @@ VERBS = {
 }
 
 
-def load(name: str):
-    model = onnx.load(DATA / f"{name}.onnx")
-    arrays = np.load(DATA / f"{name}.npz")
-    return model, {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}, arrays["out_y"]
-
-
 def test_the_exports_are_what_the_tests_are_about():
-    ts, _, expected = load(EXPORTS[0])
+    ts, _, pytorchs = load_export(DATA, EXPORTS[0])
     ops = [n.op_type for n in ts.graph.node]
     assert ops.count("If") == 2 and "Unsqueeze" in ops and "Expand" in ops  # the rank-0 wrapper
     shape = next(n for n in ts.graph.node if n.op_type == "Shape")  # expand_as: Shape(updates)
     assert next(n for n in ts.graph.node if n.op_type == "Expand").input[1] == shape.output[0]
     declared = [d.dim_value for d in ts.graph.output[0].type.tensor_type.shape.dim]
     assert declared == [NODES * FEATURES]  # a false claim
-    assert expected.shape == (NODES, FEATURES)
-    dynamo, _, _ = load(EXPORTS[1])
+    assert pytorchs["y"].shape == (NODES, FEATURES)
+    dynamo, _, _ = load_export(DATA, EXPORTS[1])
     assert "If" not in [n.op_type for n in dynamo.graph.node]
 
 
 @pytest.mark.parametrize("verb", VERBS)
 @pytest.mark.parametrize("name", EXPORTS)
 def test_every_verb_gives_pytorchs_output(name, verb):
-    model, feeds, expected = load(name)
+    model, feeds, pytorchs = load_export(DATA, name)
     function, options = VERBS[verb]
     rewritten = function(model, validate=True, inputs=feeds, **options)
     onnx.checker.check_model(rewritten, full_check=True)
     got = run_onnxruntime(rewritten.SerializeToString(), feeds)[0]
-    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got, pytorchs["y"])
 
 
 def scaled_torchscript_export(nodes: int, features: int):
     """The committed TorchScript export with N x F data (its zeros Constant as big as real ones),
     the same 24 edges, and what PyTorch's layer gives (max of x[src] * scale into zeros)."""
-    model, feeds, _ = load(EXPORTS[0])
+    model, feeds, _ = load_export(DATA, EXPORTS[0])
     rng = np.random.default_rng(0)
     for value in list(model.graph.input) + list(model.graph.output):
         dims = value.type.tensor_type.shape.dim
@@ -94,7 +89,7 @@ def scaled_torchscript_export(nodes: int, features: int):
              "edge_dst": rng.integers(0, nodes, feeds["edge_dst"].shape)}
     expected = np.zeros((nodes, features), np.float32)
     np.maximum.at(expected, feeds["edge_dst"], feeds["x"][feeds["edge_src"]] * scale_values)
-    return model, feeds, expected
+    return model, feeds, {"y": expected}
 
 
 @pytest.mark.parametrize("size", ["committed", "zeros Constant over 4 KiB"])
@@ -103,7 +98,7 @@ def test_tensorrt_10_leaves_the_torchscript_wrapper_its_parser_folds(size):
     the branch an If with a constant condition takes: nothing to rewrite, so nothing to validate.
     On 8.6 the reduction is lowered, which needs the rank the wrapper hides: inlined there. (With
     a big zeros Constant, the shape-only copy the decision reads must not look refused.)"""
-    model, feeds, expected = load(EXPORTS[0]) if size == "committed" else (
+    model, feeds, pytorchs = load_export(DATA, EXPORTS[0]) if size == "committed" else (
         scaled_torchscript_export(64, 32))
     result, report = sr.prepare_for_tensorrt(model, trt_version="10", validate=True, inputs=feeds,
                                              return_report=True)
@@ -113,11 +108,11 @@ def test_tensorrt_10_leaves_the_torchscript_wrapper_its_parser_folds(size):
                                               inputs=feeds, return_report=True)
     assert "If" not in [n.op_type for n in lowered.graph.node]
     assert any("else_branch inlined" in note for p in report.passes for note in p["notes"])
-    np.testing.assert_array_equal(run_onnxruntime(lowered.SerializeToString(), feeds)[0], expected)
+    np.testing.assert_array_equal(run_onnxruntime(lowered.SerializeToString(), feeds)[0], pytorchs["y"])
 
 
 def lowered_node_count(name: str, verb: str) -> int:
-    model, feeds, _ = load(name)
+    model, feeds, _ = load_export(DATA, name)
     function, options = VERBS[verb]
     _, outcome = function(model, validate=True, inputs=feeds, return_report=True, **options)
     (note,) = [note for p in outcome.passes for note in p.get("rewritten", [])
@@ -137,7 +132,7 @@ def test_both_exports_get_the_same_row_key_lowering(verb):
 def test_the_tensorrt_network_sorts_one_key_per_edge(name):
     """The sorting network's width is the padded number of keys: 32 for 24 edge rows, where one
     key per element (24 x 8) would need 256."""
-    model, feeds, _ = load(name)
+    model, feeds, _ = load_export(DATA, name)
     rewritten = sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True, inputs=feeds)
     ir_model = ir.serde.deserialize_model(rewritten)
     limits = set()
@@ -210,17 +205,17 @@ def test_the_view_expand_spelling_with_dynamic_edges_gets_row_keys_too():
     lower finds the row keys through all of it (one key per edge: a per-element key would add a
     Range/Reshape/Mul/Add for the feature coordinate, 69 nodes); tensorrt once the edge count is
     fixed builds the very network of the static export."""
-    model, feeds, expected = load("gnn_max_view_expand_ts17")
+    model, feeds, pytorchs = load_export(DATA, "gnn_max_view_expand_ts17")
     assert model.graph.input[1].type.tensor_type.shape.dim[0].dim_param == "num_edges"
     ops = [n.op_type for n in model.graph.node]
     assert {"Reshape", "Where", "ConstantOfShape", "Expand", "If"} <= set(ops)
     lowered, outcome = sr.lower(model, opset=13, validate=True, inputs=feeds, return_report=True)
-    np.testing.assert_array_equal(run_onnxruntime(lowered.SerializeToString(), feeds)[0], expected)
+    np.testing.assert_array_equal(run_onnxruntime(lowered.SerializeToString(), feeds)[0], pytorchs["y"])
     (note,) = [n for p in outcome.passes for n in p.get("rewritten", []) if "Scatter" in n["node"]]
     assert note["detail"].startswith("-> 50 standard nodes"), note
     trt, outcome = sr.prepare_for_tensorrt(model, trt_version="8.6", fix_dims={"num_edges": EDGES},
                                            validate=True, inputs=feeds, return_report=True)
-    np.testing.assert_array_equal(run_onnxruntime(trt.SerializeToString(), feeds)[0], expected)
+    np.testing.assert_array_equal(run_onnxruntime(trt.SerializeToString(), feeds)[0], pytorchs["y"])
     (note,) = [n for p in outcome.passes for n in p.get("rewritten", []) if "Scatter" in n["node"]]
     count = int(re.search(r"(\d+) TensorRT-safe", note["detail"]).group(1))
     assert count == lowered_node_count("gnn_max_layer_ts17", "tensorrt --trt-version 8.6")

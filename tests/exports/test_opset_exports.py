@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from typer.testing import CliRunner
 
-from scatter_rewrite.cli import app
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.cli import invoke
+from tests.helpers.exports import export_arrays
 
 DATA = Path(__file__).parents[1] / "data" / "torch"
 EXPORTS = [
@@ -36,9 +36,7 @@ COMMANDS = {
 def test_dynamo_export_moved_down_gives_pytorchs_outputs(tmp_path, name, command):
     args, opset = COMMANDS[command]
     out = tmp_path / f"{name}.onnx"
-    result = CliRunner().invoke(
-        app, [args[0], str(DATA / f"{name}.onnx"), *args[1:], "-o", str(out)]
-    )
+    result = invoke(args[0], DATA / f"{name}.onnx", *args[1:], "-o", out)
     if (name, command) == ("mp_layer_dynamo18_dynamic", "tensorrt-8.6"):
         # its reduction has a dynamic number of updates: 8.6 would ignore it, and it cannot be lowered
         assert result.exit_code == 1 and not out.exists(), result.output
@@ -48,10 +46,9 @@ def test_dynamo_export_moved_down_gives_pytorchs_outputs(tmp_path, name, command
     model = onnx.load(out)
     version = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     assert version == opset if opset is not None else version <= 17
-    arrays = np.load(DATA / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays if k.startswith("in_")}
+    feeds, pytorchs = export_arrays(DATA, name)
     got = run_onnxruntime(str(out), feeds)[0]
-    np.testing.assert_allclose(got, arrays["out_y"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, pytorchs["y"], rtol=1e-5, atol=1e-6)
 
 
 def test_the_exports_use_what_the_move_must_handle():

@@ -15,6 +15,7 @@ import pytest
 from scatter_rewrite.validate import run_reference
 from scatter_rewrite.verbs import VERBS
 from tests.helpers.runs import ort_run
+from tests.helpers.exports import load_export
 
 DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 EXPORTS = {  # name: the scatter op the exporter emitted
@@ -31,15 +32,9 @@ EXPORTS = {  # name: the scatter op the exporter emitted
 RTOL = ATOL = 1e-5
 
 
-def load_case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], np.ndarray]:
-    arrays = np.load(DATA / f"{name}.npz")
-    inputs = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    return onnx.load(DATA / f"{name}.onnx"), inputs, arrays["out_y"]
-
-
 @pytest.mark.parametrize("name", EXPORTS)
 def test_export_holds_the_accumulating_chain(name):
-    model, _, _ = load_case(name)
+    model, _, _ = load_export(DATA, name)
     nodes = {n.output[0]: n for n in model.graph.node}
     scatter = next(n for n in model.graph.node if n.op_type == EXPORTS[name])
     assert all(a.name != "reduction" for a in scatter.attribute)
@@ -50,17 +45,17 @@ def test_export_holds_the_accumulating_chain(name):
 
 @pytest.mark.parametrize("name", EXPORTS)
 def test_onnxruntime_on_the_export_differs_from_pytorch(name):
-    model, inputs, expected = load_case(name)
+    model, inputs, pytorchs = load_export(DATA, name)
     if name == "scatter_add_ts9":  # onnxruntime rejects the deprecated Scatter: the evaluator can
         actual = run_reference(DATA / f"{name}.onnx", inputs)[0]
     else:
         actual = ort_run(model, inputs)[0]
-    assert not np.allclose(actual, expected, rtol=RTOL, atol=ATOL)
+    assert not np.allclose(actual, pytorchs["y"], rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize("name", EXPORTS)
 def test_after_repair_onnxruntime_gives_pytorchs_outputs(name):
-    model, inputs, expected = load_case(name)
+    model, inputs, pytorchs = load_export(DATA, name)
     working = ir.serde.deserialize_model(model)
     (steps,) = VERBS["repair"].make_passes()  # (an upgrade first below opset 11)
     result = steps(working)
@@ -68,4 +63,4 @@ def test_after_repair_onnxruntime_gives_pytorchs_outputs(name):
     assert not result.skipped
     repaired = ir.serde.serialize_model(working)
     onnx.checker.check_model(repaired, full_check=True)
-    np.testing.assert_allclose(ort_run(repaired, inputs)[0], expected, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ort_run(repaired, inputs)[0], pytorchs["y"], rtol=RTOL, atol=ATOL)

@@ -19,6 +19,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.passes.repair import find_sites
 from tests.helpers.runs import ort_outputs
+from tests.helpers.exports import export_arrays, load_export
 
 DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 REAL = {  # name: the options repair needs
@@ -39,13 +40,6 @@ REAL = {  # name: the options repair needs
 }
 
 
-def load_case(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(inputs, PyTorch's outputs) by name."""
-    arrays = np.load(DATA / f"{name}.npz")
-    return ({k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")},
-            {k[4:]: arrays[k] for k in arrays.files if k.startswith("out_")})
-
-
 def assert_pytorchs(actual: dict, expected: dict) -> None:
     for name, want in expected.items():
         tolerance = 1e-2 if want.dtype == np.float16 else 1e-5  # validation's float16 bound
@@ -60,14 +54,14 @@ def differs(actual: dict, expected: dict) -> bool:
 
 @pytest.mark.parametrize("name", REAL)
 def test_onnxruntime_on_the_export_differs_from_pytorch(name):
-    inputs, expected = load_case(name)
+    inputs, expected = export_arrays(DATA, name)
     assert differs(ort_outputs(onnx.load(DATA / f"{name}.onnx"), inputs), expected)
 
 
 @pytest.mark.parametrize("user_inputs", [False, True], ids=["generated", "with-inputs"])
 @pytest.mark.parametrize("name", REAL)
 def test_repair_validates_and_gives_pytorchs_outputs(name, user_inputs):
-    inputs, expected = load_case(name)
+    inputs, expected = export_arrays(DATA, name)
     repaired, report = sr.repair(onnx.load(DATA / f"{name}.onnx"), validate=True,
                                  inputs=inputs if user_inputs else None, return_report=True,
                                  **REAL[name])
@@ -104,7 +98,7 @@ def test_float16_accumulations_run_in_onnxruntimes_cpu_provider():
     reducing = [n for n in repaired.graph.node if n.op_type in ("ScatterElements", "ScatterND")
                 and any(a.name == "reduction" and a.s != b"none" for a in n.attribute)]
     assert reducing == []  # lowered: onnxruntime's CPU provider has no float16 scatter add
-    inputs, expected = load_case("voxel_centroid_fp16_ts16")
+    inputs, expected = export_arrays(DATA, "voxel_centroid_fp16_ts16")
     assert_pytorchs(ort_outputs(repaired, inputs), expected)
 
 
@@ -116,7 +110,7 @@ def test_float16_accumulations_run_in_onnxruntimes_cpu_provider():
 ])
 @pytest.mark.parametrize("user_inputs", [False, True], ids=["generated", "with-inputs"])
 def test_a_wrong_repair_fails_validation(wrong, name, user_inputs):
-    inputs, _ = load_case(name)
+    inputs, _ = export_arrays(DATA, name)
     with pytest.raises(ValidationError):
         sr.rewrite(onnx.load(DATA / f"{name}.onnx"), [wrong()], validate=True,
                    inputs=inputs if user_inputs else None)
@@ -133,10 +127,7 @@ CORRECT = sorted(p.stem for p in (Path(__file__).parents[1] / "data" / "torch").
 def test_a_correct_export_is_bit_identical_in_output_under_repair(name):
     """The committed exports in tests/data/torch compute what PyTorch did: repair changes
     nothing in their outputs."""
-    folder = Path(__file__).parents[1] / "data" / "torch"
-    arrays = np.load(folder / f"{name}.npz")
-    inputs = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    original = onnx.load(folder / f"{name}.onnx")
+    original, inputs, _ = load_export(Path(__file__).parents[1] / "data" / "torch", name)
     repaired = sr.repair(original, validate=True)
     before, after = ort_outputs(original, inputs), ort_outputs(repaired, inputs)
     for key, value in before.items():

@@ -25,6 +25,7 @@ from scatter_rewrite.export_patterns import (
     CLEARED_MEAN_NOTE_START, MEAN_NOTE_START, accumulate_export_notes,
 )
 from scatter_rewrite.passes.repair import REPAIR_NOTE, RepairPass
+from tests.helpers.exports import export_arrays
 
 DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 NAME = "scatter_reduce_mean_dynamo18"
@@ -35,11 +36,11 @@ def test_the_export_is_plain_scatters_that_lose_the_mean():
     scatters = [n for n in model.graph.node if n.op_type == "ScatterElements"]
     assert [onnx.helper.get_attribute_value(a) for n in scatters for a in n.attribute
             if a.name == "reduction"] == [b"none"] * 3
-    arrays = np.load(DATA / f"{NAME}.npz")
+    inputs, pytorchs = export_arrays(DATA, NAME)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    actual = session.run(None, {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")})
-    for got, output in zip(actual, ("out_y", "out_y_without_self")):
-        assert not np.allclose(got, arrays[output], rtol=1e-5, atol=1e-5)
+    actual = session.run(None, inputs)
+    for got, output in zip(actual, ("y", "y_without_self")):
+        assert not np.allclose(got, pytorchs[output], rtol=1e-5, atol=1e-5)
 
 
 def test_each_mean_scatter_is_noted_and_only_the_structural_one_repaired():
@@ -60,19 +61,18 @@ def test_each_mean_scatter_is_noted_and_only_the_structural_one_repaired():
 
 @pytest.mark.parametrize("assume", [None, "scatter-reduce-mean"])
 def test_repair_gives_pytorchs_means(assume):
-    arrays = np.load(DATA / f"{NAME}.npz")
-    inputs = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
+    inputs, pytorchs = export_arrays(DATA, NAME)
     repaired, report = sr.repair(onnx.load(DATA / f"{NAME}.onnx"), assume=assume, validate=True,
                                  inputs=inputs, return_report=True)
     session = ort.InferenceSession(repaired.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     with_self, without_self = session.run(None, inputs)
-    np.testing.assert_allclose(without_self, arrays["out_y_without_self"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(without_self, pytorchs["y_without_self"], rtol=1e-5, atol=1e-5)
     if assume is None:  # the name-only mean: left as exported, and still noted
-        assert not np.allclose(with_self, arrays["out_y"], rtol=1e-5, atol=1e-5)
+        assert not np.allclose(with_self, pytorchs["y"], rtol=1e-5, atol=1e-5)
         assert any("node_scatter_reduce'" in note for note in report.notes)
     else:
-        np.testing.assert_allclose(with_self, arrays["out_y"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(with_self, pytorchs["y"], rtol=1e-5, atol=1e-5)
         assert not any(MEAN_NOTE_START in n for n in report.notes)
 
 

@@ -101,7 +101,7 @@ def _elements(n: int, unique: bool):
     return x, idx, torch.randn(n, 3)
 
 
-def _rows(n: int, unique: bool):
+def _row_scatter_args(n: int, unique: bool):
     k = 5
     i = torch.randperm(n)[:k] if unique else torch.randint(0, n, (k,))
     return torch.randn(n, F), i, torch.randn(k, F)
@@ -118,9 +118,9 @@ CASES = {
     "scatter_add": (ScatterAdd, lambda n: _elements(n, False), ["x", "idx", "src"]),
     "reduce_amax": (lambda: ScatterReduce("amax", True), lambda n: _elements(n, False), ["x", "idx", "src"]),
     "reduce_prod_noself": (lambda: ScatterReduce("prod", False), lambda n: _elements(n, False), ["x", "idx", "src"]),
-    "index_put_acc": (IndexPutAcc, lambda n: _rows(n, False), ["x", "i", "v"]),
-    "index_copy": (IndexCopy, lambda n: _rows(n, True), ["x", "i", "v"]),
-    "setitem": (SetItem, lambda n: _rows(n, True), ["x", "i", "v"]),
+    "index_put_acc": (IndexPutAcc, lambda n: _row_scatter_args(n, False), ["x", "i", "v"]),
+    "index_copy": (IndexCopy, lambda n: _row_scatter_args(n, True), ["x", "i", "v"]),
+    "setitem": (SetItem, lambda n: _row_scatter_args(n, True), ["x", "i", "v"]),
     "masked_scatter": (MaskedScatter, lambda n: (torch.randn(n, F), torch.rand(n, F) > 0.5, torch.randn(n, F)),
                        ["x", "m", "s"]),
     "gnn": (Gnn, _graph, ["x", "edge_index"]),
@@ -145,7 +145,7 @@ EXPORTS = [
 WRONG_EXPORTS = {"index_put_acc_ts11_dyn"}
 
 
-def _dynamo_shapes(case: str, names: list[str]):
+def _dynamo_dynamic_shapes(case: str, names: list[str]):
     from torch.export import Dim
 
     if case == "gnn":
@@ -185,13 +185,13 @@ def exported(tmp_path_factory) -> dict[str, tuple[Path, object, list[str]]]:
             else:
                 program = torch.onnx.export(module, args, path, dynamo=True, opset_version=opset, input_names=names,
                                             output_names=["y"], external_data=False,
-                                            dynamic_shapes=_dynamo_shapes(case, names) if dynamic else None)
+                                            dynamic_shapes=_dynamo_dynamic_shapes(case, names) if dynamic else None)
                 models[f"{name} program"] = (program, module, names)
         models[name] = (path, module, names)
     return models
 
 
-def _feeds(case: str, names: list[str], n: int, seed: int) -> tuple[dict[str, np.ndarray], tuple]:
+def _torch_inputs(case: str, names: list[str], n: int, seed: int) -> tuple[dict[str, np.ndarray], tuple]:
     torch.manual_seed(seed)
     args = CASES[case][1](n)
     return {k: a.numpy() for k, a in zip(names, args)}, args
@@ -233,7 +233,7 @@ def test_every_verb_matches_torch(exported, name: str):
             continue
         onnx.checker.check_model(rewritten, full_check=True)
         for n in sizes:
-            feeds, args = _feeds(case, names, n, seed=10 + n)
+            feeds, args = _torch_inputs(case, names, n, seed=10 + n)
             with torch.no_grad():
                 eager = module(*args).numpy()
             got, before = ort_run(rewritten, feeds)[0], ort_run(original, feeds)[0]
@@ -254,7 +254,7 @@ def test_check_suggestion_then_tensorrt_with_it_is_ready(exported, tmp_path):
     fixed = sr.prepare_for_tensorrt(str(path), trt_version="8.6", fix_dims={"batch": N}, validate=True,
                                     output=str(tmp_path / "fixed.onnx"))
     assert [f.node for f in check(load_model(fixed), "tensorrt-8.6") if f.blocked] == []
-    feeds, args = _feeds("scatter_add", names, N, seed=3)
+    feeds, args = _torch_inputs("scatter_add", names, N, seed=3)
     with torch.no_grad():
         np.testing.assert_allclose(ort_run(fixed, feeds)[0], module(*args).numpy(), rtol=1e-5, atol=1e-5)
 
@@ -266,7 +266,7 @@ def test_onnx_program_is_refused_with_what_to_pass_and_its_model_works(exported)
         sr.lower(program, opset=13)
     lowered = sr.lower(program.model, opset=13, validate=True)
     assert isinstance(lowered, ir.Model) and lowered.opset_imports[""] == 13
-    feeds, args = _feeds("reduce_prod_noself", names, N, seed=4)
+    feeds, args = _torch_inputs("reduce_prod_noself", names, N, seed=4)
     with torch.no_grad():
         np.testing.assert_allclose(ort_run(ir.serde.serialize_model(lowered), feeds)[0], module(*args).numpy(),
                                    rtol=1e-5, atol=1e-5)
@@ -284,7 +284,7 @@ def test_gnn_validates_on_generated_inputs(exported, name: str):
 
 def test_torchscript_gnn_with_fixed_edges_lowers_both_reductions_for_8_6(exported):
     path, _, names = exported["gnn_ts16_dyn"]
-    feeds = _feeds("gnn", names, N, seed=1)[0]
+    feeds = _torch_inputs("gnn", names, N, seed=1)[0]
     fixed = sr.prepare_for_tensorrt(onnx.load(path), trt_version="8.6", validate=True, inputs=feeds,
                                     fix_dims={"num_edges": feeds["edge_index"].shape[1]})
     assert [f.node for f in check(ir.serde.deserialize_model(fixed), "tensorrt-8.6") if f.blocked] == []

@@ -14,27 +14,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 import pytest
 
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.exports import load_export
 
 DATA = Path(__file__).parents[1] / "data" / "torch"
 NAME = "scatter_amax_functions_ts18"
 
 
-def load(name: str = NAME):
-    model = onnx.load(DATA / f"{name}.onnx")
-    arrays = np.load(DATA / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    return model, feeds, [arrays[f"out_{o.name}"] for o in model.graph.output]
-
-
 def test_the_export_is_what_the_tests_below_are_about():
-    model, feeds, _ = load()
+    model, feeds, _ = load_export(DATA, NAME)
     (function,) = model.functions
     (scatter,) = [n for n in function.node if n.op_type == "ScatterElements"]
     assert [a.ref_attr_name for a in scatter.attribute if a.name == "axis"] == ["inferred::ScatterElements_axis"]
@@ -53,7 +46,8 @@ VERBS = {
 
 @pytest.mark.parametrize("verb", VERBS)
 def test_every_verb_gives_each_call_its_function_and_runs_in_onnxruntime(verb):
-    model, feeds, torch_out = load()
+    model, feeds, pytorchs = load_export(DATA, NAME)
+    torch_out = [pytorchs[o.name] for o in model.graph.output]
     result, outcome = VERBS[verb](model, validate=True, return_report=True)
     assert outcome.validation["max_abs_diff"] == 0.0  # (the original through onnx.reference: ORT refuses it)
     assert "onnx.reference" in outcome.validation["checked_against"]
@@ -76,7 +70,8 @@ def test_every_verb_gives_each_call_its_function_and_runs_in_onnxruntime(verb):
 
 @pytest.mark.parametrize("verb", VERBS)
 def test_an_op_declared_from_the_wrong_branch_of_the_wrapper_is_corrected(verb):
-    model, feeds, torch_out = load("scatter_amax_feeds_add_ts18")
+    model, feeds, pytorchs = load_export(DATA, "scatter_amax_feeds_add_ts18")
+    torch_out = [pytorchs[o.name] for o in model.graph.output]
     with pytest.raises(Exception, match="Incompatible dimensions"):
         run_onnxruntime(model.SerializeToString(), feeds)
     result, outcome = VERBS[verb](model, validate=True, return_report=True)
@@ -95,7 +90,8 @@ def test_an_op_declared_from_the_wrong_branch_of_the_wrapper_is_corrected(verb):
 def test_custom_node_lowering_inlines_the_wrapper_too(name, mode):
     # A custom node needs no rank, but the wrapper left in place keeps the branches' declarations of
     # the other call's shapes, which onnx.checker and onnxruntime reject.
-    model, feeds, torch_out = load(name)
+    model, feeds, pytorchs = load_export(DATA, name)
+    torch_out = [pytorchs[o.name] for o in model.graph.output]
     result, outcome = sr.lower(model, opset=13, mode=mode, validate=True, return_report=True)
     assert outcome.validation["max_abs_diff"] == 0.0
     bodies = [result.graph.node] + [f.node for f in result.functions]

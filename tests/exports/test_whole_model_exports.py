@@ -42,6 +42,8 @@ from scatter_rewrite.validate import float64
 from scatter_rewrite.validate.comparison import (
     FLOAT_TOLERANCE, compare_outputs, judge_rounding, judgeable,
 )
+from tests.helpers.models import model_opset
+from tests.helpers.exports import load_export
 
 ort.set_default_logger_severity(3)
 DATA = Path(__file__).parents[1] / "data" / "whole_models"
@@ -89,21 +91,14 @@ NAMES_A_NODE = re.compile(r"\b[A-Z][A-Za-z0-9]+ '[^']*' \(opset \d+")
 MOVE_BROKE_IT = re.compile(r"\bfails\b")
 
 
-def _opset(model: onnx.ModelProto) -> int:
-    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-
-
 @functools.cache
 def _export(name: str) -> tuple[onnx.ModelProto, dict, dict]:
     """The export, its inputs and PyTorch's outputs, by the export's output names (in their order:
     an exporter may name an output otherwise than it was asked to)."""
-    arrays = np.load(DATA / f"{name}.npz")
-    model = onnx.load(DATA / f"{name}.onnx")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    outputs = [arrays[k] for k in arrays.files if k.startswith("out_")]
+    model, feeds, outputs = load_export(DATA, name)
     names = [o.name for o in model.graph.output]
     assert len(outputs) == len(names), f"{name}.npz: {len(outputs)} outputs for {names}"
-    return model, feeds, dict(zip(names, outputs))
+    return model, feeds, dict(zip(names, outputs.values()))
 
 
 def _run(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:
@@ -142,7 +137,7 @@ def _float_arithmetic_untouched(original: onnx.ModelProto, result: onnx.ModelPro
     and no op replaced by its function body."""
     if not outcome.modified:
         return True
-    if _opset(result) != _opset(original):
+    if model_opset(result) != model_opset(original):
         return False
     return not _has_sum_or_product_scatter(original) and "function body" not in json.dumps(
         outcome.passes)
@@ -260,9 +255,9 @@ def test_verb_result_runs_and_is_right(name: str, verb: str, validate: bool):
     assert outcome.status in SUCCEEDED
     assert outcome.status == PASSED or not (validate and outcome.modified), outcome.status
     highest = TARGET_OPSET.get(verb)
-    if highest is not None and _opset(result) > highest:
+    if highest is not None and model_opset(result) > highest:
         pytest.fail(f"{name} {verb} validate={validate}: {outcome.status} at opset "
-                    f"{_opset(result)}, above its target's {highest}, where it should refuse")
+                    f"{model_opset(result)}, above its target's {highest}, where it should refuse")
     wrong = _judge(name, verb, result, outcome)
     if wrong:
         pytest.fail(f"{name} {verb} validate={validate}: {'; '.join(wrong)}")
@@ -311,9 +306,9 @@ def test_check_is_ready_exactly_when_lower_succeeds(name: str, opset: int):
     assert (report.status in ("READY", "FIXABLE")) == succeeded, (
         f"{name}: check --target opset-{opset} says {report.status}, lower --opset {opset} "
         f"{'succeeds' if succeeded else 'refuses'}{why}")
-    if _opset(model) > opset:
+    if model_opset(model) > opset:
         assert report.status != "READY", (f"{name}: check --target opset-{opset} says READY for "
-                                          f"a model at opset {_opset(model)}")
+                                          f"a model at opset {model_opset(model)}")
 
 
 def test_the_corpus_holds_what_make_py_made():

@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 import onnx
 import onnx.version_converter
+from tests.helpers.models import model_opset
 
 __all__ = ["counts", "Judged", "model_opset", "node_cases", "sweep", "TARGETS"]
 
@@ -47,10 +48,6 @@ def node_cases() -> tuple:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (the case generators' own overflow warnings)
         return tuple(c for c in collect_testcases() if c.kind == "node" and c.data_sets)
-
-
-def model_opset(model: onnx.ModelProto) -> int:
-    return max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [0])
 
 
 def _session(model: onnx.ModelProto):

@@ -4,6 +4,8 @@
 - ``assert_bits``: bit for bit, signed zeros and NaN payloads included.
 - ``assert_same_or_reordered_sum``: exact, except float add/mul, which may sum in another order
   (within ``ADD_MUL_RTOL``).
+- ``assert_kernel_matches``: an evaluator kernel against onnxruntime: ``assert_same_or_reordered_sum``,
+  and bit for bit for float max/min (no arithmetic: every bit is one onnxruntime keeps).
 - ``assert_validation_accepts``: what validation's own comparison accepts
   (``scatter_rewrite.validate.compare``), for results of rewritten models.
 """
@@ -53,6 +55,12 @@ def assert_same_or_reordered_sum(expected: np.ndarray, got: np.ndarray, reductio
                                    rtol=rtol, atol=rtol, equal_nan=True)
     else:
         assert_same(got, expected)
+
+
+def assert_kernel_matches(expected: np.ndarray, got: np.ndarray, reduction: str) -> None:
+    assert_same_or_reordered_sum(expected, got, reduction)
+    if reduction in ("max", "min") and got.dtype.kind == "f":
+        assert_bits(got, expected)
 
 
 def assert_validation_accepts(expected, actual, float_reduction: bool) -> None:

@@ -1109,7 +1109,7 @@ def _nbytes(dt: str, shape) -> int:
 # ---------------------------------------------------------------------------------------------- containers
 
 
-def _vi(name: str, arr_or_dt, shape) -> onnx.ValueInfoProto:
+def _value_info(name: str, arr_or_dt, shape) -> onnx.ValueInfoProto:
     dt = arr_or_dt if isinstance(arr_or_dt, str) else dtype_name(arr_or_dt)
     return oh.make_tensor_value_info(name, ONNX_TYPE[dt], list(shape))
 
@@ -1210,7 +1210,7 @@ class ModelGen(Gen):
             for out, site, data in made:
                 if self.p(0.2) and allowed("Identity", self.opset, dt):
                     out = self.node(body, "Identity", [out])[0]
-                bouts.append(_vi(out, dt, data.shape))
+                bouts.append(_value_info(out, dt, data.shape))
             self.maybe_shadow(body, main)
             branches.append(oh.make_graph(body.nodes, self.fresh(tag), [], bouts, body.inits))
         outs = [self.fresh("if_out") for _ in range(n)]
@@ -1260,8 +1260,8 @@ class ModelGen(Gen):
         carried = [(o, s, d) for o, s, d in made if s.why == "loop_carried"]
         scans = [(o, s, d) for o, s, d in made if s.why != "loop_carried"]
         for out, site, data in carried:
-            binputs.append(_vi(body.dyn_input, site.dtype, data.shape))
-            boutputs.append(_vi(out, site.dtype, data.shape))
+            binputs.append(_value_info(body.dyn_input, site.dtype, data.shape))
+            boutputs.append(_value_info(out, site.dtype, data.shape))
             loop_inputs.append(self.emit(body.dyn_value, main, 1))
             o = self.fresh("loop_final")
             loop_outs.append(o)
@@ -1269,14 +1269,14 @@ class ModelGen(Gen):
         if not carried and self.opset < 11:  # Loop-1 needs a carried value
             d_in, d_out = self.fresh("dummy_in"), self.fresh("dummy_out")
             body.nodes.append(oh.make_node("Identity", [d_in], [d_out]))
-            binputs.append(_vi(d_in, "float", [1]))
-            boutputs.append(_vi(d_out, "float", [1]))
+            binputs.append(_value_info(d_in, "float", [1]))
+            boutputs.append(_value_info(d_out, "float", [1]))
             loop_inputs.append(self.emit(np.zeros(1, np.float32), main, 0))
             o = self.fresh("loop_dummy")
             loop_outs.append(o)
             main_outs.append((o, "float", [1]))
         for out, site, data in scans:
-            boutputs.append(_vi(out, site.dtype, data.shape))
+            boutputs.append(_value_info(out, site.dtype, data.shape))
             o = self.fresh("loop_scan")
             loop_outs.append(o)
             main_outs.append((o, site.dtype, [trip] + list(data.shape)))
@@ -1300,14 +1300,14 @@ class ModelGen(Gen):
             v = body.dyn_value
             dt = dtype_name(v)
             stacked = np.stack([v] + [rand_array(self.rng, dt, v.shape) for _ in range(T - 1)])
-            self.inputs.append(_vi(xs, dt, stacked.shape))
+            self.inputs.append(_value_info(xs, dt, stacked.shape))
             self.feeds[xs] = stacked
-            binputs = [_vi(body.dyn_input, dt, v.shape)]
+            binputs = [_value_info(body.dyn_input, dt, v.shape)]
         else:
-            self.inputs.append(_vi(xs, "float", [T, 2]))
+            self.inputs.append(_value_info(xs, "float", [T, 2]))
             self.feeds[xs] = np.zeros((T, 2), np.float32)
-            binputs = [_vi(body.dyn_input, "float", [2])]
-        boutputs = [_vi(out, site.dtype, data.shape) for out, site, data in made]
+            binputs = [_value_info(body.dyn_input, "float", [2])]
+        boutputs = [_value_info(out, site.dtype, data.shape) for out, site, data in made]
         self.maybe_shadow(body, main)
         graph = oh.make_graph(body.nodes, self.fresh("scan_body"), binputs, boutputs, body.inits)
         outs = [self.fresh("scan_out") for _ in made]
@@ -1395,7 +1395,7 @@ def _generate(seed: int) -> Case:
         name = g.pick(list(main.known))
         if name not in {o.name for o in g.outputs}:
             arr = main.known[name]
-            g.outputs.append(_vi(name, arr, arr.shape))
+            g.outputs.append(_value_info(name, arr, arr.shape))
             g.features.add("constant_is_graph_output")
     if not g.outputs:
         g.output(g.emit(np.zeros(1, np.float32), main, 0), "float", [1])

@@ -1,6 +1,6 @@
 """Oracles for the evaluator's kernels: one-node models run in onnxruntime and onnx.reference,
-plain Python loops that spell out the spec (with onnxruntime's max/min fold), random values.
-The assertions are in equivalence.py."""
+plain Python loops that spell out the spec (with onnxruntime's max/min fold), random values, and a
+kernel run that proves its inputs untouched (``run_kernel``). The assertions are in equivalence.py."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
+
+from tests.helpers.equivalence import assert_same
 
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 FLOATS = [np.float32, np.float64]
@@ -37,7 +39,7 @@ def one_node_model(op: str, inputs: list[np.ndarray], opset: int, **attrs) -> on
     return model
 
 
-def _feeds(model: onnx.ModelProto, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
+def _named_inputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
     return {vi.name: (a.astype(object) if a.dtype.kind in "US" else a)
             for vi, a in zip(model.graph.input, inputs)}
 
@@ -48,12 +50,21 @@ def run_ort(op: str, inputs: list[np.ndarray], opset: int = 18, **attrs) -> np.n
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, _feeds(model, inputs))[0]
+    return sess.run(None, _named_inputs(model, inputs))[0]
 
 
 def run_reference(op: str, inputs: list[np.ndarray], opset: int = 18, **attrs) -> np.ndarray:
     model = one_node_model(op, inputs, opset, **attrs)
-    return ReferenceEvaluator(model).run(None, _feeds(model, inputs))[0]
+    return ReferenceEvaluator(model).run(None, _named_inputs(model, inputs))[0]
+
+
+def run_kernel(kernel, inputs: list[np.ndarray], **attrs) -> np.ndarray:
+    """``kernel(*inputs, **attrs)``, asserting it left every input as it was (kernels never mutate)."""
+    copies = [a.copy() for a in inputs]
+    got = kernel(*inputs, **attrs)
+    for a, c in zip(inputs, copies):
+        assert_same(a, c)
+    return got
 
 
 def _fold(reduction: str):

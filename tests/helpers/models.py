@@ -7,9 +7,12 @@ by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
   (``axis = @ax``, ``reduction = @red``): known only at the call site; ``function_called_at_two_ranks``:
   a function whose input rank is unknown inside it.
 - ``accumulate_model``: TorchScript's accumulating chain, zeros -> scatter -> Add.
-- ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write.
+- ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write; ``scatter_nd_model``: one
+  ScatterND, by default on [4, 5, 3] data.
+- ``scatter_reshaped_at_run_time``: a scatter whose ranks are unknown (shapes given at run time);
 
-and what a model holds: ``scatters_left``.
+what a model holds: ``op_types``, ``scatter_nodes``, ``scatters_left``, ``model_opset``,
+``weight_bytes``; and ``vi``, a value info by (name, element type, shape).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import onnx_ir as ir
 from onnx import TensorProto, numpy_helper
 
 from scatter_rewrite.graph import SCATTER_OPS, iter_nodes
-from scatter_rewrite.testing import LOCAL_DOMAIN, wrap
+from scatter_rewrite.testing import LOCAL_DOMAIN, scatter_model, wrap
 
 
 def make_model(nodes, inputs, outputs, opset=18, functions=()):
@@ -107,7 +110,6 @@ def gnn_model(reduction: str, *, nodes: int | str = "n", edges: int | str = "e",
     for a dynamic ``E``). outer_type: inputs and output of that type, cast to and from ``dtype``
     inside the graph.
     """
-    vi = oh.make_tensor_value_info
     io_type = outer_type or dtype
     x, out, body = "x", "y", []
     if outer_type is not None:
@@ -141,7 +143,6 @@ def gnn_sum(edges: int | str = "E", dtype: int = TensorProto.FLOAT, nodes: int =
     """ScatterElements add, data d[N, F], indices i[E, F], updates u[E, F], opset 18: a GNN's
     neighbour sum as one node."""
     node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
-    vi = oh.make_tensor_value_info
     inputs = [vi("d", dtype, [nodes, feats]), vi("i", TensorProto.INT64, [edges, feats]),
               vi("u", dtype, [edges, feats])]
     graph = oh.make_graph([node], "g", inputs, [vi("y", dtype, [nodes, feats])])
@@ -162,15 +163,15 @@ def _renamed(node: onnx.NodeProto, branch: str) -> onnx.NodeProto:
 
 
 def accumulate_model(op: str = "ScatterElements", *, zeros: str = "constant", consumer: str = "Add",
-                     reduction: str | None = None, where: str = "main") -> onnx.ModelProto:
+                     reduction: str | None = None, where: str = "main", opset: int | None = None) -> onnx.ModelProto:
     """x + scatter(zeros, indices, updates), as TorchScript exports scatter_add/index_add/index_put_.
 
     zeros: "constant", "constant_of_shape" (ConstantOfShape without value: zeros), "cast" (a Cast
     of a zero Constant), "initializer", "input_initializer" (an initializer a graph input overrides:
     not constant), "nonzero" (a Constant of ones). consumer: the op the scatter's result goes to.
-    where: "main", "if" (both branches), "function".
+    where: "main", "if" (both branches), "function". opset: 9 for Scatter, 18 otherwise, unless given.
     """
-    opset = 9 if op == "Scatter" else 18
+    opset = opset or (9 if op == "Scatter" else 18)
     shape = [4, 5]
     nodes, inits, extra_inputs = [], [], []
     zero_array = np.zeros(shape, np.float32)
@@ -227,7 +228,6 @@ def tensor_scatter_model(mode: str = "linear", with_indices: bool = True, axis: 
                          cache_shape=(2, 3, 8, 4), update_shape=(2, 3, 2, 4)) -> onnx.ModelProto:
     """A TensorScatter (opset 24) KV-cache write ``present = TensorScatter(past, update[, write_indices])``
     named "kv", ``where`` ``scatter_rewrite.testing.wrap`` puts it."""
-    vi = oh.make_tensor_value_info
     inputs = [vi("past", TensorProto.FLOAT, list(cache_shape)), vi("update", TensorProto.FLOAT, list(update_shape))]
     if with_indices:
         inputs.append(vi("write_indices", TensorProto.INT64, [cache_shape[0]]))
@@ -238,9 +238,40 @@ def tensor_scatter_model(mode: str = "linear", with_indices: bool = True, axis: 
     return oh.make_model(graph["graph"], opset_imports=imports, functions=functions)
 
 
+def model_opset(model: onnx.ModelProto) -> int:
+    """The model's default-domain opset (0 without one)."""
+    return max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [0])
+
+
+def weight_bytes(path) -> dict[str, bytes]:
+    """The bytes of every initializer named W*, read through onnx's own external-data loader."""
+    model = onnx.load(str(path), load_external_data=True)
+    return {t.name: numpy_helper.to_array(t).tobytes() for t in model.graph.initializer if t.name.startswith("W")}
+
+
+def op_types(model: onnx.ModelProto) -> list[str]:
+    """The op type of every node in the main graph, subgraphs and functions, in graph order."""
+    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
+
+
+def scatter_nodes(model: onnx.ModelProto) -> list[ir.Node]:
+    """Every scatter node (``SCATTER_OPS``, any domain) in the main graph, subgraphs and functions."""
+    return [n for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTER_OPS]
+
+
+def scatter_nd_model(reduction: str | None = None, *, data_shape=(4, 5, 3), indices_shape=(6, 2),
+                     updates_shape=(6, 3), **kw) -> onnx.ModelProto:
+    """``scatter_rewrite.testing.scatter_model``'s ScatterND (its keywords: ``opset``, ``data_type``,
+    ``where``, ...), on [4, 5, 3] data unless told; a ``reduction`` attribute only when given (so
+    ``"none"`` is written)."""
+    extra = {} if reduction is None else {"reduction": reduction}
+    return scatter_model("ScatterND", data_shape=data_shape, indices_shape=indices_shape,
+                         updates_shape=updates_shape, **kw, **extra)
+
+
 def scatters_left(model: onnx.ModelProto) -> list[str]:
-    """Every scatter op of any domain in the main graph, subgraphs and functions."""
-    return [n.op_type for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTER_OPS]
+    """The op type of every scatter a model still holds (``scatter_nodes``)."""
+    return [n.op_type for n in scatter_nodes(model)]
 
 
 def scatter_reshaped_at_run_time() -> onnx.ModelProto:

@@ -1,5 +1,6 @@
-"""onnxruntime runs of a model, ONNX's own reduction backend cases, and the expected output of a
-one-scatter model (shared by the lowering tests in tests/passes/ and the opset tests)."""
+"""onnxruntime runs of a model (``ort_run`` as a user runs it, ``validation_ort_run`` as validation
+does), ONNX's own reduction backend cases, and the expected output of a one-scatter model (shared by
+the lowering tests in tests/passes/ and the opset tests)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import onnxruntime as ort
 from onnx.backend.test.case.node import collect_testcases
 
 from scatter_rewrite.evaluator import scatter_elements, scatter_nd
+from scatter_rewrite.validate import run_onnxruntime
 
 
 def ort_run(model: onnx.ModelProto | str | Path, feeds: dict | None = None, *, threads: int | None = None,
@@ -38,6 +40,12 @@ def ort_outputs(model: onnx.ModelProto | str | Path, feeds: dict | None = None, 
         names |= {i.name for i in session.get_overridable_initializers()}
     outputs = session.run(None, {k: v for k, v in (feeds or {}).items() if k in names})
     return dict(zip([o.name for o in session.get_outputs()], outputs))
+
+
+def validation_ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    """``model`` run as validation runs it (``scatter_rewrite.validate.run_onnxruntime``: our custom
+    ops registered, the optimizers that round otherwise left out)."""
+    return run_onnxruntime(model.SerializeToString(), feeds)
 
 
 # ONNX's own backend cases with a reducing ScatterElements/ScatterND.

@@ -12,6 +12,7 @@ from onnx import numpy_helper as nh
 from scatter_rewrite.graph import constant_tensor, iter_nodes
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.repair import RepairPass, find_sites
+from tests.helpers.models import vi
 
 
 class NegateScatterOutputs(ScatterPass):
@@ -192,8 +193,7 @@ class MoveOffByOneRounding(ScatterPass):
 
 # ---- the models the passes above are shown wrong on -----------------------------------------
 
-def _vi(name, shape, dtype=TensorProto.FLOAT):
-    return oh.make_tensor_value_info(name, dtype, shape)
+FLOAT = TensorProto.FLOAT
 
 
 def two_row_counts_model() -> onnx.ModelProto:
@@ -206,7 +206,7 @@ def two_row_counts_model() -> onnx.ModelProto:
              oh.make_node("ReduceSum", ["d"], ["t"], keepdims=1),
              oh.make_node("Constant", [], ["k"], value=two),
              oh.make_node("Add", ["s", "t"], ["u"]), oh.make_node("Mul", ["u", "k"], ["z"])]
-    graph = oh.make_graph(nodes, "g", [_vi("x", ["N", 4]), _vi("y", ["M", 4])], [_vi("z", [1, 1])])
+    graph = oh.make_graph(nodes, "g", [vi("x", FLOAT, ["N", 4]), vi("y", FLOAT, ["M", 4])], [vi("z", FLOAT, [1, 1])])
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
 
 
@@ -221,5 +221,5 @@ def product_chain_model(opset: int = 17, links: int = 50) -> onnx.ModelProto:
     weights = [nh.from_array(np.array([-1, 16], np.int64), "shape"),
                nh.from_array(np.array(2.0, np.float32), "two"),
                nh.from_array(np.array(0.5, np.float32), "half")]
-    graph = oh.make_graph(nodes, "g", [_vi("x", [64, 16])], [_vi("y", [64, 16])], weights)
+    graph = oh.make_graph(nodes, "g", [vi("x", FLOAT, [64, 16])], [vi("y", FLOAT, [64, 16])], weights)
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=8)

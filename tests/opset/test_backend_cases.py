@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tests.helpers import backend_cases
+from tests.helpers.cli import invoke
 
 # Cases each exercising a declared step: a rewrite, a condition, a function body, a refusal.
 SAMPLE = {
@@ -104,10 +105,8 @@ def test_a_move_whose_result_fails_the_checker_is_refused_before_anything_is_wri
     the moved model fails onnx.checker, so the move is an error naming the node and the step,
     from the API with validate=False and from the command line (no output file)."""
     import onnx
-    from typer.testing import CliRunner
 
     import scatter_rewrite as sr
-    from scatter_rewrite.cli import app
     from scatter_rewrite.errors import ConversionError
 
     name = "test_maxpool_2d_ceil_output_size_reduce_by_one"
@@ -119,7 +118,7 @@ def test_a_move_whose_result_fails_the_checker_is_refused_before_anything_is_wri
     source, out = tmp_path / "maxpool.onnx", tmp_path / "maxpool.lowered.onnx"
     onnx.save(case.model, source)
     args = ["lower", str(source), "--opset", "17", "--no-validate", "-o", str(out)]
-    result = CliRunner().invoke(app, args)
+    result = invoke(*args)
     assert result.exit_code == 1 and "MaxPool-22 -> opset 17" in result.output and not out.exists()
 
 

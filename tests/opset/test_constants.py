@@ -21,6 +21,7 @@ import scatter_rewrite as sr
 from scatter_rewrite.passes import FoldPass, LowerPass, UpgradePass
 from scatter_rewrite.testing import LOCAL_DOMAIN
 from tests.helpers.runs import ort_run  # onnxruntime with default session options
+from tests.helpers.exports import export_arrays
 
 F = TensorProto.FLOAT
 
@@ -80,7 +81,7 @@ def two_constants_model(opset: int, where: str = "main") -> onnx.ModelProto:
     return model
 
 
-def _feeds(model: onnx.ModelProto, seed: int = 0) -> list[dict[str, np.ndarray]]:
+def _inputs_per_branch(model: onnx.ModelProto, seed: int = 0) -> list[dict[str, np.ndarray]]:
     """Seeded inputs (each branch of an If on ``cond``)."""
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -100,7 +101,7 @@ def _feeds(model: onnx.ModelProto, seed: int = 0) -> list[dict[str, np.ndarray]]
 
 def assert_same_in_onnxruntime(original: onnx.ModelProto, rewritten: onnx.ModelProto) -> None:
     """Both models run in onnxruntime (default session options); every output bit for bit."""
-    for feeds in _feeds(original):
+    for feeds in _inputs_per_branch(original):
         expected, actual = ort_run(original, feeds), ort_run(rewritten, feeds)
         assert len(expected) == len(actual)
         for i, (e, a) in enumerate(zip(expected, actual)):
@@ -239,11 +240,10 @@ def test_a_torchscript_export_keeps_its_unnamed_constants_through_a_move(verb, t
     original = onnx.load(f"{EXPORT}.onnx")
     assert sum(n.op_type == "Constant" and n.attribute[0].t.name == ""
                and list(n.attribute[0].t.dims) == [4, 16] for n in original.graph.node) == 3
-    saved = np.load(f"{EXPORT}.npz")
-    feeds = {k[3:]: saved[k] for k in saved.files if k.startswith("in_")}
+    feeds, pytorchs = export_arrays(EXPORT.parent, EXPORT.name)
     moved = getattr(sr, verb)(original, opset=target, validate=False)
     y, z = ort_run(moved, feeds)
-    for got, want in ((y, saved["out_y"]), (z, saved["out_z"])):
+    for got, want in ((y, pytorchs["y"]), (z, pytorchs["z"])):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     for got, want in zip((y, z), ort_run(original, feeds)):
         assert got.tobytes() == want.tobytes()

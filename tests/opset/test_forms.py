@@ -12,7 +12,6 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
@@ -21,16 +20,9 @@ import scatter_rewrite.opset
 from tests.helpers.models import function_called_at_two_ranks
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, registry
+from tests.helpers.runs import ort_run
 
 OPSET = Path(scatter_rewrite.opset.__file__).parent
-
-
-def _ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 def _moved(proto: onnx.ModelProto, target: int):
@@ -126,7 +118,7 @@ def test_softmax_family_of_unknown_rank_moves_on_the_same_axis(op, axis, opset):
     feeds["x"][1, :] = 3.0
     function_ops = {n.op_type for n in out.functions[0].node}
     assert op not in function_ops
-    for got, want in zip(_ort(out, feeds), _ort(model, feeds), strict=True):
+    for got, want in zip(ort_run(out, feeds), ort_run(model, feeds), strict=True):
         if op == "Hardmax":
             np.testing.assert_array_equal(got, want)
         else:
@@ -194,7 +186,7 @@ def test_grid_sample_moves_below_16_as_gathers(opset, mode, padding, align):
     rng = np.random.default_rng(len(padding) + align)
     feeds = {"x": rng.standard_normal((2, 3, 5, 4)).astype(np.float32),
              "g": _grid(rng, (2, 6, 7, 2))}
-    (want,), (got,) = _ort(model, feeds), _ort(out, feeds)
+    (want,), (got,) = ort_run(model, feeds), ort_run(out, feeds)
     if mode == "nearest":
         np.testing.assert_array_equal(got, want)
         assert move.rounding == []
@@ -212,7 +204,7 @@ def test_grid_sample_of_sizes_known_only_at_run_time_moves():
     for h, w in ((1, 1), (3, 8)):
         feeds = {"x": rng.standard_normal((1, 2, h, w)).astype(np.float32),
                  "g": _grid(rng, (1, 3, 4, 2))}
-        np.testing.assert_allclose(_ort(out, feeds)[0], _ort(model, feeds)[0], rtol=1e-6,
+        np.testing.assert_allclose(ort_run(out, feeds)[0], ort_run(model, feeds)[0], rtol=1e-6,
                                    atol=1e-7)
 
 
@@ -275,7 +267,7 @@ def test_resize_with_antialias_moves_below_18_as_constant_weights(attrs, sizes, 
     out, move = _moved(model, 13)
     assert "Resize" not in {n.op_type for n in out.graph.node}
     x = np.random.default_rng(0).standard_normal((1, 2, 8, 10)).astype(np.float32)
-    (want,), (got,) = _ort(model, {"x": x}), _ort(out, {"x": x})
+    (want,), (got,) = ort_run(model, {"x": x}), ort_run(out, {"x": x})
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=RESIZE_RTOL, atol=RESIZE_ATOL)
     assert move.rounding == ["Resize"]
@@ -327,4 +319,4 @@ def test_max_min_of_integers_move_below_12_bit_for_bit(op, inputs):
     assert op not in {n.op_type for n in out.graph.node}
     rng = np.random.default_rng(inputs)
     feeds = {n: rng.integers(-5, 5, s).astype(np.int32) for n, s in zip(names, shapes)}
-    np.testing.assert_array_equal(_ort(out, feeds)[0], _ort(model, feeds)[0])
+    np.testing.assert_array_equal(ort_run(out, feeds)[0], ort_run(model, feeds)[0])

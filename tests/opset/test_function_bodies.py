@@ -18,15 +18,14 @@ import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, since_version
 from tests.helpers.runs import ort_run
+from tests.helpers.cli import invoke
+from tests.helpers.exports import load_export
 
-runner = CliRunner()
 F = TensorProto.FLOAT
 
 
@@ -71,7 +70,7 @@ def activation_model(op: str, opset: int, where: str = "main", dtype: int = F, r
     return model
 
 
-def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+def activation_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     dtype = onnx.helper.tensor_dtype_to_np_dtype(model.graph.input[0].type.tensor_type.elem_type)
     out = {"x": (rng.standard_normal((4, 6)) * 3).astype(dtype), "idx": rng.integers(-4, 4, (2, 6)),
@@ -104,7 +103,7 @@ def test_lowered_below_the_op_equals_the_original(op, opset, attrs, target):
     assert op not in ops_of(lowered) and "CastLike" not in ops_of(lowered)  # (CastLike exists from 15 only)
     onnx.checker.check_model(lowered, full_check=True)
     for seed in range(3):
-        inputs = feeds(model, seed)
+        inputs = activation_inputs(model, seed)
         np.testing.assert_allclose(ort_run(lowered, inputs)[0], ort_run(model, inputs)[0], rtol=1e-5, atol=1e-5)
     notes = [n for p in report.passes for n in p["notes"]]
     assert any(f"replaced by their ONNX function bodies: {op} x1" in n for n in notes), notes
@@ -117,7 +116,7 @@ def test_lowered_below_the_op_equals_the_original(op, opset, attrs, target):
 def test_celu_alpha_reaches_the_body():
     """Celu's body refers to its ``alpha``: the value written on the node, else Celu's default (1.0),
     not the default of the body op that reads it."""
-    inputs = feeds(activation_model("Celu", 18))
+    inputs = activation_inputs(activation_model("Celu", 18))
     results = {}
     for alpha in (None, 1.0, 2.5):
         model = activation_model("Celu", 18, **({} if alpha is None else {"alpha": alpha}))
@@ -133,7 +132,7 @@ def test_in_subgraphs_and_functions(where):
     lowered = sr.lower(model, opset=13)
     assert "Gelu" not in ops_of(lowered) and "Erf" in ops_of(lowered)
     assert all(i.version == 13 for f in lowered.functions for i in f.opset_import if i.domain == "")
-    inputs = feeds(model)
+    inputs = activation_inputs(model)
     np.testing.assert_allclose(ort_run(lowered, inputs)[0], ort_run(model, inputs)[0], rtol=1e-5, atol=1e-5)
 
 
@@ -172,7 +171,7 @@ def test_tensorrt_86_caps_a_gelu_export_at_17(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     out, report = tmp_path / "out.onnx", tmp_path / "r.json"
-    result = runner.invoke(app, ["tensorrt", str(path), "--trt-version", "8.6", "-o", str(out), "--report", str(report)])
+    result = invoke("tensorrt", path, "--trt-version", "8.6", "-o", out, "--report", report)
     assert result.exit_code == 0, result.output
     written = onnx.load(out)
     assert written.opset_import[0].version == 17 and "Gelu" not in ops_of(written)
@@ -182,14 +181,12 @@ def test_tensorrt_86_caps_a_gelu_export_at_17(tmp_path):
 
 # ---- a real export: PyTorch 2.13's dynamo exporter at its default opset (tests/data/torch/make_default_opset.py)
 
-EXPORT = str(Path(__file__).parents[1] / "data" / "torch" / "gnn_gelu_layernorm_dynamo20")
+EXPORT = Path(__file__).parents[1] / "data" / "torch" / "gnn_gelu_layernorm_dynamo20"
 
 
 @pytest.mark.parametrize("verb,options,opset", [("lower", {"opset": 13}, 13), ("tensorrt", {"trt_version": "8.6"}, 17)])
 def test_default_opset_dynamo_export_matches_pytorch(verb, options, opset):
-    model = onnx.load(EXPORT + ".onnx")
-    saved = np.load(EXPORT + ".npz")
-    inputs = {k[3:]: saved[k] for k in saved.files if k.startswith("in_")}
+    model, inputs, pytorchs = load_export(EXPORT.parent, EXPORT.name)
     run_verb = {"lower": sr.lower, "tensorrt": sr.prepare_for_tensorrt}[verb]
     rewritten, report = run_verb(model, validate=True, inputs=inputs, return_report=True, **options)
     assert rewritten.opset_import[0].version == opset
@@ -198,18 +195,17 @@ def test_default_opset_dynamo_export_matches_pytorch(verb, options, opset):
     reductions = {n.attribute[0].s for n in rewritten.graph.node
                   if n.op_type.startswith("Scatter") and n.attribute and n.attribute[0].name == "reduction"}
     assert reductions <= {b"none"}  # both reductions lowered (13, 11: the opset lacks them; 8.6 ignores them)
-    np.testing.assert_allclose(ort_run(rewritten, inputs)[0], saved["out_y"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(rewritten, inputs)[0], pytorchs["y"], rtol=1e-5, atol=1e-5)
     assert "function bodies: " in " ".join(n for p in report.passes for n in p["notes"])
 
 
 def test_default_opset_dynamo_export_to_11_takes_max_of_int64_as_where():
     """Below 12, Max takes float types only; this export takes the Max of int64 shape values, which
     on integers is Where(Greater(a, b), a, b): exact, no lossy cast."""
-    saved = np.load(EXPORT + ".npz")
-    inputs = {k[3:]: saved[k] for k in saved.files if k.startswith("in_")}
-    lowered = sr.lower(onnx.load(EXPORT + ".onnx"), opset=11, validate=True, inputs=inputs)
+    model, inputs, pytorchs = load_export(EXPORT.parent, EXPORT.name)
+    lowered = sr.lower(model, opset=11, validate=True, inputs=inputs)
     assert "Max" not in ops_of(lowered)
-    np.testing.assert_allclose(ort_run(lowered, inputs)[0], saved["out_y"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(lowered, inputs)[0], pytorchs["y"], rtol=1e-5, atol=1e-5)
 
 
 def test_cast_like_alone_stays_bit_exact():

@@ -16,6 +16,8 @@ from tests.helpers.models import function_called_at_two_ranks
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.opset import convert_opset, fits_schema
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.runs import validation_ort_run
+from tests.helpers.cli import invoke
 
 
 def one_node(op, inputs, attrs=None, opset=18, dtype=TensorProto.FLOAT, shapes=None, initializers=(), out_dtype=None,
@@ -236,10 +238,6 @@ def test_an_if_of_a_type_the_older_schema_has_moves():
 
 # --- Values after a Reshape/Unsqueeze/Range reading a small initializer get their inferred types ---------------
 
-def _ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    return run_onnxruntime(model.SerializeToString(), feeds)
-
-
 def _reshape_add_model() -> onnx.ModelProto:
     """A scatter reduction, a Reshape by an initializer, an Add-14 after it (no value_info)."""
     vi = oh.make_tensor_value_info
@@ -251,7 +249,7 @@ def _reshape_add_model() -> onnx.ModelProto:
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
 
 
-def _gnn_model() -> onnx.ModelProto:
+def _dynamo_gnn_model() -> onnx.ModelProto:
     """The README's GNN pattern as torch's dynamo exporter writes it: Unsqueeze's axes an initializer,
     Expand-13 by Shape(x), ScatterElements max."""
     vi = oh.make_tensor_value_info
@@ -265,7 +263,7 @@ def _gnn_model() -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("target", [11, 13])
-@pytest.mark.parametrize("make", [_reshape_add_model, _gnn_model])
+@pytest.mark.parametrize("make", [_reshape_add_model, _dynamo_gnn_model])
 def test_a_node_after_a_shape_op_reading_an_initializer_moves_validated(make, target):
     # (Inference ran with every initializer's data cleared: Reshape/Unsqueeze failed it for the whole
     # graph, Add-14/Expand-13 after them stayed untyped and the converter refused them.)
@@ -278,13 +276,9 @@ def test_a_node_after_a_shape_op_reading_an_initializer_moves_validated(make, ta
 
 
 def test_the_gnn_model_lowers_to_11_through_the_cli(tmp_path):
-    from typer.testing import CliRunner
-
-    from scatter_rewrite.cli import app
-
     path, out = tmp_path / "gnn.onnx", tmp_path / "gnn.l11.onnx"
-    onnx.save(_gnn_model(), path)
-    result = CliRunner().invoke(app, ["lower", str(path), "--opset", "11", "-o", str(out)])
+    onnx.save(_dynamo_gnn_model(), path)
+    result = invoke("lower", path, "--opset", "11", "-o", out)
     assert result.exit_code == 0, result.output
     assert "PASSED" in result.stdout and onnx.load(out).opset_import[0].version == 11
 
@@ -296,7 +290,7 @@ def test_range_by_initializer_bounds_then_add_moves_to_11():
                           "g", [vi("x", TensorProto.FLOAT, [5])], [vi("y", TensorProto.FLOAT, [5])], initializer=inits)
     out = converted(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), 11)
     x = np.arange(5, dtype=np.float32) * 10
-    np.testing.assert_array_equal(_ort(out, {"x": x})[0], x + np.arange(5, dtype=np.float32))
+    np.testing.assert_array_equal(validation_ort_run(out, {"x": x})[0], x + np.arange(5, dtype=np.float32))
 
 
 def test_inference_reads_small_initializers_and_gets_big_weights_as_typed_inputs(monkeypatch):
@@ -337,7 +331,7 @@ def test_inference_reads_a_small_initializer_kept_in_external_data(tmp_path):
 
 
 def _same_outputs(a: onnx.ModelProto, b: onnx.ModelProto, feeds: dict) -> None:
-    for left, right in zip(_ort(a, feeds), _ort(b, feeds), strict=True):
+    for left, right in zip(validation_ort_run(a, feeds), validation_ort_run(b, feeds), strict=True):
         np.testing.assert_array_equal(left, right)
 
 
@@ -363,7 +357,7 @@ def test_softmax_family_keeps_its_meaning_below_13(op, shape, data, target):
     out = converted(model, target)
     x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
     x.flat[0] = x.flat[-1]  # (a tie for Hardmax)
-    np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+    np.testing.assert_array_equal(validation_ort_run(out, {"x": x})[0], validation_ort_run(model, {"x": x})[0])
     last = axis is None or axis in (-1, len(shape) - 1)
     assert [n.op_type for n in out.graph.node] == ([op] if last else ["Transpose", op, "Transpose"])
     (a,) = [a for n in out.graph.node if n.op_type == op for a in n.attribute if a.name == "axis"]
@@ -438,7 +432,7 @@ def test_softmax_inside_a_function_moves_between_transposes():
     out = converted(model, 11)
     assert [n.op_type for n in out.functions[0].node] == ["Transpose", "Softmax", "Transpose"]
     x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
-    np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+    np.testing.assert_array_equal(validation_ort_run(out, {"x": x})[0], validation_ort_run(model, {"x": x})[0])
 
 
 def test_softmax_off_the_last_axis_through_lower_is_validated_and_the_api_returns_it_right():
@@ -455,7 +449,7 @@ def test_softmax_off_the_last_axis_through_lower_is_validated_and_the_api_return
     rng = np.random.default_rng(2)
     feeds = {"d": rng.standard_normal((2, 3, 4, 4)).astype(np.float32), "i": rng.integers(-3, 3, (2, 3, 4, 4)),
              "u": rng.standard_normal((2, 3, 4, 4)).astype(np.float32)}
-    np.testing.assert_array_equal(_ort(unvalidated, feeds)[0], _ort(model, feeds)[0])
+    np.testing.assert_array_equal(validation_ort_run(unvalidated, feeds)[0], validation_ort_run(model, feeds)[0])
     _, outcome = sr.lower(model, opset=11, validate=True, return_report=True)
     assert outcome.validation["max_abs_diff"] == 0.0
 
@@ -495,7 +489,7 @@ def test_reduce_with_noop_with_empty_axes_moves_exactly(op, opset, targets, axes
         assert [n.op_type for n in out.graph.node] == (ops or [op])
         assert not {a.name for n in out.graph.node for a in n.attribute} & {"noop_with_empty_axes"} or target >= 18
         assert [a.ints for n in out.graph.node for a in n.attribute if a.name == "axes"] in ([], [[1]])
-        np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+        np.testing.assert_array_equal(validation_ort_run(out, {"x": x})[0], validation_ort_run(model, {"x": x})[0])
 
 
 _REDUCE_ALL = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
@@ -728,10 +722,10 @@ def test_composite_reduce_of_no_axes_keeps_its_elementwise_step_bit_for_bit(op, 
     x = _noop_inputs(dtype)
     for axes in (None, []):
         model = _noop_model(op, dtype, axes)
-        (expected,) = _ort(model, {"x": x})
+        (expected,) = validation_ort_run(model, {"x": x})
         if dtype != TensorProto.INT32 and dtype != TensorProto.INT64:  # the spec's step, not only onnxruntime's
             sample = np.array([0.5, 1.5, 3.0], x.dtype)
-            np.testing.assert_allclose(_ort(model, {"x": sample})[0], _STEPS[op](sample.astype(np.float64)), rtol=1e-3)
+            np.testing.assert_allclose(validation_ort_run(model, {"x": sample})[0], _STEPS[op](sample.astype(np.float64)), rtol=1e-3)
         for target in (11, 13, 17):
             out = converted(model, target)
             ops = [n.op_type for n in out.graph.node if n.op_type != "Constant"]
@@ -739,7 +733,7 @@ def test_composite_reduce_of_no_axes_keeps_its_elementwise_step_bit_for_bit(op, 
                                               {a.name for n in out.graph.node for a in n.attribute})
             if dtype != TensorProto.FLOAT16:  # the same reduction over an axis of size 1 put in front
                 assert ops == ["Unsqueeze", op]
-            np.testing.assert_array_equal(_bits(_ort(out, {"x": x})[0]), _bits(expected))
+            np.testing.assert_array_equal(_bits(validation_ort_run(out, {"x": x})[0]), _bits(expected))
 
 
 def test_composite_reduce_of_no_axes_of_a_type_without_a_proven_form_stops_the_move():
@@ -758,7 +752,7 @@ def test_pure_reduce_of_no_axes_is_identity(op, dtype):
     model = _noop_model(op, dtype, None)
     out = converted(model, 13 if op != "ReduceSum" else 12)
     assert [n.op_type for n in out.graph.node] == ["Identity"]
-    expected, got = _ort(model, {"x": x})[0], _ort(out, {"x": x})[0]
+    expected, got = validation_ort_run(model, {"x": x})[0], validation_ort_run(out, {"x": x})[0]
     if dtype == TensorProto.FLOAT16:  # onnxruntime's float16 kernels quiet a signaling NaN (0x7c01 -> 0x7e01)
         np.testing.assert_array_equal(got, expected)
     else:
@@ -798,13 +792,13 @@ def test_softmax_family_keeps_its_meaning_from_below_13(op, shape, data, source,
     out = converted(model, target)
     x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
     x.flat[0] = x.flat[-1]  # (a tie for Hardmax)
-    np.testing.assert_array_equal(_ort(out, {"x": x})[0], _ort(model, {"x": x})[0])
+    np.testing.assert_array_equal(validation_ort_run(out, {"x": x})[0], validation_ort_run(model, {"x": x})[0])
     last = (1 if axis is None else axis) in (-1, len(shape) - 1)
     assert [n.op_type for n in out.graph.node] == ([op] if last else ["Flatten", "Shape", op, "Reshape"])
     (a,) = [a for n in out.graph.node if n.op_type == op for a in n.attribute if a.name == "axis"]
     assert a.i in (-1, len(shape) - 1)  # (not last: on the Flatten's 2-D output)
     back = converted(out, max(source, 11))
-    np.testing.assert_array_equal(_ort(back, {"x": x})[0], _ort(model, {"x": x})[0])
+    np.testing.assert_array_equal(validation_ort_run(back, {"x": x})[0], validation_ort_run(model, {"x": x})[0])
 
 
 def test_hardmax_11_through_upgrade_and_lower_to_13_validates_exactly():
@@ -821,8 +815,8 @@ def test_hardmax_11_through_upgrade_and_lower_to_13_validates_exactly():
     for verb in (sr.upgrade, sr.lower):
         result, outcome = verb(model, opset=13, validate=True, return_report=True)
         assert outcome.validation["max_abs_diff"] == 0.0
-        assert _ort(result, feeds)[0].sum() == 2
-        np.testing.assert_array_equal(_ort(result, feeds)[0], _ort(model, feeds)[0])
+        assert validation_ort_run(result, feeds)[0].sum() == 2
+        np.testing.assert_array_equal(validation_ort_run(result, feeds)[0], validation_ort_run(model, feeds)[0])
 
 
 def test_hardmax_of_unknown_rank_moves_up_and_an_axis_from_a_function_attribute_too():

@@ -11,19 +11,17 @@ import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
-from scatter_rewrite.cli import app
 from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.model_io import load_model
 from scatter_rewrite.testing import scatter_model
 
 from tests.helpers.models import gnn_model
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.cli import invoke
 
-runner = CliRunner()
 ROWS, FEATURES = 10, 3
 
 
@@ -43,13 +41,12 @@ def test_cli_fixes_the_edge_count_and_lowers_for_tensorrt_86(tmp_path, reduction
     onnx.save(gnn_model(reduction, nodes=ROWS, edges="E", feats=FEATURES, expand_to="shape"), source)
     before = source.read_bytes()
 
-    left = runner.invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "-o", str(tmp_path / "no.onnx")])
+    left = invoke("tensorrt", source, "--trt-version", "8.6", "-o", tmp_path / "no.onnx")
     assert left.exit_code == 1 and not (tmp_path / "no.onnx").exists(), left.output
     assert "number of updates is not static" in left.stderr and "--fix-dim" in left.stderr
     assert not check(load_model(source), "tensorrt-8.6")[0].fix is None  # check names the fix
 
-    done = runner.invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "--fix-dim", "E=40",
-                               "-o", str(out), "--report", str(report)])
+    done = invoke("tensorrt", source, "--trt-version", "8.6", "--fix-dim", "E=40", "-o", out, "--report", report)
     assert done.exit_code == 0, done.output
     assert source.read_bytes() == before
     lowered = onnx.load(out)
@@ -58,7 +55,7 @@ def test_cli_fixes_the_edge_count_and_lowers_for_tensorrt_86(tmp_path, reduction
     assert dims["dst"] == [40] and dims["msg"] == [40, FEATURES]
     validation = json.loads(report.read_text())["models"][0]["validation"]
     assert validation and "max_abs_diff" in validation  # proven in onnxruntime on E = 40 inputs
-    assert runner.invoke(app, ["check", str(out), "--target", "tensorrt-8.6"]).exit_code == 0
+    assert invoke("check", out, "--target", "tensorrt-8.6").exit_code == 0
 
     rng = np.random.default_rng(1)
     x = rng.standard_normal((ROWS, FEATURES)).astype(np.float32)
@@ -96,7 +93,7 @@ def _graphs(model: onnx.ModelProto):
 def test_unknown_dimension_name_is_a_one_line_error_and_writes_nothing(tmp_path):
     source = tmp_path / "gnn.onnx"
     onnx.save(gnn_model("add", nodes=ROWS, edges="E", feats=FEATURES, expand_to="shape"), source)
-    result = runner.invoke(app, ["tensorrt", str(source), "--trt-version", "8.6", "--fix-dim", "N=40"])
+    result = invoke("tensorrt", source, "--trt-version", "8.6", "--fix-dim", "N=40")
     assert result.exit_code == 2  # an option the model does not fit: bad usage
     assert "no model input has a dimension named 'N'" in result.output and "are: E" in result.output
     assert "--fix-dim: no model input" in result.output  # (the pass says dim_sizes: the flag here)
@@ -108,7 +105,7 @@ def test_unknown_dimension_name_is_a_one_line_error_and_writes_nothing(tmp_path)
 def test_malformed_fix_dim_is_bad_usage(tmp_path, bad):
     source = tmp_path / "gnn.onnx"
     onnx.save(gnn_model("add", nodes=ROWS, edges="E", feats=FEATURES, expand_to="shape"), source)
-    result = runner.invoke(app, ["tensorrt", str(source), "--fix-dim", bad])
+    result = invoke("tensorrt", source, "--fix-dim", bad)
     assert result.exit_code == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gnn.onnx"]
 

@@ -15,23 +15,17 @@ from onnx import numpy_helper as nh
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_scatter_elements import scatter_elements as reference_scatter_elements
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import IndexOutOfRangeError, InvalidModelError, OptionError
-from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.model_io import load_model
 from scatter_rewrite.passes.fold import FoldPass
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
 from tests.helpers.runs import ort_run
-from tests.helpers.models import scatters_left
+from tests.helpers.models import op_types, scatters_left
+from tests.helpers.cli import invoke
 
 RNG = np.random.default_rng(7)
-
-
-def op_types(model: onnx.ModelProto) -> list[str]:
-    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
 
 
 def fold(model: onnx.ModelProto, **kwargs):
@@ -71,7 +65,7 @@ def _legacy_scatter():
     return "Scatter", dict(data=data, indices=indices, updates=updates), {"axis": 0}, 10
 
 
-def _tensor_scatter():
+def _tensor_scatter_case():
     data = RNG.standard_normal((2, 5, 3)).astype(np.float32)
     updates = RNG.standard_normal((2, 2, 3)).astype(np.float32)
     indices = np.array([3, 0], np.int64)
@@ -79,7 +73,7 @@ def _tensor_scatter():
 
 
 CASES = {"elements_add_f16": _elements_add_f16, "elements_none_int32": _elements_none_int, "nd_max": _nd_max,
-         "legacy_scatter": _legacy_scatter, "tensor_scatter": _tensor_scatter}
+         "legacy_scatter": _legacy_scatter, "tensor_scatter": _tensor_scatter_case}
 
 
 class _ReferenceScatter(OpRun):
@@ -103,7 +97,7 @@ class _Oracle(ReferenceEvaluator):
         super().__init__(*args, **kwargs)
 
 
-def _feeds(model: onnx.ModelProto, cond: bool = True) -> dict:
+def _declared_random_inputs(model: onnx.ModelProto, cond: bool = True) -> dict:
     feeds = {}
     for vi in model.graph.input:
         shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
@@ -131,7 +125,7 @@ def test_folds_everywhere(case, where):
     assert "data" not in [i.name for i in folded.graph.initializer]
     # Independent oracle: onnx.reference's own (Python-loop) scatter on the original.
     for cond in ([True, False] if where == "if" else [True]):
-        feeds = _feeds(model, cond)
+        feeds = _declared_random_inputs(model, cond)
         (got,) = ort_run(folded, feeds)
         (want,) = _Oracle(model).run(None, feeds)
         if arrays["data"].dtype == np.float16:  # reference sums in float16, we round once
@@ -339,7 +333,7 @@ def test_the_types_the_schema_takes_still_fold():
 def test_cli_fold_of_a_forbidden_type_exits_1_and_writes_nothing(tmp_path):
     path = tmp_path / "bad.onnx"
     onnx.save(_forbidden_type_model("ScatterND int32 indices"), path)
-    result = runner.invoke(app, ["fold", str(path)])
+    result = invoke("fold", path)
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scatter-rewrite: error:"), result.stderr
@@ -388,14 +382,11 @@ def test_ir_model_in_place_keeps_output_names():
 
 # ---- the CLI -----------------------------------------------------------------------------------
 
-runner = CliRunner()
-
-
 def test_cli_fold_end_to_end(tmp_path):
     op, arrays, attrs, opset = _elements_add_f16()
     path = tmp_path / "m.onnx"
     onnx.save(constant_scatter_model(op, where="if", **arrays, **attrs), path)
-    result = runner.invoke(app, ["fold", str(path), "-o", str(tmp_path / "out.onnx")])
+    result = invoke("fold", path, "-o", tmp_path / "out.onnx")
     assert result.exit_code == 0, result.output
     assert "fold: 2 rewritten, 0 left alone" in result.stdout
     assert "validation: onnx.reference" in result.stdout  # ORT cannot run the float16 add original
@@ -404,7 +395,7 @@ def test_cli_fold_end_to_end(tmp_path):
     assert scatters_left(out) == []
     ort_run(out, {"x": np.zeros((4, 6), np.float16), "cond": np.array(False)})
 
-    limited = runner.invoke(app, ["fold", str(path), "-o", str(tmp_path / "lim.onnx"), "--size-limit", "8"])
+    limited = invoke("fold", path, "-o", tmp_path / "lim.onnx", "--size-limit", "8")
     assert limited.exit_code == 0, limited.output
     assert "fold: 0 rewritten, 2 left alone" in limited.stdout and "size limit of 8 bytes" in limited.stdout
 
@@ -413,7 +404,7 @@ def test_cli_out_of_range_exits_1_and_writes_nothing(tmp_path):
     path = tmp_path / "bad.onnx"
     onnx.save(constant_scatter_model("ScatterND", data=np.zeros((3, 2), np.float32), indices=np.array([[3]], np.int64),
                                      updates=np.ones((1, 2), np.float32)), path)
-    result = runner.invoke(app, ["fold", str(path)])
+    result = invoke("fold", path)
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scatter-rewrite: error:") and "out of range" in lines[0]
@@ -423,7 +414,7 @@ def test_cli_out_of_range_exits_1_and_writes_nothing(tmp_path):
 
 # ---- external data: unrelated weights stay external, unread, intact ----------------------------
 
-def _external_model(folder) -> np.ndarray:
+def _external_matmul_scatter_model(folder) -> np.ndarray:
     """y = MatMul(x, W) + scatter(data, idx, upd), each initializer in its own external file; returns W."""
     W = RNG.standard_normal((256, 256)).astype(np.float32)
     data = RNG.standard_normal((64, 256)).astype(np.float32)
@@ -445,7 +436,7 @@ def _external(tensor: onnx.TensorProto) -> dict:
 
 
 def test_external_weights_no_scatter_needs_are_never_read(tmp_path):
-    _external_model(tmp_path)
+    _external_matmul_scatter_model(tmp_path)
     model = load_model(tmp_path / "ext.onnx")
     os.remove(tmp_path / "W")  # reading W now would fail: folding must not touch it
     assert FoldPass()(model).modified
@@ -454,8 +445,8 @@ def test_external_weights_no_scatter_needs_are_never_read(tmp_path):
 
 
 def test_external_data_model_folds_and_keeps_weights_external(tmp_path):
-    W_before = _external_model(tmp_path)
-    result = runner.invoke(app, ["fold", str(tmp_path / "ext.onnx"), "-o", str(tmp_path / "out" / "f.onnx")])
+    W_before = _external_matmul_scatter_model(tmp_path)
+    result = invoke("fold", tmp_path / "ext.onnx", "-o", tmp_path / "out" / "f.onnx")
     assert result.exit_code == 0, result.output
     folded = onnx.load(tmp_path / "out" / "f.onnx", load_external_data=False)
     inits = {t.name: t for t in folded.graph.initializer}
@@ -480,7 +471,7 @@ def test_a_model_with_external_data_keeps_it_when_the_fold_consumed_every_extern
                            nh.from_array(np.ones((64, 8), np.float32), "upd")])
     onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), tmp_path / "m.onnx",
               save_as_external_data=True, location="m.bin", size_threshold=1024)
-    result = runner.invoke(app, ["fold", str(tmp_path / "m.onnx")])
+    result = invoke("fold", tmp_path / "m.onnx")
     assert result.exit_code == 0, result.output
     folded = onnx.load(tmp_path / "m.folded.onnx", load_external_data=False)
     (y,) = folded.graph.initializer
@@ -492,7 +483,7 @@ def test_a_model_with_external_data_keeps_it_when_the_fold_consumed_every_extern
 
 # ---- big inline weights: mapped from the model file on load, streamed on save (_protowire) -----
 
-def _big_inline_model(path) -> dict[str, np.ndarray]:
+def _big_inline_weights_model(path) -> dict[str, np.ndarray]:
     """~4 MiB inline: the scatter's data (2 MiB), an unrelated weight W (1 MiB, raw_data) and an
     unrelated float_data weight F (1 MiB, typed field: parsed as usual, never mapped)."""
     arrays = {"data": RNG.standard_normal((512, 1024)).astype(np.float32),
@@ -515,7 +506,7 @@ def _big_inline_model(path) -> dict[str, np.ndarray]:
 def test_big_inline_weights_are_mapped_not_parsed(tmp_path):
     from scatter_rewrite._protowire import is_self_mapped
 
-    _big_inline_model(tmp_path / "big.onnx")
+    _big_inline_weights_model(tmp_path / "big.onnx")
     model = load_model(tmp_path / "big.onnx")
     consts = {name: v.const_value for name, v in model.graph.initializers.items()}
     assert is_self_mapped(consts["data"]) and is_self_mapped(consts["W"])
@@ -525,11 +516,11 @@ def test_big_inline_weights_are_mapped_not_parsed(tmp_path):
 @pytest.mark.parametrize("in_place", [False, True])
 def test_big_inline_model_folds_and_stays_inline(tmp_path, in_place):
     path = tmp_path / "big.onnx"
-    arrays = _big_inline_model(path)
+    arrays = _big_inline_weights_model(path)
     x = RNG.standard_normal((512, 256)).astype(np.float32)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     args = ["fold", str(path)] + (["--in-place"] if in_place else ["-o", str(tmp_path / "out.onnx")])
-    result = runner.invoke(app, args)
+    result = invoke(*args)
     assert result.exit_code == 0, result.output
     out = path if in_place else tmp_path / "out.onnx"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"big.onnx", out.name})  # no .data file

@@ -22,14 +22,12 @@ from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.fold import ConstantChains
 from scatter_rewrite.validate import run_onnxruntime
+from tests.helpers.models import vi
+from tests.helpers.exports import load_export
 
 ort.set_default_logger_severity(3)
 TORCH_TRT = Path(__file__).parents[1] / "data" / "torch_trt"
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-
-
-def vi(name, elem, shape):
-    return oh.make_tensor_value_info(name, elem, shape)
 
 
 def inline(model: onnx.ModelProto, **kwargs) -> tuple[onnx.ModelProto, list[str]]:
@@ -329,7 +327,7 @@ def loop_model() -> onnx.ModelProto:
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 16)])
 
 
-def function_model() -> onnx.ModelProto:
+def wrapper_in_function_model() -> onnx.ModelProto:
     """The wrapper inside a model-local function: ranks are known only at the call site."""
     function = oh.make_function("local", "ScatterMax", ["x", "idx", "src"], ["y"],
                                 torchscript_wrapper("x", "idx", "src", "y", "f_"),
@@ -344,7 +342,7 @@ def function_model() -> onnx.ModelProto:
 @pytest.mark.parametrize("opset", [11, 13, 16, 17])
 @pytest.mark.parametrize("where", ["main graph", "Loop body", "function"])
 def test_lower_inlines_the_wrapper(where, opset):
-    model = {"main graph": wrapper_model, "Loop body": loop_model, "function": function_model}[where]()
+    model = {"main graph": wrapper_model, "Loop body": loop_model, "function": wrapper_in_function_model}[where]()
     feeds = wrapper_feeds(seed=opset) | {"trips": np.array(3, np.int64)}
     lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)
@@ -396,10 +394,8 @@ def test_lower_still_declines_a_wrapper_on_an_unknown_rank():
 @pytest.mark.parametrize("opset", [11, 13, 16, 17])
 @pytest.mark.parametrize("name", ["scatter_amax_ts16", "scatter_add_gnn_ts16"])
 def test_torch_trt_ts16_exports_lower(name, opset):
-    model = onnx.load(TORCH_TRT / f"{name}.onnx")
-    arrays = np.load(TORCH_TRT / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    want = arrays[f"out_{model.graph.output[0].name}"]
+    model, feeds, pytorchs = load_export(TORCH_TRT, name)
+    want = pytorchs[model.graph.output[0].name]
     lowered, outcome = sr.lower(model, opset=opset, validate=True, inputs=feeds, return_report=True)
     onnx.checker.check_model(lowered, full_check=True)
     assert lowered.opset_import[0].version == opset

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,11 +14,11 @@ from onnx.reference import ReferenceEvaluator
 import scatter_rewrite as sr
 from tests.helpers.equivalence import assert_validation_accepts
 from tests.helpers.runs import BACKEND_CASES, expected_outputs, ort_run
-from tests.helpers.models import gnn_model
+from tests.helpers.models import gnn_model, op_types
 from scatter_rewrite.errors import ConversionError, OptionError
-from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.lower import LowerPass
 from scatter_rewrite.testing import scatter_model
+from tests.helpers.shapes import elements_shapes, nd_shapes
 
 ort.set_default_logger_severity(3)
 
@@ -31,10 +30,6 @@ DTYPES = {
 }
 # Values that make max/min hard: ties of -0.0/+0.0, NaN in data and updates, infinities.
 FLOAT_POOL = np.array([np.nan, -0.0, 0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, 1.0, -0.0])
-
-
-def op_types(model: onnx.ModelProto) -> list[str]:
-    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
 
 
 # ---- ONNX's own backend cases --------------------------------------------------------------
@@ -65,7 +60,7 @@ def test_backend_case_lowered(case, opset):
 # ---- differential: original vs lowered in onnxruntime ----------------------------------------
 
 
-def _values(rng, shape, dtype, reduction):
+def _lowering_values(rng, shape, dtype, reduction):
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         if reduction in ("max", "min"):
@@ -79,25 +74,6 @@ def _values(rng, shape, dtype, reduction):
     if reduction in ("add", "mul"):  # full range: wrap-around must match
         return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=dtype)
     return rng.integers(max(info.min, -4), min(info.max, 4), size=shape, endpoint=True, dtype=dtype)
-
-
-@st.composite
-def elements_case(draw):
-    rank = draw(st.integers(1, 3))
-    data_shape = [draw(st.integers(1, 4)) for _ in range(rank)]
-    axis = draw(st.integers(-rank, rank - 1))
-    idx_shape = [draw(st.integers(1, d)) for d in data_shape]
-    idx_shape[axis] = draw(st.integers(1, 7))
-    return data_shape, idx_shape, axis
-
-
-@st.composite
-def nd_case(draw):
-    rank = draw(st.integers(1, 3))
-    data_shape = [draw(st.integers(1, 4)) for _ in range(rank)]
-    k = draw(st.integers(1, rank))
-    batch = [draw(st.integers(1, 6)) for _ in range(draw(st.integers(1, 2)))]
-    return data_shape, batch + [k], batch + data_shape[k:]
 
 
 common = dict(
@@ -114,7 +90,7 @@ def _symbolic(shape, prefix):
     return [f"{prefix}{i}" for i in range(len(shape))]
 
 
-def _check(op, model, feeds, attrs, opset, reduction, dtype):
+def _check_lowered(op, model, feeds, attrs, opset, reduction, dtype):
     lowered = sr.lower(model, opset=opset)
     onnx.checker.check_model(lowered, full_check=True)
     ops = op_types(lowered)
@@ -127,7 +103,7 @@ def _check(op, model, feeds, attrs, opset, reduction, dtype):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=elements_case(), **common)
+@given(case=elements_shapes(max_rank=3, max_along_axis=7), **common)
 def test_scatter_elements_differential(case, dtype, reduction, opset, dynamic, index_type, seed):
     data_shape, idx_shape, axis = case
     rng = np.random.default_rng(seed)
@@ -138,15 +114,15 @@ def test_scatter_elements_differential(case, dtype, reduction, opset, dynamic, i
     )
     bound = data_shape[axis]
     feeds = {
-        "data": _values(rng, data_shape, DTYPES[dtype], reduction),
+        "data": _lowering_values(rng, data_shape, DTYPES[dtype], reduction),
         "indices": rng.integers(-bound, bound, size=idx_shape).astype(DTYPES[index_type]),
-        "updates": _values(rng, idx_shape, DTYPES[dtype], reduction),
+        "updates": _lowering_values(rng, idx_shape, DTYPES[dtype], reduction),
     }
-    _check("ScatterElements", model, feeds, {"axis": axis, "reduction": reduction}, opset, reduction, dtype)
+    _check_lowered("ScatterElements", model, feeds, {"axis": axis, "reduction": reduction}, opset, reduction, dtype)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=nd_case(), **{**common, "index_type": st.just(TensorProto.INT64)})  # ScatterND: int64 only
+@given(case=nd_shapes(max_rank=3), **{**common, "index_type": st.just(TensorProto.INT64)})  # ScatterND: int64 only
 def test_scatter_nd_differential(case, dtype, reduction, opset, dynamic, index_type, seed):
     data_shape, idx_shape, upd_shape = case
     rng = np.random.default_rng(seed)
@@ -160,11 +136,11 @@ def test_scatter_nd_differential(case, dtype, reduction, opset, dynamic, index_t
     bounds = np.array(data_shape[:k])
     indices = rng.integers(-bounds, bounds, size=idx_shape).astype(DTYPES[index_type])
     feeds = {
-        "data": _values(rng, data_shape, DTYPES[dtype], reduction),
+        "data": _lowering_values(rng, data_shape, DTYPES[dtype], reduction),
         "indices": indices,
-        "updates": _values(rng, upd_shape, DTYPES[dtype], reduction),
+        "updates": _lowering_values(rng, upd_shape, DTYPES[dtype], reduction),
     }
-    _check("ScatterND", model, feeds, {"reduction": reduction}, opset, reduction, dtype)
+    _check_lowered("ScatterND", model, feeds, {"reduction": reduction}, opset, reduction, dtype)
 
 
 def test_nan_rules_match_onnxruntime_exactly():

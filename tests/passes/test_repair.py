@@ -14,6 +14,7 @@ from tests.helpers.models import accumulate_model
 
 from scatter_rewrite.verbs import VERBS
 from scatter_rewrite.passes.repair import RepairPass
+from tests.helpers.runs import ort_run
 
 ort.set_default_logger_severity(3)
 X = np.arange(20, dtype=np.float32).reshape(4, 5) / 8
@@ -39,11 +40,9 @@ def repaired(model: onnx.ModelProto):
     return proto, result
 
 
-def run(model: onnx.ModelProto, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
-    feeds = {"x": X, "indices": indices, "updates": updates, "cond": np.array(True)}
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = {i.name for i in session.get_inputs()}
-    return session.run(None, {k: v for k, v in feeds.items() if k in names})[0]
+def ort_run_on_x(model: onnx.ModelProto, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
+    """``model``'s first output on X (``cond`` true where the model has one)."""
+    return ort_run(model, {"x": X, "indices": indices, "updates": updates, "cond": np.array(True)})[0]
 
 
 def repeated(op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -71,7 +70,7 @@ def test_the_accumulating_chain_is_repaired(op, opset, zeros, where):
     assert len(result.rewritten) == chains * (2 if op == "Scatter" else 1)  # (upgraded first)
     assert all("pytorch/pytorch#61034" in n.detail for n in repairs)
     indices, updates, expected = repeated(op)
-    np.testing.assert_allclose(run(proto, indices, updates), expected, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(ort_run_on_x(proto, indices, updates), expected, rtol=1e-6, atol=0)
     assert not RepairPass()(ir.serde.deserialize_model(proto)).modified  # idempotent
 
 

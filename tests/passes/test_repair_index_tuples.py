@@ -16,6 +16,7 @@ import pytest
 import scatter_rewrite as sr
 from scatter_rewrite.passes.lowering.segment_reduce import index_tuple_length
 from tests.helpers.runs import ort_run
+from tests.helpers.exports import export_arrays
 
 DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 
@@ -51,27 +52,22 @@ def test_the_tuple_length_is_derived_from_the_graph(pieces, length):
     assert index_tuple_length(idx) == length
 
 
-def load_case(name: str) -> tuple[dict, np.ndarray]:
-    arrays = np.load(DATA / f"{name}.npz")
-    return {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}, arrays["out_y"]
-
-
 @pytest.mark.parametrize("opset", [11, 13])
 def test_repair_lowers_the_2d_index_put_below_opset_16(opset):
     name = f"bev_index_put_ts{opset}"
-    inputs, expected = load_case(name)
+    inputs, pytorchs = export_arrays(DATA, name)
     repaired, report = sr.repair(onnx.load(DATA / f"{name}.onnx"), validate=True,
                                  return_report=True)
     assert "lowered to" in str(report.passes[0]["rewritten"][0])
     assert not any(n.op_type == "ScatterND" and any(a.name == "reduction" for a in n.attribute)
                    for n in repaired.graph.node)
-    np.testing.assert_allclose(ort_run(repaired, inputs)[0], expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(repaired, inputs)[0], pytorchs["y"], rtol=1e-5, atol=1e-5)
 
 
 def test_repair_then_lower_moves_the_2d_index_put_to_opset_13():
-    inputs, expected = load_case("bev_index_put_ts16")
+    inputs, pytorchs = export_arrays(DATA, "bev_index_put_ts16")
     repaired = sr.repair(onnx.load(DATA / "bev_index_put_ts16.onnx"), validate=True)
     lowered, report = sr.lower(repaired, opset=13, validate=True, return_report=True)
     assert report.passes[0]["rewritten"] and not report.passes[0]["skipped"]
     assert lowered.opset_import[0].version == 13
-    np.testing.assert_allclose(ort_run(lowered, inputs)[0], expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ort_run(lowered, inputs)[0], pytorchs["y"], rtol=1e-5, atol=1e-5)

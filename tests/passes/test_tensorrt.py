@@ -10,23 +10,17 @@ import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
-from scatter_rewrite.cli import app
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_violations
 from scatter_rewrite.verbs import tensorrt_passes
 from scatter_rewrite.testing import scatter_model
-from tests.helpers.models import tensor_scatter_model
+from tests.helpers.models import scatter_nd_model, scatter_nodes, tensor_scatter_model
 from tests.helpers.runs import ort_run
-
-SCATTERS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
-
-
-def scatter_nodes(model: onnx.ModelProto) -> list[ir.Node]:
-    return [n for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in SCATTERS]
+from tests.helpers.cli import invoke
+from tests.helpers.exports import load_export
 
 
 def prepare(model, version, **kw):
@@ -38,11 +32,6 @@ def prepare(model, version, **kw):
 def pass_report(outcome, name="tensorrt") -> dict:
     (report,) = [p for p in outcome.passes if p["pass"] == name]
     return report
-
-
-def nd(reduction, data_shape=(4, 5, 3), indices_shape=(6, 2), updates_shape=(6, 3), **kw):
-    return scatter_model("ScatterND", opset=18, data_shape=data_shape, indices_shape=indices_shape,
-                         updates_shape=updates_shape, reduction=reduction, **kw)
 
 
 # ---- reduction none: ScatterElements -> ScatterND, the attribute dropped ------------------------------
@@ -69,7 +58,7 @@ def test_more_updates_than_rows_passes_through_nd(version):
 
 @pytest.mark.parametrize("version", ["8.6", "10"])
 def test_explicit_none_dropped(version):
-    out, outcome = prepare(nd("none", indices_shape=(3, 1), updates_shape=(3, 5, 3)), version)
+    out, outcome = prepare(scatter_nd_model("none", indices_shape=(3, 1), updates_shape=(3, 5, 3)), version)
     (node,) = scatter_nodes(out)
     assert node.op_type == "ScatterND" and "reduction" not in node.attributes
     assert 'reduction="none" dropped' in pass_report(outcome)["rewritten"][0]["detail"]
@@ -123,7 +112,8 @@ def test_trt10_int64_reduction_needs_nothing():
 ])
 def test_trt10_scatternd_reduction_becomes_scatter_elements(reduction, shapes):
     data_shape, indices_shape, updates_shape = shapes
-    model = nd(reduction, data_shape, indices_shape, updates_shape, data_type=TensorProto.FLOAT)
+    model = scatter_nd_model(reduction, data_shape=data_shape, indices_shape=indices_shape,
+                             updates_shape=updates_shape, data_type=TensorProto.FLOAT)
     out, outcome = prepare(model, "10")
     (node,) = scatter_nodes(out)
     assert node.op_type == "ScatterElements" and attr(node, "axis") == 0 and attr(node, "reduction") == reduction
@@ -132,7 +122,8 @@ def test_trt10_scatternd_reduction_becomes_scatter_elements(reduction, shapes):
 
 
 def test_trt10_scatternd_reduction_dynamic_shapes():
-    model = nd("add", ("N", 5, 3), ("M", 2), ("M", 3), data_type=TensorProto.INT64)
+    model = scatter_nd_model("add", data_shape=("N", 5, 3), indices_shape=("M", 2), updates_shape=("M", 3),
+                             data_type=TensorProto.INT64)
     out, outcome = prepare(model, "10")
     assert [n.op_type for n in scatter_nodes(out)] == ["ScatterElements"]
     assert outcome.validation["max_abs_diff"] == 0.0
@@ -183,7 +174,8 @@ def assert_parser_takes(model: onnx.ModelProto, version: str) -> None:
 
 @pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
 def test_trt86_reductions_are_lowered_to_what_trt_accepts(op):
-    model = scatter_model("ScatterElements", opset=18, reduction="max") if op == "ScatterElements" else nd("mul")
+    model = (scatter_model("ScatterElements", opset=18, reduction="max") if op == "ScatterElements"
+             else scatter_nd_model("mul"))
     out, outcome = prepare(model, "8.6")
     (node,) = scatter_nodes(out)
     assert node.op_type == "ScatterND" and "reduction" not in node.attributes
@@ -200,7 +192,8 @@ def test_trt86_reductions_are_lowered_to_what_trt_accepts(op):
 def test_trt86_reductions_with_a_dynamic_count_are_reported_not_emitted_in_a_form_trt_rejects(op, where):
     model = (scatter_model("ScatterElements", opset=18, reduction="max", data_shape=(4, 5), indices_shape=("e", 5),
                            where=where)
-             if op == "ScatterElements" else nd("mul", indices_shape=("m", 2), updates_shape=("m", 3), where=where))
+             if op == "ScatterElements"
+             else scatter_nd_model("mul", indices_shape=("m", 2), updates_shape=("m", 3), where=where))
     with pytest.raises(sr.ConversionError) as refused:  # nothing TensorRT 8.6 would get wrong is written
         prepare(model, "8.6")
     (skip,) = refused.value.declined
@@ -263,11 +256,11 @@ def test_idempotent():
 def test_cli(tmp_path):
     source, target = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(scatter_model("Scatter", opset=10, where="loop", axis=1), source)
-    result = CliRunner().invoke(app, ["tensorrt", str(source), "-o", str(target), "--trt-version", "8.6"])
+    result = invoke("tensorrt", source, "-o", target, "--trt-version", "8.6")
     assert result.exit_code == 0, result.output
     assert "tensorrt: 1 rewritten, 0 left alone" in result.stdout and "PASSED" in result.stdout
     assert [n.op_type for n in scatter_nodes(onnx.load(target))] == ["ScatterND"]
-    result = CliRunner().invoke(app, ["check", str(target), "--target", "tensorrt-8.6"])
+    result = invoke("check", target, "--target", "tensorrt-8.6")
     assert result.exit_code == 0, result.output
 
 
@@ -293,10 +286,8 @@ TORCH_EXPECTED = {
 def test_pytorch_exports(name, flow, user_inputs):
     """Validated on PyTorch's inputs or on generated ones (index_put's index reaches ScatterND through
     an Unsqueeze), then compared with PyTorch's eager outputs."""
-    model = onnx.load(TORCH / f"{name}.onnx")
-    arrays = np.load(TORCH / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    expected = [arrays[f"out_{o.name}"] for o in model.graph.output]
+    model, feeds, pytorchs = load_export(TORCH, name)
+    expected = [pytorchs[o.name] for o in model.graph.output]
     options = {"validate": True, "inputs": feeds if user_inputs else None}
     if flow == "to_scatternd":
         out = sr.to_scatternd(model, **options)

@@ -7,20 +7,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
 from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET
 from scatter_rewrite.testing import scatter_model
-from tests.helpers.models import tensor_scatter_model
-
-runner = CliRunner()
-
-
-def _opset(model: onnx.ModelProto) -> int:
-    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-
+from tests.helpers.models import model_opset, tensor_scatter_model
+from tests.helpers.cli import invoke
 
 def _scatters(model: onnx.ModelProto) -> list[str]:
     return [n.op_type for n in model.graph.node
@@ -31,7 +23,7 @@ def test_the_model_moves_down_to_the_opset_every_11_x_parses():
     model = scatter_model("ScatterElements", opset=26, reduction="add")
     out, outcome = sr.prepare_for_tensorrt(model, trt_version="11", validate=True,
                                            return_report=True)
-    assert PARSER_MAX_OPSET["11"] == 24 and _opset(out) == 24
+    assert PARSER_MAX_OPSET["11"] == 24 and model_opset(out) == 24
     # the reduction runs through the ScatterElements plugin, as on 10: left a ScatterElements(add)
     assert _scatters(out) == ["ScatterElements"] and outcome.status == "PASSED"
     assert not sr.check(out, target="tensorrt-11").blocked
@@ -66,10 +58,10 @@ def test_scatternd_reductions_are_still_lowered_for_11():
 def test_the_cli_takes_11(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(scatter_model("ScatterElements", opset=18, reduction="add"), path)
-    result = runner.invoke(app, ["tensorrt", str(path), "--trt-version", "11"])
+    result = invoke("tensorrt", path, "--trt-version", "11")
     assert result.exit_code == 0, result.output
-    assert _opset(onnx.load(tmp_path / "m.tensorrt.onnx")) == 18
-    bad = runner.invoke(app, ["tensorrt", str(path), "--trt-version", "12"])
+    assert model_opset(onnx.load(tmp_path / "m.tensorrt.onnx")) == 18
+    bad = invoke("tensorrt", path, "--trt-version", "12")
     assert bad.exit_code == 2 and "8.6" in bad.stderr and "11" in bad.stderr
 
 

@@ -25,12 +25,16 @@ from tests.helpers.runs import BACKEND_CASES, expected_outputs, ort_run
 from tests.helpers.models import gnn_model
 from scatter_rewrite.readiness import check
 from scatter_rewrite.evaluator import scatter_elements
-from scatter_rewrite.evaluator.reference_ops import CORRECTED_OPS
+from scatter_rewrite.errors import IndexOutOfRangeError
+from scatter_rewrite.evaluator.reference_ops import CORRECTED_OPS, make_evaluator
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.lowering import network_reduce as net
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.tensorrt import tensorrt_violations
 from scatter_rewrite.testing import scatter_model
+from tests.helpers.shapes import elements_shapes, nd_shapes
+from tests.helpers.cli import invoke
+from tests.helpers.exports import load_export
 
 ort.set_default_logger_severity(3)
 
@@ -165,18 +169,9 @@ common = dict(
 )
 
 
-@st.composite
-def elements_case(draw):
-    """(data shape, indices shape, axis): ranks 1-4, every axis (negative too), indices no larger than
-    data off the axis and up to 9 along it (more updates than rows: duplicates)."""
-    data_shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
-    axis = draw(st.integers(-len(data_shape), len(data_shape) - 1))
-    idx_shape = [draw(st.integers(1, 9 if d == axis % len(data_shape) else size)) for d, size in enumerate(data_shape)]
-    return data_shape, idx_shape, axis
-
-
 @settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=elements_case(), index_type=st.sampled_from([TensorProto.INT64, TensorProto.INT32]), **common)
+@given(case=elements_shapes(max_rank=4, max_along_axis=9),
+       index_type=st.sampled_from([TensorProto.INT64, TensorProto.INT32]), **common)
 def test_scatter_elements_differential(case, index_type, dtype, reduction, opset, spread, seed):
     data_shape, idx_shape, axis = case
     rng = np.random.default_rng(seed)
@@ -189,17 +184,8 @@ def test_scatter_elements_differential(case, index_type, dtype, reduction, opset
     run_case("ScatterElements", model, feeds, {"axis": axis, "reduction": reduction}, dtype, opset)
 
 
-@st.composite
-def nd_case(draw):
-    """(data shape, indices shape, updates shape): ranks 1-4, index tuples of 1..rank, 1-2 batch dims."""
-    data_shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
-    k = draw(st.integers(1, len(data_shape)))
-    batch = draw(st.lists(st.integers(1, 6), min_size=1, max_size=2))
-    return data_shape, [*batch, k], batch + data_shape[k:]
-
-
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=nd_case(), **common)
+@given(case=nd_shapes(max_rank=4), **common)
 def test_scatter_nd_differential(case, dtype, reduction, opset, spread, seed):
     data_shape, idx_shape, upd_shape = case
     rng = np.random.default_rng(seed)
@@ -287,6 +273,35 @@ def test_bfloat16_in_the_reference_evaluator():
     assert tensorrt_violations(emitted, "10") == []
     want = [scatter_elements(feeds["data"], feeds["indices"], feeds["updates"], axis=0, reduction="max")]
     assert_validation_accepts(want, reference_run(lowered, feeds), float_reduction=False)
+
+
+def test_bfloat16_sorting_network_longer_than_64_is_validated_in_the_reference_evaluator():
+    """A bfloat16 max for TensorRT 10 (no plugin for bfloat16) becomes a sorting network whose
+    GatherElements run along the 100 updates; only onnx.reference runs bfloat16 graph inputs, and
+    its own GatherElements (np.choose) takes at most 64 choices: validation evaluates it."""
+    model = gnn_model("max", dtype=TensorProto.BFLOAT16, nodes=10, edges=100)
+    prepared = sr.prepare_for_tensorrt(model, trt_version="10")
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.choice(SPECIAL, (10, 8)).astype(ml_dtypes.bfloat16),
+             "dst": rng.integers(-10, 10, 100),
+             "msg": rng.choice(SPECIAL, (100, 8)).astype(ml_dtypes.bfloat16)}
+    index = np.broadcast_to(feeds["dst"][:, None], (100, 8))
+    want = [scatter_elements(feeds["x"], index, feeds["msg"], axis=0, reduction="max")]
+    assert_validation_accepts(want, make_evaluator(prepared).run(None, feeds), float_reduction=False)
+
+
+def test_the_reference_gather_elements_takes_any_axis_length_and_refuses_out_of_range():
+    data = np.arange(2 * 100, dtype=np.float32).reshape(2, 100)
+    indices = np.array([[99, -1, 0, 64], [-100, 70, 3, 99]])
+    node = oh.make_node("GatherElements", ["d", "i"], ["y"], axis=1, name="gather")
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph([node], "g", [vi("d", TensorProto.FLOAT, [2, 100]), vi("i", TensorProto.INT64, [2, 4])],
+                          [vi("y", TensorProto.FLOAT, [2, 4])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    got = make_evaluator(model).run(None, {"d": data, "i": indices})[0]
+    np.testing.assert_array_equal(got, np.take_along_axis(data, indices % 100, axis=1))
+    with pytest.raises(IndexOutOfRangeError, match="GatherElements node 'gather': index 100 is out of range"):
+        make_evaluator(model).run(None, {"d": data, "i": np.full((2, 4), 100)})
 
 
 def test_no_updates_and_one_update():
@@ -411,21 +426,16 @@ def test_idempotent():
 
 
 def test_check_clean_after_tensorrt_8_6_cli(tmp_path):
-    from typer.testing import CliRunner
-
-    from scatter_rewrite.cli import app
-
     source, target = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(gnn_model("max", nodes=9, edges=40, feats=4), source)
-    runner = CliRunner()
-    result = runner.invoke(app, ["check", str(source), "--target", "tensorrt-8.6", "--json"])
+    result = invoke("check", source, "--target", "tensorrt-8.6", "--json")
     assert result.exit_code == 1
     (finding,) = json.loads(result.stdout)["models"][0]["findings"]
     assert finding["fix"] == "scatter-rewrite tensorrt --trt-version 8.6"
-    result = runner.invoke(app, ["tensorrt", str(source), "-o", str(target), "--trt-version", "8.6"])
+    result = invoke("tensorrt", source, "-o", target, "--trt-version", "8.6")
     assert result.exit_code == 0, result.output
     assert "PASSED" in result.stdout
-    result = runner.invoke(app, ["check", str(target), "--target", "tensorrt-8.6"])
+    result = invoke("check", target, "--target", "tensorrt-8.6")
     assert result.exit_code == 0, result.output
 
 
@@ -435,10 +445,9 @@ TORCH = Path(__file__).parents[1] / "data" / "torch_trt"
 
 
 def torch_case(name: str):
-    model = onnx.load(TORCH / f"{name}.onnx")
-    arrays = np.load(TORCH / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
-    return model, feeds, [arrays[f"out_{o.name}"] for o in model.graph.output]
+    """The export, its inputs and PyTorch's outputs in the order of the model's."""
+    model, feeds, pytorchs = load_export(TORCH, name)
+    return model, feeds, [pytorchs[o.name] for o in model.graph.output]
 
 
 @pytest.mark.parametrize("name", ["scatter_add_gnn_static_ts16", "index_put_dynamo18", "scatter_amax_ts16"])
@@ -510,9 +519,7 @@ def top_level_counts(model: onnx.ModelProto, feeds: dict | None = None) -> tuple
 
 @pytest.mark.parametrize("name", ["gnn_max_layer_ts17", "gnn_max_layer_dynamo18"])
 def test_tensorrt_8_6_form_within_twice_lower_opset_13_on_the_gnn_exports(name):
-    model = onnx.load(GNN_EXPORTS / f"{name}.onnx")
-    arrays = np.load(GNN_EXPORTS / f"{name}.npz")
-    feeds = {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
+    model, feeds, _ = load_export(GNN_EXPORTS, name)
     trt, lowered = top_level_counts(model, feeds)
     assert trt <= 2 * lowered, (trt, lowered)
 

@@ -35,6 +35,7 @@ from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.tensorrt_support import SUPPORTED_TYPES, unsupported_type
 from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET, scatter_data_blocker, tensorrt_violations
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
+from tests.helpers.models import scatter_nd_model
 
 VERSIONS = ("8.6", "10")
 DT = ir.DataType
@@ -123,14 +124,6 @@ def elements(dtype=F, reduction=None, opset=18, itype=I64, **kw):
                          **kw, **extra)
 
 
-def nd(dtype=F, reduction=None, opset=18, **kw):
-    kw.setdefault("data_shape", (4, 5, 3))
-    kw.setdefault("indices_shape", (6, 2))
-    kw.setdefault("updates_shape", (6, 3))
-    extra = {} if reduction is None else {"reduction": reduction}
-    return scatter_model("ScatterND", opset=opset, data_type=dtype, **kw, **extra)
-
-
 REDUCTIONS = ("add", "mul", "max", "min")
 label = TensorProto.DataType.Name
 
@@ -150,7 +143,7 @@ CORPUS = {
     "none more updates than rows": lambda: elements(data_shape=(3, 8), indices_shape=(3, 6), axis=1),
     "none dynamic": lambda: elements(data_shape=("N", 5), indices_shape=("E", 5)),
     "none zero-size data": lambda: elements(data_shape=(4, 0), indices_shape=(2, 0)),
-    "nd explicit none": lambda: nd(reduction="none"),
+    "nd explicit none": lambda: scatter_nd_model("none"),
     "deprecated Scatter": lambda: scatter_model("Scatter", opset=10, axis=1),
     "constant scatter": lambda: constant_scatter_model("ScatterElements", data=np.zeros((3, 4), np.float32),
                                                        indices=np.array([[0, 1, 2, 0]]),
@@ -158,18 +151,18 @@ CORPUS = {
     "TensorScatter linear": lambda: tensor_scatter("linear"),
     "TensorScatter circular": lambda: tensor_scatter("circular"),
     "max at opset 16 (TorchScript)": lambda: elements(reduction="max", opset=16),
-    "add dynamic data dims": lambda: nd(reduction="add", data_shape=("a", "b", 3)),
+    "add dynamic data dims": lambda: scatter_nd_model("add", data_shape=("a", "b", 3)),
     "min no updates": lambda: elements(reduction="min", indices_shape=(0, 5, 3)),
     **{f"none {label(t)}": (lambda t=t: elements(t)) for t in (F16, I8, I64, B, F64)},
-    **{f"nd none {label(t)}": (lambda t=t: nd(t)) for t in (I32, B)},
+    **{f"nd none {label(t)}": (lambda t=t: scatter_nd_model(data_type=t)) for t in (I32, B)},
     # every data type with two reductions (one per op), every reduction on floats and integers
-    **{f"{op.__name__} {r} {label(t)}": (lambda op=op, r=r, t=t: op(t, r))
-       for op, shift in ((elements, 0), (nd, 2)) for i, t in enumerate((F, F16, I8, I32, I64, B, F64))
-       for r in [REDUCTIONS[(i + shift) % 4]]},
+    **{f"{name} {r} {label(t)}": (lambda make=make, r=r, t=t: make(t, r))
+       for name, make, shift in (("elements", elements, 0), ("nd", lambda t, r: scatter_nd_model(r, data_type=t), 2))
+       for i, t in enumerate((F, F16, I8, I32, I64, B, F64)) for r in [REDUCTIONS[(i + shift) % 4]]},
     "elements max in if": lambda: elements(F, "max", where="if"),
-    "nd add in loop": lambda: nd(I8, "add", where="loop"),
+    "nd add in loop": lambda: scatter_nd_model("add", data_type=I8, where="loop"),
     "elements none in function": lambda: elements(B, where="function"),
-    "nd max in function": lambda: nd(B, "max", where="function"),
+    "nd max in function": lambda: scatter_nd_model("max", data_type=B, where="function"),
 }
 
 
@@ -210,7 +203,8 @@ def test_pytorch_exports_gain_only_documented_nodes(version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("make", [lambda w: elements(B, where=w, axis=2, indices_shape=(4, 5, 2)),
-                                  lambda w: nd(B, where=w), lambda w: nd(B, "none", where=w)],
+                                  lambda w: scatter_nd_model(data_type=B, where=w),
+                                  lambda w: scatter_nd_model("none", data_type=B, where=w)],
                          ids=["elements", "nd", "nd explicit none"])
 @pytest.mark.parametrize("where", ["main", "if", "function"])
 def test_bool_scatter_is_written_through_int32(version, make, where):
@@ -307,7 +301,7 @@ def test_violations_check_data_types_through_untyped_values():
 def test_the_lowering_is_declined_when_it_would_emit_an_undocumented_type():
     """The violation check is the backstop of lower_tensorrt_safe: a lowering at opset 13 with a
     dynamic data shape reshapes through CumSum/ReduceMax on INT64, which 8.6 documents for floats only."""
-    m = ir.serde.deserialize_model(nd(F, "add", opset=18, data_shape=("a", "b", 3)))
+    m = ir.serde.deserialize_model(scatter_nd_model("add", data_type=F, opset=18, data_shape=("a", "b", 3)))
     node = next(n for n in m.graph if n.op_type == "ScatterND")
     nodes, _ = net.lower_reduction_network(node, 13, seg.Names())
     found = tensorrt_violations(nodes, "8.6")
@@ -318,6 +312,6 @@ def test_the_lowering_is_declined_when_it_would_emit_an_undocumented_type():
 @pytest.mark.parametrize("version, dtype, noted", [("8.6", I64, "casts INT64 data down to INT32"), ("10", I64, None),
                                                    ("10", F64, "casts DOUBLE data down to FLOAT")])
 def test_check_notes_the_parsers_own_narrowing(version, dtype, noted):
-    (finding,) = check(ir.serde.deserialize_model(nd(dtype, opset=17)), f"tensorrt-{version}")
+    (finding,) = check(ir.serde.deserialize_model(scatter_nd_model(data_type=dtype, opset=17)), f"tensorrt-{version}")
     assert not finding.blocked
     assert any(noted in n for n in finding.notes) if noted else not any("casts" in n for n in finding.notes)

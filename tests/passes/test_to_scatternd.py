@@ -6,7 +6,6 @@ import functools
 
 import numpy as np
 import onnx
-import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,19 +14,11 @@ from onnx import TensorProto
 from onnx.backend.test.case.node import collect_testcases
 
 import scatter_rewrite as sr
-from scatter_rewrite.graph import attr, iter_nodes
+from scatter_rewrite.graph import attr
 from scatter_rewrite.passes.to_scatternd import ToScatterNDPass
 from scatter_rewrite.testing import scatter_model
-from tests.helpers.models import scatter_reshaped_at_run_time
+from tests.helpers.models import op_types, scatter_nodes, scatter_reshaped_at_run_time
 from tests.helpers.runs import ort_run
-
-
-def op_types(model: onnx.ModelProto) -> list[str]:
-    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
-
-
-def scatter_nodes(model: onnx.ModelProto) -> list[ir.Node]:
-    return [n for n, _ in iter_nodes(ir.serde.deserialize_model(model)) if n.op_type in ("ScatterElements", "ScatterND")]
 
 
 # onnxruntime on one thread: float sums in one order
@@ -241,7 +232,7 @@ def test_names_do_not_clash():
 # ---- hypothesis: original vs rewritten in onnxruntime ----------------------------------------
 
 @st.composite
-def scatter_cases(draw):
+def scatter_configs(draw):
     rank = draw(st.integers(1, 5))
     data_shape = draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank))
     axis = draw(st.integers(-rank, rank - 1))
@@ -256,7 +247,7 @@ def scatter_cases(draw):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scatter_cases())
+@given(scatter_configs())
 def test_differential(case):
     rank, data_shape, indices_shape, axis, reduction, dynamic, indices_type, seed = case
     rng = np.random.default_rng(seed)

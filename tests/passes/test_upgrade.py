@@ -15,10 +15,7 @@ from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.runs import ort_run
-
-
-def op_types(model: onnx.ModelProto) -> list[str]:
-    return [node.op_type for node, _ in iter_nodes(ir.serde.deserialize_model(model))]
+from tests.helpers.models import op_types
 
 
 def default_opsets(model: onnx.ModelProto) -> set[int]:

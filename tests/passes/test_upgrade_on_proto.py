@@ -35,7 +35,7 @@ def both_paths(tmp_path, model: onnx.ModelProto, monkeypatch, **options):
     return fast, ir_path, onnx.load(tmp_path / "fast.onnx"), onnx.load(tmp_path / "ir.onnx")
 
 
-def nodes(model: onnx.ModelProto) -> list:
+def node_summaries(model: onnx.ModelProto) -> list:
     return [(n.op_type, n.name, list(n.input), list(n.output), [(a.name, onnx.helper.get_attribute_value(a)) for a in n.attribute])
             for n in model.graph.node]
 
@@ -57,7 +57,7 @@ CASES = [(name, opset) for name, make in PROTO_PATH_MODELS.items() for opset in 
 def test_same_model_and_report_as_the_ir_path(tmp_path, monkeypatch, name, opset):
     fast, ir_path, a, b = both_paths(tmp_path, PROTO_PATH_MODELS[name](), monkeypatch, opset=opset)
     assert fast.passes == ir_path.passes
-    assert nodes(a) == nodes(b)
+    assert node_summaries(a) == node_summaries(b)
     assert [(o.domain, o.version) for o in a.opset_import] == [(o.domain, o.version) for o in b.opset_import]
     assert a.ir_version == b.ir_version
     onnx.checker.check_model(a, full_check=True)

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 
 
-def run(script: str, *args: str) -> str:
+def run_benchmark(script: str, *args: str) -> str:
     """Run ``benchmarks/<script>`` as `python benchmarks/<script> ARGS` from the repository root; its stdout."""
     kept = {path: path.read_bytes()
             for path in [*BENCH.glob("RESULTS-*.md"), BENCH / "README.md"]}
@@ -55,7 +55,7 @@ def table(out: str, header: str, exact: bool = True) -> list[list[str]]:
 
 
 def test_bench_evaluator_quick():
-    out = run("bench_evaluator.py", "--quick", "--no-reference", "--runs", "1")
+    out = run_benchmark("bench_evaluator.py", "--quick", "--no-reference", "--runs", "1")
     # only the columns read here are pinned: the script's later columns change with its analysis
     rows = table(out, "| case | ours ms | ORT 1-thread ms | onnx.reference ms |", exact=False)
     spec = importlib.util.spec_from_file_location("bench_evaluator", BENCH / "bench_evaluator.py")
@@ -71,7 +71,7 @@ def test_bench_evaluator_quick():
 
 
 def test_bench_fold_smoke():
-    out = run("bench_fold.py", "--smoke")
+    out = run_benchmark("bench_fold.py", "--smoke")
     assert "### fold: a 1 MiB constant scatter" in out
     has_onnxsim = (Path(sys.executable).parent / "onnxsim").exists()  # the script's own test
     if not has_onnxsim:
@@ -94,7 +94,7 @@ def test_bench_fold_smoke():
 
 
 def test_bench_lower_smoke():
-    out = run("bench_lower.py", "--smoke")
+    out = run_benchmark("bench_lower.py", "--smoke")
     rows = table(out, "| indices | reduction | native opset 18 (ms) | lowered opset 13 (ms) | ratio | main-graph nodes |")
     # a row follows the check of the lowered model's output against the native one's in onnxruntime
     assert [(row[0].split(" ")[0], row[1]) for row in rows] == [
@@ -103,7 +103,7 @@ def test_bench_lower_smoke():
 
 
 def test_bench_lower_modes_smoke():
-    out = run("bench_lower_modes.py", "--smoke")
+    out = run_benchmark("bench_lower_modes.py", "--smoke")
     rows = {row[0]: row for row in table(
         out, "| command | wall time | peak RSS | / standard (time, memory) | note |")}
     assert list(rows)[:2] == ["lower --mode standard", "lower --mode custom"]
@@ -114,7 +114,7 @@ def test_bench_lower_modes_smoke():
 
 
 def test_bench_tensorrt_smoke():
-    out = run("bench_tensorrt.py", "--smoke")
+    out = run_benchmark("bench_tensorrt.py", "--smoke")
     nd = table(out, "| shapes | ScatterElements (ms) | ScatterND form (ms) | ratio | rewritten graph |")
     # a row follows the check that both forms' outputs are bit-identical in onnxruntime
     assert [row[0] for row in nd] == ["static shapes", "dynamic shapes"]
@@ -127,7 +127,7 @@ def test_bench_tensorrt_smoke():
 
 
 def test_bench_scale_smoke():
-    out = run("bench_scale.py", "--smoke")
+    out = run_benchmark("bench_scale.py", "--smoke")
     chains = table(out, "| model | scatter-rewrite | onnx.version_converter | ours / converter | our peak RSS "
                         "| converter peak RSS |")
     assert [row[0] for row in chains] == ["100 nodes (10 Scatter)", "500 nodes (50 Scatter)"]  # each upgrade exited 0
@@ -141,7 +141,7 @@ def test_bench_scale_smoke():
 
 
 def test_bench_torchscript_smoke():
-    out = run("bench_torchscript.py", "--smoke")
+    out = run_benchmark("bench_torchscript.py", "--smoke")
     rows = table(out, "| E | export | command | wall time | peak RSS | --no-validate: wall time "
                       "| peak RSS | result nodes | result in onnxruntime "
                       "| dynamo original in onnxruntime |")
@@ -156,7 +156,7 @@ def test_bench_torchscript_smoke():
 
 
 def test_bench_no_scatter_smoke():
-    out = run("bench_no_scatter.py", "--smoke")
+    out = run_benchmark("bench_no_scatter.py", "--smoke")
     rows = table(out, "| case | reduction | form | native (ms) | form (ms) | ratio | peak RSS native / form (MiB) | bound (MiB) | default bound |")
     # a row follows the child's check of the form's output against the native model's
     assert [(row[0].split(",")[0], row[2]) for row in rows] == [

@@ -18,12 +18,13 @@ from onnx import TensorProto, numpy_helper
 
 import scatter_rewrite
 from tests.helpers.runtimes import (
-    Refused, combined, constant_indices, disagreement, original_outputs, run_in, scatter_cases,
-    signed_zeros_and_nan, sums_floats,
+    EXPORTS, Refused, combined, constant_indices, disagreement, original_outputs, run_in,
+    scatter_cases, signed_zeros_and_nan, sums_floats,
 )
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.testing import scatter_model
-from tests.targets.test_openvino_tvm import EXPORTS, export_case
+from tests.helpers import DATA
+from tests.helpers.exports import load_export
 
 RNG = np.random.default_rng(7)
 
@@ -173,7 +174,7 @@ PREPARED_WRONG = {
                                                reason=PREPARED_WRONG[name]))
     if name in PREPARED_WRONG else name for name in EXPORTS])
 def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
-    model, inputs = export_case(name)
+    model, inputs, _ = load_export(DATA, name)
     try:
         prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
     except ConversionError as e:

@@ -16,10 +16,12 @@ from onnx import TensorProto
 
 import scatter_rewrite
 from tests.helpers.runtimes import (
-    Refused, combined, disagreement, op_types, original_outputs, run_in, scatter_cases,
+    EXPORTS, Refused, combined, disagreement, original_outputs, run_in, scatter_cases,
     signed_zeros_and_nan, sums_floats,
 )
 from scatter_rewrite.testing import scatter_model
+from tests.helpers.exports import load_export
+from tests.helpers.models import op_types
 
 RUNTIMES = ("openvino", "tvm")
 DATA = Path(__file__).parents[1] / "data"
@@ -41,7 +43,7 @@ def test_every_scatter_form_runs_exactly_and_prepare_leaves_it(runtime, float_su
              if sums_floats(case[0]) == float_sums}
     model, inputs = combined(cases)
     prepared = scatter_rewrite.prepare(model, target=runtime, validate=True)
-    assert op_types(prepared) == op_types(model)
+    assert sorted(op_types(prepared)) == sorted(op_types(model))
     _assert_runs_as_original(runtime, model, prepared, inputs, tmp_path, float_sums)
 
 
@@ -88,12 +90,6 @@ def test_tensor_scatter_is_refused_there_and_prepared_without_matmul(runtime, tm
 # a few in the default run, all with -m slow
 SAMPLE = ("torch/gnn_max_layer_dynamo18", "torch_repair/bev_pool_ts17",
           "torch_repair/moe_router_ts13")
-# (onnxruntime does not load this one: TorchScript declared a wrong shape, test_torchscript_shapes.py)
-UNLOADABLE = {"torch/scatter_amax_feeds_add_ts18"}
-EXPORTS = sorted(name for p in DATA.glob("torch*/*.onnx")
-                 if (name := str(p.relative_to(DATA).with_suffix(""))) not in UNLOADABLE
-                 and any(n.op_type.startswith("Scatter") for n in onnx.load(p).graph.node)
-                 and "fp16" not in p.name)
 # What TVM 0.27's Relax frontend refuses in these exports, the original as much as the prepared
 # model (both asserted): Constant nodes with value_ints/value_float ("no value in Constant"), a TopK
 # whose k is computed, an opset-9 export it cannot read, and ScatterElements max at opset 16/17, which TorchScript writes although
@@ -119,13 +115,6 @@ TVM_REFUSES = {
 }
 
 
-def export_case(name: str) -> tuple[onnx.ModelProto, dict]:
-    model = onnx.load(DATA / f"{name}.onnx")
-    with np.load(DATA / f"{name}.npz") as npz:
-        inputs = {k[3:]: npz[k] for k in npz.files if k.startswith("in_")}
-    return model, inputs
-
-
 def _export_params():
     return [pytest.param(runtime, name, marks=() if name in SAMPLE and runtime == "openvino"
                          else pytest.mark.slow)
@@ -134,7 +123,7 @@ def _export_params():
 
 @pytest.mark.parametrize(("runtime", "name"), _export_params())
 def test_real_exports_prepared_run_as_onnxruntime(runtime, name, tmp_path):
-    model, inputs = export_case(name)
+    model, inputs, _ = load_export(DATA, name)
     prepared = scatter_rewrite.prepare(model, target=runtime)
     if runtime == "tvm" and name in TVM_REFUSES:
         for which, converted in (("original", model), ("prepared", prepared)):

@@ -126,9 +126,12 @@ def test_ort_cpu_on_the_repaired_float16_voxel_centroid(tmp_path):
 def test_prepare_command_line(tmp_path):
     model = ROOT / "models/gnn_max_opset18.onnx"
     out = tmp_path / "npu.onnx"
-    done = runner.invoke(app, ["prepare", str(model), "--target", "rknn", "-o", str(out)])
+    done = runner.invoke(app, ["prepare", str(model), "--target", "no-scatter", "-o", str(out)])
     assert done.exit_code == 0, done.stderr
     assert "PASSED" in done.stdout and not scatters_left(onnx.load(out))
+    # (float max: only the sort form, whose TopK rknn-toolkit2 does not convert)
+    refused = runner.invoke(app, ["prepare", str(model), "--target", "rknn", "-o", str(out)])
+    assert refused.exit_code == 1 and "needs TopK, which rknn-toolkit2" in refused.stderr
     bad = runner.invoke(app, ["prepare", str(model), "--target", "rknn", "--fix-dim", "N=4",
                               "-o", str(tmp_path / "x.onnx")])
     assert bad.exit_code == 2 and "--fix-dim does not apply to --target rknn" in bad.stderr
@@ -143,7 +146,7 @@ def test_check_is_blocked_with_the_size_where_prepare_refuses_by_the_bound(tmp_p
     scatter-free form (sort, (20000 + 200000) x 256 float32, 215 MiB) fits the default bound; of
     400000 edges (410 MiB) it does not: check says BLOCKED, with prepare's reason, as prepare
     refuses, and names the bound that would accept it."""
-    from tests.test_no_scatter import scatter_model
+    from scatter_rewrite.testing import scatter_model
 
     fits = scatter_model("ScatterND", reduction="add", data_shape=(20000, 256),
                          indices_shape=(200000, 1), updates_shape=(200000, 256))

@@ -22,13 +22,11 @@ from onnx import numpy_helper as nh
 import scatter_rewrite as sr
 from scatter_rewrite.validate import engines
 from scatter_rewrite.validate import compare, plan_validation, run_onnxruntime, validate
-from tests.helpers.models import gnn_sum
+from tests.helpers.models import gnn_sum, vi
+from tests.helpers.cli import invoke, save
+from scatter_rewrite.testing import scatter_model
 
 ort.set_default_logger_severity(3)
-
-
-def vi(name, dtype, shape):
-    return oh.make_tensor_value_info(name, dtype, shape)
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
@@ -165,11 +163,7 @@ def test_upgrade_with_a_matmul_after_the_scatter_is_proven_in_one_engine():
 def test_the_cli_prints_the_cross_check(tmp_path):
     path = tmp_path / "legacy.onnx"
     onnx.save(legacy_scatter_then_matmul(), path)
-    from typer.testing import CliRunner
-
-    from scatter_rewrite.cli import app
-
-    result = CliRunner().invoke(app, ["upgrade", str(path)])
+    result = invoke("upgrade", path)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     at = next(k for k, line in enumerate(lines) if line.startswith("  validation: onnx.reference"))
@@ -399,11 +393,9 @@ def test_a_custom_model_that_passes_validation_loads_in_onnxruntime(dtype):
 # ---- what onnxruntime lacks: its kernel registry, and the messages it alone tells ---------------
 
 def one_scatter_file(path: Path, dtype: int, reduction: str = "none", opset: int = 18) -> Path:
-    node = oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction=reduction)
-    graph = oh.make_graph([node], "g", [vi("d", dtype, [4, 3]), vi("i", TensorProto.INT64, [2, 3]),
-                                        vi("u", dtype, [2, 3])], [vi("y", dtype, [4, 3])])
-    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=9), path)
-    return path
+    """``scatter_model``'s ScatterElements on [4, 3] data along axis 0 (inputs ``scatter_inputs``)."""
+    return save(scatter_model(data_shape=(4, 3), indices_shape=(2, 3), axis=0, reduction=reduction,
+                              data_type=dtype, opset=opset), path)
 
 
 def test_missing_kernels_are_read_from_onnxruntimes_registry(tmp_path, monkeypatch):
@@ -422,9 +414,10 @@ def test_missing_kernels_are_read_from_onnxruntimes_registry(tmp_path, monkeypat
 ORT = f"onnxruntime {ort.__version__}"
 
 
-def feeds(dtype) -> dict[str, np.ndarray]:
-    return {"d": np.zeros((4, 3), dtype), "i": np.array([[0, 1, 2], [3, 2, 1]]),
-            "u": np.ones((2, 3), dtype)}
+def scatter_inputs(dtype) -> dict[str, np.ndarray]:
+    """In-range inputs of ``one_scatter_file``'s model."""
+    return {"data": np.zeros((4, 3), dtype), "indices": np.array([[0, 1, 2], [3, 2, 1]]),
+            "updates": np.ones((2, 3), dtype)}
 
 
 def runs_in_onnxruntime(path: Path, inputs: dict) -> bool:
@@ -476,12 +469,13 @@ def test_what_onnxruntime_lacks_for_a_scatter_is_declared_not_read_from_its_erro
 def test_missing_reductions_name_the_node_op_and_type_and_the_lowering_that_runs_them(tmp_path):
     path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT16, "add", opset=16)
     (lack,) = engines.kernels_onnxruntime_lacks(path)
-    assert str(lack) == "ScatterElements (opset 16, main graph): no float16 reduction='add' in its CPU kernel"
+    assert str(lack) == ("ScatterElements 'scatterelements_0' (opset 16, main graph): no float16 reduction='add' "
+                         "in its CPU kernel")
     assert lack.fix == engines.LOWER_TO_RUN == "lower --opset 13"
     lowered = tmp_path / "lowered.onnx"
     onnx.save(sr.lower(onnx.load(path), opset=13, validate=False), lowered)
     assert engines.kernels_onnxruntime_lacks(lowered) == []
-    assert runs_in_onnxruntime(lowered, feeds(np.float16))
+    assert runs_in_onnxruntime(lowered, scatter_inputs(np.float16))
 
 
 ELEMENT_TYPES = [t for t in TensorProto.DataType.values() if t not in (
@@ -525,7 +519,7 @@ def test_float16_ops_onnxruntime_runs_on_their_float_kernels_are_not_lacking(op,
 def test_a_graph_onnxruntime_refuses_for_another_reason_is_not_a_kernel_it_lacks(tmp_path):
     path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT)
     out_of_range = np.array([[0, 1, 2], [9, 2, 1]])
-    assert not runs_in_onnxruntime(path, {**feeds(np.float32), "i": out_of_range})
+    assert not runs_in_onnxruntime(path, {**scatter_inputs(np.float32), "indices": out_of_range})
     assert engines.kernels_onnxruntime_lacks(path) == []
 
 

@@ -19,7 +19,6 @@ import onnx
 import onnx.helper as oh
 import pytest
 from onnx import TensorProto
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
 from scatter_rewrite.pipeline import VERBS
@@ -28,6 +27,7 @@ from scatter_rewrite.validate.comparison import compare, judge_rounding
 
 from tests.helpers.models import gnn_sum
 from tests.helpers.wrong_passes import DoubleOneTerm, DropOneTerm, OneTermToTheNextSlot
+from tests.helpers.cli import invoke
 
 REPAIR_DATA = Path(__file__).parents[1] / "data" / "torch_repair"
 
@@ -133,11 +133,8 @@ def test_the_gnn_sum_lowered_for_tensorrt_validates_with_the_fixed_tolerance_at_
 def test_a_gnn_sum_at_200000_edges_validates_from_the_command_line(tmp_path):
     """tensorrt --trt-version 8.6 on a 10-node GNN sum with 20,000 terms per slot, which a fixed
     rtol=1e-5 refused (max |difference| 0.0015) though the rewrite is the more accurate."""
-    from scatter_rewrite.cli import app
-
     onnx.save(gnn_sum(), tmp_path / "gnn.onnx")
-    result = CliRunner().invoke(app, ["tensorrt", str(tmp_path / "gnn.onnx"), "--trt-version",
-                                      "8.6", "--fix-dim", "E=200000"])
+    result = invoke("tensorrt", tmp_path / "gnn.onnx", "--trt-version", "8.6", "--fix-dim", "E=200000")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "gnn.tensorrt.onnx").exists()
 
@@ -169,8 +166,6 @@ def test_rtol_and_atol_set_the_users_own_bound():
 
 def test_a_failed_validation_keeps_the_passes_in_the_report(tmp_path, monkeypatch):
     """The report of a failed validation lists every pass that ran, as a passed one does."""
-    from scatter_rewrite.cli import app
-
     onnx.save(gnn_sum(), tmp_path / "gnn.onnx")
     np.savez(tmp_path / "x.npz", **edge_inputs(2000))
     right = VERBS["tensorrt"].make_passes
@@ -178,9 +173,7 @@ def test_a_failed_validation_keeps_the_passes_in_the_report(tmp_path, monkeypatc
                                 make_passes=lambda **o: [*right(**o), DropOneTerm("u")])
     monkeypatch.setitem(VERBS, "tensorrt", wrong)
     report = tmp_path / "r.json"
-    result = CliRunner().invoke(app, ["tensorrt", str(tmp_path / "gnn.onnx"), "--trt-version",
-                                      "8.6", "--fix-dim", "E=2000", "--inputs",
-                                      str(tmp_path / "x.npz"), "--report", str(report)])
+    result = invoke("tensorrt", tmp_path / "gnn.onnx", "--trt-version", "8.6", "--fix-dim", "E=2000", "--inputs", tmp_path / "x.npz", "--report", report)
     assert result.exit_code == 1
     assert "beyond what the original's own rounding allows" in result.stderr
     [model] = json.loads(report.read_text())["models"]
@@ -244,10 +237,8 @@ def test_every_wrong_pass_is_caught():
 
 @pytest.mark.parametrize("flag,value", [("--rtol", "-1"), ("--atol", "nan")])
 def test_a_bad_bound_is_one_line_before_any_work(tmp_path, flag, value):
-    from scatter_rewrite.cli import app
-
     onnx.save(gnn_sum(), tmp_path / "gnn.onnx")
-    result = CliRunner().invoke(app, ["lower", str(tmp_path / "gnn.onnx"), flag, value])
+    result = invoke("lower", tmp_path / "gnn.onnx", flag, value)
     assert result.exit_code == 2  # bad usage
     assert result.stderr.strip().splitlines() == [
         f"scatter-rewrite: error: {flag} {float(value)}: a tolerance is a finite number >= 0"]

@@ -529,7 +529,7 @@ def test_a_rewritten_model_onnxruntime_fails_to_run_for_another_reason_still_fai
         validate(paths[0], paths[1], plan_validation(ir.serde.deserialize_model(original)))
 
 
-def _gnn_model(reduction: str, gather_axis_first: bool) -> onnx.ModelProto:
+def _edge_index_gnn_model(reduction: str, gather_axis_first: bool) -> onnx.ModelProto:
     """A GNN layer as the exporters write it: src = edge_index[0] feeds x[src], dst = edge_index[1]
     is expanded over the features and scattered onto zeros [N, F]. With ``gather_axis_first`` False,
     edge_index is [E, 2] and the rows are picked along axis 1 (edge_index[:, 0])."""
@@ -563,7 +563,7 @@ def _gnn_model(reduction: str, gather_axis_first: bool) -> onnx.ModelProto:
 def test_an_edge_list_picked_by_gather_feeds_both_gather_and_scatter_in_range(reduction, gather_axis_first, tmp_path):
     """edge_index reaches the scatter through Gather(edge_index, 1) and also feeds x[src]: its
     generated values must be in range for both, else the original model cannot run."""
-    model = _gnn_model(reduction, gather_axis_first)
+    model = _edge_index_gnn_model(reduction, gather_axis_first)
     the_plan = plan(model)
     edges, n = the_plan.inputs["edge_index"], the_plan.inputs["x"].shape[0]
     assert edges.size and edges.min() >= -n and edges.max() < n

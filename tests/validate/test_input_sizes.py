@@ -12,19 +12,16 @@ import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, numpy_helper
-from typer.testing import CliRunner
 
-from scatter_rewrite.cli import app
 from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.validate import plan_validation, run_onnxruntime
 from scatter_rewrite.validate.trial import OriginalSession
+from tests.helpers.models import vi
+from tests.helpers.cli import invoke
+from tests.helpers.exports import export_arrays
 
-runner = CliRunner()
 FEATURES = 4
-
-
-def vi(name: str, shape, dtype: int = TensorProto.FLOAT):
-    return oh.make_tensor_value_info(name, dtype, shape)
+FLOAT, INT64 = TensorProto.FLOAT, TensorProto.INT64
 
 
 def model_of(nodes, inputs, outputs, initializers=(), opset: int = 17) -> onnx.ModelProto:
@@ -48,22 +45,22 @@ def conv_front_end(opset: int, scatter: str | None) -> onnx.ModelProto:
                                kernel_shape=[kernel], strides=[stride]),
                   oh.make_node("Relu", [f"c{i}"], [f"r{i}"])]
         previous, channels = f"r{i}", FEATURES
-    inputs = [vi("audio", ["batch", "length"])]
+    inputs = [vi("audio", FLOAT, ["batch", "length"])]
     if scatter:
         nodes.append(oh.make_node("ScatterElements", [previous, "indices", "updates"],
                                   ["features"], axis=2, reduction=scatter))
-        inputs += [vi("indices", ["batch", FEATURES, "picks"], TensorProto.INT64),
-                   vi("updates", ["batch", FEATURES, "picks"])]
+        inputs += [vi("indices", INT64, ["batch", FEATURES, "picks"]),
+                   vi("updates", FLOAT, ["batch", FEATURES, "picks"])]
     else:
         nodes.append(oh.make_node("Identity", [previous], ["features"]))
-    return model_of(nodes, inputs, [vi("features", ["batch", FEATURES, None])], initializers,
+    return model_of(nodes, inputs, [vi("features", FLOAT, ["batch", FEATURES, None])], initializers,
                     opset)
 
 
 def rewritten(tmp_path, model: onnx.ModelProto, *verb: str):
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
-    result = runner.invoke(app, [*verb, str(path), "-o", str(tmp_path / "out.onnx")])
+    result = invoke(*verb, path, "-o", tmp_path / "out.onnx")
     return result, tmp_path / "out.onnx"
 
 
@@ -106,7 +103,7 @@ def reshape_to(target: list[int], opset: int = 17) -> onnx.ModelProto:
     """x [n, 6] -> Reshape to the constant ``target`` -> Relu."""
     nodes = [oh.make_node("Reshape", ["x", "target"], ["r"]), oh.make_node("Relu", ["r"], ["y"])]
     target_init = numpy_helper.from_array(np.array(target, np.int64), "target")
-    return model_of(nodes, [vi("x", ["n", 6])], [vi("y", [None] * len(target))], [target_init],
+    return model_of(nodes, [vi("x", FLOAT, ["n", 6])], [vi("y", FLOAT, [None] * len(target))], [target_init],
                     opset)
 
 
@@ -126,7 +123,7 @@ def test_two_inputs_that_share_a_dim_name_grow_together(tmp_path):
     """The audio and its mask share ``length``: the convolutions need it long, and the mask (which
     multiplies the audio) gets the same."""
     model = conv_front_end(17, scatter=None)
-    model.graph.input.append(vi("mask", ["batch", "length"]))
+    model.graph.input.append(vi("mask", FLOAT, ["batch", "length"]))
     multiply = oh.make_node("Mul", ["audio", "mask"], ["masked"])
     model.graph.node[0].input[0] = "masked"
     model.graph.node.insert(0, multiply)
@@ -141,7 +138,8 @@ def test_two_dims_an_add_joins_get_one_size(tmp_path):
     [3, -1] takes."""
     nodes = [oh.make_node("Reshape", ["a", "rows"], ["grid"]),
              oh.make_node("Add", ["a", "b"], ["sum"])]
-    model = model_of(nodes, [vi("a", ["n"]), vi("b", ["m"])], [vi("grid", [3, None]), vi("sum", [None])],
+    model = model_of(nodes, [vi("a", FLOAT, ["n"]), vi("b", FLOAT, ["m"])],
+                     [vi("grid", FLOAT, [3, None]), vi("sum", FLOAT, [None])],
                      [numpy_helper.from_array(np.array([3, -1], np.int64), "rows")])
     inputs = runs_on_its_plan(model)
     assert inputs["a"].shape == inputs["b"].shape and inputs["a"].shape[0] % 3 == 0
@@ -158,7 +156,8 @@ def window_model(op: str, **attributes) -> onnx.ModelProto:
     window = {} if weights else {"kernel_shape": [5, 5]}
     nodes = [oh.make_node(op, ["image", *weights], ["once"], **window, **attributes),
              oh.make_node(op, ["once", *weights], ["twice"], **window, **attributes)]
-    return model_of(nodes, [vi("image", [1, 2, "h", "w"])], [vi("twice", [1, 2, None, None])], initializers)
+    return model_of(nodes, [vi("image", FLOAT, [1, 2, "h", "w"])], [vi("twice", FLOAT, [1, 2, None, None])],
+                    initializers)
 
 
 @pytest.mark.parametrize("op, attributes", [
@@ -182,8 +181,8 @@ def test_constant_positions_and_sizes_are_found():
     nodes = [oh.make_node("Gather", ["x", "positions"], ["picked"], axis=0),
              oh.make_node("Slice", ["x", "start", "end", "axis"], ["sliced"]),
              oh.make_node("Split", ["x", "split"], ["p", "q"], axis=2)]
-    model = model_of(nodes, [vi("x", ["a", "b", "c"])],
-                     [vi(n, [None] * rank) for n, rank in (("picked", 4), ("sliced", 3), ("p", 3), ("q", 3))],
+    model = model_of(nodes, [vi("x", FLOAT, ["a", "b", "c"])],
+                     [vi(n, FLOAT, [None] * rank) for n, rank in (("picked", 4), ("sliced", 3), ("p", 3), ("q", 3))],
                      [positions, *bounds, split])
     x = runs_on_its_plan(model)["x"]
     assert x.shape[0] >= 10 and x.shape[1] >= 8 and x.shape[2] == 8
@@ -195,7 +194,7 @@ def test_sizes_no_run_takes_are_refused_with_what_was_tried(tmp_path):
     shapes = [numpy_helper.from_array(np.array([k], np.int64), f"to{k}") for k in (6, 4)]
     nodes = [oh.make_node("Reshape", ["x", "to6"], ["six"]),
              oh.make_node("Reshape", ["x", "to4"], ["four"])]
-    model = model_of(nodes, [vi("x", ["n"])], [vi("six", [6]), vi("four", [4])], shapes)
+    model = model_of(nodes, [vi("x", FLOAT, ["n"])], [vi("six", FLOAT, [6]), vi("four", FLOAT, [4])], shapes)
     with pytest.raises(ValidationError) as caught:
         plan_validation(ir.serde.deserialize_model(model))
     message = str(caught.value)
@@ -226,14 +225,13 @@ def test_a_wav2vec2_export_is_validated_and_computes_what_pytorch_does(tmp_path,
     """Validated on generated inputs its convolutions take (and, with the mask, a mask whose
     ScatterND gets frames in range), and the written model gives PyTorch's outputs."""
     out = tmp_path / "out.onnx"
-    result = runner.invoke(app, [*verb, str(WHOLE_MODELS / f"{name}.onnx"), "-o", str(out)])
+    result = invoke(*verb, WHOLE_MODELS / f"{name}.onnx", "-o", out)
     assert result.exit_code == 0, result.output
     assert "validation: onnxruntime on the original model" in result.stdout
     assert result.stdout.strip().splitlines()[-1].startswith("PASSED")
-    expected = np.load(WHOLE_MODELS / f"{name}.npz")
-    inputs = {k[3:]: expected[k] for k in expected.files if k.startswith("in_")}
+    inputs, pytorchs = export_arrays(WHOLE_MODELS, name)
     (hidden,) = run_onnxruntime(out, inputs)
-    np.testing.assert_allclose(hidden, expected["out_last_hidden_state"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(hidden, pytorchs["last_hidden_state"], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("weights", ["external data", "Constant nodes"])
@@ -252,7 +250,7 @@ def test_the_trial_run_takes_weights_where_the_model_keeps_them(tmp_path, weight
     if weights == "Constant nodes":
         nodes = [oh.make_node("Constant", [], [t.name], value=t) for t in tensors] + nodes
         tensors = []
-    model = model_of(nodes, [vi("audio", ["batch", "length"])], [vi("y", ["batch", 4, None])],
+    model = model_of(nodes, [vi("audio", FLOAT, ["batch", "length"])], [vi("y", FLOAT, ["batch", 4, None])],
                      [axis, *tensors])
     path = tmp_path / "model.onnx"
     onnx.save(model, path, save_as_external_data=weights == "external data",
@@ -261,8 +259,7 @@ def test_the_trial_run_takes_weights_where_the_model_keeps_them(tmp_path, weight
     assert session.refused is None
     assert session.failure({"audio": np.ones((1, 400), np.float32)}) is None
     assert session.failure({"audio": np.ones((1, 8), np.float32)}) is not None
-    result = runner.invoke(app, ["lower", "--opset", "13", str(path), "-o",
-                                 str(tmp_path / "out" / "out.onnx")])
+    result = invoke("lower", "--opset", "13", path, "-o", tmp_path / "out" / "out.onnx")
     assert result.exit_code == 0, result.output
     assert "validation: onnxruntime on the original model" in result.stdout
 
@@ -280,7 +277,7 @@ def test_sizes_grow_until_the_original_runs(tmp_path):
              oh.make_node("Cast", ["positions"], ["ramp"], to=TensorProto.FLOAT),
              oh.make_node("Unsqueeze", ["ramp", "axes"], ["signal"]),
              oh.make_node("Conv", ["signal", "w"], ["y"], kernel_shape=[12])]
-    model = model_of(nodes, [vi("x", ["n"])], [vi("y", [1, 1, None])], initializers)
+    model = model_of(nodes, [vi("x", FLOAT, ["n"])], [vi("y", FLOAT, [1, 1, None])], initializers)
     the_plan = plan_validation(ir.serde.deserialize_model(model))
     assert the_plan.inputs["x"].shape == (16,)
     (note,) = [n for n in the_plan.notes if n.startswith("the original runs with")]
@@ -292,7 +289,7 @@ def test_sizes_grow_until_the_original_runs(tmp_path):
 def test_the_sizes_the_export_traced_are_the_starting_sizes():
     """An export that declares the size its example had (an output [7, 3] of an input [n, 3]) gets
     that size, where nothing needs another."""
-    model = model_of([oh.make_node("Relu", ["x"], ["y"])], [vi("x", ["n", 3])], [vi("y", [7, 3])])
+    model = model_of([oh.make_node("Relu", ["x"], ["y"])], [vi("x", FLOAT, ["n", 3])], [vi("y", FLOAT, [7, 3])])
     the_plan = plan_validation(ir.serde.deserialize_model(model))
     assert the_plan.inputs["x"].shape == (7, 3)
     assert "sizes from the model's own shapes: n=7" in the_plan.notes

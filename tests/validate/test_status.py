@@ -1,24 +1,23 @@
 """What a status promises: PASSED only where the written model ran in onnxruntime (as a user runs
-it) and matched; UNRUNNABLE where onnx.reference proves it and onnxruntime cannot run it; FAILED
+it) and matched, the line naming the engine that compared them (never the target runtime: WRITTEN
+where nodes whose runtime cannot run here ran as our kernels); UNRUNNABLE where onnx.reference proves it and onnxruntime cannot run it; FAILED
 where onnxruntime fails on a rewritten model it has every kernel for. The Python API's verb
 functions validate by default. Opset moves are judged against a float64 evaluation of the
 original where onnxruntime's per-opset fusions round otherwise, and a wrong move is still caught."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import onnx
-import onnx.helper as oh
 import pytest
 from onnx import TensorProto
 from onnx import numpy_helper as nh
-from typer.testing import CliRunner
 
 import scatter_rewrite as sr
-from scatter_rewrite.cli import app
-from scatter_rewrite.pipeline import PASSED, UNRUNNABLE
+from scatter_rewrite.pipeline import PASSED, UNRUNNABLE, WRITTEN
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate import run_onnxruntime
 
@@ -27,15 +26,10 @@ from tests.helpers.wrong_passes import (
     MoveOffByOneRounding, NegateScatterOutputs, OneSymbolicDimForAll, product_chain_model,
     two_row_counts_model,
 )
+from tests.helpers.cli import invoke
+from tests.helpers.exports import export_arrays
 
 DATA = Path(__file__).parents[1] / "data" / "torch"
-runner = CliRunner()
-
-
-def vi(name, dtype, shape):
-    return oh.make_tensor_value_info(name, dtype, shape)
-
-
 # ---- the Python API validates by default -----------------------------------------------------
 
 VERB_FUNCTIONS = {
@@ -111,7 +105,7 @@ def test_a_correct_model_onnxruntime_cannot_run_is_written_unrunnable_with_the_f
     verb, make, lacks = UNRUNNABLE_CASES[case]
     source, written = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(make(), source)
-    result = runner.invoke(app, [verb, str(source), "-o", str(written)])
+    result = invoke(verb, source, "-o", written)
     assert result.exit_code == 1, result.output
     assert result.stdout.splitlines()[-1].startswith("UNRUNNABLE in ")
     (line,) = result.stderr.strip().splitlines()
@@ -126,8 +120,7 @@ def test_a_correct_model_onnxruntime_cannot_run_is_written_unrunnable_with_the_f
              else rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float16)
              for i in onnx.load(written).graph.input}
     np.savez(tmp_path / "feeds.npz", **feeds)
-    lowered = runner.invoke(app, ["lower", str(written), "--opset", "13", "--inputs", str(tmp_path / "feeds.npz"),
-                                  "-o", str(tmp_path / "runs.onnx")])
+    lowered = invoke("lower", written, "--opset", "13", "--inputs", tmp_path / "feeds.npz", "-o", tmp_path / "runs.onnx")
     assert lowered.exit_code == 0, lowered.output
     assert lowered.stdout.splitlines()[-1].startswith("PASSED in ")
     assert "validation: onnx.reference" in lowered.stdout  # (onnxruntime cannot run the unlowered one)
@@ -143,14 +136,57 @@ def test_the_api_returns_an_unrunnable_model_with_its_status_and_a_warning(caplo
     assert [n.op_type for n in model.graph.node][-1] == "ScatterND"
 
 
+# ---- the status names the engine that proved it, never the target runtime ----------------------
+
+MODELS = Path(__file__).parents[2] / "models"
+# command, model in models/, the last line's start, the report's validation.proven_in
+PROVEN_IN_CASES = {
+    "prepare no-scatter": (["prepare", "--target", "no-scatter"], "gnn_max_opset18.onnx", "PASSED in onnxruntime, ",
+                    "onnxruntime"),
+    "tensorrt 8.6": (["tensorrt", "--trt-version", "8.6"], "gnn_add_opset17.onnx",
+                     "PASSED in onnxruntime, ", "onnxruntime"),
+    "lower custom": (["lower", "--mode", "custom"], "gnn_max_opset18.onnx",
+                     "PASSED in onnxruntime with scatter_rewrite.custom_ops, ",
+                     "onnxruntime with scatter_rewrite.custom_ops"),
+    "upgrade, original only in onnx.reference": (["upgrade"], "legacy_scatter_opset13.onnx",
+                                                 "PASSED in onnx.reference, ", "onnx.reference"),
+    # TensorRT runs the plugin nodes; here they ran as our kernels: checked, not PASSED
+    "lower tensorrt-plugin": (["lower", "--mode", "tensorrt-plugin"], "gnn_max_opset18.onnx",
+                              "WRITTEN, checked in onnxruntime with scatter_rewrite.custom_ops (its 1 "
+                              "TensorRT plugin node(s) ran as scatter-rewrite's kernels of the ONNX op; "
+                              "TensorRT, their runtime, cannot run here), ",
+                              "onnxruntime with scatter_rewrite.custom_ops"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROVEN_IN_CASES))
+def test_the_status_line_and_report_name_the_engine_that_proved_the_written_model(case, tmp_path):
+    command, name, line, engine = PROVEN_IN_CASES[case]
+    report = tmp_path / "r.json"
+    result = invoke(command[0], MODELS / name, *command[1:], "-o", tmp_path / "out.onnx", "--report", report)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith(line), result.stdout
+    (entry,) = json.loads(report.read_text())["models"]
+    assert entry["validation"]["proven_in"] == engine
+    plugin = command[-1] == "tensorrt-plugin"
+    assert entry["status"] == ("WRITTEN" if plugin else "PASSED")
+    assert bool(entry["validation"]["stand_in"]) == plugin
+
+
+def test_the_api_says_a_tensorrt_plugin_form_is_written_not_passed():
+    _, outcome = sr.lower(scatter_model(reduction="max"), opset=13, mode="tensorrt-plugin", return_report=True)
+    assert outcome.status == WRITTEN and "TensorRT, their runtime, cannot run here" in outcome.validation["stand_in"]
+    _, outcome = sr.lower(scatter_model(reduction="max"), opset=13, mode="custom", return_report=True)
+    assert outcome.status == PASSED and outcome.validation["stand_in"] == ""
+
+
 # ---- opset moves: judged by the arithmetic, wrong moves still caught --------------------------
 
 LLAMA = DATA / "llama_tiny_ts17.onnx"
 
 
 def llama_inputs() -> dict[str, np.ndarray]:
-    arrays = np.load(LLAMA.with_suffix(".npz"))
-    return {k[3:]: arrays[k] for k in arrays.files if k.startswith("in_")}
+    return export_arrays(DATA, LLAMA.stem)[0]
 
 
 def test_a_llama_export_moved_to_opset_13_is_judged_by_the_arithmetic_not_bit_for_bit(tmp_path):
@@ -191,17 +227,17 @@ def test_validation_plans_a_model_with_external_data_from_any_working_directory(
     onnx.save(model, folder / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=False,
               size_threshold=0)
     assert Path.cwd() != folder
-    result = runner.invoke(app, ["lower", str(folder / "m.onnx"), "--opset", "13", "-o", str(tmp_path / "out.onnx")])
+    result = invoke("lower", folder / "m.onnx", "--opset", "13", "-o", tmp_path / "out.onnx")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].startswith("PASSED in ")
 
 
 def test_no_inputs_to_validate_on_fails_a_rewrite_not_a_model_left_unchanged(tmp_path):
     onnx.save(scatter_reshaped_at_run_time(), tmp_path / "m.onnx")
-    unchanged = runner.invoke(app, ["to-scatternd", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "nd.onnx")])
+    unchanged = invoke("to-scatternd", tmp_path / "m.onnx", "-o", tmp_path / "nd.onnx")
     assert unchanged.exit_code == 0, unchanged.output
     assert unchanged.stdout.splitlines()[-1].startswith("UNCHANGED in ")
-    moved = runner.invoke(app, ["lower", str(tmp_path / "m.onnx"), "--opset", "17", "-o", str(tmp_path / "17.onnx")])
+    moved = invoke("lower", tmp_path / "m.onnx", "--opset", "17", "-o", tmp_path / "17.onnx")
     assert moved.exit_code == 1
     assert "cannot find inputs the original model runs with" in moved.stderr
     assert not (tmp_path / "17.onnx").exists()

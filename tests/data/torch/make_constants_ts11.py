@@ -1,6 +1,6 @@
 """Make the TorchScript export the constant-identity tests read (needs torch; tests do not).
 
-    /work/venv/bin/python tests/data/torch/make_constants_ts11.py
+    python tests/data/torch/make_constants_ts11.py
 
 * ``label_smoothing_ts11``: multi-hot labels scattered into zeros, smoothed with a constant of the
   same shape, beside a second same-shaped constant: TorchScript at opset 11 writes each as a

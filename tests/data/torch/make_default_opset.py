@@ -2,7 +2,7 @@
 writes it at its default opset (20), with the ops that have no older version (Gelu-20,
 LayerNormalization-17) beside the scatters (needs torch; tests do not).
 
-    /work/venv/bin/python tests/data/torch/make_default_opset.py
+    python tests/data/torch/make_default_opset.py
 
 ``h = LayerNorm(amax_aggregate(gelu(lin(x[src])), dst) + sum_aggregate(..., dst) + x)``: the amax
 through ``scatter_reduce`` (ScatterElements max), the sum through ``index_add`` (ScatterND add).

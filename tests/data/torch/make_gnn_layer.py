@@ -1,6 +1,6 @@
 """Make the PyG-style max-aggregation layer in both PyTorch exports (needs torch; tests do not):
 
-    /work/wt/.../.venv/bin/python tests/data/torch/make_gnn_layer.py
+    python tests/data/torch/make_gnn_layer.py
 
 The layer (``GnnMaxLayer``): messages ``src = x[edge_src] * w`` (a learned per-feature scale: one
 correctly rounded multiply, so onnxruntime's result is PyTorch's bit for bit, which a MatMul's

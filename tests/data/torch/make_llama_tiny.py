@@ -2,7 +2,7 @@
 one layer, 4 heads, 2 key/value heads, vocabulary 64), exported by TorchScript at opset 17 with a
 dynamic batch and sequence length (needs torch and transformers; tests do not).
 
-    /work/venv/bin/python tests/data/torch/make_llama_tiny.py
+    python tests/data/torch/make_llama_tiny.py
 
 Inputs ``input_ids`` and ``attention_mask`` [batch, sequence] (int64), output ``logits``; the
 inputs and PyTorch's logits go to ``llama_tiny_ts17.npz`` as for ``make.py``. Moving it

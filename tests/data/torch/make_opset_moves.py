@@ -2,7 +2,7 @@
 built with ``view``/``reshape``, at PyTorch 2.13's default opset and at 18, with a static and a
 dynamic edge (row) count (needs torch and onnxscript; tests do not).
 
-    /work/venv/bin/python tests/data/torch/make_opset_moves.py
+    python tests/data/torch/make_opset_moves.py
 
 * ``mp_layer_dynamo{default,18}[_dynamic]``:
   ``h = relu(lin_self(x) + scatter_add(lin_msg(x[src]), dst) + scatter_amax(...))``,

@@ -1,7 +1,7 @@
 """Make two TorchScript exports (PyTorch 2.13, opset 18) whose declared shapes are false, which
 onnxruntime refuses to load (needs torch; tests do not):
 
-    /work/venv/bin/python tests/data/torch/make_torchscript_shapes.py
+    python tests/data/torch/make_torchscript_shapes.py
 
 ``scatter_amax_feeds_add_ts18``: ``x.scatter_reduce(0, i, s, "amax") + x`` with static shapes. The
 rank-0 If wrapper around the scatter has branches of different shapes ([40] and [10, 4]), and the

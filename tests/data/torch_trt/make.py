@@ -1,7 +1,7 @@
 """Make the PyTorch-exported scatter models the to_scatternd/tensorrt tests read (needs torch).
 
-    flock /tmp/pip.lock /work/venv/bin/pip install torch==2.13.0 onnxscript==0.7.2   # script only
-    /work/venv/bin/python tests/data/torch_trt/make.py
+    pip install torch==2.13.0 onnxscript==0.7.2   # script only
+    python tests/data/torch_trt/make.py
 
 Each ``NAME.onnx`` comes with ``NAME.npz``: the inputs (``in_<input name>``) and PyTorch's own
 outputs (``out_<output name>``), computed by the module in eager mode, so the tests compare

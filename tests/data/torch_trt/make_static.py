@@ -1,6 +1,6 @@
 """Fixed-shape PyTorch exports for the TensorRT 8.6 lowering tests (needs torch, like make.py).
 
-    /work/venv/bin/python tests/data/torch_trt/make_static.py
+    python tests/data/torch_trt/make_static.py
 
 * ``scatter_add_gnn_static_ts16``: make.py's GNN aggregation ``zeros.scatter_add(0, dst[:, None].expand(-1, F),
   msg) + nodes`` exported by TorchScript at opset 16 without dynamic axes, as a fixed-shape TensorRT

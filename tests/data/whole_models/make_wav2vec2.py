@@ -1,7 +1,7 @@
 """Make the tiny Wav2Vec2 exports validation's input sizing is tested on (needs torch and
 transformers; the tests do not).
 
-    PYTHONPATH=. /work/venv/bin/python tests/data/whole_models/make_wav2vec2.py
+    PYTHONPATH=. python tests/data/whole_models/make_wav2vec2.py
 
 transformers' ``Wav2Vec2Model`` from a tiny random config (hidden size 16, one layer, three
 feature-extractor convolutions: kernel 10 stride 5, then kernel 3 stride 2 twice), exported with

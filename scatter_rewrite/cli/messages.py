@@ -1,0 +1,76 @@
+"""The lines the command writes on stderr besides a summary: log records as one line each, errors
+(a traceback only with -v), and the exit code an error makes."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+
+import typer
+
+__all__ = ["LineFormatter", "error", "exit_code", "internal_error", "setup_logging"]
+
+
+class LineFormatter(logging.Formatter):
+    """Warnings as every other line this tool prints on stderr: ``scatter-rewrite: warning: ...``
+    (another library's logger is named in front of its message)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        source = "" if record.name.split(".")[0] == "scatter_rewrite" else f"{record.name}: "
+        message = record.getMessage()
+        error = record.exc_info[1] if record.exc_info else None
+        if not record.args and "%s" in message and error is not None:
+            # onnx_ir logs "Shape inference failed: %s." with the exception as exc_info, not as
+            # an argument: the exception's words go where it meant them (no traceback without -v).
+            said = " ".join(str(error).split())[:300] or type(error).__name__
+            message = message.replace("%s", said, 1)
+        return f"scatter-rewrite: {record.levelname.lower()}: {source}{' '.join(message.split())}"
+
+
+class _Once(logging.Filter):
+    """Each warning once: a library that reads the model twice (onnx_ir's loader warns of an invalid
+    input on every read) says it once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.getMessage())
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+
+def setup_logging(verbose: bool) -> None:
+    if not verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(LineFormatter())
+        handler.addFilter(_Once())
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
+        return
+    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("onnx_ir", "onnx", "onnxruntime"):
+        logging.getLogger(noisy).setLevel(logging.INFO)
+
+
+def error(message: str, exc: BaseException | None, verbose: bool) -> None:
+    if verbose and exc is not None:
+        traceback.print_exception(exc, file=sys.stderr)
+    typer.echo(f"scatter-rewrite: error: {message}", err=True)
+
+
+def exit_code(e: BaseException) -> int:
+    """2 for bad usage (an option's value, options that exclude each other), 1 otherwise."""
+    from scatter_rewrite.errors import OptionError
+
+    return 2 if isinstance(e, OptionError) else 1
+
+
+def internal_error(e: BaseException, verbose: bool):
+    """A bug of ours: said in one line (-v shows where), exit 1."""
+    error(f"internal error ({type(e).__name__}: {e}); rerun with -v and report it", e, verbose)
+    raise typer.Exit(1) from None

@@ -343,8 +343,8 @@ def prepare(model: ModelLike, *, target: str | None = None, max_intermediate_mib
     """Bring the model to ``target`` (a name of :mod:`scatter_rewrite.targets`, as ``check``
     takes it; docs/targets.md): ``"tensorrt-10"`` does what :func:`prepare_for_tensorrt` does,
     ``"opset-13"`` what ``lower(opset=13)`` does; ``"no-scatter"`` (and ``"qnn"``, ``"rknn"``)
-    writes every scatter as an exact scatter-free form, refusing a node whose form needs an
-    intermediate above ``max_intermediate_mib`` (default 256); ``"ort-cpu"`` rewrites the
+    writes every scatter as an exact scatter-free form, refusing a node whose form holds more
+    than ``max_intermediate_mib`` MiB at once (default 256); ``"ort-cpu"`` rewrites the
     float16/bfloat16 reductions onnxruntime's CPU provider lacks. ``fix_dims``: tensorrt-X only.
     The other arguments as in :func:`upgrade`.
 

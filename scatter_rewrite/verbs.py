@@ -315,8 +315,8 @@ VERBS: dict[str, Verb] = {
                    "The runtime to prepare for: tensorrt-8.6/10/11, opset-N, no-scatter, qnn, "
                    "rknn, ort-cpu, ... (docs/targets.md).", "TARGET"),
             Option("max_intermediate_mib", int, None,
-                   "Scatter-free forms: refuse a node whose cheapest exact form has an "
-                   "intermediate above MIB (default 256).", "MIB", minimum=1),
+                   "Scatter-free forms: refuse a node whose cheapest exact form holds more than "
+                   "MIB at once (default 256).", "MIB", minimum=1),
             Option("fix_dims", dict, None,
                    "tensorrt-X targets: fix the symbolic input dimension NAME to SIZE first "
                    "(repeatable), as tensorrt --fix-dim.", "NAME=SIZE", flag="--fix-dim"),

@@ -25,6 +25,6 @@ class MaskFormPass(NoScatterPass):
         self.refusal = f"not prepared for {target}"
         self.sort_wrong = sort_wrong
 
-    def form_for(self, node: ir.Node) -> tuple[Form | None, str | None]:
-        masks = [f for f in forms_for(node) if f.name == "mask"]
+    def form_for(self, node: ir.Node, opset: int) -> tuple[Form | None, str | None]:
+        masks = [f for f in forms_for(node, opset) if f.name == "mask"]
         return (masks[0], None) if masks else (None, self.sort_wrong)

@@ -6,13 +6,13 @@ runtimes that have no scatter or a wrong one (NPUs: docs/targets.md).
 Each node is first viewed as rows (:func:`.lowering.segment_reduce.update_rows`, no scatter): the data as
 ``rows`` [R, w], each update row's target row ``keys`` [n] (negative indices normalized; the GNN
 ``Expand(Unsqueeze(dst))`` pattern as whole rows of w features) and the update rows ``vals``
-[n, w], in the order the scatter applies them. Then one of two forms, the one with the smaller
-largest intermediate (from static shapes; with symbolic dimensions, the form whose size grows
-slower, its size said as a formula):
+[n, w], in the order the scatter applies them. Then one of two forms, the one that holds fewer
+bytes at once (Memory, below):
 
 ``mask`` (one-hot ``Equal(Range(R)[:, None], keys[None, :])``, [R, n]): for ``none`` the last
-    writer of each row, ``ReduceMax(Where(mask, Range(n), -1))``, then one Gather from
-    ``Concat(rows, vals)`` (index arithmetic only: bit for bit for every type); for add/mul and
+    writer of each row, ``ReduceMax(Where(mask, Range(n), -1))``, that writer's update row
+    gathered (for a static n > 0; all n rows otherwise), then one Gather from it concatenated
+    with the rows (index arithmetic only: bit for bit for every type); for add/mul and
     integer max/min, ``Reduce{Sum,Prod,Max,Min}(Where(mask[:, :, None], vals, identity))`` over
     the update axis, combined with the row. Largest intermediate: R*n int64 (none) or R*n*w of
     the compute type. Not used for float max/min: their result among NaNs and equal values
@@ -36,10 +36,32 @@ slower, its size said as a formula):
 Exactness: none/max/min and integers bit for bit; float add/mul re-associated (float16/bfloat16
 summed in float32, rounded once): judged by validation against the original's own rounding.
 
-A form whose largest intermediate (static shapes) is above ``max_intermediate_mib`` is not
-written: the pass raises ConversionError with the size and the option that raises the bound
-(``--max-intermediate-mib``); a node it cannot rewrite (an unknown rank, a data type without an
-exact form, a reduction that is a function attribute) likewise, with the reason.
+Memory: each form is built for the node and its peak live bytes counted from its own nodes
+(:func:`.lowering.live_bytes.peak_live_bytes`: shapes inferred from the nodes, each value alive
+from its node to its last reader in onnxruntime's run order, views free, Where's two temporaries
+and TopK's index vector while they run). Measured in onnxruntime 1.32 (one thread,
+benchmarks/bench_no_scatter.py), where the memory went when the figure was a hand formula of the
+largest intermediate (a 20k-node GNN max: 58.6 MiB declared, 1,005 MiB peak RSS): (1) several
+[R+n, w] tensors live at once (the scan's positions, their partners, the new positions);
+(2) onnxruntime's Where selects X and Y into two temporaries of the output's size before merging
+them (where_op.cc): x3 for a Where over [R+n, w], x2 for the mask form's [R, n, w]; (3) its run
+order (a depth-first walk back from the output) computed the float max/min scan's per-step
+Not(flags) for all 17 steps before the positions chain and held them all (17 x 7.3 MiB);
+(4) the allocator: with the arena, the memory pattern of the second run is allocated beside the
+arena's chunks from the first; without it, glibc keeps freed blocks below its (raised) mmap
+threshold. The estimate counts (1)-(3): with the allocator returning freed memory at once
+(MALLOC_MMAP_THRESHOLD_ fixed, arena and memory pattern off) the 20k-node GNN forms' runs added
+it within 0.5%; (4) is the runtime's, stated in the benchmark as a factor. What the forms do about it: the flags are carried
+negated (no per-step Not), the positions are int32 where R + n is static, the plain scan reads
+an identity row instead of a Where over [R+n, w], and the ``none`` mask form gathers each row's
+last writer before concatenating (R rows, not n): that GNN max now holds 193 MiB.
+
+A form whose peak (static shapes) is above ``max_intermediate_mib`` is not written: the pass
+raises ConversionError with the size and the option that raises the bound
+(``--max-intermediate-mib``); with symbolic sizes the bound cannot be judged and the report says
+the form's largest intermediate as a formula. A node it cannot rewrite (an unknown rank, a data
+type without an exact form, a reduction that is a function attribute) is refused likewise, with
+the reason.
 """
 
 from __future__ import annotations
@@ -55,6 +77,7 @@ from scatter_rewrite.graph import (
     SCATTER_OPS, Scope, attr, describe, is_default_domain, iter_nodes, nodes_within,
     reference_reason, remove_unused_expands, value_names,
 )
+from scatter_rewrite.passes.lowering import live_bytes as live
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass, first_and_more
@@ -79,27 +102,26 @@ _LARGE = 1 << 20
 
 @dataclasses.dataclass(frozen=True)
 class Form:
-    """One exact scatter-free form of a node and its largest intermediate."""
+    """One exact scatter-free form of a node and the memory it needs: the most bytes its own
+    nodes hold at once in onnxruntime (:func:`.lowering.live_bytes.peak_live_bytes`)."""
 
     name: str  # "mask" or "sort"
-    elements: int | None  # the largest intermediate's elements (None: symbolic)
-    itemsize: int  # bytes per element
-    formula: str  # the same in the node's row counts: "(R+n)*w", "R*n"
-    estimate: int  # elements with each symbolic count taken as 2^20 (to compare forms)
-
-    @property
-    def bytes(self) -> int | None:
-        return None if self.elements is None else self.elements * self.itemsize
+    bytes: int | None  # peak live bytes (None: a size is symbolic)
+    itemsize: int  # bytes per element of its largest intermediate
+    formula: str  # that intermediate in the row counts: "(R+n)*w", "R*n" (said when symbolic)
+    estimate: int  # peak live bytes with each symbolic dimension taken as 2^20 (to compare forms)
 
     def said(self) -> str:
         if self.bytes is None:  # (R data rows, n update rows, w their width: docs/targets.md)
             return f"{self.name} form: largest intermediate {self.formula} x {self.itemsize} bytes"
-        return f"{self.name} form: largest intermediate {_mib(self.bytes)}"
+        return f"{self.name} form: {_mib(self.bytes)} held at once"
 
 
 def _mib(size: int) -> str:
     if size < 2 ** 10:
         return f"{size} bytes"
+    if size >= 2 ** 30:
+        return f"{size / 2 ** 30:,.1f} GiB"
     return f"{size / 2 ** 10:.3g} KiB" if size < 2 ** 20 else f"{size / 2 ** 20:.3g} MiB"
 
 
@@ -146,39 +168,58 @@ def _itemsize(dtype: ir.DataType) -> int:
     return max(1, int(dtype.itemsize)) if dtype != ir.DataType.STRING else 8
 
 
-def forms_for(node: ir.Node) -> list[Form]:
-    """The node's exact forms with their largest intermediate, cheapest first (call
-    :func:`scatter_free_blocker` first)."""
+def forms_for(node: ir.Node, opset: int) -> list[Form]:
+    """The node's exact forms with the memory each needs, cheapest first (call
+    :func:`scatter_free_blocker` first). Each form is built and its peak live bytes counted from
+    its own nodes; the formula of its largest intermediate is said where a size is symbolic."""
     n, rows, w = seg.row_counts(node)
     reduction = _reduction(node)
-    dtype = node.inputs[0].dtype
-    ct = _compute_dtype(dtype, reduction)
-
-    def sized(*counts):
-        known = None if None in counts else math.prod(counts)
-        return known, math.prod(_LARGE if c is None else c for c in counts)
+    ct = _compute_dtype(node.inputs[0].dtype, reduction)
 
     def said(text: str) -> str:  # the formula, each static count written as its value
         for name, count in (("R", rows), ("n", n), ("w", w)):
             text = text.replace(name, "?" + name if count is None else str(count))
         return text.replace("?", "")
 
-    forms = []
+    def sized(*counts) -> int:
+        return math.prod(_LARGE if c is None else c for c in counts)
+
+    shapes = []  # (name, formula, itemsize, the formula's elements with symbols as 2^20)
     if reduction == "none":
-        elements, estimate = sized(rows, n)
-        forms.append(Form("mask", elements, 8, said("R*n"), estimate))
+        shapes.append(("mask", "R*n", 8, sized(rows, n)))
     elif ct in _MASK_REDUCE_TYPES and not (ct in _FLOATS and reduction in ("max", "min")):
-        elements, estimate = sized(rows, n, w)
-        forms.append(Form("mask", elements, _itemsize(ct), said("R*n*w"), estimate))
-    total = None if rows is None or n is None else rows + n
-    elements, _ = sized(total, w)
-    estimate = ((rows if rows is not None else _LARGE) + (n if n is not None else _LARGE)) * (
-        w if w is not None else _LARGE)
-    # (float max/min carry an int64 position per element through the scan: 8 bytes each)
+        shapes.append(("mask", "R*n*w", _itemsize(ct), sized(rows, n, w)))
+    # (float max/min carry a position per element through the scan: int32 when static)
     positional = reduction in ("max", "min") and ct in _FLOATS
-    forms.append(Form("sort", elements, 8 if positional else _itemsize(ct), said("(R+n)*w"),
-                      estimate))
-    return sorted(forms, key=lambda f: (f.estimate * f.itemsize, f.name != "mask"))
+    itemsize = (8 if None in (rows, n) else 4) if positional else _itemsize(ct)
+    total = (rows if rows is not None else _LARGE) + (n if n is not None else _LARGE)
+    shapes.append(("sort", "(R+n)*w", itemsize, total * (w if w is not None else _LARGE)))
+    forms = []
+    for name, formula, size, elements in shapes:
+        exact, compared = _peak_bytes(node, opset, name)
+        forms.append(Form(name, exact, size, said(formula),
+                          compared if compared is not None else elements * size))
+    return sorted(forms, key=lambda f: (f.estimate, f.name != "mask"))
+
+
+def _peak_bytes(node: ir.Node, opset: int, form: str) -> tuple[int | None, int | None]:
+    """(the peak live bytes of ``node`` written in ``form``, None when a size is symbolic; the
+    same with each symbolic dimension of what it reads taken as 2^20, None when unknown). The
+    trial nodes are built beside the model and let go: they leave no use on its values."""
+    nodes, out = scatter_free(node, opset, form)
+    try:
+        exact = live.peak_live_bytes(nodes, [out])
+        if exact is not None:
+            return exact.bytes, exact.bytes
+        produced = {v for n in nodes for v in n.outputs}
+        large = {v: tuple(d if isinstance(d, int) else _LARGE for d in v.shape)
+                 for n in nodes for v in n.inputs
+                 if v is not None and v not in produced and v.shape is not None}
+        compared = live.peak_live_bytes(nodes, [out], large)
+        return None, None if compared is None else compared.bytes
+    finally:
+        for trial in nodes:
+            trial.resize_inputs(0)
 
 
 class NoScatterPass(ScatterPass):
@@ -201,10 +242,10 @@ class NoScatterPass(ScatterPass):
         default-domain scatter here; a target's pass, those its runtime cannot run."""
         return _is_scatter(node)
 
-    def form_for(self, node: ir.Node) -> tuple[Form | None, str | None]:
+    def form_for(self, node: ir.Node, opset: int) -> tuple[Form | None, str | None]:
         """The form ``node`` is written in, or why none fits: the cheapest here; a target whose
         runtime gets some form wrong picks among the others (targets/litert.py)."""
-        return forms_for(node)[0], None
+        return forms_for(node, opset)[0], None
 
     def segment_form(self, node: ir.Node) -> bool:
         """Whether ``node`` is written as lower's sort + segmented reduction + ScatterND(none)
@@ -250,7 +291,7 @@ class NoScatterPass(ScatterPass):
                     continue
             reason = scatter_free_blocker(node, scope.opset)
             if reason is None:
-                form, reason = self.form_for(node)
+                form, reason = self.form_for(node, scope.opset)
             if reason is None:
                 if form.bytes is not None and form.bytes > self.max_bytes:
                     reason = (f"its cheapest exact scatter-free form ({form.said()}) is above the "
@@ -326,8 +367,12 @@ def scatter_free(node: ir.Node, opset: int, form: str,
         return b.nodes, b.op("Identity", data, dtype=data.dtype)
     reduction = _reduction(node)
     rows, keys, vals = seg.update_rows(b, node)
-    build = _mask_form if form == "mask" else _sort_form
-    out = build(b, rows, keys, vals, reduction, data.dtype, opset, seg.row_counts(node)[0])
+    count, row_count, _ = seg.row_counts(node)
+    if form == "mask":
+        out = _mask_form(b, rows, keys, vals, reduction, data.dtype, opset, count)
+    else:
+        out = _sort_form(b, rows, keys, vals, reduction, data.dtype, opset, count,
+                         _position_dtype(count, row_count))
     return b.nodes, b.reshape_like(out, data, opset)
 
 
@@ -349,7 +394,7 @@ def _reduce(b: seg.Builder, op: str, value: ir.Value, axis: int, opset: int,
 
 
 def _mask_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataType,
-               opset: int, count: int | None = None) -> ir.Value:
+               opset: int, count: int | None) -> ir.Value:
     updates = b.op("Size", keys, dtype=INT64)
     row_count = b.dim(rows, 0)
     row_ids = b.op("Range", b.const(0), row_count, b.const(1), dtype=INT64)
@@ -361,8 +406,13 @@ def _mask_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
         last = _reduce(b, "ReduceMax", b.op("Where", mask, _unsqueeze(b, positions, [0], opset,
                                                                        INT64),
                                             b.const(-1), dtype=INT64), 1, opset, INT64)
-        source = b.op("Where", b.op("Less", last, b.const(0)), row_ids,
-                      b.op("Add", last, row_count, dtype=INT64), dtype=INT64)
+        unwritten = b.op("Less", last, b.const(0))
+        if count:  # each row's last writer's update first: [R, w], not all n rows copied
+            writer = b.op("Where", unwritten, b.const(0), last, dtype=INT64)
+            vals = b.op("Gather", vals, writer, axis=0, dtype=dtype)
+            last = row_ids
+        source = b.op("Where", unwritten, row_ids, b.op("Add", last, row_count, dtype=INT64),
+                      dtype=INT64)
         both = b.op("Concat", rows, vals, axis=0, dtype=dtype)
         return b.op("Gather", both, source, axis=0, dtype=dtype)
     ct = seg.compute_dtype(dtype, reduction)
@@ -376,8 +426,15 @@ def _mask_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
     return b.cast(merged, dtype, ct)
 
 
+def _position_dtype(count: int | None, row_count: int | None) -> ir.DataType:
+    """int32 for the float max/min scan's positions where the R + n rows are static and fewer
+    than 2^31 (half the bytes of its largest tensors); int64 otherwise."""
+    static = count is not None and row_count is not None and count + row_count < 2 ** 31
+    return ir.DataType.INT32 if static else INT64
+
+
 def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataType,
-               opset: int, count: int | None) -> ir.Value:
+               opset: int, count: int | None, position_dtype: ir.DataType = INT64) -> ir.Value:
     row_count = b.dim(rows, 0)
     row_ids = b.op("Range", b.const(0), row_count, b.const(1), dtype=INT64)
     all_keys = b.op("Concat", row_ids, keys, axis=0, dtype=INT64)
@@ -399,23 +456,39 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
         return b.op("Gather", both, b.op("Gather", order, end_at, axis=0, dtype=INT64), axis=0,
                     dtype=dtype)
     ct = seg.compute_dtype(dtype, reduction)
-    kind = seg.Kind(reduction, ct)
+    kind = seg.Kind(reduction, ct, int_minmax=opset >= 12)
     both = b.cast(b.op("Concat", rows, vals, axis=0, dtype=dtype), ct, dtype)
     x = b.op("Gather", both, order, axis=0, dtype=ct)
     steps = DYNAMIC_STEPS if count is None else math.ceil(math.log2(count + 1))
     if kind.nan_aware:
-        return b.cast(_positional_scan(b, x, sorted_keys, positions, end_at, kind, steps), dtype,
-                      ct)
-    for d, same_col, back in _doubling(b, sorted_keys, positions, steps):
-        prev = b.op("Gather", x, back, axis=0, dtype=ct)
-        if ct == ir.DataType.BOOL:  # Or/And commute: the partner masked where absent
-            x, _ = kind.combine(b, x, prev, has=same_col)
-            continue
-        identity = kind.identity()  # (combine(identity, x) is x)
-        early = b.select(same_col, prev, b.const(identity, identity.dtype), ct)
-        x, _ = kind.combine(b, early, x)
-    out = b.op("Gather", x, end_at, axis=0, dtype=ct)
+        scanned = _positional_scan(b, x, sorted_keys, positions, end_at, kind, steps,
+                                   position_dtype)
+        return b.cast(scanned, dtype, ct)
+    out = _identity_row_scan(b, x, sorted_keys, positions, end_at, kind, steps, total)
     return b.cast(out, dtype, ct)
+
+
+def _identity_row_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: seg.Kind,
+                       steps: int, total) -> ir.Value:
+    """The scan of add/mul, integer max/min and bool: ``x`` [total, w] with one more row, the
+    reduction's identity (combine(identity, v) is v bit for bit), that an element whose partner
+    lies outside its run reads instead: a Gather of [total] indices picks the partners, no Where
+    over [total, w] (whose two temporaries onnxruntime allocates: live_bytes.py). Every step's
+    index arithmetic is built first, so that onnxruntime's run order (live_bytes.run_order) walks
+    the rows' chain first and computes each step's partners when that step runs."""
+    ct = kind.dtype
+    last = _as_vector(b, total)
+    partners = [b.op("Concat", b.op("Where", b.op("Reshape", same_col, b.const([-1]),
+                                                  dtype=ir.DataType.BOOL), back, total,
+                                    dtype=INT64), last, axis=0, dtype=INT64)
+                for _, same_col, back in _doubling(b, sorted_keys, positions, steps)]
+    identity = kind.identity()
+    row = b.op("Expand", b.const(identity.reshape(1, 1), identity.dtype),
+               b.op("Concat", b.const([1]), b.dims(x, 1, 2), axis=0, dtype=INT64), dtype=ct)
+    x = b.op("Concat", x, row, axis=0, dtype=ct)  # [total + 1, w]
+    for partner in partners:
+        x, _ = kind.combine(b, b.op("Gather", x, partner, axis=0, dtype=ct), x)
+    return b.op("Gather", x, end_at, axis=0, dtype=ct)
 
 
 def _as_vector(b: seg.Builder, scalar: ir.Value) -> ir.Value:
@@ -446,26 +519,33 @@ def _doubling(b: seg.Builder, sorted_keys, positions, steps: int):
 
 
 def _positional_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: seg.Kind,
-                     steps: int) -> ir.Value:
-    """Float max/min: the scan carries, per element, the position of the winning value (int64,
-    picked with Where) and "a NaN came at or after" (Kind's flagged fold, associative); the values
-    are gathered once at the end. No float passes through Where, whose -0.0 onnxruntime loses
-    (and whose arithmetic repair, Builder.select(exact=True), its graph optimizer undoes: measured
-    on onnxruntime 1.23 with optimizations on), so the result is bit for bit."""
+                     steps: int, position_dtype: ir.DataType) -> ir.Value:
+    """Float max/min: the scan carries, per element, the position of the winning value (picked
+    with Where) and "no NaN at or after it" (Kind's flagged fold, associative, carried negated so
+    that no step negates a [total, w] tensor); the values are gathered once at the end. No float
+    passes through Where, whose -0.0 onnxruntime loses (and whose arithmetic repair,
+    Builder.select(exact=True), its graph optimizer undoes: measured on onnxruntime 1.23 with
+    optimizations on), so the result is bit for bit.
+
+    Memory: each step's inputs are built before what reads them and the positions' chain is
+    the last input of each join, so onnxruntime's run order (:func:`.lowering.live_bytes.run_order`)
+    walks the positions first and computes each step's flags when that step runs. A negation
+    of the flags in each step would be a chain of its own, which that order computes for every
+    step first and holds (17 steps x [total, w] bool for a 20k-node GNN)."""
     ct = kind.dtype
-    at = b.op("Expand", b.op("Reshape", positions, b.const([-1, 1]), dtype=INT64), b.shape(x),
-              dtype=INT64)  # [total, w]
-    flags = b.op("IsNaN", x)
+    at = b.op("Expand", b.op("Reshape", b.cast(positions, position_dtype, INT64),
+                             b.const([-1, 1]), dtype=position_dtype),
+              b.shape(x), dtype=position_dtype)  # [total, w]
+    clean = b.op("Not", b.op("IsNaN", x))
     for _, same_col, back in _doubling(b, sorted_keys, positions, steps):
-        early_at = b.op("Gather", at, back, axis=0, dtype=INT64)
+        early_at = b.op("Gather", at, back, axis=0, dtype=position_dtype)
         early = b.op("GatherElements", x, early_at, axis=0, dtype=ct)
         late = b.op("GatherElements", x, at, axis=0, dtype=ct)
-        loses = b.op("And", kind.loses(b, late, early), b.op("Not", flags))
-        loses = b.op("And", loses, same_col)
-        early_flag = b.op("And", b.op("Gather", flags, back, axis=0), same_col)
-        at = b.op("Where", loses, early_at, at, dtype=INT64)
-        flags = b.op("Or", early_flag, flags)
-    final = b.op("Gather", at, end_at, axis=0, dtype=INT64)
+        loses = b.op("And", b.op("And", kind.loses(b, late, early), clean), same_col)
+        early_clean = b.op("Or", b.op("Gather", clean, back, axis=0), b.op("Not", same_col))
+        at = b.op("Where", loses, early_at, at, dtype=position_dtype)
+        clean = b.op("And", early_clean, clean)
+    final = b.op("Gather", at, end_at, axis=0, dtype=position_dtype)
     return b.op("GatherElements", x, final, axis=0, dtype=ct)
 
 

@@ -1,6 +1,6 @@
 """Runtimes with no usable scatter (``no-scatter``, and the NPU stacks that map to it: ``qnn``,
 ``rknn``): every scatter becomes an exact scatter-free form
-(:mod:`scatter_rewrite.passes.no_scatter`), its largest intermediate bounded by
+(:mod:`scatter_rewrite.passes.no_scatter`), the bytes it holds at once bounded by
 ``--max-intermediate-mib``.
 
 Sources (also in docs/targets.md):

@@ -1,8 +1,8 @@
 """prepare --target no-scatter (passes/no_scatter.py): every scatter becomes an exact scatter-free
 form, none left anywhere, and onnxruntime gives the original's outputs: bit for bit for
 none/max/min and integers (NaN, -0.0/+0.0, infinities, repeated and negative indices), within the
-validation's judgement for float add/mul; each form in every container; the bound on the largest
-intermediate refuses with the size; the committed models and exports."""
+validation's judgement for float add/mul; each form in every container; the bound on the memory
+a form holds at once refuses with the size; the committed models and exports."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from onnx.reference.op_run import OpRun
 import scatter_rewrite
 from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.graph import SCATTER_OPS, attr, iter_nodes, value_names
+from scatter_rewrite.passes.lowering import live_bytes as live
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes import no_scatter as ns
 from scatter_rewrite.testing import scatter_model
@@ -191,36 +192,53 @@ def test_tensor_scatter_and_legacy_scatter_become_scatter_free():
 
 
 def test_the_bound_refuses_with_the_size_and_the_option(tmp_path):
-    # 64 experts x 4096 tokens x 256 features: the sort form's (64 + 4096) x 256 float32, 4.06 MiB
+    # 64 experts x 4096 tokens x 256 features, add: the sort form holds at most 12.3 MiB at once
+    # (the rows in scan order with the identity row, a step's partner rows and their sum: 3 x
+    # (64 + 4096 + 1) x 256 float32 = 12.2 MiB, and the keys' int64 vectors)
     model = scatter_model("ScatterND", reduction="add", data_shape=(64, 256),
                           indices_shape=(4096, 1), updates_shape=(4096, 256))
+    working = ir.serde.deserialize_model(model)
+    node = next(n for n, _ in iter_nodes(working) if n.op_type == "ScatterND")
+    cheapest = ns.forms_for(node, 18)[0]
+    assert cheapest.name == "sort" and 3 * 4161 * 256 * 4 < cheapest.bytes < 13 * 2 ** 20
     path = tmp_path / "moe.onnx"
     onnx.save(model, path)
     with pytest.raises(ConversionError) as refused:
-        scatter_rewrite.prepare(str(path), target="no-scatter", max_intermediate_mib=1,
+        scatter_rewrite.prepare(str(path), target="no-scatter", max_intermediate_mib=12,
                                 output=str(tmp_path / "out.onnx"))
     said = str(refused.value)
-    assert "ScatterND 'scatternd_0'" in said and "4.06 MiB" in said
-    assert "--max-intermediate-mib 5" in said
+    assert "ScatterND 'scatternd_0'" in said and "sort form: 12.3 MiB held at once" in said
+    assert "above the bound of 12 MiB" in said and "--max-intermediate-mib 13" in said
     assert not (tmp_path / "out.onnx").exists()
-    written = scatter_rewrite.prepare(str(path), target="no-scatter", max_intermediate_mib=5,
+    written = scatter_rewrite.prepare(str(path), target="no-scatter", max_intermediate_mib=13,
                                       output=str(tmp_path / "out.onnx"))
     assert not scatters_left(onnx.load(written))
 
 
-def test_the_cheapest_form_is_picked():
-    # none into 8 rows from 4096 updates of 512: the mask's 8 x 4096 int64 (256 KiB) beats the
-    # sort's (8 + 4096) x 512 float32 (8 MiB); a GNN's 20000 rows: the sort form
+def test_the_form_holding_fewer_bytes_at_once_is_picked():
+    """Judged by the peak of what each form holds at once, not by its largest intermediate:
+    none into 8 rows of 25 from 4096 updates: the mask form's largest intermediate, 8 x 4096
+    int64 (256 KiB), is below the sort form's (8 + 4096) x 25 float32 (401 KiB), but its Where
+    holds three of them at once: the sort form is picked. Rows of 512: the mask form. A GNN's
+    20000 rows: the sort form. The trial forms leave no use on the model's values."""
+    moe_narrow = scatter_model("ScatterND", data_shape=(8, 25), indices_shape=(4096, 1),
+                               updates_shape=(4096, 25))
     moe = scatter_model("ScatterND", data_shape=(8, 512), indices_shape=(4096, 1),
                         updates_shape=(4096, 512))
     gnn = scatter_model("ScatterND", reduction="max", data_shape=(20000, 64),
                         indices_shape=(100000, 1), updates_shape=(100000, 64))
-    # (float max carries an int64 position per element: 8 bytes)
-    for model, form, size in ((moe, "mask", 8 * 4096 * 8), (gnn, "sort", 120000 * 64 * 8)):
+    for model, form in ((moe_narrow, "sort"), (moe, "mask"), (gnn, "sort")):
         working = ir.serde.deserialize_model(model)
         node = next(n for n, _ in iter_nodes(working) if n.op_type == "ScatterND")
-        cheapest = ns.forms_for(node)[0]
-        assert (cheapest.name, cheapest.bytes) == (form, size)
+        forms = ns.forms_for(node, 18)
+        assert [len(v.uses()) for v in node.inputs] == [1, 1, 1]
+        assert forms[0].name == form and all(forms[0].bytes < f.bytes for f in forms[1:])
+        nodes, out = ns.scatter_free(node, 18, form)
+        assert forms[0].bytes == live.peak_live_bytes(nodes, [out]).bytes
+    largest = {f.name: f.formula for f in ns.forms_for(
+        next(n for n, _ in iter_nodes(ir.serde.deserialize_model(moe_narrow))
+             if n.op_type == "ScatterND"), 18)}
+    assert largest == {"mask": "8*4096", "sort": "(8+4096)*25"}
 
 
 def test_validate_false_and_a_second_run_changes_nothing(tmp_path):

@@ -157,9 +157,11 @@ def test_bench_torchscript_smoke():
 
 def test_bench_no_scatter_smoke():
     out = run_benchmark("bench_no_scatter.py", "--smoke")
-    rows = table(out, "| case | reduction | form | native (ms) | form (ms) | ratio | peak RSS native / form (MiB) | bound (MiB) | default bound |")
-    # a row follows the child's check of the form's output against the native model's
-    assert [(row[0].split(",")[0], row[2]) for row in rows] == [
-        ("MoE load", "sort"), ("MoE load", "mask"), ("MoE rows", "sort"), ("MoE rows", "mask"),
-        ("GNN 50 nodes x 8", "sort")]
-    assert all(row[5].endswith("x") and row[8] == "accepts" for row in rows), rows
+    rows = table(out, "| case | reduction | form | declared (MiB) | refused below (MiB) |",
+                 exact=False)
+    # a row follows this script's check of the form's output against the native model's
+    assert sorted((row[0].split(",")[0], row[2]) for row in rows) == [
+        ("GNN 50 nodes x 8", "sort"), ("MoE load", "mask"), ("MoE load", "sort"),
+        ("MoE rows", "mask"), ("MoE rows", "sort")]
+    # tiny forms: the smallest bound, 1 MiB, accepts each; every column was measured
+    assert all(row[4] == "1" and "not run" not in "".join(row) for row in rows), rows

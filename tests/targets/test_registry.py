@@ -142,22 +142,23 @@ def test_prepare_command_line(tmp_path):
 
 @pytest.mark.slow
 def test_check_is_blocked_with_the_size_where_prepare_refuses_by_the_bound(tmp_path):
-    """A GNN sum aggregation of 200000 edges x 256 features into 20000 nodes: its cheapest exact
-    scatter-free form (sort, (20000 + 200000) x 256 float32, 215 MiB) fits the default bound; of
-    400000 edges (410 MiB) it does not: check says BLOCKED, with prepare's reason, as prepare
-    refuses, and names the bound that would accept it."""
+    """A sum aggregation into 20000 rows of 256 features: of 40000 updates, its cheapest exact
+    scatter-free form (sort) holds 177 MiB at once, within the default bound; of 100000, 353 MiB:
+    check says BLOCKED, with prepare's reason, as prepare refuses, and names the bound that would
+    accept it."""
     from scatter_rewrite.testing import scatter_model
 
     fits = scatter_model("ScatterND", reduction="add", data_shape=(20000, 256),
-                         indices_shape=(200000, 1), updates_shape=(200000, 256))
+                         indices_shape=(40000, 1), updates_shape=(40000, 256))
     above = scatter_model("ScatterND", reduction="add", data_shape=(20000, 256),
-                          indices_shape=(400000, 1), updates_shape=(400000, 256))
+                          indices_shape=(100000, 1), updates_shape=(100000, 256))
     for model, name in ((fits, "fits"), (above, "above")):
         onnx.save(model, tmp_path / f"{name}.onnx")
     assert scatter_rewrite.check(str(tmp_path / "fits.onnx"), target="qnn").status == "FIXABLE"
     report = scatter_rewrite.check(str(tmp_path / "above.onnx"), target="qnn")
     assert report.status == "BLOCKED"
-    assert "410 MiB" in report.dry_run.error and "--max-intermediate-mib 411" in report.dry_run.error
+    assert "sort form: 353 MiB held at once" in report.dry_run.error
+    assert "--max-intermediate-mib 354" in report.dry_run.error
     done = runner.invoke(app, ["prepare", str(tmp_path / "above.onnx"), "--target", "qnn",
                                "--no-validate"])
     assert done.exit_code == 1

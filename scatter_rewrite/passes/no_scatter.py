@@ -464,18 +464,21 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
         scanned = _positional_scan(b, x, sorted_keys, positions, end_at, kind, steps,
                                    position_dtype)
         return b.cast(scanned, dtype, ct)
-    out = _identity_row_scan(b, x, sorted_keys, positions, end_at, kind, steps, total)
+    out = _identity_row_scan(b, x, sorted_keys, positions, end_at, kind, steps, total,
+                             b.dims(both, 1, 2))
     return b.cast(out, dtype, ct)
 
 
 def _identity_row_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: seg.Kind,
-                       steps: int, total) -> ir.Value:
+                       steps: int, total, width) -> ir.Value:
     """The scan of add/mul, integer max/min and bool: ``x`` [total, w] with one more row, the
     reduction's identity (combine(identity, v) is v bit for bit), that an element whose partner
     lies outside its run reads instead: a Gather of [total] indices picks the partners, no Where
     over [total, w] (whose two temporaries onnxruntime allocates: live_bytes.py). Every step's
     index arithmetic is built first, so that onnxruntime's run order (live_bytes.run_order) walks
-    the rows' chain first and computes each step's partners when that step runs."""
+    the rows' chain first and computes each step's partners when that step runs. ``width``:
+    the rows' width as a [1] vector, read from the unsorted rows (static where shapes are, so a
+    target's op table step folds it; x's comes after TopK)."""
     ct = kind.dtype
     last = _as_vector(b, total)
     partners = [b.op("Concat", b.op("Where", b.op("Reshape", same_col, b.const([-1]),
@@ -484,7 +487,7 @@ def _identity_row_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: 
                 for _, same_col, back in _doubling(b, sorted_keys, positions, steps)]
     identity = kind.identity()
     row = b.op("Expand", b.const(identity.reshape(1, 1), identity.dtype),
-               b.op("Concat", b.const([1]), b.dims(x, 1, 2), axis=0, dtype=INT64), dtype=ct)
+               b.op("Concat", b.const([1]), width, axis=0, dtype=INT64), dtype=ct)
     x = b.op("Concat", x, row, axis=0, dtype=ct)  # [total + 1, w]
     for partner in partners:
         x, _ = kind.combine(b, b.op("Gather", x, partner, axis=0, dtype=ct), x)

@@ -408,9 +408,9 @@ def _constant_keys(data: ir.Value, indices: ir.Value, count: int,
 
 
 def _flatten(b: Builder, value: ir.Value, axis: int, dtype: ir.DataType) -> ir.Value:
-    """``Flatten(value, axis)``; a column ``Reshape(value, [-1, 1])`` where ``axis`` is the rank
-    (onnx2tf 1.29 turns that Flatten of a vector into a [1, N] row)."""
-    if value.shape is not None and axis == len(value.shape):
+    """``Flatten(value, axis)``; a column ``Reshape(value, [-1, 1])`` for a vector (onnx2tf 1.29
+    turns that Flatten of a vector into a [1, N] row)."""
+    if value.shape is not None and axis == len(value.shape) == 1:
         return b.op("Reshape", value, b.const([-1, 1]), dtype=dtype)
     return b.op("Flatten", value, axis=axis, dtype=dtype)
 

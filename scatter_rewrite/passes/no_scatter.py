@@ -486,7 +486,8 @@ def _identity_row_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: 
                                     dtype=INT64), last, axis=0, dtype=INT64)
                 for _, same_col, back in _doubling(b, sorted_keys, positions, steps)]
     identity = kind.identity()
-    row = b.op("Expand", b.const(identity.reshape(1, 1), identity.dtype),
+    # (Tile, not Expand: onnx2tf refuses an Expand its onnxsim has folded to a constant)
+    row = b.op("Tile", b.const(identity.reshape(1, 1), identity.dtype),
                b.op("Concat", b.const([1]), width, axis=0, dtype=INT64), dtype=ct)
     x = b.op("Concat", x, row, axis=0, dtype=ct)  # [total + 1, w]
     for partner in partners:

@@ -159,7 +159,8 @@ def test_openvino_npu_float_max_min_keep_nan_and_signed_zeros(tmp_path):
 def test_openvino_greater_is_true_on_nan(tmp_path):
     # why the forms compare with Less only (ONNX: a comparison with NaN is false)
     graph = oh.make_graph(
-        [oh.make_node("Greater", ["a", "b"], ["greater"]), oh.make_node("Less", ["a", "b"], ["less"])],
+        [oh.make_node("Greater", ["a", "b"], ["greater"]),
+         oh.make_node("Less", ["a", "b"], ["less"])],
         "compare", [oh.make_tensor_value_info(x, TensorProto.FLOAT, [3]) for x in "ab"],
         [oh.make_tensor_value_info(x, TensorProto.BOOL, [3]) for x in ("greater", "less")])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])

@@ -98,8 +98,9 @@ def rewrite(
 
     Example::
 
-        from scatter_rewrite.passes import UpgradePass
-        upgraded = scatter_rewrite.rewrite(onnx.load("old.onnx"), [UpgradePass(13)])
+        from scatter_rewrite.passes import MoveOpsetPass, UpgradePass
+        upgraded = scatter_rewrite.rewrite(onnx.load("old.onnx"),
+                                           [UpgradePass(13), MoveOpsetPass(13)])
     """
     function = VERBS[verb].function or verb if verb in VERBS else "rewrite"
     _check_arguments(function, rtol, atol, inputs)

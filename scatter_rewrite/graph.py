@@ -28,8 +28,8 @@ __all__ = [
     "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_node",
     "constant_tensor", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe",
     "describe_parts", "function_calls", "is_default_domain", "is_overridable", "is_reference",
-    "iter_nodes", "iter_scopes", "NamedNodeBuilder", "Names", "NodeBuilder", "nodes_within",
-    "reference_reason", "remove_unused_expands", "SCATTER_OPS", "Scope", "shadowed_names",
+    "iter_nodes", "iter_scopes", "KEPT_AT_OPSET", "NamedNodeBuilder", "Names", "NodeBuilder", "nodes_within",
+    "reference_reason", "remove_unused_expands", "SCATTER_OPS", "schema_opset", "Scope", "shadowed_names",
     "tensor_key", "typed",
     "value_names",
 ]
@@ -266,9 +266,18 @@ def attribute_key(a: ir.Attr) -> Hashable:
     return (kind, _Identity(value))  # graphs, sparse tensors, type protos
 
 
+KEPT_AT_OPSET = "scatter_rewrite.kept_at_opset"  # node.meta: see schema_opset
+
+
+def schema_opset(node: ir.Node, scope: Scope) -> int:
+    """The opset whose schema ``node`` follows: its scope's, or the one it was at for a node an
+    opset move kept as it was, for the pass after it to replace (passes/move_opset.py)."""
+    return node.meta.get(KEPT_AT_OPSET, scope.opset)
+
+
 def describe(node: ir.Node, scope: Scope) -> str:
     """``ScatterElements 'name' (opset 18, main graph)``: how messages and reports name a node."""
-    return describe_parts(node.op_type, node.name, scope.opset, scope.where)
+    return describe_parts(node.op_type, node.name, schema_opset(node, scope), scope.where)
 
 
 def describe_parts(op_type: str, name: str | None, opset: int, where: str) -> str:

@@ -476,7 +476,7 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
         said = str(e)
-        if isinstance(e, OptionError) and verb_name in VERBS:  # (the command line's workers)
+        if verb_name in VERBS:  # (the command line's workers: the flags of what it names)
             said = VERBS[verb_name].cli_message(e)
         return Outcome(str(source), None, getattr(e, "passes", []), status=FAILED, error=said,
                        seconds=time.perf_counter() - started, verb=verb_name,

@@ -410,9 +410,9 @@ def parse_target(target: str) -> tuple[str, object]:
     if m and OPSET_TARGET_FLOOR <= int(m.group(1)) <= highest_opset():
         return "opset", int(m.group(1))
     if m:
-        raise OptionError(f"--target {target!r} is out of range: pick opset-{OPSET_TARGET_FLOOR} "
-                          "to "
-                          f"opset-{highest_opset()} (the highest this onnx defines)")
+        raise OptionError(f"target={target!r} is out of range: pick opset-{OPSET_TARGET_FLOOR} "
+                          f"to opset-{highest_opset()} (the highest this onnx defines)",
+                          parameters=("target",))
     found = get_target(t)  # (an unknown name: the error names every registered one)
     return found.family, found.name
 

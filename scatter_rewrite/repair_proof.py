@@ -258,13 +258,14 @@ def _guarded(judge, plan, unique: bool, user_inputs: bool, skipped: list) -> _Ju
         return judge(plan, unique)
     except IndexOutOfRangeError as e:
         if "user inputs" in plan.notes:
-            raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
-                                  "scatter indices must lie within the data's bounds") from e
+            raise ValidationError(f"the original model cannot run on the inputs given (inputs=): "
+                                  f"{e}; scatter indices must lie within the data's bounds",
+                                  parameters=("inputs",)) from e
         if not user_inputs:
             raise ValidationError(
                 f"the generated validation inputs put an index out of range in the original "
-                f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate"
-            ) from e
+                f"model ({e}): pass inputs it runs on with inputs=, or validate=False",
+                parameters=("inputs", "validate")) from e
         note = ("generated inputs put a computed index out of range "
                 f"({e}): proven on the --inputs given")
         if note not in skipped:

@@ -34,6 +34,7 @@ import onnx_ir as ir
 from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.graph import (
     SCATTER_OPS, describe, describe_parts, is_default_domain, is_reference, iter_nodes,
+    schema_opset,
 )
 from scatter_rewrite.limits import REDUCTIONS_SINCE  # (re-exported: opset/steps.py reads it here)
 
@@ -210,7 +211,7 @@ def check_scatter_nodes(model: ir.Model) -> None:
     for node, scope in iter_nodes(model):
         if node.op_type not in SCATTER_OPS or not is_default_domain(node):
             continue
-        if problem := scatter_node_problem(node, scope.opset):
+        if problem := scatter_node_problem(node, schema_opset(node, scope)):
             raise _malformed(describe(node, scope), problem)
 
 

@@ -19,6 +19,7 @@ from scatter_rewrite.limits import (
 )
 
 __all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
+           "SHARED_FLAGS", "said_with_flags",
            "python_call", "fold_passes", "lower_passes", "prepare_passes", "repair_passes",
            "tensorrt_passes",
            "to_scatternd_passes", "upgrade_passes"]
@@ -120,11 +121,20 @@ class Verb:
         """The CLI command's name."""
         return self.name.replace("_", "-")
 
-    def cli_message(self, error: OptionError) -> str:
+    def cli_message(self, error: Exception) -> str:
         """``error`` as the command line says it: the flag of the option whose Python parameter
-        it names (``opset=9 is out of range`` -> ``--opset 9 is out of range for lower``)."""
-        option = next((o for o in self.options if error.parameter in (o.name, o.parameter)), None)
-        return str(error) if option is None else option.cli_message(error, self.name)
+        an OptionError starts with (``opset=9 is out of range`` -> ``--opset 9 is out of range for
+        lower``), and the flag of each parameter the message names (``error.parameters``: a verb's
+        option or one every verb takes, :data:`SHARED_FLAGS`; ``validate=False`` ->
+        ``--no-validate``, ``mode='standard'`` -> ``--mode standard``, ``inputs=`` -> ``--inputs``)."""
+        first = getattr(error, "parameter", None)
+        option = next((o for o in self.options if first in (o.name, o.parameter)), None)
+        if option is not None:
+            error = type(error)(option.cli_message(error, self.name),
+                                parameters=getattr(error, "parameters", ()))
+        flags = SHARED_FLAGS | {name: o.cli_flag for o in self.options
+                                for name in (o.name, o.parameter) if name}
+        return said_with_flags(error, flags, first=first if option is None else None)
 
     def bind(self, values: Mapping[str, Any], cli: bool = False) -> dict[str, Any]:
         """The verb's options: ``values`` checked (see :meth:`Option.check`), defaults filled in.
@@ -137,13 +147,44 @@ class Verb:
         return {o.name: o.check(caller, values.get(o.name, o.default), cli) for o in self.options}
 
 
+# The parameters every rewriting verb takes besides its own options (cli.py declares them, as
+# _SHARED): their flags, for what an error's message names (Verb.cli_message).
+SHARED_FLAGS = {"inputs": "--inputs", "validate": "--validate", "rtol": "--rtol", "atol": "--atol",
+                "in_place": "--in-place", "output": "-o"}
+
+# ``name=VALUE`` in a message: VALUE a quoted text, a word up to a space or punctuation, or none
+_SPELLED = r"(?<![\w.-]){name}=(?P<value>'[^']*'|\"[^\"]*\"|[^\s:;,)/'\"]+)?"
+
+
+def said_with_flags(error: Exception, flags: Mapping[str, str], first: str | None = None) -> str:
+    """``error``'s text with each Python parameter it names (``error.parameters``, and ``first``)
+    written as its flag in ``flags`` (parameter -> flag; a command's own, as ``check --target``)."""
+    text = str(error)
+    for name in ((first,) if first else ()) + tuple(getattr(error, "parameters", ())):
+        if name in flags:
+            text = _flag_spelled(text, name, flags[name])
+    return text
+
+
+def _flag_spelled(text: str, name: str, flag: str) -> str:
+    """``text`` with each ``name=VALUE`` written as the flag does: ``--flag VALUE``; a boolean,
+    ``--flag`` (True) or ``--no-flag`` (False)."""
+    def said(match: re.Match) -> str:
+        value = match.group("value")
+        if value in ("True", "False"):
+            return flag if value == "True" else "--no-" + flag.lstrip("-")
+        return flag if value is None else f"{flag} {value.strip(chr(39) + chr(34))}"
+
+    return re.sub(_SPELLED.format(name=re.escape(name)), said, text)
+
+
 # Each verb's passes, declared here in the order they run; no pass runs another inside itself.
 # A named Steps is reported as one pass (passes/compose.py).
 
 def upgrade_passes(opset: int | None = None) -> list:
-    from scatter_rewrite.passes.upgrade import UpgradePass
+    from scatter_rewrite.passes.upgrade import upgrade_steps
 
-    return [UpgradePass(opset)]
+    return [upgrade_steps(opset)]
 
 
 def fold_passes(size_limit: int | None = None) -> list:
@@ -159,11 +200,23 @@ def lower_passes(opset: int = 13, mode: str = "standard") -> list:
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.lower import LowerPass
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
-    from scatter_rewrite.passes.upgrade import UpgradePass, has_scatter
+    from scatter_rewrite.passes.upgrade import has_scatter, upgrade_steps
 
     lower = LowerPass(opset=opset, mode=mode)
-    return [Steps(OnlyIf(has_scatter, UpgradePass()), SpecializeCallsPass(lower.lowers), lower,
-                  name=lower.name)]
+    return [Steps(OnlyIf(has_scatter, upgrade_steps()), SpecializeCallsPass(lower.lowers),
+                  *lowering_steps(lower), name=lower.name)]
+
+
+def lowering_steps(lower) -> list:
+    """``lower`` (a LowerPass) after what it needs, in order: the Ifs with a constant condition
+    near a node to lower inlined, then the move to its opset, which keeps the nodes to lower as
+    they are (the lowering builds them at the target, on the types inferred before the move)."""
+    from scatter_rewrite.passes.compose import OnlyIf
+    from scatter_rewrite.passes.inline_if import InlineConstantIfsPass
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass
+
+    return [OnlyIf(lower.has_work, InlineConstantIfsPass(lower.inlining_helps)),
+            MoveOpsetPass(lower.opset, keep=lower.lowers), lower]
 
 
 def to_scatternd_passes() -> list:
@@ -189,18 +242,19 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
         cap_reason, check_trt_version, has_tensor_scatter,
     )
     from scatter_rewrite.passes.move_opset import MoveOpsetPass
-    from scatter_rewrite.passes.upgrade import UpgradePass
+    from scatter_rewrite.passes.upgrade import upgrade_steps
 
     version = check_trt_version(trt_version)
     tensor_scatter = LowerTensorScatterPass(version)
     if version not in PARSES_TENSORSCATTER:  # (lowered to ScatterElements at the parser's opset)
-        lower = OnlyIf(has_tensor_scatter,
-                       LowerPass(opset=PARSER_MAX_OPSET[version], mode="standard"))
-        tensor_scatter = Steps(tensor_scatter, lower, name=tensor_scatter.name)
+        lower = LowerPass(opset=PARSER_MAX_OPSET[version], mode="standard")
+        lower_steps = Steps(*lowering_steps(lower), name=lower.name)
+        tensor_scatter = Steps(tensor_scatter, OnlyIf(has_tensor_scatter, lower_steps),
+                               name=tensor_scatter.name)
     return [
         *([FixDimsPass(fix_dims)] if fix_dims else []),
         SpecializeCallsPass(),
-        UpgradePass(),
+        upgrade_steps(),
         FoldPass(),
         tensor_scatter,
         TensorRTPass(version),
@@ -217,8 +271,8 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
     from scatter_rewrite.targets import get_target
 
     if target is None:
-        raise OptionError("prepare needs --target TARGET (target= in the Python API): "
-                          "scatter-rewrite check --help lists them")
+        raise OptionError("prepare needs target=TARGET: scatter-rewrite check --help lists them",
+                          parameters=("target",))
     found = get_target(target)
     if found.passes is None:
         raise OptionError(f"no verb brings a model to {found.name}: scatter-rewrite check "
@@ -227,8 +281,8 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
     given = {name: value for name, value in given.items() if value is not None}
     for name in given:
         if name not in found.options:
-            flag = next(o.cli_flag for o in VERBS["prepare"].options if o.name == name)
-            raise OptionError(f"{flag} does not apply to --target {found.name}")
+            raise OptionError(f"{name}= does not apply to target='{found.name}'",
+                              parameters=(name, "target"))
     if found.ops is None:
         return found.passes(**given)
     from scatter_rewrite.passes.op_support import OpSupportPass
@@ -240,11 +294,11 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
 def repair_passes(assume: str | None = None) -> list:
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.repair import RepairPass
-    from scatter_rewrite.passes.upgrade import UpgradePass
+    from scatter_rewrite.passes.upgrade import upgrade_steps
 
     repair = RepairPass(assume)
     # (a site below opset 11: Scatter -> ScatterElements, the model at opset 11, as `upgrade` does)
-    return [Steps(OnlyIf(repair.needs_upgrade, UpgradePass(OPSET_FLOOR)), repair,
+    return [Steps(OnlyIf(repair.needs_upgrade, upgrade_steps(OPSET_FLOOR)), repair,
                   name=repair.name)]
 
 

@@ -28,8 +28,8 @@ from tests.helpers.wrong_passes import NegateScatterOutputs, Unregistered
 from scatter_rewrite import testing
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.graph import iter_nodes
-from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.pipeline import VERBS, Verb, check_model, rewrite_file
+from scatter_rewrite.verbs import upgrade_passes
 from scatter_rewrite.validate import run_onnxruntime
 from tests.helpers.cli import invoke
 from tests.helpers.models import vi, weight_bytes
@@ -131,7 +131,7 @@ def test_failed_in_place_rewrite_changes_nothing(tmp_path: Path, monkeypatch: py
     source = _external_model(tmp_path, "weights.bin")
     before = _tree(tmp_path)
     breaker = NegateScatterOutputs() if wrong == "validation" else Unregistered()
-    monkeypatch.setitem(VERBS, "upgrade", Verb("upgrade", "upgraded", lambda opset=None: [UpgradePass(opset), breaker]))
+    monkeypatch.setitem(VERBS, "upgrade", Verb("upgrade", "upgraded", lambda opset=None: [*upgrade_passes(opset), breaker]))
     result = invoke("upgrade", source, "--in-place")
     assert result.exit_code == 1
     assert ("validation failed" if wrong == "validation" else "fails onnx.checker") in result.stderr

@@ -40,7 +40,9 @@ def check(
 
         reports = _reports(models, target)
     except ScatterRewriteError as e:
-        error(str(e), e, verbose)
+        from scatter_rewrite.verbs import said_with_flags
+
+        error(said_with_flags(e, {"target": "--target"}), e, verbose)
         raise typer.Exit(exit_code(e)) from None
     except Exception as e:  # a bug of ours: one line; -v shows where
         internal_error(e, verbose)

@@ -106,9 +106,10 @@ def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
     folder_output = several or output_says_folder
     files = _planned_files(declared, model_paths, output, output_path, folder_output,
                            in_place, report_path, streams)
+    with _flags_in_errors(declared):
+        loaded = _validation_inputs(inputs, rtol, atol)
     kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
-                  in_place=in_place, validate=validate,
-                  inputs=_validation_inputs(inputs, rtol, atol), rtol=rtol, atol=atol)
+                  in_place=in_place, validate=validate, inputs=loaded, rtol=rtol, atol=atol)
     if len(files) == 1:
         outcomes = [_rewrite_one(declared, files[0], kwargs, report_path)]
     else:
@@ -238,16 +239,20 @@ def _warn_what_tensorrt_rejects(verb: str, options: dict[str, Any], outcomes: li
 
 @contextlib.contextmanager
 def _flags_in_errors(verb: Any):
-    """An OptionError the library raises naming a Python parameter (``opset=9``), said with the
-    verb's flag instead (``--opset 9``)."""
-    from scatter_rewrite.errors import OptionError
+    """An error the library raises naming Python parameters (``opset=9``, ``validate=False``),
+    said with the flags instead (``--opset 9``, ``--no-validate``: verbs.Verb.cli_message)."""
+    from scatter_rewrite.errors import OptionError, ScatterRewriteError
 
     try:
         yield
     except OptionError as e:
-        if e.parameter is None:
+        if e.parameter is None and not e.parameters:
             raise
         raise OptionError(verb.cli_message(e), parameter=e.parameter) from e
+    except ScatterRewriteError as e:
+        if e.parameters:
+            e.args = (verb.cli_message(e),)  # (the same error: its type, cause and report)
+        raise
 
 
 for _verb in VERBS.values():

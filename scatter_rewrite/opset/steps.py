@@ -7,15 +7,16 @@ A step is one of (:class:`Kind`):
 * ``same_if(...)``: the same meaning when a condition holds on the node: named attributes absent
   or at the value given (``ONES``: every entry 1); ``values``: attribute values the older op lacks,
   with the first opset that has them. Otherwise no exact form, or the step's ``otherwise``.
-* ``REWRITE``: an exact rewrite into older ops: the form registered for (op, since, the previous
-  version) in :mod:`scatter_rewrite.opset.forms` (:func:`scatter_rewrite.opset.registry.down_forms`;
-  tests/opset/test_steps.py fails on a REWRITE step without one, and on a form no step names).
+* ``REWRITE``: an exact rewrite into older ops: the forms registered for (op, since, the previous
+  version) in :mod:`scatter_rewrite.opset.forms`. Not written in this table: a form's registration
+  (``@register_form``, where the form is defined) declares its step, over what the table says
+  (:func:`step`), so adding a form touches its one file.
 * ``CONVERTER``: onnx.version_converter's adapter, exact for this step.
 * ``BODY``: the op's ONNX function body (context-dependent where the schema's is).
 * ``no_form(reason)``: no exact form at the older version, and why.
 
 A step whose op has no previous version (``Trilu-14``, ``Gelu-20``) moves to older ops or nowhere:
-``BODY``, ``REWRITE`` or ``no_form``. Looked up by (op, since); :func:`steps_between` gives the
+``BODY``, ``REWRITE`` or ``no_form``. Looked up by (op, since) (:func:`step`); :func:`steps_between` gives the
 steps of a move from one opset to another. tests/opset/test_steps.py fails when the installed onnx
 has an op version this table does not declare.
 """
@@ -31,8 +32,8 @@ import onnx.defs
 from scatter_rewrite.spec import REDUCTIONS_SINCE
 
 __all__ = [
-    "Kind", "MIN_TARGET", "ONES", "previous", "REWRITE", "SAME", "Step", "STEPS", "steps_between",
-    "versions",
+    "declared", "Kind", "MIN_TARGET", "ONES", "previous", "REWRITE", "SAME", "Step", "step", "STEPS",
+    "steps_between", "versions",
 ]
 
 MIN_TARGET = 11  # the oldest opset a model moves to
@@ -80,7 +81,8 @@ def no_form(reason: str, otherwise: Step | None = None) -> Step:
     )
 
 
-# (op, since): how a node of that version moves to the op's previous version.
+# (op, since): how a node of that version moves to the op's previous version (the steps with a
+# registered form: REWRITE, declared by the form, see step()).
 STEPS: dict[tuple[str, int], Step] = {
     ("Abs", 13): SAME,
     ("Acos", 22): SAME,
@@ -135,7 +137,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Col2Im", 18): no_form("no older op computes it and ONNX gives it no function body"),
     ("Compress", 28): SAME,
     ("Concat", 13): SAME,
-    ("Constant", 12): REWRITE,
     ("Constant", 13): SAME,
     ("Constant", 19): SAME,
     ("Constant", 21): SAME,
@@ -206,8 +207,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Greater", 13): SAME,
     ("GreaterOrEqual", 12): BODY,
     ("GreaterOrEqual", 16): SAME,
-    ("GridSample", 16): REWRITE,
-    ("GridSample", 20): REWRITE,
     ("GridSample", 22): SAME,
     ("GroupNormalization", 18): BODY,
     ("GroupNormalization", 21): no_form(
@@ -218,7 +217,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("HardSigmoid", 22): SAME,
     ("HardSwish", 14): BODY,
     ("HardSwish", 22): SAME,
-    ("Hardmax", 13): REWRITE,
     ("Identity", 13): SAME,
     ("Identity", 14): SAME,
     ("Identity", 16): SAME,
@@ -249,7 +247,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("LessOrEqual", 16): SAME,
     ("LinearAttention", 27): BODY,
     ("Log", 13): SAME,
-    ("LogSoftmax", 13): REWRITE,
     ("Loop", 13): SAME,
     ("Loop", 16): SAME,
     ("Loop", 19): SAME,
@@ -261,7 +258,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("LpPool", 18): same_if(ceil_mode=0, dilations=ONES),
     ("LpPool", 22): SAME,
     ("MatMul", 13): SAME,
-    ("Max", 12): REWRITE,
     ("Max", 13): SAME,
     ("MaxPool", 12): SAME,
     ("MaxPool", 22): SAME,
@@ -270,12 +266,10 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Mean", 13): SAME,
     ("MeanVarianceNormalization", 13): SAME,
     ("MelWeightMatrix", 17): no_form("no older op computes it and ONNX gives it no function body"),
-    ("Min", 12): REWRITE,
     ("Min", 13): SAME,
     ("Mish", 18): BODY,
     ("Mish", 22): SAME,
     ("Mod", 13): SAME,
-    ("Mod", 28): REWRITE,
     ("Mul", 13): SAME,
     ("Mul", 14): SAME,
     ("Multinomial", 22): SAME,
@@ -295,7 +289,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("OptionalHasElement", 28): SAME,
     ("PRelu", 16): SAME,
     ("Pad", 13): SAME,
-    ("Pad", 18): REWRITE,
     ("Pad", 19): same_if(values={"mode": {"wrap": 19}}),
     ("Pad", 21): SAME,
     ("Pad", 23): SAME,
@@ -322,42 +315,29 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Range", 27): same_if(stash_type=1),
     ("Reciprocal", 13): SAME,
     ("ReduceL1", 13): SAME,
-    ("ReduceL1", 18): REWRITE,
     ("ReduceL2", 13): SAME,
-    ("ReduceL2", 18): REWRITE,
     ("ReduceLogSum", 13): SAME,
-    ("ReduceLogSum", 18): REWRITE,
     ("ReduceLogSum", 28): SAME,
     ("ReduceLogSumExp", 13): SAME,
-    ("ReduceLogSumExp", 18): REWRITE,
     ("ReduceLogSumExp", 28): SAME,
     ("ReduceMax", 12): SAME,
     ("ReduceMax", 13): SAME,
-    ("ReduceMax", 18): REWRITE,
     ("ReduceMax", 20): SAME,
     ("ReduceMean", 13): SAME,
-    ("ReduceMean", 18): REWRITE,
     ("ReduceMin", 12): SAME,
     ("ReduceMin", 13): SAME,
-    ("ReduceMin", 18): REWRITE,
     ("ReduceMin", 20): SAME,
     ("ReduceProd", 13): SAME,
-    ("ReduceProd", 18): REWRITE,
-    ("ReduceSum", 13): REWRITE,
     ("ReduceSumSquare", 13): SAME,
-    ("ReduceSumSquare", 18): REWRITE,
     ("RegexFullMatch", 20): no_form("no older op matches strings"),
     ("Relu", 13): SAME,
     ("Relu", 14): SAME,
     ("Reshape", 13): SAME,
-    ("Reshape", 14): REWRITE,
     ("Reshape", 19): SAME,
     ("Reshape", 21): SAME,
     ("Reshape", 23): SAME,
     ("Reshape", 24): SAME,
     ("Reshape", 25): SAME,
-    ("Resize", 13): REWRITE,
-    ("Resize", 18): REWRITE,
     ("Resize", 19): same_if(
         values={"coordinate_transformation_mode": {"half_pixel_symmetric": 19}}
     ),
@@ -382,7 +362,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Selu", 22): SAME,
     ("SequenceMap", 17): BODY,
     ("Shape", 13): SAME,
-    ("Shape", 15): REWRITE,
     ("Shape", 19): SAME,
     ("Shape", 21): SAME,
     ("Shape", 23): SAME,
@@ -399,7 +378,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Size", 24): SAME,
     ("Size", 25): SAME,
     ("Slice", 13): SAME,
-    ("Softmax", 13): REWRITE,
     ("SoftmaxCrossEntropyLoss", 12): BODY,
     ("SoftmaxCrossEntropyLoss", 13): SAME,
     ("Softplus", 22): SAME,
@@ -407,7 +385,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("SpaceToDepth", 13): SAME,
     ("SpaceToDepth", 28): same_if(mode="DCR", otherwise=BODY),
     ("Split", 13): CONVERTER,
-    ("Split", 18): REWRITE,
     ("SplitToSequence", 24): SAME,
     ("Sqrt", 13): SAME,
     ("Squeeze", 13): CONVERTER,
@@ -433,7 +410,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Transpose", 23): SAME,
     ("Transpose", 24): SAME,
     ("Transpose", 25): SAME,
-    ("Trilu", 14): REWRITE,
     ("Unique", 28): SAME,
     ("Unsqueeze", 13): CONVERTER,
     ("Unsqueeze", 21): SAME,
@@ -466,4 +442,22 @@ def steps_between(op_type: str, source: int, target: int) -> list[tuple[int, Ste
     """The declared steps (since, step) a node of ``op_type`` written at opset ``source`` takes to
     opset ``target`` (< source), newest first: every version above the one in force at ``target``.
     KeyError for a version the table does not declare (a newer onnx: review its steps first)."""
-    return [(v, STEPS[(op_type, v)]) for v in reversed(versions(op_type)) if target < v <= source]
+    return [(v, step(op_type, v)) for v in reversed(versions(op_type)) if target < v <= source]
+
+
+def step(op_type: str, since: int) -> Step:
+    """How a node of ``op_type`` at version ``since`` moves to the op's previous version: REWRITE
+    where a form is registered for that step (its registration is the declaration), else the
+    table's. KeyError for a version declared by neither."""
+    from scatter_rewrite.opset.registry import down_forms  # (the registry reads this module)
+
+    return REWRITE if down_forms(op_type, since) else STEPS[(op_type, since)]
+
+
+def declared() -> dict[tuple[str, int], Step]:
+    """Every declared step, (op, since) -> :func:`step`: the table's and the registered forms'."""
+    from scatter_rewrite.opset.registry import load_forms
+
+    keys = set(STEPS) | {(op, since) for (op, since, to), forms in load_forms().items()
+                         if not forms[0].up}
+    return {key: step(*key) for key in sorted(keys)}

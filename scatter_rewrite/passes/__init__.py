@@ -5,9 +5,9 @@ alone with the reason). Loaded lazily: importing one pass does not import the ot
 Example::
 
     import onnx_ir as ir
-    from scatter_rewrite.passes import LowerPass, UpgradePass
+    from scatter_rewrite.passes import FoldPass, MoveOpsetPass, UpgradePass
     model = ir.load("model.onnx")
-    for pass_ in (UpgradePass(), LowerPass(opset=13)):
+    for pass_ in (UpgradePass(), MoveOpsetPass(13), FoldPass()):
         print(pass_(model).modified)
 """
 
@@ -31,6 +31,7 @@ _EXPORTS = {
     "LowerTensorScatterPass": ("scatter_rewrite.passes.tensorrt", "LowerTensorScatterPass"),
     "CapOpsetPass": ("scatter_rewrite.passes.tensorrt", "CapOpsetPass"),
     "MoveOpsetPass": ("scatter_rewrite.passes.move_opset", "MoveOpsetPass"),
+    "InlineConstantIfsPass": ("scatter_rewrite.passes.inline_if", "InlineConstantIfsPass"),
     "Steps": ("scatter_rewrite.passes.compose", "Steps"),
     "OnlyIf": ("scatter_rewrite.passes.compose", "OnlyIf"),
     "RemoveUnusedNodesPass": ("scatter_rewrite.passes.remove_unused", "RemoveUnusedNodesPass"),
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.remove_unused import RemoveUnusedNodesPass  # noqa: F401
     from scatter_rewrite.passes.fix_dims import FixDimsPass  # noqa: F401
     from scatter_rewrite.passes.fold import FoldPass  # noqa: F401
+    from scatter_rewrite.passes.inline_if import InlineConstantIfsPass  # noqa: F401
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
     from scatter_rewrite.passes.move_opset import MoveOpsetPass  # noqa: F401
     from scatter_rewrite.passes.no_scatter import NoScatterPass, TargetScattersPass  # noqa: F401

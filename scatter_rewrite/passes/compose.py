@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.passes.base import ScatterPassResult
@@ -32,13 +33,16 @@ class Steps(ir.passes.Sequential):
     """``passes`` run in order on the model, in place. ``name``: the one pass the report shows for
     them (their results merged: :func:`merged`); None for a verb's whole list, whose results the
     pipeline reports one by one (:attr:`results`). ``progress``: called with each pass's name
-    before it runs."""
+    before it runs. ``call_on_proto``: the same steps done on the parsed file, where the model
+    allows it (None from it: the IR path; :func:`scatter_rewrite.pipeline.parsed_form`)."""
 
     def __init__(self, *passes: ir.passes.PassBase, name: str | None = None,
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None,
+                 call_on_proto: Callable[[onnx.ModelProto], ScatterPassResult | None] | None = None):
         super().__init__(*passes)
         self.name = name
         self.progress = progress
+        self.call_on_proto = call_on_proto
         self.results: list[ir.passes.PassResult] = []
 
     def leaves(self) -> list[ir.passes.PassBase]:

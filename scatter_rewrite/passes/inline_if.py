@@ -45,9 +45,11 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.type_inference import (
     annotate_function_types, borrow_inferred_types, inferred_tensor_types, restore_types, shape_of,
 )
+from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.fold import CannotEvaluate, ConstantChains
 
-__all__ = ["inline_constant_ifs", "inline_ifs_hiding_rank", "scatter_of_unknown_rank"]
+__all__ = ["InlineConstantIfsPass", "inline_constant_ifs", "inline_ifs_hiding_rank",
+           "scatter_of_unknown_rank"]
 
 logger = logging.getLogger("scatter_rewrite")
 
@@ -91,6 +93,21 @@ def inline_constant_ifs(
     for text in messages:
         logger.debug("inline-if: %s", text)
     return messages
+
+
+class InlineConstantIfsPass(ScatterPass):
+    """:func:`inline_constant_ifs` near the nodes ``near`` selects, as a step of a verb's list
+    (``lower``: before the opset move, as the lowering needs); each If inlined is a note."""
+
+    name = "inline-if"
+
+    def __init__(self, near: Callable[[ir.Node], bool]):
+        super().__init__()
+        self.near = near
+
+    def run(self, model: ir.Model) -> None:
+        for text in inline_constant_ifs(model, near=self.near):
+            self.note(text, modified=True)
 
 
 def scatter_of_unknown_rank(node: ir.Node) -> bool:

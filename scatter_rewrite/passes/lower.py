@@ -1,4 +1,4 @@
-"""Lower scatter reductions (and TensorScatter) that a target opset lacks; move the model there.
+"""Lower scatter reductions (and TensorScatter) that a target opset lacks, in a model moved there.
 
 Rewrites, in the main graph, every If/Loop/Scan body and every model-local function:
 
@@ -11,12 +11,12 @@ Rewrites, in the main graph, every If/Loop/Scan body and every model-local funct
 The ``lower`` verb runs it after :class:`~.upgrade.UpgradePass` (the deprecated ``Scatter``, which
 no opset >= 11 accepts, into ``ScatterElements``) and :class:`~.specialize.SpecializeCallsPass` (a
 reduction whose axis or reduction is a function attribute: one copy of the function per call
-binding, the value known in each), for the nodes this pass lowers (:meth:`LowerPass.lowers`):
-:func:`scatter_rewrite.verbs.lower_passes`.
-
-Then every other node is converted to the target opset (:func:`scatter_rewrite.opset.convert_opset`;
-the nodes to lower are hidden from it and replaced afterwards, so they are never handed to
-``onnx.version_converter``, which asserts on max/min below 18 and fails on add/mul below 16).
+binding, the value known in each), for the nodes this pass lowers (:meth:`LowerPass.lowers`), and
+then its own steps (:func:`scatter_rewrite.verbs.lowering_steps`): the Ifs below inlined, and the
+move of every other node to the target opset (:class:`~.move_opset.MoveOpsetPass`), which keeps
+the nodes to lower as they are (never handed to ``onnx.version_converter``, which asserts on
+max/min below 18 and fails on add/mul below 16) and the types inferred before it, which this pass
+reads and gives back. It replaces those nodes by forms valid at the target.
 
 Modes (how a reduction is lowered):
 
@@ -47,10 +47,10 @@ Modes (how a reduction is lowered):
 
 TensorScatter is lowered to ScatterElements in every mode.
 
-Before lowering, an ``If`` whose condition is a compile-time constant and which feeds a node to
+Before the move, an ``If`` whose condition is a compile-time constant and which feeds a node to
 lower that could not be lowered as it stands or whose rank is unknown, or reads its output, is
-replaced by the branch it always takes (:mod:`scatter_rewrite.passes.inline_if`), and each such
-If is reported in the notes. That is PyTorch's TorchScript export of ``scatter_reduce``: Ifs on
+replaced by the branch it always takes (:class:`~.inline_if.InlineConstantIfsPass` near
+:meth:`LowerPass.inlining_helps`), and each such If is reported in the notes. That is PyTorch's TorchScript export of ``scatter_reduce``: Ifs on
 "is x rank 0?" hide the scatter's rank, and in a function called on several shapes their
 branches declare another call's shapes, which onnx.checker rejects whatever the mode. A custom
 node's output declares the data's shape, so what follows it stays checkable. Other Ifs stay.
@@ -73,14 +73,14 @@ from scatter_rewrite.graph import (
     Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within,
     reference_reason, remove_unused_expands, value_names,
 )
-from scatter_rewrite.opset import move_to_opset
 from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.move_opset import KEPT_TYPES, restore_kept_types
 from scatter_rewrite.type_inference import (
     annotate_functions_with,
     borrow_inferred_types,
     restore_types,
 )
-from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
+from scatter_rewrite.passes.inline_if import scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass, first_and_more
 
 __all__ = ["LowerPass"]
@@ -97,7 +97,6 @@ TRT_PLUGIN_DTYPES = {
     ir.DataType.INT64,
     ir.DataType.BFLOAT16,
 }
-_PENDING_DOMAIN = "scatter_rewrite.pending"  # hides a node from convert_opset until it is replaced
 
 
 class LowerPass(ScatterPass):
@@ -144,29 +143,36 @@ class LowerPass(ScatterPass):
             )
         return seg.reduction_blocker(node, self.opset)
 
+    def has_work(self, model: ir.Model) -> bool:
+        """Whether ``model`` holds a node this pass lowers."""
+        return any(self.needs_lowering(n) for n, _ in iter_nodes(model))
+
     def run(self, model: ir.Model) -> None:
         pending: list[tuple[str, ir.Node, Scope]] = []
         blocked: list[str] = []
-        # Decisions need dtypes and shapes the model may not record (values inside functions, the
-        # Expand source of a GNN index): borrow them from ONNX shape inference for as long as the
-        # pass runs, then leave every value as it came (nothing is added to the saved model).
-        if not any(self.needs_lowering(n) for n, _ in iter_nodes(model)):
+        if not self.has_work(model):
             self._run(model, pending, blocked)
+            restore_kept_types(model)
             return
-        # An If with a constant condition in front of (or behind) a node that cannot be lowered as
-        # it stands, or whose rank is unknown, becomes its taken branch: TorchScript's rank-0
-        # wrapper hides the scatter's rank, and in a function its branches may declare the shapes
-        # of another call (custom nodes need no rank, but the model would still fail the checker).
-        for text in inline_constant_ifs(model, near=self._inlining_helps):
-            self.note(text, modified=True)
-        borrowed = (borrow_inferred_types(model, sharpen=True)
-                    + annotate_functions_with(model, self.needs_lowering))
+        # Decisions need dtypes and shapes the model may not record (values inside functions, the
+        # Expand source of a GNN index): ONNX shape inference's, for as long as the pass runs, then
+        # every value left as it came (nothing is added to the saved model). The move before this
+        # pass borrowed them on the model before it moved (MoveOpsetPass(keep=...)); else here.
+        moved = KEPT_TYPES in model.meta
+        borrowed = [] if moved else (borrow_inferred_types(model, sharpen=True)
+                                     + annotate_functions_with(model, self.needs_lowering))
         try:
             self._run(model, pending, blocked)
         finally:
             restore_types(borrowed)
+            restore_kept_types(model)
 
-    def _inlining_helps(self, node: ir.Node) -> bool:
+    def inlining_helps(self, node: ir.Node) -> bool:
+        """Where an If with a constant condition is best inlined first (InlineConstantIfsPass, in
+        the verbs' lists before the move): in front of (or behind) a node to lower that cannot be
+        lowered as it stands, or whose rank is unknown. TorchScript's rank-0 wrapper hides the
+        scatter's rank, and in a function its branches may declare the shapes of another call
+        (custom nodes need no rank, but the model would still fail the checker)."""
         kind = self.needs_lowering(node)
         return kind is not None and (
             scatter_of_unknown_rank(node) or self._blocker(kind, node) is not None
@@ -189,14 +195,10 @@ class LowerPass(ScatterPass):
                 f"cannot lower to opset {target}: {first_and_more(blocked)}; fix the model or "
                 f"pick a target opset that has the op (max/min: 18, add/mul: 16)"
             )
-        for _, node, _ in pending:
-            node.domain = _PENDING_DOMAIN
-        self.moved(move_to_opset(model, target))
         names = seg.Names(value_names(model))
         uses_custom: list[ir.Graph | ir.Function] = []
         built_in_functions: list[ir.Node] = []
         for kind, node, scope in pending:
-            node.domain = ""
             if kind == "tensor_scatter":
                 nodes, out = seg.lower_tensor_scatter(node, target, names)
                 detail = f"-> ScatterElements(axis={attr(node, 'axis', -2)}) ({len(nodes)} nodes)"

@@ -232,8 +232,8 @@ class NoScatterPass(ScatterPass):
         super().__init__()
         if (isinstance(max_intermediate_mib, bool) or not isinstance(max_intermediate_mib, int)
                 or max_intermediate_mib < 1):
-            raise OptionError(f"--max-intermediate-mib {max_intermediate_mib!r}: pick a positive "
-                              "number of MiB")
+            raise OptionError(f"max_intermediate_mib={max_intermediate_mib!r}: pick a positive "
+                              "number of MiB", parameters=("max_intermediate_mib",))
         self.max_bytes = max_intermediate_mib * 2 ** 20
         self.max_intermediate_mib = max_intermediate_mib
 
@@ -571,9 +571,9 @@ def steps_for(pass_: NoScatterPass, preceded_by: tuple = ()) -> list:
     ``preceded_by``."""
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
-    from scatter_rewrite.passes.upgrade import UpgradePass, has_scatter
+    from scatter_rewrite.passes.upgrade import has_scatter, upgrade_steps
 
-    return [Steps(OnlyIf(has_scatter, UpgradePass()), SpecializeCallsPass(_is_scatter),
+    return [Steps(OnlyIf(has_scatter, upgrade_steps()), SpecializeCallsPass(_is_scatter),
                   *preceded_by, pass_, name=pass_.name)]
 
 

@@ -1,10 +1,12 @@
-"""Upgrade the deprecated ``Scatter`` to ``ScatterElements`` and move the model to a target opset.
+"""Upgrade the deprecated ``Scatter`` to ``ScatterElements``.
 
 Rewrites: every default-domain ``Scatter`` (opset 9/10, and the deprecated one still found in models
 declaring opset >= 11, which the checker and onnxruntime reject) into ``ScatterElements`` with the
 same ``axis`` and inputs; ``Scatter`` has exactly ScatterElements-11's semantics without a
-reduction. Then every other node is converted to the target opset (see
-:mod:`scatter_rewrite.opset`).
+reduction. The model's move to the target opset (11 or more, where ScatterElements exists) is the
+next pass in every list that runs this one, :class:`~.move_opset.MoveOpsetPass`
+(:func:`scatter_rewrite.verbs.upgrade_passes`); on the parsed file, :func:`upgrade_proto` does
+both where they are only renames.
 
 Leaves alone: nodes of other domains. Raises InvalidModelError for a ``Scatter`` that breaks its
 spec where it can be seen statically (axis out of range, rank or shape mismatch).
@@ -21,16 +23,11 @@ from scatter_rewrite.graph import (
     DEFAULT_DOMAINS, Scope, attr, default_opset, describe, describe_parts, is_default_domain,
     iter_nodes,
 )
-from scatter_rewrite.opset import (
-    MIN_IR_VERSION,
-    move_to_opset,
-    needs_conversion,
-    opset_note,
-)
+from scatter_rewrite.opset import MIN_IR_VERSION, needs_conversion, opset_note
 from scatter_rewrite.passes.base import NodeNote, ScatterPassResult, ScatterPass
 from scatter_rewrite.spec import check_scatter_proto
 
-__all__ = ["has_scatter", "upgrade_proto", "UpgradePass"]
+__all__ = ["has_scatter", "upgrade_proto", "upgrade_steps", "UpgradePass"]
 
 
 def check_scatter_elements_shapes(node: ir.Node, scope: Scope, axis: int) -> int:
@@ -75,7 +72,8 @@ def has_scatter(model: ir.Model) -> bool:
 
 
 class UpgradePass(ScatterPass):
-    """Scatter -> ScatterElements everywhere, then the default-domain opset becomes ``opset``."""
+    """Scatter -> ScatterElements everywhere. ``opset``: the one the model moves to next
+    (MoveOpsetPass; None: its own, 11 at least), which bfloat16 data needs to be 13 or more."""
 
     name = "upgrade"
 
@@ -89,18 +87,12 @@ class UpgradePass(ScatterPass):
         for node, scope in iter_nodes(model):
             if node.op_type == "Scatter" and is_default_domain(node):
                 self._rewrite(node, scope, target)
-        self.moved(move_to_opset(model, target))
-
-    def call_on_proto(self, proto: onnx.ModelProto) -> ScatterPassResult | None:
-        """This pass on the parsed file, where it is only renames (:func:`upgrade_proto`); None,
-        ``proto`` untouched, where the model needs the IR."""
-        return upgrade_proto(proto, self.opset)
 
     def _rewrite(self, node: ir.Node, scope: Scope, target: int) -> None:
         if node.inputs[0].dtype == ir.DataType.BFLOAT16 and target < 13:
             raise InvalidModelError(
-                f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass --opset 13"
-            )
+                f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass opset=13",
+                parameters=("opset",))
         axis = attr(node, "axis", 0)
         # a reference to a function attribute, kept as it is: ScatterElements reads it the same way
         if axis is None:
@@ -117,14 +109,28 @@ class UpgradePass(ScatterPass):
         node.op_type = "ScatterElements"
 
 
+def upgrade_steps(opset: int | None = None):
+    """UpgradePass and the move after it (MoveOpsetPass, to ``opset``; None: the model's own, 11
+    at least), one report line; on the parsed file, :func:`upgrade_proto`."""
+    import functools
+
+    from scatter_rewrite.passes.compose import Steps
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass
+
+    return Steps(UpgradePass(opset), MoveOpsetPass(opset), name=UpgradePass.name,
+                 call_on_proto=functools.partial(upgrade_proto, opset=opset))
+
+
 def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPassResult | None:
-    """:class:`UpgradePass` done on the parsed file, in place, where it is only renames: a graph
+    """:class:`UpgradePass` and the move to ``opset`` after it (:func:`scatter_rewrite.verbs.
+    upgrade_passes`) done on the parsed file, in place, where they are only renames: a graph
     with no subgraphs, no local functions and no external data, whose other nodes keep their schema
     at the target opset. None (``proto`` untouched) for any other model: the IR path handles it.
 
-    Same result and report as the pass, without the IR round trip that dominates a big flat graph's
-    upgrade (50k nodes: ~1.5 s of deserializing and serializing for a few thousand renames). Used by
-    the pipeline when nothing needs the IR afterwards (no validation).
+    Same result and report as the two passes, without the IR round trip that dominates a big flat
+    graph's upgrade (50k nodes: ~1.5 s of deserializing and serializing for a few thousand renames):
+    the pipeline's form of the ``upgrade`` verb's steps on a model that allows it
+    (:func:`scatter_rewrite.pipeline.parsed_form`).
     """
     from scatter_rewrite.model_io import has_external_data
 
@@ -167,8 +173,8 @@ def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPa
         where = describe_parts(node.op_type, node.name, current, "main graph")
         if dtypes.get(node.input[0]) == onnx.TensorProto.BFLOAT16 and target < 13:
             raise InvalidModelError(
-                f"{where}: bfloat16 data needs ScatterElements-13; pass --opset 13"
-            )
+                f"{where}: bfloat16 data needs ScatterElements-13; pass opset=13",
+                parameters=("opset",))
         given = next((a.i for a in node.attribute if a.name == "axis"), 0)
         axis = checked_axis(
             where,

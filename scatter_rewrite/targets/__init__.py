@@ -226,7 +226,8 @@ def get_target(name: str) -> Target:
     known ones otherwise."""
     found = targets().get(name.strip().lower())
     if found is None:
-        raise OptionError(f"--target {name!r} is unknown: pick {_names_help()}")
+        raise OptionError(f"target={name!r} is unknown: pick {_names_help()}",
+                          parameters=("target",))
     return found
 
 

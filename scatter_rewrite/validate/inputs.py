@@ -267,7 +267,7 @@ def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
         raise ValidationError(
             "cannot find inputs the original model runs with: onnxruntime fails with "
             f"{_said(tried)}; onnx.reference with {first.said(dims)} ({reason}){_unmet(dims)}; "
-            "give inputs with --inputs X.npz, or use --no-validate")
+            "give inputs with inputs=, or use validate=False", parameters=("inputs", "validate"))
     first.traced[3].append(
         f"onnxruntime fails on the original with every size tried: {_said(tried)}")
     return first

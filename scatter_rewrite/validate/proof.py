@@ -109,9 +109,9 @@ def validate(
         else:  # never PASSED for a model its users cannot load
             raise ValidationError(
                 "onnxruntime cannot load the rewritten model with "
-                "scatter_rewrite.custom_ops.register, which is how a --mode custom model runs: "
-                f"{e}; lower with --mode standard, or skip validation with --no-validate to write "
-                "it anyway"
+                "scatter_rewrite.custom_ops.register, which is how a mode='custom' model runs: "
+                f"{e}; lower with mode='standard', or skip validation with validate=False to "
+                "write it anyway", parameters=("mode", "validate")
             ) from e
     except engines.WouldTrap as e:  # (never run: the model is judged in onnx.reference)
         rewritten_ort, unrunnable, to_run_it = None, str(e), ""
@@ -140,7 +140,8 @@ def validate(
                                                     failures)
         tolerance = judged or tolerance
     if failures:
-        raise ValidationError(_failed(checked_against, failures))
+        raise ValidationError(_failed(checked_against, failures),
+                              parameters=("rtol", "atol", "validate"))
     return ValidationResult(
         checked_against,
         tolerance,
@@ -242,8 +243,8 @@ def _failed(checked_against: str, failures: dict[str, str]) -> str:
     """What was compared, by how much it missed, and the ways out."""
     return (
         f"validation failed, nothing written: {'; '.join(failures.values())} (checked against: "
-        f"{checked_against}); if the difference is acceptable, set the bound with --rtol/--atol "
-        "(rtol=/atol= in the Python API), or skip validation with --no-validate (validate=False)"
+        f"{checked_against}); if the difference is acceptable, set the bound with rtol=/atol=, "
+        "or skip validation with validate=False"
     )
 
 
@@ -299,21 +300,22 @@ def _run_in_reference(model: str | os.PathLike, plan: ValidationPlan, ort_reason
         if not original:
             raise
         if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
-            raise ValidationError(f"--inputs: the original model cannot run on them: {e}; "
-                                  "scatter indices must lie within the data's bounds") from e
+            raise ValidationError(f"the original model cannot run on the inputs given (inputs=): "
+                                  f"{e}; scatter indices must lie within the data's bounds",
+                                  parameters=("inputs",)) from e
         # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
         # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
         raise ValidationError(
             f"the generated validation inputs put an index out of range in the original "
-            f"model ({e}): pass inputs it runs on with --inputs X.npz, or --no-validate"
-        ) from e
+            f"model ({e}): pass inputs it runs on with inputs=, or validate=False",
+            parameters=("inputs", "validate")) from e
     except ScatterRewriteError:
         raise
     except Exception as ref_error:
-        which, skip = ("original", "; use --no-validate to skip") if original else ("rewritten", "")
+        which, skip = ("original", "; use validate=False to skip") if original else ("rewritten", "")
         raise ValidationError(
             f"cannot evaluate the {which} model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{first_line(ref_error)}'{skip}"
+            f"onnx.reference says '{first_line(ref_error)}'{skip}", parameters=("validate",)
         ) from ref_error
 
 

@@ -22,8 +22,8 @@ def checked_user_inputs(graph_inputs, inputs, dim_sizes) -> tuple[dict, list[str
     missing = [v.name for v in graph_inputs if v.name not in inputs]
     if missing:
         raise ValidationError(
-            f"--inputs lacks the model input(s) {', '.join(missing)}; add them to the .npz"
-        )
+            f"inputs= lacks the model input(s) {', '.join(missing)}; add them",
+            parameters=("inputs",))
     given = {v.name: np.asarray(inputs[v.name]) for v in graph_inputs}
     for v in graph_inputs:
         _check_user_input(v, given[v.name], dict(dim_sizes or {}))
@@ -40,9 +40,10 @@ def user_tolerance(rtol: float | None, atol: float | None) -> tuple[float, float
     bound that is negative or not a number."""
     if rtol is None and atol is None:
         return None
-    for flag, value in (("--rtol", rtol), ("--atol", atol)):
+    for name, value in (("rtol", rtol), ("atol", atol)):
         if value is not None and not (np.isfinite(value) and value >= 0):
-            raise OptionError(f"{flag} {value}: a tolerance is a finite number >= 0")
+            raise OptionError(f"{name}={value}: a tolerance is a finite number >= 0",
+                              parameter=name)
     return (float(rtol or 0.0), float(atol or 0.0))
 
 
@@ -71,9 +72,8 @@ def _check_user_input(value: ir.Value, array: np.ndarray, fixed: dict[str, int])
         )
         fixes = f" (with {', '.join(f'{k}={n}' for k, n in fixed.items())})" if fixed else ""
         raise ValidationError(
-            f"--inputs: '{value.name}' is {described(array.dtype, array.shape)}; the model "
-            f"declares {declared}{fixes}; fix the .npz"
-        )
+            f"inputs=: '{value.name}' is {described(array.dtype, array.shape)}; the model "
+            f"declares {declared}{fixes}", parameters=("inputs",))
 
 
 def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -91,5 +91,5 @@ def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
         raise ValidationError(
-            f"--inputs {path}: cannot read it as a .npz archive ({reason})"
+            f"inputs='{path}': cannot read it as a .npz archive ({reason})", parameters=("inputs",)
         ) from e

@@ -19,9 +19,9 @@ import pytest
 import scatter_rewrite as sr
 from tests.helpers.wrong_passes import NegateScatterOutputs
 from scatter_rewrite.errors import ModelLoadError
-from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.pipeline import VERBS, Verb, rewrite_file_reporting
 from scatter_rewrite.testing import constant_scatter_model, external_weights_model, scatter_model
+from scatter_rewrite.verbs import upgrade_passes
 from tests.helpers.cli import invoke, save, tree
 
 # verb, the model it has work on, its options
@@ -147,7 +147,7 @@ def test_output_that_cannot_be_written_or_fails_validation_leaves_no_folder(
         legacy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str):
     (tmp_path / "file").write_text("a file where a folder is needed\n")
     monkeypatch.setitem(VERBS, "upgrade", Verb("upgrade", "upgraded",
-                                               lambda opset=None: [UpgradePass(opset), NegateScatterOutputs()]))
+                                               lambda opset=None: [*upgrade_passes(opset), NegateScatterOutputs()]))
     before = tree(tmp_path)
     assert_one_line_failure(invoke("upgrade", legacy, "-o", tmp_path / output))
     assert tree(tmp_path) == before  # new/ and new/sub/ were left behind

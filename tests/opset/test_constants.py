@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, numpy_helper
 
 import scatter_rewrite as sr
-from scatter_rewrite.passes import FoldPass, LowerPass, UpgradePass
+from scatter_rewrite.passes import FoldPass, LowerPass, MoveOpsetPass, UpgradePass
 from scatter_rewrite.testing import LOCAL_DOMAIN
 from tests.helpers.runs import ort_run  # onnxruntime with default session options
 from tests.helpers.exports import export_arrays
@@ -180,7 +180,7 @@ VERBS = {
     "tensorrt 8.6": lambda m: sr.prepare_for_tensorrt(m, trt_version="8.6", validate=False),
     "tensorrt 10": lambda m: sr.prepare_for_tensorrt(m, trt_version="10", validate=False),
     "repair": lambda m: sr.repair(m, validate=False),
-    "rewrite": lambda m: sr.rewrite(m, [UpgradePass(16), FoldPass(), LowerPass(opset=16)],
+    "rewrite": lambda m: sr.rewrite(m, [UpgradePass(16), MoveOpsetPass(16), FoldPass(), LowerPass(opset=16)],
                                     validate=False),
 }
 

@@ -35,15 +35,15 @@ def _moved(proto: onnx.ModelProto, target: int):
 
 # --- adding a form touches one file -------------------------------------------------------------
 
-# (not Trilu's meaning: a marker that shows which form ran, registered to run before trilu_14.py)
+# (not Abs's meaning: a marker that shows the form ran, for a step the table declares SAME)
 _DUMMY = '''
 from scatter_rewrite.graph import NodeBuilder
 from scatter_rewrite.opset.registry import Replaced, register_form
 from scatter_rewrite.opset.rewriting import replace
 
 
-@register_form("Trilu", 14, None, order=-1)
-def trilu_marker_14(node, scope, target):
+@register_form("Abs", 13, 6)
+def abs_marker_13_6(node, scope, target):
     b = NodeBuilder()
     y = b.add("Identity", [node.inputs[0]])
     replace(node, scope, b.nodes, [y])
@@ -53,13 +53,15 @@ def trilu_marker_14(node, scope, target):
 
 def test_a_new_form_is_one_file_that_the_engine_picks_up(tmp_path, monkeypatch):
     """A form written as one file in a forms package, registered by its decorator, is the one the
-    engine runs for its step, with no edit anywhere else (the table declares every step; a step
-    declared another kind than REWRITE would take one line there too, which
-    tests/opset/test_steps.py asks for)."""
+    engine runs for its step, with no edit anywhere else: its registration declares the step
+    (steps.step), here one the table declares SAME."""
+    from scatter_rewrite.opset import steps
+
+    assert steps.STEPS[("Abs", 13)] == steps.SAME and steps.previous("Abs", 13) == 6
     package = tmp_path / "extra_forms"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "trilu_marker_14.py").write_text(_DUMMY)
+    (package / "abs_marker_13_6.py").write_text(_DUMMY)
     monkeypatch.syspath_prepend(str(tmp_path))
     saved = {k: list(v) for k, v in registry.load_forms().items()}  # (the package's own first)
     try:
@@ -67,19 +69,21 @@ def test_a_new_form_is_one_file_that_the_engine_picks_up(tmp_path, monkeypatch):
         files = {Path(sys.modules[spec.function.__module__].__file__).name
                  for key, forms in registry.FORMS.items() for spec in forms
                  if spec not in saved.get(key, [])}
-        assert files == {"trilu_marker_14.py"}
-        graph = oh.make_graph([oh.make_node("Trilu", ["x"], ["y"])], "g",
+        assert files == {"abs_marker_13_6.py"}
+        assert steps.step("Abs", 13) == steps.REWRITE
+        graph = oh.make_graph([oh.make_node("Abs", ["x"], ["y"])], "g",
                               [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
                               [oh.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])])
         model = ir.serde.deserialize_model(
-            oh.make_model(graph, opset_imports=[oh.make_opsetid("", 14)]))
-        convert_opset(model, 13)
-        assert [n.op_type for n in model.graph] == ["Identity"]  # (the marker's, not trilu_14's)
+            oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]))
+        convert_opset(model, 11)
+        assert [n.op_type for n in model.graph] == ["Identity"]  # (the marker's: Abs is SAME)
     finally:
         registry.FORMS.clear()
         registry.FORMS.update(saved)
         registry._LOADED.discard("extra_forms")
-    assert (package / "trilu_marker_14.py").exists()
+    assert steps.step("Abs", 13) == steps.SAME
+    assert (package / "abs_marker_13_6.py").exists()
 
 
 # --- sizes: no module over 800 lines, no function over 80, in opset/ ---------------------------

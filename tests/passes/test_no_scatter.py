@@ -252,9 +252,9 @@ def test_validate_false_and_a_second_run_changes_nothing(tmp_path):
 
 def test_options_the_target_does_not_take_are_refused():
     model = scatter_model("ScatterElements", reduction="add")
-    with pytest.raises(OptionError, match="--fix-dim does not apply to --target no-scatter"):
+    with pytest.raises(OptionError, match="fix_dims= does not apply to target='no-scatter'"):
         scatter_rewrite.prepare(model, target="no-scatter", fix_dims={"n": 2})
-    with pytest.raises(OptionError, match="--max-intermediate-mib does not apply"):
+    with pytest.raises(OptionError, match="max_intermediate_mib= does not apply"):
         scatter_rewrite.prepare(model, target="opset-13", max_intermediate_mib=8)
     with pytest.raises(OptionError, match="unknown"):
         scatter_rewrite.prepare(model, target="npu-x")

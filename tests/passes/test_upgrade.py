@@ -12,6 +12,7 @@ from onnx.backend.test.case.node import collect_testcases
 
 import scatter_rewrite as sr
 from scatter_rewrite.graph import iter_nodes
+from scatter_rewrite.passes.move_opset import MoveOpsetPass
 from scatter_rewrite.passes.upgrade import UpgradePass
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.runs import ort_run
@@ -100,8 +101,17 @@ def test_bfloat16_needs_opset_13():
     model = scatter_model("Scatter", opset=13, data_type=TensorProto.BFLOAT16)
     upgraded, outcome = sr.upgrade(model, validate=True, return_report=True)
     assert "for both models" in outcome.validation["checked_against"]  # ORT has no bfloat16 kernel
-    with pytest.raises(sr.InvalidModelError, match="--opset 13"):
+    with pytest.raises(sr.InvalidModelError, match="needs ScatterElements-13; pass opset=13$"):
         sr.upgrade(scatter_model("Scatter", opset=10, data_type=TensorProto.BFLOAT16))
+
+
+def test_bfloat16_needs_opset_13_said_with_the_flag_on_the_command_line(tmp_path):
+    from tests.helpers.cli import invoke
+
+    onnx.save(scatter_model("Scatter", opset=10, data_type=TensorProto.BFLOAT16), tmp_path / "m.onnx")
+    result = invoke("upgrade", tmp_path / "m.onnx")
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith("needs ScatterElements-13; pass --opset 13")
 
 
 def test_target_opset_converts_other_nodes():
@@ -201,7 +211,7 @@ def test_model_kinds_round_trip(tmp_path):
 
 
 def test_rewrite_takes_a_pass_list():
-    out = sr.rewrite(scatter_model("Scatter", opset=10), [UpgradePass(opset=12)])
+    out = sr.rewrite(scatter_model("Scatter", opset=10), [UpgradePass(opset=12), MoveOpsetPass(12)])
     assert default_opsets(out) == {12}
 
 

@@ -80,7 +80,8 @@ def test_user_indices_out_of_range_at_a_custom_scatter_are_one_line_not_an_abort
     done = subprocess.run([sys.executable, "-m", "scatter_rewrite.cli", "lower", str(model), "--opset", "11",
                            "--mode", "custom", "--inputs", str(bad), "-o", str(tmp_path / "c11.onnx")],
                           capture_output=True, text=True, timeout=300)
-    assert_one_line_error(done, "--inputs: the original model cannot run on them", "index -5 is out of range")
+    assert_one_line_error(done, "the original model cannot run on the inputs given (--inputs)",
+                          "index -5 is out of range")
     assert not (tmp_path / "c11.onnx").exists()
 
 
@@ -123,7 +124,8 @@ def test_custom_scatter_failures_through_the_python_api(tmp_path):
     """)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("api: --inputs: the original model cannot run on them") and "-5" in lines[0]
+    assert lines[0].startswith("api: the original model cannot run on the inputs given (inputs=)")
+    assert "-5" in lines[0]
     assert lines[1].startswith("run: ") and "index -5 is out of range" in lines[1]
     assert lines[2] == "fine: [99.0, 99.0, 99.0]"
     assert lines[3] == "direct: True"
@@ -369,7 +371,8 @@ def test_a_custom_model_onnxruntime_cannot_load_fails_validation(monkeypatch):
     message = str(caught.value)
     assert message.startswith("onnxruntime cannot load the rewritten model with "
                               "scatter_rewrite.custom_ops.register")
-    assert "--mode standard" in message and "--no-validate" in message
+    assert "mode='standard'" in message and "validate=False" in message  # (the API's words)
+    assert "--" not in message
 
 
 @pytest.mark.parametrize("dtype", [TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE])

@@ -1,0 +1,101 @@
+"""The library's errors name Python parameters (``inputs=``, ``validate=False``, ``rtol=``); the
+command line says the flags instead (``--inputs``, ``--no-validate``, ``--rtol``): one mechanism,
+``ScatterRewriteError.parameters`` and ``Verb.cli_message``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import scatter_rewrite as sr
+from scatter_rewrite.pipeline import VERBS, Verb
+from scatter_rewrite.testing import scatter_model
+from scatter_rewrite.verbs import upgrade_passes
+from tests.helpers.cli import invoke
+from tests.helpers.wrong_passes import NegateScatterOutputs
+
+
+def _stderr_line(*args) -> str:
+    """The one line a failed command writes on stderr."""
+    result = invoke(*args)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    return lines[0]
+
+
+@pytest.fixture
+def wrong_upgrade(monkeypatch):
+    """``upgrade`` that negates its scatters' outputs: validation fails."""
+    passes = lambda opset=None: [*upgrade_passes(opset), NegateScatterOutputs()]  # noqa: E731
+    monkeypatch.setitem(VERBS, "upgrade", Verb("upgrade", "upgraded", passes,
+                                               options=VERBS["upgrade"].options))
+    return passes
+
+
+def test_a_failed_proof_names_the_parameters_in_python_and_the_flags_on_the_command_line(
+        tmp_path: Path, wrong_upgrade):
+    model = scatter_model("Scatter", opset=10)
+    with pytest.raises(sr.ValidationError) as caught:
+        sr.rewrite(model, wrong_upgrade(), validate=True)
+    said = str(caught.value)
+    assert "set the bound with rtol=/atol=, or skip validation with validate=False" in said
+    assert "--" not in said
+    onnx.save(model, tmp_path / "m.onnx")
+    line = _stderr_line("upgrade", tmp_path / "m.onnx")
+    assert "set the bound with --rtol/--atol, or skip validation with --no-validate" in line
+    assert "validate=False" not in line and "rtol=" not in line
+
+
+def test_users_inputs_an_index_out_of_range_in_python_and_on_the_command_line(tmp_path: Path):
+    model = scatter_model("Scatter", opset=13, where="if")
+    names = [i.name for i in model.graph.input]
+    bad = {"data": np.zeros((4, 5), np.float32), "indices": np.full((2, 5), 9),
+           "updates": np.ones((2, 5), np.float32), "cond": np.array(True)}
+    bad = {k: v for k, v in bad.items() if k in names}
+    with pytest.raises(sr.ScatterRewriteError) as caught:
+        sr.upgrade(model, inputs=bad)
+    assert "inputs=" in str(caught.value) and "--inputs" not in str(caught.value)
+    onnx.save(model, tmp_path / "m.onnx")
+    np.savez(tmp_path / "x.npz", **bad)
+    line = _stderr_line("upgrade", tmp_path / "m.onnx", "--inputs", tmp_path / "x.npz")
+    assert "--inputs" in line and "inputs=" not in line
+
+
+def test_an_unreadable_inputs_file_and_a_bad_tolerance_name_their_flags(tmp_path: Path):
+    onnx.save(scatter_model("Scatter", opset=10), tmp_path / "m.onnx")
+    (tmp_path / "x.npz").write_text("not an archive\n")
+    line = _stderr_line("upgrade", tmp_path / "m.onnx", "--inputs", tmp_path / "x.npz")
+    assert line.startswith(f"scatter-rewrite: error: --inputs {tmp_path / 'x.npz'}: cannot read it")
+    result = invoke("upgrade", tmp_path / "m.onnx", "--rtol", "-1")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("scatter-rewrite: error: --rtol -1.0: a tolerance is a finite "
+                                     "number >= 0")
+
+
+def test_the_translation_touches_only_the_parameters_the_error_names():
+    from scatter_rewrite.errors import ValidationError
+
+    error = ValidationError("lower with mode='standard' (node 'validate=False'), or validate=False",
+                            parameters=("mode",))
+    assert VERBS["lower"].cli_message(error) == ("lower with --mode standard (node "
+                                                 "'validate=False'), or validate=False")
+
+
+def test_an_unknown_target_is_the_parameter_in_python_and_the_flag_for_check_and_prepare(
+        tmp_path: Path):
+    model = scatter_model("ScatterElements", opset=18, reduction="add")
+    with pytest.raises(sr.OptionError, match=r"^target='npu-x' is unknown: pick "):
+        sr.check(model, target="npu-x")
+    with pytest.raises(sr.OptionError, match=r"^fix_dims= does not apply to target='rknn'"):
+        sr.prepare(model, target="rknn", fix_dims={"n": 2})
+    onnx.save(model, tmp_path / "m.onnx")
+    for args in (["check", "--target", "npu-x"], ["prepare", "--target", "npu-x"]):
+        result = invoke(args[0], tmp_path / "m.onnx", *args[1:])
+        assert result.exit_code == 2
+        assert result.stderr.startswith("scatter-rewrite: error: --target npu-x is unknown: pick ")
+    result = invoke("prepare", tmp_path / "m.onnx", "--target", "rknn", "--fix-dim", "n=2")
+    assert result.exit_code == 2
+    assert "--fix-dim does not apply to --target rknn" in result.stderr

@@ -21,12 +21,14 @@ bytes at once (Memory, below):
     (an infinite update would poison every row) and runtimes may lower MatMul's precision
     (OpenVINO's bf16 default on Xeons: 0.023 off, issue #32).
 ``sort`` (any reduction, any type the lowering supports): the data rows and the update rows
-    concatenated, with keys ``Range(R)`` and ``keys``, sorted by key with ``TopK(largest=0)``,
-    whose tie rule (the lower index first) puts each row's data first and its updates in order;
-    then an inclusive segmented scan by doubling (Hillis-Steele: step d combines element i with
-    i-d when both lie in the same key run; ceil(log2(n+1)) steps for a static n, 31 when n is
+    concatenated, with keys ``Range(R)`` and ``keys``, sorted with ``TopK(largest=0)`` by
+    ``key * (R+n) + position`` (int64; distinct, so no runtime's tie rule matters: each row's
+    data comes first and its updates in order); then an inclusive segmented scan by doubling
+    (Hillis-Steele: step d combines element i with i-d when both lie in the same key run;
+    ceil(log2(n+1)) steps for n static in the indices' or the updates' shape, 31 when n is
     symbolic, enough for any n below 2^31), unrolled (no Loop); every run's last element,
-    picked with ``TopK`` of the run-end flags (exactly R of them, in key order: the output rows).
+    picked with ``TopK`` of ``position + (R+n) * (not a run end)`` (distinct too; exactly R run
+    ends, in key order: the output rows).
     ``none`` needs no scan: the run's last element is the last writer. Largest intermediate:
     (R+n)*w of the compute type. The combine is :class:`.lowering.segment_reduce.Kind`'s, with its
     "a NaN came after" flag for float max/min: bit for bit, as onnxruntime folds.
@@ -437,16 +439,18 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
     row_ids = b.op("Range", b.const(0), row_count, b.const(1), dtype=INT64)
     all_keys = b.op("Concat", row_ids, keys, axis=0, dtype=INT64)
     total = b.op("Size", all_keys, dtype=INT64)
-    sorted_keys, order = b.op("TopK", all_keys, b.op("Reshape", total, b.const([1]), dtype=INT64),
-                              outputs=2, axis=0, largest=0, sorted=1)
-    sorted_keys.dtype = order.dtype = INT64
-    # run ends: the key changes after them (the last element ends the last run)
-    following = b.op("Concat", b.op("Slice", sorted_keys, b.const([1]), b.const([2 ** 62])),
+    positions = b.op("Range", b.const(0), total, b.const(1), dtype=INT64)
+    order = _ascending(b, b.op("Add", b.op("Mul", all_keys, total, dtype=INT64), positions,
+                               dtype=INT64), total)
+    sorted_keys = b.op("Gather", all_keys, order, axis=0, dtype=INT64)
+    # run ends: the key changes after them (the last element ends the last run); the slice's end
+    # is the length itself (onnx2tf reads a huge constant end as int32: an empty slice)
+    following = b.op("Concat", b.op("Slice", sorted_keys, b.const([1]), _as_vector(b, total)),
                      b.const([-1]), axis=0, dtype=INT64)
-    ends = b.cast(b.op("Not", b.op("Equal", sorted_keys, following)), INT64, ir.DataType.BOOL)
-    _, end_at = b.op("TopK", ends, b.op("Reshape", row_count, b.const([1]), dtype=INT64),
-                     outputs=2, axis=0, largest=1, sorted=1)
-    end_at.dtype = INT64  # ascending positions: ties go to the lower index first
+    inner = b.cast(b.op("Equal", sorted_keys, following), INT64, ir.DataType.BOOL)
+    # exactly R ends, in position order: each position, plus the length where it ends no run
+    end_at = _ascending(b, b.op("Add", b.op("Mul", inner, total, dtype=INT64), positions,
+                                dtype=INT64), row_count)
     if reduction == "none":
         both = b.op("Concat", rows, vals, axis=0, dtype=dtype)
         return b.op("Gather", both, b.op("Gather", order, end_at, axis=0, dtype=INT64), axis=0,
@@ -456,23 +460,25 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
     both = b.cast(b.op("Concat", rows, vals, axis=0, dtype=dtype), ct, dtype)
     x = b.op("Gather", both, order, axis=0, dtype=ct)
     steps = DYNAMIC_STEPS if count is None else math.ceil(math.log2(count + 1))
-    positions = b.op("Range", b.const(0), total, b.const(1), dtype=INT64)
     if kind.nan_aware:
         scanned = _positional_scan(b, x, sorted_keys, positions, end_at, kind, steps,
                                    position_dtype)
         return b.cast(scanned, dtype, ct)
-    out = _identity_row_scan(b, x, sorted_keys, positions, end_at, kind, steps, total)
+    out = _identity_row_scan(b, x, sorted_keys, positions, end_at, kind, steps, total,
+                             b.dims(both, 1, 2))
     return b.cast(out, dtype, ct)
 
 
 def _identity_row_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: seg.Kind,
-                       steps: int, total) -> ir.Value:
+                       steps: int, total, width) -> ir.Value:
     """The scan of add/mul, integer max/min and bool: ``x`` [total, w] with one more row, the
     reduction's identity (combine(identity, v) is v bit for bit), that an element whose partner
     lies outside its run reads instead: a Gather of [total] indices picks the partners, no Where
     over [total, w] (whose two temporaries onnxruntime allocates: live_bytes.py). Every step's
     index arithmetic is built first, so that onnxruntime's run order (live_bytes.run_order) walks
-    the rows' chain first and computes each step's partners when that step runs."""
+    the rows' chain first and computes each step's partners when that step runs. ``width``:
+    the rows' width as a [1] vector, read from the unsorted rows (static where shapes are, so a
+    target's op table step folds it; x's comes after TopK)."""
     ct = kind.dtype
     last = _as_vector(b, total)
     partners = [b.op("Concat", b.op("Where", b.op("Reshape", same_col, b.const([-1]),
@@ -480,8 +486,9 @@ def _identity_row_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: 
                                     dtype=INT64), last, axis=0, dtype=INT64)
                 for _, same_col, back in _doubling(b, sorted_keys, positions, steps)]
     identity = kind.identity()
-    row = b.op("Expand", b.const(identity.reshape(1, 1), identity.dtype),
-               b.op("Concat", b.const([1]), b.dims(x, 1, 2), axis=0, dtype=INT64), dtype=ct)
+    # (Tile, not Expand: onnx2tf refuses an Expand its onnxsim has folded to a constant)
+    row = b.op("Tile", b.const(identity.reshape(1, 1), identity.dtype),
+               b.op("Concat", b.const([1]), width, axis=0, dtype=INT64), dtype=ct)
     x = b.op("Concat", x, row, axis=0, dtype=ct)  # [total + 1, w]
     for partner in partners:
         x, _ = kind.combine(b, b.op("Gather", x, partner, axis=0, dtype=ct), x)
@@ -490,6 +497,16 @@ def _identity_row_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: 
 
 def _as_vector(b: seg.Builder, scalar: ir.Value) -> ir.Value:
     return b.op("Reshape", scalar, b.const([1]), dtype=INT64)
+
+
+def _ascending(b: seg.Builder, unique: ir.Value, k: ir.Value) -> ir.Value:
+    """The positions of ``unique``'s ``k`` smallest values, smallest first (``TopK``'s indices).
+    The values are distinct (a key times the length plus the position), so the result does not
+    depend on how a runtime's TopK orders equal values: ONNX puts the lower index first, OpenVINO's
+    does not (docs/targets.md)."""
+    _, at = b.op("TopK", unique, _as_vector(b, k), outputs=2, axis=0, largest=0, sorted=1)
+    at.dtype = INT64
+    return at
 
 
 def _doubling(b: seg.Builder, sorted_keys, positions, steps: int):
@@ -528,7 +545,7 @@ def _positional_scan(b: seg.Builder, x, sorted_keys, positions, end_at, kind: se
         early_at = b.op("Gather", at, back, axis=0, dtype=position_dtype)
         early = b.op("GatherElements", x, early_at, axis=0, dtype=ct)
         late = b.op("GatherElements", x, at, axis=0, dtype=ct)
-        loses = b.op("And", b.op("And", b.op(kind.compare, late, early), clean), same_col)
+        loses = b.op("And", b.op("And", kind.loses(b, late, early), clean), same_col)
         early_clean = b.op("Or", b.op("Gather", clean, back, axis=0), b.op("Not", same_col))
         at = b.op("Where", loses, early_at, at, dtype=position_dtype)
         clean = b.op("And", early_clean, clean)
@@ -541,20 +558,23 @@ def no_scatter_passes(max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) 
     return steps_for(NoScatterPass(max_intermediate_mib))
 
 
-def target_passes(target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) -> list:
-    """What ``prepare --target T`` runs for a target whose scatters are rewritten here."""
-    return steps_for(TargetScattersPass(target, max_intermediate_mib))
+def target_passes(target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
+                  preceded_by: tuple = ()) -> list:
+    """What ``prepare --target T`` runs for a target whose scatters are rewritten here
+    (``preceded_by``: passes the target needs just before the rewrite)."""
+    return steps_for(TargetScattersPass(target, max_intermediate_mib), preceded_by)
 
 
-def steps_for(pass_: NoScatterPass) -> list:
+def steps_for(pass_: NoScatterPass, preceded_by: tuple = ()) -> list:
     """``pass_`` after what it needs, one report line: the deprecated Scatter upgraded (where the
-    model has one), functions whose scatters read a function attribute specialized."""
+    model has one), functions whose scatters read a function attribute specialized, then
+    ``preceded_by``."""
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
     from scatter_rewrite.passes.upgrade import has_scatter, upgrade_steps
 
-    return [Steps(OnlyIf(has_scatter, upgrade_steps()), SpecializeCallsPass(_is_scatter), pass_,
-                  name=pass_.name)]
+    return [Steps(OnlyIf(has_scatter, upgrade_steps()), SpecializeCallsPass(_is_scatter),
+                  *preceded_by, pass_, name=pass_.name)]
 
 
 class TargetScattersPass(NoScatterPass):

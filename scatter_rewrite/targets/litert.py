@@ -9,38 +9,32 @@ reproduces each):
 * A constant 1-D initializer fed to Unsqueeze comes out permuted (``Unsqueeze(arange(30), 1)`` as
   0, 2, 3, ..., 29, 1).
 * lower's sort + segmented reduction (Loop, If, NonZero) is refused (a KeyError in the converter).
-* Of the exact scatter-free forms (passes/no_scatter.py), the ``mask`` form (one-hot Equal, Where,
-  Reduce*) converts and runs exactly with the indices as graph inputs; the ``sort`` form (TopK of
-  the keys, a doubling scan) runs wrong there (off by whole values; TFLite's TopK kept ONNX's tie
-  rule in a test of its own, the cause is not isolated), and exactly where the indices are constant
-  (onnx2tf's onnxsim then folds the index arithmetic into constants).
+* A ``Slice`` whose end is a huge constant (2^62, "to the end") comes out empty (read as int32); a
+  ``Flatten`` of a vector to a column comes out a row; an ``Expand`` to the shape its input already
+  has is refused ("Output tensors of a Functional model must be the output of a TensorFlow
+  Layer"). The scatter-free forms (passes/no_scatter.py) avoid all three, and both the ``mask``
+  and the ``sort`` form then convert and run exactly, with the indices as graph inputs or constant
+  (float max/min with NaN and -0.0/+0.0 included).
 
 So ``prepare --target litert`` first evaluates each scatter's constant index chain into one
-constant (which onnx2tf's onnxsim folds with the form's index arithmetic, before anything permutes
-it), then writes every scatter as the ``mask`` form; a node that has only the
-sort form (float max/min, whose result among NaNs and signed zeros depends on the update order a
-mask reduction does not keep) gets it only where its indices are constant, and is refused
-otherwise with that reason.
+constant (passes/constant_indices.py: onnx2tf's onnxsim folds it with the form's index arithmetic
+before anything permutes it), then writes every scatter in its cheapest exact scatter-free form,
+as ``no-scatter`` does.
 """
 
 from __future__ import annotations
 
+__all__: list[str] = []  # (registers its target at import; nothing else to use)
+
 from scatter_rewrite.targets import Target, op_table_file, register_target
-
-__all__ = ["SORT_FORM_WRONG"]
-
-SORT_FORM_WRONG = ("its only exact scatter-free form (sort: TopK and a doubling scan) runs wrong "
-                   "after onnx2tf 1.29 unless the indices are constant (docs/targets.md, litert)")
 
 
 def _passes(max_intermediate_mib: int | None = None) -> list:
-    from scatter_rewrite.passes.mask_forms import MaskFormPass
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, steps_for
+    from scatter_rewrite.passes.constant_indices import ConstantIndicesPass
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
 
-    # (steps_for: the deprecated Scatter upgraded first, as for no-scatter)
-    return steps_for(MaskFormPass("litert", SORT_FORM_WRONG, True,
-                                  max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
-                                  fold_indices=True))
+    return target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
+                         preceded_by=(ConstantIndicesPass(),))
 
 
 register_target(Target(

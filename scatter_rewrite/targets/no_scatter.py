@@ -39,7 +39,7 @@ def _mask_passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.mask_forms import MaskFormPass
     from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, steps_for
 
-    return steps_for(MaskFormPass("rknn", SORT_FORM_UNCONVERTED, False,
+    return steps_for(MaskFormPass("rknn", SORT_FORM_UNCONVERTED,
                                   max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB))
 
 

@@ -173,6 +173,22 @@ def constant_indices(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> C
     return constant, {k: v for k, v in inputs.items() if k != "indices"}
 
 
+def signed_zeros_and_nan(nan: bool) -> Case:
+    """Float max and min, ScatterElements and ScatterND, indices as inputs, repeated, values among
+    -0.0, +0.0, -1, 1 (and NaN): the results depend on the order the updates are applied in."""
+    rng = np.random.default_rng(3)
+    pool = np.array([0.0, -0.0, 1.0, -1.0] + [np.nan] * nan, np.float32)
+    cases = {}
+    for reduction in ("max", "min"):
+        for op, indices in (("ScatterElements", (12, 5)), ("ScatterND", (12, 1))):
+            model = scatter_model(op, data_shape=(4, 5), indices_shape=indices,
+                                  updates_shape=(12, 5), reduction=reduction)
+            cases[f"{op}_{reduction}"] = (model, {
+                "data": rng.choice(pool, (4, 5)), "indices": rng.integers(0, 4, indices),
+                "updates": rng.choice(pool, (12, 5))})
+    return combined(cases)
+
+
 def combined(cases: dict[str, Case]) -> Case:
     """One model running every case side by side (names prefixed by the case's): one runtime call
     instead of one per case."""

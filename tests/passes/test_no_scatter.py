@@ -15,6 +15,8 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as oh
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
 
 import scatter_rewrite
 from scatter_rewrite.errors import ConversionError, OptionError
@@ -307,3 +309,71 @@ def test_every_axis_of_a_rank_3_scatter(axis, reduction, np_type):
     for form in forms_of(reduction, np_type):
         actual = ort_run(forced(model, form), feeds)[0]
         assert expected.tobytes() == actual.tobytes(), (form, expected, actual)
+
+
+class _TopKLaterFirst(OpRun):
+    """ONNX's TopK with the other tie rule: among equal values the higher index first (OpenVINO's
+    TopK, for one, does not keep ONNX's lower-index-first order)."""
+
+    op_domain = ""
+
+    def _run(self, x, k, axis=-1, largest=1, sorted=1):  # noqa: A002 - TopK's attribute name
+        moved = np.moveaxis(x, axis, -1)
+        later = -np.broadcast_to(np.arange(moved.shape[-1]), moved.shape)
+        order = np.lexsort((later, -moved if largest else moved), axis=-1)[..., :int(k[0])]
+        values = np.take_along_axis(moved, order, axis=-1)
+        return np.moveaxis(values, -1, axis), np.moveaxis(order, -1, axis).astype(np.int64)
+
+
+_TopKLaterFirst.__name__ = "TopK"
+
+
+def test_the_other_tie_rule_reorders_equal_keys():
+    # the evaluator below can fail: on equal keys it orders unlike onnxruntime's TopK
+    graph = oh.make_graph([oh.make_node("TopK", ["x", "k"], ["v", "i"], largest=0)], "g",
+                          [oh.make_tensor_value_info("x", T.INT64, [4]),
+                           oh.make_tensor_value_info("k", T.INT64, [1])],
+                          [oh.make_tensor_value_info("v", T.INT64, [4]),
+                           oh.make_tensor_value_info("i", T.INT64, [4])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    feeds = {"x": np.array([1, 0, 1, 0]), "k": np.array([4])}
+    later = ReferenceEvaluator(model, new_ops=[_TopKLaterFirst]).run(None, feeds)[1]
+    np.testing.assert_array_equal(ort_run(model, feeds)[1], [1, 3, 0, 2])
+    np.testing.assert_array_equal(later, [3, 1, 2, 0])
+
+
+@pytest.mark.parametrize("op, reduction, np_type", [
+    pytest.param(op, reduction, np_type, id=f"{op}-{reduction}-{np.dtype(np_type).name}")
+    for op in ("ScatterElements", "ScatterND") for reduction in REDUCTIONS
+    for np_type in (np.float32, np.int32)])
+def test_the_sort_form_is_exact_under_any_topk_tie_rule(op, reduction, np_type):
+    """The sort form's keys are distinct (each key times the length plus its position), so a
+    TopK that orders equal values otherwise (the later first) gives the same bits."""
+    for seed in range(3):
+        model, feeds = case(op, reduction, np_type, "main", seed)
+        rewritten = forced(model, "sort")
+        expected = ort_run(model, feeds)
+        actual = ReferenceEvaluator(rewritten, new_ops=[_TopKLaterFirst]).run(None, feeds)
+        if reduction in ("add", "mul") and np_type in FLOATS:
+            assert_validation_accepts(expected, actual, True)
+        else:
+            assert expected[0].tobytes() == actual[0].tobytes(), (expected, actual)
+
+
+@pytest.mark.parametrize("op, indices_shape, updates_shape, steps", [
+    ("ScatterElements", (6, 4), ("E", 4), 5), ("ScatterElements", ("E", 4), (6, 4), 5),
+    ("ScatterND", (6, 1), ("E", 4), 3), ("ScatterND", ("E", 1), (6, 4), 3)])
+def test_the_scan_steps_come_from_whichever_input_states_the_update_count(op, indices_shape,
+                                                                         updates_shape, steps):
+    # 24 update elements (ScatterElements) or 6 update rows (ScatterND), stated by the indices or
+    # by the updates: ceil(log2(25)) = 5 or ceil(log2(7)) = 3 doubling steps (2 GatherElements
+    # each, 1 at the end) instead of the 31 a symbolic count needs
+    model = scatter_model(op, data_shape=(5, 4), indices_shape=indices_shape,
+                          updates_shape=updates_shape, reduction="max")
+    prepared = scatter_rewrite.prepare(model, target="no-scatter", validate=False)
+    assert [n.op_type for n in prepared.graph.node].count("GatherElements") == 2 * steps + 1
+    rng = np.random.default_rng(0)
+    idx = rng.integers(-5, 5, (6, 4) if op == "ScatterElements" else (6, 1))
+    feeds = {"data": special_values(rng, (5, 4), np.float32, "max"), "indices": idx,
+             "updates": special_values(rng, (6, 4), np.float32, "max")}
+    assert ort_run(model, feeds)[0].tobytes() == ort_run(prepared, feeds)[0].tobytes()

@@ -79,7 +79,7 @@ def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
         for tf_name, detail in details.items():
             array = inputs[by_tf[_tf_name(tf_name)]]
             cast = array.astype(detail["dtype"])
-            if not np.array_equal(cast.astype(array.dtype), array):
+            if not np.array_equal(cast.astype(array.dtype), array, equal_nan=array.dtype.kind == "f"):
                 raise Refused(f"LiteRT input {tf_name} is {detail['dtype']}: {array.dtype} values do not fit")
             feeds[tf_name] = cast
         try:

@@ -4,7 +4,8 @@ their own, built by tests/runtimes/setup_venvs.sh; skipped without it).
 What onnx2tf does to scatters on its own, reproduced (refuses a reducing ScatterElements, turns a
 reducing ScatterND into TFLite's summing SCATTER_ND, permutes a constant index vector fed to
 Unsqueeze), and ``prepare --target litert`` then onnx2tf then LiteRT giving the original's outputs.
-Converting takes about 10 s a model: the three facts run by default, the rest with -m slow.
+Converting takes about 10 s a model: the three facts and float max/min on input indices run by
+default, the rest with -m slow.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from onnx import TensorProto, numpy_helper
 
 import scatter_rewrite
 from tests.helpers.runtimes import (
-    EXPORTS, Refused, constant_indices, disagreement, original_outputs, run_in, scatter_cases, sums_floats,
+    EXPORTS, Refused, combined, constant_indices, disagreement, original_outputs, run_in,
+    scatter_cases, signed_zeros_and_nan, sums_floats,
 )
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.testing import scatter_model
@@ -90,43 +92,54 @@ def test_onnx2tf_permutes_a_constant_index_vector_through_unsqueeze(tmp_path):
     _prepared_runs_as_original(model, inputs, tmp_path / "prepared")
 
 
-def _float_max_min_with_input_indices(model: onnx.ModelProto) -> bool:
-    reductions = {a.s for n in model.graph.node for a in n.attribute if a.name == "reduction"}
-    floats = model.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
-    return bool(reductions & {b"max", b"min"}) and floats and any(
-        i.name == "indices" for i in model.graph.input)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(scatter_cases()))
 def test_every_scatter_form_prepared_for_litert_runs_exactly(name, tmp_path):
-    model, inputs = scatter_cases()[name]
-    if _float_max_min_with_input_indices(model):
-        # no form onnx2tf converts exactly: refused, not written
-        with pytest.raises(ConversionError, match="not prepared for litert"):
-            scatter_rewrite.prepare(model, target="litert")
-        return
-    _prepared_runs_as_original(model, inputs, tmp_path)
+    _prepared_runs_as_original(*scatter_cases()[name], tmp_path)
+
+
+@pytest.mark.parametrize("nan", [False, True], ids=["signed-zeros", "nan"])
+def test_float_max_min_with_input_indices_run_exactly_after_onnx2tf(nan, tmp_path):
+    # the sort form (their only exact form): TopK of distinct keys, the doubling scan
+    model, inputs = signed_zeros_and_nan(nan)
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    assert "TopK" in {n.op_type for n in prepared.graph.node}
+    expected = original_outputs(model, inputs)
+    actual = run_in("litert", prepared, inputs, tmp_path)
+    assert disagreement(model, expected, actual, False) == []
+    assert all(np.array_equal(np.signbit(e), np.signbit(a)) for e, a in zip(expected, actual))
 
 
 @pytest.mark.slow
-def test_the_sort_form_with_input_indices_runs_wrong_after_onnx2tf(tmp_path):
-    # why litert refuses float max/min with indices as inputs: no-scatter's sort form, converted
-    model, inputs = scatter_cases()["elements_max_axis0"]
-    prepared = scatter_rewrite.prepare(model, target="no-scatter", validate=True)
-    actual = run_in("litert", prepared, inputs, tmp_path)
-    assert disagreement(model, original_outputs(model, inputs), actual, False) != []
-    # with the same indices constant, it converts exactly (onnx2tf folds the index arithmetic)
-    _prepared_runs_as_original(*constant_indices(model, inputs), tmp_path / "constant")
+def test_onnx2tf_empties_a_slice_ending_at_a_huge_constant(tmp_path):
+    # why the sort form came out wrong after onnx2tf: its "to the end" Slice (end 2^62, as ONNX
+    # allows) came out empty; the form now ends it at the length
+    graph = oh.make_graph(
+        [oh.make_node("Slice", ["x", "start", "end"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", TensorProto.INT64, [6])],
+        [oh.make_tensor_value_info("y", TensorProto.INT64, [5])],
+        initializer=[numpy_helper.from_array(np.array([1], np.int64), "start"),
+                     numpy_helper.from_array(np.array([2 ** 62], np.int64), "end")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    x = np.arange(6, dtype=np.int64) * 3
+    np.testing.assert_array_equal(original_outputs(model, {"x": x})[0], x[1:])
+    (converted,) = run_in("litert", model, {"x": x}, tmp_path)
+    assert converted.size == 0
 
 
-# Exports onnx2tf 1.29.24 cannot convert at all, whatever is done to their scatters: the original is
-# refused too, or its .tflite fails to prepare (dynamic shape arithmetic, Concat of shapes, ...: errors
-# in its converter, not wrong numbers). Both are asserted, so that a newer onnx2tf shows here.
-ONNX2TF_REFUSES = frozenset({
+# Exports whose original onnx2tf 1.29.24 refuses (asserted, so that a newer onnx2tf shows here): a
+# reducing ScatterElements, or errors in its converter that are not about scatters (dynamic shape
+# arithmetic, Concat of shapes, CastLike, ...).
+ORIGINAL_REFUSED = frozenset({
+    "torch/gnn_gelu_layernorm_dynamo20",
+    "torch/gnn_max_layer_dynamo18",
+    "torch/gnn_max_view_expand_ts17",
     "torch/index_add_dynamo18",
     "torch/index_put_acc_dynamo18",
     "torch/label_smoothing_ts11",
+    "torch/mp_layer_dynamo18",
+    "torch/mp_layer_dynamo18_dynamic",
+    "torch/mp_layer_dynamodefault",
     "torch_repair/bev_index_put_ts11",
     "torch_repair/bev_index_put_ts13",
     "torch_repair/bev_index_put_ts16",
@@ -143,32 +156,72 @@ ONNX2TF_REFUSES = frozenset({
     "torch_trt/scatter_add_gnn_static_ts16",
     "torch_trt/scatter_add_gnn_ts16",
 })
-
-
-# Not done: onnx2tf converts these originals (a TorchScript scatter without reduction into zeros)
-# but refuses their prepared mask form ("Output tensors of a Functional model must be the output of
-# a TensorFlow Layer ... Found: [6 1]": a shape computation it folded to a constant).
-PREPARED_REFUSED = {"torch_repair/degree_count_ts13", "torch_repair/index_add_ts13"}
+# Of those, the ones whose prepared model it refuses too, for the same kind of reason (asserted).
+PREPARED_REFUSED = ORIGINAL_REFUSED - {
+    "torch/gnn_max_view_expand_ts17", "torch_repair/gnn_sum_ts13",
+    "torch_repair/index_put_acc_ts17", "torch_repair/jagged_bag_sum_strict_ts13",
+    "torch_repair/jagged_bag_sum_ts13", "torch_trt/scatter_add_gnn_static_ts16"}
+# Not done: prepared models onnx2tf converts and LiteRT runs wrong (the cause is not isolated).
+PREPARED_WRONG = {
+    "torch_repair/index_put_acc_ts17": "LiteRT's result is off (max |difference| 3.18)",
+    "torch/gnn_max_view_expand_ts17": "LiteRT: gather index out of bounds",
+}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=Refused, reason=(
-        "onnx2tf refuses the prepared mask form of this export (not done)")))
-    if name in PREPARED_REFUSED else name for name in EXPORTS])
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=(AssertionError, Refused),
+                                               reason=PREPARED_WRONG[name]))
+    if name in PREPARED_WRONG else name for name in EXPORTS])
 def test_real_exports_prepared_for_litert_run_as_onnxruntime(name, tmp_path):
     model, inputs, _ = load_export(DATA, name)
     try:
         prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
     except ConversionError as e:
-        # float max/min on input indices; an opset-9 Scatter (the forms need opset 11)
-        assert "runs wrong after onnx2tf" in str(e) or "need opset >= 11" in str(e)
+        # an opset-9 Scatter (the forms need opset 11: upgrade it first)
+        assert "need opset >= 11" in str(e)
         return
-    if name in ONNX2TF_REFUSES:
-        for which, converted in (("original", model), ("prepared", prepared)):
-            with pytest.raises(Refused):
-                run_in("litert", converted, inputs, tmp_path / which)
+    if name in ORIGINAL_REFUSED:
+        with pytest.raises(Refused):
+            run_in("litert", model, inputs, tmp_path / "original")
+    if name in PREPARED_REFUSED:
+        with pytest.raises(Refused):
+            run_in("litert", prepared, inputs, tmp_path / "prepared")
         return
     expected = original_outputs(model, inputs)
-    actual = run_in("litert", prepared, inputs, tmp_path)
+    actual = run_in("litert", prepared, inputs, tmp_path / "prepared")
     assert disagreement(model, expected, actual, True) == []
+
+
+def _rank_3_constant_indices() -> tuple[onnx.ModelProto, dict]:
+    """ScatterElements on each axis and ScatterND, reduction none, each with a rank-3 index
+    initializer (unique targets)."""
+    rng = np.random.default_rng(5)
+    cases = {}
+    for axis in (0, 1, 2):
+        order = np.argsort(rng.random((3, 4, 5)), axis=axis)
+        indices = order[:2] if axis == 0 else order
+        model = scatter_model("ScatterElements", data_shape=(3, 4, 5), indices_shape=indices.shape,
+                              axis=axis)
+        cases[f"elements_axis{axis}"] = (model, {
+            "data": rng.standard_normal((3, 4, 5)).astype(np.float32), "indices": indices,
+            "updates": rng.standard_normal(indices.shape).astype(np.float32)})
+    flat = rng.permutation(20)[:6]
+    model = scatter_model("ScatterND", data_shape=(4, 5, 6), indices_shape=(2, 3, 2),
+                          updates_shape=(2, 3, 6))
+    cases["nd"] = (model, {"data": rng.standard_normal((4, 5, 6)).astype(np.float32),
+                           "indices": np.stack([flat // 5, flat % 5], -1).reshape(2, 3, 2),
+                           "updates": rng.standard_normal((2, 3, 6)).astype(np.float32)})
+    return combined({name: constant_indices(*case) for name, case in cases.items()})
+
+
+@pytest.mark.slow
+def test_rank_3_constant_indices_run_exactly_prepared(tmp_path):
+    # onnx2tf converts these scatters (none) exactly itself; their forms' index arithmetic, which
+    # its onnxsim folded into rank-3 constants, it refused ("Output tensors of a Functional model
+    # must be the output of a TensorFlow Layer"): constant indices now become keys when prepared
+    model, inputs = _rank_3_constant_indices()
+    expected = original_outputs(model, inputs)
+    assert disagreement(model, expected, run_in("litert", model, inputs, tmp_path / "original"),
+                        False) == []
+    _prepared_runs_as_original(model, inputs, tmp_path / "prepared")

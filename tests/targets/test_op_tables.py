@@ -178,7 +178,7 @@ def test_what_prepare_writes_is_in_the_targets_table(model, target, tmp_path):
 # MoE routing, label smoothing), each run in LiteRT, OpenVINO and TVM as exported and as prepared for
 # that runtime (its forms, before the table is asked): what the runtime runs, its table must not
 # block. NOTHING_RUNS: the pairs where the runtime refuses both (onnx2tf and TVM refuse these
-# originals; prepare refuses the GNN max layer for litert, float max with input indices).
+# originals, and onnx2tf the GNN max layer prepared for litert as much).
 RUN_HERE = ("torch/gnn_max_layer_dynamo18", "torch/llama_tiny_ts17",
             "torch/scatter_reduce_sum_dynamo18", "torch_repair/bev_pool_ts17",
             "torch_repair/moe_router_ts13", "torch/label_smoothing_ts11")

@@ -240,6 +240,14 @@ def _expand(node, ins):
     return [_Known(shape, ins[0].dtype)]
 
 
+def _tile(node, ins):
+    repeats = _value(ins[1])
+    if repeats is None:
+        return None
+    shape = tuple(d * int(r) for d, r in zip(ins[0].shape, repeats.reshape(-1)))
+    return [_Known(shape, ins[0].dtype)]
+
+
 def _gather(node, ins):
     if ins[1] is None:
         return None
@@ -296,6 +304,7 @@ def _reduce(node, ins):
 
 _SHAPERS = {"Reshape": _reshape, "Flatten": _flatten, "Unsqueeze": _unsqueeze,
             "Squeeze": _squeeze, "Concat": _concat, "Range": _range, "Expand": _expand,
+            "Tile": _tile,
             "Gather": _gather, "GatherElements": _gather_elements, "Slice": _slice,
             "TopK": _topk, "ReduceSum": _reduce, "ReduceProd": _reduce, "ReduceMax": _reduce,
             "ReduceMin": _reduce}

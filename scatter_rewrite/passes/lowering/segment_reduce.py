@@ -288,22 +288,37 @@ def _static_product(value: ir.Value | None, start: int, stop: int | None) -> int
 def row_counts(node: ir.Node) -> tuple[int | None, int | None, int | None]:
     """Static (number of update rows, number of data rows, row width) of a reducing scatter, each
     None when not static: the [n, w] updates and [R, w] data rows :func:`update_rows` builds.
-    Call :func:`reduction_blocker` first."""
+    The update rows' leading dimensions are those of the indices and the updates alike: each is
+    taken from whichever of the two states it. Call :func:`reduction_blocker` first."""
     data, indices, updates = node.inputs
     if node.op_type == "ScatterElements":
-        rank, _, _, last, shape_src = _elements_layout(
-            data, indices, updates, attr(node, "axis", 0)
-        )
-        if shape_src.shape is None or len(shape_src.shape) != rank:
-            return None, _static_product(data, 0, last + 1), _static_product(data, last + 1, None)
-        return (_static_product(shape_src, 0, last + 1), _static_product(data, 0, last + 1),
-                _static_product(data, last + 1, None))
+        rank, _, _, last, _ = _elements_layout(data, indices, updates, attr(node, "axis", 0))
+        return (_leading_product(last + 1, (indices, updates), rank),
+                _static_product(data, 0, last + 1), _static_product(data, last + 1, None))
     k = index_tuple_length(indices)  # (indices of unknown rank: the tuple's length derived)
+    lead = len(indices.shape) - 1 if indices.shape is not None else (
+        len(updates.shape) - (len(data.shape) - k)
+        if updates.shape is not None and data.shape is not None else None)
     return (
-        _static_product(indices, 0, -1),
+        None if lead is None else _leading_product(lead, (indices, updates)),
         _static_product(data, 0, k),
         _static_product(data, k, None),
     )
+
+
+def _leading_product(count: int, values: tuple[ir.Value, ...], rank: int | None = None
+                     ) -> int | None:
+    """The product of the first ``count`` dimensions that ``values`` share, each dimension static
+    in one of them; None if one is static in none. ``rank``: only values of that rank count."""
+    shapes = [list(v.shape) for v in values if v is not None and v.shape is not None
+              and (rank is None or len(v.shape) == rank) and len(v.shape) >= count]
+    total = 1
+    for d in range(count):
+        known = next((s[d] for s in shapes if isinstance(s[d], int)), None)
+        if known is None:
+            return None
+        total *= known
+    return total
 
 
 def update_rows(b: Builder, node: ir.Node, data: ir.Value | None = None,
@@ -333,9 +348,18 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
         static = const_value(lead)
         target = (b.const(list(static) + ones) if static is not None
                   else b.op("Concat", lead, b.const(ones), axis=0, dtype=INT64))
-        idx = b.op("Expand", source, target, dtype=idx_dtype)
+        # (no Expand to the shape the keys already have: onnx2tf 1.29 refuses that no-op Expand,
+        # "Output tensors of a Functional model must be the output of a TensorFlow Layer")
+        same = static is not None and source.shape is not None and \
+            list(source.shape) == list(static) + ones
+        idx = source if same else b.op("Expand", source, target, dtype=idx_dtype)
     else:
         idx = indices
+    rows = _flatten(b, data, last + 1, data.dtype)
+    vals = _flatten(b, updates, last + 1, data.dtype)
+    known = _constant_keys(data, indices, rank, axis) if source is None else None
+    if known is not None:
+        return rows, b.const(known), vals, last + 1
     idx = b.cast(idx, INT64, idx_dtype)
     sizes = [b.dim(data, k) for k in range(last + 1)]
     coords: list[ir.Value | None] = []
@@ -352,9 +376,43 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
         coords.append(b.op("Reshape", rng, b.const(pattern), dtype=INT64))
     lin = _horner(b, coords, sizes)
     keys = b.op("Reshape", lin, b.const([-1]), dtype=INT64)
-    rows = b.op("Flatten", data, axis=last + 1, dtype=data.dtype)
-    vals = b.op("Flatten", updates, axis=last + 1, dtype=data.dtype)
     return rows, keys, vals, last + 1
+
+
+def _constant_keys(data: ir.Value, indices: ir.Value, count: int,
+                   axis: int | None = None) -> np.ndarray | None:
+    """The keys of constant indices, computed here: one 1-D constant instead of the index
+    arithmetic, which onnx2tf 1.29 refuses once it has folded it into a rank-3 constant ("Output
+    tensors of a Functional model must be the output of a TensorFlow Layer"). ScatterElements
+    (``axis`` given): every dimension of the indices is a key dimension, ``count`` of them;
+    ScatterND: tuples of ``count``. None when the indices are not constant, the key dimensions of
+    ``data`` not static, or an index is out of range (the graph's arithmetic then fails at run
+    time, as the scatter does)."""
+    tensor = constant_tensor(indices)
+    dims = None if data.shape is None else list(data.shape)[:count]
+    if tensor is None or dims is None or len(dims) < count or \
+            not all(isinstance(d, int) for d in dims):
+        return None
+    idx = tensor.numpy().astype(np.int64)
+    if axis is None:
+        coords = list(idx.reshape(-1, count).T)
+        shifted = range(count)
+    else:
+        coords, shifted = list(np.indices(idx.shape)), [axis]
+        coords[axis] = idx
+    for k in shifted:
+        coords[k] = np.where(coords[k] < 0, coords[k] + dims[k], coords[k])
+    if any(((c < 0) | (c >= d)).any() for c, d in zip(coords, dims)):
+        return None
+    return np.ravel_multi_index(coords, dims).reshape(-1).astype(np.int64)
+
+
+def _flatten(b: Builder, value: ir.Value, axis: int, dtype: ir.DataType) -> ir.Value:
+    """``Flatten(value, axis)``; a column ``Reshape(value, [-1, 1])`` for a vector (onnx2tf 1.29
+    turns that Flatten of a vector into a [1, N] row)."""
+    if value.shape is not None and axis == len(value.shape) == 1:
+        return b.op("Reshape", value, b.const([-1, 1]), dtype=dtype)
+    return b.op("Flatten", value, axis=axis, dtype=dtype)
 
 
 def index_tuple_length(indices: ir.Value | None, depth: int = 0) -> int | None:
@@ -411,7 +469,11 @@ def scatter_nd_rows(b: Builder, data, indices, updates):
     else:
         q = len(indices.shape)
         idx2 = b.cast(b.op("Flatten", indices, axis=q - 1), INT64, indices.dtype)
-        vals = b.op("Flatten", updates, axis=q - 1, dtype=data.dtype)
+        vals = _flatten(b, updates, q - 1, data.dtype)
+    rows = _flatten(b, data, k, data.dtype)
+    known = _constant_keys(data, indices, k)
+    if known is not None:
+        return rows, b.const(known), vals, k
     sizes = [b.dim(data, j) for j in range(k)]
     coords = []
     for j in range(k):
@@ -419,7 +481,6 @@ def scatter_nd_rows(b: Builder, data, indices, updates):
                else b.op("Gather", idx2, b.const(j), axis=1, dtype=INT64))
         coords.append(_normalize(b, col, sizes[j]))
     keys = _horner(b, coords, sizes)
-    rows = b.op("Flatten", data, axis=k, dtype=data.dtype)
     return rows, keys, vals, k
 
 
@@ -512,9 +573,6 @@ class Kind:
     def __init__(self, reduction: str, dtype: ir.DataType, int_minmax: bool = False):
         self.reduction, self.dtype = reduction, dtype
         self.nan_aware = reduction in ("max", "min") and dtype in _FLOATS
-        self.compare = (
-            "Less" if reduction == "max" else "Greater"
-        )  # "update loses to the accumulator"
         self.int_minmax = int_minmax and dtype not in _FLOATS and dtype != ir.DataType.BOOL
 
     def identity(self) -> np.ndarray:
@@ -536,6 +594,12 @@ class Kind:
         info = np.iinfo(np_dtype)
         return np.array(info.min if low else info.max, np_dtype)
 
+    def loses(self, b: Builder, late, early) -> ir.Value:
+        """Whether ``late`` loses to ``early`` (strictly below it for max, above for min; false
+        with a NaN), written with ``Less`` only: OpenVINO's CPU ``Greater`` is true where an
+        operand is NaN (measured on 2026.4.1), its ``Less`` false as ONNX says."""
+        return b.op("Less", late, early) if self.reduction == "max" else b.op("Less", early, late)
+
     def combine(self, b: Builder, early, late, has=None, early_flag=None, late_flag=None):
         """``early op late`` (order kept: the earlier operand first, as onnxruntime folds), and the
         combined "a NaN came after" flag (None unless both flags are given). ``has`` (bool,
@@ -552,7 +616,7 @@ class Kind:
             return (out if has is None else b.select(has, out, early, dt)), None
         if self.int_minmax and has is None:
             return b.op("Max" if self.reduction == "max" else "Min", early, late, dtype=dt), None
-        loses = b.op(self.compare, late, early)
+        loses = self.loses(b, late, early)
         if late_flag is not None:
             loses = b.op("And", loses, b.op("Not", late_flag))
         if has is not None:

@@ -318,7 +318,8 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) 
                                     verb=name, options=options, validate=False,
                                     external=external, data_name=data_file_name(destination))
     except ScatterRewriteError as e:
-        run.error, run.declined = str(e), getattr(e, "declined", [])
+        # (said as the command line says it, as run.command is: --max-intermediate-mib 354)
+        run.error, run.declined = verb.cli_message(e), getattr(e, "declined", [])
         return run
     except Exception as e:
         if not invalid:

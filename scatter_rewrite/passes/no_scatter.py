@@ -296,7 +296,7 @@ class NoScatterPass(ScatterPass):
                 if form.bytes is not None and form.bytes > self.max_bytes:
                     reason = (f"its cheapest exact scatter-free form ({form.said()}) is above the "
                               f"bound of {self.max_intermediate_mib} MiB: raise it with "
-                              f"--max-intermediate-mib {math.ceil(form.bytes / 2 ** 20)}")
+                              f"max_intermediate_mib={math.ceil(form.bytes / 2 ** 20)}")
             if reason is not None:
                 found = made.get(id(node))
                 shown = describe(node, scope) if found is None else describe(found, scope)
@@ -305,7 +305,8 @@ class NoScatterPass(ScatterPass):
             else:
                 plans.append((node, scope, form))
         if blocked:
-            raise ConversionError(f"{self.refusal}: {first_and_more(blocked)}")
+            raise ConversionError(f"{self.refusal}: {first_and_more(blocked)}",
+                                  parameters=("max_intermediate_mib",))
         for node, scope, form in plans:
             source = made.get(id(node))
             what = "TensorScatter -> ScatterElements -> " if source is not None else ""

@@ -208,7 +208,7 @@ def test_the_bound_refuses_with_the_size_and_the_option(tmp_path):
                                 output=str(tmp_path / "out.onnx"))
     said = str(refused.value)
     assert "ScatterND 'scatternd_0'" in said and "sort form: 12.3 MiB held at once" in said
-    assert "above the bound of 12 MiB" in said and "--max-intermediate-mib 13" in said
+    assert "above the bound of 12 MiB" in said and "max_intermediate_mib=13" in said
     assert not (tmp_path / "out.onnx").exists()
     written = scatter_rewrite.prepare(str(path), target="no-scatter", max_intermediate_mib=13,
                                       output=str(tmp_path / "out.onnx"))

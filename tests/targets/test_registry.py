@@ -154,13 +154,15 @@ def test_check_is_blocked_with_the_size_where_prepare_refuses_by_the_bound(tmp_p
                           indices_shape=(100000, 1), updates_shape=(100000, 256))
     for model, name in ((fits, "fits"), (above, "above")):
         onnx.save(model, tmp_path / f"{name}.onnx")
-    assert scatter_rewrite.check(str(tmp_path / "fits.onnx"), target="qnn").status == "FIXABLE"
-    report = scatter_rewrite.check(str(tmp_path / "above.onnx"), target="qnn")
+    assert scatter_rewrite.check(str(tmp_path / "fits.onnx"), target="no-scatter").status == "FIXABLE"
+    report = scatter_rewrite.check(str(tmp_path / "above.onnx"), target="no-scatter")
     assert report.status == "BLOCKED"
     assert "sort form: 353 MiB held at once" in report.dry_run.error
-    assert "--max-intermediate-mib 354" in report.dry_run.error
-    done = runner.invoke(app, ["prepare", str(tmp_path / "above.onnx"), "--target", "qnn",
+    assert "--max-intermediate-mib 354" in report.dry_run.error  # (as its command says it)
+    done = runner.invoke(app, ["prepare", str(tmp_path / "above.onnx"), "--target", "no-scatter",
                                "--no-validate"])
     assert done.exit_code == 1
     assert done.stderr.splitlines()[-1] == f"scatter-rewrite: error: {report.dry_run.error}"
+    checked = runner.invoke(app, ["check", str(tmp_path / "above.onnx"), "--target", "no-scatter"])
+    assert "--max-intermediate-mib 354" in checked.output and "max_intermediate_mib" not in checked.output
     assert not (tmp_path / "above.prepared.onnx").exists()

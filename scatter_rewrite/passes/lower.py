@@ -193,8 +193,8 @@ class LowerPass(ScatterPass):
         if blocked:
             raise ConversionError(
                 f"cannot lower to opset {target}: {first_and_more(blocked)}; fix the model or "
-                f"pick a target opset that has the op (max/min: 18, add/mul: 16)"
-            )
+                f"pick a target opset that has the op (max/min: 18, add/mul: 16)",
+                parameters=("opset",))
         names = seg.Names(value_names(model))
         uses_custom: list[ir.Graph | ir.Function] = []
         built_in_functions: list[ir.Node] = []

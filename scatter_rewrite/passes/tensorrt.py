@@ -319,7 +319,7 @@ def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[s
     if dtype == ir.DataType.BFLOAT16:
         return (
             'BFLOAT16 data: TensorRT 8.6 has no bfloat16 type (onnx2trt_utils convertDtype: '
-            '"Unsupported ONNX data type"; bfloat16 arrived in TensorRT 9); use --trt-version 10 '
+            '"Unsupported ONNX data type"; bfloat16 arrived in TensorRT 9); use trt_version=\'10\' '
             'or another dtype',
             False,
         )
@@ -362,7 +362,8 @@ class _ForTensorRT(ScatterPass):
 
     def unreachable(self, why: str) -> ConversionError:
         """The error for a model this pass cannot bring to what the TensorRT version takes."""
-        return ConversionError(f"cannot prepare for TensorRT {self.trt_version}: {why}")
+        return ConversionError(f"cannot prepare for TensorRT {self.trt_version}: {why}",
+                               parameters=("trt_version",))
 
 
 class TensorRTPass(_ForTensorRT):

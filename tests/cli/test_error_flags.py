@@ -99,3 +99,23 @@ def test_an_unknown_target_is_the_parameter_in_python_and_the_flag_for_check_and
     result = invoke("prepare", tmp_path / "m.onnx", "--target", "rknn", "--fix-dim", "n=2")
     assert result.exit_code == 2
     assert "--fix-dim does not apply to --target rknn" in result.stderr
+
+
+def test_refusals_of_the_lowering_and_the_tensorrt_flow_name_their_parameters(tmp_path: Path):
+    """A bfloat16 reduction cannot be lowered below opset 13 (``opset=13`` / ``--opset 13``), and
+    TensorRT 8.6 has no bfloat16 (``trt_version='10'`` / ``--trt-version 10``)."""
+    from onnx import TensorProto
+
+    model = scatter_model("ScatterElements", opset=18, reduction="max",
+                          data_type=TensorProto.BFLOAT16)
+    onnx.save(model, tmp_path / "m.onnx")
+    with pytest.raises(sr.ConversionError) as lowered:
+        sr.lower(model, opset=11, validate=False)
+    assert "pass opset=13" in str(lowered.value) and "--opset" not in str(lowered.value)
+    assert "pass --opset 13" in _stderr_line("lower", tmp_path / "m.onnx", "--opset", "11",
+                                              "--no-validate")
+    with pytest.raises(sr.ConversionError) as capped:
+        sr.prepare_for_tensorrt(model, trt_version="8.6", validate=False)
+    assert "use trt_version='10'" in str(capped.value) and "--trt" not in str(capped.value)
+    assert "use --trt-version 10" in _stderr_line("tensorrt", tmp_path / "m.onnx", "--trt-version",
+                                                   "8.6", "--no-validate")

@@ -217,7 +217,7 @@ def reduction_blocker(node: ir.Node, opset: int) -> str | None:
     if dtype not in SUPPORTED_DTYPES:
         return f"data type {dtype.name} has no exact standard-op reduction here"
     if dtype == ir.DataType.BFLOAT16 and opset < 13:
-        return "bfloat16 needs opset >= 13 (Cast/ScatterND-13); pass --opset 13"
+        return "bfloat16 needs opset >= 13 (Cast/ScatterND-13); pass opset=13"
     if node.op_type == "ScatterElements":
         if _static_rank(data, indices, updates) is None:
             return "the rank of data/indices/updates is unknown"
@@ -694,7 +694,7 @@ def tensor_scatter_blocker(node: ir.Node, opset: int) -> str | None:
     if not -rank <= axis < rank or axis % rank == 0:
         return f"axis={axis} is invalid for rank {rank} (must name a dimension >= 1)"
     if cache.dtype == ir.DataType.BFLOAT16 and opset < 13:
-        return "bfloat16 needs ScatterElements-13; pass --opset 13"
+        return "bfloat16 needs ScatterElements-13; pass opset=13"
     if cache.dtype is not None and cache.dtype not in SUPPORTED_DTYPES | {
         ir.DataType.STRING,
         ir.DataType.COMPLEX64,

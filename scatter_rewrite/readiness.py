@@ -319,7 +319,10 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) 
                                     external=external, data_name=data_file_name(destination))
     except ScatterRewriteError as e:
         # (said as the command line says it, as run.command is: --max-intermediate-mib 354)
-        run.error, run.declined = verb.cli_message(e), getattr(e, "declined", [])
+        run.error = verb.cli_message(e)
+        run.declined = [dataclasses.replace(note, detail=verb.cli_message(
+            ScatterRewriteError(note.detail, parameters=e.parameters)))
+            for note in getattr(e, "declined", [])]
         return run
     except Exception as e:
         if not invalid:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from scatter_rewrite.errors import ScatterRewriteError
 from scatter_rewrite.graph import function_calls, is_default_domain
 from scatter_rewrite.passes.fix_dims import dim_name
 from scatter_rewrite.passes.lowering.network_reduce import NOT_STATIC, network_blocker
@@ -16,6 +17,7 @@ from scatter_rewrite.passes.tensorrt import (
     PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, scatter_data_blocker,
 )
 from scatter_rewrite.readiness import Finding, TensorrtTwins, unknown_reduction
+from scatter_rewrite.verbs import said_with_flags
 
 __all__ = ["judge_tensorrt"]
 
@@ -187,7 +189,10 @@ def _lowerable(node: ir.Node, f: Finding, inlined: TensorrtTwins, fix_options: l
         f.notes.append(f"{lowers} once the number of updates is static: fix {', '.join(dims)} with "
                        "--fix-dim")
         return True
-    f.notes.append(f"cannot be lowered TensorRT-safely: {reason}")
+    # (check's notes speak the command line, as its fix does: fix_dims= -> --fix-dim)
+    said = said_with_flags(ScatterRewriteError(reason, parameters=("fix_dims",)),
+                           {"fix_dims": "--fix-dim"})
+    f.notes.append(f"cannot be lowered TensorRT-safely: {said}")
     return False
 
 

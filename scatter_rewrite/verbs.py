@@ -152,8 +152,9 @@ class Verb:
 SHARED_FLAGS = {"inputs": "--inputs", "validate": "--validate", "rtol": "--rtol", "atol": "--atol",
                 "in_place": "--in-place", "output": "-o"}
 
-# ``name=VALUE`` in a message: VALUE a quoted text, a word up to a space or punctuation, or none
-_SPELLED = r"(?<![\w.-]){name}=(?P<value>'[^']*'|\"[^\"]*\"|[^\s:;,)/'\"]+)?"
+# ``name=VALUE`` in a message: VALUE a quoted text, a dict (``{NAME: SIZE}``), a word up to a space
+# or punctuation, or none (a str.format template: {name}; doubled braces are the dict's)
+_SPELLED = r"(?<![\w.-]){name}=(?P<value>'[^']*'|\"[^\"]*\"|\{{[^}}]*\}}|[^\s:;,)/'\"]+)?"
 
 
 def said_with_flags(error: Exception, flags: Mapping[str, str], first: str | None = None) -> str:
@@ -168,11 +169,16 @@ def said_with_flags(error: Exception, flags: Mapping[str, str], first: str | Non
 
 def _flag_spelled(text: str, name: str, flag: str) -> str:
     """``text`` with each ``name=VALUE`` written as the flag does: ``--flag VALUE``; a boolean,
-    ``--flag`` (True) or ``--no-flag`` (False)."""
+    ``--flag`` (True) or ``--no-flag`` (False); a dict, the flag once per entry (``fix_dims={N: 8}``
+    -> ``--fix-dim N=8``)."""
     def said(match: re.Match) -> str:
         value = match.group("value")
         if value in ("True", "False"):
             return flag if value == "True" else "--no-" + flag.lstrip("-")
+        if value is not None and value.startswith("{"):
+            entries = [e.split(":", 1) for e in value[1:-1].split(",") if ":" in e]
+            return " ".join(f"{flag} {k.strip().strip(chr(39) + chr(34))}={v.strip()}"
+                            for k, v in entries) or flag
         return flag if value is None else f"{flag} {value.strip(chr(39) + chr(34))}"
 
     return re.sub(_SPELLED.format(name=re.escape(name)), said, text)

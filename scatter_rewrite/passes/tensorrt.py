@@ -363,7 +363,7 @@ class _ForTensorRT(ScatterPass):
     def unreachable(self, why: str) -> ConversionError:
         """The error for a model this pass cannot bring to what the TensorRT version takes."""
         return ConversionError(f"cannot prepare for TensorRT {self.trt_version}: {why}",
-                               parameters=("trt_version",))
+                               parameters=("trt_version", "fix_dims"))
 
 
 class TensorRTPass(_ForTensorRT):
@@ -413,7 +413,7 @@ class TensorRTPass(_ForTensorRT):
         if not any(_UNLOWERABLE in s.detail for s in skipped):
             return None
         return ("fix the number of updates to a static size (the sorting network needs it: "
-                "--fix-dim NAME=SIZE), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or "
+                "fix_dims={NAME: SIZE}), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or "
                 "compute the scatter outside the engine")
 
     def _inlining_needed(self, model: ir.Model) -> Callable[[ir.Node], bool]:

@@ -1,5 +1,6 @@
 """onnxruntime runs of a model (``ort_run`` as a user runs it, ``validation_ort_run`` as validation
-does), ONNX's own reduction backend cases, and the expected output of a one-scatter model (shared by
+does), onnx.reference with TopK's other tie rule (``run_with_later_first_ties``), ONNX's own
+reduction backend cases, and the expected output of a one-scatter model (shared by
 the lowering tests in tests/passes/ and the opset tests)."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx.backend.test.case.node import collect_testcases
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
 
 from scatter_rewrite.evaluator import scatter_elements, scatter_nd
 from scatter_rewrite.validate import run_onnxruntime
@@ -63,3 +66,26 @@ def expected_outputs(model, feeds, op, attrs):
     except Exception:
         fn = scatter_elements if op == "ScatterElements" else scatter_nd
         return [fn(feeds["data"], feeds["indices"], feeds["updates"], **attrs)]
+
+
+class _TopKLaterFirst(OpRun):
+    """ONNX's TopK with the other tie rule: among equal values the higher index first (OpenVINO's
+    TopK, for one, does not keep ONNX's lower-index-first order)."""
+
+    op_domain = ""
+
+    def _run(self, x, k, axis=-1, largest=1, sorted=1):  # noqa: A002 - TopK's attribute name
+        moved = np.moveaxis(x, axis, -1)
+        later = -np.broadcast_to(np.arange(moved.shape[-1]), moved.shape)
+        order = np.lexsort((later, -moved if largest else moved), axis=-1)[..., :int(k[0])]
+        values = np.take_along_axis(moved, order, axis=-1)
+        return np.moveaxis(values, -1, axis), np.moveaxis(order, -1, axis).astype(np.int64)
+
+
+_TopKLaterFirst.__name__ = "TopK"
+
+
+def run_with_later_first_ties(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    """``model``'s outputs in onnx.reference with a TopK that puts the later of equal values first
+    (ONNX's puts the earlier first): a form that rests on TopK's tie rule comes out otherwise."""
+    return ReferenceEvaluator(model, new_ops=[_TopKLaterFirst]).run(None, feeds)

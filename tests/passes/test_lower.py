@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite as sr
 from tests.helpers.equivalence import assert_validation_accepts
-from tests.helpers.runs import BACKEND_CASES, expected_outputs, ort_run
+from tests.helpers.runs import BACKEND_CASES, expected_outputs, ort_run, run_with_later_first_ties
 from tests.helpers.models import gnn_model, op_types
 from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.passes.lower import LowerPass
@@ -158,6 +158,30 @@ def test_nan_rules_match_onnxruntime_exactly():
         assert_validation_accepts(expected, ort_run(lowered, feeds), float_reduction=False)
         # and on a runtime whose Where copies -0.0 exactly (onnxruntime's does not, see select())
         assert_validation_accepts(expected, ReferenceEvaluator(lowered).run(None, feeds), float_reduction=False)
+
+
+@pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
+@pytest.mark.parametrize("reduction", ["max", "min", "add"])
+def test_the_lowering_is_exact_under_either_topk_tie_rule(op, reduction):
+    """The sort's keys are distinct (key * n + position): a runtime whose TopK puts the later of
+    equal values first (OpenVINO's) computes the lowered model as onnxruntime does, NaN and signed
+    zeros included; with the plain keys its max/min came out otherwise."""
+    values = np.array([np.nan, 1, -1, 2, 0, -0.0, 5, 3, 3, 0.0, -0.0, 7], np.float32)
+    rng = np.random.default_rng(3)
+    shapes = {"ScatterElements": dict(data_shape=["n"], indices_shape=["m"]),
+              "ScatterND": dict(data_shape=["n"], indices_shape=["m", 1], updates_shape=["m"])}[op]
+    model = scatter_model(op, opset=18, reduction=reduction, **shapes)
+    lowered = sr.lower(model, opset=13, validate=False)
+    for _ in range(5):
+        indices = rng.integers(-4, 4, 24)
+        feeds = {"data": rng.choice(values, 4), "updates": rng.choice(values, 24),
+                 "indices": indices if op == "ScatterElements" else indices[:, None]}
+        expected = ort_run(model, feeds)
+        actual = run_with_later_first_ties(lowered, feeds)
+        if reduction == "add":
+            assert_validation_accepts(expected, actual, float_reduction=True)
+        else:
+            assert expected[0].tobytes() == actual[0].tobytes(), (feeds, expected, actual)
 
 
 def test_many_duplicates_and_a_long_run():

@@ -15,8 +15,6 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as oh
-from onnx.reference import ReferenceEvaluator
-from onnx.reference.op_run import OpRun
 
 import scatter_rewrite
 from scatter_rewrite.errors import ConversionError, OptionError
@@ -28,7 +26,7 @@ from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.type_inference import borrow_inferred_types
 from tests.helpers.equivalence import assert_validation_accepts
 from tests.helpers.models import scatters_left
-from tests.helpers.runs import ort_run
+from tests.helpers.runs import ort_run, run_with_later_first_ties
 from tests.helpers.exports import export_arrays
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -311,23 +309,6 @@ def test_every_axis_of_a_rank_3_scatter(axis, reduction, np_type):
         assert expected.tobytes() == actual.tobytes(), (form, expected, actual)
 
 
-class _TopKLaterFirst(OpRun):
-    """ONNX's TopK with the other tie rule: among equal values the higher index first (OpenVINO's
-    TopK, for one, does not keep ONNX's lower-index-first order)."""
-
-    op_domain = ""
-
-    def _run(self, x, k, axis=-1, largest=1, sorted=1):  # noqa: A002 - TopK's attribute name
-        moved = np.moveaxis(x, axis, -1)
-        later = -np.broadcast_to(np.arange(moved.shape[-1]), moved.shape)
-        order = np.lexsort((later, -moved if largest else moved), axis=-1)[..., :int(k[0])]
-        values = np.take_along_axis(moved, order, axis=-1)
-        return np.moveaxis(values, -1, axis), np.moveaxis(order, -1, axis).astype(np.int64)
-
-
-_TopKLaterFirst.__name__ = "TopK"
-
-
 def test_the_other_tie_rule_reorders_equal_keys():
     # the evaluator below can fail: on equal keys it orders unlike onnxruntime's TopK
     graph = oh.make_graph([oh.make_node("TopK", ["x", "k"], ["v", "i"], largest=0)], "g",
@@ -337,7 +318,7 @@ def test_the_other_tie_rule_reorders_equal_keys():
                            oh.make_tensor_value_info("i", T.INT64, [4])])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
     feeds = {"x": np.array([1, 0, 1, 0]), "k": np.array([4])}
-    later = ReferenceEvaluator(model, new_ops=[_TopKLaterFirst]).run(None, feeds)[1]
+    later = run_with_later_first_ties(model, feeds)[1]
     np.testing.assert_array_equal(ort_run(model, feeds)[1], [1, 3, 0, 2])
     np.testing.assert_array_equal(later, [3, 1, 2, 0])
 
@@ -353,7 +334,7 @@ def test_the_sort_form_is_exact_under_any_topk_tie_rule(op, reduction, np_type):
         model, feeds = case(op, reduction, np_type, "main", seed)
         rewritten = forced(model, "sort")
         expected = ort_run(model, feeds)
-        actual = ReferenceEvaluator(rewritten, new_ops=[_TopKLaterFirst]).run(None, feeds)
+        actual = run_with_later_first_ties(rewritten, feeds)
         if reduction in ("add", "mul") and np_type in FLOATS:
             assert_validation_accepts(expected, actual, True)
         else:

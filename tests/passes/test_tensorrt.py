@@ -152,14 +152,17 @@ def test_trt10_plugin_dtype_missing_is_lowered_tensorrt_safe():
     assert not any(f.blocked for f in check(ir.serde.deserialize_model(out), "tensorrt-10"))
 
 
-def test_trt10_plugin_dtype_missing_and_dynamic_count_is_left_alone_with_the_reason():
+def test_trt10_plugin_dtype_missing_and_dynamic_count_is_left_alone_with_the_reason(tmp_path):
     model = scatter_model("ScatterElements", opset=18, reduction="add", data_type=TensorProto.DOUBLE,
                           data_shape=(4, 5), indices_shape=("e", 5))
     with pytest.raises(sr.ConversionError, match="cannot prepare for TensorRT 10: ") as refused:
         prepare(model, "10")
     (skip,) = refused.value.declined
     assert "data type DOUBLE" in skip.detail and "number of updates is not static" in skip.detail
-    assert "--fix-dim NAME=SIZE" in str(refused.value)  # what to do about it
+    assert "fix_dims={NAME: SIZE}" in str(refused.value)  # what to do about it, in Python
+    onnx.save(model, tmp_path / "m.onnx")
+    said = invoke("tensorrt", tmp_path / "m.onnx", "--no-validate").stderr  # and on the command line
+    assert "--fix-dim NAME=SIZE" in said and "fix_dims" not in said
 
 
 def assert_parser_takes(model: onnx.ModelProto, version: str) -> None:

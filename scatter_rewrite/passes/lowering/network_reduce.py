@@ -127,7 +127,7 @@ def network_blocker(node: ir.Node, opset: int) -> str | None:
     if n is None:
         return (
             f"{NOT_STATIC} (the sorting network is built for a fixed count: export with static "
-            "shapes, or fix the input dimensions: scatter-rewrite tensorrt --fix-dim NAME=SIZE)"
+            "shapes, or fix the input dimensions: fix_dims={NAME: SIZE})"
         )
     if rows is not None and rows + padded_size(n) > INT32_MAX:
         return (

@@ -24,9 +24,10 @@ data x updates is ever built):
    dimension after the axis (the GNN pattern ``Expand(Unsqueeze(dst))`` feeding ScatterElements
    on axis 0: only the E edge keys are sorted and rows of F features move together), and for
    ScatterND it is the slice ``data[i0..ik]``. Negative indices are normalized (``Where``/``Add``).
-2. ``TopK(keys, K=n, largest=0, sorted=1)`` sorts the keys; its tie rule ("the lower index
-   appears first", TopK-11 spec) keeps duplicates in update order, which max/min need for exact
-   ties (-0.0/+0.0) and NaN placement.
+2. ``TopK(key * n + position, K=n, largest=0, sorted=1)`` sorts the keys with duplicates in
+   update order, which max/min need for exact ties (-0.0/+0.0) and NaN placement; the sort keys
+   are distinct, so the order does not rest on TopK's tie rule (ONNX's "the lower index first",
+   which OpenVINO's TopK does not keep).
 3. Segmented tree reduction in a ``Loop``: each round combines every element at an even rank of
    its key run with its successor (order kept: earlier op later) and drops the successor, so a
    run of length L needs ceil(log2 L) rounds and the total work is ~2n rows. Loop-carried values
@@ -495,8 +496,13 @@ def segment_reduce(b: Builder, rows: ir.Value, keys: ir.Value, vals: ir.Value, r
     ct = compute_dtype(dtype, reduction)
     n = b.op("Size", keys, dtype=INT64)
     k = b.op("Reshape", n, b.const([1]), dtype=INT64)
-    sorted_keys, perm = b.op("TopK", keys, k, outputs=2, axis=0, largest=0, sorted=1)
-    sorted_keys.dtype = perm.dtype = INT64
+    # Distinct sort keys (key * n + position): equal keys never reach TopK's tie rule, which a
+    # runtime may break (OpenVINO's does); keys < R and n < 2^31 keep them within int64.
+    positions = b.op("Range", b.const(0), n, b.const(1), dtype=INT64)
+    distinct = b.op("Add", b.op("Mul", keys, n, dtype=INT64), positions, dtype=INT64)
+    _, perm = b.op("TopK", distinct, k, outputs=2, axis=0, largest=0, sorted=1)
+    perm.dtype = INT64
+    sorted_keys = b.op("Gather", keys, perm, axis=0, dtype=INT64)
     shifted = b.op(
         "Concat",
         b.const([-1]),
@@ -513,9 +519,7 @@ def segment_reduce(b: Builder, rows: ir.Value, keys: ir.Value, vals: ir.Value, r
         b.const(1),
         dtype=INT64,
     )
-    rank_in_run = b.op(
-        "Sub", b.op("Range", b.const(0), n, b.const(1)), b.op("Gather", starts, seg_id), dtype=INT64
-    )
+    rank_in_run = b.op("Sub", positions, b.op("Gather", starts, seg_id), dtype=INT64)
     values = b.cast(b.op("Gather", vals, perm, axis=0, dtype=dtype), ct, dtype)
     go = b.op("Greater", n, segments)
     kind = Kind(reduction, ct)

@@ -4,7 +4,7 @@ their own, built by tests/runtimes/setup_venvs.sh; skipped without it).
 What onnx2tf does to scatters on its own, reproduced (refuses a reducing ScatterElements, turns a
 reducing ScatterND into TFLite's summing SCATTER_ND, permutes a constant index vector fed to
 Unsqueeze), and ``prepare --target litert`` then onnx2tf then LiteRT giving the original's outputs.
-Converting takes about 10 s a model: the three facts and float max/min on input indices run by
+Converting takes about 10 s a model: the four facts and float max/min on input indices run by
 default, the rest with -m slow.
 """
 
@@ -111,8 +111,9 @@ def _scatter_into_zeros_of_shape() -> onnx.ModelProto:
 
 def test_onnx2tf_flattens_a_constant_of_shape_one_axis_early(tmp_path):
     # Flatten(ConstantOfShape(Shape(x)), axis=1) of a [6, 4] x, its shape not declared (as the
-    # forms' are not), came out [1, 24]: the forms' rows of zeros became one row (index_put at opset 17 returned the update rows as they
-    # are; the GNN max's gathers went out of bounds); the forms now Reshape to [-1, 4]
+    # forms' are not), came out [1, 24]: the forms' rows of zeros became one row (index_put at
+    # opset 17 returned the update rows as they are; the GNN max's gathers went out of bounds);
+    # the forms now Reshape to [-1, 4]
     graph = oh.make_graph(
         [oh.make_node("Shape", ["x"], ["shape"]),
          oh.make_node("ConstantOfShape", ["shape"], ["zeros"]),

@@ -201,9 +201,10 @@ ORIGINAL_REFUSED = frozenset({
 })
 # Of those, the ones whose prepared model it refuses too, for the same kind of reason (asserted).
 PREPARED_REFUSED = ORIGINAL_REFUSED - {
-    "torch/gnn_max_view_expand_ts17", "torch_repair/gnn_sum_ts13",
-    "torch_repair/index_put_acc_ts17", "torch_repair/jagged_bag_sum_strict_ts13",
-    "torch_repair/jagged_bag_sum_ts13", "torch_trt/scatter_add_gnn_static_ts16"}
+    "torch/gnn_max_view_expand_ts17", "torch_repair/bev_pool_ts17", "torch_repair/gnn_sum_ts13",
+    "torch_repair/index_put_acc_ts11", "torch_repair/index_put_acc_ts17",
+    "torch_repair/jagged_bag_sum_strict_ts13", "torch_repair/jagged_bag_sum_ts13",
+    "torch_trt/index_put_ts16", "torch_trt/scatter_add_gnn_static_ts16"}
 
 
 @pytest.mark.slow

@@ -489,20 +489,26 @@ def scatter_nd_rows(b: Builder, data, indices, updates):
     return rows, keys, vals, k
 
 
+def _sorted(b: Builder, keys: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+    """The number of keys ``n``, ``Range(n)``, the permutation that sorts ``keys`` with equal keys
+    in their order, and the sorted keys. The sort keys are distinct (key * n + position): equal
+    keys never reach TopK's tie rule, which a runtime may break (OpenVINO's does); keys < R and
+    n < 2^31 keep them within int64."""
+    n = b.op("Size", keys, dtype=INT64)
+    k = b.op("Reshape", n, b.const([1]), dtype=INT64)
+    positions = b.op("Range", b.const(0), n, b.const(1), dtype=INT64)
+    distinct = b.op("Add", b.op("Mul", keys, n, dtype=INT64), positions, dtype=INT64)
+    _, perm = b.op("TopK", distinct, k, outputs=2, axis=0, largest=0, sorted=1)
+    perm.dtype = INT64
+    return n, positions, perm, b.op("Gather", keys, perm, axis=0, dtype=INT64)
+
+
 def segment_reduce(b: Builder, rows: ir.Value, keys: ir.Value, vals: ir.Value, reduction: str,
                    dtype: ir.DataType) -> ir.Value:
     """``rows`` [R, w] with ``vals`` [n, w] folded into row ``keys[i]`` (int64 in [0, R)) in
     order."""
     ct = compute_dtype(dtype, reduction)
-    n = b.op("Size", keys, dtype=INT64)
-    k = b.op("Reshape", n, b.const([1]), dtype=INT64)
-    # Distinct sort keys (key * n + position): equal keys never reach TopK's tie rule, which a
-    # runtime may break (OpenVINO's does); keys < R and n < 2^31 keep them within int64.
-    positions = b.op("Range", b.const(0), n, b.const(1), dtype=INT64)
-    distinct = b.op("Add", b.op("Mul", keys, n, dtype=INT64), positions, dtype=INT64)
-    _, perm = b.op("TopK", distinct, k, outputs=2, axis=0, largest=0, sorted=1)
-    perm.dtype = INT64
-    sorted_keys = b.op("Gather", keys, perm, axis=0, dtype=INT64)
+    n, positions, perm, sorted_keys = _sorted(b, keys)
     shifted = b.op(
         "Concat",
         b.const([-1]),

@@ -10,11 +10,13 @@ reproduces each):
   0, 2, 3, ..., 29, 1).
 * lower's sort + segmented reduction (Loop, If, NonZero) is refused (a KeyError in the converter).
 * A ``Slice`` whose end is a huge constant (2^62, "to the end") comes out empty (read as int32); a
-  ``Flatten`` of a vector to a column comes out a row; an ``Expand`` to the shape its input already
-  has is refused ("Output tensors of a Functional model must be the output of a TensorFlow
-  Layer"). The scatter-free forms (passes/no_scatter.py) avoid all three, and both the ``mask``
-  and the ``sort`` form then convert and run exactly, with the indices as graph inputs or constant
-  (float max/min with NaN and -0.0/+0.0 included).
+  ``Flatten`` of a vector to a column comes out a row, and of a ConstantOfShape's result (its output
+  shape not declared) one axis too early ([6, 4] at axis 1 as [1, 24]); an ``Expand`` to the shape
+  its input already has is refused ("Output tensors of a Functional model must be the output of a
+  TensorFlow Layer"). The scatter-free forms (passes/no_scatter.py) avoid all four (rows by a
+  static Reshape where they can), and both the ``mask`` and the ``sort`` form then convert and run
+  exactly, with the indices as graph inputs or constant (float max/min with NaN and -0.0/+0.0
+  included).
 
 So ``prepare --target litert`` first evaluates each scatter's constant index chain into one
 constant (passes/constant_indices.py: onnx2tf's onnxsim folds it with the form's index arithmetic

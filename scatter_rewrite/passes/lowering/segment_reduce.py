@@ -409,10 +409,15 @@ def _constant_keys(data: ir.Value, indices: ir.Value, count: int,
 
 
 def _flatten(b: Builder, value: ir.Value, axis: int, dtype: ir.DataType) -> ir.Value:
-    """``Flatten(value, axis)``; a column ``Reshape(value, [-1, 1])`` for a vector (onnx2tf 1.29
-    turns that Flatten of a vector into a [1, N] row)."""
-    if value.shape is not None and axis == len(value.shape) == 1:
-        return b.op("Reshape", value, b.const([-1, 1]), dtype=dtype)
+    """``Flatten(value, axis)`` as a ``Reshape`` to ``[-1, n]`` (or ``[m, -1]``) where the
+    trailing (or leading) dimensions are static: onnx2tf 1.29 flattens a ConstantOfShape's result
+    one axis too early (a [6, 4] at axis 1 came out [1, 24]) and a vector at axis 1 into a [1, N]
+    row; a Flatten only where neither side is static."""
+    dims = None if value.shape is None else list(value.shape)
+    if dims is not None and 0 < axis <= len(dims):
+        for side, target in ((dims[axis:], lambda n: [-1, n]), (dims[:axis], lambda n: [n, -1])):
+            if all(isinstance(d, int) for d in side) and (n := int(np.prod(side))) > 0:
+                return b.op("Reshape", value, b.const(target(n)), dtype=dtype)
     return b.op("Flatten", value, axis=axis, dtype=dtype)
 
 
@@ -465,11 +470,10 @@ def scatter_nd_rows(b: Builder, data, indices, updates):
                       indices.dtype)
         lead = b.op("Concat", b.const([-1]), b.dims(data, k, len(data.shape)), axis=0,
                     dtype=INT64)
-        vals = b.op("Flatten", b.op("Reshape", updates, lead, dtype=data.dtype), axis=1,
-                    dtype=data.dtype)
+        vals = _flatten(b, b.op("Reshape", updates, lead, dtype=data.dtype), 1, data.dtype)
     else:
         q = len(indices.shape)
-        idx2 = b.cast(b.op("Flatten", indices, axis=q - 1), INT64, indices.dtype)
+        idx2 = b.cast(_flatten(b, indices, q - 1, indices.dtype), INT64, indices.dtype)
         vals = _flatten(b, updates, q - 1, data.dtype)
     rows = _flatten(b, data, k, data.dtype)
     known = _constant_keys(data, indices, k)

@@ -4,7 +4,7 @@ written only where T's table lacks the op and has what replaces it (at the node'
 
 * ``If`` whose condition is a compile-time constant: inlined (:mod:`.inline_if`, every such If, not
   only those near a scatter). An If on a run-time condition stays (QNN's table has no control flow).
-* ``CastLike(x, like)`` whose ``like`` has a known element type: ``Cast(x, to=that type)`` with
+* ``CastLike(x, like)`` whose ``like`` has a known element type (declared, or a constant's): ``Cast(x, to=that type)`` with
   CastLike's other attributes (``saturate``, ``round_mode``: Cast has the same at every opset
   CastLike has them). A ``like`` of unknown type (a function input) stays.
 * ``IsNaN(x)`` of float16, float, double (bfloat16 from opset 13; below opset 20 IsNaN takes no
@@ -30,7 +30,9 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, describe, is_default_domain, is_reference, iter_nodes
+from scatter_rewrite.graph import (
+    Scope, constant_tensor, describe, is_default_domain, is_reference, iter_nodes,
+)
 
 __all__ = ["remove_dead", "write_within_table"]
 
@@ -66,7 +68,8 @@ def write_within_table(model: ir.Model, has: Has) -> list[str]:
 def _cast_like(node: ir.Node, scope: Scope, has: Has) -> str | None:
     if len(node.inputs) != 2 or None in node.inputs or not has("Cast", scope):
         return None
-    to = node.inputs[1].dtype
+    like = node.inputs[1]
+    to = like.dtype or (tensor.dtype if (tensor := constant_tensor(like)) is not None else None)
     if to is None:
         return None
     cast = ir.node("Cast", [node.inputs[0]], {**node.attributes, "to": ir.AttrInt64("to", to)})
@@ -108,7 +111,8 @@ def _identity(node: ir.Node, scope: Scope, has: Has) -> str | None:
             return None  # (a graph input, an initializer, an outer value or another output)
         name, y.name = y.name, None
         ir.convenience.replace_all_uses_with(y, x, replace_graph_outputs=True)
-        x.name = name
+        x.name = name  # (and the output's declared type and shape)
+        x.type, x.shape = y.type or x.type, y.shape if y.shape is not None else x.shape
     else:
         ir.convenience.replace_all_uses_with(y, x)
     graph.remove(node, safe=True)

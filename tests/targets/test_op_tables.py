@@ -148,8 +148,11 @@ def _op_types(model: onnx.ModelProto) -> set[str]:
 
 # Where the forms themselves write an op outside the table on some committed model (so prepare
 # refuses it for that reason): QNN and RKNN have no Range, Shape or Size, which the forms need where
-# sizes are dynamic. (The sort form's IsNaN, which QNN lacks, becomes Equal(x, x).)
-FORMS_OUTSIDE = {"qnn": {"Range", "Shape", "Size"}, "rknn": {"Range", "Shape", "Size"}}
+# sizes are dynamic; RKNN no ReduceProd (the mask form's mul) nor CumSum (rows reshaped back to a
+# dynamic shape below opset 14: graph.reshape_like). (The sort form's IsNaN, which QNN lacks,
+# becomes Equal(x, x).)
+FORMS_OUTSIDE = {"qnn": {"Range", "Shape", "Size"},
+                 "rknn": {"Range", "Shape", "Size", "ReduceProd", "CumSum"}}
 # Ops a table lacks that prepare writes exactly with ops the table has (passes/op_equivalents.py):
 # never the reason for a refusal of a committed model (Identity and If may be: an Identity that hands
 # a function's input to its output, an If on a run-time condition)

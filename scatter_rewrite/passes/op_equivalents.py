@@ -14,6 +14,8 @@ written only where T's table lacks the op and has what replaces it (at the node'
   ``Not(Equal(x, x))``. Equal takes floats from opset 11. Measured equal to IsNaN, NaN, infinities
   and signed zeros included, in onnxruntime, OpenVINO's CPU plugin, LiteRT through onnx2tf and TVM
   (tests/passes/test_op_equivalents.py, tests/targets/test_openvino_tvm.py).
+* ``Sum`` of two terms: ``Add`` (both broadcast alike; one rounding either way). Of more terms
+  the order of a float sum is the kernel's: left alone.
 * ``Identity``: removed, its readers reading its input. When its output is an output of its own
   graph, its input takes the output's name, if that input is made by a node of the same graph and
   is no output of it already; an Identity that hands a graph input, an initializer, an outer
@@ -119,7 +121,14 @@ def _identity(node: ir.Node, scope: Scope, has: Has) -> str | None:
     return "removed"
 
 
-_REWRITES = {"CastLike": _cast_like, "IsNaN": _is_nan, "Identity": _identity}
+def _sum(node: ir.Node, scope: Scope, has: Has) -> str | None:
+    if len(node.inputs) != 2 or None in node.inputs or not has("Add", scope):
+        return None  # (more terms: the order of a float sum is the kernel's)
+    _replace(node, ir.node("Add", list(node.inputs)), node.outputs[0])
+    return "written as Add"
+
+
+_REWRITES = {"CastLike": _cast_like, "IsNaN": _is_nan, "Identity": _identity, "Sum": _sum}
 
 
 def _replace(node: ir.Node, new: ir.Node, output: ir.Value) -> None:

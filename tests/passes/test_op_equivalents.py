@@ -185,6 +185,16 @@ def test_cast_like_to_a_type_unknown_stays():
     assert _written(model, {"CastLike"})[1] == []
 
 
+def test_a_sum_of_two_becomes_add_and_of_three_stays():
+    model = _model("""g (float[4] x, float[1] b) => (float[4] y, float[4] z) {
+        y = Sum(x, b)
+        z = Sum(x, b, y)
+    }""")
+    written, done = _written(model, {"Sum"})
+    assert op_types(written) == ["Add", "Sum"] and len(done) == 1
+    _assert_same_outputs(model, written, {"x": X, "b": np.array([0.1], np.float32)})
+
+
 IF_MODEL = """g (float[4] x, bool c) => (float[4] y, float[4] z) {{
     k = Constant <value = bool {{{k}}}> ()
     y = If(k) <then_branch = t () => (float[4] t0) {{ t0 = Neg(x) }},

@@ -245,6 +245,21 @@ def test_qnn_prepares_exports_whose_ops_outside_its_table_have_exact_equivalents
     assert unsupported_nodes(to_ir(prepared, path), get_target("qnn").ops()) == []
 
 
+def test_rknn_moves_an_export_above_opset_19_down_to_it():
+    # rknn-toolkit2 2.3.2 converts opsets up to 19; dynamo's default export writes 20 and up
+    from tests.helpers import DATA
+    from tests.helpers.models import model_opset
+
+    path = DATA / "torch/view_layer_dynamodefault.onnx"
+    original = load_proto(path)
+    assert model_opset(original) > 19
+    prepared, outcome = scatter_rewrite.prepare(original, target="rknn", validate=True,
+                                                return_report=True)
+    assert outcome.status == "PASSED", outcome.error
+    assert model_opset(prepared) == 19
+    assert unsupported_nodes(to_ir(prepared, path), get_target("rknn").ops()) == []
+
+
 @pytest.mark.parametrize("runtime", ["openvino", "tvm",
                                      pytest.param("litert", marks=pytest.mark.slow)])
 def test_qnns_float_max_min_keep_nan_and_signed_zeros_in_each_runtime(runtime, tmp_path):

@@ -25,7 +25,7 @@ def _model(text: str, opset: int = 18, more: str = "") -> onnx.ModelProto:
     return model
 
 
-def _written(model: onnx.ModelProto, lacks: set[str]) -> tuple[onnx.ModelProto, list[str]]:
+def _within_table(model: onnx.ModelProto, lacks: set[str]) -> tuple[onnx.ModelProto, list[str]]:
     """``model`` after the rewrite for a table without ``lacks``; checked by onnx."""
     graph = ir.from_proto(model)
     done = write_within_table(graph, lambda op, scope: op not in lacks)
@@ -34,7 +34,7 @@ def _written(model: onnx.ModelProto, lacks: set[str]) -> tuple[onnx.ModelProto, 
     return written, done
 
 
-def _assert_same_outputs(original, written, feeds) -> None:
+def _assert_outputs_unchanged(original, written, feeds) -> None:
     assert [o.name for o in written.graph.output] == [o.name for o in original.graph.output]
     for got, expected in zip(ort_run(written, feeds, optimize=False),
                              ort_run(original, feeds, optimize=False)):
@@ -54,9 +54,9 @@ def test_identity_is_removed_and_a_graph_output_keeps_its_name():
         c = Neg(b)
         y = Identity(c)
     }""")
-    written, done = _written(model, {"Identity"})
+    written, done = _within_table(model, {"Identity"})
     assert op_types(written) == ["Relu", "Neg"] and len(done) == 2
-    _assert_same_outputs(model, written, {"x": X})
+    _assert_outputs_unchanged(model, written, {"x": X})
 
 
 def test_identity_in_an_if_branch_and_a_function_is_removed():
@@ -71,10 +71,10 @@ def test_identity_in_an_if_branch_and_a_function_is_removed():
         r = Identity(p)
         q = Sigmoid(r)
     }""", more=', "local" : 1')
-    written, _ = _written(model, {"Identity"})
+    written, _ = _within_table(model, {"Identity"})
     assert "Identity" not in op_types(written)
     for c in (True, False):
-        _assert_same_outputs(model, written, {"x": X, "c": np.array(c)})
+        _assert_outputs_unchanged(model, written, {"x": X, "c": np.array(c)})
 
 
 KEPT = {
@@ -97,10 +97,10 @@ KEPT = {
 @pytest.mark.parametrize("name", sorted(KEPT))
 def test_an_identity_that_must_stay_stays(name):
     model = _model(KEPT[name])
-    written, done = _written(model, {"Identity"})
+    written, done = _within_table(model, {"Identity"})
     assert done == [] and op_types(written) == op_types(model)
     feeds = {"x": X, "c": np.array(True)}
-    _assert_same_outputs(model, written, {k: v for k, v in feeds.items()
+    _assert_outputs_unchanged(model, written, {k: v for k, v in feeds.items()
                                           if k in {i.name for i in model.graph.input}})
 
 
@@ -117,7 +117,7 @@ def test_a_function_input_handed_to_its_output_stays():
     model = _model("""g (float[4] x) => (float[4] w) { w = local.F(x) }
     <domain: "local", opset_import: ["" : 18]>
     F (p) => (q) { q = Identity(p) }""", more=', "local" : 1')
-    written, done = _written(model, {"Identity"})
+    written, done = _within_table(model, {"Identity"})
     assert done == [] and "Identity" in op_types(written)
 
 
@@ -138,29 +138,29 @@ def _is_nan_model(opset: int = 18) -> onnx.ModelProto:
 @pytest.mark.parametrize("opset", [11, 13, 18, 20])
 def test_is_nan_becomes_equal_of_x_and_x(opset):
     model = _is_nan_model(opset)
-    written, done = _written(model, {"IsNaN"})
+    written, done = _within_table(model, {"IsNaN"})
     # each Not(IsNaN(x)) one Equal; each lone IsNaN(x) Not(Equal(x, x))
     assert sorted(op_types(written)) == sorted(["Equal"] * 6 + ["Not"] * 3)
     assert len(done) == 6
-    _assert_same_outputs(model, written, NAN_INPUTS)
+    _assert_outputs_unchanged(model, written, NAN_INPUTS)
 
 
 def test_is_nan_alone_stays_where_the_table_has_no_not():
     model = _is_nan_model()
-    written, _ = _written(model, {"IsNaN", "Not"})
+    written, _ = _within_table(model, {"IsNaN", "Not"})
     assert sorted(op_types(written)) == sorted(["Equal"] * 3 + ["IsNaN"] * 3)
-    _assert_same_outputs(model, written, NAN_INPUTS)
+    _assert_outputs_unchanged(model, written, NAN_INPUTS)
 
 
 def test_is_nan_stays_where_equal_takes_no_float_or_the_type_is_unknown():
     # opset 10: Equal takes no float
     model = _model("""g (float[4] x) => (bool[4] y) { n = IsNaN(x)  y = Not(n) }""", opset=10)
-    assert _written(model, {"IsNaN"})[1] == []
+    assert _within_table(model, {"IsNaN"})[1] == []
     # opset 20: IsNaN takes float8 too, so an untyped value (in a function) is left
     model = _model("""g (float[4] x) => (bool[4] y) { y = local.F(x) }
     <domain: "local", opset_import: ["" : 20]>
     F (p) => (q) { n = IsNaN(p)  q = Not(n) }""", opset=20, more=', "local" : 1')
-    assert _written(model, {"IsNaN"})[1] == []
+    assert _within_table(model, {"IsNaN"})[1] == []
 
 
 def test_cast_like_becomes_cast_to_its_target_type():
@@ -169,12 +169,12 @@ def test_cast_like_becomes_cast_to_its_target_type():
         h = Constant <value = float16[1] {0}> ()
         z = CastLike <saturate = 1> (x, h)
     }""", opset=19)
-    written, done = _written(model, {"CastLike"})
+    written, done = _within_table(model, {"CastLike"})
     assert op_types(written) == ["Cast", "Cast"] and len(done) == 2  # (the Constant goes)
     tos = [next(a.i for a in n.attribute if a.name == "to") for n in written.graph.node]
     assert tos == [onnx.TensorProto.INT32, onnx.TensorProto.FLOAT16]
     assert [a.name for a in written.graph.node[1].attribute] == ["saturate", "to"]
-    _assert_same_outputs(model, written, {"x": np.array([1.9, -2.5, 7e4, 3], np.float32),
+    _assert_outputs_unchanged(model, written, {"x": np.array([1.9, -2.5, 7e4, 3], np.float32),
                                           "like": np.zeros(1, np.int32)})
 
 
@@ -182,7 +182,7 @@ def test_cast_like_to_a_type_unknown_stays():
     model = _model("""g (float[4] x, int32[1] like) => (int32[4] y) { y = local.F(x, like) }
     <domain: "local", opset_import: ["" : 18]>
     F (p, l) => (q) { q = CastLike(p, l) }""", more=', "local" : 1')
-    assert _written(model, {"CastLike"})[1] == []
+    assert _within_table(model, {"CastLike"})[1] == []
 
 
 def test_a_sum_of_two_becomes_add_and_of_three_stays():
@@ -190,9 +190,9 @@ def test_a_sum_of_two_becomes_add_and_of_three_stays():
         y = Sum(x, b)
         z = Sum(x, b, y)
     }""")
-    written, done = _written(model, {"Sum"})
+    written, done = _within_table(model, {"Sum"})
     assert op_types(written) == ["Add", "Sum"] and len(done) == 1
-    _assert_same_outputs(model, written, {"x": X, "b": np.array([0.1], np.float32)})
+    _assert_outputs_unchanged(model, written, {"x": X, "b": np.array([0.1], np.float32)})
 
 
 IF_MODEL = """g (float[4] x, bool c) => (float[4] y, float[4] z) {{
@@ -207,15 +207,15 @@ IF_MODEL = """g (float[4] x, bool c) => (float[4] y, float[4] z) {{
 @pytest.mark.parametrize("k", [0, 1])
 def test_an_if_on_a_constant_is_inlined_and_one_on_an_input_stays(k):
     model = _model(IF_MODEL.format(k=k))
-    written, _ = _written(model, {"If"})
+    written, _ = _within_table(model, {"If"})
     assert sorted(op_types(written)) == sorted(["If", "Neg" if k else "Abs", "Neg", "Abs"])
-    _assert_same_outputs(model, written, {"x": X, "c": np.array(False)})
+    _assert_outputs_unchanged(model, written, {"x": X, "c": np.array(False)})
 
 
 def test_nothing_changes_where_the_table_has_every_op():
     for model in (_is_nan_model(), _model(KEPT["output to output"]),
                   _model(IF_MODEL.format(k=1))):
-        written, done = _written(model, set())
+        written, done = _within_table(model, set())
         assert done == [] and op_types(written) == op_types(model)
 
 
@@ -226,7 +226,14 @@ def test_equal_of_x_and_x_is_not_is_nan_in_each_runtime(runtime, tmp_path):
     from tests.helpers.runtimes import original_outputs, run_in
 
     model = _is_nan_model()
-    written, _ = _written(model, {"IsNaN"})
+    written, _ = _within_table(model, {"IsNaN"})
     expected = original_outputs(model, NAN_INPUTS)
     for got, want in zip(run_in(runtime, written, NAN_INPUTS, tmp_path), expected):
         assert_same(got, want)
+
+
+def test_cast_takes_the_attributes_cast_like_has_at_every_opset():
+    # why CastLike's attributes are copied onto the Cast as they are
+    for opset in range(15, onnx.defs.onnx_opset_version() + 1):
+        like = set(onnx.defs.get_schema("CastLike", opset).attributes)
+        assert like == set(onnx.defs.get_schema("Cast", opset).attributes) - {"to"}, opset

@@ -4,16 +4,18 @@ written only where T's table lacks the op and has what replaces it (at the node'
 
 * ``If`` whose condition is a compile-time constant: inlined (:mod:`.inline_if`, every such If, not
   only those near a scatter). An If on a run-time condition stays (QNN's table has no control flow).
-* ``CastLike(x, like)`` whose ``like`` has a known element type (declared, or a constant's): ``Cast(x, to=that type)`` with
-  CastLike's other attributes (``saturate``, ``round_mode``: Cast has the same at every opset
-  CastLike has them). A ``like`` of unknown type (a function input) stays.
+* ``CastLike(x, like)`` whose ``like`` has a known element type (declared, or a constant's):
+  ``Cast(x, to=that type)`` with CastLike's other attributes (``saturate``, ``round_mode``: Cast
+  has the same at every opset CastLike has them). A ``like`` of unknown type (a function input)
+  stays.
 * ``IsNaN(x)`` of float16, float, double (bfloat16 from opset 13; below opset 20 IsNaN takes no
   other type, so an unknown type will do there): ``Equal(x, x)`` is false exactly
   where x is NaN (IEEE 754: NaN is unequal to everything, itself included), so ``Not(IsNaN(x))``,
   as the sort form's float max/min writes it, becomes ``Equal(x, x)`` and a lone ``IsNaN(x)``
-  ``Not(Equal(x, x))``. Equal takes floats from opset 11. Measured equal to IsNaN, NaN, infinities
-  and signed zeros included, in onnxruntime, OpenVINO's CPU plugin, LiteRT through onnx2tf and TVM
-  (tests/passes/test_op_equivalents.py, tests/targets/test_openvino_tvm.py).
+  ``Not(Equal(x, x))``. Equal takes floats from opset 11. ``Equal(x, x)`` measured equal to
+  ``Not(IsNaN(x))``, NaN, infinities and signed zeros included, in onnxruntime, OpenVINO's CPU
+  plugin, LiteRT through onnx2tf and TVM (tests/passes/test_op_equivalents.py; the qnn forms' float
+  max/min there: tests/targets/test_op_tables.py).
 * ``Sum`` of two terms: ``Add`` (both broadcast alike; one rounding either way). Of more terms
   the order of a float sum is the kernel's: left alone.
 * ``Identity``: removed, its readers reading its input. When its output is an output of its own
@@ -83,7 +85,8 @@ def _is_nan(node: ir.Node, scope: Scope, has: Has) -> str | None:
     x = node.inputs[0] if len(node.inputs) == 1 else None
     if x is None or scope.opset < 11 or not has("Equal", scope):
         return None
-    if (x.dtype is not None or scope.opset >= 20) and scope.opset < _NAN_TYPES.get(x.dtype, 99):
+    typed = x.dtype is not None or scope.opset >= 20  # (below 20, IsNaN takes only Equal's floats)
+    if typed and scope.opset < _NAN_TYPES.get(x.dtype, 99):
         return None
     y = node.outputs[0]
     uses = list(y.uses())

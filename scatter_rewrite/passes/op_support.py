@@ -8,12 +8,12 @@ with the same reason.
 
 First, a node outside the table that has an exact equivalent inside it is written so
 (:mod:`.op_equivalents`: an If on a constant condition inlined, CastLike as Cast, IsNaN as Equal,
-Identity removed). A node outside the table whose outputs are compile-time constants (a Range over static sizes, a
-Shape of a static shape: what the scatter-free forms write where shapes are static) is first
-replaced by Constant nodes holding its value, and the nodes only it read go: QNN's and RKNN's
-tables have no Range or Shape, and onnxruntime's and RKNN's loaders fold such constants before
-their op support is asked. If that is not enough, shapes are inferred again and the shape
-arithmetic that reads only static shapes folded, as ``--fix-dim`` does
+Sum of two as Add, Identity removed). Then a node outside the table whose outputs are compile-time
+constants (a Range over static sizes, a Shape of a static shape: what the scatter-free forms write
+where shapes are static) is replaced by Constant nodes holding its value, and the nodes only it
+read go: QNN's and RKNN's tables have no Range or Shape, and onnxruntime's and RKNN's loaders fold
+such constants before their op support is asked. If that is not enough, shapes are inferred
+again and the shape arithmetic that reads only static shapes folded, as ``--fix-dim`` does
 (:func:`scatter_rewrite.passes.fix_dims.settle_shapes`), then such nodes folded again. A model
 inside the table is left as it is.
 """

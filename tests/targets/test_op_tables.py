@@ -154,8 +154,8 @@ def _op_types(model: onnx.ModelProto) -> set[str]:
 FORMS_OUTSIDE = {"qnn": {"Range", "Shape", "Size"},
                  "rknn": {"Range", "Shape", "Size", "ReduceProd", "CumSum"}}
 # Ops a table lacks that prepare writes exactly with ops the table has (passes/op_equivalents.py):
-# never the reason for a refusal of a committed model (Identity and If may be: an Identity that hands
-# a function's input to its output, an If on a run-time condition)
+# never the reason for a refusal of a committed model (Identity and If may be: an Identity that
+# hands a function's input to its output, an If on a run-time condition)
 WRITTEN_WITHIN = {"qnn": {"CastLike", "IsNaN"}, "rknn": {"CastLike"}}
 CASES = [pytest.param(model, target, id=f"{model.relative_to(ROOT)}-{target}",
                       marks=() if model.parent.name == "models" else pytest.mark.slow)

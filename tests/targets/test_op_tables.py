@@ -192,7 +192,7 @@ RUN_HERE = ("torch/gnn_max_layer_dynamo18", "torch/llama_tiny_ts17",
             "torch/scatter_reduce_sum_dynamo18", "torch_repair/bev_pool_ts17",
             "torch_repair/moe_router_ts13", "torch/label_smoothing_ts11")
 NOTHING_RUNS = {("litert", "torch/gnn_max_layer_dynamo18"), ("litert", "torch/llama_tiny_ts17"),
-                ("litert", "torch_repair/bev_pool_ts17"), ("litert", "torch/label_smoothing_ts11"),
+                ("litert", "torch/label_smoothing_ts11"),
                 ("tvm", "torch/gnn_max_layer_dynamo18"), ("tvm", "torch/llama_tiny_ts17")}
 
 

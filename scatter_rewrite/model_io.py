@@ -444,10 +444,11 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
             done = True
             WRITTEN_OUTPUTS.append(destination)
     finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-        if not done:
-            _remove_folders(created)
+        with _stop_signals_held():  # (stopped halfway through, the folder would stay)
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+            if not done:
+                _remove_folders(created)
 
 
 # Every model file this process renamed into place, in order: a stop signal that comes once one

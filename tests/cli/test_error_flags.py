@@ -185,3 +185,25 @@ def test_the_command_of_a_call_is_the_inverse_of_the_call_of_a_command():
     # a function that is no verb's, or an argument its verb does not take: as written
     for text in ("scatter_rewrite.check(model)", "scatter_rewrite.upgrade(model, mode='x')"):
         assert cli_commands(text) == text
+
+
+def test_the_flags_messages_say_are_the_options_every_rewriting_command_declares():
+    """verbs.SHARED_FLAGS, the flag of each parameter every verb takes, is what every rewriting
+    command declares for it, and cli/options.py takes the flags from there instead of writing them
+    again: they cannot drift apart."""
+    import typer.core
+    import typer.main
+
+    from scatter_rewrite.cli import app, options
+    from scatter_rewrite.verbs import SHARED_FLAGS
+
+    group = typer.main.get_command(app)
+    for verb in VERBS.values():
+        params = {p.name: p for p in group.commands[verb.command].params
+                  if isinstance(p, typer.core.TyperOption)}
+        for name, flag in SHARED_FLAGS.items():
+            assert flag in params[name].opts, (verb.command, name, params[name].opts)
+        assert params["validate"].secondary_opts == ["--no-validate"]
+    source = Path(options.__file__).read_text()
+    written = [flag for flag in SHARED_FLAGS.values() if f'"{flag}"' in source or f"'{flag}'" in source]
+    assert written == [], f"cli/options.py writes {written} again: take them from SHARED_FLAGS"

@@ -18,7 +18,8 @@ __all__ = [
     "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
     "custom_domain_nodes", "first_line", "kernels_onnxruntime_lacks", "may_refuse_in_parallel",
     "may_trap", "needs_custom_ops_in_onnxruntime", "ort_reason",
-    "run_onnxruntime", "run_reference", "trapping_division", "undeclared_kernels",
+    "run_onnxruntime", "run_reference", "session_threads", "trapping_division",
+    "undeclared_kernels",
     "what_onnxruntime_lacks", "without_paths", "WouldTrap",
 ]
 
@@ -86,7 +87,7 @@ def run_onnxruntime(
     if trap is not None:
         raise WouldTrap(trap)
     source = str(model) if isinstance(model, (str, Path)) else model
-    threads = 1 if _may_refuse_in_parallel(model) else threads
+    threads = session_threads(model, threads)
     run = None
     try:
         session = ort.InferenceSession(source, _session_options(threads), providers=_CPU,
@@ -422,17 +423,22 @@ def may_refuse_in_parallel(model: ir.Model) -> bool:
     return False
 
 
-def _may_refuse_in_parallel(model: str | os.PathLike | bytes) -> bool:
-    """:func:`may_refuse_in_parallel` for a file (its big weights mapped, not read) or bytes; False
-    where it cannot be loaded (onnxruntime then says why)."""
+def session_threads(model: str | os.PathLike | bytes | onnx.ModelProto, threads: int = 0) -> int:
+    """The intra-op threads an onnxruntime session of ``model`` (a file, its big weights mapped,
+    not read; bytes; a ModelProto) may have: 1 where it :func:`may_refuse_in_parallel`, else
+    ``threads`` (0: onnxruntime's default). Every session of ours, and of the tests and benchmarks,
+    is made so. A model that cannot be loaded keeps ``threads`` (onnxruntime then says why)."""
+    if isinstance(model, bytes) and b"reduction" not in model:
+        return threads  # (no attribute of that name: no reduction to refuse; nothing parsed)
     from scatter_rewrite.model_io import load_proto
 
     try:
         proto = (onnx.ModelProto.FromString(model) if isinstance(model, bytes)
-                 else load_proto(Path(model)))
-        return may_refuse_in_parallel(ir.serde.deserialize_model(proto))
+                 else model if isinstance(model, onnx.ModelProto) else load_proto(Path(model)))
+        refuses = may_refuse_in_parallel(ir.serde.deserialize_model(proto))
     except Exception:  # (whatever makes the model unloadable: onnxruntime's session reports it)
-        return False
+        return threads
+    return 1 if refuses else threads
 
 
 def _refused_reductions(model: ir.Model) -> list[Lack]:

@@ -23,8 +23,9 @@ import shutil, signal, sys, tempfile, time
 from scatter_rewrite import cli, model_io, pipeline
 
 points, signum = set(sys.argv[1].split(",")), signal.Signals[sys.argv[2]]
-make_folder, check, remove, rename = (tempfile.mkdtemp, pipeline.check_model, shutil.rmtree,
-                                      model_io.replace_file)
+make_folder, check, remove, rename, make_folders = (
+    tempfile.mkdtemp, pipeline.check_model, shutil.rmtree, model_io.replace_file,
+    model_io._make_folders)
 
 def staging(path):
     return str(path).rpartition("/")[2].startswith(".scatter-rewrite-")
@@ -34,6 +35,12 @@ def made(*args, **kwargs):
     if "made" in points and staging(folder):
         signal.raise_signal(signum)
     return folder
+
+def folders_made(folder):
+    made = make_folders(folder)
+    if "folders" in points:
+        signal.raise_signal(signum)
+    return made
 
 def checked(*args, **kwargs):
     if "checked" in points:
@@ -52,8 +59,8 @@ def renamed(new, target, like=None):
     if "renamed" in points and target.name == "out.onnx":
         signal.raise_signal(signum)
 
-tempfile.mkdtemp, pipeline.check_model, shutil.rmtree, model_io.replace_file = (
-    made, checked, removed, renamed)
+(tempfile.mkdtemp, pipeline.check_model, shutil.rmtree, model_io.replace_file,
+ model_io._make_folders) = made, checked, removed, renamed, folders_made
 sys.argv = ["scatter-rewrite", *sys.argv[3:]]
 cli.main()
 """
@@ -71,10 +78,11 @@ def _model(tmp_path: Path, name: str = "m.onnx") -> Path:
     return path
 
 
-def _lower(tmp_path: Path, points: str, signum: signal.Signals) -> subprocess.CompletedProcess:
+def _lower(tmp_path: Path, points: str, signum: signal.Signals, output: str = "out.onnx"
+           ) -> subprocess.CompletedProcess:
     _model(tmp_path)
     return subprocess.run([sys.executable, "-c", _STOPPED_AT, points, signum.name, "lower",
-                           "m.onnx", "-o", "out.onnx", "--opset", "13"], cwd=tmp_path,
+                           "m.onnx", "-o", output, "--opset", "13"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -117,6 +125,13 @@ def test_a_signal_at_any_point_of_a_run_leaves_no_staging_folder_and_no_output(t
     """As the staging folder is made, as the result is checked, and again while the folder of the
     run it stopped is removed: nothing of the model is left."""
     done = _lower(tmp_path, points, signal.SIGTERM)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stderr.splitlines() == [_NOTHING_LEFT.format("SIGTERM")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_a_signal_as_the_output_folders_are_made_leaves_none_of_them(tmp_path: Path):
+    done = _lower(tmp_path, "folders", signal.SIGTERM, output="out/sub/out.onnx")
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert done.stderr.splitlines() == [_NOTHING_LEFT.format("SIGTERM")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]

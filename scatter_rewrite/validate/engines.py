@@ -237,7 +237,7 @@ def _watching_div(trapped: list[tuple[onnx.NodeProto, np.dtype]]) -> type:
     return Div
 
 
-def may_trap(model: onnx.ModelProto) -> bool:
+def may_trap(model: onnx.ModelProto | ir.Model) -> bool:
     """Whether an integer Div of ``model`` (any graph, subgraph or local function) may trap
     (:func:`trapping_division` then runs it)."""
     return bool(_divisions_that_may_trap(model))
@@ -246,17 +246,20 @@ def may_trap(model: onnx.ModelProto) -> bool:
 _TRAPPING_DTYPES = (ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UNDEFINED, None)
 
 
-def _divisions_that_may_trap(model: onnx.ModelProto) -> list[tuple[ir.Node, Any]]:
+def _divisions_that_may_trap(model: onnx.ModelProto | ir.Model) -> list[tuple[ir.Node, Any]]:
     """(node, its graph.Scope) of every int32/int64 Div (or of a type not known: a function's
     values have none) whose divisor may be -1: not a constant, nor a size. Types are inferred only
     where such a Div is found (a float Div normalizes every LayerNorm)."""
     from scatter_rewrite.model_io import deserialize
+    from scatter_rewrite.type_inference import serialize_without_weights
 
-    candidates = _divisions_by_non_constants(deserialize(model))
+    candidates = _divisions_by_non_constants(model if isinstance(model, ir.Model)
+                                             else deserialize(model))
     if not candidates:
         return []
+    proto = model if isinstance(model, onnx.ModelProto) else serialize_without_weights(model)
     try:
-        typed = deserialize(onnx.shape_inference.infer_shapes(model))
+        typed = deserialize(onnx.shape_inference.infer_shapes(proto))
     except Exception:  # (judged without the types then)
         return candidates
     return [(node, scope) for node, scope in _divisions_by_non_constants(typed)

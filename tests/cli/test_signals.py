@@ -37,10 +37,10 @@ def made(*args, **kwargs):
     return folder
 
 def folders_made(folder):
-    made = make_folders(folder)
+    created = make_folders(folder)
     if "folders" in points:
         signal.raise_signal(signum)
-    return made
+    return created
 
 def checked(*args, **kwargs):
     if "checked" in points:

@@ -76,7 +76,8 @@ def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
             "scatter_reduce(reduce='mean', include_self=True), which keeps the last update written "
             "instead of the mean; nothing but the name tells it from a plain scatter, so it is "
             "changed only on request: if it is that mean, "
-            "scatter_rewrite.repair(model, assume='scatter-reduce-mean') computes it (docs/repair.md)")
+            "scatter_rewrite.repair(model, assume='scatter-reduce-mean') computes it "
+            "(docs/repair.md)")
 
 
 def clearing_scatter(node: ir.Node) -> ir.Node | None:

@@ -159,9 +159,9 @@ class Verb:
         return {o.name: o.check(caller, values.get(o.name, o.default), cli) for o in self.options}
 
 
-# The parameters every rewriting verb takes besides its own options, and their flags: declared here
-# once, for what a message names (Verb.cli_message, Verb.cli_text) and for the command line's options
-# (cli/options.py, whose SHARED lists them all, those the API lacks too: --report, -q, -v).
+# The parameters every rewriting verb takes besides its own options, and their flags: declared
+# here once, for what a message names (Verb.cli_message, Verb.cli_text) and for the command line's
+# options (cli/options.py, whose SHARED lists them all, those the API lacks too: --report, -q, -v).
 SHARED_FLAGS = {"inputs": "--inputs", "validate": "--validate", "rtol": "--rtol", "atol": "--atol",
                 "in_place": "--in-place", "output": "-o"}
 

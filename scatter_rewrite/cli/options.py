@@ -51,8 +51,8 @@ STANDARD = "-"  # as MODEL: standard input; as OUT or R.json: standard output
 def output_option(suffix: str) -> Any:
     """-o/--output, whose help names the verb's output suffix."""
     return Annotated[Optional[str], typer.Option(
-        SHARED_FLAGS["output"], "--output", help="Where to write (a folder when several models are given, or when "
-        f"it ends with /; - for standard output). Default: beside the input as "
+        SHARED_FLAGS["output"], "--output", help="Where to write (a folder when several models are "
+        f"given, or when it ends with /; - for standard output). Default: beside the input as "
         f"<stem>.{suffix}.onnx.", callback=_nonempty, metavar="OUT")]
 
 
@@ -61,11 +61,12 @@ Validate = Annotated[bool, typer.Option(
     f"{SHARED_FLAGS['validate']}/--no-{SHARED_FLAGS['validate'].lstrip('-')}",
     help="Prove the rewrite in onnxruntime against the original; write nothing if it differs.")]
 Inputs = Annotated[Optional[str], typer.Option(
-    SHARED_FLAGS["inputs"], help="An .npz of model inputs to validate with, instead of generated ones.",
+    SHARED_FLAGS["inputs"],
+    help="An .npz of model inputs to validate with, instead of generated ones.",
     callback=_nonempty, metavar="X.npz")]
 Rtol = Annotated[Optional[float], typer.Option(
-    SHARED_FLAGS["rtol"], help="Your own bound for float outputs: |rewritten - original| <= atol + rtol * "
-    "|original| (default: exact, and float sums a rewrite reorders judged against a float64 "
+    SHARED_FLAGS["rtol"], help="Your own bound for float outputs: |rewritten - original| <= atol + "
+    "rtol * |original| (default: exact, and float sums a rewrite reorders judged against a float64 "
     "evaluation).", metavar="R")]
 Atol = Annotated[Optional[float], typer.Option(
     SHARED_FLAGS["atol"], help=f"With {SHARED_FLAGS['rtol']} (either alone: the other is 0).",

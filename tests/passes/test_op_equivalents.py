@@ -19,7 +19,7 @@ from tests.helpers.runs import ort_run
 HEADER = '<ir_version: 10, opset_import: ["" : {opset}{more}]>\n'
 
 
-def _model(text: str, opset: int = 18, more: str = "") -> onnx.ModelProto:
+def _parsed(text: str, opset: int = 18, more: str = "") -> onnx.ModelProto:
     model = onnx.parser.parse_model(HEADER.format(opset=opset, more=more) + text)
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -48,7 +48,7 @@ X = np.array([1.5, -2.0, 0.0, 3.0], np.float32)
 
 
 def test_identity_is_removed_and_a_graph_output_keeps_its_name():
-    model = _model("""g (float[4] x) => (float[4] y) {
+    model = _parsed("""g (float[4] x) => (float[4] y) {
         a = Relu(x)
         b = Identity(a)
         c = Neg(b)
@@ -60,7 +60,7 @@ def test_identity_is_removed_and_a_graph_output_keeps_its_name():
 
 
 def test_identity_in_an_if_branch_and_a_function_is_removed():
-    model = _model("""g (float[4] x, bool c) => (float[4] z, float[4] w) {
+    model = _parsed("""g (float[4] x, bool c) => (float[4] z, float[4] w) {
         a = Relu(x)
         z = If(c) <then_branch = t () => (float[4] t1) { t0 = Neg(a)  t1 = Identity(t0) },
                    else_branch = e () => (float[4] e1) { e0 = Abs(a)  e1 = Identity(e0) }>
@@ -96,7 +96,7 @@ KEPT = {
 
 @pytest.mark.parametrize("name", sorted(KEPT))
 def test_an_identity_that_must_stay_stays(name):
-    model = _model(KEPT[name])
+    model = _parsed(KEPT[name])
     written, done = _within_table(model, {"Identity"})
     assert done == [] and op_types(written) == op_types(model)
     feeds = {"x": X, "c": np.array(True)}
@@ -108,13 +108,13 @@ def test_onnx_irs_identity_elimination_names_two_outputs_alike():
     # why the rewrite has its own (onnx_ir 1.1.0): when it is fixed, use it
     from onnx_ir.passes.common import IdentityEliminationPass
 
-    model = ir.from_proto(_model(KEPT["output to output"]))
+    model = ir.from_proto(_parsed(KEPT["output to output"]))
     IdentityEliminationPass()(model)
     assert [v.name for v in model.graph.outputs] == ["y", "y"]
 
 
 def test_a_function_input_handed_to_its_output_stays():
-    model = _model("""g (float[4] x) => (float[4] w) { w = local.F(x) }
+    model = _parsed("""g (float[4] x) => (float[4] w) { w = local.F(x) }
     <domain: "local", opset_import: ["" : 18]>
     F (p) => (q) { q = Identity(p) }""", more=', "local" : 1')
     written, done = _within_table(model, {"Identity"})
@@ -132,7 +132,7 @@ def _is_nan_model(opset: int = 18) -> onnx.ModelProto:
     """Per float type: Not(IsNaN(x)) (as the sort form writes it) and IsNaN(x) alone."""
     body = "\n".join(f"{t}n = IsNaN({t})  {t}c = Not({t}n)  {t}m = IsNaN({t})" for t in "hfd")
     outputs = ", ".join(f"bool[8] {t}c, bool[8] {t}m" for t in "hfd")
-    return _model(f"g (float16[8] h, float[8] f, double[8] d) => ({outputs}) {{ {body} }}", opset)
+    return _parsed(f"g (float16[8] h, float[8] f, double[8] d) => ({outputs}) {{ {body} }}", opset)
 
 
 @pytest.mark.parametrize("opset", [11, 13, 18, 20])
@@ -154,17 +154,17 @@ def test_is_nan_alone_stays_where_the_table_has_no_not():
 
 def test_is_nan_stays_where_equal_takes_no_float_or_the_type_is_unknown():
     # opset 10: Equal takes no float
-    model = _model("""g (float[4] x) => (bool[4] y) { n = IsNaN(x)  y = Not(n) }""", opset=10)
+    model = _parsed("""g (float[4] x) => (bool[4] y) { n = IsNaN(x)  y = Not(n) }""", opset=10)
     assert _within_table(model, {"IsNaN"})[1] == []
     # opset 20: IsNaN takes float8 too, so an untyped value (in a function) is left
-    model = _model("""g (float[4] x) => (bool[4] y) { y = local.F(x) }
+    model = _parsed("""g (float[4] x) => (bool[4] y) { y = local.F(x) }
     <domain: "local", opset_import: ["" : 20]>
     F (p) => (q) { n = IsNaN(p)  q = Not(n) }""", opset=20, more=', "local" : 1')
     assert _within_table(model, {"IsNaN"})[1] == []
 
 
 def test_cast_like_becomes_cast_to_its_target_type():
-    model = _model("""g (float[4] x, int32[1] like) => (int32[4] y, float16[4] z) {
+    model = _parsed("""g (float[4] x, int32[1] like) => (int32[4] y, float16[4] z) {
         y = CastLike(x, like)
         h = Constant <value = float16[1] {0}> ()
         z = CastLike <saturate = 1> (x, h)
@@ -179,14 +179,14 @@ def test_cast_like_becomes_cast_to_its_target_type():
 
 
 def test_cast_like_to_a_type_unknown_stays():
-    model = _model("""g (float[4] x, int32[1] like) => (int32[4] y) { y = local.F(x, like) }
+    model = _parsed("""g (float[4] x, int32[1] like) => (int32[4] y) { y = local.F(x, like) }
     <domain: "local", opset_import: ["" : 18]>
     F (p, l) => (q) { q = CastLike(p, l) }""", more=', "local" : 1')
     assert _within_table(model, {"CastLike"})[1] == []
 
 
 def test_a_sum_of_two_becomes_add_and_of_three_stays():
-    model = _model("""g (float[4] x, float[1] b) => (float[4] y, float[4] z) {
+    model = _parsed("""g (float[4] x, float[1] b) => (float[4] y, float[4] z) {
         y = Sum(x, b)
         z = Sum(x, b, y)
     }""")
@@ -206,15 +206,15 @@ IF_MODEL = """g (float[4] x, bool c) => (float[4] y, float[4] z) {{
 
 @pytest.mark.parametrize("k", [0, 1])
 def test_an_if_on_a_constant_is_inlined_and_one_on_an_input_stays(k):
-    model = _model(IF_MODEL.format(k=k))
+    model = _parsed(IF_MODEL.format(k=k))
     written, _ = _within_table(model, {"If"})
     assert sorted(op_types(written)) == sorted(["If", "Neg" if k else "Abs", "Neg", "Abs"])
     _assert_outputs_unchanged(model, written, {"x": X, "c": np.array(False)})
 
 
 def test_nothing_changes_where_the_table_has_every_op():
-    for model in (_is_nan_model(), _model(KEPT["output to output"]),
-                  _model(IF_MODEL.format(k=1))):
+    for model in (_is_nan_model(), _parsed(KEPT["output to output"]),
+                  _parsed(IF_MODEL.format(k=1))):
         written, done = _within_table(model, set())
         assert done == [] and op_types(written) == op_types(model)
 

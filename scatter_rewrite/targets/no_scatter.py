@@ -35,12 +35,20 @@ SORT_FORM_UNCONVERTED = ("its only exact scatter-free form (sort) needs TopK, wh
                          "does not convert (doc/RKNNToolKit2_OP_Support-2.3.2.md)")
 
 
+# rknn-toolkit2 2.3.2's op list: "the corresponding ONNX opset version is 19"
+RKNN_MAX_OPSET = 19
+
+
 def _mask_passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.mask_forms import MaskFormPass
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass
     from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, steps_for
 
-    return steps_for(MaskFormPass("rknn", SORT_FORM_UNCONVERTED,
-                                  max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB))
+    # (a model above opset 19 moved down, exactly, after its scatters are rewritten)
+    return [*steps_for(MaskFormPass("rknn", SORT_FORM_UNCONVERTED,
+                                    max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)),
+            MoveOpsetPass(RKNN_MAX_OPSET, only_down=True,
+                          why=f" (rknn-toolkit2 2.3.2 converts opsets up to {RKNN_MAX_OPSET})")]
 
 
 def _scatter_free(name: str, summary: str, gets_wrong: tuple[str, ...],

@@ -36,7 +36,7 @@ def _passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
 
     return target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
-                         preceded_by=(ConstantIndicesPass(),))
+                         preceded_by=(ConstantIndicesPass(),), flatten=False)
 
 
 register_target(Target(

@@ -217,6 +217,29 @@ def test_onnx2tf_flattens_dynamic_dimensions_wrong(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("dims", [("A", "B"), ("A", "B", "C")], ids=["rank2", "rank3"])
+def test_onnx2tf_expands_a_rank_3_reshape_to_its_computed_shape_wrong(dims, tmp_path):
+    # how the forms' output of a symbolic shape is written below opset 14 (no allowzero: graph.py's
+    # reshape_to), Expand(Reshape(rows, Shape(x)), Shape(x)): converted at rank 2, not at rank 3
+    # (onnx2tf permutes a computed shape of rank 3+ as channels-last in Expand)
+    graph = oh.make_graph(
+        [oh.make_node("Shape", ["x"], ["shape"]),
+         oh.make_node("Reshape", ["x", "flat"], ["rows"]),
+         oh.make_node("Reshape", ["rows", "shape"], ["same"]),
+         oh.make_node("Expand", ["same", "shape"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.array([-1], np.int64), "flat")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+    x = np.arange(30, dtype=np.float32).reshape((5, 6) if len(dims) == 2 else (5, 2, 3))
+    if len(dims) == 2:
+        np.testing.assert_array_equal(run_in("litert", model, {"x": x}, tmp_path)[0], x)
+        return
+    with pytest.raises(Refused):
+        run_in("litert", model, {"x": x}, tmp_path)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("opset", [13, 18])
 def test_dynamic_rows_prepared_for_litert_run_exactly(opset, tmp_path):
     # their rows were Flattens, which onnx2tf got wrong ("gather index out of bounds" in LiteRT);

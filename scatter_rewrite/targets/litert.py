@@ -40,10 +40,13 @@ from scatter_rewrite.targets import Target, op_table_file, register_target
 
 def _passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.constant_indices import ConstantIndicesPass
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
+    from scatter_rewrite.passes.no_scatter import (
+        DEFAULT_MAX_INTERMEDIATE_MIB, ShapeWriting, target_passes,
+    )
 
     return target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
-                         preceded_by=(ConstantIndicesPass(),), flatten=False)
+                         preceded_by=(ConstantIndicesPass(),),
+                         writing=ShapeWriting(flatten=False, computed_expands=False))
 
 
 register_target(Target(

@@ -346,17 +346,22 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
                            reshape_opset: int | None = None):
     rank, axis, source, last, shape_src = _elements_layout(data, indices, updates, axis)
     idx_dtype = indices.dtype
+    spread = False  # the keys broadcast over the update rows by the key arithmetic itself
     if source is not None:  # key dims 0..axis; rows are the trailing slices
         ones = [1] * (rank - axis - 1)
         lead = b.dims(shape_src, 0, axis + 1)
         static = const_value(lead)
-        target = (b.const(list(static) + ones) if static is not None
-                  else b.op("Concat", lead, b.const(ones), axis=0, dtype=INT64))
         # (no Expand to the shape the keys already have: onnx2tf 1.29 refuses that no-op Expand,
         # "Output tensors of a Functional model must be the output of a TensorFlow Layer")
         same = static is not None and source.shape is not None and \
             list(source.shape) == list(static) + ones
-        idx = source if same else b.op("Expand", source, target, dtype=idx_dtype)
+        spread = static is None and not b.computed_expands
+        if same or spread:
+            idx = source
+        else:
+            target = (b.const(list(static) + ones) if static is not None
+                      else b.op("Concat", lead, b.const(ones), axis=0, dtype=INT64))
+            idx = b.op("Expand", source, target, dtype=idx_dtype)
     else:
         idx = indices
     rows = _flatten(b, data, last + 1, data.dtype, reshape_opset)
@@ -369,18 +374,27 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
     coords: list[ir.Value | None] = []
     for k in range(last + 1):
         if k == axis:
-            coords.append(_normalize(b, idx, sizes[k]))
-            continue
-        if shape_src.shape is not None and shape_src.shape[k] == 1:
+            coord = _normalize(b, idx, sizes[k])
+            if spread:  # the source's dims of 1 along the axis broadcast by adding zeros there
+                zeros = b.op("Mul", _along(b, shape_src, k, rank), b.const(0), dtype=INT64)
+                coord = b.op("Add", coord, zeros, dtype=INT64)
+            coords.append(coord)
+        elif shape_src.shape is not None and shape_src.shape[k] == 1:
             coords.append(None)  # coordinate always 0
-            continue
-        pattern = [1] * rank
-        pattern[k] = -1
-        rng = b.op("Range", b.const(0), b.dim(shape_src, k), b.const(1), dtype=INT64)
-        coords.append(b.op("Reshape", rng, b.const(pattern), dtype=INT64))
+        else:
+            coords.append(_along(b, shape_src, k, rank))
     lin = _horner(b, coords, sizes)
     keys = b.op("Reshape", lin, b.const([-1]), dtype=INT64)
     return rows, keys, vals, last + 1
+
+
+def _along(b: Builder, value: ir.Value, k: int, rank: int) -> ir.Value:
+    """``Range(value.shape[k])`` along dimension ``k`` of a rank-``rank`` tensor of 1s elsewhere
+    (broadcast by the key arithmetic over the other dimensions)."""
+    pattern = [1] * rank
+    pattern[k] = -1
+    rng = b.op("Range", b.const(0), b.dim(value, k), b.const(1), dtype=INT64)
+    return b.op("Reshape", rng, b.const(pattern), dtype=INT64)
 
 
 def _constant_keys(data: ir.Value, indices: ir.Value, count: int,

@@ -25,7 +25,7 @@ from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.testing import scatter_model
 from tests.helpers import DATA
 from tests.helpers.exports import load_export
-from tests.helpers.runs import ort_outputs
+from tests.helpers.runs import ort_outputs, ort_run
 
 RNG = np.random.default_rng(7)
 
@@ -164,7 +164,7 @@ def _rank_3_of_dynamic_shape(opset: int) -> dict[str, Case]:
     run time without allowzero), given dimensions of 1 too (onnx2tf's reordered shape then
     broadcast into a wrong shape where the others were refused); the batched GNN's keys (an
     Expand to a computed rank-3 shape before) at every opset, int64 max/min/add from 18 (there
-    viewed at run time: its key source below 14 is not found, and the export's own Expand stays)."""
+    a view computed at run time; below 14 such a view's Expand, the export's own, stays)."""
     rng = np.random.default_rng(13)
 
     def floats(*shape):
@@ -319,6 +319,28 @@ def test_prepared_forms_expand_only_to_shapes_of_equal_dimensions(opset):
     if opset < 14:
         kept = scatter_rewrite.prepare(model, target="no-scatter", validate=True)
         assert "CumSum" in {n.op_type for n in kept.graph.node}
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_prepared_outputs_of_dynamic_shape_stay_exact_when_empty(opset):
+    # (onnxruntime only) the output reshaped through [m, ..., m] has m = 0 without an element: each
+    # 0 of the shape, wherever it is, copies a 0 (Reshape's 0 means "copy" below opset 14)
+    empty = {"elements": {"data": np.zeros((3, 0, 1), np.float32),
+                          "indices": np.zeros((3, 0, 1), np.int64),
+                          "updates": np.zeros((3, 0, 1), np.float32)},
+             "nd": {"data": np.zeros((0, 2, 3), np.float32), "indices": np.zeros((0, 1), np.int64),
+                    "updates": np.zeros((0, 2, 3), np.float32)},
+             "gnn": {"x": np.ones((5, 2, 0), np.int64), "dst": np.array([3, 0, 4]),
+                     "v": np.ones((3, 2, 0), np.int64)},
+             "batched_gnn": {"x": np.ones((2, 5, 0), np.int64), "dst": np.array([[3, 0], [1, 2]]),
+                             "v": np.ones((2, 2, 0), np.int64)}}
+    model, _ = combined(_rank_3_of_dynamic_shape(opset))
+    inputs = {f"{case}__{name}": value for case, feeds in empty.items()
+              for name, value in feeds.items()}
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    expected = original_outputs(model, inputs)
+    assert [e.size for e in expected] == [0] * 4
+    assert disagreement(model, expected, ort_run(prepared, inputs), False) == []
 
 
 @pytest.mark.slow

@@ -18,8 +18,8 @@ from onnx import TensorProto, numpy_helper
 
 import scatter_rewrite
 from tests.helpers.runtimes import (
-    EXPORTS, Refused, combined, constant_indices, disagreement, original_outputs, run_in,
-    scatter_cases, signed_zeros_and_nan, sums_floats,
+    EXPORTS, Refused, combined, constant_indices, disagreement, original_outputs,
+    rank_3_and_4_cases, run_in, scatter_cases, signed_zeros_and_nan, sums_floats,
 )
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.testing import scatter_model
@@ -267,3 +267,32 @@ def test_rank_3_constant_indices_run_exactly_prepared(tmp_path):
     assert disagreement(model, expected, run_in("litert", model, inputs, tmp_path / "original"),
                         False) == []
     _prepared_runs_as_original(model, inputs, tmp_path / "prepared")
+
+
+# onnx2tf's default mode (a plain ``onnx2tf -i model.onnx``): rank-3+ inputs made channels-last,
+# fed so (run_litert.py's option), its layout tracked through the graph
+DEFAULT_LAYOUT = ("--onnx2tf-default-layout",)
+
+
+def test_prepared_forms_reshape_rank_3_inputs_before_any_arithmetic():
+    # (without the LiteRT venv too) what makes the forms exact in onnx2tf's default mode: a
+    # rank-3+ input reaches only Reshapes (its Reshape undoes the channels-last layout), never an
+    # elementwise op broadcast against position ranges, which it did in the wrong layout
+    for name, (model, _) in rank_3_and_4_cases().items():
+        prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+        ranks = {i.name: len(i.type.tensor_type.shape.dim) for i in prepared.graph.input}
+        consumers = {(n.op_type, tuple(n.input).index(i))
+                     for n in prepared.graph.node for i in n.input if ranks.get(i, 0) >= 3}
+        assert consumers <= {("Reshape", 0)}, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [(), DEFAULT_LAYOUT], ids=["inputs-kept", "default-layout"])
+def test_rank_3_and_4_scatters_prepared_run_exactly_in_either_layout(options, tmp_path):
+    # before the forms made the indices 1-D first, the default mode refused every ScatterElements
+    # with input indices ("tf.where") but one, which came out wrong (rank 3, axis 2: 3.37 off)
+    model, inputs = combined(rank_3_and_4_cases())
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    expected = original_outputs(model, inputs)
+    actual = run_in("litert", prepared, inputs, tmp_path, options)
+    assert disagreement(model, expected, actual, True) == []

@@ -17,6 +17,11 @@ reproduces each):
   static Reshape where they can), and both the ``mask`` and the ``sort`` form then convert and run
   exactly, with the indices as graph inputs or constant (float max/min with NaN and -0.0/+0.0
   included).
+* In onnx2tf's default mode (rank-3+ inputs made channels-last, no ``-kat``) an elementwise op
+  between such an input and a broadcast ``[1, d, 1]`` range is refused or, where the shapes
+  cannot tell the layouts apart, computed in the wrong layout; its Reshape undoes the layout. The
+  forms Reshape a rank-3+ input before any arithmetic (ScatterElements' indices to 1-D), and
+  convert exactly with or without ``-kat``.
 
 So ``prepare --target litert`` first evaluates each scatter's constant index chain into one
 constant (passes/constant_indices.py: onnx2tf's onnxsim folds it with the form's index arithmetic

@@ -53,6 +53,7 @@ CONVERTER = textwrap.dedent("""
 ORT_SESSION = textwrap.dedent("""
     import sys, resource, numpy as np, onnxruntime as ort
     options = ort.SessionOptions()
+    options.intra_op_num_threads = int(sys.argv[3])  # (the parent's engines.session_threads)
     if sys.argv[2] == "off":
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.add_session_config_entry("session.disable_prepacking", "1")
@@ -164,9 +165,12 @@ def bench_memory(runs: int) -> tuple[list[str], float, list[tuple[str, float]]]:
     print(f"converter: {seconds:.1f} s, {rss:.0f} MiB, {status}", flush=True)
     rows.append(f"| onnx.load + convert_version(m, 11) + onnx.save (external) | {status} | {seconds:.1f} s | {rss:.0f} MiB | {rss / size_mib:.2f}x |")
 
+    from scatter_rewrite.validate.engines import session_threads
+
     ort_rows = []
+    threads = session_threads(source)  # (decided here: the child's peak is onnxruntime's alone)
     for level in ("default", "off"):
-        _, rss, code, out = measure([sys.executable, "-c", ORT_SESSION, source, level])
+        _, rss, code, out = measure([sys.executable, "-c", ORT_SESSION, source, level, threads])
         session_mib, run_mib = out.split() if code == 0 else ("?", "?")
         ort_rows.append(f"| {'ORT defaults (ORT_ENABLE_ALL)' if level == 'default' else 'optimizations off, no prepacking (validation)'} "
                         f"| {session_mib} MiB | {run_mib} MiB | {rss:.0f} MiB |")

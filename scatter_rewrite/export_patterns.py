@@ -68,15 +68,16 @@ def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
     if clearing_scatter(node) is not None:
         return (f"{CLEARED_MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
                 "scatter_reduce(reduce='mean', include_self=False), which keeps the last update "
-                "written instead of the mean; `scatter-rewrite repair` computes the mean "
+                "written instead of the mean; scatter_rewrite.repair(model) computes the mean "
                 "(docs/repair.md)")
     if not SCATTER_REDUCE_NAME.match(node.name or ""):
         return None
     return (f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
             "scatter_reduce(reduce='mean', include_self=True), which keeps the last update written "
             "instead of the mean; nothing but the name tells it from a plain scatter, so it is "
-            "changed only on request: if it is that mean, `scatter-rewrite repair --assume "
-            "scatter-reduce-mean` computes it (docs/repair.md)")
+            "changed only on request: if it is that mean, "
+            "scatter_rewrite.repair(model, assume='scatter-reduce-mean') computes it "
+            "(docs/repair.md)")
 
 
 def clearing_scatter(node: ir.Node) -> ir.Node | None:

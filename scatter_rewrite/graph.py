@@ -442,9 +442,14 @@ class NamedNodeBuilder(NodeBuilder):
         dims = like.shape
         if dims is not None and all(isinstance(d, int) for d in dims) and 0 not in dims:
             return self.op("Reshape", value, self.const(list(dims)), dtype=like.dtype)
-        shape = self.shape(like)
+        return self.reshape_to(value, self.shape(like), opset, like.dtype)
+
+    def reshape_to(self, value: ir.Value, shape: ir.Value, opset: int,
+                   dtype: ir.DataType | None) -> ir.Value:
+        """``value`` reshaped to ``shape`` (a 1-D int64 value of known length, no -1; as many
+        elements as ``value``), right when it holds a 0, as :meth:`reshape_like` says."""
         if opset >= 14:
-            return self.op("Reshape", value, shape, dtype=like.dtype, allowzero=1)
+            return self.op("Reshape", value, shape, dtype=dtype, allowzero=1)
         zero = self.cast(
             self.op("Equal", shape, self.const(0)), _INT64, ir.DataType.BOOL
         )  # 1 where the dim is 0
@@ -460,7 +465,7 @@ class NamedNodeBuilder(NodeBuilder):
             ),
             dtype=_INT64,
         )
-        empty = self.op("ReduceMax", zero, keepdims=0, dtype=_INT64)  # 1 when like is empty
+        empty = self.op("ReduceMax", zero, keepdims=0, dtype=_INT64)  # 1 when no element
         placeholder = self.op(
             "Sub", self.const(1), self.op("Mul", first, self.const(2), dtype=_INT64), dtype=_INT64
         )
@@ -469,9 +474,8 @@ class NamedNodeBuilder(NodeBuilder):
         target = self.op(
             "Add", shape, delta, dtype=_INT64
         )  # the shape, or the placeholder when empty
-        return self.op(
-            "Expand", self.op("Reshape", value, target, dtype=like.dtype), shape, dtype=like.dtype
-        )
+        return self.op("Expand", self.op("Reshape", value, target, dtype=dtype), shape,
+                       dtype=dtype)
 
     def cast(self, value: ir.Value, to: ir.DataType, frm: ir.DataType | None) -> ir.Value:
         if frm == to:

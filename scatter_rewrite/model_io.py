@@ -397,10 +397,12 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
     """
     destination = Path(destination)
     data_name = data_name or data_file_name(destination)
-    created = _make_folders(destination.parent)
+    created: list[Path] = []
     staging, done = None, False
     try:
-        with _stop_signals_held():  # (stopped between its creation and here, the folder would stay)
+        # (stopped between a folder's creation and here, the folder would stay)
+        with _stop_signals_held():
+            created = _make_folders(destination.parent)
             try:
                 staging = Path(tempfile.mkdtemp(prefix=".scatter-rewrite-", dir=destination.parent))
             except OSError as e:
@@ -444,10 +446,11 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
             done = True
             WRITTEN_OUTPUTS.append(destination)
     finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-        if not done:
-            _remove_folders(created)
+        with _stop_signals_held():  # (stopped halfway through, the folder would stay)
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+            if not done:
+                _remove_folders(created)
 
 
 # Every model file this process renamed into place, in order: a stop signal that comes once one

@@ -92,6 +92,23 @@ class Outcome:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def said_on_the_command_line(self) -> Outcome:
+        """This outcome, its notes and skip reasons (which name Python parameters and functions,
+        as the API says them) as the command line says them: its verb's flags and commands
+        (:meth:`~scatter_rewrite.verbs.Verb.cli_text`). Its error is said so where it is raised
+        (:meth:`~scatter_rewrite.verbs.Verb.cli_message`)."""
+        verb = next((v for v in VERBS.values() if v.command == self.verb), None)
+        if verb is None:
+            return self
+        for p in self.passes:
+            for node in p["rewritten"] + p["skipped"]:
+                node["detail"] = verb.cli_text(node["detail"])
+            p["notes"] = [verb.cli_text(note) for note in p["notes"]]
+        self.notes = [verb.cli_text(note) for note in self.notes]
+        if self.validation and self.validation.get("notes"):
+            self.validation["notes"] = [verb.cli_text(note) for note in self.validation["notes"]]
+        return self
+
 
 def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
                progress: Callable[[str], None] | None = None
@@ -146,7 +163,7 @@ def check_model(path: Path, source: Path | None = None, source_name: str | None 
     before = checker_failure(Path(os.path.realpath(source))) if source is not None else None
     source_name = source_name or str(source)
     if before == failure:
-        hint = ("; scatter-rewrite upgrade replaces a deprecated Scatter"
+        hint = ("; scatter_rewrite.upgrade(model) replaces a deprecated Scatter"
                 if "Scatter is deprecated" in failure else "")
         raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite, and this "
                                 f"rewrite does not fix it: {failure}{hint}")

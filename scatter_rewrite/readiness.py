@@ -82,7 +82,7 @@ from scatter_rewrite.passes.repair import REPAIR_NOTE, repairable_nodes
 from scatter_rewrite.passes.tensorrt import CUSTOM_AS_ONNX, is_reducing_scatter
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
 from scatter_rewrite.spec import REDUCTIONS_SINCE, scatter_node_problem
-from scatter_rewrite.verbs import python_call
+from scatter_rewrite.verbs import cli_commands, python_call
 
 __all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY",
            "SCHEMA_VERSION", "check", "check_report", "dry_run", "json_document", "parse_target",
@@ -331,8 +331,9 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) 
         run.error = f"internal error on the invalid model ({type(e).__name__}: {e})"
         return run
     for p in outcome.passes:
-        run.would += [f"{p['pass']}: rewrote {n['node']}: {n['detail']}" for n in p["rewritten"]]
-        run.would += [f"{p['pass']}: {note}" for note in p["notes"]]
+        run.would += [f"{p['pass']}: rewrote {n['node']}: {verb.cli_text(n['detail'])}"
+                      for n in p["rewritten"]]
+        run.would += [f"{p['pass']}: {verb.cli_text(note)}" for note in p["notes"]]
     return run
 
 
@@ -483,7 +484,7 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
         if accumulating is not None:
             finding.notes.append(accumulating)
         if (mean := mean_export_suspect(node, finding.reduction)) is not None:
-            finding.notes.append(mean)
+            finding.notes.append(cli_commands(mean))  # (check says commands, as its fixes)
         if id(node) in repairable:
             finding.notes.append(REPAIR_NOTE)
             finding.fix = finding.fix or "scatter-rewrite repair"

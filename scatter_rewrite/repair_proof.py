@@ -267,7 +267,7 @@ def _guarded(judge, plan, unique: bool, user_inputs: bool, skipped: list) -> _Ju
                 f"model ({e}): pass inputs it runs on with inputs=, or validate=False",
                 parameters=("inputs", "validate")) from e
         note = ("generated inputs put a computed index out of range "
-                f"({e}): proven on the --inputs given")
+                f"({e}): proven on the inputs= given")
         if note not in skipped:
             skipped.append(note)
         return None

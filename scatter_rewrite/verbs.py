@@ -19,7 +19,7 @@ from scatter_rewrite.limits import (
 )
 
 __all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
-           "SHARED_FLAGS", "said_with_flags",
+           "SHARED_FLAGS", "cli_commands", "said_with_flags",
            "python_call", "fold_passes", "lower_passes", "prepare_passes", "repair_passes",
            "tensorrt_passes",
            "to_scatternd_passes", "upgrade_passes"]
@@ -132,9 +132,21 @@ class Verb:
         if option is not None:
             error = type(error)(option.cli_message(error, self.name),
                                 parameters=getattr(error, "parameters", ()))
-        flags = SHARED_FLAGS | {name: o.cli_flag for o in self.options
-                                for name in (o.name, o.parameter) if name}
-        return said_with_flags(error, flags, first=first if option is None else None)
+        return said_with_flags(error, self.flags, first=first if option is None else None)
+
+    def cli_text(self, text: str) -> str:
+        """A note or skip reason of this verb's report (which names its parameters and the API's
+        functions as Python does: ``inputs=``, ``scatter_rewrite.upgrade(model, opset=16)``) as
+        the command line says it: ``--inputs``, ``scatter-rewrite upgrade --opset 16``. Every
+        parameter the verb takes is said as its flag: a note carries no list of those it names."""
+        return said_with_flags(text, self.flags, names=tuple(self.flags))
+
+    @property
+    def flags(self) -> dict[str, str]:
+        """The flag of each Python parameter the verb takes (its options', by their name and their
+        passes' name, and :data:`SHARED_FLAGS`)."""
+        return SHARED_FLAGS | {name: o.cli_flag for o in self.options
+                               for name in (o.name, o.parameter) if name}
 
     def bind(self, values: Mapping[str, Any], cli: bool = False) -> dict[str, Any]:
         """The verb's options: ``values`` checked (see :meth:`Option.check`), defaults filled in.
@@ -147,8 +159,9 @@ class Verb:
         return {o.name: o.check(caller, values.get(o.name, o.default), cli) for o in self.options}
 
 
-# The parameters every rewriting verb takes besides its own options (cli.py declares them, as
-# _SHARED): their flags, for what an error's message names (Verb.cli_message).
+# The parameters every rewriting verb takes besides its own options, and their flags: declared
+# here once, for what a message names (Verb.cli_message, Verb.cli_text) and for the command line's
+# options (cli/options.py, whose SHARED lists them all, those the API lacks too: --report, -q, -v).
 SHARED_FLAGS = {"inputs": "--inputs", "validate": "--validate", "rtol": "--rtol", "atol": "--atol",
                 "in_place": "--in-place", "output": "-o"}
 
@@ -157,14 +170,44 @@ SHARED_FLAGS = {"inputs": "--inputs", "validate": "--validate", "rtol": "--rtol"
 _SPELLED = r"(?<![\w.-]){name}=(?P<value>'[^']*'|\"[^\"]*\"|\{{[^}}]*\}}|[^\s:;,)/'\"]+)?"
 
 
-def said_with_flags(error: Exception, flags: Mapping[str, str], first: str | None = None) -> str:
-    """``error``'s text with each Python parameter it names (``error.parameters``, and ``first``)
-    written as its flag in ``flags`` (parameter -> flag; a command's own, as ``check --target``)."""
-    text = str(error)
-    for name in ((first,) if first else ()) + tuple(getattr(error, "parameters", ())):
+def said_with_flags(error: Exception | str, flags: Mapping[str, str], first: str | None = None,
+                    names: tuple[str, ...] = ()) -> str:
+    """``error``'s text with each Python parameter it names (``error.parameters``, ``first`` and
+    ``names``) written as its flag in ``flags`` (parameter -> flag; a command's own, as ``check
+    --target``), and each call of a verb's function as its command (:func:`cli_commands`)."""
+    text = cli_commands(str(error))  # (first: a call's arguments are said with its verb's flags)
+    for name in ((first,) if first else ()) + tuple(getattr(error, "parameters", ())) + names:
         if name in flags:
             text = _flag_spelled(text, name, flags[name])
     return text
+
+
+# A call of a verb's function as a message writes it: ``scatter_rewrite.lower(model, opset=13)``
+# (arguments by keyword, each value a quoted text, a dict or a word; N for a number to choose).
+_CALL = re.compile(r"scatter_rewrite\.(\w+)\(model((?:, \w+=(?:'[^']*'|\{[^}]*\}|[^\s,()]+))*)\)")
+_ARGUMENT = re.compile(r", (\w+)=('[^']*'|\{[^}]*\}|[^\s,()]+)")
+
+
+def cli_commands(text: str) -> str:
+    """``text`` with each call of a verb's function (``scatter_rewrite.upgrade(model, opset=16)``)
+    written as the command that does the same (``scatter-rewrite upgrade --opset 16``): the inverse
+    of :func:`python_call`. A call of another function, or with an argument the verb does not
+    take, is left as it is."""
+    functions = {v.function or v.name: v for v in VERBS.values()}
+
+    def command(match: re.Match) -> str:
+        verb = functions.get(match.group(1))
+        if verb is None:
+            return match.group(0)
+        flags = {o.name: o.cli_flag for o in verb.options}
+        said = [f"scatter-rewrite {verb.command}"]
+        for name, value in _ARGUMENT.findall(match.group(2)):
+            if name not in flags:
+                return match.group(0)
+            said.append(_flag_spelled(f"{name}={value}", name, flags[name]))
+        return " ".join(said)
+
+    return _CALL.sub(command, text)
 
 
 def _flag_spelled(text: str, name: str, flag: str) -> str:
@@ -387,7 +430,7 @@ VERBS: dict[str, Verb] = {
 
 
 # A command of the form readiness writes as a fix: ``scatter-rewrite VERB [--flag VALUE]...``.
-_COMMAND = re.compile(r"scatter-rewrite ([a-z-]+)((?: --[a-z-]+ [^\s;()]+)*)")
+_COMMAND = re.compile(r"scatter-rewrite ([a-z-]+)((?: --[a-z-]+ [^\s;()`]+)*)")
 
 
 def python_call(fix: str | None) -> str | None:

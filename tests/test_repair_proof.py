@@ -102,7 +102,7 @@ def test_the_users_inputs_prove_where_generated_ones_put_an_index_out_of_range(t
     proof = prove_repair(tmp_path / "original.onnx", repaired, inputs=inputs)
     assert proof["with_repeated_indices"]["user_inputs"]
     assert proof["with_repeated_indices"]["original_differs"]
-    assert any("proven on the --inputs given" in note for note in proof["notes"])
+    assert any("proven on the inputs= given" in note for note in proof["notes"])
     wrong = repair_to(tmp_path / "original.onnx", tmp_path / "wrong.onnx", "mul")
     with pytest.raises(ValidationError):
         prove_repair(tmp_path / "original.onnx", wrong, inputs=inputs)

@@ -15,6 +15,8 @@ import typer
 import typer.main
 import typer.models
 
+from scatter_rewrite.verbs import SHARED_FLAGS
+
 __all__ = [
     "Atol", "CheckVerbose", "InPlace", "Inputs", "Models", "Quiet", "Report", "Rtol", "SHARED",
     "STANDARD", "Validate", "Verbose", "cli_parameter", "output_option",
@@ -49,28 +51,31 @@ STANDARD = "-"  # as MODEL: standard input; as OUT or R.json: standard output
 def output_option(suffix: str) -> Any:
     """-o/--output, whose help names the verb's output suffix."""
     return Annotated[Optional[str], typer.Option(
-        "-o", "--output", help="Where to write (a folder when several models are given, or when "
-        f"it ends with /; - for standard output). Default: beside the input as "
+        SHARED_FLAGS["output"], "--output", help="Where to write (a folder when several models are "
+        f"given, or when it ends with /; - for standard output). Default: beside the input as "
         f"<stem>.{suffix}.onnx.", callback=_nonempty, metavar="OUT")]
 
 
+# The flags of the parameters the API takes too are declared once, with them (verbs.SHARED_FLAGS).
 Validate = Annotated[bool, typer.Option(
-    "--validate/--no-validate",
+    f"{SHARED_FLAGS['validate']}/--no-{SHARED_FLAGS['validate'].lstrip('-')}",
     help="Prove the rewrite in onnxruntime against the original; write nothing if it differs.")]
 Inputs = Annotated[Optional[str], typer.Option(
-    "--inputs", help="An .npz of model inputs to validate with, instead of generated ones.",
+    SHARED_FLAGS["inputs"],
+    help="An .npz of model inputs to validate with, instead of generated ones.",
     callback=_nonempty, metavar="X.npz")]
 Rtol = Annotated[Optional[float], typer.Option(
-    "--rtol", help="Your own bound for float outputs: |rewritten - original| <= atol + rtol * "
-    "|original| (default: exact, and float sums a rewrite reorders judged against a float64 "
+    SHARED_FLAGS["rtol"], help="Your own bound for float outputs: |rewritten - original| <= atol + "
+    "rtol * |original| (default: exact, and float sums a rewrite reorders judged against a float64 "
     "evaluation).", metavar="R")]
 Atol = Annotated[Optional[float], typer.Option(
-    "--atol", help="With --rtol (either alone: the other is 0).", metavar="A")]
+    SHARED_FLAGS["atol"], help=f"With {SHARED_FLAGS['rtol']} (either alone: the other is 0).",
+    metavar="A")]
 Report = Annotated[Optional[str], typer.Option(
     "--report", help="Write a JSON report of what was done (- for standard output, the summary "
     "then going to stderr).", callback=_nonempty, metavar="R.json")]
 InPlace = Annotated[bool, typer.Option(
-    "--in-place", help="Overwrite the input model (and its external data).")]
+    SHARED_FLAGS["in_place"], help="Overwrite the input model (and its external data).")]
 Verbose = Annotated[bool, typer.Option(
     "-v", "--verbose", help="Log each node rewritten; show tracebacks.")]
 CheckVerbose = Annotated[bool, typer.Option(

@@ -220,7 +220,7 @@ def _rewrite_several(verb: str, files: list[Path], kwargs: dict, quiet: bool,
     except Stopped as e:
         for outcome in getattr(e, "finished", []):
             if not quiet:
-                say(format_outcome(outcome), aside)
+                say(format_outcome(shown(outcome)), aside)
         raise
 
 
@@ -246,12 +246,14 @@ def _flags_in_errors(verb: Any):
     try:
         yield
     except OptionError as e:
-        if e.parameter is None and not e.parameters:
+        said = verb.cli_message(e)
+        if said == str(e):
             raise
-        raise OptionError(verb.cli_message(e), parameter=e.parameter) from e
+        raise OptionError(said, parameter=e.parameter) from e
     except ScatterRewriteError as e:
-        if e.parameters:
-            e.args = (verb.cli_message(e),)  # (the same error: its type, cause and report)
+        said = verb.cli_message(e)  # (parameters it names, functions it calls)
+        if said != str(e):
+            e.args = (said,)  # (the same error: its type, cause and report)
         raise
 
 

@@ -26,7 +26,10 @@ def shown_paths(text: str) -> str:
 
 
 def shown(outcome: Any) -> Any:
-    """The outcome with standard input and output named ``-`` (see standard_streams)."""
+    """The outcome as the command line shows it: standard input and output named ``-`` (see
+    standard_streams), its notes and skip reasons with flags and commands where the API's say
+    parameters and functions (pipeline.Outcome.said_on_the_command_line)."""
+    outcome.said_on_the_command_line()
     if _SHOWN:
         outcome.input = shown_paths(outcome.input)
         outcome.output = outcome.output and shown_paths(outcome.output)

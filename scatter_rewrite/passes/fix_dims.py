@@ -106,8 +106,8 @@ def _is_shape_operand(node: ir.Node, i: int) -> bool:
     )
 
 
-# Inputs giving a shape, repeats, pads or axes (Slice's starts/ends/axes/steps and Range's inputs
-# too).
+# Inputs giving a shape, repeats, pads, axes or a length (Slice's starts/ends/axes/steps and
+# Range's inputs too).
 _SHAPE_OPERANDS = {
     "Expand": (1,),
     "Reshape": (1,),
@@ -116,6 +116,7 @@ _SHAPE_OPERANDS = {
     "Pad": (1, 3),
     "Unsqueeze": (1,),
     "Squeeze": (1,),
+    "TopK": (1,),  # (K: the output's length; TensorRT and QNN take it constant only)
 }
 
 

@@ -168,10 +168,11 @@ def _itemsize(dtype: ir.DataType) -> int:
     return max(1, int(dtype.itemsize)) if dtype != ir.DataType.STRING else 8
 
 
-def forms_for(node: ir.Node, opset: int) -> list[Form]:
+def forms_for(node: ir.Node, opset: int, flatten: bool = True) -> list[Form]:
     """The node's exact forms with the memory each needs, cheapest first (call
-    :func:`scatter_free_blocker` first). Each form is built and its peak live bytes counted from
-    its own nodes; the formula of its largest intermediate is said where a size is symbolic."""
+    :func:`scatter_free_blocker` first). Each form is built (``flatten``: as :func:`scatter_free`)
+    and its peak live bytes counted from its own nodes; the formula of its largest intermediate
+    is said where a size is symbolic."""
     n, rows, w = seg.row_counts(node)
     reduction = _reduction(node)
     ct = _compute_dtype(node.inputs[0].dtype, reduction)
@@ -196,17 +197,18 @@ def forms_for(node: ir.Node, opset: int) -> list[Form]:
     shapes.append(("sort", "(R+n)*w", itemsize, total * (w if w is not None else _LARGE)))
     forms = []
     for name, formula, size, elements in shapes:
-        exact, compared = _peak_bytes(node, opset, name)
+        exact, compared = _peak_bytes(node, opset, name, flatten)
         forms.append(Form(name, exact, size, said(formula),
                           compared if compared is not None else elements * size))
     return sorted(forms, key=lambda f: (f.estimate, f.name != "mask"))
 
 
-def _peak_bytes(node: ir.Node, opset: int, form: str) -> tuple[int | None, int | None]:
+def _peak_bytes(node: ir.Node, opset: int, form: str,
+                flatten: bool = True) -> tuple[int | None, int | None]:
     """(the peak live bytes of ``node`` written in ``form``, None when a size is symbolic; the
     same with each symbolic dimension of what it reads taken as 2^20, None when unknown). The
     trial nodes are built beside the model and let go: they leave no use on its values."""
-    nodes, out = scatter_free(node, opset, form)
+    nodes, out = scatter_free(node, opset, form, flatten=flatten)
     try:
         exact = live.peak_live_bytes(nodes, [out])
         if exact is not None:
@@ -228,8 +230,10 @@ class NoScatterPass(ScatterPass):
     name = "no-scatter"
     refusal = "no scatter-free form written"
 
-    def __init__(self, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB):
+    def __init__(self, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
+                 flatten: bool = True):
         super().__init__()
+        self.flatten = flatten  # rows may be a Flatten (False: Reshapes only, for onnx2tf)
         if (isinstance(max_intermediate_mib, bool) or not isinstance(max_intermediate_mib, int)
                 or max_intermediate_mib < 1):
             raise OptionError(f"max_intermediate_mib={max_intermediate_mib!r}: pick a positive "
@@ -245,7 +249,7 @@ class NoScatterPass(ScatterPass):
     def form_for(self, node: ir.Node, opset: int) -> tuple[Form | None, str | None]:
         """The form ``node`` is written in, or why none fits: the cheapest here; a target whose
         runtime gets some form wrong picks among the others (targets/litert.py)."""
-        return forms_for(node, opset)[0], None
+        return forms_for(node, opset, self.flatten)[0], None
 
     def segment_form(self, node: ir.Node) -> bool:
         """Whether ``node`` is written as lower's sort + segmented reduction + ScatterND(none)
@@ -317,7 +321,7 @@ class NoScatterPass(ScatterPass):
                 detail = (f"{len(nodes)} standard nodes (sort + segmented {reduction} + "
                           f"ScatterND(none); {exactness})")
             else:
-                nodes, out = scatter_free(node, scope.opset, form.name, names)
+                nodes, out = scatter_free(node, scope.opset, form.name, names, self.flatten)
                 detail = (f"{what}{len(nodes)} scatter-free nodes ({form.said()}; {reduction}, "
                           f"{exactness})")
             self._splice(node, scope, nodes, out)
@@ -356,10 +360,12 @@ def _is_scatter(node: ir.Node) -> bool:
 # --------------------------------------------------------------------------- the forms
 
 
-def scatter_free(node: ir.Node, opset: int, form: str,
-                 names: seg.Names | None = None) -> tuple[list[ir.Node], ir.Value]:
+def scatter_free(node: ir.Node, opset: int, form: str, names: seg.Names | None = None,
+                 flatten: bool = True) -> tuple[list[ir.Node], ir.Value]:
     """Standard nodes without any scatter computing ``node`` (ScatterElements or ScatterND) in
-    ``form`` ("mask" or "sort"); the value replacing its output."""
+    ``form`` ("mask" or "sort"); the value replacing its output. ``flatten=False``: no Flatten,
+    also where no side of a rows axis is static (a Reshape to sizes computed from the shape:
+    onnx2tf's Flatten comes out wrong there, targets/litert.py)."""
     names = names or seg.Names()
     names.prefix = seg.name_prefix(node)
     b = seg.Builder(names)
@@ -367,7 +373,7 @@ def scatter_free(node: ir.Node, opset: int, form: str,
     if seg.is_empty(data):
         return b.nodes, b.op("Identity", data, dtype=data.dtype)
     reduction = _reduction(node)
-    rows, keys, vals = seg.update_rows(b, node)
+    rows, keys, vals = seg.update_rows(b, node, reshape_opset=None if flatten else opset)
     count, row_count, _ = seg.row_counts(node)
     if form == "mask":
         out = _mask_form(b, rows, keys, vals, reduction, data.dtype, opset, count)
@@ -560,10 +566,11 @@ def no_scatter_passes(max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) 
 
 
 def target_passes(target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
-                  preceded_by: tuple = ()) -> list:
+                  preceded_by: tuple = (), flatten: bool = True) -> list:
     """What ``prepare --target T`` runs for a target whose scatters are rewritten here
-    (``preceded_by``: passes the target needs just before the rewrite)."""
-    return steps_for(TargetScattersPass(target, max_intermediate_mib), preceded_by)
+    (``preceded_by``: passes the target needs just before the rewrite; ``flatten``: as
+    :func:`scatter_free`)."""
+    return steps_for(TargetScattersPass(target, max_intermediate_mib, flatten), preceded_by)
 
 
 def steps_for(pass_: NoScatterPass, preceded_by: tuple = ()) -> list:
@@ -586,10 +593,11 @@ class TargetScattersPass(NoScatterPass):
     name = "prepare"
     refusal = "not prepared"
 
-    def __init__(self, target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB):
+    def __init__(self, target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
+                 flatten: bool = True):
         from scatter_rewrite.targets import get_target
 
-        super().__init__(max_intermediate_mib)
+        super().__init__(max_intermediate_mib, flatten)
         self.target = get_target(target)
         self.refusal = f"not prepared for {self.target.name}"
 

@@ -6,12 +6,14 @@ outside it is refused (ConversionError, every such node in ``error.declined``, e
 source). ``check --target T`` is the dry run of ``prepare``: it reports the same nodes, blocked
 with the same reason.
 
-A node outside the table whose outputs are compile-time constants (a Range over static sizes, a
-Shape of a static shape: what the scatter-free forms write where shapes are static) is first
-replaced by Constant nodes holding its value, and the nodes only it read go: QNN's and RKNN's
-tables have no Range or Shape, and onnxruntime's and RKNN's loaders fold such constants before
-their op support is asked. If that is not enough, shapes are inferred again and the shape
-arithmetic that reads only static shapes folded, as ``--fix-dim`` does
+First, a node outside the table that has an exact equivalent inside it is written so
+(:mod:`.op_equivalents`: an If on a constant condition inlined, CastLike as Cast, IsNaN as Equal,
+Sum of two as Add, Identity removed). Then a node outside the table whose outputs are compile-time
+constants (a Range over static sizes, a Shape of a static shape: what the scatter-free forms write
+where shapes are static) is replaced by Constant nodes holding its value, and the nodes only it
+read go: QNN's and RKNN's tables have no Range or Shape, and onnxruntime's and RKNN's loaders fold
+such constants before their op support is asked. If that is not enough, shapes are inferred
+again and the shape arithmetic that reads only static shapes folded, as ``--fix-dim`` does
 (:func:`scatter_rewrite.passes.fix_dims.settle_shapes`), then such nodes folded again. A model
 inside the table is left as it is.
 """
@@ -23,6 +25,7 @@ import onnx_ir as ir
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import Scope, constant_node, describe, iter_nodes, shadowed_names
 from scatter_rewrite.passes.base import NodeNote, ScatterPass, first_and_more
+from scatter_rewrite.passes.op_equivalents import remove_dead, write_within_table
 
 __all__ = ["OpSupportPass", "fold_constant_outside", "unsupported_nodes"]
 
@@ -70,23 +73,10 @@ def fold_constant_outside(model: ir.Model, table) -> int:
             scope.body.insert_before(node, constant)
             constant.outputs[0].name, value.name = value.name, None
             ir.convenience.replace_all_uses_with(value, constant.outputs[0])
-        _remove_dead(node, scope.body)
+        remove_dead(node)
         chains.clear()
         folded += 1
     return folded
-
-
-def _remove_dead(node: ir.Node, body) -> None:
-    """``node``, none of whose outputs is read any more, and then each producer of its inputs
-    that this leaves unread."""
-    inputs = [v for v in node.inputs if v is not None]
-    graph = node.graph  # (a function's nodes belong to its graph, not to the ir.Function)
-    body.remove(node, safe=True)
-    for value in inputs:
-        producer = value.producer()
-        if (producer is not None and producer.graph is graph
-                and not any(v.uses() or v.is_graph_output() for v in producer.outputs)):
-            _remove_dead(producer, body)
 
 
 class OpSupportPass(ScatterPass):
@@ -107,6 +97,9 @@ class OpSupportPass(ScatterPass):
         table = self.target.ops()
         folded = 0
         if unsupported_nodes(model, table):  # (a model inside the table is left as it is)
+            for said in write_within_table(model, lambda op, scope: table.lacks(
+                    "", op, scope.opset) is None):
+                self.note(said, modified=True)
             folded = fold_constant_outside(model, table)
         if unsupported_nodes(model, table):  # (shapes inferred again may make more constant)
             folded += settle_shapes(model) + fold_constant_outside(model, table)

@@ -377,7 +377,7 @@ class RepairPass(ScatterPass):
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], b.nodes, [node.outputs[0]], [mean])
         assumes = (MEAN_ASSUMES if not site.include_self
-                   else f"(asked: --assume scatter-reduce-mean) "
+                   else f"(asked: assume='scatter-reduce-mean') "
                         f"{ASSUMPTIONS['scatter-reduce-mean']}")
         division = "Div" if dtype.is_floating_point() else "floor division"
         self._record(found_as, _mean_behaviour(site), assumes,

@@ -348,7 +348,7 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Mo
     if scope.opset < REDUCTIONS_SINCE[reduction]:
         raise Decline(f"ScatterND has reduction={reduction!r} only from opset "
                       f"{REDUCTIONS_SINCE[reduction]} (the model has {scope.opset}); run "
-                      f"'scatter-rewrite upgrade --opset {REDUCTIONS_SINCE[reduction]}' first")
+                      f"scatter_rewrite.upgrade(model, opset={REDUCTIONS_SINCE[reduction]}) first")
     found = scatter_elements_rank_axis(model, node, scope)
     if isinstance(found, str):
         raise Decline(found)
@@ -461,6 +461,7 @@ class ToScatterNDPass(ScatterPass):
                 except Decline as reason:
                     self.skip(node, scope, str(reason))
             elif node.op_type in ("Scatter", "TensorScatter"):
-                verb = "upgrade" if node.op_type == "Scatter" else "lower --opset N"
-                self.skip(node, scope, f"{node.op_type} is not converted here: run scatter-rewrite "
-                                       f"{verb} first (scatter-rewrite tensorrt does both)")
+                call = "upgrade(model)" if node.op_type == "Scatter" else "lower(model, opset=N)"
+                self.skip(node, scope, f"{node.op_type} is not converted here: run scatter_rewrite."
+                                       f"{call} first (scatter_rewrite.prepare_for_tensorrt(model) "
+                                       "does both)")

@@ -11,12 +11,19 @@ reproduces each):
 * lower's sort + segmented reduction (Loop, If, NonZero) is refused (a KeyError in the converter).
 * A ``Slice`` whose end is a huge constant (2^62, "to the end") comes out empty (read as int32); a
   ``Flatten`` of a vector to a column comes out a row, and of a ConstantOfShape's result (its output
-  shape not declared) one axis too early ([6, 4] at axis 1 as [1, 24]); an ``Expand`` to the shape
-  its input already has is refused ("Output tensors of a Functional model must be the output of a
-  TensorFlow Layer"). The scatter-free forms (passes/no_scatter.py) avoid all four (rows by a
-  static Reshape where they can), and both the ``mask`` and the ``sort`` form then convert and run
-  exactly, with the indices as graph inputs or constant (float max/min with NaN and -0.0/+0.0
-  included).
+  shape not declared) one axis too early ([6, 4] at axis 1 as [1, 24]), and so of any tensor whose
+  dimensions are symbolic on both sides of the axis (an input [N, C] given as [6, 4]: [1, 24]);
+  an ``Expand`` to the shape its input already has is refused ("Output tensors of a Functional
+  model must be the output of a TensorFlow Layer"). The scatter-free forms (passes/no_scatter.py)
+  avoid all four (no Flatten at all here: rows by a static Reshape where one side is static,
+  otherwise a Reshape to both sides' products computed from the shape), and both the ``mask`` and
+  the ``sort`` form then convert and run exactly, with the indices as graph inputs or constant
+  (float max/min with NaN and -0.0/+0.0 included).
+* ``Expand(Reshape(rows, Shape(x)), Shape(x))`` of a rank-3+ ``x`` with symbolic dimensions does
+  not run (onnx2tf's Expand permutes a computed shape as channels-last: [5, 2, 3] read as
+  [5, 3, 2]). Below opset 14 (no ``allowzero``) the forms write their output of a symbolic shape
+  so (graph.py's ``reshape_to``, right for empty tensors): such a model prepared at opset 11-13
+  does not convert (rank 2 does); from opset 14 the output is one Reshape and converts.
 * In onnx2tf's default mode (rank-3+ inputs made channels-last, no ``-kat``) an elementwise op
   between such an input and a broadcast ``[1, d, 1]`` range is refused or, where the shapes
   cannot tell the layouts apart, computed in the wrong layout; its Reshape undoes the layout. The
@@ -41,7 +48,7 @@ def _passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
 
     return target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
-                         preceded_by=(ConstantIndicesPass(),))
+                         preceded_by=(ConstantIndicesPass(),), flatten=False)
 
 
 register_target(Target(

@@ -18,7 +18,8 @@ __all__ = [
     "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
     "custom_domain_nodes", "first_line", "kernels_onnxruntime_lacks", "may_refuse_in_parallel",
     "may_trap", "needs_custom_ops_in_onnxruntime", "ort_reason",
-    "run_onnxruntime", "run_reference", "trapping_division", "undeclared_kernels",
+    "run_onnxruntime", "run_reference", "session_threads", "trapping_division",
+    "undeclared_kernels",
     "what_onnxruntime_lacks", "without_paths", "WouldTrap",
 ]
 
@@ -86,7 +87,7 @@ def run_onnxruntime(
     if trap is not None:
         raise WouldTrap(trap)
     source = str(model) if isinstance(model, (str, Path)) else model
-    threads = 1 if _may_refuse_in_parallel(model) else threads
+    threads = session_threads(model, threads)
     run = None
     try:
         session = ort.InferenceSession(source, _session_options(threads), providers=_CPU,
@@ -185,12 +186,12 @@ _SIZE_CARRIERS = {"Gather", "Squeeze", "Unsqueeze", "Reshape", "Slice", "Identit
 
 def trapping_division(model: str | os.PathLike | onnx.ModelProto,
                       inputs: dict[str, np.ndarray]) -> str | None:
-    """Why running ``model`` on ``inputs`` in onnxruntime would kill the process: a main-graph
-    integer Div whose operands hold the lowest int32/int64 over -1 (see _TRAPPING_DIV_TYPES),
-    found by evaluating them in onnx.reference, whose NumPy division does not trap. None where no
-    Div can (its divisor a constant other than -1, or a size from Shape/Size), where none does,
-    or where onnx.reference cannot run the model. (Divs inside subgraph and function bodies are
-    not checked.)"""
+    """Why running ``model`` on ``inputs`` in onnxruntime would kill the process: an integer Div,
+    in any graph, subgraph (If/Loop/Scan body) or local function, that divides the lowest
+    int32/int64 by -1 (see _TRAPPING_DIV_TYPES), found by running the model in onnx.reference,
+    whose NumPy division does not trap, with a Div that watches for it. None where no Div can
+    (:func:`may_trap`), where none does, or where onnx.reference cannot run the model up to one
+    that does."""
     from scatter_rewrite.model_io import load_proto
 
     cheap = model if isinstance(model, onnx.ModelProto) else load_proto(Path(model))
@@ -200,81 +201,98 @@ def trapping_division(model: str | os.PathLike | onnx.ModelProto,
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     from scatter_rewrite.evaluator.reference_ops import make_evaluator
 
-    names = [name for node in risky for name in node.input[:2]]
+    trapped: list[tuple[onnx.NodeProto, np.dtype]] = []
     try:
         with np.errstate(all="ignore"):
-            values = dict(zip(names, make_evaluator(proto).run(names, inputs)))
-    except Exception:  # (an op or type onnx.reference lacks: nothing to tell)
+            make_evaluator(proto, extra_ops=[_watching_div(trapped)]).run(None, inputs)
+    except Exception:  # (an op or type onnx.reference lacks: a Div met before it still tells)
+        pass
+    if not trapped:
         return None
-    for node in risky:
-        a, b = (np.asarray(values[name]) for name in node.input[:2])
-        if a.dtype.type not in _TRAPPING_DIV_TYPES or a.dtype != b.dtype:
-            continue
-        a, b = np.broadcast_arrays(a, b)
-        if ((a == np.iinfo(a.dtype).min) & (b == -1)).any():
-            return (f"its {a.dtype} Div '{node.name or node.output[0]}' would divide "
-                    f"{np.iinfo(a.dtype).min} by -1 on these inputs, which onnxruntime's CPU kernel "
-                    "does with a processor instruction that kills the process (SIGFPE)")
-    return None
+    node, dtype = trapped[0]
+    name = node.name or node.output[0]
+    where = next((scope.where for div, scope in risky
+                  if (div.name or div.outputs[0].name) == name), "main graph")
+    place = "" if where == "main graph" else f" (in {where})"
+    return (f"its {dtype} Div '{name}'{place} would divide {np.iinfo(dtype).min} by -1 on these "
+            "inputs, which onnxruntime's CPU kernel does with a processor instruction that kills "
+            "the process (SIGFPE)")
 
 
-def may_trap(model: onnx.ModelProto) -> bool:
-    """Whether a main-graph Div of ``model`` may trap (:func:`trapping_division` then evaluates)."""
+def _watching_div(trapped: list[tuple[onnx.NodeProto, np.dtype]]) -> type:
+    """onnx.reference's Div, which appends (its node, the dtype) to ``trapped`` when it divides
+    the lowest int32/int64 by -1 (make_evaluator runs it in bodies and functions too)."""
+    from onnx.reference.ops.op_div import Div as ReferenceDiv
+
+    class Div(ReferenceDiv):
+        op_domain = ""
+
+        def _run(self, a, b):
+            a, b = np.asarray(a), np.asarray(b)
+            if a.dtype.type in _TRAPPING_DIV_TYPES and a.dtype == b.dtype:
+                if ((a == np.iinfo(a.dtype).min) & (b == -1)).any():
+                    trapped.append((self.onnx_node, a.dtype))
+            return super()._run(a, b)
+
+    return Div
+
+
+def may_trap(model: onnx.ModelProto | ir.Model) -> bool:
+    """Whether an integer Div of ``model`` (any graph, subgraph or local function) may trap
+    (:func:`trapping_division` then runs it)."""
     return bool(_divisions_that_may_trap(model))
 
 
-def _divisions_that_may_trap(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The main graph's int32/int64 Div nodes (or of a type not known) whose divisor may be -1:
-    not a constant, nor a size. Types are inferred only where such a Div is found (a float Div
-    normalizes every LayerNorm)."""
-    candidates = _divisions_by_non_constants(model.graph)
+_TRAPPING_DTYPES = (ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UNDEFINED, None)
+
+
+def _divisions_that_may_trap(model: onnx.ModelProto | ir.Model) -> list[tuple[ir.Node, Any]]:
+    """(node, its graph.Scope) of every int32/int64 Div (or of a type not known: a function's
+    values have none) whose divisor may be -1: not a constant, nor a size. Types are inferred only
+    where such a Div is found (a float Div normalizes every LayerNorm)."""
+    from scatter_rewrite.model_io import deserialize
+    from scatter_rewrite.type_inference import serialize_without_weights
+
+    candidates = _divisions_by_non_constants(model if isinstance(model, ir.Model)
+                                             else deserialize(model))
     if not candidates:
         return []
+    proto = model if isinstance(model, onnx.ModelProto) else serialize_without_weights(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model).graph
+        typed = deserialize(onnx.shape_inference.infer_shapes(proto))
     except Exception:  # (judged without the types then)
         return candidates
-    types = {v.name: v.type.tensor_type.elem_type
-             for v in [*inferred.input, *inferred.value_info, *inferred.output]}
-    types.update({i.name: i.data_type for i in inferred.initializer})
-    trapping = {onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.UNDEFINED}
-    return [node for node in candidates if types.get(node.output[0], 0) in trapping]
+    return [(node, scope) for node, scope in _divisions_by_non_constants(typed)
+            if node.outputs[0].dtype in _TRAPPING_DTYPES]
 
 
-def _divisions_by_non_constants(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """The main graph's Div nodes whose divisor may be -1: not a constant, nor a size."""
-    from onnx import numpy_helper
+def _divisions_by_non_constants(model: ir.Model) -> list[tuple[ir.Node, Any]]:
+    """Every Div (with its scope) whose divisor may be -1: not a constant, nor a size."""
+    from scatter_rewrite.graph import iter_nodes
 
-    constants = {i.name: i for i in graph.initializer}
-    producers = {}
-    for node in graph.node:
-        for name in node.output:
-            producers[name] = node
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            constants[node.output[0]] = node.attribute[0].t
-
-    def constant(name: str) -> np.ndarray | None:
-        tensor = constants.get(name)
-        if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL:
-            return None
-        return numpy_helper.to_array(tensor)
-
-    def never_minus_one(name: str, depth: int = 0) -> bool:
-        value = constant(name)
-        if value is not None:
-            return not (value == -1).any() if depth == 0 else bool((value >= 0).all())
-        node = producers.get(name)
-        if node is None or node.domain not in ("", "ai.onnx") or depth > 8:
-            return False
-        if node.op_type in ("Shape", "Size"):
-            return True
-        data = node.input[:1] if node.op_type not in ("Concat", "Mul", "Max") else node.input
-        return (node.op_type in _SIZE_CARRIERS
-                and all(never_minus_one(i, depth + 1) for i in data if i))
-
-    return [node for node in graph.node
+    return [(node, scope) for node, scope in iter_nodes(model)
             if node.op_type == "Div" and node.domain in ("", "ai.onnx")
-            and len(node.input) == 2 and not never_minus_one(node.input[1])]
+            and len(node.inputs) == 2 and not _never_minus_one(node.inputs[1])]
+
+
+def _never_minus_one(value: ir.Value | None, depth: int = 0) -> bool:
+    """Whether ``value`` cannot be -1 (at ``depth`` > 0: cannot be negative): a constant that is
+    not, a Shape or Size, or one carried through _SIZE_CARRIERS from those. Values of an outer
+    graph are followed into a body; a function's inputs may be anything."""
+    from scatter_rewrite.graph import constant_tensor
+
+    tensor = constant_tensor(value)
+    if tensor is not None and not isinstance(tensor, ir.ExternalTensor):
+        array = tensor.numpy()
+        return not (array == -1).any() if depth == 0 else bool((array >= 0).all())
+    node = value.producer() if value is not None else None
+    if node is None or node.domain not in ("", "ai.onnx") or depth > 8:
+        return False
+    if node.op_type in ("Shape", "Size"):
+        return True
+    data = node.inputs[:1] if node.op_type not in ("Concat", "Mul", "Max") else node.inputs
+    return (node.op_type in _SIZE_CARRIERS
+            and all(_never_minus_one(i, depth + 1) for i in data if i is not None))
 
 
 def first_line(e: BaseException, limit: int = 200) -> str:
@@ -408,17 +426,22 @@ def may_refuse_in_parallel(model: ir.Model) -> bool:
     return False
 
 
-def _may_refuse_in_parallel(model: str | os.PathLike | bytes) -> bool:
-    """:func:`may_refuse_in_parallel` for a file (its big weights mapped, not read) or bytes; False
-    where it cannot be loaded (onnxruntime then says why)."""
+def session_threads(model: str | os.PathLike | bytes | onnx.ModelProto, threads: int = 0) -> int:
+    """The intra-op threads an onnxruntime session of ``model`` (a file, its big weights mapped,
+    not read; bytes; a ModelProto) may have: 1 where it :func:`may_refuse_in_parallel`, else
+    ``threads`` (0: onnxruntime's default). Every session of ours, and of the tests and benchmarks,
+    is made so. A model that cannot be loaded keeps ``threads`` (onnxruntime then says why)."""
+    if isinstance(model, bytes) and b"reduction" not in model:
+        return threads  # (no attribute of that name: no reduction to refuse; nothing parsed)
     from scatter_rewrite.model_io import load_proto
 
     try:
         proto = (onnx.ModelProto.FromString(model) if isinstance(model, bytes)
-                 else load_proto(Path(model)))
-        return may_refuse_in_parallel(ir.serde.deserialize_model(proto))
+                 else model if isinstance(model, onnx.ModelProto) else load_proto(Path(model)))
+        refuses = may_refuse_in_parallel(ir.serde.deserialize_model(proto))
     except Exception:  # (whatever makes the model unloadable: onnxruntime's session reports it)
-        return False
+        return threads
+    return 1 if refuses else threads
 
 
 def _refused_reductions(model: ir.Model) -> list[Lack]:

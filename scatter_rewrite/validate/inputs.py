@@ -15,7 +15,7 @@ import onnx_ir as ir
 from scatter_rewrite.errors import ValidationError
 from scatter_rewrite.graph import computes_a_scatter, function_calls, is_default_domain, iter_nodes
 from scatter_rewrite.type_inference import (
-    annotate_functions_with, restore_types, serialize_without_weights, weightless_copy,
+    annotate_functions_with, restore_types, weightless_copy,
 )
 from scatter_rewrite.validate.contracts import (
     IndexContract, index_contracts, fits_contract, row_contract,
@@ -194,7 +194,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     attempt = _Attempt.of(planned, graph_inputs, dims, dims.sizes, seed)
     # (else nothing to grow: validation's own run says whether the original runs; but integer
     # division that would kill onnxruntime on the first inputs is tried with others first)
-    if dims.free or may_trap(serialize_without_weights(model)):
+    if dims.free or may_trap(model):
         attempt = _running_attempt(model, planned, graph_inputs, dims, refit, attempt, seed)
     contracts, float_sums, sum_types, notes = attempt.traced
     if any(attempt.sizes[k] != DEFAULT_SIZE for k in dims.free):

@@ -60,10 +60,9 @@ class OriginalSession:
         from scatter_rewrite.validate.engines import trapping_division
 
         if self._whole is None:  # (decided once: False where no Div may trap)
-            proto = serialize_without_weights(self._model)
-            self._whole = may_trap(proto) and proto
+            self._whole = may_trap(self._model) and serialize_without_weights(self._model)
             if self._whole:
-                _inline_swapped(self._model, proto, whole=True)
+                _inline_swapped(self._model, self._whole, whole=True)
         return trapping_division(self._whole, inputs) if self._whole else None
 
 

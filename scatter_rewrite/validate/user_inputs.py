@@ -29,7 +29,7 @@ def checked_user_inputs(graph_inputs, inputs, dim_sizes) -> tuple[dict, list[str
         _check_user_input(v, given[v.name], dict(dim_sizes or {}))
     extra = sorted(set(inputs) - set(given))
     return given, ["user inputs"] + (
-        [f"--inputs entries that are not model inputs were ignored: {', '.join(extra)}"]
+        [f"entries of inputs= that are not model inputs were ignored: {', '.join(extra)}"]
         if extra
         else []
     )

@@ -1,9 +1,12 @@
-"""The library's errors name Python parameters (``inputs=``, ``validate=False``, ``rtol=``); the
-command line says the flags instead (``--inputs``, ``--no-validate``, ``--rtol``): one mechanism,
-``ScatterRewriteError.parameters`` and ``Verb.cli_message``."""
+"""The library's errors, notes and skip reasons name Python parameters (``inputs=``,
+``validate=False``, ``rtol=``) and functions (``scatter_rewrite.upgrade(model, opset=18)``); the
+command line says the flags and commands instead (``--inputs``, ``--no-validate``, ``--rtol``,
+``scatter-rewrite upgrade --opset 18``): one mechanism, ``ScatterRewriteError.parameters`` and
+``Verb.cli_message`` (errors), ``Verb.cli_text`` (notes: ``Outcome.said_on_the_command_line``)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -119,3 +122,88 @@ def test_refusals_of_the_lowering_and_the_tensorrt_flow_name_their_parameters(tm
     assert "use trt_version='10'" in str(capped.value) and "--trt" not in str(capped.value)
     assert "use --trt-version 10" in _stderr_line("tensorrt", tmp_path / "m.onnx", "--trt-version",
                                                    "8.6", "--no-validate")
+
+
+def _reported(tmp_path: Path, *args) -> dict:
+    """The one model's outcome in the report of the command ``args`` (exit 0)."""
+    result = invoke(*args, "--report", tmp_path / "report.json")
+    assert result.exit_code == 0, result.output
+    [outcome] = json.loads((tmp_path / "report.json").read_text())["models"]
+    return outcome
+
+
+@pytest.mark.parametrize("model, python, command", [
+    (scatter_model("ScatterElements", opset=16, reduction="max"),
+     "run scatter_rewrite.upgrade(model, opset=18) first",
+     "run scatter-rewrite upgrade --opset 18 first"),
+    (scatter_model("Scatter", opset=10),
+     "run scatter_rewrite.upgrade(model) first (scatter_rewrite.prepare_for_tensorrt(model) does both)",
+     "run scatter-rewrite upgrade first (scatter-rewrite tensorrt does both)"),
+], ids=["max-below-18", "Scatter"])
+def test_a_skip_reason_names_the_function_in_python_and_the_command_on_the_command_line(
+        tmp_path: Path, model, python, command):
+    _, outcome = sr.to_scatternd(model, return_report=True)
+    [skipped] = outcome.passes[0]["skipped"]
+    assert python in skipped["detail"]
+    assert "--" not in skipped["detail"] and "scatter-rewrite " not in skipped["detail"]
+    onnx.save(model, tmp_path / "m.onnx")
+    [skipped] = _reported(tmp_path, "to-scatternd", tmp_path / "m.onnx")["passes"][0]["skipped"]
+    assert command in skipped["detail"]
+    assert "scatter_rewrite." not in skipped["detail"]
+
+
+def test_a_validation_note_names_the_parameter_in_python_and_the_flag_on_the_command_line(
+        tmp_path: Path):
+    model = scatter_model("Scatter", opset=10)
+    inputs = {"data": np.zeros((4, 5), np.float32), "indices": np.zeros((2, 5), np.int64),
+              "updates": np.ones((2, 5), np.float32), "unused": np.zeros(1, np.float32)}
+    _, outcome = sr.upgrade(model, inputs=inputs, return_report=True)
+    said = "that are not model inputs were ignored: unused"
+    assert f"entries of inputs= {said}" in outcome.validation["notes"]
+    onnx.save(model, tmp_path / "m.onnx")
+    np.savez(tmp_path / "x.npz", **inputs)
+    outcome = _reported(tmp_path, "upgrade", tmp_path / "m.onnx", "--inputs", tmp_path / "x.npz")
+    assert f"entries of --inputs {said}" in outcome["validation"]["notes"]
+
+
+def test_the_command_of_a_call_is_the_inverse_of_the_call_of_a_command():
+    """``cli_commands`` (what a note says on the command line) and ``python_call`` (check's fix in
+    Python) write the same call and command, for every option kind."""
+    from scatter_rewrite.verbs import cli_commands, python_call
+
+    for call, command in [
+        ("scatter_rewrite.upgrade(model)", "scatter-rewrite upgrade"),
+        ("scatter_rewrite.lower(model, opset=13, mode='custom')",
+         "scatter-rewrite lower --opset 13 --mode custom"),
+        ("scatter_rewrite.repair(model, assume='scatter-reduce-mean')",
+         "scatter-rewrite repair --assume scatter-reduce-mean"),
+        ("scatter_rewrite.prepare_for_tensorrt(model, trt_version='8.6', fix_dims={'n': 8})",
+         "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim n=8"),
+    ]:
+        assert cli_commands(f"run {call} first") == f"run {command} first"
+        assert python_call(f"run {command} first") == f"run {call} first"
+    # a function that is no verb's, or an argument its verb does not take: as written
+    for text in ("scatter_rewrite.check(model)", "scatter_rewrite.upgrade(model, mode='x')"):
+        assert cli_commands(text) == text
+
+
+def test_the_flags_messages_say_are_the_options_every_rewriting_command_declares():
+    """verbs.SHARED_FLAGS, the flag of each parameter every verb takes, is what every rewriting
+    command declares for it, and cli/options.py takes the flags from there instead of writing them
+    again: they cannot drift apart."""
+    import typer.core
+    import typer.main
+
+    from scatter_rewrite.cli import app, options
+    from scatter_rewrite.verbs import SHARED_FLAGS
+
+    group = typer.main.get_command(app)
+    for verb in VERBS.values():
+        params = {p.name: p for p in group.commands[verb.command].params
+                  if isinstance(p, typer.core.TyperOption)}
+        for name, flag in SHARED_FLAGS.items():
+            assert flag in params[name].opts, (verb.command, name, params[name].opts)
+        assert params["validate"].secondary_opts == ["--no-validate"]
+    source = Path(options.__file__).read_text()
+    written = [flag for flag in SHARED_FLAGS.values() if f'"{flag}"' in source or f"'{flag}'" in source]
+    assert written == [], f"cli/options.py writes {written} again: take them from SHARED_FLAGS"

@@ -260,4 +260,4 @@ def test_the_python_api_names_the_model_given_not_its_temporary_copy():
     with pytest.raises(sr.ScatterRewriteError) as e:
         sr.fold(model, validate=True)
     assert str(e.value).startswith("the model given fails onnx.checker before any rewrite"), str(e.value)
-    assert "scatter-rewrite-" not in str(e.value) and "scatter-rewrite upgrade" in str(e.value)
+    assert "scatter-rewrite" not in str(e.value) and "scatter_rewrite.upgrade(model)" in str(e.value)

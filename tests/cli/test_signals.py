@@ -14,29 +14,91 @@ import pytest
 
 from scatter_rewrite.testing import scatter_model
 
-# Big enough that its result stays staged (checked, then validated) for a good part of a second.
-SIZE = 1200
+# The CLI in a process stopped at chosen points of its run (argv: the points, comma-separated, the
+# signal's name, then the command). Each point, but "held", raises the signal in the main thread
+# there (as a signal from outside lands at any point); at "held" the staged result waits, checked
+# never, until a signal from outside comes, so the run cannot end before it.
+_STOPPED_AT = """
+import shutil, signal, sys, tempfile, time
+from scatter_rewrite import cli, model_io, pipeline
+
+points, signum = set(sys.argv[1].split(",")), signal.Signals[sys.argv[2]]
+make_folder, check, remove, rename, make_folders = (
+    tempfile.mkdtemp, pipeline.check_model, shutil.rmtree, model_io.replace_file,
+    model_io._make_folders)
+
+def staging(path):
+    return str(path).rpartition("/")[2].startswith(".scatter-rewrite-")
+
+def made(*args, **kwargs):
+    folder = make_folder(*args, **kwargs)
+    if "made" in points and staging(folder):
+        signal.raise_signal(signum)
+    return folder
+
+def folders_made(folder):
+    created = make_folders(folder)
+    if "folders" in points:
+        signal.raise_signal(signum)
+    return created
+
+def checked(*args, **kwargs):
+    if "checked" in points:
+        signal.raise_signal(signum)
+    while "held" in points:
+        time.sleep(0.01)
+    return check(*args, **kwargs)
+
+def removed(path, *args, **kwargs):
+    if "removed" in points and staging(path):
+        signal.raise_signal(signum)
+    return remove(path, *args, **kwargs)
+
+def renamed(new, target, like=None):
+    rename(new, target, like)
+    if "renamed" in points and target.name == "out.onnx":
+        signal.raise_signal(signum)
+
+(tempfile.mkdtemp, pipeline.check_model, shutil.rmtree, model_io.replace_file,
+ model_io._make_folders) = made, checked, removed, renamed, folders_made
+sys.argv = ["scatter-rewrite", *sys.argv[3:]]
+cli.main()
+"""
+
+_NOTHING_LEFT = ("scatter-rewrite: error: stopped by {}: no output of a model in progress is left "
+                 "(models finished before it are written)")
+_WRITTEN = ("scatter-rewrite: error: stopped by {} once out.onnx was written: it is whole "
+            "(validated as asked), though what the run prints and reports after it may be cut short")
 
 
-def _staged_model(tmp_path: Path, name: str = "m.onnx") -> Path:
+def _model(tmp_path: Path, name: str = "m.onnx") -> Path:
     path = tmp_path / name
-    onnx.save(scatter_model("ScatterElements", opset=16, reduction="add", data_shape=(SIZE, SIZE),
-                            indices_shape=(SIZE, SIZE)), path)
+    onnx.save(scatter_model("ScatterElements", opset=16, reduction="add", data_shape=(6, 5),
+                            indices_shape=(6, 5)), path)
     return path
+
+
+def _lower(tmp_path: Path, points: str, signum: signal.Signals, output: str = "out.onnx"
+           ) -> subprocess.CompletedProcess:
+    _model(tmp_path)
+    return subprocess.run([sys.executable, "-c", _STOPPED_AT, points, signum.name, "lower",
+                           "m.onnx", "-o", output, "--opset", "13"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
 
 
 def _stop_while_staged(command: list[str], cwd: Path, signum: int, staged_in: Path | None = None
                        ) -> subprocess.CompletedProcess:
-    """Run the CLI in ``cwd``, send ``signum`` once a staging folder appears in ``staged_in``
-    (default ``cwd``), return the result."""
+    """Run the CLI in ``cwd``, its staged results held (never checked) until a signal comes; send
+    ``signum`` once a staging folder appears in ``staged_in`` (default ``cwd``), return the
+    result."""
     folder = staged_in or cwd
-    process = subprocess.Popen([sys.executable, "-m", "scatter_rewrite.cli", *command], cwd=cwd,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", _STOPPED_AT, "held", "SIGTERM", *command],
+                               cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while process.poll() is None and not (folder.is_dir()
                                               and list(folder.glob(".scatter-rewrite-*"))):
             time.sleep(0.002)
-        assert process.poll() is None, "the run ended before its result was staged"
+        assert process.poll() is None, process.communicate()
         process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=120)
     finally:
@@ -49,20 +111,36 @@ def _stop_while_staged(command: list[str], cwd: Path, signum: int, staged_in: Pa
                          ids=lambda s: s.name)
 def test_a_signal_mid_run_leaves_no_staging_folder_and_no_output(tmp_path: Path,
                                                                   signum: signal.Signals):
-    model = _staged_model(tmp_path)
+    model = _model(tmp_path)
     done = _stop_while_staged(["lower", model.name, "-o", "out.onnx", "--opset", "13"], tmp_path,
                               signum)
     assert done.returncode == 128 + signum
-    lines = done.stderr.strip().splitlines()
-    assert lines == [f"scatter-rewrite: error: stopped by {signum.name}: no output of a model in "
-                     "progress is left (models finished before it are written)"], done.stderr
+    assert done.stderr.strip().splitlines() == [_NOTHING_LEFT.format(signum.name)], done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+@pytest.mark.parametrize("points", ["made", "checked", "checked,removed"])
+def test_a_signal_at_any_point_of_a_run_leaves_no_staging_folder_and_no_output(tmp_path: Path,
+                                                                               points: str):
+    """As the staging folder is made, as the result is checked, and again while the folder of the
+    run it stopped is removed: nothing of the model is left."""
+    done = _lower(tmp_path, points, signal.SIGTERM)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stderr.splitlines() == [_NOTHING_LEFT.format("SIGTERM")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_a_signal_as_the_output_folders_are_made_leaves_none_of_them(tmp_path: Path):
+    done = _lower(tmp_path, "folders", signal.SIGTERM, output="out/sub/out.onnx")
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stderr.splitlines() == [_NOTHING_LEFT.format("SIGTERM")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
 
 
 @pytest.mark.slow
 def test_a_signal_stops_a_batch_and_its_workers_cleanly(tmp_path: Path):
     for name in ("a.onnx", "b.onnx"):
-        _staged_model(tmp_path, name)
+        _model(tmp_path, name)
     out = tmp_path / "out"
     done = _stop_while_staged(["lower", "a.onnx", "b.onnx", "-o", "out/", "--opset", "13"],
                               tmp_path, signal.SIGTERM, staged_in=out)
@@ -104,35 +182,13 @@ def test_a_stop_signal_waits_for_a_held_block_while_other_threads_run():
         other.join()
 
 
-# The CLI in a process whose rename of the result into place raises SIGINT: the stop is held back
-# until the rename is done, then raised before anything about the model is printed.
-_STOPPED_ONCE_WRITTEN = """
-import signal, sys
-from scatter_rewrite import cli, model_io
-
-renamed = model_io.replace_file
-
-def rename_then_interrupt(new, target, like=None):
-    renamed(new, target, like)
-    if target.name == "out.onnx":
-        signal.raise_signal(signal.SIGINT)
-
-model_io.replace_file = rename_then_interrupt
-sys.argv = ["scatter-rewrite", *sys.argv[1:]]
-cli.main()
-"""
-
-
-def test_a_signal_once_the_one_model_is_written_says_it_is_written(tmp_path: Path):
-    onnx.save(scatter_model("ScatterElements", opset=18, reduction="max", data_shape=(4, 3),
-                            indices_shape=(5, 3)), tmp_path / "m.onnx")
-    done = subprocess.run([sys.executable, "-c", _STOPPED_ONCE_WRITTEN, "lower", "m.onnx", "-o",
-                           "out.onnx", "--opset", "13"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+@pytest.mark.parametrize("point", ["renamed", "removed"])
+def test_a_signal_once_the_one_model_is_written_says_it_is_written(tmp_path: Path, point: str):
+    """As the result is renamed into place, or as its staging folder is removed afterwards: the
+    model is whole, the stop held back until the step is done, and said."""
+    done = _lower(tmp_path, point, signal.SIGINT)
     assert done.returncode == 128 + signal.SIGINT, done.stderr
     assert done.stdout == ""  # stopped before its summary
-    assert done.stderr.splitlines() == [
-        "scatter-rewrite: error: stopped by SIGINT once out.onnx was written: it is whole "
-        "(validated as asked), though what the run prints and reports after it may be cut short"]
+    assert done.stderr.splitlines() == [_WRITTEN.format("SIGINT")]
     onnx.checker.check_model(onnx.load(tmp_path / "out.onnx"), full_check=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out.onnx"]

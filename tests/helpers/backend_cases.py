@@ -51,13 +51,17 @@ def node_cases() -> tuple:
 
 
 def _session(model: onnx.ModelProto):
+    """One thread where the model has a reduction onnxruntime may refuse (engines.session_threads:
+    a refusal in its parallel loop can kill the process)."""
     import onnxruntime as ort
 
+    from scatter_rewrite.validate.engines import session_threads
+
+    data = model.SerializeToString()
     options = ort.SessionOptions()
     options.log_severity_level = 4
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    options.intra_op_num_threads = session_threads(data)
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
 def _outputs(model: onnx.ModelProto, inputs: list) -> list:

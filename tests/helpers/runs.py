@@ -16,6 +16,7 @@ from onnx.reference.op_run import OpRun
 
 from scatter_rewrite.evaluator import scatter_elements, scatter_nd
 from scatter_rewrite.validate import run_onnxruntime
+from scatter_rewrite.validate.engines import session_threads
 
 
 def ort_run(model: onnx.ModelProto | str | Path, feeds: dict | None = None, *, threads: int | None = None,
@@ -23,7 +24,9 @@ def ort_run(model: onnx.ModelProto | str | Path, feeds: dict | None = None, *, t
     """Every output of ``model`` (a ModelProto or a path) in onnxruntime's CPU provider, fed the
     entries of ``feeds`` the model declares as inputs (``overridable``: also the initializers it lets
     a feed override). ``threads=1`` keeps float sums in one order; ``optimize=False`` runs the graph
-    as written (no constant folding or fusion)."""
+    as written (no constant folding or fusion). A model with a reduction onnxruntime's kernel may
+    refuse runs on one thread, as validation runs it (``engines.session_threads``: its refusal in a
+    parallel loop can kill the process)."""
     return list(ort_outputs(model, feeds, threads=threads, optimize=optimize, overridable=overridable).values())
 
 
@@ -32,11 +35,12 @@ def ort_outputs(model: onnx.ModelProto | str | Path, feeds: dict | None = None, 
     """``ort_run``'s outputs by name."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    threads = session_threads(source, threads or 0) or None
     if threads is not None:
         options.intra_op_num_threads = options.inter_op_num_threads = threads
     if not optimize:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
     if overridable:

@@ -170,3 +170,21 @@ def test_torchscript_expand_shape_reading_no_shape_is_folded_and_lowered_for_86(
     fixed = sr.prepare_for_tensorrt(model, trt_version="8.6", fix_dims={"E": 7}, validate=True)
     assert scatter_ops(fixed) == [("ScatterND", "none")]
     assert not [f for f in check(ir.serde.deserialize_model(fixed), "tensorrt-8.6") if f.blocked]
+
+
+def test_a_topk_length_computed_from_constants_is_folded_and_its_outputs_made_static():
+    # the forms' K is Reshape(Size(...)); once the op table step has made the Size a Constant,
+    # only K being a length operand lets the sorted rows' shape (and a Shape of it) be static
+    from scatter_rewrite.passes.fix_dims import settle_shapes
+
+    model = ir.from_proto(onnx.parser.parse_model("""
+    <ir_version: 10, opset_import: ["" : 18]>
+    g (float[7] x) => (float[N] v, int64[N] i) {
+        n = Constant <value = int64 {5}> ()
+        one = Constant <value = int64[1] {1}> ()
+        k = Reshape(n, one)
+        v, i = TopK(x, k)
+    }"""))
+    assert settle_shapes(model) == 1
+    (topk,) = [node for node in model.graph if node.op_type == "TopK"]
+    assert [list(v.shape) for v in topk.outputs] == [[5], [5]]

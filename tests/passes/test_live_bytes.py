@@ -135,3 +135,18 @@ def test_the_run_order_is_the_one_onnxruntimes_profiler_shows(reduction, form, d
     ran = [e["name"].removesuffix("_kernel_time") for e in sorted(events, key=lambda e: e["ts"])
            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
     assert ran == [n.name for n in live.run_order(nodes)]
+
+
+def test_rows_reshaped_to_sizes_computed_from_the_shape_are_a_view_of_known_shape():
+    """litert's rows where no side of the axis is static (no Flatten): Reshape to
+    Concat(ReduceProd(Shape[:1]), ReduceProd(Shape[1:])) of a [6, 4, 5] value, counted as a view
+    of shape [6, 20] (the shape's products followed), as the Flatten it replaces is."""
+    b = seg.Builder(seg.Names())
+    value = ir.Value(name="v", type=ir.TensorType(FLOAT), shape=ir.Shape(["N", "C", "D"]))
+    rows = seg._flatten(b, value, 1, FLOAT, reshape_opset=18)
+    assert "Flatten" not in {n.op_type for n in b.nodes}
+    total = b.op("Add", rows, rows, dtype=FLOAT)
+    known = live.static_shapes(b.nodes, {value: (6, 4, 5)})
+    assert known[rows].shape == (6, 20)
+    # the sum, and the Slices' bounds 0, 1 and 3 (int64 constants, held for the whole run)
+    assert live.peak_live_bytes(b.nodes, [total], {value: (6, 4, 5)}).bytes == 6 * 20 * 4 + 3 * 8

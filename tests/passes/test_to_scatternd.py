@@ -117,7 +117,7 @@ def test_max_below_opset_18_is_left_alone():
     rewritten, outcome = sr.to_scatternd(model, return_report=True)
     assert op_types(rewritten) == ["ScatterElements"]
     (skip,) = outcome.passes[0]["skipped"]
-    assert "only from opset 18" in skip["detail"] and "upgrade --opset 18" in skip["detail"]
+    assert "only from opset 18" in skip["detail"] and "scatter_rewrite.upgrade(model, opset=18) first" in skip["detail"]
 
 
 # ---- static, dynamic and constant indices ----------------------------------------------------
@@ -272,7 +272,8 @@ def test_differential(case):
     np.testing.assert_array_equal(run(rewritten, feeds)[0], want)
 
 
-@pytest.mark.parametrize("op, verb", [("Scatter", "upgrade"), ("TensorScatter", "lower")])
+@pytest.mark.parametrize("op, verb", [("Scatter", "upgrade(model)"),
+                                      ("TensorScatter", "lower(model, opset=N)")])
 def test_other_scatter_ops_are_reported_not_silently_kept(op, verb):
     if op == "Scatter":
         model = scatter_model("Scatter", opset=10, axis=1)
@@ -284,5 +285,5 @@ def test_other_scatter_ops_are_reported_not_silently_kept(op, verb):
             [vi("out", onnx.TensorProto.FLOAT, [1, 8, 4])]), opset_imports=[onnx.helper.make_opsetid("", 24)])
     out, outcome = sr.to_scatternd(model, return_report=True)
     (skip,) = outcome.passes[0]["skipped"]
-    assert skip["node"].startswith(op) and f"scatter-rewrite {verb}" in skip["detail"]
+    assert skip["node"].startswith(op) and f"scatter_rewrite.{verb} first" in skip["detail"]
     assert [n.op_type for n in out.graph.node] == [op]

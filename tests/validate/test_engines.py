@@ -512,6 +512,37 @@ REDUCTIONS_REFUSED_NAMES = {key: {t.value for t in types}
                             for key, types in engines.REDUCTIONS_REFUSED.items()}
 
 
+class _SessionMade(Exception):
+    """Raised instead of making a session: what its options were is all a test needs."""
+
+
+def test_the_tests_sessions_of_a_reduction_onnxruntime_may_refuse_have_one_thread(tmp_path,
+                                                                                  monkeypatch):
+    """The test helpers' sessions follow validation's rule (engines.session_threads): a kernel's
+    refusal in its parallel loop can kill the process (pytest with it), so one thread there; the
+    default (0: onnxruntime's) elsewhere, or the threads asked."""
+    from tests.helpers import backend_cases, runs
+
+    made = []
+
+    def recording(source, options=None, *args, **kwargs):
+        made.append((options.intra_op_num_threads, options.inter_op_num_threads))
+        raise _SessionMade
+
+    refused = scatter_model("ScatterND", reduction="max", data_type=TensorProto.BOOL)
+    taken = scatter_model("ScatterND", reduction="max")
+    onnx.save(refused, tmp_path / "refused.onnx")
+    assert [engines.session_threads(m, 4) for m in
+            (refused, refused.SerializeToString(), tmp_path / "refused.onnx", taken)] == [1, 1, 1, 4]
+    monkeypatch.setattr(ort, "InferenceSession", recording)
+    for run in (lambda m: runs.ort_run(m, {}), lambda m: runs.ort_run(m, {}, threads=2),
+                backend_cases._session):
+        for model in (refused, taken):
+            with pytest.raises(_SessionMade):
+                run(model)
+    assert [intra for intra, _ in made] == [1, 0, 1, 2, 1, 0]
+
+
 def test_missing_reductions_name_the_node_op_and_type_and_the_lowering_that_runs_them(tmp_path):
     path = one_scatter_file(tmp_path / "m.onnx", TensorProto.FLOAT16, "add", opset=16)
     (lack,) = engines.kernels_onnxruntime_lacks(path)

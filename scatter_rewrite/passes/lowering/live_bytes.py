@@ -299,7 +299,10 @@ def _reduce(node, ins):
     keep = _attr(node, "keepdims", 1)
     dims = tuple((1 if i in axes else d) for i, d in enumerate(ins[0].shape)
                  if keep or i not in axes)
-    return [_Known(dims, ins[0].dtype)]
+    value = None
+    if node.op_type == "ReduceProd" and ins[0].value is not None:  # a shape's product: the rows'
+        value = _small(np.prod(ins[0].value, axis=tuple(axes), dtype=np.int64).reshape(dims))
+    return [_Known(dims, ins[0].dtype, value)]
 
 
 _SHAPERS = {"Reshape": _reshape, "Flatten": _flatten, "Unsqueeze": _unsqueeze,

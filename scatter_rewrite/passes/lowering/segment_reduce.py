@@ -323,24 +323,27 @@ def _leading_product(count: int, values: tuple[ir.Value, ...], rank: int | None 
 
 
 def update_rows(b: Builder, node: ir.Node, data: ir.Value | None = None,
-                updates: ir.Value | None = None) -> tuple[ir.Value, ir.Value, ir.Value]:
+                updates: ir.Value | None = None, reshape_opset: int | None = None
+                ) -> tuple[ir.Value, ir.Value, ir.Value]:
     """(data rows [R, w], key of each update row [n] int64 in [0, R), update rows [n, w]): see step
     1 of the module docstring. ``data``/``updates`` replace the node's own (the same shapes, another
-    dtype: the TensorRT lowering casts small integers first). Call :func:`reduction_blocker`
-    first."""
+    dtype: the TensorRT lowering casts small integers first). ``reshape_opset``: rows with no
+    Flatten at all, by Reshapes valid at that opset (:func:`_flatten`). Call
+    :func:`reduction_blocker` first."""
     data = data if data is not None else node.inputs[0]
     updates = updates if updates is not None else node.inputs[2]
     indices = node.inputs[1]
     if node.op_type == "ScatterElements":
         rows, keys, vals, _ = _scatter_elements_rows(
-            b, data, indices, updates, attr(node, "axis", 0)
+            b, data, indices, updates, attr(node, "axis", 0), reshape_opset
         )
     else:
-        rows, keys, vals, _ = scatter_nd_rows(b, data, indices, updates)
+        rows, keys, vals, _ = scatter_nd_rows(b, data, indices, updates, reshape_opset)
     return rows, keys, vals
 
 
-def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
+def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
+                           reshape_opset: int | None = None):
     rank, axis, source, last, shape_src = _elements_layout(data, indices, updates, axis)
     idx_dtype = indices.dtype
     if source is not None:  # key dims 0..axis; rows are the trailing slices
@@ -356,8 +359,8 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int):
         idx = source if same else b.op("Expand", source, target, dtype=idx_dtype)
     else:
         idx = indices
-    rows = _flatten(b, data, last + 1, data.dtype)
-    vals = _flatten(b, updates, last + 1, data.dtype)
+    rows = _flatten(b, data, last + 1, data.dtype, reshape_opset)
+    vals = _flatten(b, updates, last + 1, data.dtype, reshape_opset)
     known = _constant_keys(data, indices, rank, axis) if source is None else None
     if known is not None:
         return rows, b.const(known), vals, last + 1
@@ -426,17 +429,40 @@ def _constant_keys(data: ir.Value, indices: ir.Value, count: int,
     return np.ravel_multi_index(coords, dims).reshape(-1).astype(np.int64)
 
 
-def _flatten(b: Builder, value: ir.Value, axis: int, dtype: ir.DataType) -> ir.Value:
+def _flatten(b: Builder, value: ir.Value, axis: int, dtype: ir.DataType,
+             reshape_opset: int | None = None) -> ir.Value:
     """``Flatten(value, axis)`` as a ``Reshape`` to ``[-1, n]`` (or ``[m, -1]``) where the
     trailing (or leading) dimensions are static: onnx2tf 1.29 flattens a ConstantOfShape's result
     one axis too early (a [6, 4] at axis 1 came out [1, 24]) and a vector at axis 1 into a [1, N]
-    row; a Flatten only where neither side is static."""
+    row. Elsewhere a Flatten, or with ``reshape_opset`` a Reshape to both sides' sizes computed
+    from the shape (onnx2tf's Flatten of dynamic dimensions on both sides came out wrong too)."""
     dims = None if value.shape is None else list(value.shape)
     if dims is not None and 0 < axis <= len(dims):
         for side, target in ((dims[axis:], lambda n: [-1, n]), (dims[:axis], lambda n: [n, -1])):
             if all(isinstance(d, int) for d in side) and (n := int(np.prod(side))) > 0:
                 return b.op("Reshape", value, b.const(target(n)), dtype=dtype)
-    return b.op("Flatten", value, axis=axis, dtype=dtype)
+    if reshape_opset is None:
+        return b.op("Flatten", value, axis=axis, dtype=dtype)
+    return b.reshape_to(value, _row_sizes(b, value, axis), reshape_opset, dtype)
+
+
+def _row_sizes(b: Builder, value: ir.Value, axis: int) -> ir.Value:
+    """``[prod(dims[:axis]), prod(dims[axis:])]`` of ``value`` as an int64 [2], each product a
+    constant where its dimensions are static. The Slice ends at the rank (onnx2tf reads a huge
+    constant end as int32: an empty slice)."""
+    rank = None if value.shape is None else len(value.shape)
+    shape, sizes = None, []
+    for start, stop in ((0, axis), (axis, rank)):
+        static = None if stop is None else _static_product(value, start, stop)
+        if static is not None:
+            sizes.append(b.const([static]))
+            continue
+        shape = b.shape(value) if shape is None else shape
+        end = b.const([stop]) if stop is not None else b.op(
+            "Reshape", b.op("Size", shape, dtype=INT64), b.const([1]), dtype=INT64)
+        sizes.append(b.op("ReduceProd", b.op("Slice", shape, b.const([start]), end, dtype=INT64),
+                          keepdims=1, dtype=INT64))
+    return b.op("Concat", *sizes, axis=0, dtype=INT64)
 
 
 def index_tuple_length(indices: ir.Value | None, depth: int = 0) -> int | None:
@@ -481,19 +507,21 @@ def _known_rank(values) -> int | None:
     return next((len(v.shape) for v in values if v is not None and v.shape is not None), None)
 
 
-def scatter_nd_rows(b: Builder, data, indices, updates):
+def scatter_nd_rows(b: Builder, data, indices, updates, reshape_opset: int | None = None):
     k = index_tuple_length(indices)
     if indices.shape is None:  # the tuple's length derived, the rank unknown: rows by Reshape
         idx2 = b.cast(b.op("Reshape", indices, b.const([-1, k]), dtype=indices.dtype), INT64,
                       indices.dtype)
         lead = b.op("Concat", b.const([-1]), b.dims(data, k, len(data.shape)), axis=0,
                     dtype=INT64)
-        vals = _flatten(b, b.op("Reshape", updates, lead, dtype=data.dtype), 1, data.dtype)
+        vals = _flatten(b, b.op("Reshape", updates, lead, dtype=data.dtype), 1, data.dtype,
+                        reshape_opset)
     else:
         q = len(indices.shape)
-        idx2 = b.cast(_flatten(b, indices, q - 1, indices.dtype), INT64, indices.dtype)
-        vals = _flatten(b, updates, q - 1, data.dtype)
-    rows = _flatten(b, data, k, data.dtype)
+        idx2 = b.cast(_flatten(b, indices, q - 1, indices.dtype, reshape_opset), INT64,
+                      indices.dtype)
+        vals = _flatten(b, updates, q - 1, data.dtype, reshape_opset)
+    rows = _flatten(b, data, k, data.dtype, reshape_opset)
     known = _constant_keys(data, indices, k)
     if known is not None:
         return rows, b.const(known), vals, k

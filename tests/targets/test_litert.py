@@ -420,3 +420,33 @@ def test_rank_3_and_4_scatters_prepared_run_exactly_in_either_layout(options, gr
     expected = original_outputs(model, inputs)
     actual = run_in("litert", prepared, inputs, tmp_path, options)
     assert disagreement(model, expected, actual, True) == []
+
+
+def _scatter_into_a_conv_output() -> Case:
+    """Relu(ScatterElements(Conv(x), indices, updates, axis=2, add)): data onnx2tf's default mode
+    computes channels-last itself (a Conv's output), not a graph input."""
+    rng = np.random.default_rng(1)
+    graph = oh.make_graph(
+        [oh.make_node("Conv", ["x", "w"], ["c"]),
+         oh.make_node("ScatterElements", ["c", "indices", "updates"], ["s"], axis=2,
+                      reduction="add"),
+         oh.make_node("Relu", ["s"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 6]),
+         oh.make_tensor_value_info("indices", TensorProto.INT64, [1, 4, 7, 6]),
+         oh.make_tensor_value_info("updates", TensorProto.FLOAT, [1, 4, 7, 6])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 6])],
+        initializer=[numpy_helper.from_array(
+            rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    return model, {"x": rng.standard_normal((1, 4, 5, 6)).astype(np.float32),
+                   "indices": rng.integers(0, 5, (1, 4, 7, 6)),
+                   "updates": rng.standard_normal((1, 4, 7, 6)).astype(np.float32)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [(), DEFAULT_LAYOUT], ids=["inputs-kept", "default-layout"])
+def test_a_scatter_into_a_conv_output_prepared_runs_exactly_in_either_layout(options, tmp_path):
+    model, inputs = _scatter_into_a_conv_output()
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    actual = run_in("litert", prepared, inputs, tmp_path, options)
+    assert disagreement(model, original_outputs(model, inputs), actual, True) == []

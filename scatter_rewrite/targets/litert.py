@@ -24,6 +24,11 @@ reproduces each):
   [5, 3, 2]). Below opset 14 (no ``allowzero``) the forms write their output of a symbolic shape
   so (graph.py's ``reshape_to``, right for empty tensors): such a model prepared at opset 11-13
   does not convert (rank 2 does); from opset 14 the output is one Reshape and converts.
+* In onnx2tf's default mode (rank-3+ inputs made channels-last, no ``-kat``) an elementwise op
+  between such an input and a broadcast ``[1, d, 1]`` range is refused or, where the shapes
+  cannot tell the layouts apart, computed in the wrong layout; its Reshape undoes the layout. The
+  forms Reshape a rank-3+ input before any arithmetic (ScatterElements' indices to 1-D), and
+  convert exactly with or without ``-kat``.
 
 So ``prepare --target litert`` first evaluates each scatter's constant index chain into one
 constant (passes/constant_indices.py: onnx2tf's onnxsim folds it with the form's index arithmetic

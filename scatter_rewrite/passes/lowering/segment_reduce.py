@@ -364,23 +364,41 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
     known = _constant_keys(data, indices, rank, axis) if source is None else None
     if known is not None:
         return rows, b.const(known), vals, last + 1
-    idx = b.cast(idx, INT64, idx_dtype)
+    # The indices are made 1-D before any arithmetic, and each element's key is the key of its
+    # position (index 0 on the axis) plus its index times the axis' stride, the positions' keys
+    # built from ranges in at most 2-D: onnx2tf's default mode makes a rank-3+ graph input
+    # channels-last and broadcast it against [1, d, 1] ranges in the wrong layout (refused, or
+    # wrong where dimensions match), and it refuses a Reshape of a rank-3 constant ("Output
+    # tensors of a Functional model must be the output of a TensorFlow Layer").
+    flat = b.cast(b.op("Reshape", idx, b.const([-1]), dtype=idx_dtype), INT64, idx_dtype)
     sizes = [b.dim(data, k) for k in range(last + 1)]
-    coords: list[ir.Value | None] = []
-    for k in range(last + 1):
-        if k == axis:
-            coords.append(_normalize(b, idx, sizes[k]))
-            continue
-        if shape_src.shape is not None and shape_src.shape[k] == 1:
-            coords.append(None)  # coordinate always 0
-            continue
-        pattern = [1] * rank
-        pattern[k] = -1
+    positions = _position_keys(b, shape_src, sizes, axis)
+    stride = _horner(b, [b.const(1)] + [None] * (last - axis), sizes[axis:])
+    along = b.op("Mul", _normalize(b, flat, sizes[axis]), stride, dtype=INT64)
+    return rows, b.op("Add", positions, along, dtype=INT64), vals, last + 1
+
+
+def _position_keys(b: Builder, shape_src: ir.Value, sizes: list[ir.Value], axis: int
+                   ) -> ir.Value:
+    """The key of every element of ``shape_src``'s leading ``len(sizes)`` dimensions (C order)
+    with its coordinate on ``axis`` taken as 0: sum_k c_k * prod(sizes[k+1:]), one dimension at
+    a time as an outer sum of two vectors ([m, 1] + [1, d], flattened): nothing above 2-D."""
+    keys = None
+    for k, size in enumerate(sizes):
+        if keys is not None:
+            keys = b.op("Mul", keys, size, dtype=INT64)
+        if k != axis and shape_src.shape is not None and shape_src.shape[k] == 1:
+            continue  # coordinate always 0, one element
         rng = b.op("Range", b.const(0), b.dim(shape_src, k), b.const(1), dtype=INT64)
-        coords.append(b.op("Reshape", rng, b.const(pattern), dtype=INT64))
-    lin = _horner(b, coords, sizes)
-    keys = b.op("Reshape", lin, b.const([-1]), dtype=INT64)
-    return rows, keys, vals, last + 1
+        if k == axis:
+            rng = b.op("Mul", rng, b.const(0), dtype=INT64)  # d zeros: one key per element
+        if keys is None:
+            keys = rng
+            continue
+        outer = b.op("Add", b.op("Reshape", keys, b.const([-1, 1]), dtype=INT64),
+                     b.op("Reshape", rng, b.const([1, -1]), dtype=INT64), dtype=INT64)
+        keys = b.op("Reshape", outer, b.const([-1]), dtype=INT64)
+    return keys if keys is not None else b.const([0])
 
 
 def _constant_keys(data: ir.Value, indices: ir.Value, count: int,

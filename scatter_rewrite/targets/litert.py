@@ -24,8 +24,13 @@ reproduces each):
   a result of shape [5, 3, 3]). The forms expand only to computed shapes whose entries are equal
   (``ShapeWriting(computed_expands=False)``): below opset 14 (no ``allowzero``) their output of a
   symbolic shape is the rows as a vector expanded to [m, ..., m] (m = 0 when empty) and reshaped
-  (graph.py's ``reshape_to``), and a batched GNN's keys ([P, E, 1] of an axis-1 scatter) broadcast
-  through the key arithmetic.
+  (graph.py's ``reshape_to``), and a batched GNN's keys ([P, E, 1] of an axis-1 scatter) are
+  broadcast by a Gather.
+* In onnx2tf's default mode (rank-3+ inputs made channels-last, no ``-kat``) an elementwise op
+  between such an input and a broadcast ``[1, d, 1]`` range is refused or, where the shapes
+  cannot tell the layouts apart, computed in the wrong layout; its Reshape undoes the layout. The
+  forms Reshape a rank-3+ input before any arithmetic (ScatterElements' indices to 1-D), and
+  convert exactly with or without ``-kat``.
 
 So ``prepare --target litert`` first evaluates each scatter's constant index chain into one
 constant (passes/constant_indices.py: onnx2tf's onnxsim folds it with the form's index arithmetic

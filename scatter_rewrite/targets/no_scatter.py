@@ -6,8 +6,11 @@
 Sources (also in docs/targets.md):
 
 * ``qnn``: onnxruntime's QNN execution provider (Qualcomm NPUs) lacked ScatterElements and
-  ScatterND: microsoft/onnxruntime#22962 and #22319; unsupported nodes fall back to the CPU
-  provider, or fail where no fallback is allowed.
+  ScatterND before 1.22 (microsoft/onnxruntime#22962, #22319): such nodes fall back to the CPU
+  provider, or fail where no fallback is allowed. Later releases take ScatterND none/add/mul
+  (#24592, #24844) and ScatterElements none/add/mul/max (#24811), but not max/min everywhere, with
+  reductions on the HTP only when quantized (pytorch/executorch#22157) and integer data computed
+  as float32: the scatter-free forms are exact on every release.
 * ``rknn``: Rockchip's rknn-toolkit2 has no (reducing) scatter: airockchip/rknn-toolkit2#359.
 * other NPUs and compilers: apache/tvm#19435 (scatter reductions silently ignored).
 """
@@ -63,11 +66,17 @@ def _scatter_free(name: str, summary: str, gets_wrong: tuple[str, ...],
 _scatter_free("no-scatter", f"any runtime without a usable scatter ({_FORMS})", (), (
     "https://github.com/apache/tvm/issues/19435 (scatter reductions silently ignored)",))
 _scatter_free(
-    "qnn", "Qualcomm QNN (onnxruntime's QNN execution provider): no ScatterElements/ScatterND",
-    ("ScatterElements/ScatterND are not taken by the QNN EP: the node falls back to the CPU "
-     "provider, or the session fails where fallback is disabled",),
+    "qnn", "Qualcomm QNN (onnxruntime's QNN execution provider): no exact scatter on every release",
+    ("ScatterElements/ScatterND are not taken by the QNN EP before onnxruntime 1.22: the node falls "
+     "back to the CPU provider, or the session fails where fallback is disabled",
+     "later releases: ScatterND max/min and ScatterElements min refused, reductions on the HTP "
+     "only when quantized, integer data computed as float32"),
     ("https://github.com/microsoft/onnxruntime/issues/22962",
-     "https://github.com/microsoft/onnxruntime/issues/22319"), op_table_file("qnn"))
+     "https://github.com/microsoft/onnxruntime/issues/22319",
+     "https://github.com/microsoft/onnxruntime/pull/24844",
+     "https://github.com/microsoft/onnxruntime/pull/24811",
+     "https://github.com/onnxruntime/onnxruntime-qnn/pull/109",
+     "https://github.com/pytorch/executorch/pull/22157"), op_table_file("qnn"))
 _scatter_free(
     "rknn", "Rockchip RKNN (rknn-toolkit2): no usable scatter",
     ("reducing scatters are not converted (reported in airockchip/rknn-toolkit2#359)",),

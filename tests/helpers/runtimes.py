@@ -60,8 +60,9 @@ def require(name: str) -> Runtime:
 
 
 def run_in(name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray],
-           workdir: Path) -> list[np.ndarray]:
-    """``model``'s outputs in the runtime, in the model's order; Refused with its reason."""
+           workdir: Path, options: tuple[str, ...] = ()) -> list[np.ndarray]:
+    """``model``'s outputs in the runtime, in the model's order; Refused with its reason.
+    ``options``: the runner's own (run_litert.py's ``--onnx2tf-default-layout``)."""
     runtime = require(name)
     workdir.mkdir(parents=True, exist_ok=True)
     model_path, inputs_path, outputs_path = (workdir / f"{name}_{f}" for f in
@@ -71,7 +72,8 @@ def run_in(name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run([str(runtime.python), str(RUNNERS / runtime.runner), str(model_path),
-                           str(inputs_path), str(outputs_path)], capture_output=True, text=True,
+                           str(inputs_path), str(outputs_path), *options], capture_output=True,
+                          text=True,
                           env=env, cwd=workdir, timeout=RUN_LIMIT_S, check=False)
     if done.returncode == REFUSED:
         said = [line for line in done.stderr.splitlines() if line.startswith("REFUSED: ")]
@@ -158,6 +160,46 @@ def scatter_cases(seed: int = 0) -> dict[str, Case]:
         "data": rng.integers(-9, 9, (4, 5)), "indices": rng.integers(0, 4, (6, 5)),
         "updates": rng.integers(-9, 9, (6, 5))})
     for name in ("elements_add_axis0", "nd_max"):
+        cases[f"{name}_constant_indices"] = constant_indices(*cases[name])
+    return cases
+
+
+def rank_3_and_4_cases(seed: int = 0) -> dict[str, Case]:
+    """Scatters into rank-3 and rank-4 data (what onnx2tf's default mode makes channels-last):
+    ScatterElements on every axis and ScatterND with 1- and 2-tuples (2-D and 3-D indices), none,
+    add and max, the indices as inputs (and as initializers for none and add). Every dimension
+    differs from the next, so that a layout mistake shows; no rank-4 input has 3 channels (onnx2tf
+    would download calibration images for it)."""
+    rng = np.random.default_rng(seed)
+    cases: dict[str, Case] = {}
+
+    def floats(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    for data_shape in ((3, 4, 5), (2, 4, 5, 6)):
+        rank = len(data_shape)
+        for reduction in ("none", "add", "max"):
+            for axis in range(rank):
+                shape = list(data_shape)
+                shape[axis] += -1 if reduction == "none" else 2
+                model = scatter_model("ScatterElements", data_shape=data_shape,
+                                      indices_shape=shape, reduction=reduction, axis=axis)
+                cases[f"elements{rank}_{reduction}_axis{axis}"] = (model, {
+                    "data": floats(*data_shape),
+                    "indices": _indices(rng, reduction, data_shape[axis], tuple(shape), axis),
+                    "updates": floats(*shape)})
+            for k, lead in ((1, (2,) if reduction == "none" else (7,)), (2, (7,)), (2, (2, 3))):
+                rows = int(np.prod(data_shape[:k]))
+                flat = (rng.permutation(rows)[:int(np.prod(lead))] if reduction == "none"
+                        else rng.integers(0, rows, int(np.prod(lead))))
+                indices = np.stack(np.unravel_index(flat, data_shape[:k]), -1).reshape(*lead, k)
+                updates = lead + data_shape[k:]
+                model = scatter_model("ScatterND", data_shape=data_shape, indices_shape=lead + (k,),
+                                      updates_shape=updates, reduction=reduction)
+                cases[f"nd{rank}_{reduction}_{k}of{len(lead) + 1}d"] = (model, {
+                    "data": floats(*data_shape), "indices": indices.astype(np.int64),
+                    "updates": floats(*updates)})
+    for name in [n for n in cases if "_max" not in n]:
         cases[f"{name}_constant_indices"] = constant_indices(*cases[name])
     return cases
 

@@ -5,6 +5,12 @@ onnx2tf is called as its README shows, with what a user of a fixed-size model pa
 shapes made static (overwrite_input_shape) and kept as they are (keep_shape_absolutely_input_names:
 without it onnx2tf transposes rank-3+ inputs to channels-last), signatures written so inputs and outputs
 are found by name. Everything else is onnx2tf's default (onnxsim included).
+
+``--onnx2tf-default-layout``: without keep_shape_absolutely_input_names, as a plain ``onnx2tf -i
+model.onnx`` converts (rank-3+ inputs made channels-last, onnx2tf tracking the layout through the
+graph). The inputs are then fed as its user feeds them, channels-last where the .tflite takes them
+so, and an output it gives channels-last is moved back to the ONNX layout (dimensions that differ
+tell which; a shape that matches neither is left as it came).
 """
 
 from __future__ import annotations
@@ -33,7 +39,11 @@ def _error_lines(log: str) -> str:
     return " / ".join(errors[:3]) if errors else (lines[-1] if lines else "no output")
 
 
-def convert(model_path: str, inputs: dict[str, np.ndarray], folder: Path) -> Path:
+DEFAULT_LAYOUT = "--onnx2tf-default-layout"
+
+
+def convert(model_path: str, inputs: dict[str, np.ndarray], folder: Path,
+            keep_layout: bool = True) -> Path:
     import onnx2tf
 
     log = io.StringIO()
@@ -44,7 +54,7 @@ def convert(model_path: str, inputs: dict[str, np.ndarray], folder: Path) -> Pat
                 output_signaturedefs=True,
                 overwrite_input_shape=[f"{n}:{','.join(map(str, a.shape))}"
                                        for n, a in inputs.items() if a.ndim],
-                keep_shape_absolutely_input_names=list(inputs),
+                keep_shape_absolutely_input_names=list(inputs) if keep_layout else None,
                 non_verbose=True)
     except BaseException as e:  # noqa: BLE001 - onnx2tf ends with sys.exit(1) or any exception
         if isinstance(e, KeyboardInterrupt):
@@ -62,11 +72,32 @@ def convert(model_path: str, inputs: dict[str, np.ndarray], folder: Path) -> Pat
     return found[0]
 
 
-def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _channels_last(shape) -> tuple[int, ...]:
+    """onnx2tf's layout of a rank-3+ ONNX shape: the second dimension moved last (NCW -> NWC,
+    NCHW -> NHWC)."""
+    shape = tuple(int(d) for d in shape)
+    return shape[:1] + shape[2:] + shape[1:2] if len(shape) >= 3 else shape
+
+
+def _from_channels_last(array: np.ndarray, onnx_shape: tuple[int, ...] | None) -> np.ndarray:
+    """An output back in the ONNX layout when onnx2tf gave it channels-last."""
+    if onnx_shape is None or array.shape == onnx_shape or array.shape != _channels_last(onnx_shape):
+        return array
+    return np.moveaxis(array, -1, 1)
+
+
+def _static_shape(value: onnx.ValueInfoProto) -> tuple[int, ...] | None:
+    dims = value.type.tensor_type.shape.dim
+    if not value.type.tensor_type.HasField("shape") or any(not d.HasField("dim_value") for d in dims):
+        return None
+    return tuple(d.dim_value for d in dims)
+
+
+def run(model_path: str, inputs: dict[str, np.ndarray], *options: str) -> dict[str, np.ndarray]:
     from ai_edge_litert.interpreter import Interpreter
 
     with tempfile.TemporaryDirectory() as folder:
-        tflite = convert(model_path, inputs, Path(folder))
+        tflite = convert(model_path, inputs, Path(folder), keep_layout=DEFAULT_LAYOUT not in options)
         interpreter = Interpreter(model_path=str(tflite))
         try:
             runner = interpreter.get_signature_runner()
@@ -78,6 +109,9 @@ def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
         feeds = {}
         for tf_name, detail in details.items():
             array = inputs[by_tf[_tf_name(tf_name)]]
+            if (array.ndim >= 3 and tuple(detail["shape"]) != array.shape
+                    and tuple(detail["shape"]) == _channels_last(array.shape)):
+                array = np.moveaxis(array, 1, -1)  # only onnx2tf's default layout asks for it
             cast = array.astype(detail["dtype"])
             if not np.array_equal(cast.astype(array.dtype), array, equal_nan=array.dtype.kind == "f"):
                 raise Refused(f"LiteRT input {tf_name} is {detail['dtype']}: {array.dtype} values do not fit")
@@ -88,12 +122,13 @@ def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
             raise Refused(f"LiteRT: {' '.join(str(e).split())}") from e
         result = {_tf_name(name): np.asarray(value) for name, value in ran.items()}
     # TensorFlow's signature sorts outputs by name: back in the ONNX model's order
-    names = [o.name for o in onnx.load(model_path, load_external_data=False).graph.output]
-    missing = [n for n in names if _tf_name(n) not in result]
+    outputs = onnx.load(model_path, load_external_data=False).graph.output
+    missing = [o.name for o in outputs if _tf_name(o.name) not in result]
     if missing:
         raise Refused(f"the .tflite has no output for {missing} (it has {sorted(result)})")
-    return {name: result[_tf_name(name)] for name in names}
+    return {o.name: _from_channels_last(result[_tf_name(o.name)], _static_shape(o))
+            for o in outputs}
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run))
+    raise SystemExit(main(run, frozenset({DEFAULT_LAYOUT})))

@@ -18,8 +18,8 @@ from onnx import TensorProto, numpy_helper
 
 import scatter_rewrite
 from tests.helpers.runtimes import (
-    EXPORTS, Case, Refused, combined, constant_indices, disagreement, original_outputs, run_in,
-    scatter_cases, signed_zeros_and_nan, sums_floats,
+    EXPORTS, Case, Refused, combined, constant_indices, disagreement, original_outputs,
+    rank_3_and_4_cases, run_in, scatter_cases, signed_zeros_and_nan, sums_floats,
 )
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.testing import scatter_model
@@ -492,3 +492,74 @@ def test_rank_3_constant_indices_run_exactly_prepared(tmp_path):
     assert disagreement(model, expected, run_in("litert", model, inputs, tmp_path / "original"),
                         False) == []
     _prepared_runs_as_original(model, inputs, tmp_path / "prepared")
+
+
+# onnx2tf's default mode (a plain ``onnx2tf -i model.onnx``): rank-3+ inputs made channels-last,
+# fed so (run_litert.py's option), its layout tracked through the graph
+DEFAULT_LAYOUT = ("--onnx2tf-default-layout",)
+
+
+def test_prepared_forms_reshape_rank_3_inputs_before_any_arithmetic():
+    # (without the LiteRT venv too) what makes the forms exact in onnx2tf's default mode: a
+    # rank-3+ input reaches only Reshapes (its Reshape undoes the channels-last layout), never an
+    # elementwise op broadcast against position ranges, which it did in the wrong layout
+    for name, (model, _) in rank_3_and_4_cases().items():
+        prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+        ranks = {i.name: len(i.type.tensor_type.shape.dim) for i in prepared.graph.input}
+        consumers = {(n.op_type, tuple(n.input).index(i))
+                     for n in prepared.graph.node for i in n.input if ranks.get(i, 0) >= 3}
+        assert consumers <= {("Reshape", 0)}, name
+
+
+def _rank_3_and_4_groups() -> dict[str, tuple]:
+    """rank_3_and_4_cases by op, rank, reduction and index kind, each group one model (onnx2tf
+    takes minutes over a model of all of them)."""
+    groups: dict[str, dict] = {}
+    for name, case in rank_3_and_4_cases().items():
+        op, reduction = name.split("_")[:2]
+        key = f"{op}_{reduction}" + ("_constant" if name.endswith("_constant_indices") else "")
+        groups.setdefault(key, {})[name] = case
+    return {key: combined(cases) for key, cases in groups.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", sorted(_rank_3_and_4_groups()))
+@pytest.mark.parametrize("options", [(), DEFAULT_LAYOUT], ids=["inputs-kept", "default-layout"])
+def test_rank_3_and_4_scatters_prepared_run_exactly_in_either_layout(options, group, tmp_path):
+    # before the forms made the indices 1-D first, the default mode refused every ScatterElements
+    # with input indices ("tf.where") but one, which came out wrong (rank 3, axis 2: 3.37 off)
+    model, inputs = _rank_3_and_4_groups()[group]
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    expected = original_outputs(model, inputs)
+    actual = run_in("litert", prepared, inputs, tmp_path, options)
+    assert disagreement(model, expected, actual, True) == []
+
+
+def _scatter_into_a_conv_output() -> Case:
+    """Relu(ScatterElements(Conv(x), indices, updates, axis=2, add)): data onnx2tf's default mode
+    computes channels-last itself (a Conv's output), not a graph input."""
+    rng = np.random.default_rng(1)
+    graph = oh.make_graph(
+        [oh.make_node("Conv", ["x", "w"], ["c"]),
+         oh.make_node("ScatterElements", ["c", "indices", "updates"], ["s"], axis=2,
+                      reduction="add"),
+         oh.make_node("Relu", ["s"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 6]),
+         oh.make_tensor_value_info("indices", TensorProto.INT64, [1, 4, 7, 6]),
+         oh.make_tensor_value_info("updates", TensorProto.FLOAT, [1, 4, 7, 6])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 6])],
+        initializer=[numpy_helper.from_array(
+            rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    return model, {"x": rng.standard_normal((1, 4, 5, 6)).astype(np.float32),
+                   "indices": rng.integers(0, 5, (1, 4, 7, 6)),
+                   "updates": rng.standard_normal((1, 4, 7, 6)).astype(np.float32)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [(), DEFAULT_LAYOUT], ids=["inputs-kept", "default-layout"])
+def test_a_scatter_into_a_conv_output_prepared_runs_exactly_in_either_layout(options, tmp_path):
+    model, inputs = _scatter_into_a_conv_output()
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    actual = run_in("litert", prepared, inputs, tmp_path, options)
+    assert disagreement(model, original_outputs(model, inputs), actual, True) == []

@@ -346,7 +346,7 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
                            reshape_opset: int | None = None):
     rank, axis, source, last, shape_src = _elements_layout(data, indices, updates, axis)
     idx_dtype = indices.dtype
-    spread = False  # the keys broadcast over the update rows by the key arithmetic itself
+    spread = False  # the source broadcast by a Gather (_spread_source), not by an Expand
     if source is not None:  # key dims 0..axis; rows are the trailing slices
         ones = [1] * (rank - axis - 1)
         lead = b.dims(shape_src, 0, axis + 1)
@@ -369,32 +369,67 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
     known = _constant_keys(data, indices, rank, axis) if source is None else None
     if known is not None:
         return rows, b.const(known), vals, last + 1
-    idx = b.cast(idx, INT64, idx_dtype)
+    # The indices are made 1-D before any arithmetic, and each element's key is the key of its
+    # position (index 0 on the axis) plus its index times the axis' stride, the positions' keys
+    # built from ranges in at most 2-D: onnx2tf's default mode makes a rank-3+ graph input
+    # channels-last and broadcast it against [1, d, 1] ranges in the wrong layout (refused, or
+    # wrong where dimensions match), and it refuses a Reshape of a rank-3 constant ("Output
+    # tensors of a Functional model must be the output of a TensorFlow Layer").
+    if spread:
+        flat = b.cast(_spread_source(b, source, shape_src, axis, rank), INT64, idx_dtype)
+    else:
+        flat = b.cast(b.op("Reshape", idx, b.const([-1]), dtype=idx_dtype), INT64, idx_dtype)
     sizes = [b.dim(data, k) for k in range(last + 1)]
-    coords: list[ir.Value | None] = []
-    for k in range(last + 1):
-        if k == axis:
-            coord = _normalize(b, idx, sizes[k])
-            if spread:  # the source's dims of 1 along the axis broadcast by adding zeros there
-                zeros = b.op("Mul", _along(b, shape_src, k, rank), b.const(0), dtype=INT64)
-                coord = b.op("Add", coord, zeros, dtype=INT64)
-            coords.append(coord)
-        elif shape_src.shape is not None and shape_src.shape[k] == 1:
-            coords.append(None)  # coordinate always 0
-        else:
-            coords.append(_along(b, shape_src, k, rank))
-    lin = _horner(b, coords, sizes)
-    keys = b.op("Reshape", lin, b.const([-1]), dtype=INT64)
-    return rows, keys, vals, last + 1
+    positions = _position_keys(b, shape_src, sizes,
+                               [b.const(0) if k == axis else None for k in range(last + 1)])
+    stride = _horner(b, [b.const(1)] + [None] * (last - axis), sizes[axis:])
+    along = b.op("Mul", _normalize(b, flat, sizes[axis]), stride, dtype=INT64)
+    return rows, b.op("Add", positions, along, dtype=INT64), vals, last + 1
 
 
-def _along(b: Builder, value: ir.Value, k: int, rank: int) -> ir.Value:
-    """``Range(value.shape[k])`` along dimension ``k`` of a rank-``rank`` tensor of 1s elsewhere
-    (broadcast by the key arithmetic over the other dimensions)."""
-    pattern = [1] * rank
-    pattern[k] = -1
-    rng = b.op("Range", b.const(0), b.dim(value, k), b.const(1), dtype=INT64)
-    return b.op("Reshape", rng, b.const(pattern), dtype=INT64)
+def _spread_source(b: Builder, source: ir.Value, shape_src: ir.Value, axis: int,
+                   rank: int) -> ir.Value:
+    """The keys' ``source`` (1 along every dimension after ``axis``) broadcast over
+    ``shape_src``'s dimensions 0..axis, flattened, with no Expand to that computed shape (onnx2tf
+    reorders one of rank 3+ as channels-last): each position gathers the element it reads, its
+    coordinate taken as 0 on a dimension where the source has 1 (static, or found at run time)."""
+    pad = rank - len(source.shape)
+    sizes, scales = [], []
+    for k in range(axis + 1):
+        if k < pad or source.shape[k - pad] == 1:
+            sizes.append(b.const(1))
+            scales.append(b.const(0))
+            continue
+        size = b.dim(source, k - pad)
+        sizes.append(size)
+        scales.append(b.cast(b.op("Greater", size, b.const(1)), INT64, ir.DataType.BOOL))
+    at = _position_keys(b, shape_src, sizes, scales)
+    return b.op("Gather", b.op("Reshape", source, b.const([-1]), dtype=source.dtype), at,
+                axis=0, dtype=source.dtype)
+
+
+def _position_keys(b: Builder, shape_src: ir.Value, sizes: list[ir.Value],
+                   scales: list[ir.Value | None]) -> ir.Value:
+    """The key of every element of ``shape_src``'s leading ``len(sizes)`` dimensions (C order),
+    each coordinate times its scale (None: 1; a 0 on the scatter's axis): sum_k c_k * scale_k *
+    prod(sizes[k+1:]), one dimension at a time as an outer sum of two vectors ([m, 1] + [1, d],
+    flattened): nothing above 2-D."""
+    keys = None
+    for k, size in enumerate(sizes):
+        if keys is not None:
+            keys = b.op("Mul", keys, size, dtype=INT64)
+        if scales[k] is None and shape_src.shape is not None and shape_src.shape[k] == 1:
+            continue  # coordinate always 0, one element
+        rng = b.op("Range", b.const(0), b.dim(shape_src, k), b.const(1), dtype=INT64)
+        if scales[k] is not None:  # (a 0: d zeros, one key per element)
+            rng = b.op("Mul", rng, scales[k], dtype=INT64)
+        if keys is None:
+            keys = rng
+            continue
+        outer = b.op("Add", b.op("Reshape", keys, b.const([-1, 1]), dtype=INT64),
+                     b.op("Reshape", rng, b.const([1, -1]), dtype=INT64), dtype=INT64)
+        keys = b.op("Reshape", outer, b.const([-1]), dtype=INT64)
+    return keys if keys is not None else b.const([0])
 
 
 def _constant_keys(data: ir.Value, indices: ir.Value, count: int,

@@ -79,6 +79,7 @@ from scatter_rewrite.graph import (
 )
 from scatter_rewrite.passes.lowering import live_bytes as live
 from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.lowering import tensor_scatter
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass, first_and_more
 from scatter_rewrite.type_inference import (
@@ -289,10 +290,10 @@ class NoScatterPass(ScatterPass):
                            and self.wanted(n)]
         made: dict[int, ir.Node] = {}  # id of a ScatterElements a TensorScatter became -> it
         for node, scope in tensor_scatters:
-            reason = seg.tensor_scatter_blocker(node, scope.opset) or reference_reason(node)
+            reason = tensor_scatter.tensor_scatter_blocker(node, scope.opset) or reference_reason(node)
             if reason is not None:
                 raise ConversionError(f"no scatter-free form of {describe(node, scope)}: {reason}")
-            nodes, out = seg.lower_tensor_scatter(node, scope.opset, names)
+            nodes, out = tensor_scatter.lower_tensor_scatter(node, scope.opset, names)
             made[id(out.producer())] = node
             self._splice(node, scope, nodes, out)
         plans, blocked = [], []

@@ -388,9 +388,12 @@ class NamedNodeBuilder(NodeBuilder):
     constants built once and the shape arithmetic the lowerings share (the passes' builder: one
     graph's nodes, the main body or a Loop/If subgraph)."""
 
-    def __init__(self, names: Names):
+    def __init__(self, names: Names, computed_expands: bool = True):
         super().__init__()
         self.names = names
+        # False: no Expand to a shape computed at run time but one whose entries are all equal
+        # (onnx2tf reorders a computed shape of rank 3+ as channels-last: targets/litert.py)
+        self.computed_expands = computed_expands
         self._consts: dict[tuple, ir.Value] = {}
 
     def op(self, op_type: str, *inputs: ir.Value | None, outputs: int = 1, domain: str = "",
@@ -438,7 +441,8 @@ class NamedNodeBuilder(NodeBuilder):
         ``allowzero=1`` (opset >= 14), so ``Reshape(rows [0, 1], Shape(data [4, 0]))`` fails. Static
         shapes go as a constant (the caller handles a static 0 itself: an empty ``like``); dynamic
         ones with ``allowzero=1`` from opset 14, below it through a Reshape with the first 0 written
-        as -1 and every other dimension as 1 when ``like`` is empty, then an Expand to its shape."""
+        as -1 and every other dimension as 1 when ``like`` is empty, then an Expand to its shape
+        (without ``computed_expands``: :meth:`_reshape_through_equal_dims`)."""
         dims = like.shape
         if dims is not None and all(isinstance(d, int) for d in dims) and 0 not in dims:
             return self.op("Reshape", value, self.const(list(dims)), dtype=like.dtype)
@@ -450,6 +454,8 @@ class NamedNodeBuilder(NodeBuilder):
         elements as ``value``), right when it holds a 0, as :meth:`reshape_like` says."""
         if opset >= 14:
             return self.op("Reshape", value, shape, dtype=dtype, allowzero=1)
+        if not self.computed_expands:
+            return self._reshape_through_equal_dims(value, shape, dtype)
         zero = self.cast(
             self.op("Equal", shape, self.const(0)), _INT64, ir.DataType.BOOL
         )  # 1 where the dim is 0
@@ -476,6 +482,21 @@ class NamedNodeBuilder(NodeBuilder):
         )  # the shape, or the placeholder when empty
         return self.op("Expand", self.op("Reshape", value, target, dtype=dtype), shape,
                        dtype=dtype)
+
+    def _reshape_through_equal_dims(self, value: ir.Value, shape: ir.Value,
+                                    dtype: ir.DataType | None) -> ir.Value:
+        """:meth:`reshape_to` below opset 14 with no Expand to ``shape`` itself: ``value``'s T
+        elements as a vector, expanded to ``[m, ..., m]`` (as long as ``shape``; m = 1, or 0 when
+        T = 0) then reshaped to ``shape``. Not empty, that is ``[1, ..., 1, T]``; empty, every
+        dimension is 0, so each 0 of ``shape`` copies a 0. A shape whose entries are equal reads
+        the same in any order of its dimensions."""
+        size = self.op("Size", value, dtype=_INT64)
+        some = self.cast(self.op("Greater", size, self.const(0)), _INT64, ir.DataType.BOOL)
+        equal = self.op("Add", self.op("Mul", shape, self.const(0), dtype=_INT64), some,
+                        dtype=_INT64)  # [m, ..., m]
+        spread = self.op("Expand", self.op("Reshape", value, self.const([-1]), dtype=dtype),
+                         equal, dtype=dtype)
+        return self.op("Reshape", spread, shape, dtype=dtype)
 
     def cast(self, value: ir.Value, to: ir.DataType, frm: ir.DataType | None) -> ir.Value:
         if frm == to:

@@ -74,6 +74,7 @@ from scatter_rewrite.graph import (
     reference_reason, remove_unused_expands, value_names,
 )
 from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.lowering import tensor_scatter
 from scatter_rewrite.passes.move_opset import KEPT_TYPES, restore_kept_types
 from scatter_rewrite.type_inference import (
     annotate_functions_with,
@@ -136,7 +137,7 @@ class LowerPass(ScatterPass):
         if (reason := reference_reason(node)) is not None:
             return reason  # its lowering depends on the attribute's value
         if kind == "tensor_scatter":
-            return seg.tensor_scatter_blocker(node, self.opset)
+            return tensor_scatter.tensor_scatter_blocker(node, self.opset)
         if self.mode == "custom":
             return (
                 None if attr(node, "reduction", "none") in REDUCTIONS else "unknown reduction"
@@ -200,7 +201,7 @@ class LowerPass(ScatterPass):
         built_in_functions: list[ir.Node] = []
         for kind, node, scope in pending:
             if kind == "tensor_scatter":
-                nodes, out = seg.lower_tensor_scatter(node, target, names)
+                nodes, out = tensor_scatter.lower_tensor_scatter(node, target, names)
                 detail = f"-> ScatterElements(axis={attr(node, 'axis', -2)}) ({len(nodes)} nodes)"
             else:
                 nodes, out, detail = self._lower(node, target, names)

@@ -26,5 +26,5 @@ class MaskFormPass(NoScatterPass):
         self.sort_wrong = sort_wrong
 
     def form_for(self, node: ir.Node, opset: int) -> tuple[Form | None, str | None]:
-        masks = [f for f in forms_for(node, opset, self.flatten) if f.name == "mask"]
+        masks = [f for f in forms_for(node, opset, self.writing) if f.name == "mask"]
         return (masks[0], None) if masks else (None, self.sort_wrong)

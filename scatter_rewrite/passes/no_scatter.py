@@ -79,13 +79,15 @@ from scatter_rewrite.graph import (
 )
 from scatter_rewrite.passes.lowering import live_bytes as live
 from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.lowering import tensor_scatter
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import ScatterPass, first_and_more
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
 
-__all__ = ["DEFAULT_MAX_INTERMEDIATE_MIB", "Form", "NoScatterPass", "TargetScattersPass",
+__all__ = ["DEFAULT_MAX_INTERMEDIATE_MIB", "Form", "NoScatterPass", "ShapeWriting",
+           "TargetScattersPass",
            "forms_for", "no_scatter_passes", "scatter_free", "scatter_free_blocker", "steps_for",
            "target_passes"]
 
@@ -98,6 +100,17 @@ _MASK_REDUCE_TYPES = {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.FLOAT, i
 _FLOATS = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
 # stands for a symbolic dimension when forms are compared (the form that grows slower wins)
 _LARGE = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeWriting:
+    """How the forms write their shape changes, for a converter that gets some wrong (one value
+    per target: targets/litert.py's for onnx2tf); the defaults suit every other runtime."""
+
+    flatten: bool = True  # rows may be a Flatten (False: Reshapes only)
+    # an Expand may take a shape computed at run time (False: only one whose entries are all
+    # equal; below opset 14 the output is then reshaped through one: graph.py's reshape_to)
+    computed_expands: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,9 +181,9 @@ def _itemsize(dtype: ir.DataType) -> int:
     return max(1, int(dtype.itemsize)) if dtype != ir.DataType.STRING else 8
 
 
-def forms_for(node: ir.Node, opset: int, flatten: bool = True) -> list[Form]:
+def forms_for(node: ir.Node, opset: int, writing: ShapeWriting = ShapeWriting()) -> list[Form]:
     """The node's exact forms with the memory each needs, cheapest first (call
-    :func:`scatter_free_blocker` first). Each form is built (``flatten``: as :func:`scatter_free`)
+    :func:`scatter_free_blocker` first). Each form is built (``writing``: as :func:`scatter_free`)
     and its peak live bytes counted from its own nodes; the formula of its largest intermediate
     is said where a size is symbolic."""
     n, rows, w = seg.row_counts(node)
@@ -197,18 +210,18 @@ def forms_for(node: ir.Node, opset: int, flatten: bool = True) -> list[Form]:
     shapes.append(("sort", "(R+n)*w", itemsize, total * (w if w is not None else _LARGE)))
     forms = []
     for name, formula, size, elements in shapes:
-        exact, compared = _peak_bytes(node, opset, name, flatten)
+        exact, compared = _peak_bytes(node, opset, name, writing)
         forms.append(Form(name, exact, size, said(formula),
                           compared if compared is not None else elements * size))
     return sorted(forms, key=lambda f: (f.estimate, f.name != "mask"))
 
 
 def _peak_bytes(node: ir.Node, opset: int, form: str,
-                flatten: bool = True) -> tuple[int | None, int | None]:
+                writing: ShapeWriting = ShapeWriting()) -> tuple[int | None, int | None]:
     """(the peak live bytes of ``node`` written in ``form``, None when a size is symbolic; the
     same with each symbolic dimension of what it reads taken as 2^20, None when unknown). The
     trial nodes are built beside the model and let go: they leave no use on its values."""
-    nodes, out = scatter_free(node, opset, form, flatten=flatten)
+    nodes, out = scatter_free(node, opset, form, writing=writing)
     try:
         exact = live.peak_live_bytes(nodes, [out])
         if exact is not None:
@@ -231,9 +244,9 @@ class NoScatterPass(ScatterPass):
     refusal = "no scatter-free form written"
 
     def __init__(self, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
-                 flatten: bool = True):
+                 writing: ShapeWriting = ShapeWriting()):
         super().__init__()
-        self.flatten = flatten  # rows may be a Flatten (False: Reshapes only, for onnx2tf)
+        self.writing = writing
         if (isinstance(max_intermediate_mib, bool) or not isinstance(max_intermediate_mib, int)
                 or max_intermediate_mib < 1):
             raise OptionError(f"max_intermediate_mib={max_intermediate_mib!r}: pick a positive "
@@ -249,7 +262,7 @@ class NoScatterPass(ScatterPass):
     def form_for(self, node: ir.Node, opset: int) -> tuple[Form | None, str | None]:
         """The form ``node`` is written in, or why none fits: the cheapest here; a target whose
         runtime gets some form wrong picks among the others (targets/litert.py)."""
-        return forms_for(node, opset, self.flatten)[0], None
+        return forms_for(node, opset, self.writing)[0], None
 
     def segment_form(self, node: ir.Node) -> bool:
         """Whether ``node`` is written as lower's sort + segmented reduction + ScatterND(none)
@@ -277,10 +290,10 @@ class NoScatterPass(ScatterPass):
                            and self.wanted(n)]
         made: dict[int, ir.Node] = {}  # id of a ScatterElements a TensorScatter became -> it
         for node, scope in tensor_scatters:
-            reason = seg.tensor_scatter_blocker(node, scope.opset) or reference_reason(node)
+            reason = tensor_scatter.tensor_scatter_blocker(node, scope.opset) or reference_reason(node)
             if reason is not None:
                 raise ConversionError(f"no scatter-free form of {describe(node, scope)}: {reason}")
-            nodes, out = seg.lower_tensor_scatter(node, scope.opset, names)
+            nodes, out = tensor_scatter.lower_tensor_scatter(node, scope.opset, names)
             made[id(out.producer())] = node
             self._splice(node, scope, nodes, out)
         plans, blocked = [], []
@@ -321,7 +334,7 @@ class NoScatterPass(ScatterPass):
                 detail = (f"{len(nodes)} standard nodes (sort + segmented {reduction} + "
                           f"ScatterND(none); {exactness})")
             else:
-                nodes, out = scatter_free(node, scope.opset, form.name, names, self.flatten)
+                nodes, out = scatter_free(node, scope.opset, form.name, names, self.writing)
                 detail = (f"{what}{len(nodes)} scatter-free nodes ({form.said()}; {reduction}, "
                           f"{exactness})")
             self._splice(node, scope, nodes, out)
@@ -361,19 +374,20 @@ def _is_scatter(node: ir.Node) -> bool:
 
 
 def scatter_free(node: ir.Node, opset: int, form: str, names: seg.Names | None = None,
-                 flatten: bool = True) -> tuple[list[ir.Node], ir.Value]:
+                 writing: ShapeWriting = ShapeWriting()) -> tuple[list[ir.Node], ir.Value]:
     """Standard nodes without any scatter computing ``node`` (ScatterElements or ScatterND) in
-    ``form`` ("mask" or "sort"); the value replacing its output. ``flatten=False``: no Flatten,
-    also where no side of a rows axis is static (a Reshape to sizes computed from the shape:
-    onnx2tf's Flatten comes out wrong there, targets/litert.py)."""
+    ``form`` ("mask" or "sort"); the value replacing its output. ``writing.flatten=False``: no
+    Flatten, also where no side of a rows axis is static (a Reshape to sizes computed from the
+    shape: onnx2tf's Flatten comes out wrong there, targets/litert.py)."""
     names = names or seg.Names()
     names.prefix = seg.name_prefix(node)
-    b = seg.Builder(names)
+    b = seg.Builder(names, writing.computed_expands)
     data = node.inputs[0]
     if seg.is_empty(data):
         return b.nodes, b.op("Identity", data, dtype=data.dtype)
     reduction = _reduction(node)
-    rows, keys, vals = seg.update_rows(b, node, reshape_opset=None if flatten else opset)
+    rows, keys, vals = seg.update_rows(b, node,
+                                       reshape_opset=None if writing.flatten else opset)
     count, row_count, _ = seg.row_counts(node)
     if form == "mask":
         out = _mask_form(b, rows, keys, vals, reduction, data.dtype, opset, count)
@@ -566,11 +580,11 @@ def no_scatter_passes(max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) 
 
 
 def target_passes(target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
-                  preceded_by: tuple = (), flatten: bool = True) -> list:
+                  preceded_by: tuple = (), writing: ShapeWriting = ShapeWriting()) -> list:
     """What ``prepare --target T`` runs for a target whose scatters are rewritten here
-    (``preceded_by``: passes the target needs just before the rewrite; ``flatten``: as
+    (``preceded_by``: passes the target needs just before the rewrite; ``writing``: as
     :func:`scatter_free`)."""
-    return steps_for(TargetScattersPass(target, max_intermediate_mib, flatten), preceded_by)
+    return steps_for(TargetScattersPass(target, max_intermediate_mib, writing), preceded_by)
 
 
 def steps_for(pass_: NoScatterPass, preceded_by: tuple = ()) -> list:
@@ -594,10 +608,10 @@ class TargetScattersPass(NoScatterPass):
     refusal = "not prepared"
 
     def __init__(self, target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
-                 flatten: bool = True):
+                 writing: ShapeWriting = ShapeWriting()):
         from scatter_rewrite.targets import get_target
 
-        super().__init__(max_intermediate_mib, flatten)
+        super().__init__(max_intermediate_mib, writing)
         self.target = get_target(target)
         self.refusal = f"not prepared for {self.target.name}"
 

@@ -19,11 +19,13 @@ reproduces each):
   otherwise a Reshape to both sides' products computed from the shape), and both the ``mask`` and
   the ``sort`` form then convert and run exactly, with the indices as graph inputs or constant
   (float max/min with NaN and -0.0/+0.0 included).
-* ``Expand(Reshape(rows, Shape(x)), Shape(x))`` of a rank-3+ ``x`` with symbolic dimensions does
-  not run (onnx2tf's Expand permutes a computed shape as channels-last: [5, 2, 3] read as
-  [5, 3, 2]). Below opset 14 (no ``allowzero``) the forms write their output of a symbolic shape
-  so (graph.py's ``reshape_to``, right for empty tensors): such a model prepared at opset 11-13
-  does not convert (rank 2 does); from opset 14 the output is one Reshape and converts.
+* An ``Expand`` to a shape computed at run time, of rank 3+, reads it as channels-last
+  (``Expand(Reshape(rows, Shape(x)), Shape(x))`` of [5, 2, 3] as [5, 3, 2]: refused; of [5, 1, 3]
+  a result of shape [5, 3, 3]). The forms expand only to computed shapes whose entries are equal
+  (``ShapeWriting(computed_expands=False)``): below opset 14 (no ``allowzero``) their output of a
+  symbolic shape is the rows as a vector expanded to [m, ..., m] (m = 0 when empty) and reshaped
+  (graph.py's ``reshape_to``), and a batched GNN's keys ([P, E, 1] of an axis-1 scatter) are
+  broadcast by a Gather.
 * In onnx2tf's default mode (rank-3+ inputs made channels-last, no ``-kat``) an elementwise op
   between such an input and a broadcast ``[1, d, 1]`` range is refused or, where the shapes
   cannot tell the layouts apart, computed in the wrong layout; its Reshape undoes the layout. The
@@ -45,10 +47,13 @@ from scatter_rewrite.targets import Target, op_table_file, register_target
 
 def _passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.constant_indices import ConstantIndicesPass
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
+    from scatter_rewrite.passes.no_scatter import (
+        DEFAULT_MAX_INTERMEDIATE_MIB, ShapeWriting, target_passes,
+    )
 
     return target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
-                         preceded_by=(ConstantIndicesPass(),), flatten=False)
+                         preceded_by=(ConstantIndicesPass(),),
+                         writing=ShapeWriting(flatten=False, computed_expands=False))
 
 
 register_target(Target(

@@ -25,6 +25,7 @@ from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.testing import scatter_model
 from tests.helpers import DATA
 from tests.helpers.exports import load_export
+from tests.helpers.runs import ort_outputs, ort_run
 
 RNG = np.random.default_rng(7)
 
@@ -116,8 +117,10 @@ def _gnn_of_dynamic_shape(opset: int, features=("B", "C"), **reduction) -> onnx.
     [A, *features] and v [E, *features] symbolic: the GNN pattern, whose rows are x viewed as
     [A, prod(features)]."""
     axes = list(range(1, len(features) + 1))
+    unsqueeze = (oh.make_node("Unsqueeze", ["dst", "axes"], ["column"]) if opset >= 13
+                 else oh.make_node("Unsqueeze", ["dst"], ["column"], axes=axes))
     graph = oh.make_graph(
-        [oh.make_node("Unsqueeze", ["dst", "axes"], ["column"]),
+        [unsqueeze,
          oh.make_node("Shape", ["v"], ["v_shape"]),
          oh.make_node("Expand", ["column", "v_shape"], ["indices"]),
          oh.make_node("ScatterElements", ["x", "indices", "v"], ["y"], axis=0, **reduction)],
@@ -128,6 +131,66 @@ def _gnn_of_dynamic_shape(opset: int, features=("B", "C"), **reduction) -> onnx.
         [oh.make_tensor_value_info("y", TensorProto.INT64, ["A", *features])],
         initializer=[numpy_helper.from_array(np.array(axes, np.int64), "axes")])
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+def _batched_gnn(opset: int, view: bool = True, **reduction) -> onnx.ModelProto:
+    """ScatterElements(x, Expand(column, Shape(v)), v, axis=1) of int64, x [P, A, D], dst [P, E]
+    and v [P, E, D] symbolic: the GNN pattern per batch, its keys ``column`` = dst as [P, E, 1]:
+    ``view``, Reshape(dst, Concat(Shape(dst), [1])) (TorchScript's ``dst.view(P, E, 1)``), or
+    Unsqueeze(dst, 2)."""
+    column = ([oh.make_node("Shape", ["dst"], ["dst_shape"]),
+               oh.make_node("Concat", ["dst_shape", "one"], ["column_shape"], axis=0),
+               oh.make_node("Reshape", ["dst", "column_shape"], ["column"])] if view
+              else [oh.make_node("Unsqueeze", ["dst"], ["column"], axes=[2]) if opset < 13
+                    else oh.make_node("Unsqueeze", ["dst", "two"], ["column"])])
+    graph = oh.make_graph(
+        [*column,
+         oh.make_node("Shape", ["v"], ["v_shape"]),
+         oh.make_node("Expand", ["column", "v_shape"], ["indices"]),
+         oh.make_node("ScatterElements", ["x", "indices", "v"], ["y"], axis=1, **reduction)],
+        "g",
+        [oh.make_tensor_value_info("x", TensorProto.INT64, ["P", "A", "D"]),
+         oh.make_tensor_value_info("dst", TensorProto.INT64, ["P", "E"]),
+         oh.make_tensor_value_info("v", TensorProto.INT64, ["P", "E", "D"])],
+        [oh.make_tensor_value_info("y", TensorProto.INT64, ["P", "A", "D"])],
+        initializer=[numpy_helper.from_array(np.array([1], np.int64), "one"),
+                     numpy_helper.from_array(np.array([2], np.int64), "two")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+def _rank_3_of_dynamic_shape(opset: int) -> dict[str, Case]:
+    """Scatters whose data is rank 3 of symbolic dimensions, with inputs that respect their
+    contracts: reduction none below opset 14 (the forms' output reshaped to a shape computed at
+    run time without allowzero), given dimensions of 1 too (onnx2tf's reordered shape then
+    broadcast into a wrong shape where the others were refused); the batched GNN's keys (an
+    Expand to a computed rank-3 shape before) at every opset, int64 max/min/add from 18 (there
+    a view computed at run time; below 14 such a view's Expand, the export's own, stays)."""
+    rng = np.random.default_rng(13)
+
+    def floats(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def ints(*shape):
+        return rng.integers(-9, 9, shape)
+
+    if opset >= 18:
+        return {f"batched_gnn_{reduction}": (_batched_gnn(opset, reduction=reduction), {
+            "x": ints(2, 5, 3), "dst": rng.integers(0, 5, (2, 7)), "v": ints(2, 7, 3)})
+            for reduction in ("max", "min", "add")}
+    unique = np.argsort(rng.random((3, 4, 1)), axis=1)[:, :2]  # along axis 1, per column
+    return {
+        "elements": (scatter_model("ScatterElements", opset=opset, data_shape=("R", "S", "T"),
+                                   indices_shape=("R", "J", "T"), axis=1),
+                     {"data": floats(3, 4, 1), "indices": unique, "updates": floats(3, 2, 1)}),
+        "nd": (scatter_model("ScatterND", opset=opset, data_shape=("N", "H", "W"),
+                             indices_shape=("K", 1), updates_shape=("K", "H", "W")),
+               {"data": floats(5, 1, 3), "indices": np.array([[4], [1]]),
+                "updates": floats(2, 1, 3)}),
+        "gnn": (_gnn_of_dynamic_shape(opset), {
+            "x": ints(5, 2, 3), "dst": np.array([3, 0, 4]), "v": ints(3, 2, 3)}),
+        "batched_gnn": (_batched_gnn(opset, view=False), {
+            "x": ints(2, 5, 1), "dst": np.array([[3, 0, 4], [1, 2, 0]]), "v": ints(2, 3, 1)}),
+    }
 
 
 def _rows_of_dynamic_dimensions(opset: int) -> dict[str, Case]:
@@ -237,6 +300,56 @@ def test_onnx2tf_expands_a_rank_3_reshape_to_its_computed_shape_wrong(dims, tmp_
         return
     with pytest.raises(Refused):
         run_in("litert", model, {"x": x}, tmp_path)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_prepared_forms_expand_only_to_shapes_of_equal_dimensions(opset):
+    # (without the LiteRT venv too) for litert every Expand to a shape computed at run time
+    # takes one whose entries are equal, which onnx2tf's channels-last reordering leaves as it
+    # is (shown above); no-scatter keeps the Expand to the data's shape below opset 14
+    model, inputs = combined(_rank_3_of_dynamic_shape(opset))
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    shapes = [n.input[1] for n in prepared.graph.node if n.op_type == "Expand"]
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(prepared)
+    exposed.graph.output.extend(oh.make_empty_tensor_value_info(name) for name in shapes)
+    computed = ort_outputs(exposed, inputs)
+    assert {name: computed[name].tolist() for name in shapes
+            if len(set(computed[name].tolist())) > 1} == {}
+    if opset < 14:
+        kept = scatter_rewrite.prepare(model, target="no-scatter", validate=True)
+        assert "CumSum" in {n.op_type for n in kept.graph.node}
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_prepared_outputs_of_dynamic_shape_stay_exact_when_empty(opset):
+    # (onnxruntime only) the output reshaped through [m, ..., m] has m = 0 without an element: each
+    # 0 of the shape, wherever it is, copies a 0 (Reshape's 0 means "copy" below opset 14)
+    empty = {"elements": {"data": np.zeros((3, 0, 1), np.float32),
+                          "indices": np.zeros((3, 0, 1), np.int64),
+                          "updates": np.zeros((3, 0, 1), np.float32)},
+             "nd": {"data": np.zeros((0, 2, 3), np.float32), "indices": np.zeros((0, 1), np.int64),
+                    "updates": np.zeros((0, 2, 3), np.float32)},
+             "gnn": {"x": np.ones((5, 2, 0), np.int64), "dst": np.array([3, 0, 4]),
+                     "v": np.ones((3, 2, 0), np.int64)},
+             "batched_gnn": {"x": np.ones((2, 5, 0), np.int64), "dst": np.array([[3, 0], [1, 2]]),
+                             "v": np.ones((2, 2, 0), np.int64)}}
+    model, _ = combined(_rank_3_of_dynamic_shape(opset))
+    inputs = {f"{case}__{name}": value for case, feeds in empty.items()
+              for name, value in feeds.items()}
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    expected = original_outputs(model, inputs)
+    assert [e.size for e in expected] == [0] * 4
+    assert disagreement(model, expected, ort_run(prepared, inputs), False) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_rank_3_of_dynamic_shape_prepared_for_litert_run_exactly(opset, tmp_path):
+    # below opset 14 the forms' output was Expand(Reshape(rows, Shape(x)), Shape(x)): refused
+    # ([5, 2, 3]) or of a wrong shape ([5, 1, 3] came out [5, 3, 3]); the batched GNN's keys were
+    # Expand(keys, Concat(Shape(v)[:2], [1])), read [P, 1, E]: refused
+    _prepared_runs_as_original(*combined(_rank_3_of_dynamic_shape(opset)), tmp_path)
 
 
 @pytest.mark.slow

@@ -10,8 +10,7 @@ Public entry points (the ``tensorrt`` pass reuses them):
   nodes hold ``If``/``Loop`` subgraphs: build them after any opset conversion of the scope (the
   converter would otherwise re-convert them). It reads the inputs' dtype and shape from the IR
   values: run ONNX shape inference first (LowerPass does, see ``_borrow_inferred_types``).
-* :func:`tensor_scatter_blocker` / :func:`lower_tensor_scatter`: TensorScatter (opset 24) as one
-  ``ScatterElements`` (reduction none, unique targets) valid at opset >= 11.
+* TensorScatter (opset 24) as one ``ScatterElements``: :mod:`.lowering.tensor_scatter`.
 * Shared with the TensorRT-safe lowering (:mod:`.lowering.network_reduce`): :func:`update_rows` and
   :func:`row_counts` (step 1 below), :class:`Kind` (how a reduction combines two values, exactly,
   and its identity element), :class:`Builder` (with its exact ``select``).
@@ -69,8 +68,8 @@ from scatter_rewrite.limits import REDUCTIONS, REDUCTIONS_SINCE
 __all__ = [
     "body_input", "Builder", "compute_dtype", "first_opset_with", "index_tuple_length", "INT64",
     "is_empty", "Kind",
-    "lower_reduction", "lower_tensor_scatter", "name_prefix", "Names", "reduction_blocker",
-    "REDUCTIONS", "row_counts", "scatter_nd_rows", "SMALL_INTS", "tensor_scatter_blocker",
+    "lower_reduction", "name_prefix", "Names", "reduction_blocker",
+    "REDUCTIONS", "row_counts", "scatter_nd_rows", "SMALL_INTS", "static_rank", "SUPPORTED_DTYPES",
     "update_rows",
 ]
 
@@ -108,7 +107,7 @@ def const_value(value: ir.Value) -> np.ndarray | None:
     return producer.attributes["value"].value.numpy()
 
 
-def _static_rank(*values: ir.Value | None) -> int | None:
+def static_rank(*values: ir.Value | None) -> int | None:
     for v in values:
         if v is not None and v.shape is not None:
             return len(v.shape)
@@ -220,7 +219,7 @@ def reduction_blocker(node: ir.Node, opset: int) -> str | None:
     if dtype == ir.DataType.BFLOAT16 and opset < 13:
         return "bfloat16 needs opset >= 13 (Cast/ScatterND-13); pass opset=13"
     if node.op_type == "ScatterElements":
-        if _static_rank(data, indices, updates) is None:
+        if static_rank(data, indices, updates) is None:
             return "the rank of data/indices/updates is unknown"
     elif node.op_type == "ScatterND":
         k = index_tuple_length(indices)
@@ -267,7 +266,7 @@ def is_empty(value: ir.Value) -> bool:
 def _elements_layout(data, indices, updates, axis: int):
     """(rank, axis, GNN row-key source or None, last key dimension, the value whose shape the
     updates have) for a ScatterElements: keys cover dimensions 0..last, rows the rest."""
-    rank = _static_rank(data, indices, updates)
+    rank = static_rank(data, indices, updates)
     axis = axis % rank
     source = _row_broadcast_source(indices, rank, axis)
     if source is not None and not (
@@ -346,17 +345,22 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
                            reshape_opset: int | None = None):
     rank, axis, source, last, shape_src = _elements_layout(data, indices, updates, axis)
     idx_dtype = indices.dtype
+    spread = False  # the source broadcast by a Gather (_spread_source), not by an Expand
     if source is not None:  # key dims 0..axis; rows are the trailing slices
         ones = [1] * (rank - axis - 1)
         lead = b.dims(shape_src, 0, axis + 1)
         static = const_value(lead)
-        target = (b.const(list(static) + ones) if static is not None
-                  else b.op("Concat", lead, b.const(ones), axis=0, dtype=INT64))
         # (no Expand to the shape the keys already have: onnx2tf 1.29 refuses that no-op Expand,
         # "Output tensors of a Functional model must be the output of a TensorFlow Layer")
         same = static is not None and source.shape is not None and \
             list(source.shape) == list(static) + ones
-        idx = source if same else b.op("Expand", source, target, dtype=idx_dtype)
+        spread = static is None and not b.computed_expands
+        if same or spread:
+            idx = source
+        else:
+            target = (b.const(list(static) + ones) if static is not None
+                      else b.op("Concat", lead, b.const(ones), axis=0, dtype=INT64))
+            idx = b.op("Expand", source, target, dtype=idx_dtype)
     else:
         idx = indices
     rows = _flatten(b, data, last + 1, data.dtype, reshape_opset)
@@ -370,28 +374,54 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
     # channels-last and broadcast it against [1, d, 1] ranges in the wrong layout (refused, or
     # wrong where dimensions match), and it refuses a Reshape of a rank-3 constant ("Output
     # tensors of a Functional model must be the output of a TensorFlow Layer").
-    flat = b.cast(b.op("Reshape", idx, b.const([-1]), dtype=idx_dtype), INT64, idx_dtype)
+    if spread:
+        flat = b.cast(_spread_source(b, source, shape_src, axis, rank), INT64, idx_dtype)
+    else:
+        flat = b.cast(b.op("Reshape", idx, b.const([-1]), dtype=idx_dtype), INT64, idx_dtype)
     sizes = [b.dim(data, k) for k in range(last + 1)]
-    positions = _position_keys(b, shape_src, sizes, axis)
+    positions = _position_keys(b, shape_src, sizes,
+                               [b.const(0) if k == axis else None for k in range(last + 1)])
     stride = _horner(b, [b.const(1)] + [None] * (last - axis), sizes[axis:])
     along = b.op("Mul", _normalize(b, flat, sizes[axis]), stride, dtype=INT64)
     return rows, b.op("Add", positions, along, dtype=INT64), vals, last + 1
 
 
-def _position_keys(b: Builder, shape_src: ir.Value, sizes: list[ir.Value], axis: int
-                   ) -> ir.Value:
-    """The key of every element of ``shape_src``'s leading ``len(sizes)`` dimensions (C order)
-    with its coordinate on ``axis`` taken as 0: sum_k c_k * prod(sizes[k+1:]), one dimension at
-    a time as an outer sum of two vectors ([m, 1] + [1, d], flattened): nothing above 2-D."""
+def _spread_source(b: Builder, source: ir.Value, shape_src: ir.Value, axis: int,
+                   rank: int) -> ir.Value:
+    """The keys' ``source`` (1 along every dimension after ``axis``) broadcast over
+    ``shape_src``'s dimensions 0..axis, flattened, with no Expand to that computed shape (onnx2tf
+    reorders one of rank 3+ as channels-last): each position gathers the element it reads, its
+    coordinate taken as 0 on a dimension where the source has 1 (static, or found at run time)."""
+    pad = rank - len(source.shape)
+    sizes, scales = [], []
+    for k in range(axis + 1):
+        if k < pad or source.shape[k - pad] == 1:
+            sizes.append(b.const(1))
+            scales.append(b.const(0))
+            continue
+        size = b.dim(source, k - pad)
+        sizes.append(size)
+        scales.append(b.cast(b.op("Greater", size, b.const(1)), INT64, ir.DataType.BOOL))
+    at = _position_keys(b, shape_src, sizes, scales)
+    return b.op("Gather", b.op("Reshape", source, b.const([-1]), dtype=source.dtype), at,
+                axis=0, dtype=source.dtype)
+
+
+def _position_keys(b: Builder, shape_src: ir.Value, sizes: list[ir.Value],
+                   scales: list[ir.Value | None]) -> ir.Value:
+    """The key of every element of ``shape_src``'s leading ``len(sizes)`` dimensions (C order),
+    each coordinate times its scale (None: 1; a 0 on the scatter's axis): sum_k c_k * scale_k *
+    prod(sizes[k+1:]), one dimension at a time as an outer sum of two vectors ([m, 1] + [1, d],
+    flattened): nothing above 2-D."""
     keys = None
     for k, size in enumerate(sizes):
         if keys is not None:
             keys = b.op("Mul", keys, size, dtype=INT64)
-        if k != axis and shape_src.shape is not None and shape_src.shape[k] == 1:
+        if scales[k] is None and shape_src.shape is not None and shape_src.shape[k] == 1:
             continue  # coordinate always 0, one element
         rng = b.op("Range", b.const(0), b.dim(shape_src, k), b.const(1), dtype=INT64)
-        if k == axis:
-            rng = b.op("Mul", rng, b.const(0), dtype=INT64)  # d zeros: one key per element
+        if scales[k] is not None:  # (a 0: d zeros, one key per element)
+            rng = b.op("Mul", rng, scales[k], dtype=INT64)
         if keys is None:
             keys = rng
             continue
@@ -735,63 +765,3 @@ def _round_body(names: Names, kind: Kind, segments: ir.Value, flagged: bool) -> 
     inputs = [it, cond, keys, vals, ranks] + ([flags] if flagged else [])
     return ir.Graph(inputs, outputs, nodes=b.nodes, name=names.new("round"))
 
-
-# --------------------------------------------------------------------------- TensorScatter
-
-
-def tensor_scatter_blocker(node: ir.Node, opset: int) -> str | None:
-    if opset < 11:
-        return "opset < 11 has no ScatterElements"
-    if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
-        return "needs past_cache and update inputs"
-    cache = node.inputs[0]
-    rank = _static_rank(cache, node.inputs[1])
-    if rank is None:
-        return "the rank of past_cache/update is unknown"
-    if rank < 2:
-        return f"past_cache rank {rank} < 2"
-    axis = attr(node, "axis", -2)
-    if not -rank <= axis < rank or axis % rank == 0:
-        return f"axis={axis} is invalid for rank {rank} (must name a dimension >= 1)"
-    if cache.dtype == ir.DataType.BFLOAT16 and opset < 13:
-        return "bfloat16 needs ScatterElements-13; pass opset=13"
-    if cache.dtype is not None and cache.dtype not in SUPPORTED_DTYPES | {
-        ir.DataType.STRING,
-        ir.DataType.COMPLEX64,
-        ir.DataType.COMPLEX128,
-    }:
-        return f"data type {cache.dtype.name} is not a ScatterElements type at opset {opset}"
-    return None
-
-
-def lower_tensor_scatter(
-    node: ir.Node, opset: int, names: Names | None = None
-) -> tuple[list[ir.Node], ir.Value]:
-    """TensorScatter -> ScatterElements(past_cache, positions, update, axis) with
-    positions[b, ..., s, ...] = write_indices[b] + s (mod max_sequence_length if circular)."""
-    names = names or Names()
-    names.prefix = name_prefix(node)
-    b = Builder(names)
-    cache, update = node.inputs[0], node.inputs[1]
-    write = node.inputs[2] if len(node.inputs) > 2 else None
-    rank = _static_rank(cache, update)
-    axis = attr(node, "axis", -2) % rank
-    mode = attr(node, "mode", "linear")
-    seq = b.dim(update, axis)
-    pos = b.op("Range", b.const(0), seq, b.const(1), dtype=INT64)  # [S]
-    if write is not None:
-        starts = b.op("Reshape", b.cast(write, INT64, write.dtype), b.const([-1, 1]), dtype=INT64)
-        pos = b.op("Add", starts, pos, dtype=INT64)  # [B, S]
-    else:
-        pos = b.op("Reshape", pos, b.const([1, -1]), dtype=INT64)  # [1, S]
-    if mode == "circular":
-        pos = b.op("Mod", pos, b.dim(cache, axis), dtype=INT64)
-    # [B or 1, 1, ..., S, 1, ...]: batch first, sequence at `axis`. Unsqueeze, not a Reshape to
-    # [B, 1, .., S, ..]: a Reshape reads S = 0 as "copy the input's dimension" (below opset 14).
-    ones = [d for d in range(1, rank) if d != axis]
-    if ones:
-        pos = (b.op("Unsqueeze", pos, b.const(ones), dtype=INT64) if opset >= 13
-               else b.op("Unsqueeze", pos, axes=ones, dtype=INT64))
-    positions = b.op("Expand", pos, b.shape(update), dtype=INT64)
-    out = b.op("ScatterElements", cache, positions, update, axis=axis, dtype=cache.dtype)
-    return b.nodes, out

@@ -1,0 +1,72 @@
+"""TensorScatter (opset 24) as one ``ScatterElements`` (reduction none, unique targets) valid at
+opset >= 11: :func:`tensor_scatter_blocker` ``(node, opset) -> str | None`` says why not (None: it
+can), :func:`lower_tensor_scatter` ``(node, opset, names=None) -> (nodes, output)`` writes it."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from scatter_rewrite.graph import attr
+from scatter_rewrite.passes.lowering.segment_reduce import (
+    INT64, SUPPORTED_DTYPES, Builder, Names, name_prefix, static_rank,
+)
+
+__all__ = ["lower_tensor_scatter", "tensor_scatter_blocker"]
+
+
+def tensor_scatter_blocker(node: ir.Node, opset: int) -> str | None:
+    if opset < 11:
+        return "opset < 11 has no ScatterElements"
+    if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
+        return "needs past_cache and update inputs"
+    cache = node.inputs[0]
+    rank = static_rank(cache, node.inputs[1])
+    if rank is None:
+        return "the rank of past_cache/update is unknown"
+    if rank < 2:
+        return f"past_cache rank {rank} < 2"
+    axis = attr(node, "axis", -2)
+    if not -rank <= axis < rank or axis % rank == 0:
+        return f"axis={axis} is invalid for rank {rank} (must name a dimension >= 1)"
+    if cache.dtype == ir.DataType.BFLOAT16 and opset < 13:
+        return "bfloat16 needs ScatterElements-13; pass opset=13"
+    if cache.dtype is not None and cache.dtype not in SUPPORTED_DTYPES | {
+        ir.DataType.STRING,
+        ir.DataType.COMPLEX64,
+        ir.DataType.COMPLEX128,
+    }:
+        return f"data type {cache.dtype.name} is not a ScatterElements type at opset {opset}"
+    return None
+
+
+def lower_tensor_scatter(
+    node: ir.Node, opset: int, names: Names | None = None
+) -> tuple[list[ir.Node], ir.Value]:
+    """TensorScatter -> ScatterElements(past_cache, positions, update, axis) with
+    positions[b, ..., s, ...] = write_indices[b] + s (mod max_sequence_length if circular)."""
+    names = names or Names()
+    names.prefix = name_prefix(node)
+    b = Builder(names)
+    cache, update = node.inputs[0], node.inputs[1]
+    write = node.inputs[2] if len(node.inputs) > 2 else None
+    rank = static_rank(cache, update)
+    axis = attr(node, "axis", -2) % rank
+    mode = attr(node, "mode", "linear")
+    seq = b.dim(update, axis)
+    pos = b.op("Range", b.const(0), seq, b.const(1), dtype=INT64)  # [S]
+    if write is not None:
+        starts = b.op("Reshape", b.cast(write, INT64, write.dtype), b.const([-1, 1]), dtype=INT64)
+        pos = b.op("Add", starts, pos, dtype=INT64)  # [B, S]
+    else:
+        pos = b.op("Reshape", pos, b.const([1, -1]), dtype=INT64)  # [1, S]
+    if mode == "circular":
+        pos = b.op("Mod", pos, b.dim(cache, axis), dtype=INT64)
+    # [B or 1, 1, ..., S, 1, ...]: batch first, sequence at `axis`. Unsqueeze, not a Reshape to
+    # [B, 1, .., S, ..]: a Reshape reads S = 0 as "copy the input's dimension" (below opset 14).
+    ones = [d for d in range(1, rank) if d != axis]
+    if ones:
+        pos = (b.op("Unsqueeze", pos, b.const(ones), dtype=INT64) if opset >= 13
+               else b.op("Unsqueeze", pos, axes=ones, dtype=INT64))
+    positions = b.op("Expand", pos, b.shape(update), dtype=INT64)
+    out = b.op("ScatterElements", cache, positions, update, axis=axis, dtype=cache.dtype)
+    return b.nodes, out

@@ -71,6 +71,8 @@ def run_in(name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     np.savez(inputs_path, **inputs)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
+    # as the venv's activate script does: its commands first (onnx2tf runs `onnxsim` by name)
+    env["PATH"] = os.pathsep.join([str(runtime.python.parent), env.get("PATH", "")])
     done = subprocess.run([str(runtime.python), str(RUNNERS / runtime.runner), str(model_path),
                            str(inputs_path), str(outputs_path), *options], capture_output=True,
                           text=True,

@@ -4,7 +4,9 @@ LiteRT's interpreter (ai_edge_litert), the path most ONNX models take to LiteRT.
 onnx2tf is called as its README shows, with what a user of a fixed-size model passes: the inputs'
 shapes made static (overwrite_input_shape) and kept as they are (keep_shape_absolutely_input_names:
 without it onnx2tf transposes rank-3+ inputs to channels-last), signatures written so inputs and outputs
-are found by name. Everything else is onnx2tf's default (onnxsim included).
+are found by name. Everything else is onnx2tf's default: onnxsim included, which onnx2tf runs as
+the ``onnxsim`` command (tests/helpers/runtimes.py puts the venv's commands first on PATH, as its
+activate script does).
 
 ``--onnx2tf-default-layout``: without keep_shape_absolutely_input_names, as a plain ``onnx2tf -i
 model.onnx`` converts (rank-3+ inputs made channels-last, onnx2tf tracking the layout through the

@@ -35,7 +35,9 @@ reproduces each):
 So ``prepare --target litert`` first evaluates each scatter's constant index chain into one
 constant (passes/constant_indices.py: onnx2tf's onnxsim folds it with the form's index arithmetic
 before anything permutes it), then writes every scatter in its cheapest exact scatter-free form,
-as ``no-scatter`` does.
+as ``no-scatter`` does, and moves a model above opset 23 down to 23 (onnx2tf's onnxruntime 1.23
+loads no higher: onnxsim fails on an opset-24 model, whose computed shapes then reach the converter
+unfolded; a TensorScatter prepared at opset 24 came out silently wrong).
 """
 
 from __future__ import annotations
@@ -45,15 +47,26 @@ __all__: list[str] = []  # (registers its target at import; nothing else to use)
 from scatter_rewrite.targets import Target, op_table_file, register_target
 
 
+# onnx2tf 1.29.24 runs with onnx 1.19.1 and onnxruntime 1.23.0 (its pins), which load opsets up to
+# 23: an opset-24 model is not simplified (onnxsim fails on it), and its computed shapes reach the
+# converter unfolded, where a TensorScatter's prepared positions came out silently wrong.
+ONNX2TF_MAX_OPSET = 23
+
+
 def _passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.constant_indices import ConstantIndicesPass
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass
     from scatter_rewrite.passes.no_scatter import (
         DEFAULT_MAX_INTERMEDIATE_MIB, ShapeWriting, target_passes,
     )
 
-    return target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
-                         preceded_by=(ConstantIndicesPass(),),
-                         writing=ShapeWriting(flatten=False, computed_expands=False))
+    # (a model above opset 23 moved down, exactly, after its scatters are rewritten)
+    return [*target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
+                           preceded_by=(ConstantIndicesPass(),),
+                           writing=ShapeWriting(flatten=False, computed_expands=False)),
+            MoveOpsetPass(ONNX2TF_MAX_OPSET, only_down=True,
+                          why=f" (onnx2tf 1.29.24's onnxruntime 1.23 loads opsets up to "
+                              f"{ONNX2TF_MAX_OPSET})")]
 
 
 register_target(Target(

@@ -103,8 +103,10 @@ def static_shapes(nodes: list[ir.Node], shapes: dict | None = None) -> dict[ir.V
             continue  # (an input of unknown shape: so are the outputs)
         try:
             outs = _infer(node, inputs)
-        except (ValueError, IndexError, TypeError, KeyError):
-            outs = None  # (shapes that do not fit the op: left unknown)
+        except (ValueError, IndexError, TypeError, KeyError, OverflowError):
+            # (shapes that do not fit the op, or sizes past int64 from several symbolic dims
+            # each estimated large: left unknown)
+            outs = None
         for value, out in zip(node.outputs, outs or ()):
             if out is not None:
                 if value.dtype is not None:

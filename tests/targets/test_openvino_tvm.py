@@ -121,9 +121,28 @@ def _export_params():
             for runtime in RUNTIMES for name in EXPORTS]
 
 
+# TorchScript's BEV index_put_(accumulate=True) (make.py's BevIndexPut, a 4 x 5 grid): a ScatterND
+# without reduction into zeros whose 24 points repeat cells, so which write lands is not defined
+# (OpenVINO's order varies run to run). Fed points that share a cell the same features, every
+# order gives one result, and the runtimes are compared on it.
+BEV_REPEATS_CELLS = {f"torch_repair/bev_index_put_ts{opset}" for opset in (11, 13, 16, 17)}
+
+
+def _one_feature_row_per_cell(inputs: dict) -> dict:
+    one = np.float32(1.0)
+    unit = (np.clip(inputs["points"], -one, np.float32(0.999)) + one) / np.float32(2.0)
+    cells = ((unit[:, 1] * np.float32(4)).astype(np.int64) * 5
+             + (unit[:, 0] * np.float32(5)).astype(np.int64))
+    _, first = np.unique(cells, return_inverse=True)
+    leaders = {cell: inputs["feats"][np.flatnonzero(first == cell)[0]] for cell in set(first)}
+    return {**inputs, "feats": np.stack([leaders[cell] for cell in first])}
+
+
 @pytest.mark.parametrize(("runtime", "name"), _export_params())
 def test_real_exports_prepared_run_as_onnxruntime(runtime, name, tmp_path):
     model, inputs, _ = load_export(DATA, name)
+    if name in BEV_REPEATS_CELLS:
+        inputs = _one_feature_row_per_cell(inputs)
     prepared = scatter_rewrite.prepare(model, target=runtime)
     if runtime == "tvm" and name in TVM_REFUSES:
         for which, converted in (("original", model), ("prepared", prepared)):

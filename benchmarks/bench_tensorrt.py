@@ -230,7 +230,7 @@ def trt86_cases(seed: int = 0):
 def bench_trt86(runs: int, write: bool = True) -> None:
     import onnx_ir as ir
 
-    from scatter_rewrite.passes.tensorrt import tensorrt_violations
+    from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
     from scatter_rewrite.validate import compare
 
     load_before = os.getloadavg()[0]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 README = HERE / "README.md"
-ORDER = ["evaluator", "fold", "lower", "lower_modes", "tensorrt", "scale", "torchscript", "opset_moves",
+ORDER = ["evaluator", "fold", "cli_start", "lower", "lower_modes", "tensorrt", "scale", "torchscript", "opset_moves",
          "no_scatter"]
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import OptionError, OptionTypeError, ScatterRewriteError, ValidationError
+from scatter_rewrite.errors import OptionError, OptionTypeError, ValidationError
 from scatter_rewrite.model_io import check_in_memory_references, deserialize, save_model
 from scatter_rewrite.pipeline import UNRUNNABLE, Outcome, rewrite_file, rewrite_model
 from scatter_rewrite.verbs import VERBS
@@ -49,14 +49,47 @@ def _to_ir(model: Any) -> ir.Model:
         import onnx_graphsurgeon as gs
 
         return deserialize(gs.export_onnx(model), "the onnx_graphsurgeon graph")
+    raise AssertionError(f"{type(model).__name__} passed _check_model")  # (checked before)
+
+
+def _check_model(function: str, model: Any) -> None:
+    """Before any work: ``model`` is of a kind the API takes; OptionTypeError (a TypeError) naming
+    what was given and what to pass otherwise."""
+    if isinstance(model, (ir.Model, onnx.ModelProto, str, os.PathLike)) or _is_graphsurgeon(model):
+        return
     if type(model).__name__ == "ONNXProgram" and type(model).__module__.startswith("torch."):
-        raise ScatterRewriteError(
-            "cannot rewrite a torch.onnx.ONNXProgram itself: pass its .model (an onnx_ir.Model, "
-            "and you get one back) or .model_proto, or the path it was saved to "
-            "(onnx_program.save(path))")
-    raise ScatterRewriteError(
-        f"cannot rewrite a {type(model).__name__}: pass an onnx.ModelProto, onnx_ir.Model, path or "
-        "onnx_graphsurgeon.Graph")
+        raise OptionTypeError(
+            f"{function}(): cannot rewrite a torch.onnx.ONNXProgram itself: pass its .model (an "
+            "onnx_ir.Model, and you get one back) or .model_proto, or the path it was saved to "
+            "(onnx_program.save(path))", parameter="model")
+    kinds = (f"{function}(): model must be an onnx.ModelProto, onnx_ir.Model, path (str or "
+             f"os.PathLike) or onnx_graphsurgeon.Graph, got {type(model).__name__}")
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        raise OptionTypeError(f"{kinds}: pass onnx.load_from_string(data) for a serialized model",
+                              parameter="model")
+    raise OptionTypeError(kinds, parameter="model")
+
+
+def _check_flags(function: str, **flags: Any) -> None:
+    """Before any work: each flag (``validate``, ``return_report``) is a bool; a truthy text such
+    as ``"no"`` is refused rather than taken for True."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise OptionTypeError(f"{function}(): {name} must be a bool, got "
+                                  f"{type(value).__name__} {value!r}", parameter=name)
+
+
+def _check_output(function: str, output: Any) -> None:
+    if output is not None and not isinstance(output, (str, os.PathLike)):
+        raise OptionTypeError(f"{function}(): output must be a path (str or os.PathLike), got "
+                              f"{type(output).__name__}", parameter="output")
+
+
+def _check_call(function: str, model: Any, validate: Any, return_report: Any, output: Any) -> None:
+    """The arguments every verb's function takes, checked before any work."""
+    _check_model(function, model)
+    _check_flags(function, validate=validate, return_report=return_report)
+    _check_output(function, output)
 
 
 def _from_ir(model: ir.Model, like: Any) -> Any:
@@ -103,8 +136,15 @@ def rewrite(
                                            [UpgradePass(13), MoveOpsetPass(13)])
     """
     function = VERBS[verb].function or verb if verb in VERBS else "rewrite"
+    _check_call(function, model, validate, return_report, output)
+    if isinstance(passes, (str, bytes)) or not isinstance(passes, Sequence) \
+            or not all(isinstance(p, ir.passes.PassBase) for p in passes):
+        raise OptionTypeError(f"{function}(): passes must be a list of onnx_ir passes "
+                              "(scatter_rewrite.passes), got "
+                              f"{type(passes).__name__}", parameter="passes")
     _check_arguments(function, rtol, atol, inputs)
     if isinstance(model, (str, os.PathLike)):
+        _check_not_input(function, verb, model, output)
         if validate and inputs is not None:
             _check_inputs_cover(function, _input_names_in_file(model), inputs)
         outcome = rewrite_file(verb, model, options=options, passes=passes, output=output,
@@ -114,8 +154,8 @@ def rewrite(
         result: Any = outcome.output if isinstance(model, str) else Path(outcome.output)
         return (result, outcome) if return_report else result
     if output is not None:
-        raise OptionError(f"{verb}(): output= is for a model given as a path; save the returned "
-                          "model instead")
+        raise OptionError(f"{function}(): output= is for a model given as a path; save the "
+                          "returned model instead", parameter="output")
     working = _to_ir(model)
     if validate and inputs is not None:
         _check_inputs_cover(function, _input_names(working), inputs)
@@ -138,6 +178,24 @@ def rewrite(
     _warn_unrunnable(outcome, "the model given")
     result = _from_ir(working, model)
     return (result, outcome) if return_report else result
+
+
+def _check_not_input(function: str, verb: str, model: str | os.PathLike,
+                     output: str | os.PathLike | None) -> None:
+    """Before any work: ``output`` (a file, or a folder for the default name) is not the model
+    file itself; the API never replaces its input."""
+    if output is None:
+        return
+    from scatter_rewrite.pipeline import resolve_output
+    from scatter_rewrite.verbs import Verb
+
+    declared = VERBS[verb] if verb in VERBS else Verb(verb, "rewritten", lambda: [])
+    try:
+        resolve_output(Path(model), declared, output, in_place=False)
+    except OptionError as e:
+        raise OptionError(f"{function}(): output={os.fspath(output)!r} is the model given, "
+                          "which the API never replaces: write the output elsewhere",
+                          parameter="output") from e
 
 
 def _warn_unrunnable(outcome: Outcome, name: str) -> None:
@@ -167,6 +225,13 @@ def _check_arguments(function: str, rtol: Any, atol: Any, inputs: Any) -> None:
     if keys:
         raise OptionTypeError(f"{function}(): inputs must be keyed by input name (str), got the "
                               f"key {keys[0]!r}")
+    # (an array or what NumPy makes one of, a list or a tensor; never a text, which it would take)
+    values = [(k, v) for k, v in inputs.items()
+              if v is None or isinstance(v, (str, bytes, Mapping))]
+    if values:
+        name, value = values[0]
+        raise OptionTypeError(f"{function}(): inputs[{name!r}] must be an array, got "
+                              f"{type(value).__name__}")
 
 
 def _input_names(model: ir.Model) -> list[str]:
@@ -211,6 +276,7 @@ def _run_verb(name: str, model: Any, options: dict[str, Any], validate: bool, in
               rtol: float | None, atol: float | None, output: str | os.PathLike | None,
               return_report: bool) -> Any:
     verb = VERBS[name]
+    _check_call(verb.function or name, model, validate, return_report, output)
     options = verb.bind(options)
     return rewrite(model, verb.make_passes(**options), verb=name, options=options,
                    validate=validate, inputs=inputs, rtol=rtol, atol=atol, output=output,
@@ -360,8 +426,9 @@ def prepare(model: ModelLike, *, target: str | None = None, max_intermediate_mib
 
 
 def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:
-    """The model's readiness for ``target`` ("tensorrt-8.6", "tensorrt-10", "tensorrt-11" or
-    "opset-N"), as ``scatter-rewrite check`` reports it: onnx.checker (full), each scatter node,
+    """The model's readiness for ``target`` (a name of :mod:`scatter_rewrite.targets`:
+    "tensorrt-8.6", "tensorrt-10", "tensorrt-11", "opset-N", "litert", "no-scatter", "qnn",
+    "rknn", "openvino", "openvino-npu", "ort-cpu", "tvm"; docs/targets.md), as ``scatter-rewrite check`` reports it: onnx.checker (full), each scatter node,
     and a dry run of the verb that reaches the target (``report.status``: READY, FIXABLE, BLOCKED
     or INVALID; ``report.fix``, ``report.dry_run``). Returned as data, nothing written. ``model``:
     as for the other functions (the model given is not changed).
@@ -375,6 +442,10 @@ def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:
     """
     from scatter_rewrite.readiness import check_report
 
+    _check_model("check", model)
+    if not isinstance(target, str):
+        raise OptionTypeError(f"check(): target must be a str, got {type(target).__name__} "
+                              f"{target!r}", parameter="target")
     if isinstance(model, (str, os.PathLike)):
         return check_report(model, target)
     working = _to_ir(model)

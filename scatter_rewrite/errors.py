@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ScatterRewriteError", "ModelLoadError", "InvalidModelError", "IndexOutOfRangeError",
     "OptionError", "OptionTypeError", "ValidationError", "ConversionError", "WriteError",
+    "internal_error_message",
 ]
 
 
@@ -66,3 +67,30 @@ class OptionTypeError(OptionError, TypeError):
 class WriteError(ScatterRewriteError):
     """An output cannot be written (no permission, a file in the way, the disk full): not bad
     usage, so exit 1."""
+
+
+def _node_said(node: object) -> str | None:
+    op_type, name = getattr(node, "op_type", None), getattr(node, "name", None)
+    if not isinstance(op_type, str) or not isinstance(name, str) or not name:
+        return None
+    return f"{op_type} '{name}'"
+
+
+def internal_error_message(e: BaseException, said: str = "internal error",
+                           advice: str = "; rerun with -v and report it") -> str:
+    """A bug of ours in one line, naming the node it was working on where the traceback holds one:
+    the innermost frame's ``node`` (a pass's, a kernel's) or ``onnx.reference`` op (its
+    ``self.onnx_node``), else a node an exception in the chain names (``node_name``)."""
+    where, tb = None, e.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame.f_locals
+        for candidate in (frame.get("node"), getattr(frame.get("self"), "onnx_node", None)):
+            where = _node_said(candidate) or where
+        tb = tb.tb_next
+    cause = e
+    while where is None and cause is not None:
+        if getattr(cause, "op_type", None) and getattr(cause, "node_name", None):
+            where = f"{cause.op_type} '{cause.node_name}'"
+        cause = cause.__cause__
+    at = f" at {where}" if where else ""
+    return f"{said}{at} ({type(e).__name__}: {e}){advice}"

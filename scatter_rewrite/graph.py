@@ -337,7 +337,7 @@ class NodeBuilder:
         b = NodeBuilder()
         m = b.add("ReduceMax", [x], {"axes": [1], "keepdims": 1}, dtype=x.dtype)
         y = b.add("Sub", [x, m], dtype=x.dtype, shape=x.shape)
-        replace(node, b.nodes, [y])
+        replace(node, scope, b.nodes, [y])  # (scatter_rewrite.opset.rewriting.replace)
 
     Attribute values are Python values or ``ir.Attr`` (converted by ``onnx_ir.node``).
     """

@@ -20,7 +20,7 @@ import shutil
 import signal
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import google.protobuf.message
@@ -31,9 +31,11 @@ from scatter_rewrite import _protowire
 from scatter_rewrite.errors import ModelLoadError, WriteError
 
 __all__ = [
-    "check_in_memory_references", "data_file_name", "deserialize", "external_data_files",
+    "BEFORE_RENAME", "check_in_memory_references", "data_file_name", "deserialize",
+    "external_data_files",
     "EXTERNAL_THRESHOLD_BYTES", "has_external_data", "in_place_data_name",
-    "input_data_files", "load_model", "load_proto", "PROTO_LIMIT_BYTES", "replace_file",
+    "input_data_files", "load_model", "load_proto", "proto_tensors", "PROTO_LIMIT_BYTES",
+    "replace_file",
     "save_model", "staged_save", "to_ir", "unwritable_folder", "write_error", "WRITTEN_OUTPUTS",
 ]
 
@@ -219,11 +221,39 @@ def has_external_data(proto: onnx.ModelProto) -> bool:
 
 
 def _external_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    from onnx.external_data_helper import _get_all_tensors  # the one walker that sees subgraphs
-
-    for tensor in _get_all_tensors(proto):
+    for tensor in proto_tensors(proto):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             yield tensor
+
+
+def proto_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto of ``proto`` in the order the file has them: initializers (sparse ones'
+    values and indices too) and tensor attributes (a Constant's ``value``...) of the main graph,
+    of every If/Loop/Scan body at any depth, then of every model-local function. (onnx has no
+    public walker.)"""
+    yield from _body_tensors(proto.graph)
+    for function in proto.functions:
+        yield from _body_tensors(function)
+
+
+def _body_tensors(body: onnx.GraphProto | onnx.FunctionProto) -> Iterator[onnx.TensorProto]:
+    if isinstance(body, onnx.GraphProto):
+        yield from body.initializer
+        for sparse in body.sparse_initializer:
+            yield from (sparse.values, sparse.indices)
+    for node in body.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            if a.HasField("sparse_tensor"):
+                yield from (a.sparse_tensor.values, a.sparse_tensor.indices)
+            for sparse in a.sparse_tensors:
+                yield from (sparse.values, sparse.indices)
+            if a.HasField("g"):
+                yield from _body_tensors(a.g)
+            for graph in a.graphs:
+                yield from _body_tensors(graph)
 
 
 def _location(tensor: onnx.TensorProto) -> str | None:
@@ -418,18 +448,14 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
                     _save_with_external_data(model, staged, data_name)
                 else:
                     _protowire.save_inline(model, staged)  # big weights written from their buffers
-                _release_mapped_weights(
-                    tensors
-                )  # (the model's own tensors: saving leaves it unchanged)
+                _release_mapped_weights(tensors)  # (the model's own: saving leaves it unchanged)
                 del tensors
-        except (
-            OSError
-        ) as e:  # a full disk, say: the user's to fix (the inputs were checked on load)
+        except OSError as e:  # a full disk, say: the user's to fix (inputs were checked on load)
             raise write_error(destination, e) from e
-        del (
-            model
-        )  # validation of the staged file need not find the rewritten weights still held here
+        del model  # validation of the staged file need not find the rewritten weights held here
         yield staged
+        for check in BEFORE_RENAME:
+            check()
         # The data file first: the model file that points at it appears last. (Both or neither:
         # a stop signal waits.)
         with _stop_signals_held():
@@ -452,6 +478,10 @@ def staged_save(model: ir.Model | onnx.ModelProto, destination: str | os.PathLik
             if not done:
                 _remove_folders(created)
 
+
+# Run just before a staged model is renamed into place; one may raise to keep it from being
+# written (the command line's: a stop signal whose exception was lost, see cli/signals.py).
+BEFORE_RENAME: list[Callable[[], None]] = []
 
 # Every model file this process renamed into place, in order: a stop signal that comes once one
 # is written (a signal held back during the rename is raised right after it) says so.
@@ -523,7 +553,7 @@ def write_error(destination: Path, e: OSError) -> WriteError:
     if isinstance(e, PermissionError):
         return WriteError(
             f"could not write {destination}: permission denied in {destination.parent}; "
-            "write the output elsewhere (-o)"
+            "write the output elsewhere (output=)", parameters=("output",)
         )
     return WriteError(f"could not write {destination} ({e.strerror or _first_line(e)})")
 

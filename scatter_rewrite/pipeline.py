@@ -20,7 +20,8 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import (
-    InvalidModelError, OptionError, ScatterRewriteError, ValidationError,
+    InvalidModelError, ModelLoadError, OptionError, ScatterRewriteError, ValidationError,
+    internal_error_message,
 )
 from scatter_rewrite.export_patterns import accumulate_export_notes
 from scatter_rewrite.model_io import (
@@ -28,11 +29,12 @@ from scatter_rewrite.model_io import (
 )
 from scatter_rewrite.passes.base import ScatterPassResult
 from scatter_rewrite.spec import check_scatter_nodes
-from scatter_rewrite.verbs import VERBS, Verb
+from scatter_rewrite.verbs import VERBS, Verb, cli_commands, python_call
 
 __all__ = [
-    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNRUNNABLE", "VERBS", "WRITTEN",
-    "Verb", "check_model", "checker_failure", "default_output", "fixed_dim_sizes",
+    "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNREADABLE", "UNRUNNABLE", "VERBS",
+    "WRITTEN", "Verb", "check_model", "checker_failure", "default_output", "failed_status",
+    "fixed_dim_sizes",
     "output_data_name",
     "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
     "rewrite_model", "run_passes",
@@ -58,9 +60,10 @@ def fixed_dim_sizes(passes: Sequence[ir.passes.PassBase]) -> dict[str, int]:
 # stood in for the runtime its nodes are for, which cannot run here: the TensorRT plugin form),
 # UNCHANGED (nothing to rewrite: the output is still written, a copy of the input), UNRUNNABLE
 # (rewritten, written and proven in onnx.reference, but onnxruntime cannot run it: Outcome.error
-# says why and what makes it run; exit 1), FAILED.
+# says why and what makes it run; exit 1), FAILED, UNREADABLE (the model file cannot be read:
+# missing, truncated, not ONNX, its external data missing; nothing written, exit 1, as check's).
 PASSED, WRITTEN, UNCHANGED, FAILED = "PASSED", "WRITTEN", "UNCHANGED", "FAILED"
-UNRUNNABLE = "UNRUNNABLE"
+UNRUNNABLE, UNREADABLE = "UNRUNNABLE", "UNREADABLE"
 SUCCEEDED = (PASSED, WRITTEN, UNCHANGED)
 
 
@@ -107,6 +110,11 @@ class Outcome:
         self.notes = [verb.cli_text(note) for note in self.notes]
         if self.validation and self.validation.get("notes"):
             self.validation["notes"] = [verb.cli_text(note) for note in self.validation["notes"]]
+        # (what makes an UNRUNNABLE model run: a call, said as its command)
+        if self.validation and self.validation.get("onnxruntime_note"):
+            self.validation["onnxruntime_note"] = cli_commands(self.validation["onnxruntime_note"])
+        if self.status == UNRUNNABLE and self.error:
+            self.error = cli_commands(self.error)
         return self
 
 
@@ -201,7 +209,8 @@ def resolve_output(source: Path, verb: Verb, output: str | os.PathLike | None, i
                    output_is_folder: bool = False) -> Path:
     if in_place:
         if output is not None:
-            raise OptionError("--in-place and -o/--output exclude each other; pick one")
+            raise OptionError("in_place=True and output= exclude each other; pick one",
+                              parameters=("in_place", "output"))
         return source
     if output is None:
         return default_output(source, verb.suffix)
@@ -209,7 +218,10 @@ def resolve_output(source: Path, verb: Verb, output: str | os.PathLike | None, i
     folder = output_is_folder or output.is_dir()
     destination = default_output(source, verb.suffix, output) if folder else output
     if destination.resolve() == source.resolve():
-        raise OptionError(f"{destination} is the input model; pass --in-place to overwrite it")
+        # (the API, which never replaces its input, refuses this before: api._check_not_input)
+        raise OptionError(f"{destination} is the input model: write the output elsewhere "
+                          "(output=), or replace the input (in_place=True)",
+                          parameters=("output", "in_place"))
     return destination
 
 
@@ -253,24 +265,12 @@ def rewrite_file(
 
 
 def rewrite_model(
-    model: ir.Model | onnx.ModelProto,
-    passes: Sequence[ir.passes.PassBase],
-    source: Path,
-    destination: Path,
-    *,
-    verb: str | None = None,
-    options: dict[str, Any] | None = None,
-    source_name: str | None = None,
-    data_name: str | None = None,
-    external: bool = False,
-    validate: bool = True,
-    inputs: dict | None = None,
-    seed: int = 0,
-    rtol: float | None = None,
-    atol: float | None = None,
-    keep_model: bool = False,
-    progress: Callable[[str], None] | None = None,
-    replaced_data: list[str] | None = None,
+    model: ir.Model | onnx.ModelProto, passes: Sequence[ir.passes.PassBase], source: Path,
+    destination: Path, *, verb: str | None = None, options: dict[str, Any] | None = None,
+    source_name: str | None = None, data_name: str | None = None, external: bool = False,
+    validate: bool = True, inputs: dict | None = None, seed: int = 0, rtol: float | None = None,
+    atol: float | None = None, keep_model: bool = False,
+    progress: Callable[[str], None] | None = None, replaced_data: list[str] | None = None,
 ) -> Outcome:
     """The one orchestration of every rewrite, from the CLI and the API: check the scatter nodes,
     note what the export computes, plan the validation (on the original, before any pass), run the
@@ -311,6 +311,10 @@ def rewrite_model(
                       [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
                       verb=verb, options=dict(options or {}))
     del results, model  # they hold the model too
+    if plan is not None and inputs is not None:
+        outcome.notes += unused_inputs_notes(inputs, plan.inputs)
+    if not validate:
+        outcome.notes += unvalidated_notes(inputs, rtol, atol)
     if unplanned is not None and outcome.modified:
         unplanned.passes = outcome.passes  # (for the report, as a failed validation's)
         raise unplanned
@@ -330,8 +334,31 @@ def rewrite_model(
                 else None)
     if replaced_data is not None:
         outcome.notes += _left_data_notes(replaced_data, data)
-    _settle_status(outcome, destination if source_name is None else None)
+    _settle_status(outcome, destination if source_name is None else None, verb)
     return outcome
+
+
+def unused_inputs_notes(inputs: dict, used: dict) -> list[str]:
+    """A note naming the entries of the caller's ``inputs`` that are not inputs of the model
+    (``used``: those validation ran on), a warning so that a misspelt name is not silently
+    ignored."""
+    extra = sorted(set(inputs) - set(used))
+    if not extra:
+        return []
+    return [f"inputs= has {len(extra)} entr{'y' if len(extra) == 1 else 'ies'} that the model "
+            f"does not take as an input, ignored: {', '.join(extra)}"]
+
+
+def unvalidated_notes(inputs: dict | None, rtol: float | None, atol: float | None) -> list[str]:
+    """A note naming what was given for a validation that does not run (``validate=False``):
+    the caller may have meant to validate."""
+    given = [f"{name}=" for name, value in (("inputs", inputs), ("rtol", rtol), ("atol", atol))
+             if value is not None]
+    if not given:
+        return []
+    one = len(given) == 1
+    return [f"{', '.join(given)} {'is' if one else 'are'} not used: validate=False skips the "
+            f"validation {'it is' if one else 'they are'} for"]
 
 
 def parsed_form(proto: onnx.ModelProto, passes: Sequence[ir.passes.PassBase]
@@ -382,14 +409,41 @@ def _before_passes(model: ir.Model | None, passes: Sequence[ir.passes.PassBase],
     return suspects, plan, unplanned
 
 
-def _settle_status(outcome: Outcome, written: Path | None) -> None:
+def _settle_status(outcome: Outcome, written: Path | None, verb: str | None = None) -> None:
+    """The status, by the runtime the model is written for (:func:`verbs.target_of`): a model
+    onnxruntime cannot run is UNRUNNABLE where onnxruntime is that runtime (or none is named);
+    for another target (TensorRT, OpenVINO, a runtime at opset N) its proof judges it, and
+    onnxruntime's missing kernels are a note."""
     outcome.status = _status(outcome.modified, outcome.validation is not None)
     cannot = (outcome.validation or {}).get("onnxruntime_cannot_run")
     if (outcome.validation or {}).get("stand_in"):
         outcome.status = WRITTEN  # (not proven where it runs: the status line says what ran)
-    if cannot:
-        outcome.status = UNRUNNABLE
-        outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""), written)
+    if not cannot:
+        return
+    target = _target(verb, outcome.options)
+    if target is not None and not target.onnxruntime:
+        outcome.validation["onnxruntime_note"] = onnxruntime_note(
+            cannot, outcome.validation.get("to_run_it", ""), written, target.summary)
+        return
+    outcome.status = UNRUNNABLE
+    outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""), written)
+
+
+def _target(verb: str | None, options: dict[str, Any]):
+    """The registered target a run writes its model for, or None (see verbs.target_of)."""
+    from scatter_rewrite.targets import targets
+    from scatter_rewrite.verbs import target_of
+
+    name = target_of(verb, options)
+    return targets().get(name) if name is not None else None
+
+
+def onnxruntime_note(why: str, to_run_it: str, written: Path | None, runtime: str) -> str:
+    """The note of a model written for another runtime (``runtime``: the target's summary) that
+    onnxruntime cannot run: why, and the command that writes a form it runs, if one does."""
+    fix = _fix_said(to_run_it, written)
+    return (f"onnxruntime cannot run the written model ({why}); it is written for {runtime}, and "
+            f"proven in onnx.reference" + (f"; for onnxruntime, {fix}" if to_run_it else ""))
 
 
 def _status(modified: bool, validated: bool) -> str:
@@ -400,16 +454,20 @@ def unrunnable_error(why: str, to_run_it: str, written: Path | None) -> str:
     """The one line an UNRUNNABLE outcome gives: what onnxruntime lacks, that the model is written
     and correct, and the command that makes it run (``written``: the model's path; None for a
     model given in memory, where the command is the Python API's)."""
-    if not to_run_it:
-        fix = "no scatter-rewrite command writes a form it runs"
-    elif written is None:
-        verb, *args = to_run_it.split()
-        keywords = ", ".join(f"{k.lstrip('-')}={v}" for k, v in zip(args[::2], args[1::2]))
-        fix = f"scatter_rewrite.{verb}(model, {keywords}) writes a form it runs"
-    else:
-        fix = f"scatter-rewrite {to_run_it.replace(' ', f' {written} ', 1)} writes a form it runs"
     return (f"onnxruntime cannot run the written model ({why}); it is written, proven in "
-            f"onnx.reference; {fix}")
+            f"onnx.reference; {_fix_said(to_run_it, written)}")
+
+
+def _fix_said(to_run_it: str, written: Path | None) -> str:
+    """The call that writes a form onnxruntime runs, on the written file (``written``; None: the
+    model in memory), as Python says it: the command line says it as its command
+    (:meth:`Outcome.said_on_the_command_line`)."""
+    if not to_run_it:
+        return "no scatter-rewrite command writes a form it runs"
+    call = python_call(f"scatter-rewrite {to_run_it}")
+    if written is not None:
+        call = call.replace("(model", f"({str(written)!r}", 1)
+    return f"{call} writes a form it runs"
 
 
 def _default_opset(model: ir.Model | onnx.ModelProto) -> int | None:
@@ -468,8 +526,8 @@ def output_data_name(source: Path, destination: Path, input_data: list[str], in_
                          (destination.parent / name, "would write its external data to")):
         if os.path.realpath(target) in inputs:
             raise OptionError(f"{destination} {what} the input's external data file "
-                              f"{os.path.realpath(target)}; write the output elsewhere, or pass "
-                              "--in-place to overwrite the input")
+                              f"{os.path.realpath(target)}: write the output elsewhere (output=)",
+                              parameters=("output",))
     return name
 
 
@@ -484,10 +542,16 @@ def _left_data_notes(input_data: list[str], written: str | None) -> list[str]:
             "referenced by it and were left in place: delete them if no other model uses them"]
 
 
+def failed_status(e: ScatterRewriteError) -> str:
+    """The status of a model whose rewrite raised ``e``: UNREADABLE if its file cannot be read,
+    else FAILED."""
+    return UNREADABLE if isinstance(e, ModelLoadError) else FAILED
+
+
 def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome:
-    """For worker processes: never raises, returns a FAILED outcome instead (a bug of ours too, said
-    so in the outcome's error; the traceback goes to the debug log, which ``-v`` shows), so that one
-    model's failure does not stop the others nor lose their outcomes."""
+    """For worker processes: never raises, returns a FAILED (or UNREADABLE) outcome instead (a bug
+    of ours too, said so in the outcome's error; the traceback goes to the debug log, which ``-v``
+    shows), so that one model's failure does not stop the others nor lose their outcomes."""
     started = time.perf_counter()
     try:
         return rewrite_file(verb_name, source, **kwargs)
@@ -495,12 +559,12 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
         said = str(e)
         if verb_name in VERBS:  # (the command line's workers: the flags of what it names)
             said = VERBS[verb_name].cli_message(e)
-        return Outcome(str(source), None, getattr(e, "passes", []), status=FAILED, error=said,
+        return Outcome(str(source), None, getattr(e, "passes", []), status=failed_status(e),
+                       error=said,
                        seconds=time.perf_counter() - started, verb=verb_name,
                        bad_usage=isinstance(e, OptionError))
     except Exception as e:
         logger.debug("%s: internal error", source, exc_info=True)
         return Outcome(str(source), None, status=FAILED, seconds=time.perf_counter() - started,
                        verb=verb_name,
-                       error=f"internal error ({type(e).__name__}: {e}); rerun with -v and report "
-                             "it")
+                       error=internal_error_message(e))

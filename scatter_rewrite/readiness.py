@@ -18,10 +18,11 @@ Targets are the registered ones (:mod:`scatter_rewrite.targets`, docs/targets.md
 judged by its target's ``judge`` (TensorRT's: :mod:`scatter_rewrite.readiness_tensorrt`;
 opset-N's, below) or, for the others (no-scatter, qnn, rknn, ort-cpu, ...), from its table
 (:func:`judge_by_support`: a scatter form the target does not run is blocked, its fix
-``prepare --target T``); the dry run runs the target's verb, whose last step, for a target with a
-published op table (qnn, rknn, litert, openvino, tvm, ort-cpu:
-:class:`scatter_rewrite.targets.OpTable`), refuses every node outside it: check blocks each such
-node with the table's source.
+``prepare --target T``), and where a target computes some other op wrongly (MNN's float Less:
+``Target.node_fault``) each such node is blocked too; the dry run runs the target's verb, whose
+last step, for a target with a published op table (qnn, rknn, litert, mnn, openvino, tvm,
+ort-cpu: :class:`scatter_rewrite.targets.OpTable`), refuses every node outside it: check blocks
+each such node with the table's source.
 
 What ``check(model, target)`` finds per scatter node, by target:
 
@@ -70,8 +71,9 @@ from pathlib import Path
 
 import onnx_ir as ir
 
-from scatter_rewrite.errors import OptionError
+from scatter_rewrite.errors import OptionError, internal_error_message
 from scatter_rewrite.export_patterns import accumulate_export_suspect, mean_export_suspect
+from scatter_rewrite.limits import OPSET_FLOOR
 from scatter_rewrite.graph import (
     SCATTER_OPS, attr, describe_parts, is_default_domain, is_reference, iter_nodes,
     reference_reason,
@@ -84,16 +86,15 @@ from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtyp
 from scatter_rewrite.spec import REDUCTIONS_SINCE, scatter_node_problem
 from scatter_rewrite.verbs import cli_commands, python_call
 
-__all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY",
+__all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY", "STATUSES",
+           "UNREADABLE",
            "SCHEMA_VERSION", "check", "check_report", "dry_run", "json_document", "parse_target",
-           "target_verb", "TARGETS_HELP", "OPSET_TARGET_FLOOR", "judge_by_support", "judge_opset",
+           "target_verb", "OPSET_TARGET_FLOOR", "judge_by_support", "judge_opset",
            "TensorrtTwins", "unknown_reduction"]
 
 logger = logging.getLogger("scatter_rewrite")
 # opset-N from 9: Scatter's first opset (the lowest at which there is anything to say)
 OPSET_TARGET_FLOOR = 9
-TARGETS_HELP = ("tensorrt-8.6, tensorrt-10, tensorrt-11, opset-N (N from 9 to the installed "
-                "onnx's highest), no-scatter, qnn, rknn, ort-cpu, ... (docs/targets.md)")
 
 
 @dataclasses.dataclass
@@ -124,8 +125,11 @@ class Finding:
 
 # A model's verdict on a target (CheckReport.status): READY as it is; FIXABLE, not ready as it is
 # but the target's verb reaches it (its dry run succeeds); BLOCKED, that verb refuses the model (or
-# none exists and something is blocked); INVALID, the model fails onnx.checker.
+# none exists and something is blocked); INVALID, the model fails onnx.checker; UNREADABLE, the file
+# cannot be read as a model (missing, truncated, not ONNX; the command line's batches: one entry).
 READY, FIXABLE, BLOCKED, INVALID = "READY", "FIXABLE", "BLOCKED", "INVALID"
+UNREADABLE = "UNREADABLE"
+STATUSES = (READY, FIXABLE, BLOCKED, INVALID, UNREADABLE)  # in the order a summary counts them
 # What check --json prints: bumped when a key changes meaning or goes.
 SCHEMA_VERSION = 1
 
@@ -164,19 +168,24 @@ class CheckReport:
     notes: list[str] = dataclasses.field(default_factory=list)  # about the whole model
     blockers: list[str] = dataclasses.field(default_factory=list)  # about the whole model
     dry_run: DryRun | None = None
+    unreadable: str | None = None  # why the file cannot be read as a model (nothing else is known)
 
     @property
     def reachable(self) -> bool:
         """Whether the target's verb reaches the target (its dry run succeeds); where no verb
         exists, whether the model is ready as it is."""
+        if self.unreadable is not None:
+            return False
         if self.dry_run is None:
             return self.invalid is None and not self._blocked_as_is
         return self.dry_run.succeeded
 
     @property
     def status(self) -> str:
-        """INVALID, BLOCKED, READY or FIXABLE (see above): one of the last two exactly when the
-        dry run of the target's verb succeeds."""
+        """UNREADABLE, INVALID, BLOCKED, READY or FIXABLE (see above): one of the last two exactly
+        when the dry run of the target's verb succeeds."""
+        if self.unreadable is not None:
+            return UNREADABLE
         if self.invalid is not None:
             return INVALID
         if not self.reachable:
@@ -205,7 +214,7 @@ class CheckReport:
         """One model's entry in ``check --json`` (see :func:`json_document`)."""
         return {"model": self.model, "status": self.status, "ready": self.status == READY,
                 "reachable": self.reachable, "fix": self.fix,
-                "invalid": self.invalid, "blockers": self.blockers,
+                "invalid": self.invalid, "unreadable": self.unreadable, "blockers": self.blockers,
                 "blocked_nodes": sum(f.blocked for f in self.findings),
                 "dry_run": self.dry_run.to_dict() if self.dry_run is not None else None,
                 "notes": self.notes, "findings": [f.to_dict() for f in self.findings]}
@@ -218,7 +227,7 @@ def json_document(reports: list[CheckReport], target: str) -> dict:
             "models": [r.to_dict() for r in reports],
             "summary": {"models": len(reports),
                         **{status.lower(): statuses.count(status)
-                           for status in (READY, FIXABLE, BLOCKED, INVALID)},
+                           for status in STATUSES},
                         "exit_code": 0 if set(statuses) <= {READY} else 1}}
 
 
@@ -247,7 +256,7 @@ def check_report(path: str | os.PathLike, target: str = "tensorrt-10",
     report.findings = check(model, target)
     report.blockers = _model_blockers(model, kind, version)
     if any(_is_custom_scatter(node) for node, _ in iter_nodes(model)):
-        report.notes.append("the model holds custom-domain scatter nodes (lower --mode custom): "
+        report.notes.append("the model holds custom-domain scatter nodes (lower's custom mode): "
                             "onnxruntime runs it only with the custom ops registered, "
                             "scatter_rewrite.custom_ops.register(session_options)")
     report.dry_run = dry_run(path, kind, version)
@@ -328,7 +337,7 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) 
         if not invalid:
             raise  # a bug of ours, on a valid model
         logger.debug("%s: the dry run stopped on the invalid model", path, exc_info=True)
-        run.error = f"internal error on the invalid model ({type(e).__name__}: {e})"
+        run.error = internal_error_message(e, "internal error on the invalid model", "")
         return run
     for p in outcome.passes:
         run.would += [f"{p['pass']}: rewrote {n['node']}: {verb.cli_text(n['detail'])}"
@@ -434,6 +443,11 @@ def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
     infer_missing_shapes(model)  # dtypes and static dims of values the exporter left unannotated
     # As the tensorrt pass sees a function's reductions: with the types its call sites agree on.
     wanted = is_reducing_scatter if kind == "tensorrt" else _is_scatter
+    if kind not in ("tensorrt", "opset"):
+        from scatter_rewrite.targets import get_target
+
+        if get_target(target_name(kind, version)).node_fault is not None:
+            wanted = _any_node  # (the faulty ops' types too, as the target's passes see them)
     borrowed = annotate_functions_with(model, wanted) if kind != "opset" else []
     try:
         return _findings(model, kind, version, borrowed)
@@ -454,6 +468,8 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
         # domain (lower --mode custom or tensorrt-plugin writes them) is imported as the ONNX op.
         custom = not is_default_domain(node)
         as_onnx = kind == "tensorrt" and node.op_type in CUSTOM_AS_ONNX
+        if node.op_type not in SCATTER_OPS and target.node_fault is not None and not custom:
+            findings += _node_faults(model, node, scope, target)
         if node.op_type not in SCATTER_OPS or (custom and not as_onnx):
             continue
         inputs = list(node.inputs) + [None, None, None]
@@ -490,6 +506,19 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
             finding.fix = finding.fix or "scatter-rewrite repair"
         findings.append(finding)
     return findings
+
+
+def _node_faults(model: ir.Model, node: ir.Node, scope, target) -> list[Finding]:
+    """A node that is no scatter which the target computes wrongly (its ``node_fault``): one
+    finding, blocked with the reason, fixed by the target's verb; none otherwise."""
+    operand = next((v for v in node.inputs if v is not None), None)
+    dtype = _dtype(model, scope, operand)
+    reason = target.node_fault(node, dtype)
+    if reason is None:
+        return []
+    return [Finding(describe_parts(node.op_type, node.name, scope.opset, scope.where),
+                    node.op_type, scope.opset, scope.where, None, dtype, None, [reason],
+                    fix_command(target.family, target.name))]
 
 
 class TensorrtTwins:
@@ -536,8 +565,18 @@ def judge_by_support(node: ir.Node, f: Finding, target) -> None:
     fix is the target's verb (whether that verb reaches the target is the dry run's to say)."""
     if unknown_reduction(f, f"whether {target.name} runs it"):
         return
+    if node.op_type == "Scatter" and f.opset >= OPSET_FLOOR:
+        # the one rule of every target: the checker rejects it, and the target's verb upgrades it
+        f.blockers.append(f"Scatter is deprecated from opset {OPSET_FLOOR} (the checker and "
+                          f"onnxruntime reject it at {f.opset})")
+        f.fix = fix_command(target.family, target.name)
+        return
     reduction = f.reduction or "none"
     if target.supports(node.op_type, reduction, f.data_type, f.indices_type):
+        fault = target.node_fault(node, f.data_type) if target.node_fault is not None else None
+        if fault is not None:  # (a form it runs, wrong for this node: MNN's ScatterND 2-tuples)
+            f.blockers.append(fault)
+            f.fix = fix_command(target.family, target.name)
         return
     what = node.op_type + (f" reduction={reduction}" if reduction != "none" else "")
     on = f" on {f.data_type} data" if f.data_type else ""
@@ -549,6 +588,10 @@ def judge_by_support(node: ir.Node, f: Finding, target) -> None:
 
 def _is_scatter(node: ir.Node) -> bool:
     return is_default_domain(node) and node.op_type in SCATTER_OPS
+
+
+def _any_node(node: ir.Node) -> bool:
+    return True
 
 
 def judge_opset(node: ir.Node, f: Finding, n: int) -> None:

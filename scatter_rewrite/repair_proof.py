@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -37,13 +38,13 @@ import onnx
 import onnx_ir as ir
 from onnx.reference.op_run import OpRun
 
-from scatter_rewrite.errors import IndexOutOfRangeError, ValidationError
+from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
 from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.model_io import load_model
-from scatter_rewrite.passes.repair import find_sites
+from scatter_rewrite.passes.repair import typed_sites
 from scatter_rewrite.validate.engines import (
-    first_line, kernels_onnxruntime_lacks, what_onnxruntime_lacks,
+    first_line, kernels_onnxruntime_lacks, what_onnxruntime_lacks, without_paths,
 )
 
 __all__ = ["intended_model", "prove_repair", "scatter_mean"]
@@ -107,7 +108,7 @@ def intended_model(original: ir.Model, repaired: ir.Model | None = None,
     kept = ({n.name for n, _ in iter_nodes(repaired) if n.op_type == "ScatterElements" and n.name}
             if repaired is not None else set())
     probes = _Probes([])
-    for site in find_sites(model, "scatter-reduce-mean")[0]:
+    for site in typed_sites(model, "scatter-reduce-mean")[0]:  # (the shapes the pass saw)
         node = site.scatter
         if site.kind == "mean" and site.include_self and (repaired is None or node.name in kept):
             continue  # a plain scatter named like a mean: left as it is
@@ -171,6 +172,7 @@ class _Judged:
     differs: bool  # the original differs from the intended result there
     engine: str
     expected: list
+    generated: bool = True  # on generated inputs, not the user's
 
 
 def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed: int = 0,
@@ -191,21 +193,48 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
         plan, proto, len(source.graph.outputs), probes, unique, original, repaired, tolerance)
     if inputs is not None:
         given = validation.plan_validation(planning, inputs=inputs)
-        judged.append(_guarded(judge, given, False, True, skipped))
+        judged.append(dataclasses.replace(_guarded(judge, given, False, True, skipped, []),
+                                          generated=False))
         notes += given.notes
     unique_plan = validation.plan_validation(source, seed=seed)
     cannot = [note for note in unique_plan.notes if "may repeat" in note]
-    if not cannot:
-        judged.append(_guarded(judge, unique_plan, True, inputs is not None, skipped))
+    failing: list[str] = []  # why the original fails on generated inputs drawn (once each)
+    # (a trace specialized to its example, a Split of the experts it hit, runs on some draws only)
+    for tried in range(REPEAT_TRIES if not cannot else 0):
+        plan = unique_plan if not tried else validation.plan_validation(source, seed=seed + tried)
+        one = _guarded(judge, plan, True, inputs is not None, skipped, failing)
+        if one is not None or not failing:
+            judged += [one] if one is not None else []
+            break
     draws = 0
-    while not any(j is not None and j.differs for j in judged) and draws < REPEAT_TRIES:
+    while not any(j.differs for j in judged) and draws < REPEAT_TRIES:
         repeats = validation.plan_validation(planning, seed=seed + draws)
         draws += 1
-        judged.append(_guarded(judge, repeats, False, inputs is not None, skipped))
-        notes = list(repeats.notes) if inputs is None else notes
-        if judged[-1] is None:
+        one = _guarded(judge, repeats, False, inputs is not None, skipped, failing)
+        if one is not None:
+            judged.append(one)
+            notes = list(repeats.notes) if inputs is None else notes
+        elif not failing or skipped:
             break  # out of range once, out of range on every seed: the user's inputs prove
-    judged = [j for j in judged if j is not None]
+    if failing and not any(j.generated for j in judged):
+        if inputs is None:
+            raise ValidationError(
+                f"the original model fails on every input generated ({_failures_said(failing)}): "
+                "pass inputs it runs on with inputs=, or validate=False",
+                parameters=("inputs", "validate"))
+        skipped.append(f"the original model fails on the generated inputs ({_failures_said(failing)})"
+                       ": proven on the inputs= given")
+    elif failing:
+        notes.append(f"the original model fails on some generated inputs, which were drawn again "
+                     f"({_failures_said(failing)})")
+    return _proof_said(judged, cannot, draws, inputs, tolerance, repaired, notes + skipped)
+
+
+def _proof_said(judged: list, cannot: list[str], draws: int, inputs: dict | None,
+                tolerance: tuple[float, float] | None, repaired, notes: list[str]) -> dict:
+    """The report of :func:`prove_repair` from what each judged run compared."""
+    from scatter_rewrite import validate as validation
+
     exact = [j for j in judged if j.exact]
     against = [j for j in judged if not j.exact]
     if exact:
@@ -247,15 +276,32 @@ def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed:
         "max_abs_diff": repeated["max_abs_diff"],
         "without_repeated_indices": unique,
         "with_repeated_indices": repeated,
-        "notes": notes + skipped,
+        "notes": notes,
     }
 
 
-def _guarded(judge, plan, unique: bool, user_inputs: bool, skipped: list) -> _Judged | None:
+class _OriginalFails(Exception):
+    """The original model cannot run on an input set (onnxruntime, and our evaluator, fail)."""
+
+
+def _failures_said(failing: list[str]) -> str:
+    return "; ".join(failing[:2]) + (f"; and {len(failing) - 2} more" if len(failing) > 2 else "")
+
+
+def _guarded(judge, plan, unique: bool, user_inputs: bool, skipped: list,
+             failing: list) -> _Judged | None:
     """``judge(plan, unique)``; None (and a note in ``skipped``) where generated inputs put a
-    computed index out of range and the user's inputs prove instead."""
+    computed index out of range and the user's inputs prove instead; None (and why in
+    ``failing``) where the original fails on generated inputs."""
     try:
         return judge(plan, unique)
+    except _OriginalFails as e:
+        if "user inputs" in plan.notes:
+            raise ValidationError(f"the original model cannot run on the inputs given (inputs=): "
+                                  f"{e}", parameters=("inputs",)) from e
+        if str(e) not in failing:
+            failing.append(str(e))
+        return None
     except IndexOutOfRangeError as e:
         if "user inputs" in plan.notes:
             raise ValidationError(f"the original model cannot run on the inputs given (inputs=): "
@@ -278,10 +324,20 @@ def _judge(plan, intended: onnx.ModelProto, n_outputs: int, probes: _Probes, uni
     """One input set judged as the module docstring says."""
     from scatter_rewrite import validate as validation
 
-    outputs = _evaluate(intended, plan.inputs)
+    before, _, ort_failure = _run_original(original, plan.inputs)
+    try:
+        outputs = _evaluate(intended, plan.inputs)
+    except ScatterRewriteError:
+        raise
+    except Exception as e:  # our evaluator's failure (a NodeFailure naming the node)
+        if ort_failure is not None:  # neither engine runs the original here: the inputs' fault
+            raise _OriginalFails(ort_failure) from e
+        raise ValidationError(
+            "cannot evaluate the intended model (the original with each repaired scatter "
+            f"reducing) in scatter-rewrite's evaluator, though onnxruntime runs the original: "
+            f"{first_line(e, 300)}; use validate=False to skip", parameters=("validate",)) from e
     expected, probed = outputs[:n_outputs], outputs[n_outputs:]
-    actual, engine = _run(repaired, plan.inputs, repaired=True)
-    before, _ = _run(original, plan.inputs)
+    actual, engine = _run(repaired, plan.inputs, repaired=True, original_failure=ort_failure)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
     if (not probes.counts_self and not _repeats(probes.sites, probed)
             and (probes.complete or unique)):
@@ -320,17 +376,55 @@ def _tolerance_said(outputs: list, tolerances: dict) -> str:
     return f"float outputs within {', '.join(said)}; everything else exact"
 
 
-def _run(model: str | os.PathLike, inputs: dict, repaired: bool = False) -> tuple[list, str]:
+def _run_original(model: str | os.PathLike, inputs: dict) -> tuple[list, str, str | None]:
+    """:func:`_run` on the original, and why onnxruntime failed on it (None if it ran);
+    _OriginalFails where our evaluator fails on it too: the inputs do not fit the model."""
+    from scatter_rewrite import validate as validation
+
+    try:
+        return validation.run_onnxruntime(model, inputs), "onnxruntime", None
+    except Exception as e:  # ORT reports load and run failures through several exception types
+        ort_failure = _said_by_node(e)
+        try:
+            return (validation.run_reference(model, inputs), "scatter-rewrite's evaluator",
+                    ort_failure)
+        except ScatterRewriteError:
+            raise
+        except Exception as ref_error:
+            raise _OriginalFails(ort_failure) from ref_error
+
+
+_ORT_NODE = re.compile(r"while running (\w+) node\. Name:'([^']*)' Status Message: (.*)", re.S)
+# onnxruntime's source location and function before its reason ("/onnxruntime_src/...h:91
+# onnxruntime::ReshapeHelper::ReshapeHelper(...) input_shape_size == ... was false. The input...")
+_ORT_SOURCE = re.compile(r"^\S+\.(?:h|cc|cpp):\d+ .*?\) (?:.*? was false\. )?", re.S)
+
+
+def _said_by_node(e: BaseException) -> str:
+    """onnxruntime's failure in one line, as "Reshape 'name': reason" where it names the node."""
+    text = str(e).strip()
+    found = _ORT_NODE.search(text)
+    if found is None:
+        return without_paths(first_line(e, 300))
+    reason = " ".join(_ORT_SOURCE.sub("", found.group(3)).split())
+    return f"{found.group(1)} '{found.group(2)}' fails: {reason[:200]}"
+
+
+def _run(model: str | os.PathLike, inputs: dict, repaired: bool = False,
+         original_failure: str | None = None) -> tuple[list, str]:
     """onnxruntime's outputs, or the evaluator's where onnxruntime cannot run the model (the
     deprecated ``Scatter`` of an opset-9 export); and which engine gave them. The ``repaired``
     model falls back only where onnxruntime lacks what it needs (its kernel registry: float16
-    ``ScatterElements(add)`` at opset 16/17); any other failure on it is the repair's."""
+    ``ScatterElements(add)`` at opset 16/17); any other failure on it is the repair's, unless
+    onnxruntime failed alike on the original (``original_failure``: the inputs' fault)."""
     from scatter_rewrite import validate as validation
 
     try:
         return validation.run_onnxruntime(model, inputs), "onnxruntime"
     except Exception as e:  # ORT reports load failures through several exception types
         if repaired and not kernels_onnxruntime_lacks(model):
+            if original_failure is not None and _said_by_node(e) == original_failure:
+                raise _OriginalFails(original_failure) from e
             raise ValidationError("onnxruntime cannot run the repaired model, nothing written: "
                                   f"{first_line(e, 300)}") from e
         return validation.run_reference(model, inputs), "scatter-rewrite's evaluator"

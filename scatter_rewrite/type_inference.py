@@ -90,7 +90,8 @@ def weightless_copy(model: ir.Model) -> ir.Model:
 
 
 def inferred_tensor_types(model: ir.Model) -> dict[ir.Value, onnx.TypeProto.Tensor] | None:
-    """ONNX shape inference's tensor type of every node output of the main graph and its subgraphs,
+    """ONNX shape inference's tensor type of every node output of the main graph and its subgraphs
+    and of every subgraph input (a Loop body's carried values, typed from the Loop's inputs),
     keyed by the value itself; None when inference fails. (Not by name: the branches of an If may
     each define a value of one name, and a value would take the other's type, its rank with it.)
 
@@ -115,6 +116,11 @@ def inferred_tensor_types(model: ir.Model) -> dict[ir.Value, onnx.TypeProto.Tens
             continue
         types = {vi.name: vi.type.tensor_type for vi in [*g.value_info, *g.output]
                  if vi.type.HasField("tensor_type")}
+        if graph is not model.graph:
+            # A body's inputs, which inference types from its node's inputs (a Loop's carried
+            # values, a Scan's slices): exporters leave them untyped (dynamo's EmbeddingBag Loop).
+            found.update((v, vi.type.tensor_type) for v, vi in zip(graph.inputs, g.input)
+                         if vi.type.HasField("tensor_type") and len(graph.inputs) == len(g.input))
         for node, proto_node in zip(nodes, g.node):
             found.update((v, types[v.name]) for v in node.outputs if v.name in types)
             for a in proto_node.attribute:
@@ -190,20 +196,20 @@ def borrow_inferred_types(model: ir.Model, sharpen: bool = False) -> Borrowed:
     for scope in iter_scopes(model):
         if scope.is_function:
             continue
-        for node in scope.body:
-            for value in node.outputs:
-                t = found.get(value)
-                lacks = t is not None and (value.dtype is None or value.shape is None)
-                shape = value.shape
-                if shape is None and t is not None:
-                    shape = shape_of(t)
-                sharper = _sharpened(shape, static.get(value.name))
-                if not lacks and sharper is None:
-                    continue
-                borrowed.append((value, (value.dtype, value.shape)))
-                if value.dtype is None and t is not None and t.elem_type:
-                    value.dtype = ir.DataType(t.elem_type)
-                value.shape = sharper if sharper is not None else shape
+        inputs = [] if scope.body is model.graph else list(scope.body.inputs)
+        for value in inputs + [v for node in scope.body for v in node.outputs]:
+            t = found.get(value)
+            lacks = t is not None and (value.dtype is None or value.shape is None)
+            shape = value.shape
+            if shape is None and t is not None:
+                shape = shape_of(t)
+            sharper = _sharpened(shape, static.get(value.name))
+            if not lacks and sharper is None:
+                continue
+            borrowed.append((value, (value.dtype, value.shape)))
+            if value.dtype is None and t is not None and t.elem_type:
+                value.dtype = ir.DataType(t.elem_type)
+            value.shape = sharper if sharper is not None else shape
     return borrowed
 
 

@@ -14,12 +14,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scatter_rewrite.errors import OptionError, OptionTypeError
+from scatter_rewrite.targets import TARGETS_HELP
 from scatter_rewrite.limits import (
     OPSET_FLOOR, TRT_VERSIONS, check_choice, check_opset, check_size, highest_opset, opset_range,
 )
 
 __all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
-           "SHARED_FLAGS", "cli_commands", "said_with_flags",
+           "SHARED_FLAGS", "cli_commands", "said_with_flags", "target_of",
            "python_call", "fold_passes", "lower_passes", "prepare_passes", "repair_passes",
            "tensorrt_passes",
            "to_scatternd_passes", "upgrade_passes"]
@@ -49,8 +50,9 @@ class Option:
         if value is None and self.default is None:
             return None
         if self.choices:
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                value = str(value)
+            numbers = all(c.replace(".", "", 1).isdigit() for c in self.choices)
+            if numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = str(value)  # (a version: 10 for "10"; a word's choices take no number)
             if not isinstance(value, str):
                 raise OptionTypeError(f"{verb}(): {self.name} must be a str, one of "
                                       f"{', '.join(self.choices)}; got {type(value).__name__}")
@@ -183,25 +185,33 @@ def said_with_flags(error: Exception | str, flags: Mapping[str, str], first: str
 
 
 # A call of a verb's function as a message writes it: ``scatter_rewrite.lower(model, opset=13)``
-# (arguments by keyword, each value a quoted text, a dict or a word; N for a number to choose).
-_CALL = re.compile(r"scatter_rewrite\.(\w+)\(model((?:, \w+=(?:'[^']*'|\{[^}]*\}|[^\s,()]+))*)\)")
+# (the model, or a model file's path as a quoted text; arguments by keyword, each value a quoted
+# text, a dict or a word; N for a number to choose).
+_CALL = re.compile(r"scatter_rewrite\.(\w+)\((model|'[^']*'|\"[^\"]*\")"
+                   r"((?:, \w+=(?:'[^']*'|\{[^}]*\}|[^\s,()]+))*)\)")
 _ARGUMENT = re.compile(r", (\w+)=('[^']*'|\{[^}]*\}|[^\s,()]+)")
 
 
 def cli_commands(text: str) -> str:
     """``text`` with each call of a verb's function (``scatter_rewrite.upgrade(model, opset=16)``)
     written as the command that does the same (``scatter-rewrite upgrade --opset 16``): the inverse
-    of :func:`python_call`. A call of another function, or with an argument the verb does not
-    take, is left as it is."""
+    of :func:`python_call`; a call on a path names the file (``scatter_rewrite.lower('m.onnx',
+    opset=13)``: ``scatter-rewrite lower m.onnx --opset 13``). A call of another function, or with
+    an argument the verb does not take, is left as it is."""
     functions = {v.function or v.name: v for v in VERBS.values()}
 
     def command(match: re.Match) -> str:
         verb = functions.get(match.group(1))
-        if verb is None:
+        if match.group(1) == "check":  # (not a rewriting verb: its one option)
+            command_name, flags = "check", {"target": "--target"}
+        elif verb is None:
             return match.group(0)
-        flags = {o.name: o.cli_flag for o in verb.options}
-        said = [f"scatter-rewrite {verb.command}"]
-        for name, value in _ARGUMENT.findall(match.group(2)):
+        else:
+            command_name, flags = verb.command, {o.name: o.cli_flag for o in verb.options}
+        said = [f"scatter-rewrite {command_name}"]
+        if match.group(2) != "model":
+            said.append(match.group(2)[1:-1])  # (the path, as the quoted text wrote it)
+        for name, value in _ARGUMENT.findall(match.group(3)):
             if name not in flags:
                 return match.group(0)
             said.append(_flag_spelled(f"{name}={value}", name, flags[name]))
@@ -279,16 +289,19 @@ def to_scatternd_passes() -> list:
 
 def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list:
     """The whole TensorRT preparation for ``trt_version`` ("8.6", "10" or "11"), in order
-    (passes/tensorrt.py says what each does); first, when given, ``fix_dims`` (symbolic dimension
-    name -> size: passes/fix_dims.py)."""
+    (passes/tensorrt.py and the modules it names say what each does); first, when given,
+    ``fix_dims`` (symbolic dimension name -> size: passes/fix_dims.py)."""
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.fix_dims import FixDimsPass
     from scatter_rewrite.passes.fold import FoldPass
     from scatter_rewrite.passes.lower import LowerPass
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
-    from scatter_rewrite.passes.tensorrt import (
-        PARSER_MAX_OPSET, PARSES_TENSORSCATTER, CapOpsetPass, LowerTensorScatterPass, TensorRTPass,
-        cap_reason, check_trt_version, has_tensor_scatter,
+    from scatter_rewrite.passes.tensorrt import TensorRTPass
+    from scatter_rewrite.passes.tensorrt_flow import check_trt_version
+    from scatter_rewrite.passes.tensorrt_opset_cap import CapOpsetPass, cap_reason
+    from scatter_rewrite.passes.tensorrt_support import PARSER_MAX_OPSET, PARSES_TENSORSCATTER
+    from scatter_rewrite.passes.tensorrt_tensorscatter import (
+        LowerTensorScatterPass, has_tensor_scatter,
     )
     from scatter_rewrite.passes.move_opset import MoveOpsetPass
     from scatter_rewrite.passes.upgrade import upgrade_steps
@@ -320,12 +333,15 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
     from scatter_rewrite.targets import get_target
 
     if target is None:
-        raise OptionError("prepare needs target=TARGET: scatter-rewrite check --help lists them",
+        from scatter_rewrite.targets import target_names_help
+
+        raise OptionError(f"prepare needs target=TARGET: pick {target_names_help()}",
                           parameters=("target",))
     found = get_target(target)
     if found.passes is None:
-        raise OptionError(f"no verb brings a model to {found.name}: scatter-rewrite check "
-                          f"--target {found.name} says what blocks it")
+        raise OptionError(f"no verb brings a model to {found.name}: "
+                          f"scatter_rewrite.check(model, target='{found.name}') says what blocks "
+                          "it")
     given = {"max_intermediate_mib": max_intermediate_mib, "fix_dims": fix_dims}
     given = {name: value for name, value in given.items() if value is not None}
     for name in given:
@@ -415,8 +431,7 @@ VERBS: dict[str, Verb] = {
         "prepare", "prepared", prepare_passes,
         options=(
             Option("target", str, None,
-                   "The runtime to prepare for: tensorrt-8.6/10/11, opset-N, no-scatter, qnn, "
-                   "rknn, ort-cpu, ... (docs/targets.md).", "TARGET"),
+                   f"The runtime to prepare for: {TARGETS_HELP}.", "TARGET"),
             Option("max_intermediate_mib", int, None,
                    "Scatter-free forms: refuse a node whose cheapest exact form holds more than "
                    "MIB at once (default 256).", "MIB", minimum=1),
@@ -424,9 +439,24 @@ VERBS: dict[str, Verb] = {
                    "tensorrt-X targets: fix the symbolic input dimension NAME to SIZE first "
                    "(repeatable), as tensorrt --fix-dim.", "NAME=SIZE", flag="--fix-dim"),
         ),
-        summary="Prepare a model for a target runtime (tensorrt-X, opset-N, no-scatter, qnn, "
-                "rknn, ort-cpu, ...): rewrite what it cannot run, exactly."),
+        summary="Prepare a model for a target runtime (see --target): rewrite what it cannot "
+                "run, exactly."),
 }
+
+
+def target_of(verb: str | None, options: Mapping[str, Any]) -> str | None:
+    """The target (scatter_rewrite.targets) a run of ``verb`` with ``options`` writes its model
+    for: ``prepare``'s target, ``tensorrt-X`` for ``tensorrt``, ``opset-N`` for ``lower`` (its
+    standard ops, for any runtime at that opset); None for the verbs written for no runtime in
+    particular (``upgrade``, ``fold``, ``to_scatternd``, ``repair``; ``lower``'s custom modes),
+    whose models onnxruntime runs."""
+    if verb == "prepare":
+        return options.get("target")
+    if verb == "tensorrt":
+        return f"tensorrt-{options.get('trt_version') or '10'}"
+    if verb == "lower" and options.get("mode", "standard") == "standard":
+        return f"opset-{options.get('opset') or 13}"
+    return None
 
 
 # A command of the form readiness writes as a fix: ``scatter-rewrite VERB [--flag VALUE]...``.

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +114,19 @@ def test_option_type_errors_name_the_argument():
     unknown = r"^prepare_for_tensorrt\(\): trt_version='9' is unknown"
     with pytest.raises(sr.OptionError, match=unknown):
         sr.prepare_for_tensorrt(model, trt_version="9")
+    for call, name in ((lambda: sr.lower(model, mode=3), "lower(): mode"),
+                       (lambda: sr.repair(model, assume=1.0), "repair(): assume")):
+        with pytest.raises(TypeError, match=rf"^{re.escape(name)} must be a str, one of "):
+            call()  # (a number is a version's text for trt_version alone)
+
+
+def test_an_input_that_is_not_an_array_is_a_type_error_before_any_work(monkeypatch):
+    _no_work(monkeypatch)
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    for value, kind in (("zeros", "str"), (None, "NoneType"), ({"a": 1}, "dict")):
+        with pytest.raises(TypeError, match=rf"^upgrade\(\): inputs\['data'\] must be an array, "
+                                            rf"got {kind}$"):
+            sr.upgrade(model, inputs={"data": value})
 
 
 def test_option_range_errors_name_the_argument_and_the_range():
@@ -175,8 +190,10 @@ def test_an_ir_model_comes_back_as_an_ir_model_and_the_input_is_not_changed():
 
 
 def test_output_is_for_paths_only():
-    with pytest.raises(sr.OptionError, match="output= is for a model given as a path"):
+    with pytest.raises(sr.OptionError, match=r"^upgrade\(\): output= is for a model given as a path"):
         sr.upgrade(scatter_model("Scatter", opset=10), output="x.onnx")
+    with pytest.raises(ValueError, match=r"^prepare_for_tensorrt\(\): output= is for a model "):
+        sr.prepare_for_tensorrt(scatter_model("Scatter", opset=10), output="x.onnx")
 
 
 def test_the_api_and_the_cli_take_the_same_orchestration(monkeypatch, tmp_path: Path):
@@ -257,3 +274,169 @@ def test_python_calls_of_every_fix_form():
     assert python_call("scatter-rewrite tensorrt --trt-version 8.6 --fix-dim E=SIZE") \
         == "scatter_rewrite.prepare_for_tensorrt(model, trt_version='8.6', fix_dims={'E': SIZE})"
     assert python_call("scatter-rewrite to-scatternd") == "scatter_rewrite.to_scatternd(model)"
+
+
+def _no_work(monkeypatch) -> None:
+    """Any work (loading, rewriting, checking a model) fails the test: the arguments must be
+    refused before it."""
+    import scatter_rewrite.readiness as readiness
+
+    def work(*args, **kwargs):
+        raise AssertionError("work started before the arguments were checked")
+
+    for module, name in ((api, "rewrite_model"), (api, "rewrite_file"), (api, "_to_ir"),
+                         (readiness, "check_report")):
+        monkeypatch.setattr(module, name, work)
+
+
+ENTRY_POINTS = {**{VERBS[v].function or v: f for v, f in API_OF_VERB.items()},
+                "rewrite": lambda model, **kw: sr.rewrite(model, [passes.UpgradePass()], **kw),
+                "check": sr.check}
+
+
+@pytest.mark.parametrize("function", sorted(ENTRY_POINTS))
+@pytest.mark.parametrize("model, kind", [(12345, "int"), (None, "NoneType"),
+                                         (b"\x08\x07", "bytes"), ([1, 2], "list")])
+def test_a_model_of_the_wrong_kind_is_a_type_error_before_any_work(monkeypatch, function: str,
+                                                                   model, kind: str):
+    _no_work(monkeypatch)
+    with pytest.raises(TypeError, match=rf"^{function}\(\): model must be .*got {kind}") as raised:
+        ENTRY_POINTS[function](model)
+    assert isinstance(raised.value, sr.ScatterRewriteError)  # (a user error too)
+    assert "--" not in str(raised.value) and "scatter-rewrite " not in str(raised.value)
+    assert "onnx.ModelProto, onnx_ir.Model, path (str or os.PathLike) or onnx_graphsurgeon.Graph" \
+        in str(raised.value)  # (what to pass instead)
+    if kind == "bytes":
+        assert "onnx.load_from_string" in str(raised.value)
+
+
+@pytest.mark.parametrize("function", sorted(set(ENTRY_POINTS) - {"check"}))
+@pytest.mark.parametrize("flag", ["validate", "return_report"])
+@pytest.mark.parametrize("value", ["no", 0, 1, None])
+def test_a_flag_that_is_not_a_bool_is_a_type_error_before_any_work(monkeypatch, function: str,
+                                                                   flag: str, value):
+    _no_work(monkeypatch)
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    with pytest.raises(TypeError, match=rf"^{function}\(\): {flag} must be a bool, got "
+                                        rf"{type(value).__name__} {value!r}$"):
+        ENTRY_POINTS[function](model, **{flag: value})
+
+
+@pytest.mark.parametrize("function", sorted(set(ENTRY_POINTS) - {"check"}))
+def test_an_output_that_is_not_a_path_is_a_type_error(monkeypatch, tmp_path: Path, function: str):
+    _no_work(monkeypatch)
+    with pytest.raises(TypeError, match=rf"^{function}\(\): output must be a path"):
+        ENTRY_POINTS[function](str(tmp_path / "m.onnx"), output=3)
+
+
+def test_check_takes_the_target_as_a_str_and_says_an_unknown_one_in_python_terms(monkeypatch):
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    with pytest.raises(TypeError, match=r"^check\(\): target must be a str, got int 10$"):
+        sr.check(model, target=10)
+    with pytest.raises(ValueError, match=r"target='bogus' is unknown: pick ") as raised:
+        sr.check(model, target="bogus")
+    assert "--target" not in str(raised.value)
+
+
+def test_rewrite_takes_a_list_of_passes():
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    with pytest.raises(TypeError, match=r"^rewrite\(\): passes must be a list of onnx_ir passes"):
+        sr.rewrite(model, passes.UpgradePass())
+    with pytest.raises(TypeError, match=r"^rewrite\(\): passes must be a list"):
+        sr.rewrite(model, ["upgrade"])
+
+
+def test_api_messages_name_python_parameters_not_flags(tmp_path: Path):
+    """prepare without a target, or for a target no verb reaches, and a write refused for
+    permission: said as Python says it; the command line says the same with its flags."""
+    from scatter_rewrite.errors import WriteError
+    from scatter_rewrite.model_io import write_error
+
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    with pytest.raises(ValueError, match=r"^prepare needs target=TARGET: pick tensorrt-") as raised:
+        sr.prepare(model)
+    assert "--" not in str(raised.value) and "scatter-rewrite" not in str(raised.value)
+    assert "litert" in str(raised.value) and "tvm" in str(raised.value)
+    with pytest.raises(ValueError, match=r"^no verb brings a model to opset-9: "
+                                         r"scatter_rewrite\.check\(model, target='opset-9'\)"):
+        sr.prepare(model, target="opset-9")
+    refused = write_error(tmp_path / "x.onnx", PermissionError(13, "Permission denied"))
+    assert isinstance(refused, WriteError)
+    assert str(refused).endswith("write the output elsewhere (output=)")
+    assert VERBS["lower"].cli_message(refused).endswith("write the output elsewhere (-o)")
+    with pytest.raises(sr.OptionError) as raised:
+        sr.prepare(model)
+    said = VERBS["prepare"].cli_message(raised.value)
+    assert said.startswith("prepare needs --target TARGET: pick tensorrt-"), said
+
+
+@pytest.mark.parametrize("function", sorted(set(ENTRY_POINTS) - {"check"}))
+def test_an_output_onto_the_model_given_is_a_value_error_before_any_work(monkeypatch,
+                                                                        tmp_path: Path,
+                                                                        function: str):
+    path = tmp_path / "m.onnx"
+    onnx.save(scatter_model("ScatterElements", opset=16, reduction="add"), path)
+    _no_work(monkeypatch)
+    for output in (str(path), path, tmp_path / "." / "m.onnx"):
+        with pytest.raises(ValueError, match=rf"^{function}\(\): output='[^']*m.onnx' is the model "
+                                             "given, which the API never replaces") as raised:
+            ENTRY_POINTS[function](str(path), output=output,
+                                   **({"target": "opset-13"} if function == "prepare" else {}))
+        assert "--" not in str(raised.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+@pytest.mark.parametrize("as_path", [False, True])
+def test_inputs_that_are_not_model_inputs_are_a_warning_naming_them(caplog, tmp_path: Path,
+                                                                   as_path: bool):
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    given = model
+    if as_path:
+        given = str(tmp_path / "m.onnx")
+        onnx.save(model, given)
+    inputs = {"data": np.zeros((4, 5), np.float32), "indices": np.zeros((2, 5), np.int64),
+              "updates": np.ones((2, 5), np.float32)}
+    kwargs = {"output": str(tmp_path / "out.onnx")} if as_path else {}
+    with caplog.at_level(logging.WARNING, logger="scatter_rewrite"):
+        _, exact = sr.lower(given, inputs=inputs, return_report=True, **kwargs)
+    assert exact.notes == [] and caplog.records == []
+    with caplog.at_level(logging.WARNING, logger="scatter_rewrite"):
+        _, outcome = sr.lower(given, inputs={**inputs, "edge_idx": np.zeros(3), "x": np.zeros(1)},
+                              return_report=True, **kwargs)
+    said = "inputs= has 2 entries that the model does not take as an input, ignored: edge_idx, x"
+    assert outcome.notes == [said]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{given if as_path else 'the model given'}: {said}"]
+
+
+def test_what_makes_a_written_model_run_is_a_python_call_on_its_file(tmp_path: Path):
+    """An UNRUNNABLE result of a path: the fix is the API's call on the written file, and the
+    command line says the same as its command."""
+    source, written = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(scatter_model(reduction="max", data_type=onnx.TensorProto.FLOAT16), source)
+    _, outcome = sr.to_scatternd(str(source), output=str(written), return_report=True)
+    assert outcome.status == "UNRUNNABLE"
+    assert outcome.error.endswith(f"scatter_rewrite.lower({str(written)!r}, opset=13) writes a "
+                                  "form it runs"), outcome.error
+    assert "--" not in outcome.error and "scatter-rewrite " not in outcome.error
+    from scatter_rewrite.verbs import cli_commands
+
+    assert cli_commands(outcome.error).endswith(f"scatter-rewrite lower {written} --opset 13 "
+                                                "writes a form it runs")
+
+
+def test_validation_arguments_without_validation_are_a_warning_naming_them(caplog):
+    model = scatter_model("ScatterElements", opset=16, reduction="add")
+    inputs = {"data": np.zeros((4, 5), np.float32), "indices": np.zeros((2, 5), np.int64),
+              "updates": np.ones((2, 5), np.float32)}
+    with caplog.at_level(logging.WARNING, logger="scatter_rewrite"):
+        _, outcome = sr.lower(model, validate=False, inputs=inputs, rtol=0.1, return_report=True)
+        _, alone = sr.lower(model, validate=False, atol=0.1, return_report=True)
+        _, plain = sr.lower(model, validate=False, return_report=True)
+    assert outcome.notes == ["inputs=, rtol= are not used: validate=False skips the validation "
+                             "they are for"]
+    assert alone.notes == ["atol= is not used: validate=False skips the validation it is for"]
+    assert plain.notes == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the model given: {n}" for n in outcome.notes + alone.notes]
+

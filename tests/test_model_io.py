@@ -42,11 +42,9 @@ def _tree(folder: Path) -> dict[str, str]:
 
 def _locations(path: Path) -> dict[str, str]:
     """tensor name -> external data location, for every external tensor (attributes included)."""
-    from onnx.external_data_helper import _get_all_tensors
-
     model = onnx.load(str(path), load_external_data=False)
     return {t.name: next(e.value for e in t.external_data if e.key == "location")
-            for t in _get_all_tensors(model) if t.data_location == TensorProto.EXTERNAL}
+            for t in model_io.proto_tensors(model) if t.data_location == TensorProto.EXTERNAL}
 
 
 def _inputs(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
@@ -311,7 +309,7 @@ def test_two_models_sharing_a_data_file_are_rewritten_into_new_files(tmp_path: P
     out = tmp_path / "m" if where == "beside" else tmp_path / "out"
     result = invoke("fold", a, b, *([] if where == "beside" else ["-o", out]))
     assert result.exit_code == 0, result.output
-    assert "2 of 2 model(s) PASSED" in result.stdout
+    assert "2 models: 2 PASSED" in result.stdout
     assert {k: v for k, v in _tree(tmp_path / "m").items() if k in before} == before  # the inputs untouched
     for name in ("a", "b"):
         folded = out / f"{name}.folded.onnx"
@@ -619,9 +617,16 @@ def _constant_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndar
 
 
 def _constant_tensors(path: Path) -> list[onnx.TensorProto]:
-    from onnx.external_data_helper import _get_attribute_tensors
-
-    return list(_get_attribute_tensors(onnx.load(str(path), load_external_data=False)))
+    """The tensors of the nodes' attributes (the Constants'), subgraphs and functions included."""
+    model = onnx.load(str(path), load_external_data=False)
+    found, bodies = [], [model.graph, *model.functions]
+    while bodies:
+        for node in bodies.pop().node:
+            for a in node.attribute:
+                found.extend([a.t] if a.HasField("t") else [])
+                bodies.extend([a.g] if a.HasField("g") else [])
+                bodies.extend(a.graphs)
+    return found
 
 
 @pytest.mark.parametrize("where", ["main", "if", "function"])
@@ -718,3 +723,66 @@ def test_checkable_checks_the_file_itself_where_the_skeleton_cannot_be_written(t
         assert target == str(path)
         onnx.checker.check_model(target, full_check=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def _every_kind_of_tensor_model() -> onnx.ModelProto:
+    """A tensor in each place a TensorProto may be: a main-graph initializer and sparse initializer,
+    a Constant in an If branch, an initializer of a Loop body inside that branch, and in a
+    model-local function a Constant and an initializer of an If branch."""
+    f = TensorProto.FLOAT
+
+    def const(name: str) -> onnx.NodeProto:
+        return oh.make_node("Constant", [], [name], value=oh.make_tensor(name, f, [1], [1.0]))
+
+    loop_body = oh.make_graph(
+        [oh.make_node("Identity", ["cond_in"], ["cond_out"]),
+         oh.make_node("Add", ["loop_w", "loop_w"], ["loop_y"])], "loop_body",
+        [oh.make_tensor_value_info("i", TensorProto.INT64, []),
+         oh.make_tensor_value_info("cond_in", TensorProto.BOOL, [])],
+        [oh.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         oh.make_tensor_value_info("loop_y", f, [1])],
+        [oh.make_tensor("loop_w", f, [1], [2.0])])
+    then_branch = oh.make_graph(
+        [const("then_c"),
+         oh.make_node("Loop", ["", "cond"], ["scan_out"], body=loop_body)], "then", [],
+        [oh.make_tensor_value_info("scan_out", f, None)])
+    else_branch = oh.make_graph([const("else_c")], "else", [],
+                                    [oh.make_tensor_value_info("else_c", f, [1])])
+    function_branch = oh.make_graph(
+        [oh.make_node("Identity", ["fn_w"], ["fn_y"])], "fn_branch", [],
+        [oh.make_tensor_value_info("fn_y", f, [1])], [oh.make_tensor("fn_w", f, [1], [3.0])])
+    function = oh.make_function(
+        "local", "F", ["c"], ["out"],
+        [const("fn_c"),
+         oh.make_node("If", ["c"], ["out"], then_branch=function_branch,
+                      else_branch=function_branch)],
+        [oh.make_opsetid("", 18)])
+    sparse = oh.make_sparse_tensor(oh.make_tensor("sparse_values", f, [1], [4.0]),
+                                   oh.make_tensor("sparse_indices", TensorProto.INT64, [1], [0]),
+                                   [4])
+    graph = oh.make_graph(
+        [oh.make_node("If", ["cond"], ["y"], then_branch=then_branch, else_branch=else_branch),
+         oh.make_node("F", ["cond"], ["z"], domain="local")], "main",
+        [oh.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [oh.make_tensor_value_info("y", f, None), oh.make_tensor_value_info("z", f, None)],
+        [oh.make_tensor("main_w", f, [1], [5.0])], sparse_initializer=[sparse])
+    return oh.make_model(graph, functions=[function],
+                             opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+
+
+def test_proto_tensors_sees_every_graph_body_and_function():
+    names = [t.name for t in model_io.proto_tensors(_every_kind_of_tensor_model())]
+    # (onnx.helper writes a node's attributes sorted by name: else_branch first)
+    assert names == ["main_w", "sparse_values", "sparse_indices", "else_c", "then_c", "loop_w",
+                     "fn_c", "fn_w", "fn_w"]  # the function's If has the one branch twice
+
+
+def test_external_data_in_a_function_branch_is_found(tmp_path: Path):
+    model = _every_kind_of_tensor_model()
+    tensor = next(t for t in model_io.proto_tensors(model) if t.name == "fn_w")
+    assert not model_io.has_external_data(model)
+    tensor.data_location = TensorProto.EXTERNAL
+    del tensor.float_data[:]
+    tensor.external_data.add(key="location", value="fn.bin")
+    assert model_io.has_external_data(model)
+    assert model_io.external_data_files(model, tmp_path / "m.onnx") == ["fn.bin"]

@@ -220,8 +220,10 @@ def test_cli_json_has_one_schema_whatever_the_number_of_models(tmp_path):
     assert one["schema_version"] == two["schema_version"] == 1
     assert set(one["models"][0]) == set(two["models"][0]) == set(two["models"][1])
     assert one["summary"] == {"models": 1, "ready": 1, "fixable": 0, "blocked": 0, "invalid": 0,
+                              "unreadable": 0,
                               "exit_code": 0}
     assert two["summary"] == {"models": 2, "ready": 1, "fixable": 1, "blocked": 0, "invalid": 0,
+                              "unreadable": 0,
                               "exit_code": 1}
     assert [m["status"] for m in two["models"]] == ["READY", "FIXABLE"]
     assert [m["ready"] for m in two["models"]] == [True, False]

@@ -121,3 +121,62 @@ def test_the_users_inputs_are_judged_bit_for_bit_where_no_index_repeats(tmp_path
     # failure, never a reason to judge it in onnx.reference, which reads the attribute anyway)
     with pytest.raises(ValidationError, match="onnxruntime cannot run the repaired model"):
         prove_repair(tmp_path / "original.onnx", wrong, inputs=inputs)
+
+
+def counted_model() -> onnx.ModelProto:
+    """zeros.scatter_add(0, i, v) + x, and x reshaped to (1 + number of x above 10,): the original
+    runs only where 3 of the 4 x are above 10, as a trace runs only on inputs like its example."""
+    h = onnx.helper
+    zeros = onnx.numpy_helper.from_array(np.zeros(4, np.float32))
+    ten = onnx.numpy_helper.from_array(np.array(10, np.float32))
+    axes = onnx.numpy_helper.from_array(np.array([0], np.int64))
+    nodes = [h.make_node("Constant", [], ["zeros"], value=zeros),
+             h.make_node("ScatterElements", ["zeros", "i", "v"], ["written"], axis=0),
+             h.make_node("Add", ["x", "written"], ["y"]),
+             h.make_node("Constant", [], ["ten"], value=ten),
+             h.make_node("Greater", ["x", "ten"], ["big"]),
+             h.make_node("Cast", ["big"], ["ones"], to=onnx.TensorProto.INT64),
+             h.make_node("Constant", [], ["axes"], value=axes),
+             h.make_node("ReduceSum", ["ones", "axes"], ["count"], keepdims=1),
+             h.make_node("Constant", [], ["one"], value=onnx.numpy_helper.from_array(
+                 np.array([1], np.int64))),
+             h.make_node("Add", ["count", "one"], ["size"]),
+             h.make_node("Reshape", ["x", "size"], ["z"], name="reshape_by_count")]
+    graph = h.make_graph(nodes, "counted", [
+        h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4]),
+        h.make_tensor_value_info("i", onnx.TensorProto.INT64, [6]),
+        h.make_tensor_value_info("v", onnx.TensorProto.FLOAT, [6])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4]),
+         h.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+
+
+def test_inputs_the_original_fails_on_are_refused_by_name_or_left_to_the_users(tmp_path):
+    onnx.save(counted_model(), tmp_path / "original.onnx")
+    repaired = repair_to(tmp_path / "original.onnx", tmp_path / "repaired.onnx")
+    with pytest.raises(ValidationError, match=r"the original model fails on every input generated "
+                       r"\(Reshape 'reshape_by_count' fails: The input tensor cannot be reshaped "
+                       r"to the requested shape. Input shape:\{4\}, requested shape:\{1\}\): pass "
+                       "inputs it runs on with inputs="):
+        prove_repair(tmp_path / "original.onnx", repaired)
+    inputs = {"x": np.array([11, 12, 0, 13], np.float32), "i": np.array([0, 1, 1, 2, 2, 2]),
+              "v": np.arange(6, dtype=np.float32)}
+    proof = prove_repair(tmp_path / "original.onnx", repaired, inputs=inputs)
+    assert proof["with_repeated_indices"]["user_inputs"]
+    assert proof["with_repeated_indices"]["original_differs"]
+
+
+def test_the_evaluator_names_the_node_an_op_fails_in():
+    from scatter_rewrite.evaluator.reference_ops import NodeFailure
+    from scatter_rewrite.validate.engines import run_reference
+
+    h = onnx.helper
+    axes = onnx.numpy_helper.from_array(np.array([0], np.int64))
+    graph = h.make_graph([h.make_node("Constant", [], ["axes"], value=axes),
+                          h.make_node("Squeeze", ["x", "axes"], ["y"], name="squeeze_rows")],
+                         "squeeze", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    with pytest.raises(NodeFailure, match=r"Squeeze 'squeeze_rows': ValueError: axis 0 of its "
+                       r"input, shape \[2, 3\], has size 2, not 1"):
+        run_reference(model, {"x": np.zeros((2, 3), np.float32)})

@@ -231,3 +231,28 @@ def test_a_name_sibling_branches_type_differently_is_not_said_by_name():
     then_t.dtype = else_t.dtype = ir.DataType.FLOAT
     assert correct_contradicted_shapes(model) == []
     assert (list(then_t.shape), list(else_t.shape)) == ([2, 3, 4], [6, 4])
+
+
+def test_a_loop_bodys_untyped_carried_input_is_borrowed_from_the_loops_input_and_given_back():
+    body = onnx.helper.make_graph(
+        [onnx.helper.make_node("Add", ["acc_in", "acc_in"], ["acc_out"]),
+         onnx.helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [onnx.helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+         onnx.helper.make_tensor_value_info("cond_in", onnx.TensorProto.BOOL, []),
+         onnx.helper.make_value_info("acc_in", onnx.TypeProto())],
+        [onnx.helper.make_tensor_value_info("cond_out", onnx.TensorProto.BOOL, []),
+         onnx.helper.make_value_info("acc_out", onnx.TypeProto())])
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)], "g",
+        [onnx.helper.make_tensor_value_info("n", onnx.TensorProto.INT64, []),
+         onnx.helper.make_tensor_value_info("x", onnx.TensorProto.INT16, [3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.INT16, [3])])
+    model = ir.serde.deserialize_model(
+        onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)]))
+    carried = model.graph.node(0).attributes["body"].value.inputs[2]
+    assert carried.dtype is None
+    borrowed = borrow_inferred_types(model)
+    assert carried.dtype == ir.DataType.INT16
+    restore_types(borrowed)
+    assert carried.type is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import signal
 import sys
 from typing import Annotated, Any
@@ -17,19 +18,52 @@ from scatter_rewrite.cli.signals import (
 __all__ = ["Command", "app", "main"]
 
 
+def _usage_piece(piece: str) -> str:
+    """``MODEL...`` as the README writes it: typer wraps a required argument's metavar in braces
+    (``{MODEL...}``, and from 0.29 on ``{MODEL...}...``)."""
+    if piece.startswith("{") and "}" in piece:
+        piece = piece[1:].replace("}", "", 1)
+        while piece.endswith("......"):
+            piece = piece[:-3]
+    return piece
+
+
+def _flags_without_type(params: list) -> list:
+    """A flag takes no value: no type in the help's type column (typer 0.29 writes ``<bool>`` there
+    for every flag, --help included)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+def _one_line_paragraphs(text: str) -> str:
+    """``text`` with each paragraph on one line: typer joins the lines of a help's first paragraph
+    but keeps those of the others, which then break mid-sentence at any width."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
+
+
 class Command(typer.core.TyperCommand):
-    """Usage line as the README writes it: typer 0.28 wraps a required argument's metavar in braces
-    (``{MODEL...}``)."""
+    """Usage line as the README writes it; flags without a type column (above); the help's
+    paragraphs wrapped to the terminal, never at the docstring's line breaks."""
+
+    def __init__(self, *args: Any, help: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, help=_one_line_paragraphs(help) if help else help, **kwargs)
 
     def collect_usage_pieces(self, ctx):
-        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p
-                for p in super().collect_usage_pieces(ctx)]
+        return [_usage_piece(p) for p in super().collect_usage_pieces(ctx)]
+
+    def get_params(self, ctx):
+        return _flags_without_type(super().get_params(ctx))
 
 
 class _App(typer.core.TyperGroup):
     """Bad usage (a missing argument, an unknown option or command, a value of the wrong type) is
     one line on stderr and exit 2, like every other failure, instead of Click's usage block or
     Typer's panel. No arguments at all still prints the help."""
+
+    def get_params(self, ctx):
+        return _flags_without_type(super().get_params(ctx))
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:

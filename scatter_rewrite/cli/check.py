@@ -14,7 +14,9 @@ from scatter_rewrite.cli.app import Command, app
 from scatter_rewrite.cli.files import expand, unique
 from scatter_rewrite.cli.messages import error, exit_code, internal_error, setup_logging
 from scatter_rewrite.cli.options import STANDARD, CheckVerbose, Models, Quiet
+from scatter_rewrite.cli.printing import status_counts
 from scatter_rewrite.cli.streams import shown_paths, standard_streams
+from scatter_rewrite.targets import TARGETS_HELP
 
 __all__ = ["check"]
 
@@ -24,16 +26,16 @@ def check(
     context: typer.Context,
     models: Models,
     target: Annotated[str, typer.Option(
-        "--target", metavar="TARGET", help="tensorrt-8.6, tensorrt-10, tensorrt-11, opset-N (N "
-        "from 9 to the highest the installed onnx defines), no-scatter, qnn, rknn, ort-cpu, ... "
-        "(docs/targets.md).")] = "tensorrt-10",
+        "--target", metavar="TARGET", help=f"{TARGETS_HELP}.")] = "tensorrt-10",
     as_json: Annotated[bool, typer.Option("--json",
                                           help="Print the reports as JSON (for CI).")] = False,
     quiet: Quiet = False,
     verbose: CheckVerbose = False,
 ) -> None:
-    """Check models (onnx.checker), each scatter node's readiness for a target and, by a dry run of
-    the verb that reaches it (lower, tensorrt or prepare), every node's; 0 if READY, 1 otherwise."""
+    """Check each model's readiness for a target; exit 0 if every model is READY, 1 otherwise.
+
+    onnx.checker, each scatter node, and a dry run of the verb that reaches the target (lower,
+    tensorrt or prepare) on every node."""
     setup_logging(verbose)
     try:
         from scatter_rewrite.errors import ScatterRewriteError
@@ -53,28 +55,55 @@ def check(
     elif not quiet:
         console = _check_console(context)
         for r in reports:
-            _print_report(r, console)
+            if r.unreadable is None or len(reports) > 1:  # (one model: its error line alone)
+                _print_report(r, console)
+        if len(reports) > 1:
+            typer.echo(status_counts([r.status for r in reports]))
     _warn_fix_and_note(reports)
     not_ready = [r for r in reports if r.blocked]
     for r in not_ready:  # exit 1 says why in one line, like every other exit 1
         why = _not_ready_reason(r)
-        error(f"{r.model}: {why}" if len(reports) > 1 or r.invalid else why, None, verbose)
+        named = (len(reports) > 1 or r.invalid) and not why.startswith(r.model)
+        error(f"{r.model}: {why}" if named else why, None, verbose)
     if not_ready:
         raise typer.Exit(1)
 
 
 def _reports(models: list[str], target: str) -> list[Any]:
     """The readiness report of each model (every model of a folder, the verbs' outputs too: they
-    are what one checks)."""
-    from scatter_rewrite.errors import OptionError
-    from scatter_rewrite.readiness import check_report, parse_target
+    are what one checks); a folder holding none is an UNREADABLE report saying so, as a model that
+    cannot be read is (:func:`_report`)."""
+    from scatter_rewrite.errors import OptionError, ScatterRewriteError
+    from scatter_rewrite.readiness import CheckReport, parse_target
 
     parse_target(target)
     if STANDARD in models and len(models) > 1:
         raise OptionError("- (standard input) is one model: give it alone, or name files")
     with standard_streams(models, None) as (models, _, _):
-        files = unique(expand([Path(m) for m in models], []))
-        return [check_report(f, target, name=shown_paths(str(f))) for f in files]
+        entries: list[Any] = []  # each model file, in order, or a folder's report
+        for m in models:
+            try:
+                entries += expand([Path(m)], [])
+            except ScatterRewriteError as e:  # a folder without models: its own entry
+                entries.append(CheckReport(shown_paths(m), target, unreadable=shown_paths(str(e))))
+        kept = {id(f) for f in unique([e for e in entries if isinstance(e, Path)])}
+        return [_report(e, target) if isinstance(e, Path) else e for e in entries
+                if not isinstance(e, Path) or id(e) in kept]
+
+
+def _report(file: Path, target: str) -> Any:
+    """The readiness report of one model; a model that cannot be read is an UNREADABLE report
+    saying why, so that the others are still checked and reported."""
+    from scatter_rewrite.errors import OptionError, ScatterRewriteError
+    from scatter_rewrite.readiness import CheckReport, check_report
+
+    name = shown_paths(str(file))
+    try:
+        return check_report(file, target, name=name)
+    except OptionError:
+        raise  # bad usage, whichever model shows it
+    except ScatterRewriteError as e:
+        return CheckReport(name, target, unreadable=shown_paths(str(e)))
 
 
 def _warn_fix_and_note(reports: list[Any]) -> None:
@@ -111,6 +140,8 @@ def _not_ready_reason(report: Any) -> str:
     """Why a report is not READY, in one line."""
     from scatter_rewrite.readiness import FIXABLE, INVALID
 
+    if report.unreadable is not None:
+        return report.unreadable
     if report.status == INVALID:
         return report.invalid + (f"; {report.fix} makes it valid and ready" if report.fix else "")
     if report.status == FIXABLE:  # (what blocks it: stdout)
@@ -130,6 +161,11 @@ def _print_report(report: Any, console: Any) -> None:
 
     def say(text: str, whole: bool = False) -> None:  # whole: a command, copyable, never wrapped
         console.print(text, highlight=False, markup=False, soft_wrap=whole)
+
+    if report.unreadable is not None:  # (the reason on stderr too, as every exit 1 says it)
+        why = report.unreadable.removeprefix(f"{report.model}: ")
+        say(f"{report.model}: UNREADABLE: {why}", whole=True)
+        return
 
     if report.status == INVALID:  # (no rows: nothing of it is ready; the checker's reason on stderr)
         fix = f": {report.fix} makes it valid and ready" if report.fix else ""

@@ -13,7 +13,7 @@ import typer
 
 from scatter_rewrite.cli.options import STANDARD
 
-__all__ = ["check_report_path", "expand", "plan_outputs", "unique", "write_report"]
+__all__ = ["check_report_path", "expand", "expand_each", "plan_outputs", "unique", "write_report"]
 
 
 def expand(models: list[Path], suffixes: list[str]) -> list[Path]:
@@ -32,6 +32,22 @@ def expand(models: list[Path], suffixes: list[str]) -> list[Path]:
         else:
             files.append(path)  # a missing file is reported by the loader, with the others going on
     return files
+
+
+def expand_each(models: list[Path], suffixes: list[str]
+                ) -> tuple[list[Path], list[tuple[Path, Exception]]]:
+    """:func:`expand` of each model named: (the model files, the folders holding none, each with
+    its error), so that such a folder is reported alone, the other models going on."""
+    from scatter_rewrite.errors import ModelLoadError
+
+    files: list[Path] = []
+    without_models: list[tuple[Path, Exception]] = []
+    for path in models:
+        try:
+            files += expand([path], suffixes)
+        except ModelLoadError as e:
+            without_models.append((path, e))
+    return files, without_models
 
 
 def unique(files: list[Path]) -> list[Path]:

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import traceback
+from collections.abc import Callable, Iterator
 
 import typer
 
-__all__ = ["LineFormatter", "error", "exit_code", "internal_error", "setup_logging"]
+__all__ = ["LineFormatter", "error", "exit_code", "internal_error", "setup_logging",
+           "warnings_said_with_flags"]
 
 
 class LineFormatter(logging.Formatter):
@@ -44,6 +47,37 @@ class _Once(logging.Filter):
         return True
 
 
+class _WithFlags(logging.Filter):
+    """The library's warnings name Python parameters (``inputs=``), as the API says them; on the
+    command line they say the running verb's flags instead (``--inputs``: Verb.cli_text). On the
+    library's own logger, so that worker processes (forked) say them so too."""
+
+    said: Callable[[str], str] | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.said is not None and record.levelno >= logging.WARNING:
+            record.msg, record.args = self.said(record.getMessage()), ()
+        return True
+
+
+_WITH_FLAGS = _WithFlags()
+
+
+@contextlib.contextmanager
+def warnings_said_with_flags(said: Callable[[str], str]) -> Iterator[None]:
+    """While a command runs, the library's warnings as ``said`` writes them (a verb's
+    ``cli_text``); after it, as the API says them again (in a process that goes on: tests, or a
+    program calling the command line's ``app``)."""
+    library = logging.getLogger("scatter_rewrite")
+    _WITH_FLAGS.said = said
+    library.addFilter(_WITH_FLAGS)
+    try:
+        yield
+    finally:
+        library.removeFilter(_WITH_FLAGS)
+        _WITH_FLAGS.said = None
+
+
 def setup_logging(verbose: bool) -> None:
     if not verbose:
         handler = logging.StreamHandler(sys.stderr)
@@ -72,5 +106,7 @@ def exit_code(e: BaseException) -> int:
 
 def internal_error(e: BaseException, verbose: bool):
     """A bug of ours: said in one line (-v shows where), exit 1."""
-    error(f"internal error ({type(e).__name__}: {e}); rerun with -v and report it", e, verbose)
+    from scatter_rewrite.errors import internal_error_message
+
+    error(internal_error_message(e), e, verbose)
     raise typer.Exit(1) from None

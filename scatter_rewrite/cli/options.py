@@ -12,8 +12,6 @@ import inspect
 from typing import Annotated, Any, Optional
 
 import typer
-import typer.main
-import typer.models
 
 from scatter_rewrite.verbs import SHARED_FLAGS
 
@@ -30,21 +28,9 @@ def _nonempty(value):
     return value
 
 
-_TEXT_TYPE = type(typer.main.get_click_type(annotation=str,
-                                            parameter_info=typer.models.ParameterInfo()))
-
-
-class _PathText(_TEXT_TYPE):
-    """A path given as text (see above), with no type in the help's argument column (typer 0.28
-    wrote ``<str>`` there)."""
-
-    def get_metavar(self, param, ctx=None) -> str:
-        return ""
-
-
 Models = Annotated[list[str], typer.Argument(
     help="ONNX model files, or folders of them; - reads one model from standard input.",
-    show_default=False, callback=_nonempty, metavar="MODEL...", click_type=_PathText())]
+    show_default=False, callback=_nonempty, metavar="MODEL...")]
 STANDARD = "-"  # as MODEL: standard input; as OUT or R.json: standard output
 
 
@@ -103,6 +89,13 @@ def _dim_sizes(values: Optional[list[str]]) -> Optional[dict[str, int]]:
     return sizes
 
 
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a whole number") from None
+
+
 def cli_parameter(option: Any) -> tuple[inspect.Parameter, Any]:
     """The Typer parameter for a declared option (verbs.Option), and how its value becomes the
     option's (an enum's value; NAME=SIZE texts a dict)."""
@@ -118,6 +111,8 @@ def cli_parameter(option: Any) -> tuple[inspect.Parameter, Any]:
     if option.kind is dict:
         annotation = Annotated[Optional[list[str]], typer.Option(option.cli_flag, **info)]
         return inspect.Parameter(option.name, kw, annotation=annotation, default=None), _dim_sizes
+    if option.kind is int:  # (typer 0.29's own message does not name the value)
+        info["parser"] = _whole_number
     annotation = Annotated[Optional[option.kind] if option.default is None else option.kind,
                            typer.Option(option.cli_flag, **info)]
     parameter = inspect.Parameter(option.name, kw, annotation=annotation, default=option.default)

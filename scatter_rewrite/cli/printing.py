@@ -1,6 +1,7 @@
 """What a rewriting verb prints: each model's summary (per pass, nodes rewritten and left alone
-with the reasons, the validation, the status line with the time), a batch's count, the warning of
-a model TensorRT will still refuse, and on a terminal a spinner naming the pass in progress."""
+with the reasons, the validation, the status line with the time), a batch's count by status, the
+warning of a model TensorRT will still refuse, and on a terminal a spinner naming the pass in
+progress and a batch's progress."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any
 
 import typer
 
-__all__ = ["batch_summary", "format_outcome", "may_be_terminal", "pass_progress", "say",
-           "stderr_console", "warn_not_ready"]
+__all__ = ["BatchProgress", "batch_progress", "batch_summary", "format_outcome", "may_be_terminal", "pass_progress", "say",
+           "status_counts", "stderr_console", "warn_not_ready"]
 
 
 def say(text: str, aside: bool) -> None:
@@ -40,8 +41,8 @@ def format_outcome(outcome: Any) -> str:
         diff = f", max |difference| {v['max_abs_diff']:.3g}" if "tolerance" in v else ""
         tol = f", {v['tolerance']}" if "tolerance" in v else ""
         lines.append(f"  validation: {v['checked_against']}{tol}{diff}")
-        if v.get("cross_check"):
-            lines.append(f"    {v['cross_check']}")
+        lines += [f"    {v[key]}" for key in ("cross_check", "in_runtime", "onnxruntime_note")
+                  if v.get(key)]
     elif outcome.status == WRITTEN:
         lines.append("  validation: skipped (--no-validate)")
     if outcome.status == "UNCHANGED":
@@ -65,17 +66,28 @@ def _status_said(outcome: Any) -> str:
 
 
 def batch_summary(outcomes: list[Any]) -> str:
-    """The line after a batch's models: how many PASSED (or WRITTEN under --no-validate; both if a
-    batch ever mixes them), and which were unchanged."""
-    from scatter_rewrite.pipeline import PASSED, UNCHANGED, WRITTEN
+    """The line after a batch's models: how many models, counted by status
+    (``4 models: 2 PASSED, 1 UNCHANGED, 1 FAILED``), and which were unchanged."""
+    from scatter_rewrite.pipeline import UNCHANGED
 
-    counts = {s: sum(o.status == s for o in outcomes) for s in (PASSED, WRITTEN)}
-    counted = [f"{n} of {len(outcomes)} model(s) {s}" for s, n in counts.items()
-               if n or (s == PASSED and not counts[WRITTEN])]
+    said = status_counts([o.status for o in outcomes])
     unchanged = [o.input for o in outcomes if o.status == UNCHANGED]
-    said = (f", {len(unchanged)} unchanged (nothing to rewrite: {', '.join(unchanged)})"
-            if unchanged else "")
-    return ", ".join(counted) + said
+    if unchanged:
+        said += f" (unchanged: nothing to rewrite in {', '.join(unchanged)})"
+    return said
+
+
+# Every status a model of a batch may end in, in the order a summary counts them: the rewriting
+# verbs' (pipeline.Outcome.status), then check's (readiness.CheckReport.status).
+STATUS_ORDER = ("PASSED", "WRITTEN", "UNCHANGED", "UNRUNNABLE", "FAILED",
+                "READY", "FIXABLE", "BLOCKED", "INVALID", "UNREADABLE")
+
+
+def status_counts(statuses: list[str]) -> str:
+    """``3 models: 2 READY, 1 UNREADABLE``: every status that occurs, counted."""
+    order = list(STATUS_ORDER) + sorted(set(statuses) - set(STATUS_ORDER))
+    counted = [f"{statuses.count(s)} {s}" for s in order if s in statuses]
+    return f"{len(statuses)} model{'s' * (len(statuses) != 1)}: {', '.join(counted)}"
 
 
 def warn_not_ready(outcomes: list[Any], trt_version: str) -> None:
@@ -106,6 +118,56 @@ def pass_progress(model: Path):
         return
     with console.status(f"{model}: loading", spinner="line") as status:
         yield lambda step: status.update(f"{model}: {step}")
+
+
+class BatchProgress:
+    """A batch's progress on a terminal (stderr), one line redrawn in place: the verb, the models
+    done of the total, the time elapsed and the models in progress (``lower 1/4 models 0:00:03
+    big.onnx``); erased once the batch ends, when the summary says the rest. A context manager;
+    :meth:`started` and :meth:`finished` name a model."""
+
+    def __init__(self, verb: str, total: int, console: Any):
+        from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(TextColumn("{task.description}"), MofNCompleteColumn(),
+                                  TextColumn("models"), TimeElapsedColumn(),
+                                  TextColumn("{task.fields[current]}"),
+                                  console=console, transient=True)
+        self._task = self._progress.add_task(verb, total=total, current="")
+        self._current: list[str] = []
+
+    @property
+    def task(self) -> Any:
+        """The rich task: ``completed``, ``total``, ``fields["current"]``."""
+        return self._progress.tasks[0]
+
+    def started(self, model: str) -> None:
+        self._current.append(model)
+        self._update()
+
+    def finished(self, model: str) -> None:
+        if model in self._current:
+            self._current.remove(model)
+        self._progress.advance(self._task)
+        self._update()
+
+    def _update(self) -> None:
+        self._progress.update(self._task, current=", ".join(self._current))
+
+    def __enter__(self) -> BatchProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._progress.stop()
+
+
+def batch_progress(verb: str, total: int, quiet: bool) -> BatchProgress | None:
+    """The progress display of a batch, on a terminal (stderr) and without -q; else None."""
+    if quiet or not may_be_terminal(sys.stderr):
+        return None
+    console = stderr_console()
+    return BatchProgress(verb, total, console) if console.is_terminal else None
 
 
 def may_be_terminal(stream: Any) -> bool:

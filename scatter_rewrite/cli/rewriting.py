@@ -16,13 +16,17 @@ import typer
 
 from scatter_rewrite.cli.app import Command, app
 from scatter_rewrite.cli.batch import run_parallel
-from scatter_rewrite.cli.files import check_report_path, expand, plan_outputs, unique, write_report
-from scatter_rewrite.cli.messages import error, exit_code, internal_error, setup_logging
+from scatter_rewrite.cli.files import (
+    check_report_path, expand_each, plan_outputs, unique, write_report,
+)
+from scatter_rewrite.cli.messages import (
+    error, exit_code, internal_error, setup_logging, warnings_said_with_flags,
+)
 from scatter_rewrite.cli.options import SHARED, STANDARD, Models, cli_parameter, output_option
 from scatter_rewrite.cli.printing import (
-    batch_summary, format_outcome, pass_progress, say, warn_not_ready,
+    batch_progress, batch_summary, format_outcome, pass_progress, say, warn_not_ready,
 )
-from scatter_rewrite.cli.signals import Stopped
+from scatter_rewrite.cli.signals import Stopped, raise_if_stopped
 from scatter_rewrite.cli.streams import (
     refuse_standard_streams, shown, shown_paths, standard_streams,
 )
@@ -59,8 +63,20 @@ def run_verb(declared: Any, options: dict[str, Any], models: list[str], output: 
     """Shared body of every rewriting verb (``declared``: its verbs.Verb, whose options these
     are)."""
     setup_logging(verbose)
+    with warnings_said_with_flags(declared.cli_text):
+        _run(declared, options, models, output, validate, inputs, report, in_place, verbose, rtol,
+             atol, quiet)
+
+
+def _run(declared: Any, options: dict[str, Any], models: list[str], output: Optional[str],
+         validate: bool, inputs: Optional[str], report: Optional[str], in_place: bool,
+         verbose: bool, rtol: Optional[float], atol: Optional[float], quiet: bool) -> None:
     try:
+        from scatter_rewrite import model_io
         from scatter_rewrite.errors import ScatterRewriteError
+
+        if raise_if_stopped not in model_io.BEFORE_RENAME:
+            model_io.BEFORE_RENAME.append(raise_if_stopped)
 
         refuse_standard_streams(models, output, report, in_place)
         aside = STANDARD in (output, report)  # the summary then goes to stderr
@@ -104,16 +120,20 @@ def _rewrite_all(declared: Any, options: dict[str, Any], models: list[str],
     output_path = Path(output) if output is not None else None
     report_path = Path(report) if report is not None else None
     folder_output = several or output_says_folder
-    files = _planned_files(declared, model_paths, output, output_path, folder_output,
-                           in_place, report_path, streams)
+    files, without_models = _planned_files(declared, model_paths, output, output_path,
+                                           folder_output, in_place, report_path, streams)
     with _flags_in_errors(declared):
         loaded = _validation_inputs(inputs, rtol, atol)
     kwargs = dict(options=options, output=output_path, output_is_folder=folder_output,
                   in_place=in_place, validate=validate, inputs=loaded, rtol=rtol, atol=atol)
-    if len(files) == 1:
+    if len(files) == 1 and not without_models:
         outcomes = [_rewrite_one(declared, files[0], kwargs, report_path)]
     else:
         outcomes = _rewrite_several(declared.name, files, kwargs, quiet, aside)
+    from scatter_rewrite.pipeline import UNREADABLE, Outcome
+
+    outcomes += [Outcome(str(folder), status=UNREADABLE, error=str(e), verb=declared.name,
+                         options=options) for folder, e in without_models]
     outcomes = [shown(o) for o in outcomes]
     for outcome in outcomes:
         if not quiet:
@@ -153,13 +173,19 @@ def _checked_options(declared: Any, options: dict[str, Any], in_place: bool,
 
 def _planned_files(declared: Any, model_paths: list[Path], output: Optional[str],
                    output_path: Optional[Path], folder_output: bool, in_place: bool,
-                   report_path: Optional[Path], streams: dict[str, str]) -> list[Path]:
+                   report_path: Optional[Path], streams: dict[str, str]
+                   ) -> tuple[list[Path], list[tuple[Path, Exception]]]:
     """The model files to rewrite, once their outputs and the report are known not to collide
-    with each other or with what the run reads (:func:`.files.plan_outputs`)."""
+    with each other or with what the run reads (:func:`.files.plan_outputs`), and the folders
+    named that hold none (each an UNREADABLE model of the batch; with no model at all, the run is
+    refused)."""
     from scatter_rewrite.errors import OptionError
     from scatter_rewrite.model_io import input_data_files
 
-    files = unique(expand(model_paths, [v.suffix for v in VERBS.values()]))
+    files, without_models = expand_each(model_paths, [v.suffix for v in VERBS.values()])
+    files = unique(files)
+    if not files:
+        raise without_models[0][1]
     if output_path is not None and folder_output and output_path.exists() \
             and not output_path.is_dir():
         raise OptionError(f"-o {output}: with several models (or a trailing /) -o must name a "
@@ -170,7 +196,7 @@ def _planned_files(declared: Any, model_paths: list[Path], output: Optional[str]
     taken = plan_outputs(declared, files, output_path, in_place, folder_output)
     if report_path is not None:
         check_report_path(report_path, taken)
-    return files
+    return files, without_models
 
 
 def _validation_inputs(inputs: Optional[str], rtol: Optional[float],
@@ -197,9 +223,10 @@ def _rewrite_one(declared: Any, file: Path, kwargs: dict, report_path: Optional[
             return rewrite_file(declared.name, file, progress=progress, **kwargs)
     except ScatterRewriteError as e:
         if report_path is not None:
-            from scatter_rewrite.pipeline import Outcome
+            from scatter_rewrite.pipeline import Outcome, failed_status
 
             failed_outcome = Outcome(str(file), passes=getattr(e, "passes", []), error=str(e),
+                                     status=failed_status(e),
                                      verb=declared.name, options=kwargs["options"],
                                      seconds=time.perf_counter() - started)
             try:
@@ -216,7 +243,8 @@ def _rewrite_several(verb: str, files: list[Path], kwargs: dict, quiet: bool,
     from scatter_rewrite.pipeline import rewrite_file_reporting
 
     try:
-        return run_parallel(verb, files, kwargs, rewrite_file_reporting)
+        return run_parallel(verb, files, kwargs, rewrite_file_reporting,
+                            progress=batch_progress(verb, len(files), quiet))
     except Stopped as e:
         for outcome in getattr(e, "finished", []):
             if not quiet:

@@ -10,8 +10,8 @@ import signal
 import sys
 from typing import Any
 
-__all__ = ["STOP_SIGNALS", "Stopped", "stop_deferred", "stop_on_signals",
-           "stopped_after_the_run", "stopped_message"]
+__all__ = ["STOP_SIGNALS", "Stopped", "raise_if_stopped", "stop_deferred", "stop_on_signals",
+           "stop_seen", "stopped_after_the_run", "stopped_message"]
 
 
 class Stopped(BaseException):
@@ -37,12 +37,33 @@ def stop_deferred(signum: int) -> bool:
     return model_io is not None and model_io.stop_deferred(signum)
 
 
+# The first stop signal this process had. Its Stopped, raised wherever Python was, can be lost:
+# C code that clears the errors it meets (an extension module's import, say) swallows it, and the
+# run would go on to write its model. So the rename into place asks again (raise_if_stopped).
+_seen: int | None = None
+
+
+def stop_seen(signum: int) -> None:
+    global _seen
+    if _seen is None:
+        _seen = signum
+
+
+def raise_if_stopped() -> None:
+    """Stopped, if a stop signal came (model_io runs this before it renames a model into place)."""
+    if _seen is not None:
+        raise Stopped(_seen)
+
+
 def _raise_stopped(signum: int, frame: Any) -> None:
+    stop_seen(signum)
     if not stop_deferred(signum):
         raise Stopped(signum)
 
 
 def stop_on_signals() -> None:
+    global _seen
+    _seen = None
     for signum in STOP_SIGNALS:
         signal.signal(signum, _raise_stopped)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import mmap
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 import ml_dtypes
 import numpy as np
@@ -27,8 +26,6 @@ __all__ = [
     "checked_index", "copy_releasing", "horner_index", "invalid", "is_string", "normalize_axis",
     "release_pages", "restore_string_dtype", "scatter_flat", "scatter_rows", "where",
 ]
-
-Reduction = Literal["none", "add", "mul", "max", "min"]
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 

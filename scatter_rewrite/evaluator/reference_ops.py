@@ -14,9 +14,31 @@ from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
 from onnx.reference.ops.op_where import Where as _ReferenceWhere
 
 from scatter_rewrite import custom_ops
+from scatter_rewrite.errors import ScatterRewriteError
 from scatter_rewrite.evaluator import scatter, scatter_elements, scatter_nd, tensor_scatter
 
-__all__ = ["CORRECTED_OPS", "make_evaluator"]
+__all__ = ["CORRECTED_OPS", "NodeFailure", "failing_node", "make_evaluator"]
+
+
+class NodeFailure(RuntimeError):
+    """An op the evaluator ran raised something other than our errors (a NumPy ValueError on
+    shapes the op's spec forbids): the message names the op and node, the cause is kept."""
+
+    def __init__(self, op_type: str, name: str, cause: BaseException):
+        super().__init__(f"{op_type} '{name}': {type(cause).__name__}: {cause}")
+        self.op_type, self.node_name = op_type, name
+
+
+def failing_node(e: BaseException) -> tuple[str, str] | None:
+    """(op type, node name) of the innermost ``onnx.reference`` op running where ``e`` was raised
+    (the traceback's frames whose ``self`` is an ``OpRun``), or None."""
+    found, tb = None, e.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, OpRun) and getattr(owner, "onnx_node", None) is not None:
+            found = (owner.onnx_node.op_type, owner.onnx_node.name)
+        tb = tb.tb_next
+    return found
 
 
 class Scatter(OpRun):
@@ -159,7 +181,12 @@ class Squeeze(OpRun):
     op_domain = ""
 
     def _run(self, data, axes=None):
-        return (np.squeeze(data, None if axes is None else tuple(int(a) for a in np.ravel(axes))),)
+        axes = None if axes is None else tuple(int(a) for a in np.ravel(axes))
+        for axis in axes or ():
+            if -data.ndim <= axis < data.ndim and data.shape[axis] != 1:
+                raise ValueError(f"axis {axis} of its input, shape {list(data.shape)}, has size "
+                                 f"{data.shape[axis]}, not 1")
+        return (np.squeeze(data, axes),)
 
 
 class Where(_ReferenceWhere):
@@ -223,5 +250,16 @@ def make_evaluator(proto, extra_ops: list | None = None):
                 if op not in (kwargs.get("new_ops") or [])
             ]
             super().__init__(*args, **kwargs)
+
+        def run(self, *args, **kwargs):
+            try:
+                return super().run(*args, **kwargs)
+            except (ScatterRewriteError, NodeFailure):
+                raise  # (ours name their node already; a subgraph's named its own)
+            except Exception as e:  # whatever an op raised: said with the node it ran
+                where = failing_node(e)
+                if where is None:
+                    raise
+                raise NodeFailure(*where, e) from e
 
     return _WithOurKernels(proto)

@@ -5,9 +5,7 @@ function bodies (:mod:`.converter`, :mod:`.bodies`), schema fitting (:mod:`.fitt
 model's verification (:mod:`.verify`)."""
 
 from scatter_rewrite.opset.engine import (
-    MAX_OPSET,
     MIN_IR_VERSION,
-    MIN_OPSET,
     OpsetMove,
     convert_opset,
     move_to_opset,
@@ -17,9 +15,7 @@ from scatter_rewrite.opset.engine import (
 from scatter_rewrite.opset.fitting import fits_schema, needs_conversion, since_version
 
 __all__ = [
-    "MAX_OPSET",
     "MIN_IR_VERSION",
-    "MIN_OPSET",
     "OpsetMove",
     "convert_opset",
     "fits_schema",

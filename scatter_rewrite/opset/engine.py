@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import onnx.defs
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
@@ -54,15 +53,13 @@ from scatter_rewrite.opset.rewriting import refuse
 from scatter_rewrite.opset.verify import Moved, checkable, verify_move
 
 __all__ = [
-    "convert_opset", "MAX_OPSET", "MIN_IR_VERSION", "MIN_OPSET", "move_to_opset", "opset_note",
+    "convert_opset", "MIN_IR_VERSION", "move_to_opset", "opset_note",
     "OpsetMove", "scope_opsets",
 ]
 
 logger = logging.getLogger("scatter_rewrite")
 
 MIN_IR_VERSION = 7  # opset >= 11 needs IR >= 6; 7 keeps training-free models loadable everywhere
-MIN_OPSET = 7  # oldest opset the converter's adapters start from that we accept as a source
-MAX_OPSET = onnx.defs.onnx_opset_version()
 
 
 class _Mover(Adapter):
@@ -157,10 +154,6 @@ class _Mover(Adapter):
                 scope.body.remove(new)
             elif is_default_domain(new) and needs_conversion(new.op_type, scope.opset, self.target):
                 self.convert_node(new, scope)
-
-    def _convert(self, node: ir.Node, scope: Scope, body_only: bool = False) -> None:
-        """``node`` through onnx.version_converter, else kept as the older schema takes it, else
-        moved from an opset between, else its function body (``body_only``: the body at once)."""
 
 
 @dataclasses.dataclass

@@ -101,13 +101,32 @@ def type_gap(node: ir.Node, target: int) -> str | None:
         variadic = (formals
                     and formals[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic)
         for i, value in enumerate(values):
-            dtype = value_dtype(value, node) if value is not None else None
-            if dtype is None or (i >= len(formals) and not variadic):
+            if i >= len(formals) and not variadic:
                 continue
             allowed = allowed_types(old, formals[min(i, len(formals) - 1)])
+            if (value is not None and _is_sequence(value)
+                    and not any(t.startswith("seq(") for t in allowed)):
+                return f"{node.op_type} at opset {target} takes no sequence ({kind} {i})"
+            dtype = value_dtype(value, node) if value is not None else None
+            if dtype is None:
+                continue
             if f"tensor({dtype.name.lower()})" not in allowed:
                 return f"{node.op_type} at opset {target} does not take {dtype.name} ({kind} {i})"
     return None
+
+
+SEQUENCE_MAKERS = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
+                   "SplitToSequence"}
+
+
+def _is_sequence(value: ir.Value) -> bool:
+    """Whether ``value`` is a sequence: typed so, or made by a sequence op (exporters type the
+    sequences a Loop carries nowhere)."""
+    if isinstance(value.type, ir.SequenceType):
+        return True
+    producer = value.producer()
+    return (producer is not None and producer.domain in ("", "ai.onnx")
+            and producer.op_type in SEQUENCE_MAKERS)
 
 
 def unknown_type_gap(node: ir.Node, source: int, target: int) -> str | None:
@@ -132,12 +151,16 @@ def fits_schema(node: ir.Node, source: int, target: int) -> list[str] | None:
         new = onnx.defs.get_schema(node.op_type, source, "")
     except onnx.defs.SchemaError:
         return None
+    # (an attribute a SAME_IF step's condition names holds the value the older op computes by:
+    # RoiAlign-16's coordinate_transformation_mode="output_half_pixel" is RoiAlign-10's)
+    held = {name for _, step in steps.steps_between(node.op_type, source, target)
+            if step.kind == steps.Kind.SAME_IF for name, _ in step.when}
     drop = []
     for name, value in node.attributes.items():
         # (a value the older op lacks: a SAME_IF step's values, judged above)
         if name in old.attributes:
             continue
-        if not is_default(new, name, value.value):
+        if name not in held and not is_default(new, name, value.value):
             return None
         drop.append(name)
     inputs = len(node.inputs)

@@ -7,8 +7,9 @@ metadata, by :func:`register_form`::
 The key is (op, from_version, to_version): a step down from a version to the op's previous one
 (``to_version`` None when there is none, as for Trilu-14), or a step up from a version to the next
 (Softmax-11 -> Softmax-13). The engine (:mod:`scatter_rewrite.opset.engine`) looks a form up by the
-step it crosses; the steps table (:mod:`scatter_rewrite.opset.steps`) says which steps down have one
-(``REWRITE``). The forms live in :mod:`scatter_rewrite.opset.forms`, one file per form, loaded by
+step it crosses; a step down with a registered form is ``REWRITE``
+(:func:`scatter_rewrite.opset.steps.step` asks this registry before the steps table, which has no
+row for it). The forms live in :mod:`scatter_rewrite.opset.forms`, one file per form, loaded by
 :func:`load_forms`.
 
 A form takes (node, scope, target), returns a :data:`Form` and raises ConversionError when it has no

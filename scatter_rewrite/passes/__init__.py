@@ -28,8 +28,10 @@ _EXPORTS = {
     "FixDimsPass": ("scatter_rewrite.passes.fix_dims", "FixDimsPass"),
     "SpecializeCallsPass": ("scatter_rewrite.passes.specialize", "SpecializeCallsPass"),
     "TensorRTPass": ("scatter_rewrite.passes.tensorrt", "TensorRTPass"),
-    "LowerTensorScatterPass": ("scatter_rewrite.passes.tensorrt", "LowerTensorScatterPass"),
-    "CapOpsetPass": ("scatter_rewrite.passes.tensorrt", "CapOpsetPass"),
+    "LowerTensorScatterPass": (
+        "scatter_rewrite.passes.tensorrt_tensorscatter", "LowerTensorScatterPass"
+    ),
+    "CapOpsetPass": ("scatter_rewrite.passes.tensorrt_opset_cap", "CapOpsetPass"),
     "MoveOpsetPass": ("scatter_rewrite.passes.move_opset", "MoveOpsetPass"),
     "InlineConstantIfsPass": ("scatter_rewrite.passes.inline_if", "InlineConstantIfsPass"),
     "Steps": ("scatter_rewrite.passes.compose", "Steps"),
@@ -38,6 +40,7 @@ _EXPORTS = {
     "tensorrt_passes": ("scatter_rewrite.verbs", "tensorrt_passes"),
     "NoScatterPass": ("scatter_rewrite.passes.no_scatter", "NoScatterPass"),
     "TargetScattersPass": ("scatter_rewrite.passes.no_scatter", "TargetScattersPass"),
+    "FloatComparisonsPass": ("scatter_rewrite.passes.float_comparisons", "FloatComparisonsPass"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.compose import OnlyIf, Steps  # noqa: F401
     from scatter_rewrite.passes.remove_unused import RemoveUnusedNodesPass  # noqa: F401
     from scatter_rewrite.passes.fix_dims import FixDimsPass  # noqa: F401
+    from scatter_rewrite.passes.float_comparisons import FloatComparisonsPass  # noqa: F401
     from scatter_rewrite.passes.fold import FoldPass  # noqa: F401
     from scatter_rewrite.passes.inline_if import InlineConstantIfsPass  # noqa: F401
     from scatter_rewrite.passes.lower import LowerPass  # noqa: F401
@@ -66,9 +70,9 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.no_scatter import NoScatterPass, TargetScattersPass  # noqa: F401
     from scatter_rewrite.passes.repair import RepairPass  # noqa: F401
     from scatter_rewrite.passes.specialize import SpecializeCallsPass  # noqa: F401
-    from scatter_rewrite.passes.tensorrt import (  # noqa: F401
-        CapOpsetPass, LowerTensorScatterPass, TensorRTPass,
-    )
+    from scatter_rewrite.passes.tensorrt import TensorRTPass  # noqa: F401
+    from scatter_rewrite.passes.tensorrt_opset_cap import CapOpsetPass  # noqa: F401
+    from scatter_rewrite.passes.tensorrt_tensorscatter import LowerTensorScatterPass  # noqa: F401
     from scatter_rewrite.passes.to_scatternd import ToScatterNDPass  # noqa: F401
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401
     from scatter_rewrite.verbs import tensorrt_passes  # noqa: F401

@@ -2,9 +2,12 @@
 
 A pass is an ``onnx_ir`` in-place pass. Its ``call`` returns a :class:`ScatterPassResult`, which is
 an ``ir.passes.PassResult`` plus one :class:`NodeNote` per node rewritten or left alone (with why).
-Declining a node is never an error: an unrewritable node stays as it is and its reason is reported.
-A malformed scatter node (against its schema: :mod:`scatter_rewrite.spec`) is: every pass refuses
-the model before reading any node, with InvalidModelError naming it.
+A node a pass cannot rewrite stays as it is and its reason is reported; the pass itself goes on.
+Some passes then refuse the model as a whole when a node they exist to remove stays (``lower``
+when the target opset lacks a reduction left, ``no_scatter``'s passes when a scatter is left):
+they raise, naming the node. A malformed scatter node (against its schema:
+:mod:`scatter_rewrite.spec`) is an error in every pass: it refuses the model before reading any
+node, with InvalidModelError naming it.
 """
 
 from __future__ import annotations
@@ -93,14 +96,6 @@ class ScatterPass(ir.passes.InPlacePass):
     def note(self, text: str, *, modified: bool = False) -> None:
         self.result.notes.append(text)
         self.result.modified |= modified
-
-    def absorb(self, inner: ScatterPassResult) -> None:
-        """Report what a pass run from this one (``inner``) did as this pass's own."""
-        self.result.rewritten += inner.rewritten
-        self.result.skipped += inner.skipped
-        self.result.notes += inner.notes
-        self.result.float_rounding += inner.float_rounding
-        self.result.modified |= inner.modified
 
     def moved(self, move, why: str = "") -> None:
         """Record an ``opset.OpsetMove`` (None: nothing moved): its note, and the ops it replaced by

@@ -602,17 +602,20 @@ def steps_for(pass_: NoScatterPass, preceded_by: tuple = ()) -> list:
 class TargetScattersPass(NoScatterPass):
     """The scatters a target (:mod:`scatter_rewrite.targets`) does not run, rewritten: as lower's
     sort + segmented reduction + ScatterND(none) where the target runs that ScatterND for the
-    node's type, as a scatter-free form otherwise; the scatters it runs are left alone."""
+    node's type, as a scatter-free form otherwise; the scatters it runs are left alone.
+    ``sort_float_minmax``: float max/min always in the scatter-free sort form, whose values pass
+    through no Where (MNN turned the segmented form's -0.0 into +0.0: targets/mnn.py)."""
 
     name = "prepare"
     refusal = "not prepared"
 
     def __init__(self, target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
-                 writing: ShapeWriting = ShapeWriting()):
+                 writing: ShapeWriting = ShapeWriting(), sort_float_minmax: bool = False):
         from scatter_rewrite.targets import get_target
 
         super().__init__(max_intermediate_mib, writing)
         self.target = get_target(target)
+        self.sort_float_minmax = sort_float_minmax
         self.refusal = f"not prepared for {self.target.name}"
 
     def wanted(self, node: ir.Node) -> bool:
@@ -623,9 +626,15 @@ class TargetScattersPass(NoScatterPass):
             if len(node.inputs) > 2 else None
         dtype = data.dtype.name if data is not None and data.dtype is not None else None
         index_dtype = index.dtype.name if index is not None and index.dtype is not None else None
-        return not self.target.supports(node.op_type, _reduction(node), dtype, index_dtype)
+        if not self.target.supports(node.op_type, _reduction(node), dtype, index_dtype):
+            return True
+        # (a form it runs but gets wrong for this node's shapes: MNN's ScatterND of 2-tuples)
+        fault = self.target.node_fault
+        return fault is not None and fault(node, dtype) is not None
 
     def segment_form(self, node: ir.Node) -> bool:
         dtype = node.inputs[0].dtype
+        if self.sort_float_minmax and _reduction(node) in ("max", "min") and dtype in _FLOATS:
+            return False
         return (_reduction(node) != "none" and dtype is not None
                 and self.target.supports("ScatterND", "none", dtype.name, "INT64"))

@@ -68,7 +68,8 @@ from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.limits import OPSET_FLOOR, REDUCTIONS_SINCE
 from scatter_rewrite.passes.base import NodeNote, ScatterPass
 
-__all__ = ["ASSUMPTIONS", "find_sites", "REPAIR_NOTE", "repairable_nodes", "RepairPass"]
+__all__ = ["ASSUMPTIONS", "find_sites", "REPAIR_NOTE", "repairable_nodes", "RepairPass",
+           "typed_sites"]
 
 SCATTERS = ("Scatter", "ScatterElements", "ScatterND")
 EXPORTER_BEHAVIOUR = (
@@ -131,6 +132,25 @@ def find_sites(model: ir.Model, assume: str | None = None
         else:
             lookalikes.append((node, scope, reason))
     return sites, lookalikes
+
+
+def typed_sites(model: ir.Model, assume: str | None = None
+                ) -> tuple[list[Site], list[tuple[ir.Node, Scope, str]]]:
+    """:func:`find_sites` with the shapes ONNX infers lent to the model while it looks (restored
+    after): the sites :class:`RepairPass` repairs, which anything judging its repair must see
+    alike (an accumulation's Add reads the previous one, whose static shape only inference
+    gives)."""
+    from scatter_rewrite.type_inference import (
+        annotate_functions_with, borrow_inferred_types, restore_types,
+    )
+
+    # Static shapes the export may not have recorded (in functions: from their call sites).
+    scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
+    borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
+    try:
+        return find_sites(model, assume)
+    finally:
+        restore_types(borrowed)
 
 
 def _mean_site(node: ir.Node, scope: Scope, assume: str | None) -> Site | None:
@@ -239,16 +259,7 @@ REPAIR_NOTE = ("`scatter-rewrite repair` changes it into what PyTorch computed (
 
 def repairable_nodes(model: ir.Model, assume: str | None = None) -> set[int]:
     """The ids of the scatter nodes :class:`RepairPass` would change (for ``check``)."""
-    from scatter_rewrite.type_inference import (
-        annotate_functions_with, borrow_inferred_types, restore_types,
-    )
-
-    scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
-    borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
-    try:
-        return {id(site.scatter) for site in find_sites(model, assume)[0]}
-    finally:
-        restore_types(borrowed)
+    return {id(site.scatter) for site in typed_sites(model, assume)[0]}
 
 
 class RepairPass(ScatterPass):
@@ -276,17 +287,7 @@ class RepairPass(ScatterPass):
         return any(site.scope.opset < OPSET_FLOOR for site in sites)
 
     def _sites(self, model: ir.Model) -> tuple[list, list]:
-        from scatter_rewrite.type_inference import (
-            annotate_functions_with, borrow_inferred_types, restore_types,
-        )
-
-        # Static shapes the export may not have recorded (in functions: from their call sites).
-        scatters = lambda node: node.op_type in SCATTERS and is_default_domain(node)  # noqa: E731
-        borrowed = borrow_inferred_types(model) + annotate_functions_with(model, scatters)
-        try:
-            return find_sites(model, self.assume)
-        finally:
-            restore_types(borrowed)
+        return typed_sites(model, self.assume)
 
     def run(self, model: ir.Model) -> None:
         from scatter_rewrite.type_inference import (

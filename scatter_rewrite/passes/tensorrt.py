@@ -2,9 +2,11 @@
 
 :func:`scatter_rewrite.verbs.tensorrt_passes` is the whole flow: upgrade the deprecated
 ``Scatter`` (UpgradePass), fold constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass,
-only when the model has one), then :class:`TensorRTPass` for the chosen TensorRT version, and last
-the model moves down to the highest opset that version's parser documents
-(:data:`PARSER_MAX_OPSET`) when it is above it (:class:`CapOpsetPass`, then MoveOpsetPass).
+only when the model has one: :mod:`.tensorrt_tensorscatter`), then :class:`TensorRTPass` (this
+module) for the chosen TensorRT version, and last the model moves down to the highest opset that
+version's parser documents (:data:`.tensorrt_support.PARSER_MAX_OPSET`) when it is above it
+(:mod:`.tensorrt_opset_cap`, then MoveOpsetPass). What these passes share is in
+:mod:`.tensorrt_flow`.
 
 What TensorRT accepts (facts and sources: docs/tensorrt.md; the
 onnx-tensorrt importer ``addScatterLayer`` in onnx2trt_utils.cpp; NVIDIA/TensorRT
@@ -39,8 +41,8 @@ plugin/scatterElementsPlugin/README.md):
   with one
   ``TopK`` (TensorRT takes K <= 3840 only) and reduces in a ``Loop`` whose carried values shrink
   (TensorRT's ILoop needs fixed-shape recurrences).
-  :func:`tensorrt_violations` checks every emitted node against the documented restrictions,
-  op and data type (the one table: :mod:`.tensorrt_support`).
+  :func:`.tensorrt_violations.tensorrt_violations` checks every emitted node against the
+  documented restrictions, op and data type (the one table: :mod:`.tensorrt_support`).
   The lowering needs the scatter's rank: Ifs with a constant condition that hide it (TorchScript's
   rank-0 wrapper of ``scatter_reduce``) are inlined first (:func:`inline_rank_hiding_ifs`). Where
   nothing needs the rank (a ScatterElements the TensorRT 10/11 plugin takes as it is) such an If is
@@ -69,30 +71,33 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.limits import REDUCTIONS, TRT_VERSIONS, check_choice
+from scatter_rewrite.limits import REDUCTIONS, TRT_VERSIONS
 from scatter_rewrite.graph import (
-    CUSTOM_SCATTER_OPS, Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes,
-    nodes_within, reference_reason, remove_unused_expands,
+    CUSTOM_SCATTER_OPS, Scope, attr, is_default_domain, iter_nodes, reference_reason,
 )
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types, serialize_without_weights,
 )
 from scatter_rewrite.passes.tensorrt_support import (
-    BOOL_OUTPUT_OPS, SUPPORTED_TYPES, UNSUPPORTED_OPS, as_parsed, scatter_types, type_names,
-    typed_inputs, unsupported_type,
+    PARSER_MAX_OPSET, PARSES_TENSORSCATTER, TOPK_MAX_K, as_parsed, scatter_types, type_names,
 )
-from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult, first_and_more
+from scatter_rewrite.passes.tensorrt_flow import (
+    TensorRTFlowPass, UNLOWERABLE, check_trt_version, inline_rank_hiding_ifs, lower_tensorrt_safe,
+)
+from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
+# The flow's other passes, importable from here with the rest of the flow.
+from scatter_rewrite.passes.tensorrt_opset_cap import CapOpsetPass, cap_reason
+from scatter_rewrite.passes.tensorrt_tensorscatter import LowerTensorScatterPass, has_tensor_scatter
 from scatter_rewrite.passes.to_scatternd import (
-    Decline, ModelNames, ReplacementBuilder, const_array, convert_to_scatternd, drop_none_reduction,
+    Decline, ModelNames, ReplacementBuilder, convert_to_scatternd, drop_none_reduction,
     infer_missing_shapes, known_rank, scatter_nd_through, value_dtype,
 )
 
 __all__ = [
     "cap_reason", "CapOpsetPass", "check_trt_version", "CUSTOM_AS_ONNX", "inline_rank_hiding_ifs",
-    "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES",
-    "scatter_data_blocker", "has_tensor_scatter", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K",
-    "TRT_VERSIONS",
+    "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER",
+    "PLUGIN_DATA_TYPES", "scatter_data_blocker", "has_tensor_scatter", "tensorrt_violations",
+    "TensorRTPass", "TOPK_MAX_K", "TRT_VERSIONS",
 ]
 
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.
@@ -103,188 +108,6 @@ REJECTED_DATA_TYPES = {ir.DataType.UINT8}
 # Scatter data written through INT32 (exact): TensorRT's scatter layer has no BOOL (see
 # scatter_data_blocker).
 CARRIED_DATA_TYPES = {ir.DataType.BOOL}
-# The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT
-# 10.0 supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset
-# 17"). TensorRT 11 (docs/tensorrt-11.md): 24 on every 11.x; 25 came with 11.5 ("Added support for
-# ONNX opset 25").
-PARSER_MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
-# The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support
-# for ... TensorScatter"): the flow leaves it as it is there.
-PARSES_TENSORSCATTER = frozenset({"11"})
-# The largest K TensorRT's TopK takes: NVIDIA/TensorRT release/8.6 include/NvInfer.h, addTopK
-# "Currently only values of K up to 3840 are supported", ITopKLayer::setInput "Values larger than
-# 3840 will result in a runtime error"; the same in 10.x. (11: no change noted since.)
-TOPK_MAX_K = {"8.6": 3840, "10": 3840, "11": 3840}
-# Ops whose output size depends on input values (a Loop may not carry what they shape).
-VALUE_SIZED_OPS = {"NonZero", "Compress", "Unique"}
-
-
-def check_trt_version(trt_version: str) -> str:
-    return check_choice(trt_version, TRT_VERSIONS, "trt_version")
-
-
-def _is_constant(value: ir.Value | None) -> bool:
-    return constant_tensor(value) is not None
-
-
-def _loop_shape_changes(node: ir.Node) -> list[str]:
-    """The loop-carried values of a ``Loop`` whose shape may change from one iteration to the next:
-    the body's output shape differs statically from its input's, or the output depends on an op
-    whose output size depends on values (NonZero, Compress, Unique, TopK with a run-time K).
-    A heuristic: a scatter's output is traced through its data input only."""
-    body = attr(node, "body")
-    if not isinstance(body, ir.Graph):
-        return []
-    carried = max(len(node.inputs) - 2, 0)
-    found = []
-    for i in range(carried):
-        if 2 + i >= len(body.inputs) or 1 + i >= len(body.outputs):
-            break
-        before, after = body.inputs[2 + i], body.outputs[1 + i]
-        changes = (
-            before.shape is not None
-            and after.shape is not None
-            and (
-                len(before.shape) != len(after.shape)
-                or any(
-                    isinstance(x, int) and isinstance(y, int) and x != y
-                    for x, y in zip(before.shape, after.shape)
-                )
-            )
-        )
-        if changes or _value_sized(after, body):
-            found.append(f"Loop carried value '{after.name}' changes shape between iterations "
-                         "(TensorRT's ILoop needs fixed-shape recurrences)")
-    return found
-
-
-def _value_sized(value: ir.Value, body: ir.Graph) -> bool:
-    seen, stack = set(), [value]
-    while stack:
-        producer = stack.pop().producer()
-        if producer is None or producer.graph is not body or id(producer) in seen:
-            continue
-        seen.add(id(producer))
-        op = producer.op_type
-        if op in VALUE_SIZED_OPS or (
-            op == "TopK" and len(producer.inputs) > 1 and not _is_constant(producer.inputs[1])
-        ):
-            return True
-        inputs = (
-            producer.inputs[:1]
-            if op in ("ScatterND", "ScatterElements", "Scatter")
-            else producer.inputs
-        )
-        stack.extend(v for v in inputs if v is not None)
-    return False
-
-
-def tensorrt_violations(nodes, trt_version: str) -> list[str]:
-    """Why TensorRT's ONNX parser would reject any of ``nodes`` (and their subgraphs); [] if none
-    known.
-
-    Only documented restrictions are checked: every op must be in the audited operator table
-    (:mod:`.tensorrt_support`, onnx-tensorrt docs/operators.md) with a data type it lists (Cast: its
-    input and ``to``; Constant: its value), as the parser casts it (INT64 -> INT32 on 8.6, DOUBLE ->
-    FLOAT); Compress/Unique/... are unsupported; TopK's K must be at most 3840 (NvInfer.h), so one
-    computed at run time, which the parser takes from 8.6 on, is reported as unbounded; a Loop may
-    not carry a value whose shape changes
-    (ILoop recurrences have a fixed shape: see :func:`_loop_shape_changes`); ScatterND may not carry
-    a reduction, ScatterElements reductions are ignored on 8.6. Values without a recorded type get
-    the type their producer gives them (:class:`_Types`); one still unknown is not checked.
-    """
-    found = []
-    types = _Types()
-    table = SUPPORTED_TYPES[trt_version]
-    for node in nodes_within(nodes):
-        op = node.op_type
-        if op in UNSUPPORTED_OPS:
-            found.append(f"{op} is not supported by TensorRT's ONNX parser")
-            continue
-        if op not in table:
-            found.append(f"{op} is not in the operator table audited for TensorRT {trt_version} "
-                         "(scatter_rewrite/passes/tensorrt_support.py)")
-            continue
-        checked = [types.of(node.inputs[i]) for i in typed_inputs(node) if i < len(node.inputs)]
-        if op == "Cast":
-            checked.append(_cast_target(node))
-        elif op == "Constant":
-            checked = [types.of(node.outputs[0])]
-        for dtype in checked:
-            if (why := unsupported_type(op, dtype, trt_version)) is not None:
-                found.append(why)
-        if op == "TopK":
-            if len(node.inputs) > 1 and not _is_constant(node.inputs[1]):
-                found.append(
-                    f"TopK's K is computed at run time, so nothing bounds it by the "
-                    f"{TOPK_MAX_K[trt_version]} TensorRT {trt_version} takes (a larger K fails "
-                    "at run time: NvInfer.h, ITopKLayer::setInput)"
-                )
-            elif (
-                len(node.inputs) > 1
-                and (k := const_array(node.inputs[1])) is not None
-                and k.size
-                and int(k.max()) > TOPK_MAX_K[trt_version]
-            ):
-                found.append(
-                    f"TopK with K={int(k.max())} (TensorRT {trt_version}: K <= "
-                    f"{TOPK_MAX_K[trt_version]})"
-                )
-        elif op == "Loop":
-            found.extend(_loop_shape_changes(node))
-        elif op in ("ScatterND", "ScatterElements"):
-            reduction = attr(node, "reduction", None)
-            if op == "ScatterND" and reduction is not None:
-                found.append(f'ScatterND with reduction="{reduction}"')
-            if op == "ScatterElements" and reduction not in (None, "none") and trt_version == "8.6":
-                found.append(
-                    f"ScatterElements reduction={reduction} (silently ignored by TensorRT 8.6)"
-                )
-    return list(dict.fromkeys(found))
-
-
-def _cast_target(node: ir.Node) -> ir.DataType | None:
-    to = attr(node, "to", None)
-    return ir.DataType(to) if isinstance(to, int) else None
-
-
-class _Types:
-    """The element type of a value: as recorded, else as its producer makes it (comparisons and
-    logic give BOOL, Cast its ``to``, Shape/Size INT64, Constant its tensor's, Where its branches',
-    every other op its data input's). None when that cannot be told."""
-
-    def __init__(self):
-        self._memo: dict[int, ir.DataType | None] = {}
-
-    def of(self, value: ir.Value | None) -> ir.DataType | None:
-        if value is None or value.dtype is not None:
-            return value.dtype if value is not None else None
-        key = id(value)
-        if key not in self._memo:
-            self._memo[key] = None  # a cycle (none in a DAG) stays unknown
-            self._memo[key] = self._from_producer(value)
-        return self._memo[key]
-
-    def _from_producer(self, value: ir.Value) -> ir.DataType | None:
-        producer = value.producer()
-        if producer is None:
-            return None
-        op = producer.op_type
-        if op in BOOL_OUTPUT_OPS:
-            return ir.DataType.BOOL
-        if op == "Cast":
-            return _cast_target(producer)
-        if op in ("Shape", "Size", "NonZero") or (
-            op == "TopK" and value is not producer.outputs[0]
-        ):
-            return ir.DataType.INT64
-        if op == "Constant":
-            tensor = attr(producer, "value", None)
-            return tensor.dtype if tensor is not None else None
-        if op in ("If", "Loop", "Scan"):
-            return None
-        inputs = [producer.inputs[i] for i in typed_inputs(producer) if i < len(producer.inputs)]
-        return next((t for t in map(self.of, inputs) if t is not None), None)
 
 
 def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[str, bool] | None:
@@ -336,37 +159,7 @@ def is_reducing_scatter(node: ir.Node) -> bool:
             and attr(node, "reduction", "none") != "none")
 
 
-class _ForTensorRT(ScatterPass):
-    """A pass of the TensorRT flow: it knows which TensorRT version it prepares for. A node it must
-    leave as it is (TensorRT would reject it or compute it wrong) makes the target unreachable: the
-    pass raises ConversionError naming it and why (``error.declined``: every such node), as
-    LowerPass does for an opset it cannot reach."""
-
-    def __init__(self, trt_version: str = "10"):
-        super().__init__()
-        self.trt_version = check_trt_version(trt_version)
-
-    def call(self, model: ir.Model) -> ScatterPassResult:
-        result = super().call(model)
-        if result.skipped:
-            advice = self.advice(result.skipped)
-            error = self.unreachable(first_and_more(result.skipped)
-                                     + (f"; {advice}" if advice else ""))
-            error.declined = list(result.skipped)
-            raise error
-        return result
-
-    def advice(self, skipped: list) -> str | None:
-        """What the user can do about the nodes left alone (None: their reasons say it)."""
-        return None
-
-    def unreachable(self, why: str) -> ConversionError:
-        """The error for a model this pass cannot bring to what the TensorRT version takes."""
-        return ConversionError(f"cannot prepare for TensorRT {self.trt_version}: {why}",
-                               parameters=("trt_version", "fix_dims"))
-
-
-class TensorRTPass(_ForTensorRT):
+class TensorRTPass(TensorRTFlowPass):
     """Make every scatter TensorRT-ready for ``trt_version`` (see the module docstring)."""
 
     name = "tensorrt"
@@ -410,7 +203,7 @@ class TensorRTPass(_ForTensorRT):
             restore_types(borrowed)
 
     def advice(self, skipped: list) -> str | None:
-        if not any(_UNLOWERABLE in s.detail for s in skipped):
+        if not any(UNLOWERABLE in s.detail for s in skipped):
             return None
         return ("fix the number of updates to a static size (the sorting network needs it: "
                 "fix_dims={NAME: SIZE}), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or "
@@ -621,8 +414,6 @@ class TensorRTPass(_ForTensorRT):
 # the domain): those lower --mode custom|tensorrt-plugin writes.
 CUSTOM_AS_ONNX = CUSTOM_SCATTER_OPS
 
-_UNLOWERABLE = "cannot be lowered TensorRT-safely"
-
 
 def _contradicts_inference(model: ir.Model) -> bool:
     """Whether ONNX shape inference in strict mode, as onnx.checker's full check runs it, refuses
@@ -633,167 +424,3 @@ def _contradicts_inference(model: ir.Model) -> bool:
     except onnx.shape_inference.InferenceError:
         return True
     return False
-
-
-def inline_rank_hiding_ifs(
-    model: ir.Model, needs_rank: Callable[[ir.Node], bool] = lambda node: True
-) -> list[str]:
-    """Inline, in place, the Ifs with a constant condition around a reducing scatter whose rank is
-    unknown (TorchScript's rank-0 wrapper of ``scatter_reduce``) and whose rewrite ``needs_rank``:
-    TensorRT would fold such an If at build time anyway. Returns what was done, for the notes."""
-    from scatter_rewrite.passes.inline_if import inline_ifs_hiding_rank
-
-    return inline_ifs_hiding_rank(
-        model, lambda node: attr(node, "reduction", "none") in REDUCTIONS and needs_rank(node)
-    )
-
-
-def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_version: str,
-                        why: str) -> str:
-    """Replace the reducing ``node`` by its sorting-network lowering and return what was done;
-    Decline with the reason (the model unchanged) when the lowering does not apply or would emit
-    what TensorRT ``trt_version`` rejects."""
-    from scatter_rewrite.passes.lowering import network_reduce as net
-    from scatter_rewrite.passes.lowering import segment_reduce as seg
-
-    blocker = net.network_blocker(node, scope.opset)
-    if blocker is not None:
-        raise Decline(f"{why}; it {_UNLOWERABLE} either: {blocker}")
-    nodes, out = net.lower_reduction_network(
-        node, scope.opset, seg.Names(names.taken, prefix="trt")
-    )
-    violations = tensorrt_violations(nodes, trt_version)
-    if violations:
-        # Nothing was spliced in: detach the built nodes from the values they read, so no
-        # orphan consumer stays registered on the model's values, and leave the node alone.
-        for built in nodes_within(nodes):
-            for i in range(len(built.inputs)):
-                built.replace_input_with(i, None)
-        raise Decline(
-            f"{why}; it {_UNLOWERABLE}: the lowering would emit what TensorRT {trt_version} "
-            f"rejects ({'; '.join(violations)}), so the node is left alone"
-        )
-    old_inputs = list(node.inputs)
-    ir.convenience.replace_nodes_and_values(
-        scope.body, node, [node], nodes, [node.outputs[0]], [out]
-    )
-    remove_unused_expands(scope.body, old_inputs)  # the GNN index Expand the lowering reads around
-    return (f"lowered to {len(nodes)} TensorRT-safe standard nodes (bitonic sort of the keys, "
-            f"segmented scan, each a fixed-shape Loop; one ScatterND with unique targets) ({why})")
-
-
-class LowerTensorScatterPass(_ForTensorRT):
-    """Prepare a model holding a TensorScatter (opset 24, which no TensorRT before 11 parses) for
-    LowerPass to the highest opset the TensorRT version documents, which the flow runs next
-    (:func:`scatter_rewrite.verbs.tensorrt_passes`, only when :func:`has_tensor_scatter`): max/min
-    reductions that opset lacks are lowered TensorRT-safely first; if one cannot be, the
-    TensorScatter is declined with the reason (and the flow stops)."""
-
-    name = "lower-tensorscatter"
-
-    def run(self, model: ir.Model) -> None:
-        found = [
-            (n, s)
-            for n, s in iter_nodes(model)
-            if n.op_type == "TensorScatter" and is_default_domain(n)
-        ]
-        if not found or self.trt_version in PARSES_TENSORSCATTER:
-            return
-        target = PARSER_MAX_OPSET[self.trt_version]
-        lacking = [
-            (n, s)
-            for n, s in iter_nodes(model)
-            if n.op_type in ("ScatterElements", "ScatterND")
-            and is_default_domain(n)
-            and attr(n, "reduction", "none") in ("max", "min")
-            and target < 18
-        ]
-        if lacking:
-            # Moving to opset 17 would make LowerPass lower these max/min reductions with a run-time
-            # TopK (K unbounded by TensorRT's 3840) and a shrinking Loop (which TensorRT rejects):
-            # lower them TensorRT-safely first (the converter then takes their nodes to opset 17),
-            # or, if one cannot be, leave the TensorScatter (check reports it).
-            from scatter_rewrite.passes.lowering.network_reduce import network_blocker
-
-            infer_missing_shapes(model)
-            blocked = [(n, s, network_blocker(n, s.opset)) for n, s in lacking]
-            blocked = [(n, s, reason) for n, s, reason in blocked if reason is not None]
-            if blocked:
-                node, scope, reason = blocked[0]
-                for ts, ts_scope in found:
-                    self.skip(
-                        ts,
-                        ts_scope,
-                        f"not lowered: moving the model to opset {target} needs the {len(lacking)} "
-                        f"max/min scatter(s) lowered too, and {describe(node, scope)} "
-                        f"{_UNLOWERABLE}: {reason}",
-                    )
-                return
-            names = ModelNames(model)
-            for node, scope in lacking:
-                try:
-                    detail = lower_tensorrt_safe(node, scope, names, self.trt_version,
-                                                 f"opset {target} has no max/min reduction")
-                except Decline as reason:
-                    for ts, ts_scope in found:
-                        self.skip(ts, ts_scope, f"not lowered: {describe(node, scope)}: {reason}")
-                    return
-                self.rewrote(node, scope, detail)
-
-
-class CapOpsetPass(_ForTensorRT):
-    """Whether a model above the highest opset the TensorRT version's parser documents (8.6: 17,
-    10: 20) can move down to it, once its scatters are TensorRT-ready: ConversionError saying why
-    when a scatter kept a reduction that the lower opset lacks or a node cannot be converted (tried
-    on a copy: the model given is left as it is). The move itself is MoveOpsetPass, which the flow
-    runs next (:func:`scatter_rewrite.verbs.tensorrt_passes`, with :func:`cap_reason`)."""
-
-    name = "opset-cap"
-
-    def run(self, model: ir.Model) -> None:
-        from scatter_rewrite.graph import iter_scopes
-        from scatter_rewrite.opset import move_to_opset
-        target = PARSER_MAX_OPSET[self.trt_version]
-        highest = max(scope.opset for scope in iter_scopes(model))
-        if highest <= target:
-            return
-        kept = [(n, s) for n, s in iter_nodes(model)
-                if n.op_type in ("ScatterElements", "ScatterND") and is_default_domain(n)
-                and _reduction_opset(attr(n, "reduction", "none")) > target]
-        why = cap_reason(self.trt_version)
-        if kept:
-            node, scope = kept[0]
-            raise self.unreachable(
-                f"the model is at opset {highest} ({why}), and {describe(node, scope)} keeps a "
-                f"reduction opset {target} lacks"
-            )
-        try:
-            # On a copy: a conversion that stops at a later node has changed the earlier ones, and
-            # a model given to this pass must be left as it was, not half-converted.
-            move_to_opset(model.clone(), target)
-        except ConversionError as e:
-            raise self.unreachable(f"the model is at opset {highest} ({why}) and cannot move "
-                                   f"there: {e}") from e
-
-
-def cap_reason(trt_version: str) -> str:
-    """Why the flow moves a model down to the TensorRT version's highest opset."""
-    return (f"TensorRT {trt_version}'s parser documents opsets up to "
-            f"{PARSER_MAX_OPSET[trt_version]}")
-
-
-def _reduction_opset(reduction: str | None) -> int:
-    """The first opset with a scatter ``reduction``; for one unknown here (a reference to a function
-    attribute, None; an unknown name), the one where every reduction exists."""
-    from scatter_rewrite.passes.lowering.segment_reduce import first_opset_with
-
-    return (
-        first_opset_with(reduction)
-        if reduction in ("none", *REDUCTIONS)
-        else first_opset_with("max")
-    )
-
-
-def has_tensor_scatter(model: ir.Model) -> bool:
-    """Whether ``model`` holds a default-domain TensorScatter (which LowerPass lowers)."""
-    return any(n.op_type == "TensorScatter" and is_default_domain(n) for n, _ in iter_nodes(model))

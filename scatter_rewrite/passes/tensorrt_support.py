@@ -1,6 +1,7 @@
 """What TensorRT's ONNX parser accepts, per op and data type: the one table the ``tensorrt`` flow
-checks what it emits against (:func:`scatter_rewrite.passes.tensorrt.tensorrt_violations`), and
-the data types a scatter may have on each version (``tensorrt`` and ``check``).
+checks what it emits against (:func:`.tensorrt_violations.tensorrt_violations`), the data types a
+scatter may have on each version (``tensorrt`` and ``check``), and each version's highest opset,
+TensorScatter support and TopK limit.
 
 Sources (TensorRT cannot run here; these are the published tables):
 
@@ -37,8 +38,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 __all__ = [
-    "as_parsed", "BOOL_OUTPUT_OPS", "PARSER_CASTS", "scatter_types", "SUPPORTED_TYPES",
-    "type_names", "typed_inputs", "UNSUPPORTED_OPS", "unsupported_type",
+    "as_parsed", "BOOL_OUTPUT_OPS", "PARSER_CASTS", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER",
+    "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
+    "UNSUPPORTED_OPS", "unsupported_type",
 ]
 
 DT = ir.DataType
@@ -188,3 +190,17 @@ def typed_inputs(node: ir.Node) -> tuple[int, ...]:
 def scatter_types(version: str) -> frozenset:
     """The data types a ScatterND/ScatterElements may have on TensorRT ``version`` (as parsed)."""
     return SUPPORTED_TYPES[version]["ScatterND"]
+
+
+# The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT
+# 10.0 supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset
+# 17"). TensorRT 11 (docs/tensorrt-11.md): 24 on every 11.x; 25 came with 11.5 ("Added support for
+# ONNX opset 25").
+PARSER_MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
+# The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support
+# for ... TensorScatter"): the flow leaves it as it is there.
+PARSES_TENSORSCATTER = frozenset({"11"})
+# The largest K TensorRT's TopK takes: NVIDIA/TensorRT release/8.6 include/NvInfer.h, addTopK
+# "Currently only values of K up to 3840 are supported", ITopKLayer::setInput "Values larger than
+# 3840 will result in a runtime error"; the same in 10.x. (11: no change noted since.)
+TOPK_MAX_K = {"8.6": 3840, "10": 3840, "11": 3840}

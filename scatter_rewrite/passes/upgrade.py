@@ -27,7 +27,7 @@ from scatter_rewrite.opset import MIN_IR_VERSION, needs_conversion, opset_note
 from scatter_rewrite.passes.base import NodeNote, ScatterPassResult, ScatterPass
 from scatter_rewrite.spec import check_scatter_proto
 
-__all__ = ["has_scatter", "upgrade_proto", "upgrade_steps", "UpgradePass"]
+__all__ = ["has_rejected_scatter", "has_scatter", "upgrade_proto", "upgrade_steps", "UpgradePass"]
 
 
 def check_scatter_elements_shapes(node: ir.Node, scope: Scope, axis: int) -> int:
@@ -69,6 +69,13 @@ def checked_axis(where: str, shapes: dict[str, list | None], axis: int) -> int:
 def has_scatter(model: ir.Model) -> bool:
     """Whether ``model`` holds a default-domain ``Scatter`` (which no opset >= 11 accepts)."""
     return any(n.op_type == "Scatter" and is_default_domain(n) for n, _ in iter_nodes(model))
+
+
+def has_rejected_scatter(model: ir.Model) -> bool:
+    """Whether ``model`` holds a default-domain ``Scatter`` at opset 11 or later, which onnx.checker
+    and onnxruntime reject (a target that runs Scatter at opset 9/10 still needs it upgraded)."""
+    return any(n.op_type == "Scatter" and is_default_domain(n) and (scope.opset or 0) >= OPSET_FLOOR
+               for n, scope in iter_nodes(model))
 
 
 class UpgradePass(ScatterPass):

@@ -20,6 +20,7 @@ import functools
 import importlib
 import json
 import pkgutil
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,14 @@ from typing import Any
 from scatter_rewrite.errors import OptionError
 
 __all__ = ["ALL_REDUCTIONS", "SCATTER_DATA_TYPES", "Judge", "OpTable", "ScatterSupport", "Target", "TARGETS",
-           "get_target", "op_table_file", "register_target", "target_names", "targets"]
+           "TARGETS_HELP", "get_target", "op_table_file", "register_target", "target_names", "target_names_help",
+           "targets"]
 
+# Every target's name for --target's help, written out (the help must not import the target
+# modules, which import onnx; tests/targets hold it to target_names()).
+TARGETS_HELP = ("tensorrt-8.6, tensorrt-10, tensorrt-11, opset-N (N from 9 to the installed "
+                "onnx's highest), litert, mnn, no-scatter, qnn, rknn, openvino, openvino-npu, "
+                "ort-cpu, tvm (docs/targets.md)")
 ALL_REDUCTIONS = frozenset({"none", "add", "mul", "max", "min"})
 # every data type the scatter schemas allow (ONNX's tensor types through opset 24, by name)
 SCATTER_DATA_TYPES = frozenset({
@@ -161,6 +168,15 @@ class Target:
     # The ONNX ops it runs, as published (read on first use); None: not judged op by op (TensorRT's
     # own tables, opset-N's schemas, no-scatter: any runtime).
     ops: Callable[[], OpTable] | None = None
+    # Whether its runtime is onnxruntime (ort-cpu): a written model onnxruntime cannot run is then
+    # UNRUNNABLE. For any other target the proof (onnx.reference with our kernels, or the target's
+    # runtime) judges it, and onnxruntime's missing kernels are a note (pipeline.py).
+    onnxruntime: bool = False
+    # What it computes wrongly in a node its ``runs`` does not rule out (MNN's float Less, its
+    # ScatterND of 2-tuples), which its passes rewrite: called with the node and its (first)
+    # input's element type by name (None: unknown), the reason said, or None; ``check`` blocks
+    # such a node with it. None: no such node.
+    node_fault: Callable[[Any, str | None], str | None] | None = None
 
     @property
     def scatter_free(self) -> bool:
@@ -194,7 +210,11 @@ def register_target(target: Target) -> Target:
     if target.name in TARGETS:
         raise AssertionError(f"target {target.name!r} is registered twice")
     TARGETS[target.name] = target
+    _FAMILY[target.name] = sys._getframe(1).f_globals["__name__"].rpartition(".")[2]
     return target
+
+
+_FAMILY: dict[str, str] = {}  # target name -> the module that registered it
 
 
 def _load() -> None:
@@ -203,15 +223,23 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    names = sorted((m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")),
-                   key=lambda name: (name not in _FIRST, _FIRST.index(name) if name in _FIRST
-                                     else 0, name))
-    for name in names:
-        importlib.import_module(f"{__name__}.{name}")
+    for name in pkgutil.iter_modules(__path__):
+        if not name.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{name.name}")
+    # The order shown, whichever module was imported first: the families in _FIRST, then the
+    # others by module name, each's targets in the order it registered them.
+    order = list(TARGETS)
+    ordered = sorted(order, key=lambda n: (_family_rank(_FAMILY[n]), order.index(n)))
+    TARGETS.update({n: TARGETS.pop(n) for n in ordered})
+
+
+def _family_rank(family: str) -> tuple:
+    return (family not in _FIRST, _FIRST.index(family) if family in _FIRST else 0, family)
 
 
 def targets() -> dict[str, Target]:
-    """Every registered target, by name, in registration order of their modules."""
+    """Every registered target, by name: the families in _FIRST, then the others by module
+    name."""
     _load()
     return TARGETS
 
@@ -226,12 +254,12 @@ def get_target(name: str) -> Target:
     known ones otherwise."""
     found = targets().get(name.strip().lower())
     if found is None:
-        raise OptionError(f"target={name!r} is unknown: pick {_names_help()}",
+        raise OptionError(f"target={name!r} is unknown: pick {target_names_help()}",
                           parameters=("target",))
     return found
 
 
-def _names_help() -> str:
+def target_names_help() -> str:
     """The known names, opset-N written once as a range."""
     names = target_names()
     opsets = [n for n in names if n.startswith("opset-")]

@@ -31,18 +31,21 @@ RUNS = (
     ScatterSupport("ScatterND", ALL_REDUCTIONS),
     ScatterSupport("Scatter", frozenset({"none"})),
 )
-TENSOR_SCATTER_MISSING = ("TensorScatter (opset 24) has no conversion rule: the model does not "
-                          "load")
 
 
 def target_scatters_passes(name: str):
-    """The passes of a target that runs what its ``runs`` says: the other scatters rewritten."""
+    """The passes of a target that runs what its ``runs`` says: a deprecated Scatter the checker
+    rejects (opset 11 or later) upgraded first, as every target's verb does; the other scatters
+    rewritten."""
     def passes(max_intermediate_mib: int | None = None) -> list:
+        from scatter_rewrite.passes.compose import OnlyIf, Steps
         from scatter_rewrite.passes.no_scatter import (
             DEFAULT_MAX_INTERMEDIATE_MIB, TargetScattersPass,
         )
+        from scatter_rewrite.passes.upgrade import has_rejected_scatter, upgrade_steps
 
-        return [TargetScattersPass(name, max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)]
+        prepare = TargetScattersPass(name, max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
+        return [Steps(OnlyIf(has_rejected_scatter, upgrade_steps()), prepare, name=prepare.name)]
 
     return passes
 

@@ -85,4 +85,4 @@ register_target(Target(
     sources=("measured: onnxruntime 1.32.0 CPU provider, one session per op/reduction/type",
              "onnxruntime/core/providers/cpu/tensor/scatter.cc, scatter_nd.cc (the types "
              "registered for each reduction)"),
-    passes=_passes, options=("max_intermediate_mib",), ops=_op_table))
+    passes=_passes, options=("max_intermediate_mib",), ops=_op_table, onnxruntime=True))

@@ -65,7 +65,9 @@ from scatter_rewrite.validate.index_paths import (
     trace_to_input,
 )
 
-__all__ = ["fits_contract", "index_contracts", "IndexContract", "row_contract"]
+__all__ = [
+    "fits_contract", "index_contracts", "IndexContract", "inferred_shapes", "row_contract",
+]
 
 
 # Ops whose indices input must be in range of the data, like a scatter's (see _gather_contract).
@@ -105,7 +107,7 @@ class IndexContract:
         return max(lo, 0), min(hi, self.bounds[0])
 
 
-def _infer_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
+def inferred_shapes(model: ir.Model, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
     """Static shapes of every value (None for a dim inference could not fix), with the graph inputs
     fixed to their concrete sizes."""
     proto = serialize_without_weights(model)
@@ -451,7 +453,7 @@ def _tracing(model: ir.Model, input_shapes: dict[str, tuple]) -> _Tracing:
     graph_inputs = {
         id(v) for v in model.graph.inputs if v.name in input_shapes
     }  # not those with an initializer
-    shapes = functools.cache(lambda: _infer_shapes(model, input_shapes))
+    shapes = functools.cache(lambda: inferred_shapes(model, input_shapes))
     outer = outer_values(model)
     return _Tracing(
         input_shapes, graph_inputs, outer, first_calls(model),

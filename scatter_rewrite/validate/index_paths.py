@@ -15,7 +15,7 @@ import onnx_ir as ir
 from scatter_rewrite.graph import attr, function_calls, is_default_domain, iter_nodes
 
 __all__ = [
-    "bound_outside", "carrier_of", "CARRIERS", "divisor_inputs", "first_calls", "float_type",
+    "bound_outside", "carrier_of", "CARRIERS", "divisor_inputs", "size_inputs", "first_calls", "float_type",
     "map_axis",
     "NO_AXIS", "node_named", "normalization_shifts", "numpy_dtype", "outer_values",
     "selected_by_constant", "trace_index", "trace_to_input",
@@ -60,6 +60,47 @@ def divisor_inputs(model: ir.Model) -> set[str]:
         source = trace_to_input(node.inputs[1], graph_inputs, outer)
         if source is not None and source.dtype is not None and source.dtype.is_integer():
             found.add(source.name)
+    return found
+
+
+# The inputs of ops that read a count, size, scale or shape: (op, input position) -> whether 1 is
+# the only value generated (a TopK's k must not exceed the axis; an Expand to ones broadcasts to
+# any data), else small positive values. A real input gives them positive values; random ones of
+# either sign make onnxruntime refuse the original (Resize scales <= 0, a negative count).
+SIZE_SLOTS: dict[tuple[str, int], bool] = {
+    ("Resize", 2): False, ("Resize", 3): False, ("Upsample", 1): False,
+    ("ConstantOfShape", 0): False, ("Tile", 1): False, ("Range", 2): False,
+    ("OneHot", 1): False, ("AffineGrid", 1): False, ("TopK", 1): True, ("Expand", 1): True,
+}
+# Ops whose output values do not depend on their input's values.
+_SHAPE_READERS = frozenset({"Shape", "Size", "EyeLike", "ConstantOfShape"})
+
+
+def size_inputs(model: ir.Model) -> dict[str, bool]:
+    """The graph inputs whose values reach a :data:`SIZE_SLOTS` input, through any arithmetic (a
+    SAM export's ``orig_im_size`` reaches Resize's sizes scaled and cast), mapped to whether they
+    are generated as ones. The walk stops at ops that read only a shape and leaves bodies out."""
+    graph_inputs = {id(v): v for v in model.graph.inputs}
+    found: dict[str, bool] = {}
+    for node, _scope in iter_nodes(model):
+        if not is_default_domain(node):
+            continue
+        for position, value in enumerate(node.inputs):
+            ones = SIZE_SLOTS.get((node.op_type, position))
+            if ones is None or value is None:
+                continue
+            stack, seen = [value], set()
+            while stack:
+                v = stack.pop()
+                if v is None or id(v) in seen:
+                    continue
+                seen.add(id(v))
+                if id(v) in graph_inputs:
+                    found[v.name] = found.get(v.name, False) or ones
+                    continue
+                producer = v.producer()
+                if producer is not None and producer.op_type not in _SHAPE_READERS:
+                    stack.extend(producer.inputs)
     return found
 
 

@@ -17,12 +17,15 @@ from scatter_rewrite.graph import computes_a_scatter, function_calls, is_default
 from scatter_rewrite.type_inference import (
     annotate_functions_with, restore_types, weightless_copy,
 )
+from scatter_rewrite.validate.arguments import (
+    argument_inputs, extreme_values, integer_data_inputs,
+)
 from scatter_rewrite.validate.contracts import (
-    IndexContract, index_contracts, fits_contract, row_contract,
+    IndexContract, index_contracts, fits_contract, inferred_shapes, row_contract,
 )
 from scatter_rewrite.validate.dims import DEFAULT_SIZE, fit_dims
 from scatter_rewrite.validate.engines import may_trap
-from scatter_rewrite.validate.index_paths import divisor_inputs, numpy_dtype
+from scatter_rewrite.validate.index_paths import divisor_inputs, numpy_dtype, size_inputs
 from scatter_rewrite.validate.trial import OriginalSession, runs_in_reference
 from scatter_rewrite.validate.user_inputs import checked_user_inputs, load_inputs, user_tolerance
 
@@ -88,6 +91,8 @@ def _index_values(
     if c.kind == "nd":
         count = int(np.prod(shape, dtype=np.int64)) // max(len(c.bounds), 1)
         total = int(np.prod(c.bounds, dtype=np.int64))
+        if count and not total:
+            raise _no_index_in_range(c)
         flat = (rng.choice(total, size=count, replace=False) if c.unique and fits_contract(shape, c)
                 else rng.integers(0, max(total, 1), size=count))
         coords = (
@@ -99,6 +104,8 @@ def _index_values(
     lo, hi = c.slots
     if lo >= hi:  # no slot suits every scatter (the notes say the targets may repeat): any in range
         lo, hi = 0, c.bounds[0]
+    if hi <= 0 and int(np.prod(shape, dtype=np.int64)):
+        raise _no_index_in_range(c)
     if not shape:
         values = np.asarray(rng.integers(lo, hi))
     elif c.unique and fits_contract(shape, c):
@@ -121,6 +128,15 @@ def _index_values(
     else:
         values = rng.integers(lo, hi, size=shape)
     return _negated(values, c.negative_shifts, dtype, rng).astype(dtype)
+
+
+def _no_index_in_range(c: IndexContract) -> ValidationError:
+    """An index input with values, into an axis of size 0: no value is in range, so the original
+    model runs on no input (the spec makes an index out of range an error)."""
+    return ValidationError(
+        f"the original model runs on no input: indices that are not empty address data dims of "
+        f"sizes {list(c.bounds)}, where no index is in range (an axis of size 0); use "
+        "validate=False to rewrite it unproven", parameters=("validate",))
 
 
 def _random_values(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
@@ -194,7 +210,7 @@ def plan_validation(model: ir.Model, seed: int = 0, inputs: dict[str, np.ndarray
     attempt = _Attempt.of(planned, graph_inputs, dims, dims.sizes, seed)
     # (else nothing to grow: validation's own run says whether the original runs; but integer
     # division that would kill onnxruntime on the first inputs is tried with others first)
-    if dims.free or may_trap(model):
+    if dims.free or may_trap(model) or attempt.fitted:
         attempt = _running_attempt(model, planned, graph_inputs, dims, refit, attempt, seed)
     contracts, float_sums, sum_types, notes = attempt.traced
     if any(attempt.sizes[k] != DEFAULT_SIZE for k in dims.free):
@@ -218,20 +234,28 @@ class _Attempt:
     traced: tuple  # index_contracts's (contracts, float sums, their types, notes)
     inputs: dict[str, np.ndarray]
     ones: list[str]  # the inputs set to 1
+    # Whether some values were fitted to an op's argument or drawn over an integer type's range:
+    # then the original is tried on them before validation uses them.
+    fitted: bool = False
+    variant: str = ""  # how these values differ from the first draw (another seed, small integers)
 
     @classmethod
-    def of(cls, planned, graph_inputs, dims, sizes, seed, ones: bool = False) -> _Attempt:
+    def of(cls, planned, graph_inputs, dims, sizes, seed, ones: bool = False,
+           extremes: bool = True, variant: str = "") -> _Attempt:
         input_shapes = dims.shapes(sizes)
         traced = _traced(planned, input_shapes)
-        inputs = _generated(graph_inputs, input_shapes, traced[0], seed, divisor_inputs(planned))
+        fitted = _Fitted.of(planned, input_shapes, extremes)
+        inputs = _generated(graph_inputs, input_shapes, traced[0], seed, divisor_inputs(planned),
+                            size_inputs(planned), fitted)
         set_to_one = [v.name for v in graph_inputs if ones and v.name not in traced[0]
                       and numpy_dtype(v.dtype).kind in "biu"]
         for name in set_to_one:
             inputs[name] = np.ones_like(inputs[name])
-        return cls(sizes, traced, inputs, set_to_one)
+        return cls(sizes, traced, inputs, set_to_one,
+                   bool(fitted.arguments or fitted.integer_data), variant)
 
     def said(self, dims) -> str:
-        ones = f"{', '.join(self.ones)} all 1" if self.ones else ""
+        ones = f"{', '.join(self.ones)} all 1" if self.ones else self.variant
         sizes = dims.describe(self.sizes)  # ("": no free dims, nothing to say of sizes)
         if not sizes:
             return ones or "the generated values"
@@ -247,11 +271,21 @@ def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
     ValidationError saying what was tried if it does not."""
     session = OriginalSession(model)
     tried: list[tuple[str, str]] = []
+    counted: list[str] = []  # the sizes tried, and with ones: what bounds the growths
+    value_sensitive = first.fitted or any(numpy_dtype(v.dtype).kind in "biu" for v in graph_inputs)
     sizes = first.sizes
     while sizes is not None:
-        for ones in (False, True):
-            attempt = (first if not tried and not ones
-                       else _Attempt.of(planned, graph_inputs, dims, sizes, seed, ones))
+        # At the first sizes, values drawn again with other seeds, and with small integers (where
+        # an input's values may decide whether the original runs: random floats rarely do).
+        redrawn = [] if tried or not value_sensitive else (
+            [dict(seed=seed + k, variant=f"values of seed {seed + k}")
+             for k in range(1, _SEED_TRIES)]
+            + ([dict(seed=seed, extremes=False, variant="small integers")] if first.fitted
+               else []))
+        for variant in [dict(seed=seed)] + redrawn + [dict(seed=seed, ones=True)]:
+            ones = variant.get("ones", False)
+            attempt = (first if not tried and variant == dict(seed=seed)
+                       else _Attempt.of(planned, graph_inputs, dims, sizes, **variant))
             if ones and not attempt.ones:
                 break
             failure = session.failure(attempt.inputs)
@@ -261,18 +295,23 @@ def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
                         f"the original runs with {attempt.said(dims)}, not with {_said(tried)}")
                 return attempt
             tried.append((attempt.said(dims), failure))
-        sizes = _grown(dims, refit, sizes, [t for t, _ in tried])
+            if variant in redrawn:  # (the other draws do not count against the growths)
+                continue
+            counted.append(attempt.said(dims))
+        sizes = _grown(dims, refit, sizes, counted)
     reason = runs_in_reference(model, first.inputs)
     if reason is not None:
         raise ValidationError(
             "cannot find inputs the original model runs with: onnxruntime fails with "
             f"{_said(tried)}; onnx.reference with {first.said(dims)} ({reason}){_unmet(dims)}; "
-            "give inputs with inputs=, or use validate=False", parameters=("inputs", "validate"))
+            "pass inputs it runs on with inputs= (the proof then uses them), or use "
+            "validate=False to skip the proof", parameters=("inputs", "validate"))
     first.traced[3].append(
         f"onnxruntime fails on the original with every size tried: {_said(tried)}")
     return first
 
 
+_SEED_TRIES = 3  # seeds the values are drawn with at the first sizes, while the original fails
 _GROWTHS = 6  # times the free dims are doubled after the fitted sizes fail in onnxruntime
 _LARGEST_INPUT = 1 << 24  # elements: no input is grown past this
 
@@ -323,19 +362,56 @@ def _traced(planned: ir.Model, input_shapes: dict[str, tuple]):
         restore_types(borrowed)
 
 
+@dataclasses.dataclass
+class _Fitted:
+    """The inputs generated to fit an op's argument (:func:`.arguments.argument_inputs`), and the
+    integer scatter data drawn over its type's range (:func:`.arguments.integer_data_inputs`:
+    name -> (reduction, update count, whether it is the updates))."""
+
+    arguments: dict
+    integer_data: dict
+
+    @classmethod
+    def of(cls, planned: ir.Model, input_shapes: dict[str, tuple], extremes: bool) -> _Fitted:
+        shapes = inferred_shapes(planned, input_shapes)
+
+        def shape_of(value):
+            return shapes.get(value.name)
+
+        return cls(argument_inputs(planned, shape_of),
+                   integer_data_inputs(planned, shape_of) if extremes else {})
+
+
 def _generated(graph_inputs: list[ir.Value], input_shapes: dict[str, tuple],
                contracts: dict[str, IndexContract], seed: int,
-               divisors: set[str] = frozenset()) -> dict[str, np.ndarray]:
+               divisors: set[str] = frozenset(),
+               sizes: dict[str, bool] | None = None,
+               fitted: _Fitted | None = None) -> dict[str, np.ndarray]:
     """Seeded values: in range for the ``contracts``' inputs, positive for the integer
-    ``divisors`` (:func:`.index_paths.divisor_inputs`), random otherwise."""
+    ``divisors`` (:func:`.index_paths.divisor_inputs`) and for the inputs that reach a size
+    (:func:`.index_paths.size_inputs`: ones where only 1 fits), what the op takes for those that
+    reach an axis, shape, class or divisor argument, over the type's range for integer scatter
+    data (``fitted``), random otherwise."""
+    sizes = sizes or {}
+    fitted = fitted or _Fitted({}, {})
     rng = np.random.default_rng(seed)
     generated = {}
     for v in graph_inputs:
         shape, dtype = input_shapes[v.name], numpy_dtype(v.dtype)
+        argument = fitted.arguments.get(v.name)
+        fitting = None if argument is None else argument.values(shape, dtype, rng)
         if v.name in contracts:
             generated[v.name] = _index_values(shape, dtype, contracts[v.name], rng)
+        elif fitting is not None:
+            generated[v.name] = fitting
+        elif v.name in fitted.integer_data and dtype.kind in "iu":
+            reduction, count, is_updates = fitted.integer_data[v.name]
+            generated[v.name] = extreme_values(shape, dtype, reduction, count, is_updates, rng)
         elif v.name in divisors:
             generated[v.name] = rng.integers(1, 20, size=shape).astype(dtype)
+        elif v.name in sizes and dtype.kind in "iuf":
+            generated[v.name] = (np.ones(shape) if sizes[v.name]
+                                 else rng.integers(1, 5, size=shape)).astype(dtype)
         else:
             generated[v.name] = _random_values(shape, dtype, rng)
     return generated

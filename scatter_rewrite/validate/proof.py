@@ -312,10 +312,16 @@ def _run_in_reference(model: str | os.PathLike, plan: ValidationPlan, ort_reason
     except ScatterRewriteError:
         raise
     except Exception as ref_error:
-        which, skip = ("original", "; use validate=False to skip") if original else ("rewritten", "")
+        which, skip, parameters = "rewritten", "", ("validate",)
+        if original and "user inputs" in plan.notes:
+            which, skip = "original", "; use validate=False to skip"
+        elif original:  # (generated inputs that do not fit the model: the user's would)
+            which, parameters = "original", ("inputs", "validate")
+            skip = ("; the generated inputs do not fit it: pass inputs it runs on with inputs=, "
+                    "or use validate=False to skip the proof")
         raise ValidationError(
             f"cannot evaluate the {which} model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{first_line(ref_error)}'{skip}", parameters=("validate",)
+            f"onnx.reference says '{first_line(ref_error)}'{skip}", parameters=parameters
         ) from ref_error
 
 

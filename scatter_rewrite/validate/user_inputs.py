@@ -77,8 +77,8 @@ def _check_user_input(value: ir.Value, array: np.ndarray, fixed: dict[str, int])
 
 
 def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """The arrays of the .npz at ``path`` (``np.savez``), by name; ValidationError if it is not
-    one."""
+    """The arrays of the .npz at ``path`` (``np.savez``), by name; OptionError (bad usage, exit 2)
+    if it is missing or not one."""
     import zipfile
 
     try:
@@ -90,6 +90,7 @@ def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
             return {k: archive[k] for k in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
-        raise ValidationError(
-            f"inputs='{path}': cannot read it as a .npz archive ({reason})", parameters=("inputs",)
+        raise OptionError(
+            f"inputs='{path}': cannot read it as a .npz archive ({reason})", parameter="inputs",
+            parameters=("inputs",),
         ) from e

@@ -7,8 +7,11 @@ bad usage; nothing written, no staging or temporary file left, and the inputs' b
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -186,16 +189,69 @@ def test_inputs_with_an_index_out_of_range_say_it_is_the_inputs(legacy: Path, tm
     assert tree(tmp_path) == before
 
 
-def test_extra_inputs_are_ignored_with_a_note(legacy: Path, tmp_path: Path):
+def _run_cli(*args) -> subprocess.CompletedProcess:
+    """The command in its own process: its warnings reach stderr through its own logging set-up
+    (the batch's from its worker processes too)."""
+    return subprocess.run([sys.executable, "-m", "scatter_rewrite", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_extra_inputs_are_ignored_with_a_warning_naming_them(legacy: Path, tmp_path: Path):
     np.savez(tmp_path / "x.npz", **_good_inputs(), cond=np.array(True), idx=np.zeros(3))
-    result = invoke("upgrade", legacy, "--inputs", tmp_path / "x.npz", "--report", tmp_path / "r.json")
+    result = _run_cli("upgrade", legacy, "--inputs", tmp_path / "x.npz", "--report", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"scatter-rewrite: warning: {legacy}: --inputs has 1 entry that the model does not take as "
+        "an input, ignored: idx"], result.stderr
+    model = json.loads((tmp_path / "r.json").read_text())["models"][0]
+    assert any("ignored: idx" in n for n in model["validation"]["notes"]), model
+    assert model["notes"] == [
+        "--inputs has 1 entry that the model does not take as an input, ignored: idx"]
+
+
+def test_extra_inputs_are_named_for_each_model_of_a_batch(legacy: Path, tmp_path: Path):
+    """The same --inputs for two models: each warning names what that model does not take (cond
+    feeds the If of one of them only)."""
+    plain = save(scatter_model("Scatter", opset=10), tmp_path / "plain.onnx")
+    np.savez(tmp_path / "x.npz", **_good_inputs(), cond=np.array(True), idx=np.zeros(3))
+    result = _run_cli("upgrade", legacy, plain, "--inputs", tmp_path / "x.npz", "-o",
+                  tmp_path / "out", "-q")
+    assert result.returncode == 0, result.stderr
+    said = "that the model does not take as an input, ignored:"
+    assert sorted(result.stderr.splitlines()) == [
+        f"scatter-rewrite: warning: {legacy}: --inputs has 1 entry {said} idx",
+        f"scatter-rewrite: warning: {plain}: --inputs has 2 entries {said} cond, idx"]
+
+
+def test_a_command_says_its_flags_in_warnings_and_the_api_its_parameters_after_it(
+        legacy: Path, tmp_path: Path, caplog):
+    inputs = {**_good_inputs(), "cond": np.array(True), "idx": np.zeros(3)}
+    np.savez(tmp_path / "x.npz", **inputs)
+    with caplog.at_level(logging.WARNING, logger="scatter_rewrite"):
+        assert invoke("upgrade", legacy, "--inputs", tmp_path / "x.npz", "-o",
+                      tmp_path / "a.onnx").exit_code == 0
+        said_by_the_command = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        sr.upgrade(str(legacy), inputs=inputs, output=str(tmp_path / "b.onnx"))
+    ignored = "has 1 entry that the model does not take as an input, ignored: idx"
+    assert said_by_the_command == [f"{legacy}: --inputs {ignored}"]
+    assert [r.getMessage() for r in caplog.records] == [f"{legacy}: inputs= {ignored}"]
+
+
+def test_inputs_and_a_tolerance_without_validation_are_a_warning_with_their_flags(
+        legacy: Path, tmp_path: Path, caplog):
+    np.savez(tmp_path / "x.npz", **_good_inputs(), cond=np.array(True))
+    with caplog.at_level(logging.WARNING, logger="scatter_rewrite"):
+        result = invoke("upgrade", legacy, "--no-validate", "--inputs", tmp_path / "x.npz",
+                        "--rtol", "0.1")
     assert result.exit_code == 0, result.output
-    notes = json.loads((tmp_path / "r.json").read_text())["models"][0]["validation"]["notes"]
-    assert any("ignored: idx" in n for n in notes), notes
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{legacy}: --inputs, --rtol are not used: --no-validate skips the validation they are "
+        "for"]
 
 
-@pytest.mark.parametrize("kind", ["npy", "truncated", "text"])
-def test_inputs_that_are_not_an_npz_are_one_line(legacy: Path, tmp_path: Path, kind: str):
+@pytest.mark.parametrize("kind", ["npy", "truncated", "text", "missing"])
+def test_inputs_that_are_not_an_npz_are_bad_usage_in_one_line(legacy: Path, tmp_path: Path, kind: str):
     target = tmp_path / "x.npz"
     if kind == "npy":
         np.save(tmp_path / "x.npy", np.zeros(3))
@@ -203,10 +259,11 @@ def test_inputs_that_are_not_an_npz_are_one_line(legacy: Path, tmp_path: Path, k
     elif kind == "truncated":
         np.savez(target, **_good_inputs())
         target.write_bytes(target.read_bytes()[:100])
-    else:
+    elif kind == "text":
         target.write_text("data = [1, 2, 3]\n")
     before = tree(tmp_path)
-    assert_one_line_failure(invoke("upgrade", legacy, "--inputs", target), "cannot read it as a .npz archive")
+    assert_one_line_failure(invoke("upgrade", legacy, "--inputs", target),
+                            "cannot read it as a .npz archive", code=2)
     assert tree(tmp_path) == before
 
 
@@ -438,3 +495,22 @@ def test_a_sparse_constant_is_one_clear_line_in_the_cli_and_a_scatter_rewrite_er
     assert_one_line_failure(invoke("fold", path), "holds a sparse tensor")
     with pytest.raises(ModelLoadError, match="holds a sparse tensor"):
         sr.fold(_sparse_constant_model())
+
+
+def test_an_internal_error_names_the_node_it_was_working_on(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """A bug of ours in a pass, on the user's scatter: the one line names that node."""
+    from tests.helpers.models import accumulate_model
+
+    import scatter_rewrite.passes.repair as repair_module
+
+    def broken(self, node, *args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(repair_module.RepairPass, "_repair", broken)
+    onnx.save(accumulate_model(), tmp_path / "acc.onnx")
+    result = invoke("repair", tmp_path / "acc.onnx")
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines == ["scatter-rewrite: error: internal error at ScatterElements 'scatter_0' "
+                     "(RuntimeError: boom); rerun with -v and report it"]

@@ -134,9 +134,9 @@ def test_no_validate_is_written_in_a_batch_too(model: Path, tmp_path: Path):
     assert result.exit_code == 0, result.output
     assert "PASSED" not in result.stdout
     assert result.stdout.count("\nWRITTEN in ") == 2
-    assert result.stdout.splitlines()[-1] == "2 of 2 model(s) WRITTEN"
+    assert result.stdout.splitlines()[-1] == "2 models: 2 WRITTEN"
     validated = invoke("lower", model, other, "-o", f"{tmp_path / 'checked'}/")
-    assert validated.stdout.splitlines()[-1] == "2 of 2 model(s) PASSED"
+    assert validated.stdout.splitlines()[-1] == "2 models: 2 PASSED"
     assert "WRITTEN" not in validated.stdout
 
 
@@ -239,8 +239,12 @@ def test_external_data_to_standard_output_is_bad_usage(tmp_path: Path):
 # ---- stopped -------------------------------------------------------------------------------------
 
 def test_a_batch_stopped_reports_the_models_it_finished(tmp_path: Path):
-    """One small model and one big one rewritten in parallel; SIGINT once the small one is written
-    and the big one staged: the small one is reported (it is written), the big one is not."""
+    """One small model and one big one rewritten in parallel; SIGINT once the parent has the small
+    one's outcome (it says so under -v) and the big one is staged: the small one is reported (it
+    is written), the big one is not, and the stop is said, never an OSError. Synchronised on what
+    the run prints and writes, not on time."""
+    import threading
+
     small = tmp_path / "small.onnx"
     onnx.save(scatter_model("ScatterElements", opset=18, reduction="max"), small)
     big = tmp_path / "big.onnx"
@@ -249,23 +253,38 @@ def test_a_batch_stopped_reports_the_models_it_finished(tmp_path: Path):
                             indices_shape=(size, size)), big)
     out = tmp_path / "out"
     process = subprocess.Popen([sys.executable, "-m", "scatter_rewrite", "lower", str(small),
-                                str(big), "-o", f"{out}/"], stdout=subprocess.PIPE,
+                                str(big), "-o", f"{out}/", "-v"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    small_finished = threading.Event()
+
+    def read_stderr() -> None:
+        for line in process.stderr:
+            lines.append(line)
+            if f"{small}: finished (1 of 2)" in line:
+                small_finished.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        while process.poll() is None and not ((out / "small.lowered.onnx").exists()
+        while process.poll() is None and not (small_finished.is_set()
                                               and list(out.glob(".scatter-rewrite-*"))):
-            time.sleep(0.002)
+            small_finished.wait(0.01)
         assert process.poll() is None, "the run ended before the big model was staged"
-        time.sleep(0.2)  # (the small one's outcome travels back from its worker)
         process.send_signal(signal.SIGINT)
-        # (a worker left waiting for work would hold the pipes open: communicate would time out)
-        stdout, stderr = process.communicate(timeout=120)
+        process.wait(timeout=120)
+        # (a worker left alive, waiting for work, would hold the pipes open)
+        reader.join(timeout=120)
+        assert not reader.is_alive(), "a worker outlived the batch: " + "".join(lines)[-3000:]
+        stdout = process.stdout.read()
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 130, stderr
+    stderr = "".join(lines)
+    assert process.returncode == 130, stderr[-3000:]
     assert stdout.startswith(f"{small} -> {out / 'small.lowered.onnx'}\n"), stdout
     assert "\nPASSED in " in stdout and str(big) not in stdout
+    assert "Bad file descriptor" not in stderr, stderr[-3000:]
     assert stderr.strip().splitlines()[-1].startswith("scatter-rewrite: error: stopped by SIGINT")
     assert sorted(p.name for p in out.iterdir()) == ["small.lowered.onnx"]
 

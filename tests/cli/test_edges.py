@@ -154,7 +154,7 @@ def test_a_model_with_nothing_to_rewrite_is_said_so_and_still_written(tmp_path: 
     batch = invoke("upgrade", plain, legacy, "-o", f"{tmp_path / 'out'}/")
     assert batch.exit_code == 0
     assert batch.stdout.rstrip().splitlines()[-1] == (
-        f"1 of 2 model(s) PASSED, 1 unchanged (nothing to rewrite: {plain})")
+        f"2 models: 1 PASSED, 1 UNCHANGED (unchanged: nothing to rewrite in {plain})")
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert written == ["legacy.upgraded.onnx", "plain.upgraded.onnx"]
 
@@ -281,3 +281,143 @@ def test_check_json_of_an_invalid_model(tmp_path: Path):
     (shown,) = json.loads(result.stdout)["models"]
     assert shown["ready"] is False and "fails onnx.checker" in shown["invalid"]
     assert shown["status"] == "INVALID" and shown["findings"] == []
+
+
+def _good_and_unreadable(tmp_path: Path) -> tuple[Path, Path]:
+    good = save(scatter_model("ScatterElements", opset=16, reduction="add"), tmp_path / "good.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    return good, bad
+
+
+def test_check_reports_a_good_model_beside_an_unreadable_one(tmp_path: Path):
+    good, bad = _good_and_unreadable(tmp_path)
+    missing = tmp_path / "missing.onnx"
+    result = invoke("check", good, bad, missing, "--target", "opset-16")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert f"{good}: READY for opset-16 (1 scatter node(s), 0 node(s) blocked as it is)" in lines
+    assert any(line.startswith(f"{bad}: UNREADABLE: not a readable ONNX model") for line in lines)
+    assert any(line.startswith(f"{missing}: UNREADABLE: no such file") for line in lines)
+    assert lines[-1] == "3 models: 1 READY, 2 UNREADABLE"
+    errors = result.stderr.strip().splitlines()
+    assert [e.split(": ")[:3] for e in errors] == [["scatter-rewrite", "error", str(bad)],
+                                                  ["scatter-rewrite", "error", str(missing)]]
+
+
+def test_check_json_is_one_document_with_an_unreadable_model(tmp_path: Path):
+    import json
+
+    good, bad = _good_and_unreadable(tmp_path)
+    result = invoke("check", good, bad, "--target", "opset-16", "--json")
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    assert [(Path(m["model"]).name, m["status"]) for m in document["models"]] == [
+        ("good.onnx", "READY"), ("bad.onnx", "UNREADABLE")]
+    assert "not a readable ONNX model" in document["models"][1]["unreadable"]
+    assert document["models"][0]["unreadable"] is None
+    assert document["summary"] == {"models": 2, "ready": 1, "fixable": 0, "blocked": 0,
+                                   "invalid": 0, "unreadable": 1, "exit_code": 1}
+    alone = invoke("check", bad, "--json")  # one model: one document too
+    assert alone.exit_code == 1
+    assert [m["status"] for m in json.loads(alone.stdout)["models"]] == ["UNREADABLE"]
+    assert len(alone.stderr.strip().splitlines()) == 1
+
+
+def test_check_reports_a_folder_model_by_model_and_a_folder_without_models(tmp_path: Path):
+    import json
+
+    (tmp_path / "models" / "sub").mkdir(parents=True)
+    good = save(scatter_model("ScatterElements", opset=16, reduction="add"),
+                tmp_path / "models" / "good.onnx")
+    bad = tmp_path / "models" / "sub" / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    document = invoke("check", tmp_path / "models", empty, "--target", "opset-16", "--json")
+    assert document.exit_code == 1
+    assert [(m["model"], m["status"]) for m in json.loads(document.stdout)["models"]] == [
+        (str(good), "READY"), (str(bad), "UNREADABLE"), (str(empty), "UNREADABLE")]
+    assert json.loads(document.stdout)["models"][2]["unreadable"] == (
+        f"{empty}: the folder holds no .onnx model")
+    text = invoke("check", tmp_path / "models", empty, "--target", "opset-16")
+    assert text.exit_code == 1
+    assert f"{empty}: UNREADABLE: the folder holds no .onnx model" in text.stdout.splitlines()
+    assert text.stdout.splitlines()[-1] == "3 models: 1 READY, 2 UNREADABLE"
+    assert len(text.stderr.strip().splitlines()) == 2  # (one error line per entry not READY)
+
+
+def test_a_single_unreadable_model_is_one_error_line_for_check(tmp_path: Path):
+    _, bad = _good_and_unreadable(tmp_path)
+    result = invoke("check", bad)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"scatter-rewrite: error: {bad}: not a readable ONNX model")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _terminal_screen(monkeypatch, terminal: bool = True) -> io.StringIO:
+    """stderr as a terminal for the progress display: a wide console writing to the returned
+    buffer (wide so that no column is cut: what it shows does not depend on the width)."""
+    from rich.console import Console
+
+    screen = io.StringIO()
+    monkeypatch.setattr(printing, "stderr_console",
+                        lambda: Console(file=screen, force_terminal=terminal, width=300))
+    monkeypatch.setattr(printing, "may_be_terminal", lambda stream: True)  # (a pipe here)
+    return screen
+
+
+def _plain(screen: io.StringIO) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+
+
+def test_a_batch_shows_its_progress_on_a_terminal(tmp_path: Path, monkeypatch):
+    models = [save(scatter_model("ScatterElements", opset=18, reduction=r), tmp_path / f"{r}.onnx")
+              for r in ("add", "max")]
+    screen = _terminal_screen(monkeypatch)
+    result = invoke("lower", *models, "-o", f"{tmp_path / 'out'}/")
+    assert result.exit_code == 0, result.output
+    shown = _plain(screen)
+    # (its first line, drawn when it starts, and its last, drawn before it is erased)
+    assert "lower 0/2 models 0:00:00" in shown and "lower 2/2 models " in shown, shown
+    assert result.stdout.splitlines()[-1] == "2 models: 2 PASSED"
+
+
+@pytest.mark.parametrize("how", ["-q", "not a terminal"])
+def test_a_batch_shows_no_progress_under_q_or_off_a_terminal(tmp_path: Path, monkeypatch, how):
+    models = [save(scatter_model("ScatterElements", opset=18, reduction=r), tmp_path / f"{r}.onnx")
+              for r in ("add", "max")]
+    screen = _terminal_screen(monkeypatch, terminal=how != "not a terminal")
+    result = invoke("lower", *models, "-o", f"{tmp_path / 'out'}/", *(["-q"] * (how == "-q")))
+    assert result.exit_code == 0, result.output
+    assert screen.getvalue() == ""
+
+
+def test_the_batch_progress_counts_and_names_the_models_in_progress():
+    from rich.console import Console
+
+    screen = io.StringIO()
+    with printing.BatchProgress("fold", 3, Console(file=screen, force_terminal=True,
+                                                   width=300)) as progress:
+        progress.started("a.onnx")
+        progress.started("b.onnx")
+        assert (progress.task.completed, progress.task.total) == (0, 3)
+        assert progress.task.fields["current"] == "a.onnx, b.onnx"
+        progress.finished("a.onnx")
+        assert progress.task.completed == 1 and progress.task.fields["current"] == "b.onnx"
+    assert "fold 1/3 models" in _plain(screen)
+
+
+def test_the_batch_summary_counts_every_status():
+    from types import SimpleNamespace as Outcome
+
+    outcomes = [Outcome(status=s, input=f"m{i}.onnx") for i, s in
+                enumerate(["FAILED", "PASSED", "UNCHANGED", "PASSED", "UNRUNNABLE"])]
+    assert printing.batch_summary(outcomes) == (
+        "5 models: 2 PASSED, 1 UNCHANGED, 1 UNRUNNABLE, 1 FAILED "
+        "(unchanged: nothing to rewrite in m2.onnx)")
+    assert printing.status_counts(["BLOCKED", "READY", "UNREADABLE", "READY"]) == (
+        "4 models: 2 READY, 1 BLOCKED, 1 UNREADABLE")
+    assert printing.status_counts(["READY"]) == "1 model: 1 READY"

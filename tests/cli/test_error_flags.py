@@ -21,11 +21,11 @@ from tests.helpers.cli import invoke
 from tests.helpers.wrong_passes import NegateScatterOutputs
 
 
-def _stderr_line(*args) -> str:
+def _stderr_line(*args, code: int = 1) -> str:
     """The one line a failed command writes on stderr."""
     result = invoke(*args)
     lines = result.stderr.strip().splitlines()
-    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert result.exit_code == code and len(lines) == 1, result.output
     return lines[0]
 
 
@@ -70,7 +70,7 @@ def test_users_inputs_an_index_out_of_range_in_python_and_on_the_command_line(tm
 def test_an_unreadable_inputs_file_and_a_bad_tolerance_name_their_flags(tmp_path: Path):
     onnx.save(scatter_model("Scatter", opset=10), tmp_path / "m.onnx")
     (tmp_path / "x.npz").write_text("not an archive\n")
-    line = _stderr_line("upgrade", tmp_path / "m.onnx", "--inputs", tmp_path / "x.npz")
+    line = _stderr_line("upgrade", tmp_path / "m.onnx", "--inputs", tmp_path / "x.npz", code=2)
     assert line.startswith(f"scatter-rewrite: error: --inputs {tmp_path / 'x.npz'}: cannot read it")
     result = invoke("upgrade", tmp_path / "m.onnx", "--rtol", "-1")
     assert result.exit_code == 2
@@ -183,8 +183,11 @@ def test_the_command_of_a_call_is_the_inverse_of_the_call_of_a_command():
         assert cli_commands(f"run {call} first") == f"run {command} first"
         assert python_call(f"run {command} first") == f"run {call} first"
     # a function that is no verb's, or an argument its verb does not take: as written
-    for text in ("scatter_rewrite.check(model)", "scatter_rewrite.upgrade(model, mode='x')"):
+    for text in ("scatter_rewrite.scatter_model(model)", "scatter_rewrite.upgrade(model, mode='x')"):
         assert cli_commands(text) == text
+    # check, not a rewriting verb, with its one option
+    assert cli_commands("scatter_rewrite.check(model, target='opset-9') says what blocks it") == (
+        "scatter-rewrite check --target opset-9 says what blocks it")
 
 
 def test_the_flags_messages_say_are_the_options_every_rewriting_command_declares():

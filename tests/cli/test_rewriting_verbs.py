@@ -79,7 +79,9 @@ def test_an_earlier_report_is_replaced_keeping_its_mode(legacy):
 
 def test_output_equal_to_input_needs_in_place(legacy):
     result = invoke("upgrade", legacy, "-o", legacy)
-    assert result.exit_code == 2 and "--in-place" in result.stderr
+    assert result.exit_code == 2
+    assert result.stderr == (f"scatter-rewrite: error: {legacy} is the input model: write the "
+                             "output elsewhere (-o), or replace the input (--in-place)\n")
 
 
 def test_second_run_changes_nothing(legacy):
@@ -130,6 +132,77 @@ def test_bad_model_files(tmp_path, kind, message):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in _bad_files(tmp_path).values())
 
 
+@pytest.mark.parametrize("kind,status", [("empty", "UNREADABLE"), ("not onnx", "UNREADABLE"),
+                                         ("truncated", "UNREADABLE"), ("invalid model", "FAILED")])
+def test_the_report_of_a_bad_model_file_says_whether_it_could_be_read(tmp_path, kind, status):
+    path = _bad_files(tmp_path)[kind]
+    result = invoke("upgrade", path, "--report", tmp_path / "r.json")
+    assert result.exit_code == 1, result.output
+    (model,) = json.loads((tmp_path / "r.json").read_text())["models"]
+    assert model["status"] == status and model["output"] is None
+    assert model["error"] in result.stderr
+
+
+def test_a_batch_summary_counts_the_models_by_status(tmp_path):
+    """One model of each status a batch may end in but UNRUNNABLE: the summary counts each, and
+    each model's own last line says its status."""
+    files = _bad_files(tmp_path)
+    legacy = tmp_path / "legacy.onnx"
+    onnx.save(scatter_model("Scatter", opset=10), legacy)
+    ready = tmp_path / "ready.onnx"
+    onnx.save(scatter_model("ScatterElements", opset=16, reduction="add"), ready)
+    missing = tmp_path / "missing.onnx"
+    models = [legacy, ready, files["invalid model"], files["empty"], missing]
+    result = invoke("upgrade", *models, "--no-validate", "-o", tmp_path / "out", "--report",
+                    tmp_path / "r.json")
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines()[-1] == (
+        f"5 models: 1 WRITTEN, 1 UNCHANGED, 1 FAILED, 2 UNREADABLE (unchanged: nothing to rewrite "
+        f"in {ready})")
+    statuses = ["WRITTEN", "UNCHANGED", "FAILED", "UNREADABLE", "UNREADABLE"]
+    report = json.loads((tmp_path / "r.json").read_text())["models"]
+    assert [(m["input"], m["status"]) for m in report] == list(zip(map(str, models), statuses))
+    last_lines = [line.split(" in ")[0] for line in result.stdout.splitlines()
+                  if line.split(" ")[0] in statuses]
+    assert last_lines == statuses
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "legacy.upgraded.onnx", "ready.upgraded.onnx"]
+
+
+def test_a_folder_without_models_is_an_unreadable_entry_of_a_batch_and_alone_refused(tmp_path,
+                                                                                     legacy):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = invoke("upgrade", empty, legacy, "-o", tmp_path / "out", "--report",
+                    tmp_path / "r.json")
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines()[-1] == "2 models: 1 PASSED, 1 UNREADABLE"
+    assert result.stderr == f"scatter-rewrite: error: {empty}: the folder holds no .onnx model\n"
+    report = json.loads((tmp_path / "r.json").read_text())["models"]
+    assert [(m["input"], m["status"]) for m in report] == [(str(legacy), "PASSED"),
+                                                           (str(empty), "UNREADABLE")]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["legacy.upgraded.onnx"]
+    alone = invoke("upgrade", empty, "-o", tmp_path / "alone")
+    assert alone.exit_code == 1 and alone.stdout == ""
+    assert alone.stderr == f"scatter-rewrite: error: {empty}: the folder holds no .onnx model\n"
+    assert not (tmp_path / "alone").exists()
+
+
+def test_o_creates_the_folders_it_names_and_a_failed_run_leaves_none(tmp_path, legacy):
+    deep = tmp_path / "new" / "deeper" / "x.onnx"
+    assert invoke("upgrade", legacy, "-o", deep).exit_code == 0
+    onnx.checker.check_model(str(deep), full_check=True)
+    several = tmp_path / "batch" / "out"
+    other = tmp_path / "other.onnx"
+    onnx.save(scatter_model("Scatter", opset=10), other)
+    assert invoke("upgrade", legacy, other, "-o", f"{several}/").exit_code == 0
+    assert sorted(p.name for p in several.iterdir()) == ["legacy.upgraded.onnx",
+                                                         "other.upgraded.onnx"]
+    refused = _bad_files(tmp_path)["invalid model"]
+    assert invoke("upgrade", refused, "-o", tmp_path / "none" / "x.onnx").exit_code == 1
+    assert not (tmp_path / "none").exists()
+
+
 def test_missing_file(tmp_path):
     result = invoke("upgrade", tmp_path / "nope.onnx")
     assert result.exit_code == 1 and "no such file" in result.stderr and "Traceback" not in result.output
@@ -162,7 +235,7 @@ def test_folder_in_parallel_one_failure_does_not_stop_the_others(tmp_path):
     (src / "broken.onnx").write_bytes(b"")
     result = invoke("upgrade", src, "-o", out)
     assert result.exit_code == 1
-    assert "3 of 4 model(s) PASSED" in result.stdout
+    assert result.stdout.splitlines()[-1] == "4 models: 3 PASSED, 1 UNREADABLE"
     assert sorted(p.name for p in out.iterdir()) == ["m10.upgraded.onnx", "m13.upgraded.onnx", "m9.upgraded.onnx"]
     assert "broken.onnx" in result.stderr and "empty" in result.stderr
     for p in out.iterdir():
@@ -177,7 +250,7 @@ def test_several_files_all_pass(tmp_path):
         paths.append(p)
     result = invoke("upgrade", *paths)
     assert result.exit_code == 0, result.output
-    assert "2 of 2 model(s) PASSED" in result.stdout
+    assert result.stdout.splitlines()[-1] == "2 models: 2 PASSED"
     assert all(p.with_name(p.stem + ".upgraded.onnx").exists() for p in paths)
 
 

@@ -1,6 +1,6 @@
 """check --target T is READY or FIXABLE exactly when the verb that reaches T succeeds: lower --opset N
 for opset-N, tensorrt --trt-version X for tensorrt-X, prepare --target T for the other registered
-targets (no-scatter, the NPUs, ort-cpu, litert, openvino, tvm, with their op tables), run as a user
+targets (no-scatter, the NPUs, ort-cpu, litert, mnn, openvino, tvm, with their op tables), run as a user
 runs them (--no-validate: check's dry run does not validate either), on every shipped model and
 every real export in tests/data."""
 
@@ -20,7 +20,8 @@ VERBS = {"opset-11": ["lower", "--opset", "11"], "opset-13": ["lower", "--opset"
          "tensorrt-10": ["tensorrt", "--trt-version", "10"],
          "no-scatter": ["prepare", "--target", "no-scatter"],
          **{t: ["prepare", "--target", t]
-            for t in ("qnn", "rknn", "ort-cpu", "litert", "openvino", "openvino-npu", "tvm")}}
+            for t in ("qnn", "rknn", "ort-cpu", "litert", "mnn", "openvino", "openvino-npu",
+                      "tvm")}}
 # The default run: every target on the shipped models, and on the exports the two that change them
 # most (a move down to 13, TensorRT 8.6's lowering); the whole matrix is slow.
 DEFAULT_TARGETS = ("opset-13", "tensorrt-8.6")

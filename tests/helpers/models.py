@@ -287,3 +287,16 @@ def scatter_reshaped_at_run_time() -> onnx.ModelProto:
          vi("flat_indices", TensorProto.INT64, [10]), vi("flat_updates", TensorProto.FLOAT, [10])],
         [vi("out", TensorProto.FLOAT, [])])  # (a graph output needs a shape)
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def integer_scatter(reduction: str, dtype=TensorProto.INT64, rows: int = 4,
+                    updates: int = 6) -> onnx.ModelProto:
+    """An integer ScatterElements on axis 0 with the given reduction, every input a graph input."""
+    graph = oh.make_graph(
+        [oh.make_node("ScatterElements", ["data", "indices", "updates"], ["out"], axis=0,
+                      reduction=reduction)], "integer_scatter",
+        [oh.make_tensor_value_info("data", dtype, [rows, 3]),
+         oh.make_tensor_value_info("indices", TensorProto.INT64, [updates, 3]),
+         oh.make_tensor_value_info("updates", dtype, [updates, 3])],
+        [oh.make_tensor_value_info("out", dtype, [rows, 3])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])

@@ -1,6 +1,6 @@
 """Running a model in another runtime, each in a venv of its own (tests/runtimes/setup_venvs.sh builds
 them; onnx2tf pins onnx, onnxruntime, numpy and tensorflow exactly, so never in the project's venv):
-LiteRT through onnx2tf, OpenVINO's CPU plugin, Apache TVM's Relax. A runner script
+LiteRT through onnx2tf, OpenVINO's CPU plugin, Apache TVM's Relax, MNN. A runner script
 (tests/runtimes/run_*.py) runs in that venv as a subprocess and writes the outputs; the test judges
 them against onnxruntime on the original model with validation's own comparison.
 """
@@ -43,7 +43,8 @@ class Runtime:
 
 RUNTIMES = {r.name: r for r in (Runtime("litert", "onnx2tf", "run_litert.py"),
                                 Runtime("openvino", "openvino", "run_openvino.py"),
-                                Runtime("tvm", "tvm", "run_tvm.py"))}
+                                Runtime("tvm", "tvm", "run_tvm.py"),
+                                Runtime("mnn", "mnn", "run_mnn.py"))}
 
 
 class Refused(Exception):
@@ -113,6 +114,23 @@ EXPORTS = sorted(name for p in DATA.glob("torch*/*.onnx")
                  and any(n.op_type.startswith("Scatter") for n in onnx.load(p).graph.node)
                  and "fp16" not in p.name)
 REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+# TorchScript's BEV index_put_(accumulate=True) (make.py's BevIndexPut, a 4 x 5 grid): a ScatterND
+# without reduction into zeros whose 24 points repeat cells, so which write lands is not defined
+# (OpenVINO's order varies run to run). Fed points that share a cell the same features, every
+# order gives one result, and the runtimes are compared on it.
+BEV_REPEATS_CELLS = {f"torch_repair/bev_index_put_ts{opset}" for opset in (11, 13, 16, 17)}
+
+
+def one_feature_row_per_cell(inputs: dict) -> dict:
+    """The BEV export's inputs with every point of a cell given the features of its first."""
+    one = np.float32(1.0)
+    unit = (np.clip(inputs["points"], -one, np.float32(0.999)) + one) / np.float32(2.0)
+    cells = ((unit[:, 1] * np.float32(4)).astype(np.int64) * 5
+             + (unit[:, 0] * np.float32(5)).astype(np.int64))
+    _, first = np.unique(cells, return_inverse=True)
+    leaders = {cell: inputs["feats"][np.flatnonzero(first == cell)[0]] for cell in set(first)}
+    return {**inputs, "feats": np.stack([leaders[cell] for cell in first])}
 
 
 def _indices(rng: np.random.Generator, reduction: str, rows: int, shape: tuple[int, ...],

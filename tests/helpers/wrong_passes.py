@@ -47,6 +47,34 @@ class UpgradeAndRetypeIndices(ScatterPass):
                 value.type = ir.TensorType(ir.DataType.INT32)
 
 
+class IntegerSumThroughFloat64(ScatterPass):
+    """An int64 ScatterElements(reduction="add") computed in float64 and cast back: exact on small
+    integers, off past 2**53 (inexact on purpose: validation's integers near the type's limits
+    must catch it)."""
+
+    name = "integer-sum-through-float64"
+
+    def run(self, model):
+        for node, scope in iter_nodes(model):
+            if (node.op_type != "ScatterElements" or node.attributes.get("reduction") is None
+                    or node.attributes["reduction"].value != "add"):
+                continue
+            casts = [ir.node("Cast", [node.inputs[k]], attributes={"to": ir.DataType.DOUBLE})
+                     for k in (0, 2)]
+            for cast in casts:
+                scope.body.insert_before(node, cast)
+            node.replace_input_with(0, casts[0].outputs[0])
+            node.replace_input_with(2, casts[1].outputs[0])
+            back = ir.node("Cast", [node.outputs[0]], attributes={"to": ir.DataType.INT64})
+            back.outputs[0].type, back.outputs[0].shape = node.outputs[0].type, node.outputs[0].shape
+            node.outputs[0].type = ir.TensorType(ir.DataType.DOUBLE)
+            ir.convenience.replace_all_uses_with(node.outputs[0], back.outputs[0],
+                                                 replace_graph_outputs=True)
+            back.replace_input_with(0, node.outputs[0])
+            scope.body.insert_after(node, back)
+            self.rewrote(node, scope, "summed in float64 (inexact on purpose)")
+
+
 class Unregistered(ScatterPass):
     """An invalid rewrite on purpose: an Add becomes an op no opset has (onnx.checker must catch it)."""
 

@@ -576,4 +576,5 @@ def test_fold_imports_only_what_it_runs(tmp_path):
     imported = set(done.stdout.splitlines()[-1].split())
     assert "scatter_rewrite.passes.fold" in imported
     assert not imported & {"scatter_rewrite.readiness", "scatter_rewrite.passes.tensorrt",
+                           "scatter_rewrite.passes.tensorrt_flow",
                            "scatter_rewrite.passes.to_scatternd", "scatter_rewrite.passes.lower"}, imported

@@ -15,6 +15,7 @@ import pytest
 from scatter_rewrite.graph import iter_nodes, value_names
 from scatter_rewrite.passes import no_scatter as ns
 from scatter_rewrite.passes.lowering import live_bytes as live
+from scatter_rewrite.passes.lowering import scatter_rows
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.type_inference import borrow_inferred_types
@@ -143,7 +144,7 @@ def test_rows_reshaped_to_sizes_computed_from_the_shape_are_a_view_of_known_shap
     of shape [6, 20] (the shape's products followed), as the Flatten it replaces is."""
     b = seg.Builder(seg.Names())
     value = ir.Value(name="v", type=ir.TensorType(FLOAT), shape=ir.Shape(["N", "C", "D"]))
-    rows = seg._flatten(b, value, 1, FLOAT, reshape_opset=18)
+    rows = scatter_rows._flatten(b, value, 1, FLOAT, reshape_opset=18)
     assert "Flatten" not in {n.op_type for n in b.nodes}
     total = b.op("Add", rows, rows, dtype=FLOAT)
     known = live.static_shapes(b.nodes, {value: (6, 4, 5)})

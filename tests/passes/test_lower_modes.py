@@ -69,7 +69,7 @@ def test_tensorrt_plugin_form(op):
 def test_tensorrt_plugin_form_falls_back_for_types_the_plugin_lacks():
     """A dtype the plugin lacks gets the TensorRT-safe sorting network (static number of updates),
     else the TopK lowering, and the report says TensorRT's parser rejects that one."""
-    from scatter_rewrite.passes.tensorrt import tensorrt_violations
+    from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
 
     model = scatter_model("ScatterElements", opset=18, reduction="max", data_type=TensorProto.DOUBLE)
     lowered, outcome = sr.lower(model, opset=13, mode="tensorrt-plugin", validate=True, return_report=True)

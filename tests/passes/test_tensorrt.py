@@ -14,7 +14,8 @@ from onnx import TensorProto
 import scatter_rewrite as sr
 from scatter_rewrite.readiness import check
 from scatter_rewrite.graph import attr, iter_nodes
-from scatter_rewrite.passes.tensorrt import TensorRTPass, tensorrt_violations
+from scatter_rewrite.passes.tensorrt import TensorRTPass
+from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
 from scatter_rewrite.verbs import tensorrt_passes
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.models import scatter_nd_model, scatter_nodes, tensor_scatter_model
@@ -368,7 +369,7 @@ def test_opset_kept_when_a_reduction_stays():
         sr.prepare_for_tensorrt(model, trt_version="8.6")
     assert any(f.blocked for f in check(ir.serde.deserialize_model(model), "tensorrt-8.6"))
     # The cap alone, after a flow that left the reduction: it refuses too, rather than stay at 18.
-    from scatter_rewrite.passes.tensorrt import CapOpsetPass
+    from scatter_rewrite.passes.tensorrt_opset_cap import CapOpsetPass
 
     with pytest.raises(sr.ConversionError, match="the model is at opset 18 .* keeps a reduction opset 17 lacks"):
         CapOpsetPass("8.6")(ir.serde.deserialize_model(model))
@@ -419,7 +420,7 @@ def test_an_opset_cap_that_stops_at_a_later_node_leaves_the_model_as_it_was():
     with pytest.raises(sr.ConversionError, match="the model is at opset 18 .* cannot move there: .*Pad"):
         sr.prepare_for_tensorrt(model, trt_version="8.6", validate=True)
     # The cap given this model alone refuses before changing it: no ReduceMax half-moved.
-    from scatter_rewrite.passes.tensorrt import CapOpsetPass
+    from scatter_rewrite.passes.tensorrt_opset_cap import CapOpsetPass
 
     given = ir.serde.deserialize_model(model)
     with pytest.raises(sr.ConversionError):

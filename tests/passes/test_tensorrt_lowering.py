@@ -30,7 +30,7 @@ from scatter_rewrite.evaluator.reference_ops import CORRECTED_OPS, make_evaluato
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.passes.lowering import network_reduce as net
 from scatter_rewrite.passes.lowering import segment_reduce as seg
-from scatter_rewrite.passes.tensorrt import tensorrt_violations
+from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.shapes import elements_shapes, nd_shapes
 from tests.helpers.cli import invoke

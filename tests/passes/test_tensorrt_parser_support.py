@@ -32,8 +32,9 @@ from scatter_rewrite.readiness import check
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.lowering import network_reduce as net
 from scatter_rewrite.passes.lowering import segment_reduce as seg
-from scatter_rewrite.passes.tensorrt_support import SUPPORTED_TYPES, unsupported_type
-from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET, scatter_data_blocker, tensorrt_violations
+from scatter_rewrite.passes.tensorrt_support import PARSER_MAX_OPSET, SUPPORTED_TYPES, unsupported_type
+from scatter_rewrite.passes.tensorrt import scatter_data_blocker
+from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
 from tests.helpers.models import scatter_nd_model
 

@@ -93,6 +93,25 @@ def test_bench_fold_smoke():
     assert f16[ours][1:] == ["0", ""], f16[ours]
 
 
+def test_bench_cli_start_smoke():
+    out = run_benchmark("bench_cli_start.py", "--smoke")
+    rows = {row[0]: row for row in table(
+        out, "| process | wall time | peak RSS | over the interpreter | note |")}
+    fold, plain = ("scatter-rewrite fold --no-validate (16-element scatter)",
+                   "the same fold, sympy not deferred")
+    assert list(rows) == ["python -c pass (the interpreter)", "python -c 'import pydantic'",
+                          "pydantic: import, one TypeAdapter built and used",
+                          "scatter-rewrite --help", fold, plain]
+    for name, row in rows.items():
+        assert row[4] == "", row  # the note is the error line of a failed run
+        assert row[2].endswith(" MiB") and int(row[2].split()[0]) > 0, row
+    imports = {row[0]: row for row in table(
+        out, "| import time of the process (`-X importtime`, self times, ms) |", exact=False)}
+    assert list(imports) == [fold, plain]
+    # what the deferral keeps out: no sympy in the fold's imports, some without the deferral
+    assert imports[fold][3] == "0" and int(imports[plain][3]) > 0, imports
+
+
 def test_bench_lower_smoke():
     out = run_benchmark("bench_lower.py", "--smoke")
     rows = table(out, "| indices | reduction | native opset 18 (ms) | lowered opset 13 (ms) | ratio | main-graph nodes |")

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the runtimes' venvs that tests/runtimes/ run prepared models in, each apart from the project's
 # venv (onnx2tf pins onnx, onnxruntime, numpy and tensorflow exactly): onnx2tf (+ TensorFlow and LiteRT),
-# openvino, tvm. Usage: setup_venvs.sh [NAME...] (default: all three). Where: $SCATTER_REWRITE_RUNTIME_VENVS,
+# openvino, tvm, mnn. Usage: setup_venvs.sh [NAME...] (default: all four). Where: $SCATTER_REWRITE_RUNTIME_VENVS,
 # default /work/venvs. A venv whose requirements file has not changed since it was built is kept as it is.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="${SCATTER_REWRITE_RUNTIME_VENVS:-/work/venvs}"
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(onnx2tf openvino tvm)
+[ ${#names[@]} -gt 0 ] || names=(onnx2tf openvino tvm mnn)
 mkdir -p "$root"
 for name in "${names[@]}"; do
     req="$here/requirements-$name.txt"

@@ -25,7 +25,7 @@ from scatter_rewrite.testing import LOCAL_DOMAIN, scatter_model, wrap
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted(ROOT.glob("models/*.onnx")) + sorted(ROOT.glob("tests/data/**/*.onnx"))
-TABLED = ("qnn", "rknn", "litert", "openvino", "openvino-npu", "tvm", "ort-cpu")
+TABLED = ("qnn", "rknn", "litert", "mnn", "openvino", "openvino-npu", "tvm", "ort-cpu")
 # Names a table publishes that are no ONNX op: the runtime's own, or ops ONNX removed
 NOT_ONNX = {
     "litert": {"FusedConv", "Input", "Inverse", "QLinearAdd", "QLinearConcat", "QLinearLeakyRelu",
@@ -34,6 +34,8 @@ NOT_ONNX = {
                  "SimplifiedLayerNormalization"},
     "tvm": {"AllClassNMS", "BiasGelu", "EmbedLayerNormalization", "FastGelu", "MatMulInteger16",
             "SkipLayerNormalization"},
+    "mnn": {"ATan", "ATen", "Erfc", "Erfinv", "Expm1", "GridSampler", "LayerNorm", "Log1p",
+            "raster_grad", "texture", "texture_mipmap"},
     "qnn": set(), "rknn": set(),
 }
 QNN_SOURCE = "onnxruntime/core/providers/qnn/builder/op_builder_factory.cc"

@@ -26,7 +26,7 @@ runner = CliRunner()
 def test_every_target_says_where_its_facts_come_from_and_how_to_get_there():
     found = targets()
     for name in ("tensorrt-8.6", "tensorrt-10", "tensorrt-11", "opset-13", "no-scatter", "qnn",
-                 "rknn", "ort-cpu"):
+                 "rknn", "ort-cpu", "litert", "mnn", "openvino", "openvino-npu", "tvm"):
         assert name in found
     for target in found.values():
         assert target.sources, target.name

@@ -197,7 +197,9 @@ def test_a_rewritten_model_only_onnx_reference_runs_is_proven_against_the_origin
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
     _, outcome = sr.lower(model, opset=13, validate=True, return_report=True)
     v = outcome.validation
-    assert outcome.status == "UNRUNNABLE" and v["onnxruntime_cannot_run"] == "ScatterND (faked)"
+    assert v["onnxruntime_cannot_run"] == "ScatterND (faked)"
+    # (written for a runtime at opset 13: the proof judges it, onnxruntime's lack is a note)
+    assert outcome.status == "PASSED" and "ScatterND (faked)" in v["onnxruntime_note"]
     assert v["checked_against"].startswith("onnxruntime on the original model, onnx.reference")
     assert v["checked_against"].endswith(" and on the original") and v["max_abs_diff"] == 0.0
     assert v["cross_check"].startswith("onnxruntime runs the original model too")

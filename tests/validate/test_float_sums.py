@@ -28,6 +28,7 @@ from scatter_rewrite.validate.comparison import compare, judge_rounding
 
 from tests.helpers.models import gnn_sum
 from tests.helpers.wrong_passes import DoubleOneTerm, DropOneTerm, OneTermToTheNextSlot
+from tests.helpers.models import integer_scatter
 from tests.helpers.cli import invoke
 
 REPAIR_DATA = Path(__file__).parents[1] / "data" / "torch_repair"
@@ -206,6 +207,8 @@ def test_every_wrong_pass_is_caught():
 
     sum_inputs = edge_inputs(3000)
     beyond = (sr.ValidationError, "beyond what the original's own rounding allows")
+    not_intended = (r"the repaired model does not compute the intended accumulation \(what PyTorch "
+                    r"computed\), no model returned: ")
     cases = {  # name: (model, passes, inputs, (error, message))
         "NegateScatterOutputs": (gnn_sum(3000), [wrong_passes.NegateScatterOutputs()], sum_inputs,
                                  beyond),
@@ -222,10 +225,12 @@ def test_every_wrong_pass_is_caught():
         "MoveOffByOneRounding": (wrong_passes.product_chain_model(), [wrong_passes.MoveOffByOneRounding(13)],
                                  None, beyond),
         # (the real exports test_repair_real_exports.py proves them wrong on, by their own proof)
+        "IntegerSumThroughFloat64": (integer_scatter("add"), [wrong_passes.IntegerSumThroughFloat64()],
+                                     None, (sr.ValidationError, "not bit-exact")),
         "RepairIntoMax": (onnx.load(REPAIR_DATA / "bev_index_put_ts16.onnx"), [wrong_passes.RepairIntoMax()],
-                          None, (sr.ValidationError, "")),
+                          None, (sr.ValidationError, not_intended + r"output 'y': max \|difference\| .* exceeds")),
         "RepairOffByOne": (onnx.load(REPAIR_DATA / "moe_router_ts13.onnx"), [wrong_passes.RepairOffByOne()],
-                           None, (sr.ValidationError, "")),
+                           None, (sr.ValidationError, not_intended + r"output 'counts': not bit-exact")),
     }
     wrong = {name for name, c in vars(wrong_passes).items()
              if isinstance(c, type) and issubclass(c, ScatterPass)

@@ -201,10 +201,12 @@ def test_sizes_no_run_takes_are_refused_with_what_was_tried(tmp_path):
     assert message.startswith("cannot find inputs the original model runs with")
     assert "onnxruntime fails with n=" in message and "Reshape" in message
     assert "(the count it reshapes) needs 4: no input size found for it" in message
-    assert "give inputs with inputs=, or use validate=False" in message  # (the API's words)
+    assert ("pass inputs it runs on with inputs= (the proof then uses them), or use "
+            "validate=False to skip the proof") in message  # (the API's words)
     result, out = rewritten(tmp_path, model, "lower", "--opset", "13")
     assert result.exit_code == 1 and not out.exists()
     assert "cannot find inputs" in result.output and "Traceback" not in result.output
+    assert "pass inputs it runs on with --inputs" in result.output  # (the command line's)
 
 
 def test_sizes_a_pass_fixed_stay_fixed():

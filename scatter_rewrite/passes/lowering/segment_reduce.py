@@ -12,8 +12,9 @@ Public entry points (the ``tensorrt`` pass reuses them):
   values: run ONNX shape inference first (LowerPass does, see ``_borrow_inferred_types``).
 * TensorScatter (opset 24) as one ``ScatterElements``: :mod:`.lowering.tensor_scatter`.
 * Shared with the TensorRT-safe lowering (:mod:`.lowering.network_reduce`): :func:`update_rows` and
-  :func:`row_counts` (step 1 below), :class:`Kind` (how a reduction combines two values, exactly,
-  and its identity element), :class:`Builder` (with its exact ``select``).
+  :func:`row_counts` (step 1 below, in :mod:`.lowering.scatter_rows`), :class:`Kind` (how a
+  reduction combines two values, exactly, and its identity element), :class:`Builder` (with its
+  exact ``select``).
 
 How a reduction is lowered (cost ~ sorting the updates + touching the data once; nothing of size
 data x updates is ever built):
@@ -60,20 +61,22 @@ import re
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import (
-    NamedNodeBuilder as Builder, Names, attr, constant_tensor, is_default_domain, reference_reason,
-)
+from scatter_rewrite.graph import NamedNodeBuilder as Builder, Names, attr, reference_reason
 from scatter_rewrite.limits import REDUCTIONS, REDUCTIONS_SINCE
+# Step 1, the rows and their keys (importable from here with the rest of the lowering).
+from scatter_rewrite.passes.lowering.scatter_rows import (
+    INT64, const_value, index_tuple_length, is_empty, row_counts, scatter_nd_rows, static_rank,
+    update_rows,
+)
 
 __all__ = [
-    "body_input", "Builder", "compute_dtype", "first_opset_with", "index_tuple_length", "INT64",
-    "is_empty", "Kind",
+    "body_input", "Builder", "compute_dtype", "const_value", "first_opset_with",
+    "index_tuple_length", "INT64", "is_empty", "Kind",
     "lower_reduction", "name_prefix", "Names", "reduction_blocker",
     "REDUCTIONS", "row_counts", "scatter_nd_rows", "SMALL_INTS", "static_rank", "SUPPORTED_DTYPES",
     "update_rows",
 ]
 
-INT64 = ir.DataType.INT64
 SMALL_INTS = {ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16}
 _NATIVE = {ir.DataType.INT32, ir.DataType.UINT32, ir.DataType.INT64, ir.DataType.UINT64,
            ir.DataType.FLOAT, ir.DataType.DOUBLE}
@@ -96,104 +99,9 @@ def compute_dtype(dtype: ir.DataType, reduction: str) -> ir.DataType:
     return dtype
 
 
-# --------------------------------------------------------------------------- naming and building
-
-
-def const_value(value: ir.Value) -> np.ndarray | None:
-    """The array of a value a :class:`Builder` made with ``const`` (None for any other value)."""
-    producer = value.producer()
-    if producer is None or producer.op_type != "Constant":
-        return None
-    return producer.attributes["value"].value.numpy()
-
-
-def static_rank(*values: ir.Value | None) -> int | None:
-    for v in values:
-        if v is not None and v.shape is not None:
-            return len(v.shape)
-    return None
-
-
-def _same_dims(a, b) -> bool:
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, int) and isinstance(y, int):
-            if x != y:
-                return False
-        elif (
-            isinstance(x, int)
-            or isinstance(y, int)
-            or x is None
-            or y is None
-            or x.value is None
-            or x.value != y.value
-        ):
-            return False
-    return True
-
-
 def name_prefix(node: ir.Node) -> str:
     base = re.sub(r"[^A-Za-z0-9_]", "_", node.name or node.op_type.lower())
     return base[:40] or "scatter"
-
-
-# --------------------------------------------------------------------------- keys
-
-
-def _normalize(b: Builder, idx: ir.Value, size: ir.Value) -> ir.Value:
-    """Negative index -> index + size (int64 in, int64 out). An index in [-2 size, -size - 1] is out
-    of range (an error, the spec says, and onnxruntime's) but would come out a valid negative one
-    and wrap in the final ScatterND: it becomes ``size`` instead, so the lowered graph fails on it
-    too (the extra Less/Where run on the indices only: the GNN benchmark's lowered times stayed
-    within run-to-run noise, 142.8 -> 136.7 ms for max, 63.9 -> 64.2 ms for add,
-    benchmarks/RESULTS-lower.md)."""
-    zero = b.const(0)
-    shifted = b.op("Where", b.op("Less", idx, zero), b.op("Add", idx, size), idx, dtype=INT64)
-    return b.op("Where", b.op("Less", shifted, zero), size, shifted, dtype=INT64)
-
-
-def _horner(b: Builder, coords: list[ir.Value | None], sizes: list[ir.Value]) -> ir.Value:
-    """sum_k coords[k] * prod(sizes[k+1:]) as ((c0 * s1 + c1) * s2 + c2)...; None = zero."""
-    lin = None
-    for k, c in enumerate(coords):
-        if lin is not None:
-            lin = b.op("Mul", lin, sizes[k], dtype=INT64)
-        if c is not None:
-            lin = c if lin is None else b.op("Add", lin, c, dtype=INT64)
-    return lin if lin is not None else b.const(0)
-
-
-def _row_broadcast_source(indices: ir.Value, rank: int, axis: int) -> ir.Value | None:
-    """If ``indices = Expand(X, shape)`` with X constant along every dimension after ``axis``
-    (X's dims there are statically 1), return X: the row keys, without materializing the Expand.
-
-    Both PyTorch exporters write ``index.unsqueeze(-1).expand_as(src)`` and
-    ``index.view(-1, 1).expand(-1, F)`` so: X is an ``Unsqueeze`` or a ``Reshape`` (its trailing 1
-    is in its inferred shape), and only Expand's ``shape`` differs (a constant or ``Concat``, a
-    ``Shape`` of the updates, TorchScript's ``Where(Equal(size, -1), ...)`` chain), which does not
-    matter: Expand broadcasts X's 1s, whatever sizes it is given. TorchScript's rank-0 ``If``
-    wrapper, once inlined, leaves ``Identity`` nodes between the Expand and the scatter: looked
-    through."""
-    producer = indices.producer()
-    while (producer is not None and producer.op_type == "Identity" and producer.domain == ""
-           and producer.inputs):
-        indices = producer.inputs[0]
-        producer = indices.producer() if indices is not None else None
-    if (
-        producer is None
-        or producer.op_type != "Expand"
-        or producer.domain != ""
-        or axis >= rank - 1
-    ):
-        return None
-    x = producer.inputs[0]
-    if x is None or x.shape is None or len(x.shape) > rank:
-        return None
-    padded = [1] * (rank - len(x.shape)) + list(x.shape)
-    if all(d == 1 for d in padded[axis + 1:]):
-        return x
-    return None
 
 
 # --------------------------------------------------------------------------- blockers
@@ -255,314 +163,6 @@ def lower_reduction(
     rows, keys, vals = update_rows(b, node)
     out_rows = segment_reduce(b, rows, keys, vals, reduction, data.dtype)
     return b.nodes, b.reshape_like(out_rows, data, opset)
-
-
-def is_empty(value: ir.Value) -> bool:
-    """Whether ``value`` statically has no elements (some dimension is 0). A scatter into such data
-    writes nothing (valid indices cannot address an element): its result is the data."""
-    return value.shape is not None and any(d == 0 for d in value.shape if isinstance(d, int))
-
-
-def _elements_layout(data, indices, updates, axis: int):
-    """(rank, axis, GNN row-key source or None, last key dimension, the value whose shape the
-    updates have) for a ScatterElements: keys cover dimensions 0..last, rows the rest."""
-    rank = static_rank(data, indices, updates)
-    axis = axis % rank
-    source = _row_broadcast_source(indices, rank, axis)
-    if source is not None and not (
-        data.shape is not None and updates.shape is not None
-        and _same_dims(list(data.shape)[axis + 1:], list(updates.shape)[axis + 1:])
-    ):
-        source = None  # rows only when each update row covers a whole data row
-    shape_src = updates if updates.shape is not None else indices
-    return rank, axis, source, (axis if source is not None else rank - 1), shape_src
-
-
-def _static_product(value: ir.Value | None, start: int, stop: int | None) -> int | None:
-    if value is None or value.shape is None:
-        return None
-    dims = list(value.shape)[start:stop]
-    return int(np.prod(dims, dtype=np.int64)) if all(isinstance(d, int) for d in dims) else None
-
-
-def row_counts(node: ir.Node) -> tuple[int | None, int | None, int | None]:
-    """Static (number of update rows, number of data rows, row width) of a reducing scatter, each
-    None when not static: the [n, w] updates and [R, w] data rows :func:`update_rows` builds.
-    The update rows' leading dimensions are those of the indices and the updates alike: each is
-    taken from whichever of the two states it. Call :func:`reduction_blocker` first."""
-    data, indices, updates = node.inputs
-    if node.op_type == "ScatterElements":
-        rank, _, _, last, _ = _elements_layout(data, indices, updates, attr(node, "axis", 0))
-        return (_leading_product(last + 1, (indices, updates), rank),
-                _static_product(data, 0, last + 1), _static_product(data, last + 1, None))
-    k = index_tuple_length(indices)  # (indices of unknown rank: the tuple's length derived)
-    lead = len(indices.shape) - 1 if indices.shape is not None else (
-        len(updates.shape) - (len(data.shape) - k)
-        if updates.shape is not None and data.shape is not None else None)
-    return (
-        None if lead is None else _leading_product(lead, (indices, updates)),
-        _static_product(data, 0, k),
-        _static_product(data, k, None),
-    )
-
-
-def _leading_product(count: int, values: tuple[ir.Value, ...], rank: int | None = None
-                     ) -> int | None:
-    """The product of the first ``count`` dimensions that ``values`` share, each dimension static
-    in one of them; None if one is static in none. ``rank``: only values of that rank count."""
-    shapes = [list(v.shape) for v in values if v is not None and v.shape is not None
-              and (rank is None or len(v.shape) == rank) and len(v.shape) >= count]
-    total = 1
-    for d in range(count):
-        known = next((s[d] for s in shapes if isinstance(s[d], int)), None)
-        if known is None:
-            return None
-        total *= known
-    return total
-
-
-def update_rows(b: Builder, node: ir.Node, data: ir.Value | None = None,
-                updates: ir.Value | None = None, reshape_opset: int | None = None
-                ) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """(data rows [R, w], key of each update row [n] int64 in [0, R), update rows [n, w]): see step
-    1 of the module docstring. ``data``/``updates`` replace the node's own (the same shapes, another
-    dtype: the TensorRT lowering casts small integers first). ``reshape_opset``: rows with no
-    Flatten at all, by Reshapes valid at that opset (:func:`_flatten`). Call
-    :func:`reduction_blocker` first."""
-    data = data if data is not None else node.inputs[0]
-    updates = updates if updates is not None else node.inputs[2]
-    indices = node.inputs[1]
-    if node.op_type == "ScatterElements":
-        rows, keys, vals, _ = _scatter_elements_rows(
-            b, data, indices, updates, attr(node, "axis", 0), reshape_opset
-        )
-    else:
-        rows, keys, vals, _ = scatter_nd_rows(b, data, indices, updates, reshape_opset)
-    return rows, keys, vals
-
-
-def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
-                           reshape_opset: int | None = None):
-    rank, axis, source, last, shape_src = _elements_layout(data, indices, updates, axis)
-    idx_dtype = indices.dtype
-    spread = False  # the source broadcast by a Gather (_spread_source), not by an Expand
-    if source is not None:  # key dims 0..axis; rows are the trailing slices
-        ones = [1] * (rank - axis - 1)
-        lead = b.dims(shape_src, 0, axis + 1)
-        static = const_value(lead)
-        # (no Expand to the shape the keys already have: onnx2tf 1.29 refuses that no-op Expand,
-        # "Output tensors of a Functional model must be the output of a TensorFlow Layer")
-        same = static is not None and source.shape is not None and \
-            list(source.shape) == list(static) + ones
-        spread = static is None and not b.computed_expands
-        if same or spread:
-            idx = source
-        else:
-            target = (b.const(list(static) + ones) if static is not None
-                      else b.op("Concat", lead, b.const(ones), axis=0, dtype=INT64))
-            idx = b.op("Expand", source, target, dtype=idx_dtype)
-    else:
-        idx = indices
-    rows = _flatten(b, data, last + 1, data.dtype, reshape_opset)
-    vals = _flatten(b, updates, last + 1, data.dtype, reshape_opset)
-    known = _constant_keys(data, indices, rank, axis) if source is None else None
-    if known is not None:
-        return rows, b.const(known), vals, last + 1
-    # The indices are made 1-D before any arithmetic, and each element's key is the key of its
-    # position (index 0 on the axis) plus its index times the axis' stride, the positions' keys
-    # built from ranges in at most 2-D: onnx2tf's default mode makes a rank-3+ graph input
-    # channels-last and broadcast it against [1, d, 1] ranges in the wrong layout (refused, or
-    # wrong where dimensions match), and it refuses a Reshape of a rank-3 constant ("Output
-    # tensors of a Functional model must be the output of a TensorFlow Layer").
-    if spread:
-        flat = b.cast(_spread_source(b, source, shape_src, axis, rank), INT64, idx_dtype)
-    else:
-        flat = b.cast(b.op("Reshape", idx, b.const([-1]), dtype=idx_dtype), INT64, idx_dtype)
-    sizes = [b.dim(data, k) for k in range(last + 1)]
-    positions = _position_keys(b, shape_src, sizes,
-                               [b.const(0) if k == axis else None for k in range(last + 1)])
-    stride = _horner(b, [b.const(1)] + [None] * (last - axis), sizes[axis:])
-    along = b.op("Mul", _normalize(b, flat, sizes[axis]), stride, dtype=INT64)
-    return rows, b.op("Add", positions, along, dtype=INT64), vals, last + 1
-
-
-def _spread_source(b: Builder, source: ir.Value, shape_src: ir.Value, axis: int,
-                   rank: int) -> ir.Value:
-    """The keys' ``source`` (1 along every dimension after ``axis``) broadcast over
-    ``shape_src``'s dimensions 0..axis, flattened, with no Expand to that computed shape (onnx2tf
-    reorders one of rank 3+ as channels-last): each position gathers the element it reads, its
-    coordinate taken as 0 on a dimension where the source has 1 (static, or found at run time)."""
-    pad = rank - len(source.shape)
-    sizes, scales = [], []
-    for k in range(axis + 1):
-        if k < pad or source.shape[k - pad] == 1:
-            sizes.append(b.const(1))
-            scales.append(b.const(0))
-            continue
-        size = b.dim(source, k - pad)
-        sizes.append(size)
-        scales.append(b.cast(b.op("Greater", size, b.const(1)), INT64, ir.DataType.BOOL))
-    at = _position_keys(b, shape_src, sizes, scales)
-    return b.op("Gather", b.op("Reshape", source, b.const([-1]), dtype=source.dtype), at,
-                axis=0, dtype=source.dtype)
-
-
-def _position_keys(b: Builder, shape_src: ir.Value, sizes: list[ir.Value],
-                   scales: list[ir.Value | None]) -> ir.Value:
-    """The key of every element of ``shape_src``'s leading ``len(sizes)`` dimensions (C order),
-    each coordinate times its scale (None: 1; a 0 on the scatter's axis): sum_k c_k * scale_k *
-    prod(sizes[k+1:]), one dimension at a time as an outer sum of two vectors ([m, 1] + [1, d],
-    flattened): nothing above 2-D."""
-    keys = None
-    for k, size in enumerate(sizes):
-        if keys is not None:
-            keys = b.op("Mul", keys, size, dtype=INT64)
-        if scales[k] is None and shape_src.shape is not None and shape_src.shape[k] == 1:
-            continue  # coordinate always 0, one element
-        rng = b.op("Range", b.const(0), b.dim(shape_src, k), b.const(1), dtype=INT64)
-        if scales[k] is not None:  # (a 0: d zeros, one key per element)
-            rng = b.op("Mul", rng, scales[k], dtype=INT64)
-        if keys is None:
-            keys = rng
-            continue
-        outer = b.op("Add", b.op("Reshape", keys, b.const([-1, 1]), dtype=INT64),
-                     b.op("Reshape", rng, b.const([1, -1]), dtype=INT64), dtype=INT64)
-        keys = b.op("Reshape", outer, b.const([-1]), dtype=INT64)
-    return keys if keys is not None else b.const([0])
-
-
-def _constant_keys(data: ir.Value, indices: ir.Value, count: int,
-                   axis: int | None = None) -> np.ndarray | None:
-    """The keys of constant indices, computed here: one 1-D constant instead of the index
-    arithmetic, which onnx2tf 1.29 refuses once it has folded it into a rank-3 constant ("Output
-    tensors of a Functional model must be the output of a TensorFlow Layer"). ScatterElements
-    (``axis`` given): every dimension of the indices is a key dimension, ``count`` of them;
-    ScatterND: tuples of ``count``. None when the indices are not constant, the key dimensions of
-    ``data`` not static, or an index is out of range (the graph's arithmetic then fails at run
-    time, as the scatter does)."""
-    tensor = constant_tensor(indices)
-    dims = None if data.shape is None else list(data.shape)[:count]
-    if tensor is None or dims is None or len(dims) < count or \
-            not all(isinstance(d, int) for d in dims):
-        return None
-    idx = tensor.numpy().astype(np.int64)
-    if axis is None:
-        coords = list(idx.reshape(-1, count).T)
-        shifted = range(count)
-    else:
-        coords, shifted = list(np.indices(idx.shape)), [axis]
-        coords[axis] = idx
-    for k in shifted:
-        coords[k] = np.where(coords[k] < 0, coords[k] + dims[k], coords[k])
-    if any(((c < 0) | (c >= d)).any() for c, d in zip(coords, dims)):
-        return None
-    return np.ravel_multi_index(coords, dims).reshape(-1).astype(np.int64)
-
-
-def _flatten(b: Builder, value: ir.Value, axis: int, dtype: ir.DataType,
-             reshape_opset: int | None = None) -> ir.Value:
-    """``Flatten(value, axis)`` as a ``Reshape`` to ``[-1, n]`` (or ``[m, -1]``) where the
-    trailing (or leading) dimensions are static: onnx2tf 1.29 flattens a ConstantOfShape's result
-    one axis too early (a [6, 4] at axis 1 came out [1, 24]) and a vector at axis 1 into a [1, N]
-    row. Elsewhere a Flatten, or with ``reshape_opset`` a Reshape to both sides' sizes computed
-    from the shape (onnx2tf's Flatten of dynamic dimensions on both sides came out wrong too)."""
-    dims = None if value.shape is None else list(value.shape)
-    if dims is not None and 0 < axis <= len(dims):
-        for side, target in ((dims[axis:], lambda n: [-1, n]), (dims[:axis], lambda n: [n, -1])):
-            if all(isinstance(d, int) for d in side) and (n := int(np.prod(side))) > 0:
-                return b.op("Reshape", value, b.const(target(n)), dtype=dtype)
-    if reshape_opset is None:
-        return b.op("Flatten", value, axis=axis, dtype=dtype)
-    return b.reshape_to(value, _row_sizes(b, value, axis), reshape_opset, dtype)
-
-
-def _row_sizes(b: Builder, value: ir.Value, axis: int) -> ir.Value:
-    """``[prod(dims[:axis]), prod(dims[axis:])]`` of ``value`` as an int64 [2], each product a
-    constant where its dimensions are static. The Slice ends at the rank (onnx2tf reads a huge
-    constant end as int32: an empty slice)."""
-    rank = None if value.shape is None else len(value.shape)
-    shape, sizes = None, []
-    for start, stop in ((0, axis), (axis, rank)):
-        static = None if stop is None else _static_product(value, start, stop)
-        if static is not None:
-            sizes.append(b.const([static]))
-            continue
-        shape = b.shape(value) if shape is None else shape
-        end = b.const([stop]) if stop is not None else b.op(
-            "Reshape", b.op("Size", shape, dtype=INT64), b.const([1]), dtype=INT64)
-        sizes.append(b.op("ReduceProd", b.op("Slice", shape, b.const([start]), end, dtype=INT64),
-                          keepdims=1, dtype=INT64))
-    return b.op("Concat", *sizes, axis=0, dtype=INT64)
-
-
-def index_tuple_length(indices: ir.Value | None, depth: int = 0) -> int | None:
-    """The last dimension of ScatterND's ``indices``: static in its shape or a constant's, or
-    derived from how the export builds the tuple (torch's ``index_put_((ys, xs), ...)``: each
-    vector unsqueezed on the last axis, then concatenated there; ``stack`` is the same). None
-    when unknown."""
-    if indices is None or depth > 16:
-        return None
-    if indices.shape is not None and len(indices.shape) and isinstance(indices.shape[-1], int):
-        return indices.shape[-1]
-    if (tensor := constant_tensor(indices)) is not None:
-        return tuple(tensor.shape.dims)[-1] if len(tensor.shape.dims) else None
-    node = indices.producer()
-    if node is None or not is_default_domain(node) or not node.inputs:
-        return None
-    if node.op_type in ("Cast", "Identity", "Neg", "Abs"):
-        return index_tuple_length(node.inputs[0], depth + 1)
-    if node.op_type == "Concat":
-        rank = _known_rank(node.inputs)
-        axis = attr(node, "axis", 0)
-        if axis == -1 or (rank is not None and axis == rank - 1):
-            lengths = [index_tuple_length(v, depth + 1) for v in node.inputs]
-            return None if None in lengths else sum(lengths)
-        return (next((n for v in node.inputs if (n := index_tuple_length(v, depth + 1))), None)
-                if rank is not None and axis >= 0 else None)
-    if node.op_type == "Unsqueeze":
-        axes = attr(node, "axes", None)
-        if axes is None and len(node.inputs) > 1 and (t := constant_tensor(node.inputs[1])):
-            axes = [int(a) for a in t.numpy().reshape(-1)]
-        if axes is None:
-            return None
-        rank = _known_rank(node.inputs[:1])
-        out_rank = None if rank is None else rank + len(axes)
-        if -1 in axes or (out_rank is not None and out_rank - 1 in axes):
-            return 1
-        return index_tuple_length(node.inputs[0], depth + 1) if out_rank is not None else None
-    return None
-
-
-def _known_rank(values) -> int | None:
-    return next((len(v.shape) for v in values if v is not None and v.shape is not None), None)
-
-
-def scatter_nd_rows(b: Builder, data, indices, updates, reshape_opset: int | None = None):
-    k = index_tuple_length(indices)
-    if indices.shape is None:  # the tuple's length derived, the rank unknown: rows by Reshape
-        idx2 = b.cast(b.op("Reshape", indices, b.const([-1, k]), dtype=indices.dtype), INT64,
-                      indices.dtype)
-        lead = b.op("Concat", b.const([-1]), b.dims(data, k, len(data.shape)), axis=0,
-                    dtype=INT64)
-        vals = _flatten(b, b.op("Reshape", updates, lead, dtype=data.dtype), 1, data.dtype,
-                        reshape_opset)
-    else:
-        q = len(indices.shape)
-        idx2 = b.cast(_flatten(b, indices, q - 1, indices.dtype, reshape_opset), INT64,
-                      indices.dtype)
-        vals = _flatten(b, updates, q - 1, data.dtype, reshape_opset)
-    rows = _flatten(b, data, k, data.dtype, reshape_opset)
-    known = _constant_keys(data, indices, k)
-    if known is not None:
-        return rows, b.const(known), vals, k
-    sizes = [b.dim(data, j) for j in range(k)]
-    coords = []
-    for j in range(k):
-        col = (b.op("Reshape", idx2, b.const([-1]), dtype=INT64) if k == 1
-               else b.op("Gather", idx2, b.const(j), axis=1, dtype=INT64))
-        coords.append(_normalize(b, col, sizes[j]))
-    keys = _horner(b, coords, sizes)
-    return rows, keys, vals, k
 
 
 def _sorted(b: Builder, keys: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
@@ -764,4 +364,3 @@ def _round_body(names: Names, kind: Kind, segments: ir.Value, flagged: bool) -> 
     outputs = [go_on, new_keys, merged, new_ranks] + ([merged_flag] if flagged else [])
     inputs = [it, cond, keys, vals, ranks] + ([flags] if flagged else [])
     return ir.Graph(inputs, outputs, nodes=b.nodes, name=names.new("round"))
-

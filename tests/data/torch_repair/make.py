@@ -2,6 +2,8 @@
 
     python tests/data/torch_repair/make.py    # torch 2.13 CPU, onnxscript 0.7.2
     python tests/data/torch_repair/make.py --real-layers    # only export_real_layers()
+    python tests/data/torch_repair/make.py --sparse-conv    # only export_sparse_conv(): torch 2.14
+    python tests/data/torch_repair/make.py --moe-blocks    # only export_moe_blocks(): transformers 5.24
 
 Each ``NAME.onnx`` comes with ``NAME.npz``: the inputs (``in_<input name>``) and PyTorch's own
 outputs (``out_<output name>``) in eager mode, on inputs with repeated indices, where the export
@@ -42,6 +44,18 @@ Real layers whose scatters ``repair`` fixes, with indices computed inside the mo
 * ``voxel_centroid_fp16_ts{16,17}``: float16 point coordinates summed per voxel with
   ``index_put_(accumulate=True)``
   and divided by the per-voxel count.
+* ``sparse_conv_ts{11,17}`` (``export_sparse_conv``): a sparse-convolution layer from its rulebook: per kernel offset, input
+  features gathered (``feats[in_idx[k]]``), multiplied by the offset's weight and summed into the
+  output rows with ``out.index_add_(0, out_idx[k], ...)``: three accumulations chained, each Add
+  reading the previous one (rows repeat within each offset).
+
+transformers' sparse MoE blocks (``export_moe_blocks``), hidden size 16, 8 experts, top 2, weights
+drawn from N(0, 0.5) (a block built from its config alone is not initialized), input (2, 5, 16):
+
+* ``qwen2_moe_block_ts{11,17}`` (``Qwen2MoeSparseMoeBlock``, with its shared expert),
+  ``olmoe_block_ts{11,17}`` (``OlmoeSparseMoeBlock``): the trace unrolls the loop over the experts
+  the example hits (all 8: ``Split`` of ``NonZero`` into 8), each ``index_add_`` into the tokens it
+  routes to; the export runs only on inputs that hit every expert (others fail in that Split).
 """
 
 from __future__ import annotations
@@ -186,6 +200,19 @@ class VoxelCentroid(torch.nn.Module):
         return sums / counts.clamp(min=1).unsqueeze(1)
 
 
+class SparseConv(torch.nn.Module):
+    def __init__(self, offsets: int = 3, features: int = 4, out_features: int = 5):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(offsets, features, out_features))
+        self.out_features = out_features
+
+    def forward(self, feats, in_idx, out_idx):
+        out = torch.zeros(feats.shape[0], self.out_features)
+        for k in range(self.weight.shape[0]):
+            out.index_add_(0, out_idx[k], feats[in_idx[k]] @ self.weight[k])
+        return out
+
+
 OUTPUTS = {ScatterReduceMean: ["y", "y_without_self"], MoeRouter: ["weights", "counts"],
            MoeSortByExpert: ["sorted_expert", "counts", "offsets"]}
 
@@ -234,6 +261,8 @@ def main() -> None:
     export("scatter_reduce_mean_dynamo18", ScatterReduceMean(), {"x": x, "idx": idx, "src": src},
            18, dynamo=True)
     export_real_layers()
+    export_sparse_conv()
+    export_moe_blocks()
 
 
 def export_real_layers() -> None:
@@ -259,7 +288,41 @@ def export_real_layers() -> None:
         export(f"voxel_centroid_fp16_ts{opset}", VoxelCentroid(), voxels, opset)
 
 
+def export_sparse_conv() -> None:
+    torch.manual_seed(1)
+    # 8 rulebook pairs per offset into 10 rows (the exporter refuses index_add_ with more updates
+    # than rows)
+    rulebook = {"feats": torch.randn(10, 4), "in_idx": torch.randint(0, 10, (3, 8)),
+                "out_idx": torch.randint(0, 10, (3, 8))}
+    sparse_conv = SparseConv()
+    for opset in (11, 17):
+        export(f"sparse_conv_ts{opset}", sparse_conv, rulebook, opset)
+
+
+def export_moe_blocks() -> None:
+    from transformers import OlmoeConfig, Qwen2MoeConfig
+    from transformers.models.olmoe.modeling_olmoe import OlmoeSparseMoeBlock
+    from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock
+
+    torch.manual_seed(0)
+    common = {"hidden_size": 16, "num_experts": 8, "num_experts_per_tok": 2}
+    blocks = {
+        "qwen2_moe_block": Qwen2MoeSparseMoeBlock(Qwen2MoeConfig(
+            moe_intermediate_size=8, shared_expert_intermediate_size=8, **common)),
+        "olmoe_block": OlmoeSparseMoeBlock(OlmoeConfig(intermediate_size=8, **common)),
+    }
+    for name, block in blocks.items():
+        with torch.no_grad():
+            for weight in block.parameters():
+                weight.normal_(0, 0.5)
+        x = torch.randn(2, 5, 16)
+        for opset in (11, 17):
+            export(f"{name}_ts{opset}", block.eval(), {"x": x}, opset)
+
+
 if __name__ == "__main__":
     import sys
 
-    export_real_layers() if sys.argv[1:] == ["--real-layers"] else main()
+    chosen = {"--real-layers": export_real_layers, "--sparse-conv": export_sparse_conv,
+              "--moe-blocks": export_moe_blocks}
+    chosen.get(sys.argv[1] if sys.argv[1:] else "", main)()

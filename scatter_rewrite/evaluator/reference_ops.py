@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 from onnx.reference.op_run import OpRun
-from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
 from onnx.reference.ops.op_where import Where as _ReferenceWhere
 
 from scatter_rewrite import custom_ops
@@ -125,42 +124,43 @@ class _ContribScatterND(OpRun):
 ContribScatterElements = type("ScatterElements", (_ContribScatterElements,), {})
 ContribScatterND = type("ScatterND", (_ContribScatterND,), {})
 
-class Loop(_ReferenceLoop):
-    """onnx.reference's Loop (onnx 1.23) with two fixes, so that validation can run a model with a
-    Loop through the reference: scan outputs are stacked into ``[iterations, *shape]`` (it
-    concatenated them along their first axis), and an omitted condition means true (it ran no
-    iteration)."""
+class Loop(OpRun):
+    """Loop through onnx.reference's public interface only (the body is the ReferenceEvaluator
+    ``self.body``, run with its ``run``), correcting onnx.reference's (1.23) two faults: scan
+    outputs are stacked into ``[iterations, *shape]`` (it concatenated them along their first
+    axis), and an omitted condition means true (it ran no iteration)."""
 
     op_domain = ""
 
-    def _run(
-        self, M, cond, *args, context=None, body=None, attributes=None, bindings=None  # noqa: N803
-    ):
+    def need_context(self) -> bool:
+        return True  # (the body reads names of the outer scopes)
+
+    def _run(self, M, cond, *args, context=None, attributes=None, **_):  # noqa: N803
         names, outputs_names = self.body.input_names, self.body.output_names
-        inputs = dict.fromkeys(names)
+        position = {name: i for i, name in enumerate(outputs_names)}
+        scanned = len(outputs_names) - len(names) + 1  # scan outputs: after cond and the carried
+        inputs = dict(context or {})
         for name, value in zip(names[2:], args):  # the loop-carried values' initial values
             inputs[name] = value
-        for name in context or ():
-            inputs[name] = context[name]
-        scans: list[list] = [[] for _ in range(self.K)]
+        scans: list[list] = [[] for _ in range(scanned)]
         going, it = (True if cond is None else bool(cond)), 0
         while going and (M is None or it < M):
             if names and names[0]:
                 inputs[names[0]] = np.array(it, dtype=np.int64 if M is None else M.dtype)
             if len(names) > 1 and names[1]:
                 inputs[names[1]] = np.array(going)
-            outputs = self._run_body(inputs, attributes=attributes, bindings=bindings)
-            for k in range(self.K):
-                scans[k].append(outputs[len(outputs) - self.K + k])
-            going = bool(outputs[self.output_index[outputs_names[0]]])
+            outputs = self.body.run(None, inputs, attributes=attributes)
+            for k in range(scanned):
+                scans[k].append(outputs[len(outputs) - scanned + k])
+            going = bool(outputs[position[outputs_names[0]]])
             for name, out in zip(names[2:], outputs_names[1:]):
-                inputs[name] = outputs[self.output_index[out]]
+                inputs[name] = outputs[position[out]]
             it += 1
         results = [inputs[name] for name in names[2:]]
         results += [np.stack(s) if s else np.empty((0,)) for s in scans]
         while len(results) < len(self.onnx_node.output):
             results.append(np.empty(shape=()))
-        return self._check_and_fix_outputs(tuple(results))
+        return tuple(np.asarray(r) if np.isscalar(r) else r for r in results)
 
 
 class Unsqueeze(OpRun):

@@ -17,7 +17,7 @@ bytes at once (Memory, below):
     the update axis, combined with the row. Largest intermediate: R*n int64 (none) or R*n*w of
     the compute type. Not used for float max/min: their result among NaNs and equal values
     (-0.0/+0.0) depends on the order onnxruntime applies the updates in, which a reduction does
-    not keep. A one-hot MatMul would be cheaper for add (R*n) but is not used: 0 * inf is NaN
+    not keep; nor for int64 add/mul (onnxruntime's int64 ReduceSum/ReduceProd round past 2^53). A one-hot MatMul would be cheaper for add (R*n) but is not used: 0 * inf is NaN
     (an infinite update would poison every row) and runtimes may lower MatMul's precision
     (OpenVINO's bf16 default on Xeons: 0.023 off, issue #32).
 ``sort`` (any reduction, any type the lowering supports): the data rows and the update rows
@@ -95,7 +95,9 @@ DEFAULT_MAX_INTERMEDIATE_MIB = 256
 INT64 = ir.DataType.INT64
 # doubling steps of the scan when the number of updates is symbolic: runs up to 2^31 long
 DYNAMIC_STEPS = 31
-# the compute types onnxruntime's CPU Reduce* kernels take (ReduceProd/Max/Min lack the others)
+# the compute types onnxruntime's CPU Reduce* kernels take (ReduceProd/Max/Min lack the others);
+# not int64 add/mul: its int64 ReduceSum and ReduceProd go through double, so a value past 2^53
+# comes out rounded (2^55 + 1 summed alone gives 2^55, onnxruntime 1.32)
 _MASK_REDUCE_TYPES = {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.FLOAT, ir.DataType.DOUBLE}
 _FLOATS = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
 # stands for a symbolic dimension when forms are compared (the form that grows slower wins)
@@ -201,7 +203,8 @@ def forms_for(node: ir.Node, opset: int, writing: ShapeWriting = ShapeWriting())
     shapes = []  # (name, formula, itemsize, the formula's elements with symbols as 2^20)
     if reduction == "none":
         shapes.append(("mask", "R*n", 8, sized(rows, n)))
-    elif ct in _MASK_REDUCE_TYPES and not (ct in _FLOATS and reduction in ("max", "min")):
+    elif ct in _MASK_REDUCE_TYPES and not (ct in _FLOATS and reduction in ("max", "min")) \
+            and not (ct == INT64 and reduction in ("add", "mul")):
         shapes.append(("mask", "R*n*w", _itemsize(ct), sized(rows, n, w)))
     # (float max/min carry a position per element through the scan: int32 when static)
     positional = reduction in ("max", "min") and ct in _FLOATS

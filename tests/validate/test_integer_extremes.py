@@ -144,6 +144,30 @@ def test_rknn_int64_sums_near_the_limits_are_exact_or_not_written():
     written_or_refused("rknn", "add", TensorProto.INT64)
 
 
+@pytest.mark.parametrize("target", ["no-scatter", "rknn", "qnn", "litert"])
+@pytest.mark.parametrize("reduction", ["add", "mul"])
+def test_int64_sums_and_products_are_written_without_onnxruntimes_rounding_reductions(target,
+                                                                                     reduction):
+    """onnxruntime's int64 ReduceSum and ReduceProd go through double (2**55 + 1 alone sums to
+    2**55): an int64 add/mul is written without them, exact near the limits without validation,
+    or refused where its one exact form needs an op the target lacks (rknn: TopK)."""
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    model = integer_scatter(reduction, TensorProto.INT64, rows=3, updates=1)
+    try:
+        written = sr.prepare(model, target=target, validate=False)
+    except sr.ConversionError as e:
+        assert target == "rknn" and "TopK" in str(e), e
+        return
+    assert not {n.op_type for n in written.graph.node} & {"ReduceSum", "ReduceProd"}
+    inputs = plan_validation(deserialize(model)).inputs
+    session = ort.InferenceSession(written.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, inputs)
+    expected = exact_scatter(inputs["data"], inputs["indices"], inputs["updates"], reduction)
+    assert got.astype(object).tolist() == expected.tolist()
+
+
 @pytest.mark.slow
 def test_every_target_writes_integer_sums_and_products_exact_near_the_limits():
     from onnx import TensorProto

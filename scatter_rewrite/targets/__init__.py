@@ -20,14 +20,13 @@ import functools
 import importlib
 import json
 import pkgutil
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from scatter_rewrite.errors import OptionError
 
-__all__ = ["ALL_REDUCTIONS", "SCATTER_DATA_TYPES", "Judge", "OpTable", "ScatterSupport", "Target", "TARGETS",
+__all__ = ["ALL_REDUCTIONS", "NO_PATH", "SCATTER_DATA_TYPES", "Judge", "OpTable", "ScatterSupport", "Target", "TARGETS",
            "TARGETS_HELP", "get_target", "op_table_file", "register_target", "target_names", "target_names_help",
            "targets"]
 
@@ -35,7 +34,16 @@ __all__ = ["ALL_REDUCTIONS", "SCATTER_DATA_TYPES", "Judge", "OpTable", "ScatterS
 # modules, which import onnx; tests/targets hold it to target_names()).
 TARGETS_HELP = ("tensorrt-8.6, tensorrt-10, tensorrt-11, opset-N (N from 9 to the installed "
                 "onnx's highest), litert, mnn, no-scatter, qnn, rknn, openvino, openvino-npu, "
-                "ort-cpu, tvm (docs/targets.md)")
+                "ort-cpu, ort-web, tvm (docs/targets.md)")
+# Runtimes asked for that no rewrite reaches, and why (measured; docs/targets.md): named, so that
+# --target says why rather than "unknown".
+NO_PATH = {
+    "ncnn": "no scatter-rewrite form runs in ncnn: pnnx's ONNX import fails on scatter indices "
+            "given as inputs (its shape inference runs made-up indices out of range), with constant "
+            "indices it writes a ScatterElements layer ncnn cannot load, and ncnn has no comparison, "
+            "select or TopK layer for a scatter-free form (ncnn 1.0.20261020, pnnx 20261020; "
+            "docs/targets.md)",
+}
 ALL_REDUCTIONS = frozenset({"none", "add", "mul", "max", "min"})
 # every data type the scatter schemas allow (ONNX's tensor types through opset 24, by name)
 SCATTER_DATA_TYPES = frozenset({
@@ -145,7 +153,7 @@ class Target:
     """A runtime a model is checked for and prepared for."""
 
     name: str  # as --target spells it: "tensorrt-10", "opset-13", "no-scatter", "ort-cpu"
-    family: str  # the module that registered it: "tensorrt", "opset", "no-scatter", ...
+    family: str  # the module that registered it, "-" for "_": "tensorrt", "opset", "no-scatter", ...
     summary: str  # one line: what the target is
     # the default-domain opsets it loads, (lowest, highest); highest None: the installed onnx's
     opsets: tuple[int, int | None]
@@ -210,11 +218,7 @@ def register_target(target: Target) -> Target:
     if target.name in TARGETS:
         raise AssertionError(f"target {target.name!r} is registered twice")
     TARGETS[target.name] = target
-    _FAMILY[target.name] = sys._getframe(1).f_globals["__name__"].rpartition(".")[2]
     return target
-
-
-_FAMILY: dict[str, str] = {}  # target name -> the module that registered it
 
 
 def _load() -> None:
@@ -227,9 +231,11 @@ def _load() -> None:
         if not name.name.startswith("_"):
             importlib.import_module(f"{__name__}.{name.name}")
     # The order shown, whichever module was imported first: the families in _FIRST, then the
-    # others by module name, each's targets in the order it registered them.
+    # others by module name (a family's name, "-" for "_"), each's targets in the order it
+    # registered them.
     order = list(TARGETS)
-    ordered = sorted(order, key=lambda n: (_family_rank(_FAMILY[n]), order.index(n)))
+    ordered = sorted(order, key=lambda n: (_family_rank(TARGETS[n].family.replace("-", "_")),
+                                           order.index(n)))
     TARGETS.update({n: TARGETS.pop(n) for n in ordered})
 
 
@@ -253,6 +259,9 @@ def get_target(name: str) -> Target:
     """The target ``name`` names (case and surrounding spaces ignored); OptionError naming the
     known ones otherwise."""
     found = targets().get(name.strip().lower())
+    if found is None and name.strip().lower() in NO_PATH:
+        raise OptionError(f"target={name!r}: {NO_PATH[name.strip().lower()]}",
+                          parameters=("target",))
     if found is None:
         raise OptionError(f"target={name!r} is unknown: pick {target_names_help()}",
                           parameters=("target",))

@@ -1,4 +1,5 @@
-"""onnxruntime's CPU execution provider (``ort-cpu``): the scatters it has kernels for, measured by
+"""onnxruntime's CPU execution provider (``ort-cpu``, and ``ort-web``: onnxruntime-web's WebAssembly
+backend, the same kernels compiled to WASM): the scatters it has kernels for, measured by
 creating and running a session for each op, reduction and data type (onnxruntime 1.32.0, opset 18;
 TensorScatter at 24). It has no bfloat16 scatter at all, no float16 add/mul (ScatterElements,
 ScatterND) and no float16 ScatterND max/min, no bool max/min: "CPU execution provider: MLFloat16
@@ -39,14 +40,17 @@ _RUNS = (
 )
 
 
-def _passes(max_intermediate_mib: int | None = None) -> list:
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
+def _passes_for(name: str):
+    def passes(max_intermediate_mib: int | None = None) -> list:
+        from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
 
-    return target_passes("ort-cpu", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
+        return target_passes(name, max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
+
+    return passes
 
 
 @functools.cache
-def _op_table() -> OpTable:
+def _op_table(target: str = "ort-cpu") -> OpTable:
     """The ops the installed onnxruntime's CPU provider runs: those it registers a kernel for (its
     registry, every domain, with each kernel's opset range), the default-domain ops whose ONNX
     schema has a function body at that opset (onnxruntime inlines them), and Constant (loaded as
@@ -71,7 +75,7 @@ def _op_table() -> OpTable:
                 last = schemas[i + 1].since_version - 1 if i + 1 < len(schemas) else None
                 ranges.setdefault(("", name), []).append((schema.since_version, last))
     ranges[("", "Constant")] = [(None, None)]
-    return OpTable("ort-cpu", "onnxruntime's CPU kernel registry (get_all_opkernel_def), and ONNX "
+    return OpTable(target, "onnxruntime's CPU kernel registry (get_all_opkernel_def), and ONNX "
                    "function bodies", "https://onnxruntime.ai/docs/reference/operators/OperatorKernels.html",
                    f"onnxruntime {onnxruntime.__version__} as installed", "at run time",
                    {key: tuple(found) for key, found in ranges.items()})
@@ -85,4 +89,20 @@ register_target(Target(
     sources=("measured: onnxruntime 1.32.0 CPU provider, one session per op/reduction/type",
              "onnxruntime/core/providers/cpu/tensor/scatter.cc, scatter_nd.cc (the types "
              "registered for each reduction)"),
-    passes=_passes, options=("max_intermediate_mib",), ops=_op_table, onnxruntime=True))
+    passes=_passes_for("ort-cpu"), options=("max_intermediate_mib",), ops=_op_table,
+    onnxruntime=True))
+
+# onnxruntime-web's WebAssembly backend is the CPU provider compiled with Emscripten (its README:
+# "compiles the native ONNX Runtime CPU engine into WebAssembly"): the same kernels, so the same
+# facts and the same rewrite; proven in the installed onnxruntime, as ort-cpu.
+register_target(Target(
+    name="ort-web", family="ort-cpu",
+    summary="onnxruntime-web's WebAssembly backend (the CPU provider's kernels, compiled to WASM)",
+    opsets=(7, None), runs=_RUNS,
+    gets_wrong=(),
+    sources=("https://www.npmjs.com/package/onnxruntime-web (README: the native CPU engine "
+             "compiled into WebAssembly, full ONNX operator coverage)",
+             "measured: onnxruntime-web 1.30.0 (WASM) in Node.js ran every native scatter and "
+             "every scatter-free form exactly"),
+    passes=_passes_for("ort-web"), options=("max_intermediate_mib",),
+    ops=functools.partial(_op_table, "ort-web"), onnxruntime=True))

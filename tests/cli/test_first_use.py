@@ -180,7 +180,7 @@ def test_the_target_help_lists_every_target_and_the_check_summary_is_one_line():
     assert "..." not in TARGETS_HELP
     for args in (["check", "--help"], ["prepare", "--help"]):
         said = " ".join(invoke(*args, terminal_width=200).output.replace("│", " ").split())
-        assert "litert, mnn, no-scatter, qnn, rknn, openvino, openvino-npu, ort-cpu, tvm" in said, said
+        assert "litert, mnn, no-scatter, qnn, rknn, openvino, openvino-npu, ort-cpu, ort-web, tvm" in said, said
     summary = check.__doc__.split("\n\n")[0]
     assert "\n" not in summary and summary.endswith(".")
 

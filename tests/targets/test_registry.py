@@ -26,7 +26,7 @@ runner = CliRunner()
 def test_every_target_says_where_its_facts_come_from_and_how_to_get_there():
     found = targets()
     for name in ("tensorrt-8.6", "tensorrt-10", "tensorrt-11", "opset-13", "no-scatter", "qnn",
-                 "rknn", "ort-cpu", "litert", "mnn", "openvino", "openvino-npu", "tvm"):
+                 "rknn", "ort-cpu", "ort-web", "litert", "mnn", "openvino", "openvino-npu", "tvm"):
         assert name in found
     for target in found.values():
         assert target.sources, target.name
@@ -95,6 +95,31 @@ def test_ort_cpu_makes_a_float16_gnn_sum_run_in_onnxruntime():
     assert np.allclose(y.astype(np.float64), expected, rtol=2 ** -10, atol=2 ** -10 * 8)
     assert scatter_rewrite.check(prepared, target="ort-cpu").status == "READY"
     assert scatter_rewrite.check(model, target="ort-cpu").status == "FIXABLE"
+
+
+def test_ort_web_is_prepared_as_ort_cpu_its_kernels_compiled_to_wasm():
+    model = gnn_model("add", dtype=T.FLOAT16, **GNN_SUM)
+    web, cpu = get_target("ort-web"), get_target("ort-cpu")
+    assert web.runs == cpu.runs and web.onnxruntime and web.family == cpu.family
+    for validate in (True, False):
+        prepared = scatter_rewrite.prepare(model, target="ort-web", validate=validate)
+        assert prepared == scatter_rewrite.prepare(model, target="ort-cpu", validate=validate)
+    assert scatter_rewrite.check(prepared, target="ort-web").status == "READY"
+    assert scatter_rewrite.check(model, target="ort-web").status == "FIXABLE"
+
+
+@pytest.mark.parametrize("verb", ["prepare", "check"])
+def test_ncnn_is_refused_by_name_with_the_reason(verb, tmp_path):
+    model = tmp_path / "m.onnx"
+    onnx.save(gnn_model("add", **GNN_SUM), model)
+    result = runner.invoke(app, [verb, str(model), "--target", "ncnn", "-o", str(tmp_path / "o.onnx")]
+                           if verb == "prepare" else [verb, str(model), "--target", "ncnn"])
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.strip()]
+    assert "ncnn" in line and "pnnx" in line and "TopK" in line and "unknown" not in line
+    assert not (tmp_path / "o.onnx").exists()
+    with pytest.raises(OptionError, match="no scatter-rewrite form runs in ncnn"):
+        scatter_rewrite.prepare(gnn_model("add", **GNN_SUM), target="ncnn")
 
 
 def test_ort_cpu_writes_bfloat16_scatter_free_and_leaves_what_it_runs():

@@ -173,3 +173,19 @@ def test_the_api_and_an_unvalidated_run_agree_on_the_float16_voxel_export(versio
     (got,) = run_reference(prepared, inputs)
     np.testing.assert_allclose(got.astype(np.float32), expected["centroids"].astype(np.float32),
                                rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("verb, meant_for_onnxruntime", [
+    (["to-scatternd"], True), (["lower", "--opset", "13", "--mode", "custom"], True),
+    (["lower", "--opset", "13"], False)], ids=["to-scatternd", "lower-custom", "lower-standard"])
+def test_a_verb_for_no_runtime_in_particular_keeps_unrunnable(
+        verb, meant_for_onnxruntime, tmp_path, onnxruntime_lacks_a_kernel_for_what_is_written):
+    source = tmp_path / ORIGINAL
+    onnx.save(scatter_model(reduction="max", data_type=TensorProto.FLOAT16), source)
+    done = invoke(*verb, source, "-o", tmp_path / "out.onnx")
+    assert (tmp_path / "out.onnx").exists()  # (correct, so written either way)
+    if meant_for_onnxruntime:
+        assert done.exit_code == 1 and done.stdout.splitlines()[-1].startswith(f"{UNRUNNABLE} in ")
+    else:
+        assert done.exit_code == 0 and done.stdout.splitlines()[-1].startswith(
+            "PASSED in onnx.reference, "), done.output

@@ -122,7 +122,9 @@ def rewrite(
     original in onnxruntime (see :mod:`scatter_rewrite.validate`): a ValidationError is raised
     otherwise, and nothing is returned or written; ``validate=False`` skips the proof, for speed.
     A result proven in onnx.reference that onnxruntime cannot run is returned, with a warning
-    logged and the report's status ``UNRUNNABLE`` saying why. ``rtol``/``atol`` set your own bound
+    logged and the report's status ``UNRUNNABLE`` saying why, where the model is meant for
+    onnxruntime (:func:`~scatter_rewrite.pipeline.meant_for_onnxruntime`; for another target it
+    is ``PASSED``, and ``validation["onnxruntime_note"]`` says what onnxruntime lacks). ``rtol``/``atol`` set your own bound
     for float outputs instead of validation's judgement. For a path, the
     result is written to ``output`` (default ``<stem>.<verb suffix>.onnx`` beside it) and its
     path returned. With ``return_report=True`` the result comes with an

@@ -34,10 +34,10 @@ from scatter_rewrite.verbs import VERBS, Verb, cli_commands, python_call
 __all__ = [
     "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNREADABLE", "UNRUNNABLE", "VERBS",
     "WRITTEN", "Verb", "check_model", "checker_failure", "default_output", "failed_status",
-    "fixed_dim_sizes",
+    "fixed_dim_sizes", "meant_for_onnxruntime",
     "output_data_name",
     "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
-    "rewrite_model", "run_passes",
+    "rewrite_model", "run_passes", "unrunnable_unvalidated",
 ]
 
 logger = logging.getLogger("scatter_rewrite")
@@ -420,13 +420,37 @@ def _settle_status(outcome: Outcome, written: Path | None, verb: str | None = No
         outcome.status = WRITTEN  # (not proven where it runs: the status line says what ran)
     if not cannot:
         return
-    target = _target(verb, outcome.options)
-    if target is not None and not target.onnxruntime:
+    if not meant_for_onnxruntime(verb, outcome.options):
         outcome.validation["onnxruntime_note"] = onnxruntime_note(
-            cannot, outcome.validation.get("to_run_it", ""), written, target.summary)
+            cannot, outcome.validation.get("to_run_it", ""), written,
+            _target(verb, outcome.options).summary)
         return
     outcome.status = UNRUNNABLE
     outcome.error = unrunnable_error(cannot, outcome.validation.get("to_run_it", ""), written)
+
+
+def meant_for_onnxruntime(verb: str | None, options: dict[str, Any]) -> bool:
+    """Whether the model a run of ``verb`` writes is meant for onnxruntime, whose missing kernels
+    then make it UNRUNNABLE: its target's declared fact (``Target.onnxruntime``), or no target
+    named (the verbs written for no runtime in particular: :func:`verbs.target_of`)."""
+    target = _target(verb, options)
+    return target is None or target.onnxruntime
+
+
+def unrunnable_unvalidated(verb: str | None, options: dict[str, Any], written: Path) -> str | None:
+    """For a run without validation (check's dry run): why a validated run of ``verb`` would end
+    UNRUNNABLE on the model it wrote to ``written``, from onnxruntime's declared kernels alone
+    (what validation reads too); None where it would not, or the model is meant for another
+    runtime."""
+    if not meant_for_onnxruntime(verb, options):
+        return None
+    from scatter_rewrite.validate.engines import what_onnxruntime_lacks
+
+    cannot, to_run_it = what_onnxruntime_lacks(written)
+    if not cannot:
+        return None
+    return (f"onnxruntime cannot run the model it writes ({cannot}), which is meant for "
+            f"onnxruntime; {_fix_said(to_run_it, None)}")
 
 
 def _target(verb: str | None, options: dict[str, Any]):

@@ -137,7 +137,8 @@ SCHEMA_VERSION = 1
 @dataclasses.dataclass
 class DryRun:
     """The target's verb run on the model as the command line runs it, without validation and
-    with nothing kept (:func:`dry_run`): its error, or what it would do."""
+    with nothing kept (:func:`dry_run`): its error (also where the validated run would end
+    UNRUNNABLE, its model meant for onnxruntime lacking a kernel), or what it would do."""
 
     command: str  # the command line, e.g. "scatter-rewrite lower --opset 13"
     error: str | None = None  # why the verb refuses the model (None: it succeeds)
@@ -305,7 +306,7 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) 
 
     from scatter_rewrite.errors import ScatterRewriteError
     from scatter_rewrite.model_io import data_file_name, external_data_files, load_proto, to_ir
-    from scatter_rewrite.pipeline import rewrite_model
+    from scatter_rewrite.pipeline import rewrite_model, unrunnable_unvalidated
     from scatter_rewrite.verbs import VERBS
 
     found = target_verb(kind, version)
@@ -326,6 +327,12 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) 
             outcome = rewrite_model(model, verb.make_passes(**options), source, destination,
                                     verb=name, options=options, validate=False,
                                     external=external, data_name=data_file_name(destination))
+            # (the status a validated run then gives: UNRUNNABLE is a failure too)
+            unrunnable = (unrunnable_unvalidated(name, options, destination)
+                          if outcome.modified else None)
+        if unrunnable is not None:
+            run.error = cli_commands(unrunnable)
+            return run
     except ScatterRewriteError as e:
         # (said as the command line says it, as run.command is: --max-intermediate-mib 354)
         run.error = verb.cli_message(e)

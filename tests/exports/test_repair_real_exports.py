@@ -154,3 +154,44 @@ def test_a_correct_export_is_bit_identical_in_output_under_repair(name):
     before, after = ort_outputs(original, inputs), ort_outputs(repaired, inputs)
     for key, value in before.items():
         np.testing.assert_array_equal(after[key], value)
+
+
+@pytest.mark.parametrize("name", MOE_BLOCKS)
+def test_moe_blocks_repaired_on_the_command_line_with_the_exports_inputs(name, tmp_path):
+    from tests.helpers.cli import invoke
+
+    inputs, expected = export_arrays(DATA, name)
+    np.savez(tmp_path / "feeds.npz", **inputs)
+    written = tmp_path / "repaired.onnx"
+    done = invoke("repair", DATA / f"{name}.onnx", "--inputs", tmp_path / "feeds.npz",
+                  "-o", written)
+    assert done.exit_code == 0, done.output
+    assert done.stdout.splitlines()[-1].startswith("PASSED in onnxruntime, ")
+    assert_pytorchs(ort_outputs(written, inputs), expected)
+
+
+def test_a_moe_block_no_generated_input_routes_is_refused_by_its_node_asking_for_inputs(
+        tmp_path, monkeypatch):
+    """Generated inputs that send every token to the same experts (all zeros: equal router
+    logits): the trace's Split of the experts hit fails on each, and the refusal is one line
+    naming the user's node and --inputs, never an internal error."""
+    from scatter_rewrite import validate
+    from tests.helpers.cli import invoke
+
+    planned = validate.plan_validation
+
+    def routed_alike(model, *args, inputs=None, **kwargs):
+        plan = planned(model, *args, inputs=inputs, **kwargs)
+        if inputs is None:
+            plan.inputs = {k: np.zeros_like(v) for k, v in plan.inputs.items()}
+        return plan
+
+    monkeypatch.setattr(validate, "plan_validation", routed_alike)
+    written = tmp_path / "repaired.onnx"
+    done = invoke("repair", DATA / "qwen2_moe_block_ts11.onnx", "-o", written)
+    assert done.exit_code == 1 and not written.exists()
+    [line] = done.stderr.splitlines()
+    assert line.startswith("scatter-rewrite: error: the original model fails on every input "
+                           "generated (Split '/experts/Split' fails: "), line
+    assert line.endswith("pass inputs it runs on with --inputs, or --no-validate")
+    assert "internal error" not in done.output

@@ -168,7 +168,6 @@ def test_int64_sums_and_products_are_written_without_onnxruntimes_rounding_reduc
     assert got.astype(object).tolist() == expected.tolist()
 
 
-@pytest.mark.slow
 def test_every_target_writes_integer_sums_and_products_exact_near_the_limits():
     from onnx import TensorProto
 

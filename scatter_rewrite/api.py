@@ -160,6 +160,11 @@ def rewrite(
     if validate and inputs is not None:
         _check_inputs_cover(function, _input_names(working), inputs)
     started = time.perf_counter()
+    if not validate:  # nothing needs a file: the passes and the checker run in memory
+        outcome = rewrite_model(working, passes, None, None, verb=verb, options=options,
+                                source_name="the model given", validate=False, inputs=inputs,
+                                rtol=rtol, atol=atol, original=lambda: _to_ir(model))
+        return _returned(outcome, started, working, model, return_report)
     with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp, _returned_in_memory():
         # The original and the result are saved as the CLI saves them (external weights, an
         # ir.load-ed model's, beside them in the temporary folder, where onnxruntime looks for
@@ -171,6 +176,12 @@ def rewrite(
         outcome = rewrite_model(working, passes, original, Path(tmp, "rewritten.onnx"), verb=verb,
                                 options=options, source_name="the model given", validate=validate,
                                 inputs=inputs, rtol=rtol, atol=atol, keep_model=True)
+    return _returned(outcome, started, working, model, return_report)
+
+
+def _returned(outcome: Outcome, started: float, working: ir.Model, model: Any,
+              return_report: bool) -> Any:
+    """The rewritten model of an in-memory call, of the kind given, with its report if asked."""
     outcome.input = outcome.output = "<in memory>"
     outcome.seconds = time.perf_counter() - started
     for note in outcome.notes:

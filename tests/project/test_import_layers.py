@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "scatter_rewrite"
 LAYERS = [
     {"scatter_rewrite", "__main__", "cli", "api"},
     {"readiness", "readiness_tensorrt"},
-    {"pipeline"},
+    {"pipeline", "checking"},
     {"verbs"},
     {"repair_proof"},
     {"validate"},

@@ -160,22 +160,12 @@ def rewrite(
     if validate and inputs is not None:
         _check_inputs_cover(function, _input_names(working), inputs)
     started = time.perf_counter()
-    if not validate:  # nothing needs a file: the passes and the checker run in memory
+    # Nothing is saved: the passes, the checker and validation's onnxruntime sessions run on the
+    # model in memory (both models' weights handed to onnxruntime as they are held, not copied).
+    with _returned_in_memory():
         outcome = rewrite_model(working, passes, None, None, verb=verb, options=options,
-                                source_name="the model given", validate=False, inputs=inputs,
+                                source_name="the model given", validate=validate, inputs=inputs,
                                 rtol=rtol, atol=atol, original=lambda: _to_ir(model))
-        return _returned(outcome, started, working, model, return_report)
-    with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp, _returned_in_memory():
-        # The original and the result are saved as the CLI saves them (external weights, an
-        # ir.load-ed model's, beside them in the temporary folder, where onnxruntime looks for
-        # them): the checker judges the result, validation runs both. (The original's path as long
-        # as the staged result's, .scatter-rewrite-XXXXXXXX/rewritten.onnx: validation compares
-        # onnxruntime's failures on both, paths included, cut to 200 characters.)
-        original = Path(tmp, ".scatter-rewrite-original", "unchanged.onnx")
-        save_model(working, original)
-        outcome = rewrite_model(working, passes, original, Path(tmp, "rewritten.onnx"), verb=verb,
-                                options=options, source_name="the model given", validate=validate,
-                                inputs=inputs, rtol=rtol, atol=atol, keep_model=True)
     return _returned(outcome, started, working, model, return_report)
 
 

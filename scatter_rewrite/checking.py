@@ -2,8 +2,8 @@
 
 A model in memory is checked without its weights' bytes (the checker reads every byte of a tensor
 it is given, and looks for external data relative to the working folder): :func:`checkable_proto`
-gives it the model with each main-graph weight over :data:`INLINE_BYTES` declared a graph input of
-its type and shape instead, which is all the checker and shape inference judge of it.
+gives it the model with each big main-graph weight declared a graph input of its type and shape
+instead, which is all the checker and shape inference judge of it.
 """
 
 from __future__ import annotations
@@ -17,13 +17,8 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError
 
-__all__ = ["INLINE_BYTES", "check_in_memory", "check_model", "checkable_proto",
+__all__ = ["check_in_memory", "check_model", "checkable_proto",
            "checker_failure", "checker_failure_in_memory"]
-
-# Smaller weights reach the checker with their values (shape inference reads a Reshape's shape,
-# a Slice's starts), as a file written with external data keeps them inline.
-INLINE_BYTES = 1024
-
 
 def check_model(path: Path, source: Path | None = None, source_name: str | None = None) -> None:
     """``onnx.checker`` (full) on the rewritten model at ``path``; InvalidModelError if it fails,
@@ -92,64 +87,14 @@ def _one_line(e: BaseException) -> str:
 
 
 def checkable_proto(model: ir.Model) -> onnx.ModelProto:
-    """``model`` as the checker judges it, without copying its weights: each main-graph
-    initializer over :data:`INLINE_BYTES` (or kept in an external file) becomes a graph input of
-    its dtype and shape; every other tensor is serialized with its values, an external one read
-    (the checker looks for external files relative to the working folder, not the model's).
-    ``model`` is unchanged afterwards."""
-    swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
-    attributes: list[tuple[ir.Node, str, ir.Attr]] = []
-    declared: list[str] = []
-    try:
-        for value in model.graph.initializers.values():
-            tensor = value.const_value
-            if tensor is None:
-                continue
-            if tensor.nbytes > INLINE_BYTES or isinstance(tensor, ir.ExternalTensor):
-                declared.append(value.name)
-                swapped.append((value, tensor))
-                value.const_value = _shape_only(tensor, value.name)
-        for graph in model.graphs():
-            if graph is not model.graph:
-                for value in graph.initializers.values():
-                    if isinstance(value.const_value, ir.ExternalTensor):
-                        swapped.append((value, value.const_value))
-                        value.const_value = _read(value.const_value)
-        for function in model.functions.values():
-            _inline_attributes(function, attributes)
-        for graph in model.graphs():
-            _inline_attributes(graph, attributes)
-        proto = ir.serde.serialize_model(model)
-    finally:
-        for value, tensor in swapped:
-            value.const_value = tensor
-        for node, name, attr in attributes:
-            node.attributes[name] = attr
-    _declare_as_inputs(proto.graph, set(declared))
+    """``model`` as the checker judges it, without copying its weights: each main-graph weight
+    :func:`~scatter_rewrite.in_memory.weights_apart` takes apart becomes a graph input of its dtype
+    and shape. ``model`` is unchanged afterwards."""
+    from scatter_rewrite.in_memory import weights_apart
+
+    proto, apart = weights_apart(model)
+    _declare_as_inputs(proto.graph, set(apart))
     return proto
-
-
-def _inline_attributes(body: ir.Graph | ir.Function,
-                       attributes: list[tuple[ir.Node, str, ir.Attr]]) -> None:
-    """Every external tensor attribute of ``body``'s own nodes, read in (``attributes``: what to
-    give back)."""
-    for node in body:
-        for name, attr in list(node.attributes.items()):
-            if (isinstance(attr, ir.Attr) and attr.type == ir.AttributeType.TENSOR
-                    and isinstance(attr.value, ir.ExternalTensor)):
-                attributes.append((node, name, attr))
-                node.attributes[name] = ir.AttrTensor(name, _read(attr.value),
-                                                      doc_string=attr.doc_string)
-
-
-def _read(tensor: ir.ExternalTensor) -> ir.Tensor:
-    return ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=tensor.name)
-
-
-def _shape_only(tensor: ir.TensorProtocol, name: str) -> ir.ExternalTensor:
-    """A reference of ``tensor``'s dtype and shape, never read (its initializer is dropped)."""
-    return ir.ExternalTensor("scatter-rewrite-declared", 0, tensor.nbytes, tensor.dtype,
-                             shape=tensor.shape, name=name)
 
 
 def _declare_as_inputs(graph: onnx.GraphProto, names: set[str]) -> None:

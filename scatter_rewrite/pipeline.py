@@ -246,8 +246,8 @@ def rewrite_model(
     (default: its path). ``progress``: called with each pass's name before it runs.
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
     ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
-    ``original``: the model is in memory (``source``, ``destination`` None, no validation),
-    checked there, never saved (:func:`~scatter_rewrite.checking.check_in_memory`).
+    ``original``: the model is in memory (``source``, ``destination`` None): checked and
+    validated there, never saved (:func:`_finished_in_memory`).
     """
     proto = model if isinstance(model, onnx.ModelProto) else None
     form = parsed_form(proto, passes) if proto is not None else None
@@ -284,9 +284,8 @@ def rewrite_model(
     if progress is not None:
         progress("checking" if plan is None or not outcome.modified else "validating")
     if original is not None:
-        check_in_memory(written, original, source_name or "the model given")
-        _settle_status(outcome, None, verb)
-        return outcome
+        return _finished_in_memory(written, original, plan, outcome, (bool(repaired), seed, inputs),
+                                   source_name or "the model given", verb)
     # A new output keeps the input's form, external data, even when the rewrite replaced every
     # external tensor; in place, such a model is written whole and the old data file left, with a
     # note.
@@ -302,6 +301,25 @@ def rewrite_model(
     if replaced_data is not None:
         outcome.notes += _left_data_notes(replaced_data, data)
     _settle_status(outcome, destination if source_name is None else None, verb)
+    return outcome
+
+
+def _finished_in_memory(written: ir.Model, original: Callable[[], ir.Model], plan: Any,
+                        outcome: Outcome, proof: tuple[bool, int, dict | None],
+                        source_name: str, verb: str | None) -> Outcome:
+    """The end of :func:`rewrite_model` for a model held in memory (the API's): the rewritten
+    model checked (:func:`~scatter_rewrite.checking.check_in_memory`) and validated against
+    ``original()`` (the input, untouched) without a file, their onnxruntime sessions made from
+    memory (:class:`~scatter_rewrite.validate.held.Held`). ``proof``: (whether the repair pass
+    changed a node, the seed, the caller's inputs)."""
+    check_in_memory(written, original, source_name)
+    if plan is not None and outcome.modified:
+        from scatter_rewrite.validate.held import Held
+
+        outcome.validation = _validated(Held(original(), source_name),
+                                        Held(written, "the rewritten model"), plan, outcome,
+                                        *proof)
+    _settle_status(outcome, None, verb)
     return outcome
 
 

@@ -78,8 +78,8 @@ _REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
 def validate(
     original: str | os.PathLike | Held, rewritten: str | os.PathLike | Held, plan: ValidationPlan
 ) -> ValidationResult:
-    """Run both models and compare; raise ValidationError on any difference. Each is a file, or
-    a model held in memory (:class:`~.held.Held`: never saved, its sessions made from memory).
+    """Run both models (files, or models held in memory: :class:`~.held.Held`) and compare; raise
+    ValidationError on any difference.
 
     Both run in onnxruntime, as a user runs them (:mod:`.engines`), where it runs both. A rewritten
     model it fails to load or run is a failure, unless it lacks what that model needs

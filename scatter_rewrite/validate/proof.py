@@ -78,8 +78,7 @@ _REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
 def validate(
     original: str | os.PathLike | Held, rewritten: str | os.PathLike | Held, plan: ValidationPlan
 ) -> ValidationResult:
-    """Run both models (files, or models held in memory: :class:`~.held.Held`) and compare; raise
-    ValidationError on any difference.
+    """Run both (files, or :class:`~.held.Held` models) and compare; ValidationError if they differ.
 
     Both run in onnxruntime, as a user runs them (:mod:`.engines`), where it runs both. A rewritten
     model it fails to load or run is a failure, unless it lacks what that model needs

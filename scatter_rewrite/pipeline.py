@@ -229,7 +229,7 @@ def rewrite_model(
     destination: Path | None, *, verb: str | None = None, options: dict[str, Any] | None = None,
     source_name: str | None = None, data_name: str | None = None, external: bool = False,
     validate: bool = True, inputs: dict | None = None, seed: int = 0, rtol: float | None = None,
-    atol: float | None = None, keep_model: bool = False,
+    atol: float | None = None,
     progress: Callable[[str], None] | None = None, replaced_data: list[str] | None = None,
     original: Callable[[], ir.Model] | None = None,
 ) -> Outcome:
@@ -241,8 +241,8 @@ def rewrite_model(
     ``model``: an ``ir.Model``, rewritten in place, or ``source`` as parsed (``onnx.ModelProto``),
     which a pass with a form on the parsed file rewrites without the IR when the model allows
     (:func:`parsed_form`): the same result, notes and written bytes whether validated or not.
-    The model is dropped once written (a folded result's weights freed before validation runs)
-    unless ``keep_model`` (the API returns it). ``source_name``: how errors name the input
+    The model is dropped once written (a folded result's weights freed before validation runs).
+    ``source_name``: how errors name the input
     (default: its path). ``progress``: called with each pass's name before it runs.
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
     ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
@@ -290,8 +290,7 @@ def rewrite_model(
     # external tensor; in place, such a model is written whole and the old data file left, with a
     # note.
     with staged_save(written, destination, data_name, external=external) as staged:
-        if not keep_model:
-            del written  # written: free the rewritten weights (a folded result, say) now
+        del written  # written: free the rewritten weights (a folded result, say) now
         check_model(staged, source, source_name)
         if plan is not None and outcome.modified:
             outcome.validation = _validated(source, staged, plan, outcome, bool(repaired), seed,

@@ -244,3 +244,20 @@ def test_a_held_model_hands_its_big_weights_to_onnxruntime_apart():
     assert len(kept["b16"].raw_data) == 2048 and not kept["b16"].external_data
     assert kept["weight"].external_data and not kept["weight"].raw_data
     assert len(data) < 4096 + 2048  # (the 64 KiB weight is not in the protobuf)
+
+
+@pytest.mark.parametrize("kind", ["ModelProto", "graphsurgeon"])
+def test_a_validated_call_on_a_proto_or_graph_writes_no_file(kind, monkeypatch):
+    proto = _max_model()
+    if kind == "graphsurgeon":
+        gs = pytest.importorskip("onnx_graphsurgeon")
+        given = gs.import_onnx(proto)
+        before = gs.export_onnx(given).SerializeToString(deterministic=True)
+    else:
+        given, before = proto, proto.SerializeToString(deterministic=True)
+    with monkeypatch.context() as patch:
+        _refuse_files(patch)
+        lowered, report = sr.lower(given, opset=13, return_report=True)
+    assert report.status == "PASSED" and type(lowered) is type(given)
+    after = (gs.export_onnx(given) if kind == "graphsurgeon" else given)
+    assert after.SerializeToString(deterministic=True) == before

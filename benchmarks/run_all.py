@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 README = HERE / "README.md"
 ORDER = ["evaluator", "fold", "cli_start", "lower", "lower_modes", "tensorrt", "scale", "torchscript", "opset_moves",
-         "no_scatter"]
+         "no_scatter", "inmemory_api"]
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 
 

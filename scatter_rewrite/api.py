@@ -162,17 +162,18 @@ def rewrite(
     if validate and inputs is not None:
         _check_inputs_cover(function, _input_names(working), inputs)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="scatter-rewrite-") as tmp, _returned_in_memory():
-        # The original and the result are saved as the CLI saves them (external weights, an
-        # ir.load-ed model's, beside them in the temporary folder, where onnxruntime looks for
-        # them): the checker judges the result, validation runs both. (The original's path as long
-        # as the staged result's, .scatter-rewrite-XXXXXXXX/rewritten.onnx: validation compares
-        # onnxruntime's failures on both, paths included, cut to 200 characters.)
-        original = Path(tmp, ".scatter-rewrite-original", "unchanged.onnx")
-        save_model(working, original)
-        outcome = rewrite_model(working, passes, original, Path(tmp, "rewritten.onnx"), verb=verb,
-                                options=options, source_name="the model given", validate=validate,
-                                inputs=inputs, rtol=rtol, atol=atol, keep_model=True)
+    # Nothing is saved: the passes, the checker and validation's onnxruntime sessions run on the
+    # model in memory (both models' weights handed to onnxruntime as they are held, not copied).
+    with _returned_in_memory():
+        outcome = rewrite_model(working, passes, None, None, verb=verb, options=options,
+                                source_name="the model given", validate=validate, inputs=inputs,
+                                rtol=rtol, atol=atol, original=lambda: _to_ir(model))
+    return _returned(outcome, started, working, model, return_report)
+
+
+def _returned(outcome: Outcome, started: float, working: ir.Model, model: Any,
+              return_report: bool) -> Any:
+    """The rewritten model of an in-memory call, of the kind given, with its report if asked."""
     outcome.input = outcome.output = "<in memory>"
     outcome.seconds = time.perf_counter() - started
     for note in outcome.notes:

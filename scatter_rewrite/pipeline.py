@@ -19,8 +19,9 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from scatter_rewrite.checking import check_in_memory, check_model, checker_failure
 from scatter_rewrite.errors import (
-    InvalidModelError, ModelLoadError, OptionError, ScatterRewriteError, ValidationError,
+    ModelLoadError, OptionError, ScatterRewriteError, ValidationError,
     internal_error_message,
 )
 from scatter_rewrite.export_patterns import accumulate_export_notes
@@ -159,47 +160,6 @@ def result_dict(result: ir.passes.PassResult) -> dict:
             "skipped": [], "notes": []}
 
 
-def check_model(path: Path, source: Path | None = None, source_name: str | None = None) -> None:
-    """``onnx.checker`` (full) on the rewritten model at ``path``; InvalidModelError if it fails,
-    saying so of the input too when ``source`` fails it the same way (the rewrite did not cause it).
-    ``source_name``: how the message names the input (default: its path)."""
-    failure = checker_failure(path)
-    if failure is None:
-        return
-    # (The source through its real path: a model file that is a symlink into another folder has its
-    # big inline weights referenced by the real file's name, see _protowire.checkable.)
-    before = checker_failure(Path(os.path.realpath(source))) if source is not None else None
-    source_name = source_name or str(source)
-    if before == failure:
-        hint = ("; scatter_rewrite.upgrade(model) replaces a deprecated Scatter"
-                if "Scatter is deprecated" in failure else "")
-        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite, and this "
-                                f"rewrite does not fix it: {failure}{hint}")
-    # (the same fault may read differently once nodes moved, e.g. a rewritten export)
-    if before is not None:
-        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite ({before}), "
-                                f"and so does the rewritten model: {failure}")
-    hint = ""
-    # (what a fold's constants let inference see)
-    if "Inferred shape and existing shape differ" in failure:
-        hint = ("; a shape the model declares (value_info or a graph output) may contradict what "
-                "its now-constant values give: check the model's declared shapes")
-    raise InvalidModelError(f"the rewritten model fails onnx.checker: {failure}{hint}")
-
-
-def checker_failure(path: Path) -> str | None:
-    from scatter_rewrite._protowire import checkable
-
-    try:
-        with checkable(path) as target:  # big inline weights: checked without reading them again
-            onnx.checker.check_model(target, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        # (one line: the checker's message spans several, "of node: \nname: OpType: ...\n is not")
-        text = " ".join(str(e).split())
-        return (text if len(text) <= 400 else text[:400] + " ...") or type(e).__name__
-    return None
-
-
 def default_output(source: Path, suffix: str, folder: Path | None = None) -> Path:
     stem = source.name[: -len(".onnx")] if source.name.endswith(".onnx") else source.name
     return (folder or source.parent) / f"{stem}.{suffix}.onnx"
@@ -265,12 +225,13 @@ def rewrite_file(
 
 
 def rewrite_model(
-    model: ir.Model | onnx.ModelProto, passes: Sequence[ir.passes.PassBase], source: Path,
-    destination: Path, *, verb: str | None = None, options: dict[str, Any] | None = None,
+    model: ir.Model | onnx.ModelProto, passes: Sequence[ir.passes.PassBase], source: Path | None,
+    destination: Path | None, *, verb: str | None = None, options: dict[str, Any] | None = None,
     source_name: str | None = None, data_name: str | None = None, external: bool = False,
     validate: bool = True, inputs: dict | None = None, seed: int = 0, rtol: float | None = None,
-    atol: float | None = None, keep_model: bool = False,
+    atol: float | None = None,
     progress: Callable[[str], None] | None = None, replaced_data: list[str] | None = None,
+    original: Callable[[], ir.Model] | None = None,
 ) -> Outcome:
     """The one orchestration of every rewrite, from the CLI and the API: check the scatter nodes,
     note what the export computes, plan the validation (on the original, before any pass), run the
@@ -280,11 +241,13 @@ def rewrite_model(
     ``model``: an ``ir.Model``, rewritten in place, or ``source`` as parsed (``onnx.ModelProto``),
     which a pass with a form on the parsed file rewrites without the IR when the model allows
     (:func:`parsed_form`): the same result, notes and written bytes whether validated or not.
-    The model is dropped once written (a folded result's weights freed before validation runs)
-    unless ``keep_model`` (the API returns it). ``source_name``: how errors name the input
+    The model is dropped once written (a folded result's weights freed before validation runs).
+    ``source_name``: how errors name the input
     (default: its path). ``progress``: called with each pass's name before it runs.
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
     ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
+    ``original``: the model is in memory (``source``, ``destination`` None): checked and
+    validated there, never saved (:func:`_finished_in_memory`).
     """
     proto = model if isinstance(model, onnx.ModelProto) else None
     form = parsed_form(proto, passes) if proto is not None else None
@@ -320,12 +283,14 @@ def rewrite_model(
         raise unplanned
     if progress is not None:
         progress("checking" if plan is None or not outcome.modified else "validating")
+    if original is not None:
+        return _finished_in_memory(written, original, plan, outcome, (bool(repaired), seed, inputs),
+                                   source_name or "the model given", verb)
     # A new output keeps the input's form, external data, even when the rewrite replaced every
     # external tensor; in place, such a model is written whole and the old data file left, with a
     # note.
     with staged_save(written, destination, data_name, external=external) as staged:
-        if not keep_model:
-            del written  # written: free the rewritten weights (a folded result, say) now
+        del written  # written: free the rewritten weights (a folded result, say) now
         check_model(staged, source, source_name)
         if plan is not None and outcome.modified:
             outcome.validation = _validated(source, staged, plan, outcome, bool(repaired), seed,
@@ -335,6 +300,25 @@ def rewrite_model(
     if replaced_data is not None:
         outcome.notes += _left_data_notes(replaced_data, data)
     _settle_status(outcome, destination if source_name is None else None, verb)
+    return outcome
+
+
+def _finished_in_memory(written: ir.Model, original: Callable[[], ir.Model], plan: Any,
+                        outcome: Outcome, proof: tuple[bool, int, dict | None],
+                        source_name: str, verb: str | None) -> Outcome:
+    """The end of :func:`rewrite_model` for a model held in memory (the API's): the rewritten
+    model checked (:func:`~scatter_rewrite.checking.check_in_memory`) and validated against
+    ``original()`` (the input, untouched) without a file, their onnxruntime sessions made from
+    memory (:class:`~scatter_rewrite.validate.held.Held`). ``proof``: (whether the repair pass
+    changed a node, the seed, the caller's inputs)."""
+    check_in_memory(written, original, source_name)
+    if plan is not None and outcome.modified:
+        from scatter_rewrite.validate.held import Held
+
+        outcome.validation = _validated(Held(original(), source_name),
+                                        Held(written, "the rewritten model"), plan, outcome,
+                                        *proof)
+    _settle_status(outcome, None, verb)
     return outcome
 
 

@@ -46,6 +46,7 @@ from scatter_rewrite.passes.repair import typed_sites
 from scatter_rewrite.validate.engines import (
     first_line, kernels_onnxruntime_lacks, what_onnxruntime_lacks, without_paths,
 )
+from scatter_rewrite.validate.held import Held
 
 __all__ = ["intended_model", "prove_repair", "scatter_mean"]
 
@@ -175,16 +176,18 @@ class _Judged:
     generated: bool = True  # on generated inputs, not the user's
 
 
-def prove_repair(original: str | os.PathLike, repaired: str | os.PathLike, seed: int = 0,
-                 inputs: dict | None = None, tolerance: tuple[float, float] | None = None) -> dict:
-    """The proof of the module docstring on the model files; ValidationError if it fails.
+def prove_repair(original: str | os.PathLike | Held, repaired: str | os.PathLike | Held,
+                 seed: int = 0, inputs: dict | None = None,
+                 tolerance: tuple[float, float] | None = None) -> dict:
+    """The proof of the module docstring on the model files (or models held in memory);
+    ValidationError if it fails.
     ``inputs`` (the user's, name -> array): judged first. ``tolerance``: the user's (rtol, atol)
     for float outputs judged against the intended model (--rtol/--atol). Returns what each
     compared, for the report."""
     from scatter_rewrite import validate as validation
 
-    source = load_model(Path(original))
-    after = load_model(Path(repaired))
+    source, after = (m.model if isinstance(m, Held) else load_model(Path(m))
+                     for m in (original, repaired))
     intended, probes = intended_model(source, after)
     planning, _ = intended_model(source, after, for_planning=True)
     judged, notes, skipped = [], [], []

@@ -14,6 +14,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from scatter_rewrite.validate.held import Held, proto_of
+
 __all__ = [
     "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
     "custom_domain_nodes", "first_line", "kernels_onnxruntime_lacks", "may_refuse_in_parallel",
@@ -53,15 +55,21 @@ def custom_domain_nodes(model: str | os.PathLike) -> tuple[int, int]:
     walked."""
     from scatter_rewrite import custom_ops
     from scatter_rewrite.graph import iter_nodes
-    from scatter_rewrite.model_io import load_proto
 
-    proto = load_proto(Path(model))
-    imports = [o.domain for o in proto.opset_import]
-    imports += [o.domain for f in proto.functions for o in f.opset_import]
+    if isinstance(model, Held):
+        loaded = model.model
+        imports = [*loaded.opset_imports, *(d for f in loaded.functions.values()
+                                            for d in f.opset_imports)]
+    else:
+        proto = proto_of(model, weights=False)
+        imports = [o.domain for o in proto.opset_import]
+        imports += [o.domain for f in proto.functions for o in f.opset_import]
     if custom_ops.DOMAIN not in imports:
         return 0, 0
+    if not isinstance(model, Held):
+        loaded = ir.serde.deserialize_model(proto)
     custom = plugin = 0
-    for node, _scope in iter_nodes(ir.serde.deserialize_model(proto)):
+    for node, _scope in iter_nodes(loaded):
         if node.domain == custom_ops.DOMAIN:
             plugin += "plugin_version" in node.attributes
             custom += "plugin_version" not in node.attributes
@@ -74,10 +82,11 @@ class WouldTrap(Exception):
 
 
 def run_onnxruntime(
-    model: str | os.PathLike | bytes, inputs: dict[str, np.ndarray], threads: int = 0
+    model: str | os.PathLike | bytes | Held, inputs: dict[str, np.ndarray], threads: int = 0
 ) -> list[np.ndarray]:
     """``model``'s outputs on ``inputs`` from onnxruntime's CPU provider (see _session_options);
-    WouldTrap, without running it, where that would kill the process."""
+    WouldTrap, without running it, where that would kill the process. A :class:`~.held.Held`
+    model's session is made from memory, its big weights handed over as OrtValues."""
     import onnxruntime as ort
 
     from scatter_rewrite import custom_ops
@@ -86,18 +95,20 @@ def run_onnxruntime(
                              else onnx.ModelProto.FromString(model), inputs)
     if trap is not None:
         raise WouldTrap(trap)
-    source = str(model) if isinstance(model, (str, Path)) else model
+    source, weights = str(model) if isinstance(model, (str, Path)) else model, {}
+    if isinstance(model, Held):
+        source, weights = model.session_parts()
     threads = session_threads(model, threads)
     run = None
     try:
-        session = ort.InferenceSession(source, _session_options(threads), providers=_CPU,
-                                       disabled_optimizers=_DISABLED_OPTIMIZERS)
+        session = ort.InferenceSession(source, _session_options(threads, weights),
+                                       providers=_CPU, disabled_optimizers=_DISABLED_OPTIMIZERS)
     except Exception as e:
         # Our custom-domain nodes (lower --mode custom) only: registering them costs seconds where
         # onnxruntime-extensions finds PyTorch installed (it imports it), so only on demand.
         if custom_ops.DOMAIN not in str(e):
             raise
-        options = _session_options(threads)
+        options = _session_options(threads, weights)
         custom_ops.register(options)
         try:
             session = ort.InferenceSession(source, options, providers=_CPU,
@@ -134,10 +145,13 @@ def _as_declared(array: Any, ort_type: str) -> Any:
     return ir.PackedTensor(packed, declared, shape=ir.Shape(array.shape)).numpy()
 
 
-def _session_options(threads: int):
+def _session_options(threads: int, weights: dict[str, Any] | None = None):
+    """``weights``: initializers handed over as OrtValues by name (a model held in memory)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    if weights:
+        options.add_external_initializers(list(weights), list(weights.values()))
     options.intra_op_num_threads = threads
     options.log_severity_level = (
         4  # failures reach the user as our own one-line error, not ORT's log
@@ -158,14 +172,14 @@ def _session_options(threads: int):
 
 
 def run_reference(
-    model: str | os.PathLike | onnx.ModelProto, inputs: dict[str, np.ndarray]
+    model: str | os.PathLike | onnx.ModelProto | Held, inputs: dict[str, np.ndarray]
 ) -> list:
     """``onnx.reference`` with our NumPy kernels for every scatter op (it lacks ``Scatter``)."""
     import warnings
 
     from scatter_rewrite.evaluator.reference_ops import make_evaluator
 
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    proto = proto_of(model)
     evaluator = make_evaluator(proto)
     # NumPy's RuntimeWarnings (log of 0, an overflow to inf) are values here, as in onnxruntime,
     # not lines for the user's terminal.
@@ -184,7 +198,7 @@ _SIZE_CARRIERS = {"Gather", "Squeeze", "Unsqueeze", "Reshape", "Slice", "Identit
                   "Concat", "ReduceProd", "Mul", "Max"}
 
 
-def trapping_division(model: str | os.PathLike | onnx.ModelProto,
+def trapping_division(model: str | os.PathLike | onnx.ModelProto | Held,
                       inputs: dict[str, np.ndarray]) -> str | None:
     """Why running ``model`` on ``inputs`` in onnxruntime would kill the process: an integer Div,
     in any graph, subgraph (If/Loop/Scan body) or local function, that divides the lowest
@@ -192,13 +206,11 @@ def trapping_division(model: str | os.PathLike | onnx.ModelProto,
     whose NumPy division does not trap, with a Div that watches for it. None where no Div can
     (:func:`may_trap`), where none does, or where onnx.reference cannot run the model up to one
     that does."""
-    from scatter_rewrite.model_io import load_proto
-
-    cheap = model if isinstance(model, onnx.ModelProto) else load_proto(Path(model))
-    risky = _divisions_that_may_trap(cheap)
+    risky = _divisions_that_may_trap(model.model if isinstance(model, Held)
+                                     else proto_of(model, weights=False))
     if not risky:
         return None
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    proto = proto_of(model)
     from scatter_rewrite.evaluator.reference_ops import make_evaluator
 
     trapped: list[tuple[onnx.NodeProto, np.dtype]] = []
@@ -360,7 +372,8 @@ def _typed(model: str | os.PathLike) -> ir.Model | None:
     values it does not declare, which decide what a kernel must take; None where it cannot be
     loaded."""
     try:
-        proto = onnx.load(str(model), load_external_data=False)
+        proto = (model.without_weights() if isinstance(model, Held)
+                 else onnx.load(str(model), load_external_data=False))
     except Exception:
         return None
     try:
@@ -426,19 +439,21 @@ def may_refuse_in_parallel(model: ir.Model) -> bool:
     return False
 
 
-def session_threads(model: str | os.PathLike | bytes | onnx.ModelProto, threads: int = 0) -> int:
+def session_threads(model: str | os.PathLike | bytes | onnx.ModelProto | Held,
+                    threads: int = 0) -> int:
     """The intra-op threads an onnxruntime session of ``model`` (a file, its big weights mapped,
-    not read; bytes; a ModelProto) may have: 1 where it :func:`may_refuse_in_parallel`, else
+    not read; bytes; a ModelProto; a model held in memory) may have: 1 where it :func:`may_refuse_in_parallel`, else
     ``threads`` (0: onnxruntime's default). Every session of ours, and of the tests and benchmarks,
     is made so. A model that cannot be loaded keeps ``threads`` (onnxruntime then says why)."""
     if isinstance(model, bytes) and b"reduction" not in model:
         return threads  # (no attribute of that name: no reduction to refuse; nothing parsed)
-    from scatter_rewrite.model_io import load_proto
-
     try:
-        proto = (onnx.ModelProto.FromString(model) if isinstance(model, bytes)
-                 else model if isinstance(model, onnx.ModelProto) else load_proto(Path(model)))
-        refuses = may_refuse_in_parallel(ir.serde.deserialize_model(proto))
+        if isinstance(model, Held):
+            refuses = may_refuse_in_parallel(model.model)
+        else:
+            proto = (onnx.ModelProto.FromString(model) if isinstance(model, bytes)
+                     else proto_of(model, weights=False))
+            refuses = may_refuse_in_parallel(ir.serde.deserialize_model(proto))
     except Exception:  # (whatever makes the model unloadable: onnxruntime's session reports it)
         return threads
     return 1 if refuses else threads

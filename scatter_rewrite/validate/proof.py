@@ -15,6 +15,7 @@ from scatter_rewrite.validate.comparison import (
     compare, compare_outputs, judge_rounding, judgeable, tolerance_said,
 )
 from scatter_rewrite.validate.engines import first_line, ort_reason, without_paths
+from scatter_rewrite.validate.held import Held, proto_of
 from scatter_rewrite.validate.inputs import ValidationPlan
 
 __all__ = ["allow_float_rounding", "validate", "ValidationResult"]
@@ -75,9 +76,9 @@ _REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
 
 
 def validate(
-    original: str | os.PathLike, rewritten: str | os.PathLike, plan: ValidationPlan
+    original: str | os.PathLike | Held, rewritten: str | os.PathLike | Held, plan: ValidationPlan
 ) -> ValidationResult:
-    """Run both models and compare; raise ValidationError on any difference.
+    """Run both (files, or :class:`~.held.Held` models) and compare; ValidationError if they differ.
 
     Both run in onnxruntime, as a user runs them (:mod:`.engines`), where it runs both. A rewritten
     model it fails to load or run is a failure, unless it lacks what that model needs
@@ -260,7 +261,7 @@ def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, 
     if not judged:
         return failures, ""
     try:
-        exact, magnitude = float64.evaluate(onnx.load(str(original)), plan.inputs)
+        exact, magnitude = float64.evaluate(proto_of(original), plan.inputs)
     except Exception as e:  # (an op onnx.reference cannot run in float64): the fixed bound stands
         left = dict(failures)
         for name in judged:

@@ -269,18 +269,18 @@ def test_checker_failure_the_input_already_has_is_not_blamed_on_the_rewrite(lega
 def test_an_input_failing_the_checker_otherwise_than_its_rewrite_is_named_first(tmp_path, monkeypatch):
     """The same fault may read differently once nodes moved: the message says the input already
     fails onnx.checker, not that the rewrite broke it."""
-    from scatter_rewrite import pipeline
+    from scatter_rewrite import checking
 
     source, rewritten = tmp_path / "in.onnx", tmp_path / "out.onnx"
-    monkeypatch.setattr(pipeline, "checker_failure",
+    monkeypatch.setattr(checking, "checker_failure",
                         lambda path: "Incompatible dimensions" if path.name == "in.onnx" else "(4) vs (40)")
     with pytest.raises(InvalidModelError, match=r"in\.onnx fails onnx\.checker before any rewrite "
                                                 r"\(Incompatible dimensions\), and so does the rewritten model: \(4\) vs \(40\)"):
-        pipeline.check_model(rewritten, source)
-    monkeypatch.setattr(pipeline, "checker_failure",
+        checking.check_model(rewritten, source)
+    monkeypatch.setattr(checking, "checker_failure",
                         lambda path: None if path.name == "in.onnx" else "(4) vs (40)")
     with pytest.raises(InvalidModelError, match=r"^the rewritten model fails onnx\.checker: \(4\) vs \(40\)$"):
-        pipeline.check_model(rewritten, source)
+        checking.check_model(rewritten, source)
 
 
 def test_tensorrt_refuses_a_scatter_it_cannot_make_ready_and_lists_only_the_models_float_tolerance(tmp_path):
@@ -300,14 +300,14 @@ def test_tensorrt_refuses_a_scatter_it_cannot_make_ready_and_lists_only_the_mode
 
 
 def test_a_declared_shape_conflict_the_rewrite_exposes_gets_a_hint(tmp_path, monkeypatch):
-    from scatter_rewrite import pipeline
+    from scatter_rewrite import checking
 
     failure = ("[ShapeInferenceError] Inference error(s): (op_type:Loop): [ShapeInferenceError] Inferred shape "
                "and existing shape differ in dimension 2: (5) vs (4)")
-    monkeypatch.setattr(pipeline, "checker_failure",
+    monkeypatch.setattr(checking, "checker_failure",
                         lambda path: None if path.name == "in.onnx" else failure)
     with pytest.raises(InvalidModelError, match=r"differ in dimension 2: \(5\) vs \(4\); a shape the model declares"):
-        pipeline.check_model(tmp_path / "out.onnx", tmp_path / "in.onnx")
+        checking.check_model(tmp_path / "out.onnx", tmp_path / "in.onnx")
 
 
 def test_the_python_api_names_the_model_given_not_its_temporary_copy():

@@ -184,3 +184,14 @@ def test_bench_no_scatter_smoke():
         ("MoE rows", "mask"), ("MoE rows", "sort")]
     # tiny forms: the smallest bound, 1 MiB, accepts each; every column was measured
     assert all(row[4] == "1" and "not run" not in "".join(row) for row in rows), rows
+
+
+def test_bench_inmemory_api_smoke():
+    out = run_benchmark("bench_inmemory_api.py", "--smoke")
+    rows = table(out, "| call | median (s) | ratio | peak RSS above the model (MiB) |")
+    # the rows follow the script's check of the lowered model against the original in onnxruntime
+    assert [row[0].split(" (")[0] for row in rows] == [
+        "passes alone", "lower(model, opset=13, validate=False)",
+        "one onnxruntime session + run of the original, from memory", "lower(model, opset=13)"]
+    assert rows[1][2].endswith("x the passes") and rows[3][2].endswith("x the session"), rows
+    assert all(float(row[1]) > 0 and row[3].isdigit() for row in rows), rows

@@ -39,7 +39,7 @@ import onnx_ir as ir
 
 __all__ = [
     "as_parsed", "BOOL_OUTPUT_OPS", "PARSER_CASTS", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER",
-    "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
+    "SCATTER_CARRIERS", "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
     "UNSUPPORTED_OPS", "unsupported_type",
 ]
 
@@ -190,6 +190,20 @@ def typed_inputs(node: ir.Node) -> tuple[int, ...]:
 def scatter_types(version: str) -> frozenset:
     """The data types a ScatterND/ScatterElements may have on TensorRT ``version`` (as parsed)."""
     return SUPPORTED_TYPES[version]["ScatterND"]
+
+
+# Scatter data types TensorRT's scatter lacks, written through a wider integer type it takes (Cast
+# data and updates, scatter, Cast back): every value of the narrow type is one of the wider, and
+# max/min/none give back one of them. UINT8 is rejected by the scatter importer (onnx-tensorrt
+# addScatterLayer: checkNotInvalidType UINT8); INT16/UINT16/UINT32 are in no scatter table. add/mul
+# wrap in the wider type and are brought back into the narrow type's range there (Mod), so the
+# Cast back never sees an out-of-range value: TensorRT's Cast docs (Cast.html) do not say what
+# it does with one. 8.6 has no 64-bit integers (its parser clamps INT64 to INT32), so UINT32 has
+# no exact carrier there; UINT64, STRING and the rest have none on any version.
+_CARRIED_32 = {DT.INT16: I32, U8: I32, DT.UINT16: I32}
+SCATTER_CARRIERS: dict[str, dict[ir.DataType, ir.DataType]] = {
+    "8.6": _CARRIED_32, "10": {**_CARRIED_32, DT.UINT32: I64}, "11": {**_CARRIED_32, DT.UINT32: I64},
+}
 
 
 # The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT

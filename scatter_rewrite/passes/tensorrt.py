@@ -95,10 +95,10 @@ from scatter_rewrite.passes.to_scatternd import (
 )
 
 __all__ = [
-    "cap_reason", "CapOpsetPass", "check_trt_version", "CUSTOM_AS_ONNX", "inline_rank_hiding_ifs",
-    "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER",
-    "PLUGIN_DATA_TYPES", "scatter_carrier", "scatter_data_blocker", "has_tensor_scatter", "tensorrt_violations",
-    "TensorRTPass", "TOPK_MAX_K", "TRT_VERSIONS",
+    "cap_reason", "CapOpsetPass", "CARRIED_DATA_TYPES", "check_trt_version", "CUSTOM_AS_ONNX",
+    "inline_rank_hiding_ifs", "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET",
+    "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES", "scatter_carrier", "scatter_data_blocker",
+    "has_tensor_scatter", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K", "TRT_VERSIONS",
 ]
 
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.

@@ -17,6 +17,7 @@ from scatter_rewrite.passes.tensorrt import (
     CARRIED_DATA_TYPES, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, scatter_carrier,
     scatter_data_blocker,
 )
+from scatter_rewrite.passes.tensorrt_support import no_tensor_type
 from scatter_rewrite.readiness import Finding, TensorrtTwins, unknown_reduction
 from scatter_rewrite.verbs import said_with_flags
 
@@ -92,6 +93,8 @@ def _judge_tensorrt_data_type(f: Finding, version: str, fixable: bool) -> bool:
     if gate is not None:
         f.blockers.append(gate[0])
         fixable = fixable and gate[1]
+        if (caveat := no_tensor_type(dtype)) is not None and gate[1]:
+            f.notes.append(caveat)
         if fixable and dtype in CARRIED_DATA_TYPES and (f.reduction or "none") == "none":
             f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, "
                            "Cast back: exact)")

@@ -80,7 +80,7 @@ from scatter_rewrite.type_inference import (
 )
 from scatter_rewrite.passes.tensorrt_support import (
     PARSER_MAX_OPSET, PARSES_TENSORSCATTER, SCATTER_CARRIERS, TOPK_MAX_K, as_parsed,
-    scatter_types, type_names,
+    no_tensor_type, scatter_types, type_names,
 )
 from scatter_rewrite.passes.tensorrt_flow import (
     TensorRTFlowPass, UNLOWERABLE, check_trt_version, inline_rank_hiding_ifs, lower_tensorrt_safe,
@@ -343,6 +343,8 @@ class TensorRTPass(TensorRTFlowPass):
         how = (f"{dtype.name} data written through {wide.name} (Cast, scatter"
                + (f", wrap-around into {dtype.name}" if reduction in ("add", "mul") else "")
                + f", Cast back: exact; TensorRT's scatter has no {dtype.name})")
+        if (caveat := no_tensor_type(dtype)) is not None:
+            how += f"; note: {caveat}"
         detail = self._prepare(model, inner, scope, names)
         return how + (f"; then {detail}" if detail else "")
 

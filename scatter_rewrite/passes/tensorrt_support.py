@@ -39,7 +39,7 @@ import onnx_ir as ir
 
 __all__ = [
     "as_parsed", "BOOL_OUTPUT_OPS", "PARSER_CASTS", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER",
-    "SCATTER_CARRIERS", "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
+    "no_tensor_type", "SCATTER_CARRIERS", "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
     "UNSUPPORTED_OPS", "unsupported_type",
 ]
 
@@ -204,6 +204,21 @@ _CARRIED_32 = {DT.INT16: I32, U8: I32, DT.UINT16: I32}
 SCATTER_CARRIERS: dict[str, dict[ir.DataType, ir.DataType]] = {
     "8.6": _CARRIED_32, "10": {**_CARRIED_32, DT.UINT32: I64}, "11": {**_CARRIED_32, DT.UINT32: I64},
 }
+
+# Carried types TensorRT has no tensor type for at all: onnx-tensorrt's convertDtype (onnx2trt_utils,
+# 8.6 and 10.x) maps DOUBLE, FLOAT, INT8, UINT8, FLOAT16, BFLOAT16 (10), BOOL, INT32, INT64 and the
+# FP8/INT4 types only; any other tensor is "Unsupported ONNX data type".
+_NO_TENSOR_TYPE = frozenset({DT.INT16, DT.UINT16, DT.UINT32})
+
+
+def no_tensor_type(dtype: ir.DataType | None) -> str | None:
+    """What the user must still change when the model holds ``dtype`` tensors TensorRT cannot hold
+    (None: TensorRT has the type). The scatter is written through a carrier either way."""
+    if dtype not in _NO_TENSOR_TYPE:
+        return None
+    return (f"TensorRT has no {dtype.name} tensors (onnx-tensorrt convertDtype: \"Unsupported ONNX "
+            f"data type\"): the model's own {dtype.name} values (its inputs, outputs, the Casts "
+            "that read them) must change type for the parser to import the model")
 
 
 # The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT

@@ -182,3 +182,18 @@ def test_add_and_mul_wrap_into_the_narrow_type_before_the_cast_back():
         if wrapped:
             assert producer.inputs[1].const_value.numpy() == 256
             assert producer.attributes["fmod"].value == 0
+
+
+@pytest.mark.parametrize("elem_type, caveat", [(TensorProto.INT16, True), (TensorProto.UINT16, True),
+                                               (TensorProto.UINT32, True), (TensorProto.UINT8, False)])
+def test_check_and_the_report_say_what_tensorrt_still_cannot_hold(elem_type, caveat):
+    """The scatter is fixed either way; TensorRT has no INT16/UINT16/UINT32 tensors at all, so the
+    user is told the model's own values of that type must change (UINT8 is a TensorRT type)."""
+    model = _corpus_model("ScatterND", "add", elem_type, "main")
+    phrase = f"TensorRT has no {NAME(elem_type)} tensors"
+    (finding,) = check(ir.serde.deserialize_model(model), "tensorrt-10")
+    assert finding.fix == "scatter-rewrite tensorrt --trt-version 10"
+    assert any(phrase in n for n in finding.notes) is caveat
+    _, outcome = sr.prepare_for_tensorrt(model, trt_version="10", validate=False, return_report=True)
+    details = " ".join(note["detail"] for step in outcome.passes for note in step["rewritten"])
+    assert (phrase in details) is caveat and f"{NAME(elem_type)} data written through" in details

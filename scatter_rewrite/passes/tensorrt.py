@@ -19,8 +19,11 @@ plugin/scatterElementsPlugin/README.md):
 * Data types (:func:`scatter_data_blocker`; the scatter layer takes 8.6: FP32/FP16/INT8/INT32, with
   INT64 and DOUBLE cast down by the parser; 10: also BF16/INT64): BOOL, which no TensorRT scatter
   takes, is written through INT32 (Cast, ScatterND, Cast back: exact); UINT8 (rejected by the
-  importer), BFLOAT16 on 8.6 (no such type in TensorRT 8) and types TensorRT lacks (INT16, UINT32,
-  ...) are reported and left alone.
+  importer), INT16 and UINT16 through INT32, UINT32 through INT64 on 10/11 (Cast, the scatter,
+  add/mul wrapped into the narrow range by Mod, Cast back: exact;
+  :data:`.tensorrt_support.SCATTER_CARRIERS`); BFLOAT16 on 8.6 (no such type in TensorRT 8), UINT32
+  on 8.6 (no 64-bit integers) and types with no exact carrier (UINT64, STRING, ...) are reported
+  and left alone.
 * ScatterND with a ``reduction`` attribute, even ``"none"``: rejected by TensorRT 10.0-10.8
   (``Assertion failed: !attrs.count("reduction")``, onnx/onnx-tensorrt#957,
   microsoft/onnxruntime#23618): ``"none"`` is dropped. ScatterND add/mul/max/min: no TensorRT

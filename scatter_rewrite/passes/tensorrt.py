@@ -231,7 +231,8 @@ class TensorRTPass(TensorRTFlowPass):
             if self.trt_version == "8.6" or node.op_type == "ScatterND":
                 return True
             data = node.inputs[0] if node.inputs else None
-            if data is None or data.dtype not in PLUGIN_DATA_TYPES:
+            if data is None or (scatter_carrier(data.dtype, self.trt_version)
+                                or data.dtype) not in PLUGIN_DATA_TYPES:
                 return True
             if not refused:
                 refused.append(_contradicts_inference(model))

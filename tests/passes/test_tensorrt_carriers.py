@@ -197,3 +197,24 @@ def test_check_and_the_report_say_what_tensorrt_still_cannot_hold(elem_type, cav
     _, outcome = sr.prepare_for_tensorrt(model, trt_version="10", validate=False, return_report=True)
     details = " ".join(note["detail"] for step in outcome.passes for note in step["rewritten"])
     assert (phrase in details) is caveat and f"{NAME(elem_type)} data written through" in details
+
+
+@pytest.mark.parametrize("version", ["8.6", "10"])
+@pytest.mark.parametrize("elem_type", [TensorProto.UINT8, TensorProto.UINT32, TensorProto.UINT64])
+def test_check_on_the_command_line_agrees_with_the_verb(version, elem_type, tmp_path):
+    import json
+
+    from tests.helpers.cli import invoke
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_corpus_model("ScatterElements", "add", elem_type, "main"), path)
+    checked = invoke("check", path, "--target", f"tensorrt-{version}", "--json")
+    (report,) = json.loads(checked.stdout)["models"]
+    done = invoke("tensorrt", path, "--trt-version", version, "-o", tmp_path / "out.onnx")
+    carried = elem_type in CARRIED[version]
+    assert (done.exit_code == 0) is carried and report["reachable"] is carried, done.stderr
+    assert report["status"] == ("FIXABLE" if carried else "BLOCKED")
+    if carried:
+        assert "PASSED" in done.stdout.splitlines()[-1]
+    else:
+        assert done.stderr.splitlines()[-1] == f"scatter-rewrite: error: {report['dry_run']['error']}"

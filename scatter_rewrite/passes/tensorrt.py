@@ -82,7 +82,8 @@ from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types, serialize_without_weights,
 )
 from scatter_rewrite.passes.tensorrt_support import (
-    PARSER_MAX_OPSET, PARSES_TENSORSCATTER, SCATTER_CARRIERS, TOPK_MAX_K, as_parsed,
+    CARRIER_CASTS_VIA, PARSER_MAX_OPSET, PARSES_TENSORSCATTER, SCATTER_CARRIERS, TOPK_MAX_K,
+    as_parsed,
     no_tensor_type, scatter_types, type_names,
 )
 from scatter_rewrite.passes.tensorrt_flow import (
@@ -325,26 +326,36 @@ class TensorRTPass(TensorRTFlowPass):
         updates, the same scatter (then prepared as one on ``wide`` data), and add/mul brought
         back into ``dtype``'s range by its wrap-around (Mod in ``wide``: what the narrow type's
         own arithmetic gives, as the wider one wraps modulo a multiple of its size) before the
-        Cast back, so no Cast sees an out-of-range value."""
+        Cast back, so no Cast sees an out-of-range value. A type TensorRT converts through one
+        other only (:data:`.tensorrt_support.CARRIER_CASTS_VIA`: UINT8, FLOAT) goes through it."""
         data, indices, updates = node.inputs
         reduction = attr(node, "reduction", "none")
         b = ReplacementBuilder(model, scope, names, node.name or "scatter")
         shape = list(data.shape) if data.shape is not None else None
-        wide_data, wide_updates = (
-            b.op("Cast", [v], {"to": wide}, dtype=wide,
-                 shape=list(v.shape) if v.shape is not None else None,
-                 suffix=f"{part}_{wide.name.lower()}")
-            for v, part in ((data, "data"), (updates, "updates")))
+        via = CARRIER_CASTS_VIA.get(dtype)
+
+        def cast(v: ir.Value, steps: list, part: str) -> ir.Value:
+            for step in steps:
+                v = b.op("Cast", [v], {"to": step}, dtype=step,
+                         shape=list(v.shape) if v.shape is not None else None,
+                         suffix=f"{part}_{step.name.lower()}")
+            return v
+
+        steps = ([via] if via is not None else []) + [wide]
+        wide_data, wide_updates = cast(data, steps, "data"), cast(updates, steps, "updates")
         attributes = {a.name: a.value for a in node.attributes.values()}
         out = b.op(node.op_type, [wide_data, indices, wide_updates], attributes, dtype=wide,
                    shape=shape, suffix="scattered")
         inner = out.producer()
         if reduction in ("add", "mul"):
             out = _wrap_into(b, out, dtype, wide, shape)
+        if via is not None:
+            out = cast(out, [via], "result")
         final = ir.node("Cast", [out], {"to": dtype}, num_outputs=1)
         b.replace(node, final)
         inner.name, final.name = final.name, b.names(f"{b.prefix}_cast_back")
-        how = (f"{dtype.name} data written through {wide.name} (Cast, scatter"
+        how = (f"{dtype.name} data written through {wide.name} (Cast"
+               + (f" via {via.name}" if via is not None else "") + ", scatter"
                + (f", wrap-around into {dtype.name}" if reduction in ("add", "mul") else "")
                + f", Cast back: exact; TensorRT's scatter has no {dtype.name})")
         if (caveat := no_tensor_type(dtype)) is not None:

@@ -39,7 +39,7 @@ import onnx_ir as ir
 
 __all__ = [
     "as_parsed", "BOOL_OUTPUT_OPS", "PARSER_CASTS", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER",
-    "no_tensor_type", "SCATTER_CARRIERS", "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
+    "CARRIER_CASTS_VIA", "no_tensor_type", "SCATTER_CARRIERS", "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
     "UNSUPPORTED_OPS", "unsupported_type",
 ]
 
@@ -205,6 +205,12 @@ SCATTER_CARRIERS: dict[str, dict[ir.DataType, ir.DataType]] = {
     "8.6": _CARRIED_32, "10": {**_CARRIED_32, DT.UINT32: I64}, "11": {**_CARRIED_32, DT.UINT32: I64},
 }
 
+# A carried type TensorRT converts to and from one other type only: NVIDIA/TensorRT
+# include/NvInferRuntimeBase.h, DataType::kUINT8: "kUINT8 conversions are only supported for
+# {kFLOAT, kHALF}" and "are not supported for {kINT8, kINT32, kBOOL}" (8.6 and 10.x); {kFLOAT,
+# kHALF} to kUINT8 "by truncating towards zero" (defined in [0, 256)). So UINT8 goes to INT32 and
+# back through FLOAT, every value of which in [0, 256) is exact.
+CARRIER_CASTS_VIA = {U8: F32}
 # Carried types TensorRT has no tensor type for at all: onnx-tensorrt's convertDtype (onnx2trt_utils,
 # 8.6 and 10.x) maps DOUBLE, FLOAT, INT8, UINT8, FLOAT16, BFLOAT16 (10), BOOL, INT32, INT64 and the
 # FP8/INT4 types only; any other tensor is "Unsupported ONNX data type".

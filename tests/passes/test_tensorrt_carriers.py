@@ -225,18 +225,19 @@ def test_check_on_the_command_line_agrees_with_the_verb(version, elem_type, tmp_
 @pytest.mark.parametrize("version", ["8.6", "10"])
 def test_uint8_is_converted_only_to_and_from_float(version):
     """NvInferRuntimeBase.h: kUINT8 converts to and from kFLOAT/kHALF only, so every Cast touching
-    UINT8 has FLOAT on its other side, and the nodes between them are in the parser's table."""
-    from tests.passes.test_tensorrt_parser_support import not_documented, typed_nodes
-
+    UINT8 has FLOAT on its other side, and no other node reads or writes UINT8 (types from ONNX
+    shape inference on the result)."""
     for reduction in REDUCTIONS:
         model = _corpus_model("ScatterElements", reduction, TensorProto.UINT8, "main")
-        out = sr.prepare_for_tensorrt(model, trt_version=version, validate=False)
-        for node, _, types in typed_nodes(out):
-            if node.op_type == "Cast" and TensorProto.UINT8 in (types.get(node.input[0]), types.get(node.output[0])):
-                assert {types.get(node.input[0]), types.get(node.output[0])} == {TensorProto.UINT8, TensorProto.FLOAT}
+        out = onnx.shape_inference.infer_shapes(
+            sr.prepare_for_tensorrt(model, trt_version=version, validate=False), strict_mode=True)
+        graph = out.graph
+        types = {vi.name: vi.type.tensor_type.elem_type
+                 for vi in [*graph.input, *graph.output, *graph.value_info]}
+        types.update({t.name: t.data_type for t in graph.initializer})
+        for node in graph.node:
+            touched = {types.get(v) for v in [*node.input, *node.output] if v}
+            if node.op_type == "Cast" and TensorProto.UINT8 in touched:
+                assert touched == {TensorProto.UINT8, TensorProto.FLOAT}, (reduction, node)
             else:
-                assert TensorProto.UINT8 not in [types.get(v) for v in [*node.input, *node.output]], node
-        # only what the 8.6 table leaves out of Cast (it lists no UINT8; NvInfer's kUINT8 allows FLOAT)
-        assert set(not_documented(out, version)) <= ({f"Cast on UINT8 (TensorRT 8.6's parser takes FLOAT, FLOAT16, "
-                                                     "INT8, INT32, BOOL: onnx-tensorrt docs/operators.md)"}
-                                                     if version == "8.6" else set()), not_documented(out, version)
+                assert TensorProto.UINT8 not in touched, (reduction, node)

@@ -14,8 +14,10 @@ from scatter_rewrite.graph import function_calls, is_default_domain
 from scatter_rewrite.passes.fix_dims import dim_name
 from scatter_rewrite.passes.lowering.network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.tensorrt import (
-    PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, scatter_data_blocker,
+    CARRIED_DATA_TYPES, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, scatter_carrier,
+    scatter_data_blocker,
 )
+from scatter_rewrite.passes.tensorrt_support import no_tensor_type
 from scatter_rewrite.readiness import Finding, TensorrtTwins, unknown_reduction
 from scatter_rewrite.verbs import said_with_flags
 
@@ -46,10 +48,15 @@ def judge_tensorrt(node: ir.Node, f: Finding, version: str, inlined: TensorrtTwi
     if unknown_reduction(f, f"whether TensorRT {version} runs it"):
         return
     fixable = _judge_tensorrt_data_type(f, version, rewritable)
+    # the data type the scatter has once the fix writes it through a wider integer
+    wide = scatter_carrier(ir.DataType[f.data_type] if f.data_type else None, version)
+    data_type = wide.name if wide is not None else f.data_type
     if node.op_type == "ScatterND":
-        fixable = _judge_tensorrt_scatter_nd(node, f, version, inlined, fix_options, fixable)
+        fixable = _judge_tensorrt_scatter_nd(node, f, version, inlined, fix_options, fixable,
+                                             data_type)
     else:
-        fixable = _judge_tensorrt_scatter_elements(node, f, version, inlined, fix_options, fixable)
+        fixable = _judge_tensorrt_scatter_elements(node, f, version, inlined, fix_options, fixable,
+                                                   data_type)
     _above_parser_opset(f, version, None)
     if f.blockers:
         f.fix = " ".join([fix, *fix_options]) if fixable else None
@@ -79,13 +86,16 @@ def _judge_tensorrt_other_scatter(op: str, f: Finding, version: str, fix: str) -
 
 def _judge_tensorrt_data_type(f: Finding, version: str, fixable: bool) -> bool:
     """The data types the scatter layer takes, as the tensorrt pass decides them (sources there):
-    UINT8 rejected, BOOL written through INT32 by the fix, BFLOAT16 absent from TensorRT 8.x, ...;
-    whether the node stays ``fixable``."""
-    gate = scatter_data_blocker(ir.DataType[f.data_type] if f.data_type else None, version)
+    BOOL written through INT32 by the fix, UINT8/INT16/UINT16 through INT32 and UINT32 through
+    INT64 (10/11), BFLOAT16 absent from TensorRT 8.x, ...; whether the node stays ``fixable``."""
+    dtype = ir.DataType[f.data_type] if f.data_type else None
+    gate = scatter_data_blocker(dtype, version)
     if gate is not None:
         f.blockers.append(gate[0])
         fixable = fixable and gate[1]
-        if fixable and (f.reduction or "none") == "none":
+        if (caveat := no_tensor_type(dtype)) is not None and gate[1]:
+            f.notes.append(caveat)
+        if fixable and dtype in CARRIED_DATA_TYPES and (f.reduction or "none") == "none":
             f.notes.append("scatter-rewrite tensorrt writes it through INT32 (Cast, ScatterND, "
                            "Cast back: exact)")
     elif (f.data_type, version) in (("INT64", "8.6"), ("DOUBLE", "8.6"), ("DOUBLE", "10"),
@@ -99,9 +109,10 @@ def _judge_tensorrt_data_type(f: Finding, version: str, fixable: bool) -> bool:
 
 
 def _judge_tensorrt_scatter_nd(node: ir.Node, f: Finding, version: str, inlined: TensorrtTwins,
-                               fix_options: list[str], fixable: bool) -> bool:
+                               fix_options: list[str], fixable: bool, data_type: str | None) -> bool:
     """ScatterND's reduction: no TensorRT version runs one, and 10.0-10.8 reject even an explicit
-    "none"; whether the node stays ``fixable`` (a reduction the tensorrt pass lowers)."""
+    "none"; whether the node stays ``fixable`` (a reduction the tensorrt pass lowers).
+    ``data_type``: the data's type as the fix scatters it."""
     reduction = f.reduction or "none"
     if reduction == "none" and f.reduction is not None and version == "10":
         f.blockers.append('explicit reduction="none": TensorRT 10.0-10.8 rejects any reduction '
@@ -110,16 +121,17 @@ def _judge_tensorrt_scatter_nd(node: ir.Node, f: Finding, version: str, inlined:
         ignored = " (8.6 silently ignores it: wrong results)" if version == "8.6" else ""
         f.blockers.append(f"ScatterND reduction={reduction}: no TensorRT version supports it"
                           f"{ignored}")
-        if version == "8.6" or f.data_type not in PLUGIN_DATA_TYPE_NAMES:
+        if version == "8.6" or data_type not in PLUGIN_DATA_TYPE_NAMES:
             fixable = fixable and _lowerable(node, f, inlined, fix_options)
     return fixable
 
 
 def _judge_tensorrt_scatter_elements(node: ir.Node, f: Finding, version: str,
                                      inlined: TensorrtTwins, fix_options: list[str],
-                                     fixable: bool) -> bool:
-    """ScatterElements' reduction (ignored by 8.6; else run by the plugin, for the types it takes)
-    and the indices and updates no larger than the data; whether the node stays ``fixable``."""
+                                     fixable: bool, data_type: str | None) -> bool:
+    """ScatterElements' reduction (ignored by 8.6; else run by the plugin, for the types it takes:
+    ``data_type``, the data's as the fix scatters it) and the indices and updates no larger than
+    the data; whether the node stays ``fixable``."""
     reduction = f.reduction or "none"
     if reduction != "none" and version == "8.6":
         f.blockers.append(f"reduction={reduction} is silently ignored by TensorRT 8.6 (wrong "
@@ -129,8 +141,8 @@ def _judge_tensorrt_scatter_elements(node: ir.Node, f: Finding, version: str,
         if f.indices_type not in ("INT64", None):
             f.blockers.append(f"{f.indices_type} indices: the ScatterElements plugin takes "
                               "INT64 only")
-        if f.data_type is not None and f.data_type not in PLUGIN_DATA_TYPE_NAMES:
-            f.blockers.append(f"{f.data_type} data: the ScatterElements plugin takes FP32, "
+        if data_type is not None and data_type not in PLUGIN_DATA_TYPE_NAMES:
+            f.blockers.append(f"{data_type} data: the ScatterElements plugin takes FP32, "
                               "FP16, INT32, INT64")
             fixable = fixable and _lowerable(node, f, inlined, fix_options)
         else:

@@ -19,8 +19,11 @@ plugin/scatterElementsPlugin/README.md):
 * Data types (:func:`scatter_data_blocker`; the scatter layer takes 8.6: FP32/FP16/INT8/INT32, with
   INT64 and DOUBLE cast down by the parser; 10: also BF16/INT64): BOOL, which no TensorRT scatter
   takes, is written through INT32 (Cast, ScatterND, Cast back: exact); UINT8 (rejected by the
-  importer), BFLOAT16 on 8.6 (no such type in TensorRT 8) and types TensorRT lacks (INT16, UINT32,
-  ...) are reported and left alone.
+  importer), INT16 and UINT16 through INT32, UINT32 through INT64 on 10/11 (Cast, the scatter,
+  add/mul wrapped into the narrow range by Mod, Cast back: exact;
+  :data:`.tensorrt_support.SCATTER_CARRIERS`); BFLOAT16 on 8.6 (no such type in TensorRT 8), UINT32
+  on 8.6 (no 64-bit integers) and types with no exact carrier (UINT64, STRING, ...) are reported
+  and left alone.
 * ScatterND with a ``reduction`` attribute, even ``"none"``: rejected by TensorRT 10.0-10.8
   (``Assertion failed: !attrs.count("reduction")``, onnx/onnx-tensorrt#957,
   microsoft/onnxruntime#23618): ``"none"`` is dropped. ScatterND add/mul/max/min: no TensorRT
@@ -79,7 +82,9 @@ from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types, serialize_without_weights,
 )
 from scatter_rewrite.passes.tensorrt_support import (
-    PARSER_MAX_OPSET, PARSES_TENSORSCATTER, TOPK_MAX_K, as_parsed, scatter_types, type_names,
+    CARRIER_CASTS_VIA, PARSER_MAX_OPSET, PARSES_TENSORSCATTER, SCATTER_CARRIERS, TOPK_MAX_K,
+    as_parsed,
+    no_tensor_type, scatter_types, type_names,
 )
 from scatter_rewrite.passes.tensorrt_flow import (
     TensorRTFlowPass, UNLOWERABLE, check_trt_version, inline_rank_hiding_ifs, lower_tensorrt_safe,
@@ -94,20 +99,23 @@ from scatter_rewrite.passes.to_scatternd import (
 )
 
 __all__ = [
-    "cap_reason", "CapOpsetPass", "check_trt_version", "CUSTOM_AS_ONNX", "inline_rank_hiding_ifs",
-    "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER",
-    "PLUGIN_DATA_TYPES", "scatter_data_blocker", "has_tensor_scatter", "tensorrt_violations",
-    "TensorRTPass", "TOPK_MAX_K", "TRT_VERSIONS",
+    "cap_reason", "CapOpsetPass", "CARRIED_DATA_TYPES", "check_trt_version", "CUSTOM_AS_ONNX",
+    "inline_rank_hiding_ifs", "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET",
+    "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES", "scatter_carrier", "scatter_data_blocker",
+    "has_tensor_scatter", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K", "TRT_VERSIONS",
 ]
 
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.
 PLUGIN_DATA_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64}
-# onnx-tensorrt addScatterLayer: checkNotInvalidType(data, {"UINT8"}) for ScatterND and
-# ScatterElements.
-REJECTED_DATA_TYPES = {ir.DataType.UINT8}
 # Scatter data written through INT32 (exact): TensorRT's scatter layer has no BOOL (see
-# scatter_data_blocker).
+# scatter_data_blocker). Reduction none only; the narrow integers: SCATTER_CARRIERS.
 CARRIED_DATA_TYPES = {ir.DataType.BOOL}
+
+
+def scatter_carrier(dtype: ir.DataType | None, trt_version: str) -> ir.DataType | None:
+    """The wider integer type a scatter on ``dtype`` data is written through for TensorRT
+    ``trt_version`` (:data:`.tensorrt_support.SCATTER_CARRIERS`), or None."""
+    return SCATTER_CARRIERS[trt_version].get(dtype) if dtype is not None else None
 
 
 def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[str, bool] | None:
@@ -117,26 +125,23 @@ def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[s
 
     The scatter layer's types (TensorRT operator docs Scatter.html; onnx-tensorrt docs/operators.md,
     :func:`.tensorrt_support.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast
-    down by
-    the parser); 10 also BF16 and INT64. UINT8 is rejected by the importer (addScatterLayer:
-    checkNotInvalidType UINT8). BOOL is in neither: the pass writes it through INT32 (exact).
-    TensorRT 8.x has no BFLOAT16 at all (onnx2trt_utils convertDtype: "Unsupported ONNX data type"),
-    and no version has INT16/UINT16/UINT32/UINT64/STRING/complex tensors."""
+    down by the parser); 10 also BF16 and INT64. BOOL is in neither: the pass writes it through
+    INT32 (exact). UINT8 (rejected by the importer: addScatterLayer checkNotInvalidType UINT8),
+    INT16 and UINT16 are written through INT32, UINT32 through INT64 on 10/11
+    (:data:`.tensorrt_support.SCATTER_CARRIERS`). TensorRT 8.x has no BFLOAT16 at all
+    (onnx2trt_utils convertDtype: "Unsupported ONNX data type"); UINT64, STRING and complex data
+    have no exact carrier."""
     if dtype is None:
         return None
-    if dtype in REJECTED_DATA_TYPES:
-        return (
-            f"{dtype.name} data: TensorRT's scatter importer rejects it (addScatterLayer: "
-            f"checkNotInvalidType {dtype.name}); change the model's dtype",
-            False,
-        )
+    takes = (f"TensorRT {trt_version}'s scatter takes {type_names(scatter_types(trt_version))} "
+             "only (operators/docs/Scatter.html, onnx-tensorrt docs/operators.md)")
     if dtype in CARRIED_DATA_TYPES:
-        return (
-            f"{dtype.name} data: TensorRT's scatter layer takes "
-            f"{type_names(scatter_types(trt_version))} only (operators/docs/Scatter.html, "
-            "onnx-tensorrt docs/operators.md)",
-            True,
-        )
+        return f"{dtype.name} data: {takes}", True
+    if (carrier := scatter_carrier(dtype, trt_version)) is not None:
+        importer = (" and its importer rejects UINT8 (addScatterLayer: checkNotInvalidType UINT8)"
+                    if dtype == ir.DataType.UINT8 else "")
+        return (f"{dtype.name} data: {takes}{importer}; scatter-rewrite tensorrt writes it "
+                f"through {carrier.name} (exact Casts around the scatter)", True)
     if as_parsed(dtype, trt_version) in scatter_types(trt_version):
         return None
     if dtype == ir.DataType.BFLOAT16:
@@ -146,10 +151,14 @@ def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[s
             'or another dtype',
             False,
         )
+    if dtype == ir.DataType.UINT32 and trt_version == "8.6":
+        return ("UINT32 data: not a type TensorRT 8.6's scatter takes, and 8.6 has no 64-bit "
+                "integer to carry it exactly (its parser clamps INT64 to INT32); use "
+                "trt_version='10' or another dtype", False)
     return (
         f"{dtype.name} data: not a type TensorRT {trt_version}'s scatter takes "
-        f"({type_names(scatter_types(trt_version))}; onnx-tensorrt docs/operators.md); change the "
-        "model's dtype",
+        f"({type_names(scatter_types(trt_version))}; onnx-tensorrt docs/operators.md), and no "
+        "wider type it takes holds every value exactly; change the model's dtype",
         False,
     )
 
@@ -223,7 +232,8 @@ class TensorRTPass(TensorRTFlowPass):
             if self.trt_version == "8.6" or node.op_type == "ScatterND":
                 return True
             data = node.inputs[0] if node.inputs else None
-            if data is None or data.dtype not in PLUGIN_DATA_TYPES:
+            if data is None or (scatter_carrier(data.dtype, self.trt_version)
+                                or data.dtype) not in PLUGIN_DATA_TYPES:
                 return True
             if not refused:
                 refused.append(_contradicts_inference(model))
@@ -267,6 +277,8 @@ class TensorRTPass(TensorRTFlowPass):
                 "inline, or give the attribute a value in the function)"
             )
         dtype = value_dtype(model, scope, data)
+        if (wide := scatter_carrier(dtype, self.trt_version)) is not None:
+            return self._through_carrier(model, node, scope, names, dtype, wide)
         blocked = scatter_data_blocker(dtype, self.trt_version)
         if blocked is not None and not blocked[1]:
             raise Decline(blocked[0])
@@ -307,6 +319,49 @@ class TensorRTPass(TensorRTFlowPass):
             names,
             "TensorRT 8.6 silently ignores scatter reductions (NVIDIA/TensorRT#3750)",
         )
+
+    def _through_carrier(self, model: ir.Model, node: ir.Node, scope: Scope, names: ModelNames,
+                         dtype: ir.DataType, wide: ir.DataType) -> str:
+        """Write ``node`` on ``dtype`` data through the wider integer ``wide``: Cast data and
+        updates, the same scatter (then prepared as one on ``wide`` data), and add/mul brought
+        back into ``dtype``'s range by its wrap-around (Mod in ``wide``: what the narrow type's
+        own arithmetic gives, as the wider one wraps modulo a multiple of its size) before the
+        Cast back, so no Cast sees an out-of-range value. A type TensorRT converts through one
+        other only (:data:`.tensorrt_support.CARRIER_CASTS_VIA`: UINT8, FLOAT) goes through it."""
+        data, indices, updates = node.inputs
+        reduction = attr(node, "reduction", "none")
+        b = ReplacementBuilder(model, scope, names, node.name or "scatter")
+        shape = list(data.shape) if data.shape is not None else None
+        via = CARRIER_CASTS_VIA.get(dtype)
+
+        def cast(v: ir.Value, steps: list, part: str) -> ir.Value:
+            for step in steps:
+                v = b.op("Cast", [v], {"to": step}, dtype=step,
+                         shape=list(v.shape) if v.shape is not None else None,
+                         suffix=f"{part}_{step.name.lower()}")
+            return v
+
+        steps = ([via] if via is not None else []) + [wide]
+        wide_data, wide_updates = cast(data, steps, "data"), cast(updates, steps, "updates")
+        attributes = {a.name: a.value for a in node.attributes.values()}
+        out = b.op(node.op_type, [wide_data, indices, wide_updates], attributes, dtype=wide,
+                   shape=shape, suffix="scattered")
+        inner = out.producer()
+        if reduction in ("add", "mul"):
+            out = _wrap_into(b, out, dtype, wide, shape)
+        if via is not None:
+            out = cast(out, [via], "result")
+        final = ir.node("Cast", [out], {"to": dtype}, num_outputs=1)
+        b.replace(node, final)
+        inner.name, final.name = final.name, b.names(f"{b.prefix}_cast_back")
+        how = (f"{dtype.name} data written through {wide.name} (Cast"
+               + (f" via {via.name}" if via is not None else "") + ", scatter"
+               + (f", wrap-around into {dtype.name}" if reduction in ("add", "mul") else "")
+               + f", Cast back: exact; TensorRT's scatter has no {dtype.name})")
+        if (caveat := no_tensor_type(dtype)) is not None:
+            how += f"; note: {caveat}"
+        detail = self._prepare(model, inner, scope, names)
+        return how + (f"; then {detail}" if detail else "")
 
     # ---- TensorRT 10: the built-in ScatterElements plugin -------------------------------------
 
@@ -408,6 +463,25 @@ class TensorRTPass(TensorRTFlowPass):
     def _lower(self, model: ir.Model, node: ir.Node, scope: Scope, names: ModelNames,
                why: str) -> str:
         return lower_tensorrt_safe(node, scope, names, self.trt_version, why)
+
+
+def _wrap_into(b: ReplacementBuilder, value: ir.Value, dtype: ir.DataType, wide: ir.DataType,
+               shape) -> ir.Value:
+    """``value`` (``wide`` integers) reduced into ``dtype``'s range modulo its size, as its own
+    two's complement arithmetic would give: ``Mod(x, 2**bits)`` (fmod=0: the divisor's sign, so
+    in [0, 2**bits)), shifted by half the size around it for a signed type."""
+    bits = int(dtype.itemsize * 8)
+    np_wide = wide.numpy()
+    signed = dtype.numpy().kind == "i"
+    if signed:
+        value = b.op("Add", [value, b.const(np.array(2 ** (bits - 1), np_wide), "half_range")],
+                     dtype=wide, shape=shape, suffix="shifted")
+    value = b.op("Mod", [value, b.const(np.array(2 ** bits, np_wide), "range")], {"fmod": 0},
+                 dtype=wide, shape=shape, suffix="wrapped")
+    if signed:
+        value = b.op("Sub", [value, b.const(np.array(2 ** (bits - 1), np_wide), "half_range")],
+                     dtype=wide, shape=shape, suffix="unshifted")
+    return value
 
 
 # Custom-domain ops TensorRT's parser imports as the ONNX ones (it dispatches on op_type, ignoring

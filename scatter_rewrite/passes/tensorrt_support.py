@@ -39,7 +39,7 @@ import onnx_ir as ir
 
 __all__ = [
     "as_parsed", "BOOL_OUTPUT_OPS", "PARSER_CASTS", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER",
-    "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
+    "CARRIER_CASTS_VIA", "no_tensor_type", "SCATTER_CARRIERS", "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
     "UNSUPPORTED_OPS", "unsupported_type",
 ]
 
@@ -190,6 +190,41 @@ def typed_inputs(node: ir.Node) -> tuple[int, ...]:
 def scatter_types(version: str) -> frozenset:
     """The data types a ScatterND/ScatterElements may have on TensorRT ``version`` (as parsed)."""
     return SUPPORTED_TYPES[version]["ScatterND"]
+
+
+# Scatter data types TensorRT's scatter lacks, written through a wider integer type it takes (Cast
+# data and updates, scatter, Cast back): every value of the narrow type is one of the wider, and
+# max/min/none give back one of them. UINT8 is rejected by the scatter importer (onnx-tensorrt
+# addScatterLayer: checkNotInvalidType UINT8); INT16/UINT16/UINT32 are in no scatter table. add/mul
+# wrap in the wider type and are brought back into the narrow type's range there (Mod), so the
+# Cast back never sees an out-of-range value: TensorRT's Cast docs (Cast.html) do not say what
+# it does with one. 8.6 has no 64-bit integers (its parser clamps INT64 to INT32), so UINT32 has
+# no exact carrier there; UINT64, STRING and the rest have none on any version.
+_CARRIED_32 = {DT.INT16: I32, U8: I32, DT.UINT16: I32}
+SCATTER_CARRIERS: dict[str, dict[ir.DataType, ir.DataType]] = {
+    "8.6": _CARRIED_32, "10": {**_CARRIED_32, DT.UINT32: I64}, "11": {**_CARRIED_32, DT.UINT32: I64},
+}
+
+# A carried type TensorRT converts to and from one other type only: NVIDIA/TensorRT
+# include/NvInferRuntimeBase.h, DataType::kUINT8: "kUINT8 conversions are only supported for
+# {kFLOAT, kHALF}" and "are not supported for {kINT8, kINT32, kBOOL}" (8.6 and 10.x); {kFLOAT,
+# kHALF} to kUINT8 "by truncating towards zero" (defined in [0, 256)). So UINT8 goes to INT32 and
+# back through FLOAT, every value of which in [0, 256) is exact.
+CARRIER_CASTS_VIA = {U8: F32}
+# Carried types TensorRT has no tensor type for at all: onnx-tensorrt's convertDtype (onnx2trt_utils,
+# 8.6 and 10.x) maps DOUBLE, FLOAT, INT8, UINT8, FLOAT16, BFLOAT16 (10), BOOL, INT32, INT64 and the
+# FP8/INT4 types only; any other tensor is "Unsupported ONNX data type".
+_NO_TENSOR_TYPE = frozenset({DT.INT16, DT.UINT16, DT.UINT32})
+
+
+def no_tensor_type(dtype: ir.DataType | None) -> str | None:
+    """What the user must still change when the model holds ``dtype`` tensors TensorRT cannot hold
+    (None: TensorRT has the type). The scatter is written through a carrier either way."""
+    if dtype not in _NO_TENSOR_TYPE:
+        return None
+    return (f"TensorRT has no {dtype.name} tensors (onnx-tensorrt convertDtype: \"Unsupported ONNX "
+            f"data type\"): the model's own {dtype.name} values (its inputs, outputs, the Casts "
+            "that read them) must change type for the parser to import the model")
 
 
 # The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT

@@ -504,10 +504,20 @@ def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome,
             from scatter_rewrite.repair_proof import prove_repair
 
             return prove_repair(original, rewritten, seed, inputs, plan.tolerance)
-        return validation.validate(original, rewritten, plan).to_dict()
+        runtime = _runtime_proof(outcome.verb, outcome.options)
+        return validation.validate(original, rewritten, plan, *runtime).to_dict()
     except ScatterRewriteError as e:
         e.passes = outcome.passes
         raise
+
+
+def _runtime_proof(verb: str | None, options: dict[str, Any]) -> tuple:
+    """(the target's own runtime, the python it runs in: None where it is not found) for the proof
+    there (``prepare``'s ``runtime_proof``, on by default, and ``runtime_python``), or ()."""
+    target = _target(verb, options) if verb == "prepare" else None
+    if target is None or target.runner is None or not options.get("runtime_proof", True):
+        return ()
+    return target.runner, target.runner.python(options.get("runtime_python"))
 
 
 def output_data_name(source: Path, destination: Path, input_data: list[str], in_place: bool) -> str:

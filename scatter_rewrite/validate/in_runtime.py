@@ -25,10 +25,11 @@ _OFF = "or write it unproven there with runtime_proof=False"
 def prove_in_runtime(runtime: runtimes.Runtime, python: str | None,
                      original: str | os.PathLike, rewritten: str | os.PathLike,
                      plan: ValidationPlan, names: list[str], expected: list,
-                     judge: Callable) -> tuple[str, str]:
+                     judge: Callable, proven_in: str) -> tuple[str, str]:
     """(the runtime that ran the model, with its version, or "" where it does not run here; the
     summary's line); ValidationError where it refuses the model, fails on it or disagrees.
-    ``judge``: validation's judgement (:func:`scatter_rewrite.validate.proof.judge`)."""
+    ``judge``: validation's judgement (:func:`scatter_rewrite.validate.proof.judge`);
+    ``proven_in``: the engine whose run of the model it passed."""
     if python is None:
         return "", runtime.missing()
     with tempfile.TemporaryDirectory(prefix="scatter-rewrite-runtime-") as work:
@@ -54,8 +55,8 @@ def prove_in_runtime(runtime: runtimes.Runtime, python: str | None,
     if failures:
         raise ValidationError(
             f"validation failed, nothing written: {ran.runtime} computes the prepared model "
-            f"otherwise than the original: {'; '.join(failures.values())} (the proof without "
-            f"it passed: the form is right, {runtime.name} computes it wrongly); {_OFF}",
+            f"otherwise than the original: {'; '.join(failures.values())} (in {proven_in} it "
+            f"agrees: the form is right, and {runtime.name} computes it wrongly); {_OFF}",
             parameters=("runtime_proof",))
     worst = max(diffs.values(), default=0.0)
     return ran.runtime, (f"{ran.runtime} runs the written model too, on the same inputs, and "

@@ -146,7 +146,7 @@ def validate(
         from scatter_rewrite.validate.in_runtime import prove_in_runtime
 
         ran, in_runtime = prove_in_runtime(runtime, runtime_python, original, rewritten, plan,
-                                           names, expected, judge)
+                                           names, expected, judge, proven_in)
         proven_in = f"{proven_in} and {ran}" if ran else proven_in
     return ValidationResult(
         checked_against,

@@ -143,11 +143,8 @@ def validate(
                               parameters=("rtol", "atol", "validate"))
     in_runtime = ""
     if runtime is not None:
-        from scatter_rewrite.validate.in_runtime import prove_in_runtime
-
-        ran, in_runtime = prove_in_runtime(runtime, runtime_python, original, rewritten, plan,
-                                           names, expected, judge, proven_in)
-        proven_in = f"{proven_in} and {ran}" if ran else proven_in
+        proven_in, in_runtime = _in_runtime(runtime, runtime_python, original, rewritten, plan,
+                                            names, expected, proven_in)
     return ValidationResult(
         checked_against,
         tolerance,
@@ -161,6 +158,17 @@ def validate(
         stand_in,
         in_runtime,
     )
+
+
+def _in_runtime(runtime: Any, python: str | None, original: str | os.PathLike,
+                rewritten: str | os.PathLike, plan: ValidationPlan, names: list[str],
+                expected: list, proven_in: str) -> tuple[str, str]:
+    """(the engines the model is proven in, the summary's line on the target's runtime)."""
+    from scatter_rewrite.validate.in_runtime import prove_in_runtime
+
+    ran, said = prove_in_runtime(runtime, python, original, rewritten, plan, names, expected,
+                                 judge, proven_in)
+    return (f"{proven_in} and {ran}" if ran else proven_in), said
 
 
 def judge(original: str | os.PathLike, plan: ValidationPlan, names: list[str], expected: list,

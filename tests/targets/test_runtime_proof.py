@@ -31,14 +31,14 @@ def _float_max() -> onnx.ModelProto:
                          reduction="max")
 
 
-def _legacy_scatter() -> onnx.ModelProto:
+def _deprecated_scatter_at_11() -> onnx.ModelProto:
     """A deprecated Scatter at opset 11: openvino's and tvm's prepare upgrades it."""
     return scatter_model("Scatter", opset=11, data_shape=(4, 5), indices_shape=(2, 5), axis=0)
 
 
 @pytest.mark.parametrize("target, model, proof", [
     ("mnn", _float_max, "onnxruntime"),
-    ("openvino", _legacy_scatter, "onnx.reference"),  # (onnxruntime does not load the original)
+    ("openvino", _deprecated_scatter_at_11, "onnx.reference"),  # (onnxruntime does not load the original)
 ])
 def test_prepare_names_the_targets_runtime_in_its_passed_line(target, model, proof, tmp_path):
     python = require(target).python

@@ -110,6 +110,8 @@ class Outcome:
         self.notes = [verb.cli_text(note) for note in self.notes]
         if self.validation and self.validation.get("notes"):
             self.validation["notes"] = [verb.cli_text(note) for note in self.validation["notes"]]
+        if self.validation and self.validation.get("in_runtime"):  # (runtime_python=, say)
+            self.validation["in_runtime"] = verb.cli_text(self.validation["in_runtime"])
         # (what makes an UNRUNNABLE model run: a call, said as its command)
         if self.validation and self.validation.get("onnxruntime_note"):
             self.validation["onnxruntime_note"] = cli_commands(self.validation["onnxruntime_note"])

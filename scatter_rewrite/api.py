@@ -404,11 +404,10 @@ def repair(model: ModelLike, *, assume: str | None = None, validate: bool = True
 
 
 def prepare(model: ModelLike, *, target: str | None = None, max_intermediate_mib: int | None = None,
-            fix_dims: dict[str, int] | None = None, validate: bool = True,
+            fix_dims: dict[str, int] | None = None, runtime_proof: bool = True,
+            runtime_python: str | os.PathLike | None = None, validate: bool = True,
             inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
-            output: str | os.PathLike | None = None, return_report: bool = False,
-            runtime_proof: bool = True, runtime_python: str | os.PathLike | None = None
-            ) -> ModelLike:
+            output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Bring the model to ``target`` (a name of :mod:`scatter_rewrite.targets`, as ``check``
     takes it; docs/targets.md): ``"tensorrt-10"`` does what :func:`prepare_for_tensorrt` does,
     ``"opset-13"`` what ``lower(opset=13)`` does; ``"no-scatter"`` (and ``"qnn"``, ``"rknn"``)

@@ -6,8 +6,8 @@ converts and runs the model and writes its outputs. A subprocess even in the use
 runtime that crashes (MNN's SIGBUS) fails the run, not the caller, and MNN's runner blocks the
 network in its own process only.
 
-This module imports neither numpy nor any runtime at import: ``scatter-rewrite --help`` stays
-instant.
+This module imports neither numpy, subprocess nor any runtime at import: the command line starts
+without them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -77,6 +76,8 @@ def run(runtime: Runtime, model: str | os.PathLike, inputs: dict, python: str | 
     """``model``'s outputs in ``runtime``, run by its runner in ``python`` with ``workdir`` (an
     existing folder) for its files; Refused with the runtime's reason, RunnerFailed otherwise.
     ``options``: the runner's own (run_litert.py's ``--onnx2tf-default-layout``)."""
+    import subprocess
+
     import numpy as np
 
     workdir = Path(workdir)

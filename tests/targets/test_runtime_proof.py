@@ -38,14 +38,16 @@ def _deprecated_scatter_at_11() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("target, model, proof", [
     ("mnn", _float_max, "onnxruntime"),
-    ("openvino", _deprecated_scatter_at_11, "onnx.reference"),  # (onnxruntime does not load the original)
+    # (onnxruntime does not load the original: proven in onnx.reference, then in the runtime)
+    ("openvino", _deprecated_scatter_at_11, "onnx.reference"),
+    ("tvm", _deprecated_scatter_at_11, "onnx.reference"),
 ])
 def test_prepare_names_the_targets_runtime_in_its_passed_line(target, model, proof, tmp_path):
     python = require(target).python
     source, out = save(model(), tmp_path / "m.onnx"), tmp_path / "out.onnx"
     done = invoke("prepare", source, "--target", target, "--runtime-python", python, "-o", out)
     assert done.exit_code == 0, done.output
-    name = {"mnn": "MNN", "openvino": "OpenVINO"}[target]
+    name = {"mnn": "MNN", "openvino": "OpenVINO", "tvm": "TVM"}[target]
     assert re.search(rf"^PASSED in {re.escape(proof)} and {name} \d+\.\d+", done.output, re.M)
     assert f"{name} " in done.output and "runs the written model too" in done.output
     assert out.exists()
@@ -67,7 +69,8 @@ def test_a_form_mnn_computes_wrongly_fails_naming_the_output_and_mnn(tmp_path):
 
 
 class _FakeRuntime:
-    """Stands in for a runtime's runner: records each call, answers ``outputs(expected)``."""
+    """Stands in for a runtime's runner as if the runtime were importable here: records each call,
+    answers onnxruntime's outputs of the model given (changed by ``change``, if given)."""
 
     def __init__(self, monkeypatch, change=None):
         self.calls, self.change = [], change
@@ -111,7 +114,7 @@ def test_without_the_runtime_the_status_says_onnxruntime_only(tmp_path):
     assert "not run in MNN: its package 'MNN' is not importable here" in done.output
 
 
-def test_litert_runs_only_in_the_venv_named(monkeypatch):
+def test_litert_runs_only_in_the_venv_named():
     litert = scatter_rewrite.targets.get_target("litert").runner
     assert litert.python() is None and litert.python("/venv/bin/python") == "/venv/bin/python"
 

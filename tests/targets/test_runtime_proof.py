@@ -13,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.helper as oh
 import pytest
+from onnx import TensorProto
 
 import scatter_rewrite
 from scatter_rewrite.errors import OptionError, OptionTypeError, ValidationError
@@ -31,6 +33,17 @@ def _float_max() -> onnx.ModelProto:
                          reduction="max")
 
 
+def _tensor_scatter() -> onnx.ModelProto:
+    """A TensorScatter (opset 24): openvino's prepare writes it as the ScatterElements it runs."""
+    return oh.make_model(oh.make_graph(
+        [oh.make_node("TensorScatter", ["past", "update", "write_indices"], ["present"])], "kv",
+        [oh.make_tensor_value_info("past", TensorProto.FLOAT, [2, 6, 3]),
+         oh.make_tensor_value_info("update", TensorProto.FLOAT, [2, 2, 3]),
+         oh.make_tensor_value_info("write_indices", TensorProto.INT64, [2])],
+        [oh.make_tensor_value_info("present", TensorProto.FLOAT, [2, 6, 3])]),
+        opset_imports=[oh.make_opsetid("", 24)])
+
+
 def _deprecated_scatter_at_11() -> onnx.ModelProto:
     """A deprecated Scatter at opset 11: openvino's and tvm's prepare upgrades it."""
     return scatter_model("Scatter", opset=11, data_shape=(4, 5), indices_shape=(2, 5), axis=0)
@@ -38,6 +51,7 @@ def _deprecated_scatter_at_11() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("target, model, proof", [
     ("mnn", _float_max, "onnxruntime"),
+    ("openvino", _tensor_scatter, "onnxruntime"),
     # (onnxruntime does not load the original: proven in onnx.reference, then in the runtime)
     ("openvino", _deprecated_scatter_at_11, "onnx.reference"),
     ("tvm", _deprecated_scatter_at_11, "onnx.reference"),

@@ -33,7 +33,7 @@ def _float_max() -> onnx.ModelProto:
                          reduction="max")
 
 
-def _tensor_scatter() -> onnx.ModelProto:
+def _kv_write_opset_24() -> onnx.ModelProto:
     """A TensorScatter (opset 24): openvino's prepare writes it as the ScatterElements it runs."""
     return oh.make_model(oh.make_graph(
         [oh.make_node("TensorScatter", ["past", "update", "write_indices"], ["present"])], "kv",
@@ -51,7 +51,7 @@ def _deprecated_scatter_at_11() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("target, model, proof", [
     ("mnn", _float_max, "onnxruntime"),
-    ("openvino", _tensor_scatter, "onnxruntime"),
+    ("openvino", _kv_write_opset_24, "onnxruntime"),
     # (onnxruntime does not load the original: proven in onnx.reference, then in the runtime)
     ("openvino", _deprecated_scatter_at_11, "onnx.reference"),
     ("tvm", _deprecated_scatter_at_11, "onnx.reference"),

@@ -407,7 +407,8 @@ def repair(model: ModelLike, *, assume: str | None = None, validate: bool = True
 
 
 def prepare(model: ModelLike, *, target: str | None = None, max_intermediate_mib: int | None = None,
-            fix_dims: dict[str, int] | None = None, validate: bool = True,
+            fix_dims: dict[str, int] | None = None, runtime_proof: bool = True,
+            runtime_python: str | os.PathLike | None = None, validate: bool = True,
             inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
             output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Bring the model to ``target`` (a name of :mod:`scatter_rewrite.targets`, as ``check``
@@ -416,15 +417,25 @@ def prepare(model: ModelLike, *, target: str | None = None, max_intermediate_mib
     writes every scatter as an exact scatter-free form, refusing a node whose form holds more
     than ``max_intermediate_mib`` MiB at once (default 256); ``"ort-cpu"`` rewrites the
     float16/bfloat16 reductions onnxruntime's CPU provider lacks. ``fix_dims``: tensorrt-X only.
+
+    For a target with a runtime of its own (openvino, tvm, mnn, litert), validation also runs the
+    prepared model there, on the same inputs, and judges it in the same way (docs/validation.md):
+    in this python where the runtime is importable, or in ``runtime_python`` (the python of a venv
+    that has it; litert's always is one); ``runtime_proof=False`` turns that off. The report's
+    ``validation["proven_in"]`` names both ("onnxruntime and OpenVINO 2026.4.1"), or only
+    onnxruntime where the runtime does not run here (``validation["in_runtime"]`` says why).
     The other arguments as in :func:`upgrade`.
 
     Example::
 
         npu_ready = scatter_rewrite.prepare("gnn.onnx", target="qnn", validate=True)
     """
+    if isinstance(runtime_python, os.PathLike):
+        runtime_python = os.fspath(runtime_python)
     return _run_verb("prepare", model, {"target": target,
                                         "max_intermediate_mib": max_intermediate_mib,
-                                        "fix_dims": fix_dims},
+                                        "fix_dims": fix_dims, "runtime_proof": runtime_proof,
+                                        "runtime_python": runtime_python},
                      validate, inputs, rtol, atol, output, return_report)
 
 

@@ -111,6 +111,8 @@ class Outcome:
         self.notes = [verb.cli_text(note) for note in self.notes]
         if self.validation and self.validation.get("notes"):
             self.validation["notes"] = [verb.cli_text(note) for note in self.validation["notes"]]
+        if self.validation and self.validation.get("in_runtime"):  # (runtime_python=, say)
+            self.validation["in_runtime"] = verb.cli_text(self.validation["in_runtime"])
         # (what makes an UNRUNNABLE model run: a call, said as its command)
         if self.validation and self.validation.get("onnxruntime_note"):
             self.validation["onnxruntime_note"] = cli_commands(self.validation["onnxruntime_note"])
@@ -512,10 +514,20 @@ def _validated(original: Path, rewritten: Path, plan: Any, outcome: Outcome,
             from scatter_rewrite.repair_proof import prove_repair
 
             return prove_repair(original, rewritten, seed, inputs, plan.tolerance)
-        return validation.validate(original, rewritten, plan).to_dict()
+        runtime = _runtime_proof(outcome.verb, outcome.options)
+        return validation.validate(original, rewritten, plan, *runtime).to_dict()
     except ScatterRewriteError as e:
         e.passes = outcome.passes
         raise
+
+
+def _runtime_proof(verb: str | None, options: dict[str, Any]) -> tuple:
+    """(the target's own runtime, the python it runs in: None where it is not found) for the proof
+    there (``prepare``'s ``runtime_proof``, on by default, and ``runtime_python``), or ()."""
+    target = _target(verb, options) if verb == "prepare" else None
+    if target is None or target.runner is None or not options.get("runtime_proof", True):
+        return ()
+    return target.runner, target.runner.python(options.get("runtime_python"))
 
 
 def output_data_name(source: Path, destination: Path, input_data: list[str], in_place: bool) -> str:

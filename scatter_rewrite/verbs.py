@@ -30,7 +30,7 @@ class Option:
     """One option of a verb: the API's keyword argument, the CLI's ``--flag``, the report's key."""
 
     name: str  # the keyword argument and the report's key
-    kind: type  # int, str or dict (dict: the CLI's repeatable NAME=SIZE)
+    kind: type  # int, str, bool or dict (dict: the CLI's repeatable NAME=SIZE; bool: --x/--no-x)
     default: Any
     help: str
     metavar: str
@@ -57,6 +57,11 @@ class Option:
                 raise OptionTypeError(f"{verb}(): {self.name} must be a str, one of "
                                       f"{', '.join(self.choices)}; got {type(value).__name__}")
             return self._checked(verb, cli, check_choice, value, self.choices, self.name)
+        if self.kind is bool:
+            if not isinstance(value, bool):
+                raise OptionTypeError(f"{verb}(): {self.name} must be a bool, got "
+                                      f"{type(value).__name__} {value!r}")
+            return value
         if self.kind is str:
             if not isinstance(value, str):
                 raise OptionTypeError(f"{verb}(): {self.name} must be a str, got "
@@ -327,9 +332,12 @@ def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = N
 
 
 def prepare_passes(target: str | None = None, max_intermediate_mib: int | None = None,
-                    fix_dims: dict[str, int] | None = None) -> list:
+                    fix_dims: dict[str, int] | None = None, runtime_proof: bool = True,
+                    runtime_python: str | None = None) -> list:
     """The passes of the target (scatter_rewrite.targets) named: an option it does not take, or
-    no target, is a usage error."""
+    no target, is a usage error. ``runtime_proof``/``runtime_python`` are the proof's (the
+    pipeline reads them), checked here: a python for a target without a runtime of its own, or
+    one that is not an executable file, is a usage error."""
     from scatter_rewrite.targets import get_target
 
     if target is None:
@@ -348,12 +356,30 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
         if name not in found.options:
             raise OptionError(f"{name}= does not apply to target='{found.name}'",
                               parameters=(name, "target"))
+    if runtime_python is not None:
+        _check_runtime_python(found, runtime_python, runtime_proof)
     if found.ops is None:
         return found.passes(**given)
     from scatter_rewrite.passes.op_support import OpSupportPass
 
     # (last: what the target's passes wrote is held to its published op table too)
     return [*found.passes(**given), OpSupportPass(found.name)]
+
+
+def _check_runtime_python(target: Any, python: str, runtime_proof: bool) -> None:
+    import os
+
+    if target.runner is None:
+        raise OptionError(f"runtime_python= does not apply to target='{target.name}': no runtime "
+                          "of its own runs here", parameters=("runtime_python", "target"))
+    if not runtime_proof:
+        raise OptionError("runtime_python= is for the proof in the runtime, which "
+                          "runtime_proof=False turns off", parameters=("runtime_python",
+                                                                        "runtime_proof"))
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise OptionError(f"runtime_python={python!r} is not an executable file: name the "
+                          f"python of a venv that has {target.runner.name}",
+                          parameters=("runtime_python",))
 
 
 def repair_passes(assume: str | None = None) -> list:
@@ -438,6 +464,14 @@ VERBS: dict[str, Verb] = {
             Option("fix_dims", dict, None,
                    "tensorrt-X targets: fix the symbolic input dimension NAME to SIZE first "
                    "(repeatable), as tensorrt --fix-dim.", "NAME=SIZE", flag="--fix-dim"),
+            Option("runtime_proof", bool, True,
+                   "openvino, tvm, mnn, litert: run the prepared model in the target's runtime "
+                   "too, where it runs here, and write nothing if it differs "
+                   "(docs/validation.md).", ""),
+            Option("runtime_python", str, None,
+                   "The python of a venv that has the target's runtime, for the runtime proof "
+                   "(default: this python, where the runtime is importable; litert: always a "
+                   "venv of its own).", "PATH"),
         ),
         summary="Prepare a model for a target runtime (see --target): rewrite what it cannot "
                 "run, exactly."),

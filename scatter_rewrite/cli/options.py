@@ -108,6 +108,12 @@ def cli_parameter(option: Any) -> tuple[inspect.Parameter, Any]:
         default = None if option.default is None else choices(option.default)
         parameter = inspect.Parameter(option.name, kw, annotation=annotation, default=default)
         return parameter, lambda v: None if v is None else v.value
+    if option.kind is bool:  # --flag/--no-flag
+        annotation = Annotated[bool, typer.Option(
+            f"{option.cli_flag}/--no-{option.cli_flag.removeprefix('--')}", help=option.help)]
+        parameter = inspect.Parameter(option.name, kw, annotation=annotation,
+                                      default=option.default)
+        return parameter, lambda v: v
     if option.kind is dict:
         annotation = Annotated[Optional[list[str]], typer.Option(option.cli_flag, **info)]
         return inspect.Parameter(option.name, kw, annotation=annotation, default=None), _dim_sizes

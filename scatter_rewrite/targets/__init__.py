@@ -185,6 +185,9 @@ class Target:
     # input's element type by name (None: unknown), the reason said, or None; ``check`` blocks
     # such a node with it. None: no such node.
     node_fault: Callable[[Any, str | None], str | None] | None = None
+    # Its own runtime, where ``prepare`` runs the written model too (targets/runtimes.py: a
+    # runtimes.Runtime, declared in the target's module); None: none that runs here.
+    runner: Any = None
 
     @property
     def scatter_free(self) -> bool:

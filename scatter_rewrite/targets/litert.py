@@ -45,6 +45,7 @@ from __future__ import annotations
 __all__: list[str] = []  # (registers its target at import; nothing else to use)
 
 from scatter_rewrite.targets import Target, op_table_file, register_target
+from scatter_rewrite.targets.runtimes import Runtime
 
 
 # onnx2tf 1.29.24 runs with onnx 1.19.1 and onnxruntime 1.23.0 (its pins), which load opsets up to
@@ -82,4 +83,7 @@ register_target(Target(
     sources=("measured: onnx2tf 1.29.24, tensorflow 2.19.0, ai-edge-litert 2.1.0 "
              "(tests/targets/test_litert.py)",
              "onnx2tf/ops/ScatterElements.py (reduction none only), onnx2tf/ops/ScatterND.py"),
-    passes=_passes, options=("max_intermediate_mib",), ops=op_table_file("litert")))
+    passes=_passes, options=("max_intermediate_mib",), ops=op_table_file("litert"),
+    # (onnx2tf pins onnx, onnxruntime, numpy and tensorflow exactly: a venv of its own)
+    runner=Runtime("LiteRT", "run_litert.py", None,
+                   "a venv of onnx2tf's own: tests/runtimes/setup_venvs.sh onnx2tf builds one")))

@@ -38,6 +38,7 @@ from __future__ import annotations
 __all__: list[str] = []  # (registers its target at import; nothing else to use)
 
 from scatter_rewrite.targets import ScatterSupport, Target, op_table_file, register_target
+from scatter_rewrite.targets.runtimes import Runtime
 
 _RUNS = (ScatterSupport("ScatterElements", frozenset({"none"})),
          ScatterSupport("ScatterND", frozenset({"none"}),
@@ -118,4 +119,6 @@ register_target(Target(
              "https://github.com/alibaba/MNN/tree/3.6.1/tools/converter/source/onnx (its ONNX "
              "op converters, listed by MNNConvert -f ONNX --OP)"),
     passes=_passes, options=("max_intermediate_mib",), ops=op_table_file("mnn"),
-    node_fault=_node_fault))
+    node_fault=_node_fault,
+    runner=Runtime("MNN", "run_mnn.py", "MNN", "pip install MNN",
+                   int64_as_int32=True)))

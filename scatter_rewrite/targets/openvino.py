@@ -22,6 +22,7 @@ from __future__ import annotations
 from scatter_rewrite.targets import (
     ALL_REDUCTIONS, ScatterSupport, Target, op_table_file, register_target,
 )
+from scatter_rewrite.targets.runtimes import Runtime
 
 __all__ = ["RUNS", "target_scatters_passes"]
 
@@ -66,7 +67,8 @@ register_target(Target(
              "docs.openvino.ai, CPU device, floating-point precision: inference_precision_hint "
              "defaults to bf16 where the CPU has AVX512_BF16 or AMX"),
     passes=target_scatters_passes("openvino"), options=("max_intermediate_mib",),
-    ops=op_table_file("openvino")))
+    ops=op_table_file("openvino"),
+    runner=Runtime("OpenVINO", "run_openvino.py", "openvino", "pip install openvino")))
 
 register_target(Target(
     name="openvino-npu", family="openvino",

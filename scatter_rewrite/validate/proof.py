@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 import numpy as np
 import onnx
@@ -18,7 +19,7 @@ from scatter_rewrite.validate.engines import first_line, ort_reason, without_pat
 from scatter_rewrite.validate.held import Held, proto_of
 from scatter_rewrite.validate.inputs import ValidationPlan
 
-__all__ = ["allow_float_rounding", "validate", "ValidationResult"]
+__all__ = ["allow_float_rounding", "judge", "validate", "ValidationResult"]
 
 
 ONNXRUNTIME, REFERENCE = "onnxruntime", "onnx.reference"  # (proven_in: the engine)
@@ -46,6 +47,10 @@ class ValidationResult:
     # plugin form's nodes ran as our kernels of the ONNX op): the status is then WRITTEN, not
     # PASSED, and says so. "" where every node ran in the engine named.
     stand_in: str = ""
+    # How the target's own runtime ran the written model on the same inputs, compared with the same
+    # expected outputs (proven_in then names it too), or why it did not run ("" where the target
+    # has no runtime of its own, or its proof was not asked for).
+    in_runtime: str = ""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -76,7 +81,8 @@ _REFERENCE = "onnx.reference with scatter-rewrite's NumPy kernels"
 
 
 def validate(
-    original: str | os.PathLike | Held, rewritten: str | os.PathLike | Held, plan: ValidationPlan
+    original: str | os.PathLike | Held, rewritten: str | os.PathLike | Held, plan: ValidationPlan,
+    runtime: Any = None, runtime_python: str | None = None,
 ) -> ValidationResult:
     """Run both (files, or :class:`~.held.Held` models) and compare; ValidationError if they differ.
 
@@ -91,7 +97,11 @@ def validate(
     original, the rewritten model it does run is compared in onnx.reference too, and with its own
     onnxruntime results (``cross_check``): the summary says how far the two engines are apart on it
     (never a failure: their float ops round differently). Where onnx.reference cannot run that
-    model, onnxruntime's results on it are compared with the other's."""
+    model, onnxruntime's results on it are compared with the other's.
+
+    ``runtime``: the target's own (:class:`scatter_rewrite.targets.runtimes.Runtime`), which then
+    runs the written model too, in ``runtime_python`` (None: said not run), judged against the same
+    expected outputs in the same way (:mod:`.in_runtime`)."""
     try:
         original_ort = engines.run_onnxruntime(original, plan.inputs)
         ort_cannot_run_original = None
@@ -128,6 +138,45 @@ def validate(
     # (Not read back from the rewritten file: with inline weights that would parse all of them
     # again.)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
+    diffs, tolerance, failures = judge(original, plan, names, expected, actual)
+    if failures:
+        raise ValidationError(_failed(checked_against, failures),
+                              parameters=("rtol", "atol", "validate"))
+    in_runtime = ""
+    if runtime is not None:
+        proven_in, in_runtime = _in_runtime(runtime, runtime_python, original, rewritten, plan,
+                                            names, expected, proven_in)
+    return ValidationResult(
+        checked_against,
+        tolerance,
+        max(diffs.values(), default=0.0),
+        diffs,
+        list(plan.notes),
+        _cross_check(names, *cross_check) if cross_check else "",
+        unrunnable or "",
+        to_run_it or "",
+        proven_in,
+        stand_in,
+        in_runtime,
+    )
+
+
+def _in_runtime(runtime: Any, python: str | None, original: str | os.PathLike,
+                rewritten: str | os.PathLike, plan: ValidationPlan, names: list[str],
+                expected: list, proven_in: str) -> tuple[str, str]:
+    """(the engines the model is proven in, the summary's line on the target's runtime)."""
+    from scatter_rewrite.validate.in_runtime import prove_in_runtime
+
+    ran, said = prove_in_runtime(runtime, python, original, rewritten, plan, names, expected,
+                                 judge, proven_in)
+    return (f"{proven_in} and {ran}" if ran else proven_in), said
+
+
+def judge(original: str | os.PathLike, plan: ValidationPlan, names: list[str], expected: list,
+          actual: list) -> tuple[dict[str, float], str, dict[str, str]]:
+    """Validation's judgement of ``actual`` against ``expected`` (exact, or the float judgement
+    where the plan allows rounding: :mod:`.comparison`): (max |difference| per output, the
+    tolerance said, the failures by output)."""
     diffs, failures = compare_outputs(names, expected, actual, plan.float_tolerance, plan.tolerance)
     if plan.tolerance is not None:
         rtol, atol = plan.tolerance
@@ -140,21 +189,7 @@ def validate(
         failures, judged = _judge_by_the_arithmetic(original, plan, names, expected, actual,
                                                     failures)
         tolerance = judged or tolerance
-    if failures:
-        raise ValidationError(_failed(checked_against, failures),
-                              parameters=("rtol", "atol", "validate"))
-    return ValidationResult(
-        checked_against,
-        tolerance,
-        max(diffs.values(), default=0.0),
-        diffs,
-        list(plan.notes),
-        _cross_check(names, *cross_check) if cross_check else "",
-        unrunnable or "",
-        to_run_it or "",
-        proven_in,
-        stand_in,
-    )
+    return diffs, tolerance, failures
 
 
 def _proven_in(rewritten: str | os.PathLike, engine: str) -> tuple[str, str]:

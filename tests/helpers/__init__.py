@@ -12,7 +12,7 @@
 - shapes.py: hypothesis strategies for a scatter's shapes.
 - kernel_oracles.py: one-node models and plain-loop oracles for the evaluator's kernels.
 - backend_cases.py: ONNX's backend node cases moved down and judged (the opset tests, benchmarks/).
-- runtimes.py: LiteRT, OpenVINO and TVM run in venvs of their own (tests/runtimes/), judged against onnxruntime.
+- runtimes.py: LiteRT, OpenVINO, TVM and MNN run in venvs of their own by the package's runner, judged against onnxruntime.
 - wrong_passes.py: passes that rewrite wrongly on purpose (validation must catch each one).
 - fold_fuzz.py: the randomized fold audit (``python -m tests.helpers.fold_fuzz --minutes 60``).
 """

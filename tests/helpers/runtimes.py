@@ -1,15 +1,15 @@
 """Running a model in another runtime, each in a venv of its own (tests/runtimes/setup_venvs.sh builds
 them; onnx2tf pins onnx, onnxruntime, numpy and tensorflow exactly, so never in the project's venv):
-LiteRT through onnx2tf, OpenVINO's CPU plugin, Apache TVM's Relax, MNN. A runner script
-(tests/runtimes/run_*.py) runs in that venv as a subprocess and writes the outputs; the test judges
-them against onnxruntime on the original model with validation's own comparison.
+LiteRT through onnx2tf, OpenVINO's CPU plugin, Apache TVM's Relax, MNN. The package's runner
+(scatter_rewrite/targets/runtimes.py, the one ``prepare``'s proof in the runtime uses) runs in that
+venv as a subprocess and writes the outputs; the test judges them against onnxruntime on the
+original model with validation's own comparison.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -18,37 +18,36 @@ import onnx.compose
 import pytest
 from onnx import TensorProto, numpy_helper
 
+from scatter_rewrite.targets import get_target
+from scatter_rewrite.targets import runtimes
+from scatter_rewrite.targets.runtimes import Refused  # (re-exported: the tests catch it)
 from scatter_rewrite.validate.comparison import compare
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.validate.engines import run_onnxruntime
 from tests.helpers import DATA
 
-RUNNERS = Path(__file__).parents[1] / "runtimes"
+
 # where setup_venvs.sh builds them (its default, or the same variable)
 VENVS = Path(os.environ.get("SCATTER_REWRITE_RUNTIME_VENVS", "/work/venvs"))
-REFUSED = 3  # tests/runtimes/_runner_io.py: the runtime refused the model
-RUN_LIMIT_S = 900  # a runner that hangs fails the test instead of the whole run
 
 
 @dataclasses.dataclass(frozen=True)
 class Runtime:
-    name: str  # as the targets spell it: litert, openvino, tvm
+    name: str  # as the targets spell it: litert, openvino, tvm, mnn
     venv: str  # the venv under VENVS (setup_venvs.sh's name)
-    runner: str  # the script in tests/runtimes/
 
     @property
     def python(self) -> Path:
         return VENVS / self.venv / "bin" / "python"
 
+    @property
+    def declared(self) -> runtimes.Runtime:
+        """The target's runtime, as the package declares it (Target.runner)."""
+        return get_target(self.name).runner
 
-RUNTIMES = {r.name: r for r in (Runtime("litert", "onnx2tf", "run_litert.py"),
-                                Runtime("openvino", "openvino", "run_openvino.py"),
-                                Runtime("tvm", "tvm", "run_tvm.py"),
-                                Runtime("mnn", "mnn", "run_mnn.py"))}
 
-
-class Refused(Exception):
-    """The runtime refused the model (its converter's or compiler's reason is the message)."""
+RUNTIMES = {r.name: r for r in (Runtime("litert", "onnx2tf"), Runtime("openvino", "openvino"),
+                                Runtime("tvm", "tvm"), Runtime("mnn", "mnn"))}
 
 
 def require(name: str) -> Runtime:
@@ -66,25 +65,13 @@ def run_in(name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     ``options``: the runner's own (run_litert.py's ``--onnx2tf-default-layout``)."""
     runtime = require(name)
     workdir.mkdir(parents=True, exist_ok=True)
-    model_path, inputs_path, outputs_path = (workdir / f"{name}_{f}" for f in
-                                             ("model.onnx", "inputs.npz", "outputs.npz"))
+    model_path = workdir / f"{name}_model.onnx"
     onnx.save(model, model_path)
-    np.savez(inputs_path, **inputs)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
-    # as the venv's activate script does: its commands first (onnx2tf runs `onnxsim` by name)
-    env["PATH"] = os.pathsep.join([str(runtime.python.parent), env.get("PATH", "")])
-    done = subprocess.run([str(runtime.python), str(RUNNERS / runtime.runner), str(model_path),
-                           str(inputs_path), str(outputs_path), *options], capture_output=True,
-                          text=True,
-                          env=env, cwd=workdir, timeout=RUN_LIMIT_S, check=False)
-    if done.returncode == REFUSED:
-        said = [line for line in done.stderr.splitlines() if line.startswith("REFUSED: ")]
-        raise Refused(said[-1].removeprefix("REFUSED: ") if said else done.stderr[-2000:])
-    if done.returncode != 0:
-        raise AssertionError(f"{runtime.runner} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    with np.load(outputs_path) as npz:
-        return [npz[key] for key in npz.files]
+    try:
+        return runtimes.run(runtime.declared, model_path, inputs, runtime.python, workdir,
+                            options).outputs
+    except runtimes.RunnerFailed as e:
+        raise AssertionError(str(e)) from e
 
 
 def original_outputs(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -14,9 +14,8 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 # Not test code, and run where tests.helpers cannot be imported: the scripts that made the committed
-# exports (tests/data/*/make*.py, run alone against pinned PyTorch versions) and the runners that
-# run inside the other runtimes' venvs (tests/runtimes/).
-OUTSIDE = {"data", "runtimes"}
+# exports (tests/data/*/make*.py, run alone against pinned PyTorch versions).
+OUTSIDE = {"data"}
 # Names that mean the same wherever they are defined: pytest collects test_* functions by name, a
 # test's name being its own (its node id is file::name); ``main`` is a script's entry point
 # (``python -m tests.helpers.fold_fuzz``, tests/readme_examples.py).

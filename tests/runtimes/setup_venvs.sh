@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the runtimes' venvs that tests/runtimes/ run prepared models in, each apart from the project's
+# Builds the runtimes' venvs that scatter_rewrite/targets/runners/ run prepared models in, each apart from the project's
 # venv (onnx2tf pins onnx, onnxruntime, numpy and tensorflow exactly): onnx2tf (+ TensorFlow and LiteRT),
 # openvino, tvm, mnn. Usage: setup_venvs.sh [NAME...] (default: all four). Where: $SCATTER_REWRITE_RUNTIME_VENVS,
 # default /work/venvs. A venv whose requirements file has not changed since it was built is kept as it is.

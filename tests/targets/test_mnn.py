@@ -1,4 +1,4 @@
-"""What MNN 3.6.1 computes (tests/runtimes/run_mnn.py: its compiled converter and its Python
+"""What MNN 3.6.1 computes (scatter_rewrite/targets/runners/run_mnn.py: its compiled converter and its Python
 runtime, in the venv tests/runtimes/setup_venvs.sh builds; skipped without it), and ``prepare
 --target mnn`` and ``check --target mnn`` (scatter_rewrite/targets/mnn.py). The first tests pin the
 faults the target avoids, so that a fixed MNN shows here; then the prepared models run in MNN as

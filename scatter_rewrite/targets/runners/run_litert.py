@@ -5,7 +5,7 @@ onnx2tf is called as its README shows, with what a user of a fixed-size model pa
 shapes made static (overwrite_input_shape) and kept as they are (keep_shape_absolutely_input_names:
 without it onnx2tf transposes rank-3+ inputs to channels-last), signatures written so inputs and outputs
 are found by name. Everything else is onnx2tf's default: onnxsim included, which onnx2tf runs as
-the ``onnxsim`` command (tests/helpers/runtimes.py puts the venv's commands first on PATH, as its
+the ``onnxsim`` command (scatter_rewrite/targets/runtimes.py puts the venv's commands first on PATH, as its
 activate script does).
 
 ``--onnx2tf-default-layout``: without keep_shape_absolutely_input_names, as a plain ``onnx2tf -i
@@ -25,8 +25,20 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import onnx
-from _runner_io import Refused, main
+
+try:  # run as a script (its folder first on sys.path), where this project may not be installed
+    from _runner_io import Refused, main
+except ModuleNotFoundError:  # imported as a module of the package
+    from scatter_rewrite.targets.runners._runner_io import Refused, main
+
+__all__ = ["DEFAULT_LAYOUT", "convert", "run", "version"]
+
+
+def version() -> str:
+    import importlib.metadata
+
+    return (f"LiteRT {importlib.metadata.version('ai-edge-litert')} through onnx2tf "
+            f"{importlib.metadata.version('onnx2tf')}")
 
 
 def _tf_name(name: str) -> str:
@@ -96,6 +108,7 @@ def _static_shape(value: onnx.ValueInfoProto) -> tuple[int, ...] | None:
 
 
 def run(model_path: str, inputs: dict[str, np.ndarray], *options: str) -> dict[str, np.ndarray]:
+    import onnx
     from ai_edge_litert.interpreter import Interpreter
 
     with tempfile.TemporaryDirectory() as folder:
@@ -133,4 +146,4 @@ def run(model_path: str, inputs: dict[str, np.ndarray], *options: str) -> dict[s
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run, frozenset({DEFAULT_LAYOUT})))
+    raise SystemExit(main(run, version, frozenset({DEFAULT_LAYOUT})))

@@ -8,14 +8,27 @@ takes every input as float32 unless told.
 from __future__ import annotations
 
 import numpy as np
-import onnx
-import tvm
-from _runner_io import Refused, main
-from tvm import relax
-from tvm.relax.frontend.onnx import from_onnx
+
+try:  # run as a script (its folder first on sys.path), where this project may not be installed
+    from _runner_io import Refused, main
+except ModuleNotFoundError:  # imported as a module of the package
+    from scatter_rewrite.targets.runners._runner_io import Refused, main
+
+__all__ = ["run", "version"]
+
+
+def version() -> str:
+    import tvm
+
+    return f"TVM {tvm.__version__}"
 
 
 def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import onnx
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
     model = onnx.load(model_path)
     names = [i.name for i in model.graph.input if i.name in inputs]
     try:
@@ -35,4 +48,4 @@ def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run))
+    raise SystemExit(main(run, version))

@@ -8,13 +8,26 @@ same model gives other results on another machine. Pinned, a test judges the mod
 from __future__ import annotations
 
 import numpy as np
-import openvino as ov
-from _runner_io import Refused, main
+
+try:  # run as a script (its folder first on sys.path), where this project may not be installed
+    from _runner_io import Refused, main
+except ModuleNotFoundError:  # imported as a module of the package
+    from scatter_rewrite.targets.runners._runner_io import Refused, main
+
+__all__ = ["CONFIG", "run", "version"]
 
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "EXECUTION_MODE_HINT": "ACCURACY"}
 
 
+def version() -> str:
+    import openvino as ov
+
+    return f"OpenVINO {ov.__version__.split('-')[0]}"
+
+
 def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import openvino as ov
+
     core = ov.Core()
     try:
         model = core.read_model(model_path)
@@ -28,4 +41,4 @@ def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run))
+    raise SystemExit(main(run, version))

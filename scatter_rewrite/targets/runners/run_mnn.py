@@ -13,30 +13,46 @@ import os
 import socket
 
 import numpy as np
-from _runner_io import Refused, main
+
+try:  # run as a script (its folder first on sys.path), where this project may not be installed
+    from _runner_io import Refused, main
+except ModuleNotFoundError:  # imported as a module of the package
+    from scatter_rewrite.targets.runners._runner_io import Refused, main
+
+__all__ = ["run", "run_in_mnn", "version"]
 
 
 def _no_network(*args, **kwargs):
     raise OSError("run_mnn.py: no network access")
 
 
-socket.socket = _no_network  # type: ignore[assignment,misc]
-socket.create_connection = _no_network  # type: ignore[assignment]
+def _block_network() -> None:
+    """Before MNN is imported (only ever in the runner's own process)."""
+    socket.socket = _no_network  # type: ignore[assignment,misc]
+    socket.create_connection = _no_network  # type: ignore[assignment]
+
+
+def version() -> str:
+    import importlib.metadata
+
+    return f"MNN {importlib.metadata.version('MNN')}"
 
 
 def run_in_mnn(model_path: str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """``model_path``'s outputs in MNN, in the model's order (Refused: the converter's refusal)."""
+    _block_network()
     import _tools  # MNN's compiled converter (site-packages/_tools*.so)
     import MNN.expr as F
     import MNN.nn as nn
 
-    converted = os.path.splitext(model_path)[0] + ".mnn"
+    # (into the working folder: the model's own folder may be the user's)
+    converted = os.path.join(os.getcwd(), os.path.splitext(os.path.basename(model_path))[0] + ".mnn")
     if os.path.exists(converted):
         os.remove(converted)
     ok = _tools.mnnconvert(["mnnconvert", "-f", "ONNX", "--modelFile", model_path,
                             "--MNNModel", converted, "--bizCode", "MNN"])
     if not ok or not os.path.exists(converted):
-        raise Refused("MNN 3.6.1's converter refused the model (its log is on stdout)")
+        raise Refused(f"{version()}'s converter refused the model (its log is on stdout)")
     module = nn.load_module_from_file(converted, [], [])
     info = module.get_info()
     types = {np.dtype(np.float32): F.float, np.dtype(np.int32): F.int}
@@ -57,4 +73,4 @@ def run(model_path: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run))
+    raise SystemExit(main(run, version))

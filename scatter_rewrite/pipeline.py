@@ -34,10 +34,9 @@ from scatter_rewrite.verbs import VERBS, Verb, cli_commands, python_call
 __all__ = [
     "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNREADABLE", "UNRUNNABLE", "VERBS",
     "WRITTEN", "Verb", "check_model", "checker_failure", "default_output", "failed_status",
-    "fixed_dim_sizes", "meant_for_onnxruntime",
-    "output_data_name",
-    "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
-    "rewrite_model", "run_passes", "unrunnable_unvalidated",
+    "fixed_dim_sizes", "meant_for_onnxruntime", "output_data_name", "resolve_output",
+    "result_dict", "rewrite_file", "rewrite_file_reporting", "rewrite_model", "run_passes",
+    "unrunnable_unvalidated",
 ]
 
 logger = logging.getLogger("scatter_rewrite")
@@ -299,7 +298,14 @@ def rewrite_model(
         results, written, model = [result], proto, None  # (the original's IR served the plan)
     else:
         model = model if model is not None else to_ir(proto, source)
-        results = run_passes(model, passes, progress=None if form is not None else progress)
+        try:
+            results = run_passes(model, passes, progress=None if form is not None else progress)
+        except Exception as e:  # (a model the checker rejects: its fault, as the checker says it)
+            if isinstance(e, ScatterRewriteError) or (
+                    before := checker_failure(Path(os.path.realpath(source)))) is None:
+                raise
+            raise InvalidModelError(f"{source_name or source} fails onnx.checker before any "
+                                    f"rewrite, and this rewrite does not fix it: {before}") from e
         written = model
     del proto
     if plan is not None:

@@ -24,6 +24,7 @@ from scatter_rewrite.errors import (
     internal_error_message,
 )
 from scatter_rewrite.export_patterns import accumulate_export_notes
+from scatter_rewrite.graph import forget_origins
 from scatter_rewrite.model_io import (
     data_file_name, external_data_files, in_place_data_name, load_proto, staged_save, to_ir,
 )
@@ -137,7 +138,7 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
         steps(model)
     results = steps.results if steps is not None else []
     last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
-    removed = cleanup(model)
+    removed, _ = cleanup(model), forget_origins(model)  # (the marks a refusal would have read)
     if last is not None:  # (not a pass of the verb's: its notes are the last pass's)
         last.notes += removed.notes
     if claims and any(r.modified for r in results):
@@ -237,8 +238,7 @@ def rewrite_file(
     inputs: dict | None = None,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
+    rtol: float | None = None, atol: float | None = None,
 ) -> Outcome:
     """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix.
     ``options``: the verb's, already checked (:meth:`scatter_rewrite.verbs.Verb.bind`)."""

@@ -25,7 +25,7 @@ REFUSED = [
 ]
 
 
-def node_names(model: onnx.ModelProto) -> set[str]:
+def own_node_names(model: onnx.ModelProto) -> set[str]:
     """Every node name of the model: main graph, subgraphs, functions."""
     names: set[str] = set()
 
@@ -51,7 +51,7 @@ def test_a_refusal_quotes_only_the_exports_own_nodes(tmp_path: Path, name: str, 
     (line,) = result.stderr.splitlines()
     quoted = re.findall(r"\b[A-Z][A-Za-z]+ '([^']+)' \(opset", line)
     assert quoted, line
-    own = node_names(onnx.load(source, load_external_data=False))
+    own = own_node_names(onnx.load(source, load_external_data=False))
     assert [q for q in quoted if q not in own] == [], line
     assert ("written for" in line) is written_for, line
 

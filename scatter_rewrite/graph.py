@@ -27,11 +27,10 @@ from scatter_rewrite import custom_ops
 __all__ = [
     "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_node",
     "constant_tensor", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe",
-    "describe_parts", "function_calls", "is_default_domain", "is_overridable", "is_reference",
+    "describe_parts", "forget_origins", "function_calls", "is_default_domain", "is_overridable", "is_reference",
     "iter_nodes", "iter_scopes", "KEPT_AT_OPSET", "NamedNodeBuilder", "Names", "NodeBuilder", "nodes_within",
     "reference_reason", "remove_unused_expands", "SCATTER_OPS", "schema_opset", "Scope", "shadowed_names",
-    "tensor_key", "typed",
-    "value_names",
+    "tensor_key", "typed", "value_names", "WRITTEN_FOR",
 ]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -275,9 +274,25 @@ def schema_opset(node: ir.Node, scope: Scope) -> int:
     return node.meta.get(KEPT_AT_OPSET, scope.opset)
 
 
+# The metadata key a node a pass wrote carries, the user's node it was written for (as described):
+# messages name that node, not the name onnx_ir gave the new one. Removed before a model is written.
+WRITTEN_FOR = "scatter_rewrite.written_for"
+
+
 def describe(node: ir.Node, scope: Scope) -> str:
-    """``ScatterElements 'name' (opset 18, main graph)``: how messages and reports name a node."""
+    """``ScatterElements 'name' (opset 18, main graph)``: how messages and reports name a node; a
+    node a pass wrote, by the user's node it was written for (``Range written for ...``)."""
+    origin = node.metadata_props.get(WRITTEN_FOR) if node.metadata_props else None
+    if origin is not None:
+        return f"{node.op_type} written for {origin}"
     return describe_parts(node.op_type, node.name, schema_opset(node, scope), scope.where)
+
+
+def forget_origins(model: ir.Model) -> None:
+    """Remove the :data:`WRITTEN_FOR` marks (before the model is written or returned)."""
+    for node, _ in iter_nodes(model):
+        if node.metadata_props and WRITTEN_FOR in node.metadata_props:
+            del node.metadata_props[WRITTEN_FOR]
 
 
 def describe_parts(op_type: str, name: str | None, opset: int, where: str) -> str:

@@ -25,6 +25,7 @@ from scatter_rewrite.errors import (
     internal_error_message,
 )
 from scatter_rewrite.export_patterns import accumulate_export_notes
+from scatter_rewrite.graph import forget_origins
 from scatter_rewrite.model_io import (
     data_file_name, external_data_files, in_place_data_name, load_proto, staged_save, to_ir,
 )
@@ -35,10 +36,9 @@ from scatter_rewrite.verbs import VERBS, Verb, cli_commands, python_call
 __all__ = [
     "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNREADABLE", "UNRUNNABLE", "VERBS",
     "WRITTEN", "Verb", "check_model", "checker_failure", "default_output", "failed_status",
-    "fixed_dim_sizes", "meant_for_onnxruntime",
-    "output_data_name",
-    "resolve_output", "result_dict", "rewrite_file", "rewrite_file_reporting",
-    "rewrite_model", "run_passes", "unrunnable_unvalidated",
+    "fixed_dim_sizes", "meant_for_onnxruntime", "output_data_name", "resolve_output",
+    "result_dict", "rewrite_file", "rewrite_file_reporting", "rewrite_model", "run_passes",
+    "unrunnable_unvalidated",
 ]
 
 logger = logging.getLogger("scatter_rewrite")
@@ -141,7 +141,7 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase],
         steps(model)
     results = steps.results if steps is not None else []
     last = next((r for r in reversed(results) if isinstance(r, ScatterPassResult)), None)
-    removed = cleanup(model)
+    removed, _ = cleanup(model), forget_origins(model)  # (the marks a refusal would have read)
     if last is not None:  # (not a pass of the verb's: its notes are the last pass's)
         last.notes += removed.notes
     if claims and any(r.modified for r in results):
@@ -200,8 +200,7 @@ def rewrite_file(
     inputs: dict | None = None,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
+    rtol: float | None = None, atol: float | None = None,
 ) -> Outcome:
     """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix.
     ``options``: the verb's, already checked (:meth:`scatter_rewrite.verbs.Verb.bind`)."""
@@ -264,7 +263,14 @@ def rewrite_model(
         results, written, model = [result], proto, None  # (the original's IR served the plan)
     else:
         model = model if model is not None else to_ir(proto, source)
-        results = run_passes(model, passes, progress=None if form is not None else progress)
+        try:
+            results = run_passes(model, passes, progress=None if form is not None else progress)
+        except Exception as e:  # (a model the checker rejects: its fault, as the checker says it)
+            if isinstance(e, ScatterRewriteError) or (
+                    before := checker_failure(Path(os.path.realpath(source)))) is None:
+                raise
+            raise InvalidModelError(f"{source_name or source} fails onnx.checker before any "
+                                    f"rewrite, and this rewrite does not fix it: {before}") from e
         written = model
     del proto
     if plan is not None:

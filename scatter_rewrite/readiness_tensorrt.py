@@ -10,9 +10,10 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ScatterRewriteError
-from scatter_rewrite.graph import function_calls, is_default_domain
-from scatter_rewrite.passes.fix_dims import dim_name
+from scatter_rewrite.graph import is_default_domain
+from scatter_rewrite.passes.fix_dims import data_sized_source, dims_reaching
 from scatter_rewrite.passes.lowering.network_reduce import NOT_STATIC, network_blocker
+from scatter_rewrite.passes.tensorrt_flow import no_fixed_count
 from scatter_rewrite.passes.tensorrt import (
     CARRIED_DATA_TYPES, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, scatter_carrier,
     scatter_data_blocker,
@@ -201,6 +202,8 @@ def _lowerable(node: ir.Node, f: Finding, inlined: TensorrtTwins, fix_options: l
         f.notes.append(f"{lowers} once the number of updates is static: fix {', '.join(dims)} with "
                        "--fix-dim")
         return True
+    if reason.startswith(NOT_STATIC):
+        reason += ": " + no_fixed_count(inlined.model, node)
     # (check's notes speak the command line, as its fix does: fix_dims= -> --fix-dim)
     said = said_with_flags(ScatterRewriteError(reason, parameters=("fix_dims",)),
                            {"fix_dims": "--fix-dim"})
@@ -212,31 +215,8 @@ def _fixing_dims(inlined: TensorrtTwins, node: ir.Node, opset: int) -> list[str]
     """The named model-input dimensions whose fixing (``tensorrt --fix-dim``) makes the node's
     number of updates static: those its indices and updates come from, tried on a weightless copy
     (as the tensorrt pass would see it); [] when that fails."""
-    names = _ancestor_input_dims(inlined.model, node)
+    names = dims_reaching(inlined.model, node.inputs[1:3])
+    if data_sized_source(inlined.model, node.inputs[1:3]) is not None:
+        return []
     twin = inlined.twin(node, tuple(names)) if names else None
     return names if twin is not None and network_blocker(twin, opset) is None else []
-
-
-def _ancestor_input_dims(model: ir.Model, node: ir.Node) -> list[str]:
-    """The named dimensions of the main-graph inputs the node's indices and updates come from,
-    followed out of a function through the inputs of its call sites."""
-    inputs = {id(v) for v in model.graph.inputs}
-    formal = {id(v): (key, i) for key, function in model.functions.items()
-              for i, v in enumerate(function.inputs)}
-    calls = None
-    names, seen, stack = set(), set(), [v for v in node.inputs[1:3] if v is not None]
-    while stack:
-        value = stack.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if id(value) in inputs:
-            names |= {dim_name(d) for d in value.shape or ()} - {None}
-        elif value.producer() is not None:
-            stack += [v for v in value.producer().inputs if v is not None]
-        elif id(value) in formal:
-            calls = function_calls(model) if calls is None else calls
-            key, i = formal[id(value)]
-            stack += [c.inputs[i] for c in calls.get(key, [])
-                      if i < len(c.inputs) and c.inputs[i] is not None]
-    return sorted(names)

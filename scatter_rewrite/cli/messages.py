@@ -32,8 +32,7 @@ class LineFormatter(logging.Formatter):
 
 
 class _Once(logging.Filter):
-    """Each warning once: a library that reads the model twice (onnx_ir's loader warns of an invalid
-    input on every read) says it once."""
+    """Each warning once: a warning said for each read of the model is said once."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -63,6 +62,12 @@ class _WithFlags(logging.Filter):
 _WITH_FLAGS = _WithFlags()
 
 
+def _ours(record: logging.LogRecord) -> bool:
+    """Whether the record is this tool's: another library's (onnx_ir's loader on an invalid model,
+    onnx's, onnxruntime's) is for -v, where its logger is named."""
+    return record.name.split(".")[0] == "scatter_rewrite"
+
+
 @contextlib.contextmanager
 def warnings_said_with_flags(said: Callable[[str], str]) -> Iterator[None]:
     """While a command runs, the library's warnings as ``said`` writes them (a verb's
@@ -79,9 +84,11 @@ def warnings_said_with_flags(said: Callable[[str], str]) -> Iterator[None]:
 
 
 def setup_logging(verbose: bool) -> None:
+    logging.captureWarnings(True)  # (another library's Python warnings: log records, for -v too)
     if not verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(LineFormatter())
+        handler.addFilter(_ours)
         handler.addFilter(_Once())
         logging.basicConfig(level=logging.WARNING, handlers=[handler])
         return

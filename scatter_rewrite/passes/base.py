@@ -17,7 +17,7 @@ import logging
 
 import onnx_ir as ir
 
-from scatter_rewrite.graph import Scope, describe
+from scatter_rewrite.graph import WRITTEN_FOR, Scope, describe, iter_nodes, nodes_within
 from scatter_rewrite.spec import check_scatter_nodes
 
 __all__ = ["NodeNote", "ScatterPass", "ScatterPassResult", "first_and_more"]
@@ -73,10 +73,12 @@ class ScatterPass(ir.passes.InPlacePass):
             model
         )  # before run() reads an axis or an input that is not what the schema says
         self.result = ScatterPassResult(model, False, name=self.name)
+        self._known = {id(n) for n, _ in iter_nodes(model)}  # (what a rewrite adds is marked)
+        self._sizes: dict[int, int] = {}
         self.run(model)
         r = self.result
         logger.info("%s: %d rewritten, %d skipped", self.name, len(r.rewritten), len(r.skipped))
-        del self.result
+        del self.result, self._known, self._sizes
         return r
 
     def run(self, model: ir.Model) -> None:
@@ -84,9 +86,20 @@ class ScatterPass(ir.passes.InPlacePass):
 
     def rewrote(self, node: ir.Node, scope: Scope, detail: str) -> None:
         note = NodeNote(describe(node, scope), detail)
+        self._mark_written(scope.body, (node.metadata_props or {}).get(WRITTEN_FOR, note.node))
         logger.debug("%s rewrote %s", self.name, note)
         self.result.rewritten.append(note)
         self.result.modified = True
+
+    def _mark_written(self, body, origin: str) -> None:
+        """Mark the nodes new in ``body`` (and in their subgraphs) as written for ``origin``, the
+        node just rewritten, so a later refusal names it. Only a body that grew is read."""
+        if not hasattr(self, "_known") or len(body) == self._sizes.get(id(body)):
+            return
+        self._sizes[id(body)] = len(body)
+        for new in nodes_within([n for n in body if id(n) not in self._known]):
+            self._known.add(id(new))
+            new.metadata_props.setdefault(WRITTEN_FOR, origin)
 
     def skip(self, node: ir.Node, scope: Scope, reason: str) -> None:
         note = NodeNote(describe(node, scope), reason)

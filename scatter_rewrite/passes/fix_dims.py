@@ -21,11 +21,13 @@ import onnx_ir as ir
 import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import OptionError
-from scatter_rewrite.graph import is_default_domain, iter_nodes, iter_scopes
+from scatter_rewrite.errors import ScatterRewriteError
+from scatter_rewrite.graph import function_calls, is_default_domain, iter_nodes, iter_scopes
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.fold import CHAIN_OPS, SHAPE_OPS, CannotEvaluate, ConstantChains
 
-__all__ = ["dim_name", "FixDimsPass", "settle_shapes"]
+__all__ = ["data_sized_source", "dim_name", "dims_reaching", "dims_that_fix", "FixDimsPass",
+           "settle_shapes"]
 
 _MAX_ROUNDS = 16  # each round may make the next Shape static; real exports settle in 2-3
 _MAX_FOLDED_ELEMENTS = 4096  # shape arithmetic is small: nothing bigger (no weight) is folded here
@@ -197,3 +199,73 @@ def _all_values(model: ir.Model):
             if id(value) not in seen:
                 seen.add(id(value))
                 yield value
+
+
+# Ops whose output size is a count of the values they read, not of their input shapes.
+DATA_SIZED_OPS = ("NonZero", "Unique", "Compress", "NonMaxSuppression")
+
+
+def _ancestors(model: ir.Model, values):
+    """The values ``values`` are computed from, each once, followed out of a function through the
+    inputs of its call sites, with the nodes that compute them."""
+    formal = {id(v): (key, i) for key, function in model.functions.items()
+              for i, v in enumerate(function.inputs)}
+    calls = None
+    seen, stack = set(), [v for v in values if v is not None]
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        yield value
+        if value.producer() is not None:
+            stack += [v for v in value.producer().inputs if v is not None]
+        elif id(value) in formal:
+            calls = function_calls(model) if calls is None else calls
+            key, i = formal[id(value)]
+            stack += [c.inputs[i] for c in calls.get(key, [])
+                      if i < len(c.inputs) and c.inputs[i] is not None]
+
+
+def dims_reaching(model: ir.Model, values) -> list[str]:
+    """The named dimensions of the main-graph inputs ``values`` are computed from."""
+    inputs = {id(v) for v in model.graph.inputs}
+    return sorted({dim_name(d) for v in _ancestors(model, values) if id(v) in inputs
+                   for d in v.shape or ()} - {None})
+
+
+def data_sized_source(model: ir.Model, values) -> ir.Node | None:
+    """A node among those ``values`` are computed from whose output size counts the values it
+    reads (NonZero's): no fixed input dimension makes what follows it static."""
+    for value in _ancestors(model, values):
+        node = value.producer()
+        if node is not None and is_default_domain(node) and node.op_type in DATA_SIZED_OPS:
+            return node
+    return None
+
+
+def dims_that_fix(model: ir.Model, node: ir.Node, fixed) -> list[str]:
+    """The named model-input dimensions that ``node``'s indices and updates come from, when fixing
+    them makes ``fixed(node)`` hold (tried on a weightless copy of the model); [] otherwise."""
+    values = node.inputs[1:3]
+    names = dims_reaching(model, values)
+    if not names or data_sized_source(model, values) is not None:
+        return []
+    from scatter_rewrite.type_inference import annotate_functions_with, weightless_copy
+
+    node.metadata_props[_MARK] = "1"  # (how the node is found in the copy, named or not)
+    try:
+        copy = weightless_copy(model)
+    finally:
+        del node.metadata_props[_MARK]
+    try:
+        FixDimsPass({name: 2 for name in names})(copy)
+    except ScatterRewriteError:
+        return []
+    marked = lambda n: _MARK in n.metadata_props  # noqa: E731
+    annotate_functions_with(copy, marked)  # (a function's types, from its now static call sites)
+    twin = next((n for n, _ in iter_nodes(copy) if marked(n)), None)
+    return names if twin is not None and fixed(twin) else []
+
+
+_MARK = "scatter_rewrite.fix_dims.node"

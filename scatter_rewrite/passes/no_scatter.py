@@ -337,7 +337,6 @@ class NoScatterPass(ScatterPass):
             source = made.get(id(node))
             what = "TensorScatter -> ScatterElements -> " if source is not None else ""
             exactness, reduction = _exactness(node), _reduction(node)
-            shown = describe(source or node, scope)
             if form is None:
                 nodes, out = seg.lower_reduction(node, scope.opset, names)
                 detail = (f"{len(nodes)} standard nodes (sort + segmented {reduction} + "
@@ -347,8 +346,7 @@ class NoScatterPass(ScatterPass):
                 detail = (f"{what}{len(nodes)} scatter-free nodes ({form.said()}; {reduction}, "
                           f"{exactness})")
             self._splice(node, scope, nodes, out)
-            self.result.rewritten.append(_note(shown, detail))
-            self.result.modified = True
+            self.rewrote(source or node, scope, detail)
 
     @staticmethod
     def _splice(node: ir.Node, scope: Scope, nodes: list[ir.Node], out: ir.Value) -> None:
@@ -360,12 +358,6 @@ class NoScatterPass(ScatterPass):
             for new_node in nodes_within(nodes):
                 for value in new_node.outputs:
                     value.type, value.shape = None, None
-
-
-def _note(node: str, detail: str):
-    from scatter_rewrite.passes.base import NodeNote
-
-    return NodeNote(node, detail)
 
 
 def _exactness(node: ir.Node) -> str:

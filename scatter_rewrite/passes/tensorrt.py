@@ -214,9 +214,8 @@ class TensorRTPass(TensorRTFlowPass):
     def advice(self, skipped: list) -> str | None:
         if not any(UNLOWERABLE in s.detail for s in skipped):
             return None
-        return ("fix the number of updates to a static size (the sorting network needs it: "
-                "fix_dims={NAME: SIZE}), on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or "
-                "compute the scatter outside the engine")
+        return ("on TensorRT 10 use FP32/FP16/INT32/INT64 data (plugin), or compute the scatter "
+                "outside the engine")
 
     def _inlining_needed(self, model: ir.Model) -> Callable[[ir.Node], bool]:
         """Which reducing scatters of unknown rank need the constant-condition Ifs around them
@@ -462,7 +461,7 @@ class TensorRTPass(TensorRTFlowPass):
 
     def _lower(self, model: ir.Model, node: ir.Node, scope: Scope, names: ModelNames,
                why: str) -> str:
-        return lower_tensorrt_safe(node, scope, names, self.trt_version, why)
+        return lower_tensorrt_safe(node, scope, names, self.trt_version, why, model)
 
 
 def _wrap_into(b: ReplacementBuilder, value: ir.Value, dtype: ir.DataType, wide: ir.DataType,

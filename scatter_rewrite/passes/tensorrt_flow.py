@@ -19,8 +19,8 @@ from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
 from scatter_rewrite.passes.to_scatternd import Decline, ModelNames
 
 __all__ = [
-    "check_trt_version", "inline_rank_hiding_ifs", "lower_tensorrt_safe", "TensorRTFlowPass",
-    "UNLOWERABLE",
+    "check_trt_version", "count_fix", "inline_rank_hiding_ifs", "lower_tensorrt_safe",
+    "no_fixed_count", "TensorRTFlowPass", "UNLOWERABLE",
 ]
 
 
@@ -76,15 +76,17 @@ def inline_rank_hiding_ifs(
 
 
 def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_version: str,
-                        why: str) -> str:
+                        why: str, model: ir.Model | None = None) -> str:
     """Replace the reducing ``node`` by its sorting-network lowering and return what was done;
     Decline with the reason (the model unchanged) when the lowering does not apply or would emit
-    what TensorRT ``trt_version`` rejects."""
+    what TensorRT ``trt_version`` rejects (with ``model``: which fixed dimensions would let it)."""
     from scatter_rewrite.passes.lowering import network_reduce as net
     from scatter_rewrite.passes.lowering import segment_reduce as seg
 
     blocker = net.network_blocker(node, scope.opset)
     if blocker is not None:
+        if model is not None and blocker.startswith(net.NOT_STATIC):
+            blocker += ": " + count_fix(model, node, scope.opset)
         raise Decline(f"{why}; it {UNLOWERABLE} either: {blocker}")
     nodes, out = net.lower_reduction_network(
         node, scope.opset, seg.Names(names.taken, prefix="trt")
@@ -107,3 +109,28 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_vers
     remove_unused_expands(scope.body, old_inputs)  # the GNN index Expand the lowering reads around
     return (f"lowered to {len(nodes)} TensorRT-safe standard nodes (bitonic sort of the keys, "
             f"segmented scan, each a fixed-shape Loop; one ScatterND with unique targets) ({why})")
+
+
+def count_fix(model: ir.Model, node: ir.Node, opset: int) -> str:
+    """What makes the dynamic number of updates of the reducing ``node`` static: the model-input
+    dimensions to fix, named, where fixing them does; else why none does."""
+    from scatter_rewrite.passes.fix_dims import dims_that_fix
+    from scatter_rewrite.passes.lowering.network_reduce import network_blocker
+
+    dims = dims_that_fix(model, node, lambda twin: network_blocker(twin, opset) is None)
+    if dims:
+        sizes = ", ".join(f"'{name}': SIZE" for name in dims)
+        return f"fix {', '.join(dims)} to the size you run: fix_dims={{{sizes}}}"
+    return no_fixed_count(model, node)
+
+
+def no_fixed_count(model: ir.Model, node: ir.Node) -> str:
+    """Why no fixed model-input dimension makes the number of updates of ``node`` static."""
+    from scatter_rewrite.passes.fix_dims import data_sized_source
+
+    source = data_sized_source(model, node.inputs[1:3])
+    if source is not None:
+        label = f" '{source.name}'" if source.name else ""
+        return (f"it counts what {source.op_type}{label} finds in the data, so no fix_dims= "
+                "makes it static")
+    return "it does not follow from the model's input dimensions, so no fix_dims= makes it static"

@@ -8,7 +8,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
-from scatter_rewrite.passes.tensorrt_flow import TensorRTFlowPass, UNLOWERABLE, lower_tensorrt_safe
+from scatter_rewrite.passes.tensorrt_flow import (
+    TensorRTFlowPass, UNLOWERABLE, count_fix, lower_tensorrt_safe,
+)
 from scatter_rewrite.passes.tensorrt_support import PARSER_MAX_OPSET, PARSES_TENSORSCATTER
 from scatter_rewrite.passes.to_scatternd import Decline, ModelNames, infer_missing_shapes
 
@@ -46,13 +48,17 @@ class LowerTensorScatterPass(TensorRTFlowPass):
             # TopK (K unbounded by TensorRT's 3840) and a shrinking Loop (which TensorRT rejects):
             # lower them TensorRT-safely first (the converter then takes their nodes to opset 17),
             # or, if one cannot be, leave the TensorScatter (check reports it).
-            from scatter_rewrite.passes.lowering.network_reduce import network_blocker
+            from scatter_rewrite.passes.lowering.network_reduce import (
+                NOT_STATIC, network_blocker,
+            )
 
             infer_missing_shapes(model)
             blocked = [(n, s, network_blocker(n, s.opset)) for n, s in lacking]
             blocked = [(n, s, reason) for n, s, reason in blocked if reason is not None]
             if blocked:
                 node, scope, reason = blocked[0]
+                if reason.startswith(NOT_STATIC):
+                    reason += ": " + count_fix(model, node, scope.opset)
                 for ts, ts_scope in found:
                     self.skip(
                         ts,

@@ -1,11 +1,14 @@
 """The command line's edges: --version, the verbs built from one declaration, one opset range,
 -o with several models, check on several models and on invalid ones, unchanged models, unused
-initializers, log lines, the check table in a pipe, progress on a terminal."""
+initializers, log lines (another library's only under -v), the check table in a pipe, progress on
+a terminal."""
 
 from __future__ import annotations
 
 import io
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import onnx
@@ -18,6 +21,7 @@ from scatter_rewrite.cli.messages import LineFormatter
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.verbs import VERBS
 from tests.helpers.cli import invoke, save
+from tests.helpers.models import reads_an_undeclared_value
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -207,6 +211,24 @@ def test_a_library_log_line_is_formatted_on_one_line():
     line = LineFormatter().format(record)
     assert line == ("scatter-rewrite: warning: onnx_ir.passes.common.shape_inference: Shape "
                     "inference failed: bad shape at node x. Model is left unchanged")
+
+
+@pytest.mark.parametrize("verb", [["lower", "--opset", "17"], ["check", "--target", "opset-17"]])
+def test_another_librarys_warning_is_said_only_under_v(tmp_path: Path, verb: list[str]):
+    """onnx_ir warns when it loads a model reading an undeclared value: the tool's own error says
+    what is wrong with the model; the loader's words are for -v (in the command's own process,
+    where its logging set-up is the one that writes stderr)."""
+    model = save(reads_an_undeclared_value(), tmp_path / "m.onnx")
+
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "scatter_rewrite", verb[0], str(model),
+                               *verb[1:], *extra], capture_output=True, text=True, timeout=300)
+
+    plain, verbose = run(), run("-v")
+    assert plain.returncode == verbose.returncode == 1
+    assert "still create a new input" not in plain.stderr and "onnx_ir" not in plain.stderr
+    assert plain.stderr.startswith("scatter-rewrite: error: ") and "'ghost'" in plain.stderr
+    assert "we will still create a new input" in verbose.stderr and "onnx_ir" in verbose.stderr
 
 
 def test_the_check_table_in_an_80_column_pipe_keeps_words_whole(tmp_path: Path):

@@ -10,6 +10,7 @@ by models/ and benchmarks/ too, are in ``scatter_rewrite.testing``):
 - ``tensor_scatter_model``: a TensorScatter (opset 24) KV-cache write; ``scatter_nd_model``: one
   ScatterND, by default on [4, 5, 3] data.
 - ``scatter_reshaped_at_run_time``: a scatter whose ranks are unknown (shapes given at run time);
+- ``reads_an_undeclared_value``: a model onnx.checker rejects, whose loading onnx_ir warns of;
 
 what a model holds: ``op_types``, ``scatter_nodes``, ``scatters_left``, ``model_opset``,
 ``weight_bytes``; and ``vi``, a value info by (name, element type, shape).
@@ -300,3 +301,14 @@ def integer_scatter(reduction: str, dtype=TensorProto.INT64, rows: int = 4,
          oh.make_tensor_value_info("updates", dtype, [updates, 3])],
         [oh.make_tensor_value_info("out", dtype, [rows, 3])])
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def reads_an_undeclared_value(opset: int = 18) -> onnx.ModelProto:
+    """A max scatter whose result an Add adds to ``ghost``, which nothing declares: onnx.checker
+    rejects the model, and onnx_ir's loader warns of it (then makes ``ghost`` a dangling value)."""
+    nodes = [oh.make_node("ScatterElements", ["x", "i", "u"], ["s"], axis=0, reduction="max",
+                          name="scatter_max"),
+             oh.make_node("Add", ["s", "ghost"], ["y"], name="add_ghost")]
+    return make_model(nodes, [vi("x", TensorProto.FLOAT, [4, 3]), vi("i", TensorProto.INT64, [2, 3]),
+                              vi("u", TensorProto.FLOAT, [2, 3])],
+                      [vi("y", TensorProto.FLOAT, [4, 3])], opset=opset)

@@ -188,3 +188,54 @@ def test_a_topk_length_computed_from_constants_is_folded_and_its_outputs_made_st
     assert settle_shapes(model) == 1
     (topk,) = [node for node in model.graph if node.op_type == "TopK"]
     assert [list(v.shape) for v in topk.outputs] == [[5], [5]]
+
+
+def nonzero_scatter(rows="n") -> onnx.ModelProto:
+    """A ScatterND add whose rows are those NonZero finds in ``keep``: its number of updates is
+    counted from the data, whatever the size of the inputs."""
+    nodes = [
+        oh.make_node("NonZero", ["keep"], ["nz"], name="where_kept"),
+        oh.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0], name="rows_kept"),
+        oh.make_node("GatherND", ["u", "idx"], ["upd"], name="kept_updates"),
+        oh.make_node("ScatterND", ["x", "idx", "upd"], ["y"], reduction="add", name="accumulate"),
+    ]
+    graph = oh.make_graph(
+        nodes, "g",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 3]),
+         oh.make_tensor_value_info("keep", TensorProto.BOOL, [rows]),
+         oh.make_tensor_value_info("u", TensorProto.FLOAT, [rows, 3])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 3])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("where", [None, "if", "function"])
+def test_the_refusal_names_the_dimension_that_fixes_the_count(tmp_path, where):
+    kw = {"where": where} if where else {}
+    model = scatter_model("ScatterElements", opset=18, reduction="min", data_shape=(6, 4),
+                          indices_shape=("n", 4), **kw)
+    with pytest.raises(sr.ConversionError) as refused:
+        sr.prepare_for_tensorrt(model, trt_version="8.6")
+    assert "fix n to the size you run: fix_dims={'n': SIZE}" in str(refused.value)
+    assert "NAME" not in str(refused.value)
+    source = tmp_path / "m.onnx"
+    onnx.save(gnn_model("add", nodes=ROWS, edges="E", feats=FEATURES, expand_to="shape"), source)
+    said = invoke("tensorrt", source, "--trt-version", "8.6", "-o", tmp_path / "no.onnx")
+    assert said.exit_code == 1 and "--fix-dim E=SIZE" in said.stderr and "NAME" not in said.stderr
+    (finding,) = check(load_model(source), "tensorrt-8.6")
+    assert finding.fix == "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim E=SIZE"
+
+
+@pytest.mark.parametrize("rows", ["n", 6])
+def test_a_count_nonzero_finds_offers_no_fix_dim(tmp_path, rows):
+    source = tmp_path / "m.onnx"
+    onnx.save(nonzero_scatter(rows), source)
+    said = invoke("tensorrt", source, "--trt-version", "8.6", "-o", tmp_path / "no.onnx")
+    assert said.exit_code == 1 and not (tmp_path / "no.onnx").exists()
+    assert "it counts what NonZero 'where_kept' finds in the data, so no --fix-dim makes it static" \
+        in said.stderr
+    assert "--fix-dim n" not in said.stderr and "NAME" not in said.stderr
+    (finding,) = check(load_model(source), "tensorrt-8.6")
+    assert finding.fix is None and not any("SIZE" in n for n in finding.notes)
+    if rows == "n":  # and indeed: fixing the one named dimension leaves the count dynamic
+        with pytest.raises(sr.ConversionError, match="no fix_dims= makes it static"):
+            sr.prepare_for_tensorrt(onnx.load(source), trt_version="8.6", fix_dims={"n": 6})

@@ -125,10 +125,7 @@ def network_blocker(node: ir.Node, opset: int) -> str | None:
         return reason
     n, rows, _ = seg.row_counts(node)
     if n is None:
-        return (
-            f"{NOT_STATIC} (the sorting network is built for a fixed count: export with static "
-            "shapes, or fix the input dimensions: fix_dims={NAME: SIZE})"
-        )
+        return f"{NOT_STATIC} (the sorting network is built for a fixed count)"
     if rows is not None and rows + padded_size(n) > INT32_MAX:
         return (
             f"{rows} data rows + {padded_size(n)} sort slots exceed int32 (keys and positions are "

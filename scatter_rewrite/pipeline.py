@@ -19,9 +19,11 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from scatter_rewrite.checking import check_in_memory, check_model, checker_failure
+from scatter_rewrite.checking import (
+    check_in_memory, check_model, checker_failure, checker_failure_in_memory,
+)
 from scatter_rewrite.errors import (
-    ModelLoadError, OptionError, ScatterRewriteError, ValidationError,
+    InvalidModelError, ModelLoadError, OptionError, ScatterRewriteError, ValidationError,
     internal_error_message,
 )
 from scatter_rewrite.export_patterns import accumulate_export_notes
@@ -263,14 +265,8 @@ def rewrite_model(
         results, written, model = [result], proto, None  # (the original's IR served the plan)
     else:
         model = model if model is not None else to_ir(proto, source)
-        try:
-            results = run_passes(model, passes, progress=None if form is not None else progress)
-        except Exception as e:  # (a model the checker rejects: its fault, as the checker says it)
-            if isinstance(e, ScatterRewriteError) or (
-                    before := checker_failure(Path(os.path.realpath(source)))) is None:
-                raise
-            raise InvalidModelError(f"{source_name or source} fails onnx.checker before any "
-                                    f"rewrite, and this rewrite does not fix it: {before}") from e
+        results = _passes_run(model, passes, None if form is not None else progress, source,
+                              source_name, original)
         written = model
     del proto
     if plan is not None:
@@ -282,10 +278,11 @@ def rewrite_model(
                       [result_dict(r) for r in results], notes=without_repaired(suspects, repaired),
                       verb=verb, options=dict(options or {}))
     del results, model  # they hold the model too
-    if plan is not None and inputs is not None:
-        outcome.notes += unused_inputs_notes(inputs, plan.inputs)
-    if not validate:
-        outcome.notes += unvalidated_notes(inputs, rtol, atol)
+    if plan is not None and inputs is not None or not validate:
+        from scatter_rewrite.validate.user_inputs import unused_inputs_notes, unvalidated_notes
+
+        outcome.notes += (unused_inputs_notes(inputs, plan.inputs) if validate
+                          else unvalidated_notes(inputs, rtol, atol))
     if unplanned is not None and outcome.modified:
         unplanned.passes = outcome.passes  # (for the report, as a failed validation's)
         raise unplanned
@@ -311,6 +308,24 @@ def rewrite_model(
     return outcome
 
 
+def _passes_run(model: ir.Model, passes: Sequence[ir.passes.PassBase], progress: Any,
+                source: Path | None, source_name: str | None,
+                original: Callable[[], ir.Model] | None) -> list:
+    """:func:`run_passes`; a pass failing on a model the checker rejects is the model's fault,
+    refused as the checker says it (the file's, or the model held in memory's)."""
+    try:
+        return run_passes(model, passes, progress=progress)
+    except Exception as e:
+        if isinstance(e, ScatterRewriteError):
+            raise
+        before = (checker_failure(Path(os.path.realpath(source))) if source is not None
+                  else checker_failure_in_memory(original()) if original is not None else None)
+        if before is None:
+            raise
+        raise InvalidModelError(f"{source_name or source} fails onnx.checker before any "
+                                f"rewrite, and this rewrite does not fix it: {before}") from e
+
+
 def _finished_in_memory(written: ir.Model, original: Callable[[], ir.Model], plan: Any,
                         outcome: Outcome, proof: tuple[bool, int, dict | None],
                         source_name: str, verb: str | None) -> Outcome:
@@ -328,29 +343,6 @@ def _finished_in_memory(written: ir.Model, original: Callable[[], ir.Model], pla
                                         *proof)
     _settle_status(outcome, None, verb)
     return outcome
-
-
-def unused_inputs_notes(inputs: dict, used: dict) -> list[str]:
-    """A note naming the entries of the caller's ``inputs`` that are not inputs of the model
-    (``used``: those validation ran on), a warning so that a misspelt name is not silently
-    ignored."""
-    extra = sorted(set(inputs) - set(used))
-    if not extra:
-        return []
-    return [f"inputs= has {len(extra)} entr{'y' if len(extra) == 1 else 'ies'} that the model "
-            f"does not take as an input, ignored: {', '.join(extra)}"]
-
-
-def unvalidated_notes(inputs: dict | None, rtol: float | None, atol: float | None) -> list[str]:
-    """A note naming what was given for a validation that does not run (``validate=False``):
-    the caller may have meant to validate."""
-    given = [f"{name}=" for name, value in (("inputs", inputs), ("rtol", rtol), ("atol", atol))
-             if value is not None]
-    if not given:
-        return []
-    one = len(given) == 1
-    return [f"{', '.join(given)} {'is' if one else 'are'} not used: validate=False skips the "
-            f"validation {'it is' if one else 'they are'} for"]
 
 
 def parsed_form(proto: onnx.ModelProto, passes: Sequence[ir.passes.PassBase]

@@ -47,3 +47,4 @@ def test_no_validate_refuses_as_the_validated_run_does(tmp_path: Path, case: str
     if validated_code:
         assert not plain_out and plain_err[-1:] == validated_err[-1:], runs
         assert plain_err[-1].startswith("scatter-rewrite: error: "), runs
+        assert "internal error" not in plain_err[-1], runs

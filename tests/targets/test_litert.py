@@ -3,9 +3,10 @@ their own, built by tests/runtimes/setup_venvs.sh; skipped without it).
 
 What onnx2tf does to scatters on its own, reproduced (refuses a reducing ScatterElements, turns a
 reducing ScatterND into TFLite's summing SCATTER_ND, permutes a constant index vector fed to
-Unsqueeze), and ``prepare --target litert`` then onnx2tf then LiteRT giving the original's outputs.
-Converting takes about 10 s a model: the four facts and float max/min on input indices run by
-default, the rest with -m slow.
+Unsqueeze), and ``prepare --target litert`` then onnx2tf then LiteRT giving the original's outputs,
+with onnxsim (a user's default) and without it (``--no-onnxsim``). Converting takes about 10 s a
+model: the four facts, float max/min on input indices, two TensorScatters and a sample of the forms
+without onnxsim run by default, the rest with -m slow.
 """
 
 from __future__ import annotations

@@ -690,3 +690,12 @@ def test_rank_3_of_dynamic_shape_prepared_for_litert_run_exactly_without_onnxsim
     prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
     actual = run_in("litert", prepared, inputs, tmp_path, NO_ONNXSIM)
     assert disagreement(model, original_outputs(model, inputs), actual, sums_floats(model)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opset", [13, 18])
+def test_dynamic_rows_prepared_for_litert_run_exactly_without_onnxsim(opset, tmp_path):
+    model, inputs = combined(_rows_of_dynamic_dimensions(opset))
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    actual = run_in("litert", prepared, inputs, tmp_path, NO_ONNXSIM)
+    assert disagreement(model, original_outputs(model, inputs), actual, sums_floats(model)) == []

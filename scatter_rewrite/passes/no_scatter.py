@@ -296,7 +296,8 @@ class NoScatterPass(ScatterPass):
             reason = tensor_scatter.tensor_scatter_blocker(node, scope.opset) or reference_reason(node)
             if reason is not None:
                 raise ConversionError(f"no scatter-free form of {describe(node, scope)}: {reason}")
-            nodes, out = tensor_scatter.lower_tensor_scatter(node, scope.opset, names)
+            nodes, out = tensor_scatter.lower_tensor_scatter(
+                node, scope.opset, names, self.writing.computed_expands)
             made[id(out.producer())] = node
             self._splice(node, scope, nodes, out)
         plans, blocked = [], []

@@ -26,6 +26,10 @@ reproduces each):
   symbolic shape is the rows as a vector expanded to [m, ..., m] (m = 0 when empty) and reshaped
   (graph.py's ``reshape_to``), and a batched GNN's keys ([P, E, 1] of an axis-1 scatter) are
   broadcast by a Gather.
+* Without onnxsim (``not_use_onnxsim``) a rank-3+ value reshaped to a computed shape is flattened
+  again in channels-last order: a TensorScatter's positions are gathered (keys from 2-D outer
+  sums of ranges) and reshaped to the update's shape, and the ScatterElements form reads that
+  Reshape's vector as it is (passes/lowering/tensor_scatter.py, ``computed_expands=False``).
 * In onnx2tf's default mode (rank-3+ inputs made channels-last, no ``-kat``) an elementwise op
   between such an input and a broadcast ``[1, d, 1]`` range is refused or, where the shapes
   cannot tell the layouts apart, computed in the wrong layout; its Reshape undoes the layout. The

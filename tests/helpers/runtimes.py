@@ -62,7 +62,7 @@ def require(name: str) -> Runtime:
 def run_in(name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray],
            workdir: Path, options: tuple[str, ...] = ()) -> list[np.ndarray]:
     """``model``'s outputs in the runtime, in the model's order; Refused with its reason.
-    ``options``: the runner's own (run_litert.py's ``--onnx2tf-default-layout``)."""
+    ``options``: the runner's own (run_litert.py's ``--onnx2tf-default-layout``, ``--no-onnxsim``)."""
     runtime = require(name)
     workdir.mkdir(parents=True, exist_ok=True)
     model_path = workdir / f"{name}_model.onnx"

@@ -3,9 +3,10 @@ their own, built by tests/runtimes/setup_venvs.sh; skipped without it).
 
 What onnx2tf does to scatters on its own, reproduced (refuses a reducing ScatterElements, turns a
 reducing ScatterND into TFLite's summing SCATTER_ND, permutes a constant index vector fed to
-Unsqueeze), and ``prepare --target litert`` then onnx2tf then LiteRT giving the original's outputs.
-Converting takes about 10 s a model: the four facts and float max/min on input indices run by
-default, the rest with -m slow.
+Unsqueeze), and ``prepare --target litert`` then onnx2tf then LiteRT giving the original's outputs,
+with onnxsim (a user's default) and without it (``--no-onnxsim``). Converting takes about 10 s a
+model: the four facts, float max/min on input indices, two TensorScatters and a sample of the forms
+without onnxsim run by default, the rest with -m slow.
 """
 
 from __future__ import annotations
@@ -576,14 +577,125 @@ def test_an_opset_24_model_is_prepared_for_litert_at_opset_23():
                                                target="no-scatter", validate=True)) == 24
 
 
-@pytest.mark.slow
+# onnx2tf's ``not_use_onnxsim=True`` (``onnx2tf -nuo``): the model reaches the converter as written,
+# its computed shapes unfolded (run_litert.py's option)
+NO_ONNXSIM = ("--no-onnxsim",)
+
+
+@pytest.mark.parametrize("rank", [3, 4])
 @pytest.mark.parametrize("mode", ["linear", "circular"])
-def test_a_tensor_scatter_prepared_for_litert_runs_exactly(mode, tmp_path):
+def test_a_tensor_scatter_prepared_for_litert_has_no_computed_expand(mode, rank):
+    # (without the LiteRT venv too) its positions are gathered and reshaped, not an Expand to the
+    # update's computed shape, and the ScatterElements form reads them as the vector they were
+    model = _symbolic_tensor_scatter(mode, rank)
+    shape = (2, 3, 8, 4)[-rank:]
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True,
+                                       inputs=_tensor_scatter_inputs(mode, shape, 3))
+    assert "Expand" not in {n.op_type for n in prepared.graph.node}
+    kept = scatter_rewrite.prepare(model, target="no-scatter", validate=True)
+    assert "Expand" in {n.op_type for n in kept.graph.node}  # (other targets: as before)
+
+
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("mode, rank, options", [
+    pytest.param("circular", 3, NO_ONNXSIM, id="circular-3-no-onnxsim"),
+    pytest.param("linear", 4, NO_ONNXSIM, id="linear-4-no-onnxsim"),
+    *(pytest.param(mode, rank, options, id=f"{mode}-{rank}-{'no-onnxsim' if options else 'onnxsim'}",
+                   marks=_SLOW)
+      for mode in ("linear", "circular") for rank in (3, 4) for options in ((), NO_ONNXSIM)
+      if (mode, rank, options) not in (("circular", 3, NO_ONNXSIM), ("linear", 4, NO_ONNXSIM))),
+])
+def test_a_tensor_scatter_prepared_for_litert_runs_exactly(mode, rank, options, tmp_path):
     # at opset 24 onnxsim failed on the prepared model and the positions' Expand to the update's
-    # computed shape reached onnx2tf unfolded: 12 of 64 elements came out in other rows
-    model = _symbolic_tensor_scatter(mode, 3)
-    inputs = _tensor_scatter_inputs(mode, (2, 8, 4), 3)
+    # computed shape reached onnx2tf unfolded: 12 of 64 elements came out in other rows; so did
+    # they at opset 23 without onnxsim, the positions flattened again in channels-last order
+    model = _symbolic_tensor_scatter(mode, rank)
+    inputs = _tensor_scatter_inputs(mode, (2, 3, 8, 4)[-rank:], 3)
     prepared = scatter_rewrite.prepare(model, target="litert", validate=True, inputs=inputs)
-    (actual,) = run_in("litert", prepared, inputs, tmp_path)
+    (actual,) = run_in("litert", prepared, inputs, tmp_path, options)
     (expected,) = original_outputs(model, inputs)
     np.testing.assert_array_equal(actual, expected)
+
+
+def _flattened_after_a_computed_reshape() -> onnx.ModelProto:
+    """Reshape(Reshape(Range(Size(u)), Shape(u)), [-1]): a vector through u's computed shape
+    ([2, 3, 4]) and back, the same elements in the same order."""
+    graph = oh.make_graph(
+        [oh.make_node("Size", ["u"], ["n"]),
+         oh.make_node("Range", ["zero", "n", "one"], ["r"]),
+         oh.make_node("Shape", ["u"], ["shape"]),
+         oh.make_node("Reshape", ["r", "shape"], ["cube"]),
+         oh.make_node("Reshape", ["cube", "flat"], ["y"])], "g",
+        [oh.make_tensor_value_info("u", TensorProto.FLOAT, ["B", "S", "D"])],
+        [oh.make_tensor_value_info("y", TensorProto.INT64, [None])],
+        initializer=[numpy_helper.from_array(np.array(v, np.int64), name) for name, v in
+                     (("zero", 0), ("one", 1), ("flat", [-1]))])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.slow
+def test_onnx2tf_without_onnxsim_flattens_a_computed_rank_3_reshape_channels_last(tmp_path):
+    # why the TensorScatter's positions came out in other rows: the ScatterElements form flattens
+    # its indices, which were the update's computed shape
+    model = _flattened_after_a_computed_reshape()
+    inputs = {"u": np.zeros((2, 3, 4), np.float32)}
+    (kept,) = run_in("litert", model, inputs, tmp_path / "onnxsim")
+    np.testing.assert_array_equal(kept, np.arange(24))
+    (flat,) = run_in("litert", model, inputs, tmp_path / "no-onnxsim", NO_ONNXSIM)
+    np.testing.assert_array_equal(flat, np.arange(24).reshape(2, 3, 4).transpose(0, 2, 1).ravel())
+
+
+# a sample of the forms, one model (each conversion costs ~10 s): ScatterElements on both axes,
+# ScatterND, reductions with the indices as inputs and as initializers
+WITHOUT_ONNXSIM_SAMPLE = ("elements_add_axis0_constant_indices", "elements_max_axis1", "nd_mul",
+                          "nd_max_constant_indices", "elements_none_axis0")
+
+
+def test_a_sample_of_the_forms_prepared_runs_exactly_without_onnxsim(tmp_path):
+    cases = scatter_cases()
+    model, inputs = combined({name: cases[name] for name in WITHOUT_ONNXSIM_SAMPLE})
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    actual = run_in("litert", prepared, inputs, tmp_path, NO_ONNXSIM)
+    assert disagreement(model, original_outputs(model, inputs), actual, sums_floats(model)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(scatter_cases()))
+def test_every_scatter_form_prepared_for_litert_runs_exactly_without_onnxsim(name, tmp_path):
+    model, inputs = scatter_cases()[name]
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    actual = run_in("litert", prepared, inputs, tmp_path, NO_ONNXSIM)
+    assert disagreement(model, original_outputs(model, inputs), actual, sums_floats(model)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nan", [False, True], ids=["signed-zeros", "nan"])
+def test_float_max_min_prepared_for_litert_run_exactly_without_onnxsim(nan, tmp_path):
+    model, inputs = signed_zeros_and_nan(nan)
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    expected = original_outputs(model, inputs)
+    actual = run_in("litert", prepared, inputs, tmp_path, NO_ONNXSIM)
+    assert disagreement(model, expected, actual, False) == []
+    assert all(np.array_equal(np.signbit(e), np.signbit(a)) for e, a in zip(expected, actual))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_rank_3_of_dynamic_shape_prepared_for_litert_run_exactly_without_onnxsim(opset, tmp_path):
+    model, inputs = combined(_rank_3_of_dynamic_shape(opset))
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    actual = run_in("litert", prepared, inputs, tmp_path, NO_ONNXSIM)
+    assert disagreement(model, original_outputs(model, inputs), actual, sums_floats(model)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opset", [13, 18])
+def test_dynamic_rows_prepared_for_litert_run_exactly_without_onnxsim(opset, tmp_path):
+    model, inputs = combined(_rows_of_dynamic_dimensions(opset))
+    prepared = scatter_rewrite.prepare(model, target="litert", validate=True)
+    actual = run_in("litert", prepared, inputs, tmp_path, NO_ONNXSIM)
+    assert disagreement(model, original_outputs(model, inputs), actual, sums_floats(model)) == []

@@ -230,13 +230,25 @@ def _scatter_elements_rows(b: Builder, data, indices, updates, axis: int,
     if spread:
         flat = b.cast(_spread_source(b, source, shape_src, axis, rank), INT64, idx_dtype)
     else:
-        flat = b.cast(b.op("Reshape", idx, b.const([-1]), dtype=idx_dtype), INT64, idx_dtype)
+        flat = b.cast(_as_vector(b, idx), INT64, idx_dtype)
     sizes = [b.dim(data, k) for k in range(last + 1)]
     positions = _position_keys(b, shape_src, sizes,
                                [b.const(0) if k == axis else None for k in range(last + 1)])
     stride = _horner(b, [b.const(1)] + [None] * (last - axis), sizes[axis:])
     along = b.op("Mul", _normalize(b, flat, sizes[axis]), stride, dtype=INT64)
     return rows, b.op("Add", positions, along, dtype=INT64), vals, last + 1
+
+
+def _as_vector(b: Builder, value: ir.Value) -> ir.Value:
+    """``value`` flattened: a Reshape of a vector looked through (the same elements in the same
+    order), as the TensorScatter lowering writes its positions. onnx2tf 1.29 without onnxsim
+    flattens a rank-3+ tensor reshaped to a computed shape in channels-last order."""
+    producer = value.producer()
+    if (producer is not None and producer.op_type == "Reshape" and producer.domain == ""
+            and producer.inputs[0] is not None and producer.inputs[0].shape is not None
+            and len(producer.inputs[0].shape) == 1):
+        return producer.inputs[0]
+    return b.op("Reshape", value, b.const([-1]), dtype=value.dtype)
 
 
 def _spread_source(b: Builder, source: ir.Value, shape_src: ir.Value, axis: int,

@@ -1,6 +1,7 @@
 """TensorScatter (opset 24) as one ``ScatterElements`` (reduction none, unique targets) valid at
 opset >= 11: :func:`tensor_scatter_blocker` ``(node, opset) -> str | None`` says why not (None: it
-can), :func:`lower_tensor_scatter` ``(node, opset, names=None) -> (nodes, output)`` writes it."""
+can), :func:`lower_tensor_scatter` ``(node, opset, names=None, computed_expands=True) -> (nodes,
+output)`` writes it."""
 
 from __future__ import annotations
 
@@ -40,13 +41,15 @@ def tensor_scatter_blocker(node: ir.Node, opset: int) -> str | None:
 
 
 def lower_tensor_scatter(
-    node: ir.Node, opset: int, names: Names | None = None
+    node: ir.Node, opset: int, names: Names | None = None, computed_expands: bool = True
 ) -> tuple[list[ir.Node], ir.Value]:
     """TensorScatter -> ScatterElements(past_cache, positions, update, axis) with
-    positions[b, ..., s, ...] = write_indices[b] + s (mod max_sequence_length if circular)."""
+    positions[b, ..., s, ...] = write_indices[b] + s (mod max_sequence_length if circular).
+    ``computed_expands=False``: the positions without an Expand to the update's shape
+    (:func:`_gathered_positions`)."""
     names = names or Names()
     names.prefix = name_prefix(node)
-    b = Builder(names)
+    b = Builder(names, computed_expands)
     cache, update = node.inputs[0], node.inputs[1]
     write = node.inputs[2] if len(node.inputs) > 2 else None
     rank = static_rank(cache, update)
@@ -61,6 +64,10 @@ def lower_tensor_scatter(
         pos = b.op("Reshape", pos, b.const([1, -1]), dtype=INT64)  # [1, S]
     if mode == "circular":
         pos = b.op("Mod", pos, b.dim(cache, axis), dtype=INT64)
+    if not computed_expands:
+        positions = _gathered_positions(b, pos, update, rank, axis, write is not None, opset)
+        out = b.op("ScatterElements", cache, positions, update, axis=axis, dtype=cache.dtype)
+        return b.nodes, out
     # [B or 1, 1, ..., S, 1, ...]: batch first, sequence at `axis`. Unsqueeze, not a Reshape to
     # [B, 1, .., S, ..]: a Reshape reads S = 0 as "copy the input's dimension" (below opset 14).
     ones = [d for d in range(1, rank) if d != axis]
@@ -70,3 +77,30 @@ def lower_tensor_scatter(
     positions = b.op("Expand", pos, b.shape(update), dtype=INT64)
     out = b.op("ScatterElements", cache, positions, update, axis=axis, dtype=cache.dtype)
     return b.nodes, out
+
+
+def _gathered_positions(b: Builder, pos: ir.Value, update: ir.Value, rank: int, axis: int,
+                        batched: bool, opset: int) -> ir.Value:
+    """``pos`` ([B or 1, S]) at every element of ``update``, gathered at the key b * S + s of each
+    (``batched``; else s), the keys built as outer sums of ranges (nothing above 2-D), then
+    reshaped to the update's shape: onnx2tf 1.29 reads an Expand to a computed shape of rank 3+,
+    whose entries differ, as channels-last (targets/litert.py), and without onnxsim to fold it
+    the positions came out in other rows."""
+    keys = None
+    for k in range(rank):
+        rng = b.op("Range", b.const(0), b.dim(update, k), b.const(1), dtype=INT64)
+        if k == 0:
+            keys = b.op("Mul", rng, b.dim(update, axis) if batched else b.const(0), dtype=INT64)
+            continue
+        if k != axis:
+            rng = b.op("Mul", rng, b.const(0), dtype=INT64)
+        outer = b.op("Add", b.op("Reshape", keys, b.const([-1, 1]), dtype=INT64),
+                     b.op("Reshape", rng, b.const([1, -1]), dtype=INT64), dtype=INT64)
+        keys = b.op("Reshape", outer, b.const([-1]), dtype=INT64)
+    flat = b.op("Gather", b.op("Reshape", pos, b.const([-1]), dtype=INT64), keys, axis=0,
+                dtype=INT64)
+    flat.shape = ir.Shape([None])  # (a vector: the ScatterElements form reads it as it is)
+    dims = update.shape
+    if dims is not None and all(isinstance(d, int) and d > 0 for d in dims):
+        return b.op("Reshape", flat, b.const(list(dims)), dtype=INT64)
+    return b.reshape_to(flat, b.dims(update, 0, rank), opset, INT64)

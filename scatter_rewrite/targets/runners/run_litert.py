@@ -13,6 +13,9 @@ model.onnx`` converts (rank-3+ inputs made channels-last, onnx2tf tracking the l
 graph). The inputs are then fed as its user feeds them, channels-last where the .tflite takes them
 so, and an output it gives channels-last is moved back to the ONNX layout (dimensions that differ
 tell which; a shape that matches neither is left as it came).
+
+``--no-onnxsim``: onnx2tf's ``not_use_onnxsim=True`` (``onnx2tf -nuo``), as a user converts who
+skips the simplifier: the model reaches the converter as written, computed shapes unfolded.
 """
 
 from __future__ import annotations
@@ -54,10 +57,11 @@ def _error_lines(log: str) -> str:
 
 
 DEFAULT_LAYOUT = "--onnx2tf-default-layout"
+NO_ONNXSIM = "--no-onnxsim"
 
 
 def convert(model_path: str, inputs: dict[str, np.ndarray], folder: Path,
-            keep_layout: bool = True) -> Path:
+            keep_layout: bool = True, onnxsim: bool = True) -> Path:
     import onnx2tf
 
     log = io.StringIO()
@@ -69,6 +73,7 @@ def convert(model_path: str, inputs: dict[str, np.ndarray], folder: Path,
                 overwrite_input_shape=[f"{n}:{','.join(map(str, a.shape))}"
                                        for n, a in inputs.items() if a.ndim],
                 keep_shape_absolutely_input_names=list(inputs) if keep_layout else None,
+                not_use_onnxsim=not onnxsim,
                 non_verbose=True)
     except BaseException as e:  # noqa: BLE001 - onnx2tf ends with sys.exit(1) or any exception
         if isinstance(e, KeyboardInterrupt):
@@ -112,7 +117,8 @@ def run(model_path: str, inputs: dict[str, np.ndarray], *options: str) -> dict[s
     from ai_edge_litert.interpreter import Interpreter
 
     with tempfile.TemporaryDirectory() as folder:
-        tflite = convert(model_path, inputs, Path(folder), keep_layout=DEFAULT_LAYOUT not in options)
+        tflite = convert(model_path, inputs, Path(folder), keep_layout=DEFAULT_LAYOUT not in options,
+                         onnxsim=NO_ONNXSIM not in options)
         interpreter = Interpreter(model_path=str(tflite))
         try:
             runner = interpreter.get_signature_runner()
@@ -146,4 +152,4 @@ def run(model_path: str, inputs: dict[str, np.ndarray], *options: str) -> dict[s
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run, version, frozenset({DEFAULT_LAYOUT})))
+    raise SystemExit(main(run, version, frozenset({DEFAULT_LAYOUT, NO_ONNXSIM})))

@@ -331,9 +331,7 @@ class NoScatterPass(ScatterPass):
         planned = {id(node) for node, _, _ in plans}  # (a TensorScatter's ScatterElements the
         for node, scope in tensor_scatters:  # target runs is what it is rewritten as)
             if not any(made[k] is node for k in made if k in planned):
-                self.result.rewritten.append(_note(describe(node, scope),
-                                                 f"-> ScatterElements ({self.target.name} runs it)"))
-                self.result.modified = True
+                self.rewrote(node, scope, f"-> ScatterElements ({self.target.name} runs it)")
         for node, scope, form in plans:
             source = made.get(id(node))
             what = "TensorScatter -> ScatterElements -> " if source is not None else ""

@@ -190,18 +190,10 @@ def resolve_output(source: Path, verb: Verb, output: str | os.PathLike | None, i
 
 
 def rewrite_file(
-    verb_name: str,
-    source: str | os.PathLike,
-    *,
-    options: dict[str, Any] | None = None,
-    passes: Sequence[ir.passes.PassBase] | None = None,
-    output: str | os.PathLike | None = None,
-    output_is_folder: bool = False,
-    in_place: bool = False,
-    validate: bool = True,
-    inputs: dict | None = None,
-    seed: int = 0,
-    progress: Callable[[str], None] | None = None,
+    verb_name: str, source: str | os.PathLike, *, options: dict[str, Any] | None = None,
+    passes: Sequence[ir.passes.PassBase] | None = None, output: str | os.PathLike | None = None,
+    output_is_folder: bool = False, in_place: bool = False, validate: bool = True,
+    inputs: dict | None = None, seed: int = 0, progress: Callable[[str], None] | None = None,
     rtol: float | None = None, atol: float | None = None,
 ) -> Outcome:
     """Rewrite one model file. Raises ScatterRewriteError for anything a user can fix.
@@ -243,10 +235,9 @@ def rewrite_model(
 
     ``model``: an ``ir.Model``, rewritten in place, or ``source`` as parsed (``onnx.ModelProto``),
     which a pass with a form on the parsed file rewrites without the IR when the model allows
-    (:func:`parsed_form`): the same result, notes and written bytes whether validated or not.
-    The model is dropped once written (a folded result's weights freed before validation runs).
-    ``source_name``: how errors name the input
-    (default: its path). ``progress``: called with each pass's name before it runs.
+    (:func:`parsed_form`: the same bytes validated or not). The model is dropped once written.
+    ``source_name``: how errors name the input (default: its path). ``progress``: called with
+    each pass's name before it runs.
     ``replaced_data``: in place, the input's external data files (a note names those left unused).
     ``rtol``/``atol``: the caller's bound for float outputs (:mod:`scatter_rewrite.validate`).
     ``original``: the model is in memory (``source``, ``destination`` None): checked and
@@ -279,8 +270,6 @@ def rewrite_model(
                       verb=verb, options=dict(options or {}))
     del results, model  # they hold the model too
     if plan is not None and inputs is not None or not validate:
-        from scatter_rewrite.validate.user_inputs import unused_inputs_notes, unvalidated_notes
-
         outcome.notes += (unused_inputs_notes(inputs, plan.inputs) if validate
                           else unvalidated_notes(inputs, rtol, atol))
     if unplanned is not None and outcome.modified:
@@ -311,8 +300,7 @@ def rewrite_model(
 def _passes_run(model: ir.Model, passes: Sequence[ir.passes.PassBase], progress: Any,
                 source: Path | None, source_name: str | None,
                 original: Callable[[], ir.Model] | None) -> list:
-    """:func:`run_passes`; a pass failing on a model the checker rejects is the model's fault,
-    refused as the checker says it (the file's, or the model held in memory's)."""
+    """:func:`run_passes`; a pass failing on a model the checker rejects: refused as it says."""
     try:
         return run_passes(model, passes, progress=progress)
     except Exception as e:
@@ -343,6 +331,27 @@ def _finished_in_memory(written: ir.Model, original: Callable[[], ir.Model], pla
                                         *proof)
     _settle_status(outcome, None, verb)
     return outcome
+
+
+def unused_inputs_notes(inputs: dict, used: dict) -> list[str]:
+    """A note naming the caller's ``inputs`` entries the model does not take (``used``: those
+    validation ran on): a misspelt name is not silently ignored."""
+    extra = sorted(set(inputs) - set(used))
+    if not extra:
+        return []
+    return [f"inputs= has {len(extra)} entr{'y' if len(extra) == 1 else 'ies'} that the model "
+            f"does not take as an input, ignored: {', '.join(extra)}"]
+
+
+def unvalidated_notes(inputs: dict | None, rtol: float | None, atol: float | None) -> list[str]:
+    """A note naming what was given for a validation that does not run (``validate=False``)."""
+    given = [f"{name}=" for name, value in (("inputs", inputs), ("rtol", rtol), ("atol", atol))
+             if value is not None]
+    if not given:
+        return []
+    one = len(given) == 1
+    return [f"{', '.join(given)} {'is' if one else 'are'} not used: validate=False skips the "
+            f"validation {'it is' if one else 'they are'} for"]
 
 
 def parsed_form(proto: onnx.ModelProto, passes: Sequence[ir.passes.PassBase]

@@ -13,8 +13,7 @@ from scatter_rewrite.errors import OptionError, ValidationError
 from scatter_rewrite.validate.engines import first_line
 from scatter_rewrite.validate.index_paths import numpy_dtype
 
-__all__ = ["checked_user_inputs", "load_inputs", "unused_inputs_notes", "unvalidated_notes",
-           "user_tolerance"]
+__all__ = ["checked_user_inputs", "load_inputs", "user_tolerance"]
 
 
 def checked_user_inputs(graph_inputs, inputs, dim_sizes) -> tuple[dict, list[str]]:
@@ -95,26 +94,3 @@ def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
             f"inputs='{path}': cannot read it as a .npz archive ({reason})", parameter="inputs",
             parameters=("inputs",),
         ) from e
-
-
-def unused_inputs_notes(inputs: dict, used: dict) -> list[str]:
-    """A note naming the entries of the caller's ``inputs`` that are not inputs of the model
-    (``used``: those validation ran on), a warning so that a misspelt name is not silently
-    ignored."""
-    extra = sorted(set(inputs) - set(used))
-    if not extra:
-        return []
-    return [f"inputs= has {len(extra)} entr{'y' if len(extra) == 1 else 'ies'} that the model "
-            f"does not take as an input, ignored: {', '.join(extra)}"]
-
-
-def unvalidated_notes(inputs: dict | None, rtol: float | None, atol: float | None) -> list[str]:
-    """A note naming what was given for a validation that does not run (``validate=False``):
-    the caller may have meant to validate."""
-    given = [f"{name}=" for name, value in (("inputs", inputs), ("rtol", rtol), ("atol", atol))
-             if value is not None]
-    if not given:
-        return []
-    one = len(given) == 1
-    return [f"{', '.join(given)} {'is' if one else 'are'} not used: validate=False skips the "
-            f"validation {'it is' if one else 'they are'} for"]

@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 
 import onnx
+import onnx_ir as ir
 import pytest
 
-from scatter_rewrite.graph import WRITTEN_FOR
+from scatter_rewrite.graph import WRITTEN_FOR, iter_nodes
 from tests.helpers.cli import invoke
 
 DATA = Path(__file__).parents[1] / "data"
@@ -27,19 +28,7 @@ REFUSED = [
 
 def own_node_names(model: onnx.ModelProto) -> set[str]:
     """Every node name of the model: main graph, subgraphs, functions."""
-    names: set[str] = set()
-
-    def walk(nodes) -> None:
-        for node in nodes:
-            names.add(node.name)
-            for a in node.attribute:
-                for graph in [a.g] * a.HasField("g") + list(a.graphs):
-                    walk(graph.node)
-
-    walk(model.graph.node)
-    for function in model.functions:
-        walk(function.node)
-    return names
+    return {node.name for node, _ in iter_nodes(ir.serde.deserialize_model(model))}
 
 
 @pytest.mark.parametrize("name, verb, written_for", REFUSED, ids=lambda v: " ".join(v) if isinstance(v, list) else str(v))

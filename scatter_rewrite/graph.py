@@ -25,7 +25,7 @@ import onnx_ir as ir
 from scatter_rewrite import custom_ops
 
 __all__ = [
-    "attr", "attribute_key", "body_nodes", "computes_a_scatter", "constant_node",
+    "attr", "attribute_key", "body_nodes", "computes_a_scatter", "const_tensor", "constant_node",
     "constant_tensor", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe",
     "describe_parts", "forget_origins", "function_calls", "is_default_domain", "is_overridable", "is_reference",
     "iter_nodes", "iter_scopes", "KEPT_AT_OPSET", "NamedNodeBuilder", "Names", "NodeBuilder", "nodes_within",
@@ -206,6 +206,20 @@ def constant_tensor(value: ir.Value | None) -> ir.TensorProtocol | None:
     :func:`is_overridable`, or a ``Constant``'s value; None otherwise."""
     if value is None or is_overridable(value):
         return None
+    return const_tensor(value)
+
+
+def const_tensor(value: ir.Value) -> ir.TensorProtocol | None:
+    """``ir.convenience.get_const_tensor(value)`` that leaves the model as it was: onnx_ir names a
+    Constant's ``value`` tensor after its output, a change to the model (written, onnx2tf then
+    converts it wrongly: "Output tensors of a Functional model must be the output of a
+    TensorFlow Layer"), and to a ModelProto it was read from. That tensor is returned as it is."""
+    producer = value.producer()
+    if producer is not None and producer.op_type == "Constant" and is_default_domain(producer):
+        attribute = producer.attributes.get("value")
+        if isinstance(attribute, ir.Attr) and attribute.type == ir.AttributeType.TENSOR \
+                and attribute.value is not None:  # (a reference attribute has no value here)
+            return attribute.value
     return ir.convenience.get_const_tensor(value)
 
 

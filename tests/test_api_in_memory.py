@@ -261,3 +261,27 @@ def test_a_validated_call_on_a_proto_or_graph_writes_no_file(kind, monkeypatch):
     assert report.status == "PASSED" and type(lowered) is type(given)
     after = (gs.export_onnx(given) if kind == "graphsurgeon" else given)
     assert after.SerializeToString(deterministic=True) == before
+
+
+@pytest.mark.parametrize("verb", ["lower", "litert"])
+def test_validation_reads_the_constants_of_a_model_in_memory_without_changing_them(verb):
+    """Planning validation reads each Constant's tensor; onnx_ir's get_const_tensor names it after
+    its output, which changed the ModelProto given and the returned model (a name onnx2tf then
+    converts wrongly): validated or not, the same bytes, and the input as it was."""
+    from pathlib import Path
+
+    from tests.helpers.exports import load_export
+
+    model, inputs, _ = load_export(Path(__file__).parent / "data", "torch/mp_layer_dynamo18")
+    assert any(n.op_type == "Constant" for n in model.graph.node)
+    given = model.SerializeToString()
+
+    def run(validate: bool) -> onnx.ModelProto:
+        if verb == "lower":
+            return sr.lower(model, opset=13, validate=validate, **({"inputs": inputs} if validate else {}))
+        return sr.prepare(model, target="litert", validate=validate,
+                          **({"inputs": inputs} if validate else {}))
+
+    unvalidated, validated = run(False), run(True)
+    assert validated.SerializeToString() == unvalidated.SerializeToString()
+    assert model.SerializeToString() == given

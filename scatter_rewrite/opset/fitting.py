@@ -11,7 +11,7 @@ import onnx.defs
 import onnx.helper
 import onnx_ir as ir
 
-from scatter_rewrite.graph import is_reference, reference_reason
+from scatter_rewrite.graph import const_tensor, is_reference, reference_reason
 from scatter_rewrite.opset import steps
 from scatter_rewrite.opset.registry import down_forms
 
@@ -253,5 +253,5 @@ def input_dtype(value: ir.Value) -> ir.DataType | None:
     """``value``'s dtype, or its constant tensor's when it records none (a Constant's output)."""
     if value.dtype is not None:
         return value.dtype
-    tensor = ir.convenience.get_const_tensor(value)
+    tensor = const_tensor(value)
     return None if tensor is None else tensor.dtype

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import attr, function_calls, is_default_domain, iter_nodes
+from scatter_rewrite.graph import attr, const_tensor, function_calls, is_default_domain, iter_nodes
 
 __all__ = [
     "bound_outside", "carrier_of", "CARRIERS", "divisor_inputs", "size_inputs", "first_calls", "float_type",
@@ -157,12 +157,12 @@ def selected_by_constant(node: ir.Node) -> np.ndarray | None:
     else."""
     if node.op_type != "Gather" or len(node.inputs) != 2 or node.inputs[1] is None:
         return None
-    tensor = ir.convenience.get_const_tensor(node.inputs[1])
+    tensor = const_tensor(node.inputs[1])
     return None if tensor is None else tensor.numpy()
 
 
 def _is_zero(value: ir.Value | None) -> bool:
-    tensor = ir.convenience.get_const_tensor(value) if value is not None else None
+    tensor = const_tensor(value) if value is not None else None
     return tensor is not None and tensor.size == 1 and tensor.numpy().item() == 0
 
 
@@ -175,7 +175,7 @@ def _constant_ints(value: ir.Value | None, shape_of) -> np.ndarray | None:
     ``Shape`` (then Gather/Cast/Squeeze/Unsqueeze/Reshape), as exporters compute a dim size."""
     if value is None:
         return None
-    tensor = ir.convenience.get_const_tensor(value)
+    tensor = const_tensor(value)
     if tensor is not None:
         array = tensor.numpy()
         return (
@@ -234,7 +234,7 @@ NO_AXIS = -1  # the scatter axis is one of size 1 the traced input lacks (an Uns
 def _axes(node: ir.Node) -> list[int] | None:
     """Unsqueeze/Squeeze axes: the input (opset >= 13) or the attribute; None if not constant."""
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        tensor = ir.convenience.get_const_tensor(node.inputs[1])
+        tensor = const_tensor(node.inputs[1])
         return None if tensor is None else [int(a) for a in tensor.numpy().reshape(-1)]
     axes = attr(node, "axes")
     return None if axes is None else list(axes)

@@ -85,7 +85,8 @@ def run(runtime: Runtime, model: str | os.PathLike, inputs: dict, python: str | 
     np.savez(inputs_path, **inputs)
     python = os.fspath(python)
     env = dict(os.environ)
-    if os.path.realpath(python) != os.path.realpath(sys.executable):
+    # (not realpath: every venv's python links to the same interpreter)
+    if os.path.dirname(os.path.abspath(python)) != os.path.dirname(os.path.abspath(sys.executable)):
         # another venv: none of this one's paths; its commands first, as its activate script
         # does (onnx2tf runs `onnxsim` by name)
         env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME")}

@@ -50,6 +50,7 @@ from scatter_rewrite.opset.registry import (
     Done, Form, Prepared, Replaced, Unchanged, down_forms, up_forms,
 )
 from scatter_rewrite.opset.rewriting import refuse
+from scatter_rewrite.opset.sequence_carries import scan_outputs_for_sequences
 from scatter_rewrite.opset.verify import Moved, checkable, verify_move
 
 __all__ = [
@@ -168,6 +169,7 @@ class OpsetMove:
     expanded: dict[str, int] = dataclasses.field(default_factory=dict)
     # op -> nodes an exact form computed with other float ops (Replaced(rounding=True))
     decomposed: dict[str, int] = dataclasses.field(default_factory=dict)
+    scanned: int = 0  # sequences Loops build, written as scan outputs (Loop-13 -> Loop-11)
 
     @property
     def rounding(self) -> list[str]:
@@ -184,6 +186,9 @@ class OpsetMove:
         if self.decomposed:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.decomposed.items()))
             text += f"; computed by other ops at opset {self.target}: {ops}"
+        if self.scanned:
+            text += (f"; {self.scanned} sequence(s) built in a Loop written as its scan output "
+                     f"(Loop takes sequences from opset 13)")
         if self.rounding:
             text += (f" ({', '.join(self.rounding)}: float results may round differently from "
                      "a fused kernel)")
@@ -242,6 +247,13 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
                    node.name)
              for node, scope in work]
     try:
+        if target < 13:  # (Loop takes sequences from 13: one it builds becomes a scan output)
+            for node, scope in list(containers):
+                if node.op_type == "Loop" and type_gap(node, target):
+                    containers.remove((node, scope))
+                    move.scanned += scan_outputs_for_sequences(node, scope, target)
+            containers = [(n, s) for s in iter_scopes(model) if s.opset > target for n in s.body
+                          if is_default_domain(n) and n.op_type in CONTAINER_OPS]
         for node, scope in containers:
             gap = type_gap(node, target)
             if gap is not None:

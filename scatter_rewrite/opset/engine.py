@@ -68,7 +68,7 @@ class _Mover(Adapter):
     adapters (:class:`Adapter`) for the rest."""
 
     def __init__(self, target: int):
-        super().__init__(target)
+        super().__init__(target, convert_opset)
         self.decomposed: dict[str, int] = {}  # op -> nodes a form computed with other float ops
 
     def convert_node(self, node: ir.Node, scope: Scope) -> None:

@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import Scope, constant_node, describe, iter_nodes, shadowed_names
-from scatter_rewrite.passes.base import NodeNote, ScatterPass, first_and_more
+from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
 from scatter_rewrite.passes.op_equivalents import remove_dead, write_within_table
 
 __all__ = ["OpSupportPass", "fold_constant_outside", "unsupported_nodes"]
@@ -109,7 +109,7 @@ class OpSupportPass(ScatterPass):
         missing = unsupported_nodes(model, table)
         if missing:
             error = ConversionError(f"not prepared for {self.target.name}: "
-                                    f"{first_and_more(missing)}")
+                                    f"{every_node(missing)}")
             error.declined = missing
             raise error
         self.note(f"every op is in {self.target.name}'s published support ({table.cited})")

@@ -69,6 +69,12 @@ PRODUCERS = {
     "opset form": (lambda: one_op_model("Trilu", ["n", "n"], 14),
                    lambda: [MoveOpsetPass(13), OpSupportPass("rknn")],
                    "Not written for Trilu 'trilu_0' (opset 14, main graph)"),
+    "opset function body": (lambda: one_op_model("Gelu", ["n", 3], 20),
+                            lambda: [MoveOpsetPass(19), OpSupportPass("qnn")],
+                            "Erf written for Gelu 'gelu_0' (opset 20, main graph)"),
+    "a constant folded for a table": (lambda: one_op_model("Swish", ["n", 3], 24),
+                                      lambda: [MoveOpsetPass(23), OpSupportPass("rknn")],
+                                      "Constant written for Swish 'swish_0' (opset 24, main graph)"),
 }
 
 

@@ -164,3 +164,39 @@ def test_a_refusal_on_the_command_line_names_every_node(tmp_path):
     assert result.exit_code == 1
     (line,) = result.stderr.splitlines()
     assert set(quoted_names(line)) == {"trilu_0", "trilu_1", "trilu_2"} and "more)" not in line, line
+
+
+def sequence_building_loop() -> onnx.ModelProto:
+    """A Loop appending ``x + i`` to a sequence that a ConcatFromSequence reads (opset 13)."""
+    vi, FLOAT = oh.make_tensor_value_info, TensorProto.FLOAT
+    body = oh.make_graph(
+        [oh.make_node("Cast", ["i"], ["i_f"], name="count", to=FLOAT),
+         oh.make_node("Add", ["x", "i_f"], ["row"], name="row"),
+         oh.make_node("SequenceInsert", ["rows_in", "row"], ["rows_out"], name="append"),
+         oh.make_node("Identity", ["cond_in"], ["cond_out"], name="again")],
+        "body", [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+                 onnx.ValueInfoProto(name="rows_in")],
+        [vi("cond_out", TensorProto.BOOL, []), onnx.ValueInfoProto(name="rows_out")])
+    graph = oh.make_graph(
+        [oh.make_node("SequenceEmpty", [], ["empty"], name="empty", dtype=FLOAT),
+         oh.make_node("Constant", [], ["true"], name="true", value=oh.make_tensor("t", TensorProto.BOOL, [], [True])),
+         oh.make_node("Loop", ["n", "true", "empty"], ["rows"], body=body, name="user_loop"),
+         oh.make_node("ConcatFromSequence", ["rows"], ["y"], name="concat", axis=0)],
+        "g", [vi("n", TensorProto.INT64, []), vi("x", FLOAT, [2, 3])], [vi("y", FLOAT, [None, 3])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+
+
+def test_a_loops_sequence_moved_to_a_scan_output_marks_only_what_it_wrote():
+    """The Loop keeps its name and its body (the user's nodes, unmarked); what the move wrote (the
+    scan output's Identity, the concatenation's nodes) is marked with the node it replaced."""
+    model = ir.serde.deserialize_model(sequence_building_loop())
+    MoveOpsetPass(11)(model)
+    said = {(node.op_type, node.name): describe(node, scope) for node, scope in iter_nodes(model)}
+    assert said[("Loop", "user_loop")] == "Loop 'user_loop' (opset 11, main graph)"
+    assert said[("Add", "row")].startswith("Add 'row' (opset 11, main graph > Loop 'user_loop'")
+    written = [text for (op, name), text in said.items() if " written for " in text]
+    assert "ConcatFromSequence" not in {op for op, _ in said} and written
+    assert all(text.endswith((" written for Loop 'user_loop' (opset 13, main graph)",
+                              " written for ConcatFromSequence 'concat' (opset 13, main graph)"))
+               for text in written), written
+    assert any(text.startswith("Identity written for Loop") for text in written), written

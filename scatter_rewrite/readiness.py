@@ -262,8 +262,34 @@ def check_report(path: str | os.PathLike, target: str = "tensorrt-10",
                             "scatter_rewrite.custom_ops.register(session_options)")
     report.dry_run = dry_run(path, kind, version)
     if report.dry_run is not None and not report.dry_run.succeeded:
+        _with_fixed_dims(report, path, kind, version)
+    if report.dry_run is not None and not report.dry_run.succeeded:
         _blame(report, model)
     return report
+
+
+# The size a dimension a fix names (--fix-dim NAME=SIZE) is fixed to for the dry run: the one the
+# judges try it at (TensorrtTwins).
+_TRIED_SIZE = 2
+
+
+def _with_fixed_dims(report: CheckReport, path, kind: str, version) -> None:
+    """The verb refused the model as it is, and nodes' fixes fix dimensions first (``--fix-dim
+    NAME=SIZE``): the verb run again with them fixed is the report's run, which decides. It
+    succeeds: FIXABLE, that command the fix. It refuses too: BLOCKED, and no node keeps a fix
+    that does not reach the target (:func:`_blame`)."""
+    import re
+
+    dims = list(dict.fromkeys(name for f in report.findings if f.fix
+                              for name in re.findall(r"--fix-dim (\S+)=SIZE", f.fix)))
+    if not dims:
+        return
+    fixed = dry_run(path, kind, version, fix_dims={name: _TRIED_SIZE for name in dims})
+    # (its report says the size it tried, as the command says SIZE)
+    fixed.would = [line.replace(f"' fixed to {_TRIED_SIZE}",
+                                f"' fixed to SIZE ({_TRIED_SIZE} in this dry run)")
+                   for line in fixed.would]
+    report.dry_run = fixed
 
 
 def target_name(kind: str, version) -> str:
@@ -295,8 +321,10 @@ def fix_command(kind: str, version) -> str | None:
     return f"scatter-rewrite {verb.command} {flags}"
 
 
-def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) -> DryRun | None:
-    """The target's verb (:func:`target_verb`) on the model file at ``path``, as the command line
+def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False,
+            fix_dims: dict[str, int] | None = None) -> DryRun | None:
+    """The target's verb (:func:`target_verb`) on the model file at ``path`` (``fix_dims``: with
+    those dimensions fixed first, the command saying ``--fix-dim NAME=SIZE``), as the command line
     runs it with --no-validate (:func:`scatter_rewrite.pipeline.rewrite_model`: the same passes, the
     same opset move and its self-check, onnx.checker on the result), its output written to a
     temporary folder that is removed; None where no verb reaches the target. ``invalid``: the
@@ -314,8 +342,9 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) 
         return None
     name, given = found
     verb = VERBS[name]
-    options = verb.bind(given, cli=True)
-    run = DryRun(fix_command(kind, version))
+    options = verb.bind(given | ({"fix_dims": fix_dims} if fix_dims else {}), cli=True)
+    run = DryRun(" ".join([fix_command(kind, version),
+                           *(f"--fix-dim {dim}=SIZE" for dim in fix_dims or ())]))
     source = Path(path)
     try:
         proto = load_proto(source)
@@ -391,6 +420,8 @@ def _blame(report: CheckReport, model: ir.Model) -> None:
     by_node = {f.node: f for f in report.findings}
     nodes = {describe(n, s): (n, s) for n, s in reversed(list(iter_nodes(model)))}
     for named, reason in reasons.items():
+        if " written for " in named:  # (a node a pass wrote: blamed on the user's node)
+            named, reason = named.split(" written for ", 1)[1], f"{named}: {reason}"
         finding = by_node.get(named)
         if finding is None and named not in nodes:  # (one the verb made: a function's copy)
             report.blockers.append(f"{run.command} refuses {named}: {reason}")

@@ -17,8 +17,8 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import (
-    Scope, attribute_key, constant_tensor, describe, is_reference, iter_scopes, nodes_within,
-    tensor_key,
+    Scope, attribute_key, constant_tensor, describe, is_reference, iter_scopes, mark_written,
+    nodes_within, tensor_key, written_for,
 )
 from scatter_rewrite.opset.bodies import function_body_model
 from scatter_rewrite.opset.fitting import (
@@ -278,6 +278,7 @@ class Adapter:
         # fails); it stays a dangling value of its own.
         kept = [(old, new) for old, new in zip(node.outputs, new_outputs)
                 if old.name or old.uses() or old.is_graph_output()]
+        mark_written(constants + new_nodes, written_for(node, scope))
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], constants + new_nodes, [old for old, _ in kept],
             [new for _, new in kept]

@@ -38,7 +38,8 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import (
-    DEFAULT_DOMAINS, Scope, default_opset, describe, is_default_domain, iter_scopes,
+    DEFAULT_DOMAINS, Scope, default_opset, describe, is_default_domain, iter_scopes, mark_written,
+    written_for,
 )
 from scatter_rewrite.opset import steps
 from scatter_rewrite.opset.bodies import EXACT_BODIES
@@ -149,6 +150,7 @@ class _Mover(Adapter):
             return
         if isinstance(form, Replaced) and form.rounding:
             self.decomposed[node.op_type] = self.decomposed.get(node.op_type, 0) + 1
+        mark_written(form.nodes, written_for(node, scope))  # (every form's, replace()'s or not)
         # (the sizes a Split-11 takes in)
         for new in sorted(form.nodes, key=lambda n: n.op_type == "Constant"):
             if new.op_type == "Constant" and not new.outputs[0].uses():

@@ -17,7 +17,10 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.graph import NodeBuilder, Scope, attr, describe, is_default_domain, is_reference
+from scatter_rewrite.graph import (
+    WRITTEN_FOR, NodeBuilder, Scope, attr, describe, is_default_domain, is_reference, mark_written,
+    written_for,
+)
 from scatter_rewrite.opset.rewriting import known_value
 
 __all__ = ["scan_outputs_for_sequences"]
@@ -100,6 +103,7 @@ def _as_scan_output(loop: ir.Node, scope: Scope, target: int, j: int) -> ir.Node
     body.outputs.pop(1 + j)
     body.remove(insert, safe=True)
     body.inputs.pop(2 + j)
+    mark_written(b.nodes, written_for(loop, scope))
     body.extend(b.nodes)
     body.outputs.append(scanned)
 
@@ -107,6 +111,8 @@ def _as_scan_output(loop: ir.Node, scope: Scope, target: int, j: int) -> ir.Node
     inputs = [v for i, v in enumerate(loop.inputs) if i != 2 + j]
     new_loop = ir.node("Loop", inputs, dict(loop.attributes), num_outputs=len(loop.outputs),
                        name=loop.name)
+    if WRITTEN_FOR in loop.metadata_props:  # (the user's Loop and body: marked only if it was)
+        new_loop.metadata_props[WRITTEN_FOR] = loop.metadata_props[WRITTEN_FOR]
     finals = list(new_loop.outputs[:carried - 1])
     scans = list(new_loop.outputs[carried - 1:])
     stacked = scans[-1]
@@ -118,6 +124,7 @@ def _as_scan_output(loop: ir.Node, scope: Scope, target: int, j: int) -> ir.Node
     for c in concats:
         b = NodeBuilder()
         out = _concatenated(b, stacked, rank, attr(c, "axis"), attr(c, "new_axis", 0))
+        mark_written(b.nodes, written_for(c, scope))
         ir.convenience.replace_nodes_and_values(scope.body, c, [c], b.nodes, list(c.outputs),
                                                 [out])
     scope.body.remove(loop, safe=True)

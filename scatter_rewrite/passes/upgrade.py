@@ -21,7 +21,7 @@ from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.limits import OPSET_FLOOR, check_opset
 from scatter_rewrite.graph import (
     DEFAULT_DOMAINS, Scope, attr, default_opset, describe, describe_parts, is_default_domain,
-    iter_nodes,
+    iter_nodes, mark_written, written_for,
 )
 from scatter_rewrite.opset import MIN_IR_VERSION, needs_conversion, opset_note
 from scatter_rewrite.passes.base import NodeNote, ScatterPassResult, ScatterPass
@@ -106,6 +106,7 @@ class UpgradePass(ScatterPass):
             axis = f"@{node.attributes['axis'].ref_attr_name}"
         else:
             axis = check_scatter_elements_shapes(node, scope, axis)
+        origin = written_for(node, scope)
         self.rewrote(
             node, scope, f"-> ScatterElements(axis={axis})"
         )  # described as the Scatter it was
@@ -114,6 +115,7 @@ class UpgradePass(ScatterPass):
         for name in [n for n in node.attributes if n != "axis"]:
             del node.attributes[name]
         node.op_type = "ScatterElements"
+        mark_written([node], origin)  # (a later refusal names the user's Scatter)
 
 
 def upgrade_steps(opset: int | None = None):

@@ -70,6 +70,9 @@ class ScatterPassResult(ir.passes.PassResult):
     # Ops re-expressed so that float results may round differently (an op replaced by its ONNX
     # function body): validation then compares float outputs within its stated tolerance.
     float_rounding: list[str] = dataclasses.field(default_factory=list)
+    # The pass's nodes are meant to compute otherwise than the original's (ScatterPass.repairs):
+    # validation proves them against the intended accumulation, not the original.
+    repairs: bool = False
 
     def to_dict(self) -> dict:
         return {
@@ -86,12 +89,15 @@ class ScatterPass(ir.passes.InPlacePass):
     :meth:`rewrote`/:meth:`skip`."""
 
     name = "scatter-pass"
+    # True for a pass whose rewrites are meant to change what a node computes (repair: repeated
+    # indices summed where the export overwrote): declared here, read by the pipeline's proof.
+    repairs = False
 
     def call(self, model: ir.Model) -> ScatterPassResult:
         check_scatter_nodes(
             model
         )  # before run() reads an axis or an input that is not what the schema says
-        self.result = ScatterPassResult(model, False, name=self.name)
+        self.result = ScatterPassResult(model, False, name=self.name, repairs=self.repairs)
         self._known = {id(n) for n, _ in iter_nodes(model)}  # (what a rewrite adds is marked)
         self._sizes: dict[int, int] = {}
         self.run(model)

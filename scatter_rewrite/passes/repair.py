@@ -268,6 +268,7 @@ class RepairPass(ScatterPass):
     ``assume``: a key of :data:`ASSUMPTIONS`, what the caller lets it assume beyond the graph."""
 
     name = "repair"
+    repairs = True
 
     def __init__(self, assume: str | None = None):
         super().__init__()

@@ -6,6 +6,7 @@ import numpy as np
 
 from scatter_rewrite.evaluator._common import (
     add_scaled_index,
+    aligned,
     check_index_dtype,
     check_reduction,
     check_same_type,
@@ -89,7 +90,7 @@ def _scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray
         # first (largest) block serve every block, and its positions go to one reused
         # buffer (fresh ones cost page faults and cache misses).
         nonlocal buffer, offsets
-        idx, negative = checked_index(indices[r0:r1], size, op, node_name, what)
+        idx, negative = checked_index(aligned(indices[r0:r1]), size, op, node_name, what)
         if buffer is None:
             offsets = _offsets(idx.shape, data.shape, axis)
             buffer = np.empty(idx.size, dtype=np.intp)

@@ -63,7 +63,6 @@ an unknown ``mode`` raise OptionError.
 
 from __future__ import annotations
 
-import onnx
 import onnx_ir as ir
 
 from scatter_rewrite import custom_ops

@@ -9,7 +9,6 @@ import dataclasses
 import math
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ValidationError

@@ -8,7 +8,6 @@ import os
 from typing import Any
 
 import numpy as np
-import onnx
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
 from scatter_rewrite.validate import engines, float64

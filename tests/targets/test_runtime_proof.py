@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import onnx

@@ -105,7 +105,7 @@ def _from_channels_last(array: np.ndarray, onnx_shape: tuple[int, ...] | None) -
     return np.moveaxis(array, -1, 1)
 
 
-def _static_shape(value: onnx.ValueInfoProto) -> tuple[int, ...] | None:
+def _static_shape(value) -> tuple[int, ...] | None:
     dims = value.type.tensor_type.shape.dim
     if not value.type.tensor_type.HasField("shape") or any(not d.HasField("dim_value") for d in dims):
         return None

@@ -54,9 +54,9 @@ def test_a_symbolic_update_count_keeps_the_doubling_scan():
 
 
 def test_a_gnn_max_declares_what_its_levels_hold():
-    # 2000 nodes x 64 from 200000 edges: the doubling scan declared 325 MiB (18 steps over all
-    # 202000 sorted rows); the tree holds a level and the next at once, from the sorted rows'
-    # first pairs (2 x 101000 rows of 64 float32 and their positions): under 200 MiB
+    # 2000 nodes x 64 from 200000 edges: the doubling scan would hold 325 MiB (18 steps over all
+    # 202000 sorted rows); the tree at most a level and the next, at its largest while the first
+    # level is built from the sorted rows' pairs (2 x 101000 rows of 64 float32): 164 MiB
     model = gnn_model("max", nodes=2000, edges=200_000, feats=64)
     prepared = scatter_rewrite.prepare(model, target="no-scatter", validate=False,
                                        max_intermediate_mib=400)
@@ -65,4 +65,4 @@ def test_a_gnn_max_declares_what_its_levels_hold():
     borrow_inferred_types(working, sharpen=True)
     node, scope = next((n, s) for n, s in iter_nodes(working) if n.op_type == "ScatterElements")
     (form,) = ns.forms_for(node, scope.opset)
-    assert form.name == "sort" and 2 * 101_000 * 64 * 4 < form.bytes < 200 * 2 ** 20
+    assert form.name == "sort" and 2 * 101_000 * 64 * 4 < form.bytes < 170 * 2 ** 20

@@ -111,12 +111,6 @@ def _query(b: Builder, both, order, end_at, kind: Kind, rows: int, sizes: list[i
     """The [rows, 2] accumulators (0: left, from the data row on; 1: right, empty at first) after
     every level: kept positions [rows, 2, w], their values, NaN flags, whether each holds any."""
     ct = kind.dtype
-    row_ids = b.op("Range", b.const(0), b.const(rows), b.const(1), dtype=INT64)
-    pair_ids = b.op("Concat", _col(b, row_ids, [rows, 1], INT64),
-                    _col(b, row_ids, [rows, 1], INT64), axis=1, dtype=INT64)  # [rows, 2]
-    acc_at = _col(b, b.cast(pair_ids, INT32, INT64), [rows, 2, 1], INT32)
-    acc = b.op("Gather", both, pair_ids, axis=0, dtype=ct)  # [rows, 2, w]
-    acc_nan = _is_nan(b, acc)
     is_right = b.const(np.array([False, True]).reshape(1, 2, 1), np.bool_)
     has = b.const(np.array([True, False]).reshape(1, 2, 1), np.bool_)
     # the run of row r is [s, e]: s = e of row r-1 plus one; the query covers [s + 1, e + 1)
@@ -125,6 +119,10 @@ def _query(b: Builder, both, order, end_at, kind: Kind, rows: int, sizes: list[i
                                                          b.const([rows - 1])), b.const(1),
                                              dtype=INT64), axis=0, dtype=INT64)
     high = ends
+    # each step's blocks first: they read only the levels, so that onnxruntime's run order walks
+    # the accumulators' chain first and gathers each step's blocks when that step runs (built
+    # after them, each step's blocks would be gathered before the chain and held throughout)
+    steps = []
     for k in range(len(sizes)):
         active = b.op("Less", low, high)
         take_l = b.op("And", active, b.op("Equal", b.op("Mod", low, b.const(2)), b.const(1)))
@@ -147,6 +145,19 @@ def _query(b: Builder, both, order, end_at, kind: Kind, rows: int, sizes: list[i
             block_at = b.op("Gather", at, picks, axis=0, dtype=INT32)
             block = b.op("Gather", value, picks, axis=0, dtype=ct)
             block_nan = b.op("Gather", nan, picks, axis=0, dtype=BOOL)
+        steps.append((take, block_at, block, block_nan))
+        if k + 1 < len(sizes):
+            low = b.op("Div", b.op("Add", low, b.cast(take_l, INT64, BOOL), dtype=INT64),
+                       b.const(2), dtype=INT64)
+            high = b.op("Div", b.op("Sub", high, b.cast(take_r, INT64, BOOL), dtype=INT64),
+                        b.const(2), dtype=INT64)
+    row_ids = b.op("Range", b.const(0), b.const(rows), b.const(1), dtype=INT64)
+    pair_ids = b.op("Concat", _col(b, row_ids, [rows, 1], INT64),
+                    _col(b, row_ids, [rows, 1], INT64), axis=1, dtype=INT64)  # [rows, 2]
+    acc_at = _col(b, b.cast(pair_ids, INT32, INT64), [rows, 2, 1], INT32)
+    acc = b.op("Gather", both, pair_ids, axis=0, dtype=ct)  # [rows, 2, w]
+    acc_nan = _is_nan(b, acc)
+    for take, block_at, block, block_nan in steps:
         # left: acc . block keeps the block when it holds a NaN or the acc does not beat it;
         # right: block . acc keeps the block when acc holds no NaN and loses to it
         left = b.op("Or", block_nan, b.op("Not", kind.loses(b, block, acc)))
@@ -160,11 +171,6 @@ def _query(b: Builder, both, order, end_at, kind: Kind, rows: int, sizes: list[i
         flat = _col(b, acc_at, [2 * rows, -1], INT32)
         acc = _col(b, b.op("GatherElements", both, flat, axis=0, dtype=ct), [rows, 2, -1], ct)
         has = b.op("Or", has, take)
-        if k + 1 < len(sizes):
-            low = b.op("Div", b.op("Add", low, b.cast(take_l, INT64, BOOL), dtype=INT64),
-                       b.const(2), dtype=INT64)
-            high = b.op("Div", b.op("Sub", high, b.cast(take_r, INT64, BOOL), dtype=INT64),
-                        b.const(2), dtype=INT64)
     return acc_at, acc, acc_nan, has
 
 

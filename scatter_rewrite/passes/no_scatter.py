@@ -116,6 +116,9 @@ class ShapeWriting:
     # an Expand may take a shape computed at run time (False: only one whose entries are all
     # equal; below opset 14 the output is then reshaped through one: graph.py's reshape_to)
     computed_expands: bool = True
+    # float max/min over static counts as a segment tree (False: the doubling scan; the tree's
+    # rank-3 accumulators meet onnx2tf's channels-last layout: tf.where refused)
+    segment_tree: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,7 +399,8 @@ def scatter_free(node: ir.Node, opset: int, form: str, names: seg.Names | None =
         out = _mask_form(b, rows, keys, vals, reduction, data.dtype, opset, count)
     else:
         out = _sort_form(b, rows, keys, vals, reduction, data.dtype, opset, count,
-                         _position_dtype(count, row_count), row_count)
+                         _position_dtype(count, row_count),
+                         row_count if writing.segment_tree else None)
     return b.nodes, b.reshape_like(out, data, opset)
 
 

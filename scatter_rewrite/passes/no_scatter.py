@@ -31,7 +31,9 @@ bytes at once (Memory, below):
     ends, in key order: the output rows).
     ``none`` needs no scan: the run's last element is the last writer. Largest intermediate:
     (R+n)*w of the compute type. The combine is :class:`.lowering.segment_reduce.Kind`'s, with its
-    "a NaN came after" flag for float max/min: bit for bit, as onnxruntime folds.
+    "a NaN came after" flag for float max/min: bit for bit, as onnxruntime folds. Float max/min
+    with R and n static: a segment tree over the sorted rows instead of the scan (O(R+n) work,
+    :mod:`.lowering.segment_tree`).
 
 Exactness: none/max/min and integers bit for bit; float add/mul re-associated (float16/bfloat16
 summed in float32, rounded once): judged by validation against the original's own rounding.
@@ -79,6 +81,7 @@ from scatter_rewrite.graph import (
 )
 from scatter_rewrite.passes.lowering import live_bytes as live
 from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.lowering import segment_tree
 from scatter_rewrite.passes.lowering import tensor_scatter
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
 from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
@@ -113,6 +116,9 @@ class ShapeWriting:
     # an Expand may take a shape computed at run time (False: only one whose entries are all
     # equal; below opset 14 the output is then reshaped through one: graph.py's reshape_to)
     computed_expands: bool = True
+    # float max/min over static counts as a segment tree (False: the doubling scan; the tree's
+    # rank-3 accumulators meet onnx2tf's channels-last layout: tf.where refused)
+    segment_tree: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -393,7 +399,8 @@ def scatter_free(node: ir.Node, opset: int, form: str, names: seg.Names | None =
         out = _mask_form(b, rows, keys, vals, reduction, data.dtype, opset, count)
     else:
         out = _sort_form(b, rows, keys, vals, reduction, data.dtype, opset, count,
-                         _position_dtype(count, row_count))
+                         _position_dtype(count, row_count),
+                         row_count if writing.segment_tree else None)
     return b.nodes, b.reshape_like(out, data, opset)
 
 
@@ -455,7 +462,8 @@ def _position_dtype(count: int | None, row_count: int | None) -> ir.DataType:
 
 
 def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataType,
-               opset: int, count: int | None, position_dtype: ir.DataType = INT64) -> ir.Value:
+               opset: int, count: int | None, position_dtype: ir.DataType = INT64,
+               static_rows: int | None = None) -> ir.Value:
     row_count = b.dim(rows, 0)
     row_ids = b.op("Range", b.const(0), row_count, b.const(1), dtype=INT64)
     all_keys = b.op("Concat", row_ids, keys, axis=0, dtype=INT64)
@@ -479,6 +487,9 @@ def _sort_form(b: seg.Builder, rows, keys, vals, reduction: str, dtype: ir.DataT
     ct = seg.compute_dtype(dtype, reduction)
     kind = seg.Kind(reduction, ct, int_minmax=opset >= 12)
     both = b.cast(b.op("Concat", rows, vals, axis=0, dtype=dtype), ct, dtype)
+    if kind.nan_aware and segment_tree.applies(count, static_rows):  # (O(R+n): static counts)
+        return b.cast(segment_tree.positional_tree(b, both, order, end_at, kind, static_rows,
+                                                   static_rows + count), dtype, ct)
     x = b.op("Gather", both, order, axis=0, dtype=ct)
     steps = DYNAMIC_STEPS if count is None else math.ceil(math.log2(count + 1))
     if kind.nan_aware:

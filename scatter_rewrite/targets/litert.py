@@ -18,7 +18,8 @@ reproduces each):
   avoid all four (no Flatten at all here: rows by a static Reshape where one side is static,
   otherwise a Reshape to both sides' products computed from the shape), and both the ``mask`` and
   the ``sort`` form then convert and run exactly, with the indices as graph inputs or constant
-  (float max/min with NaN and -0.0/+0.0 included).
+  (float max/min with NaN and -0.0/+0.0 included; in the doubling scan: the segment tree's
+  [R, 2, w] accumulators came out of onnx2tf refused, its ``tf.where`` on them failing).
 * An ``Expand`` to a shape computed at run time, of rank 3+, reads it as channels-last
   (``Expand(Reshape(rows, Shape(x)), Shape(x))`` of [5, 2, 3] as [5, 3, 2]: refused; of [5, 1, 3]
   a result of shape [5, 3, 3]). The forms expand only to computed shapes whose entries are equal
@@ -68,7 +69,8 @@ def _passes(max_intermediate_mib: int | None = None) -> list:
     # (a model above opset 23 moved down, exactly, after its scatters are rewritten)
     return [*target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
                            preceded_by=(ConstantIndicesPass(),),
-                           writing=ShapeWriting(flatten=False, computed_expands=False)),
+                           writing=ShapeWriting(flatten=False, computed_expands=False,
+                                                segment_tree=False)),
             MoveOpsetPass(ONNX2TF_MAX_OPSET, only_down=True,
                           why=f" (onnx2tf 1.29.24's onnxruntime 1.23 loads opsets up to "
                               f"{ONNX2TF_MAX_OPSET})")]

@@ -9,7 +9,8 @@ Cases (static shapes, float32, int64 indices): a MoE router's expert load (Scatt
 4096 ones into 8 or 64 experts), its token rows gathered into expert slots (ScatterND add of 4096
 rows of 256 into 8 or 64 expert rows), and a GNN aggregation (ScatterElements max/add, axis 0, index
 ``Expand(Unsqueeze(dst))``, 2000 nodes x 64 features with 10000 edges, and 20000 x 64 with 100000
-edges). Each form (mask, sort) is written for every node (passes/no_scatter.py ``scatter_free``).
+edges). Each form (mask, sort) is written for every node (passes/lowering/scatter_free.py
+``scatter_free``).
 
 Declared: the form's peak live bytes (passes/lowering/live_bytes.py), what ``prepare`` compares
 with ``--max-intermediate-mib``: the form is refused below ceil(declared) MiB ("refused below").
@@ -49,6 +50,7 @@ from onnx import TensorProto
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scatter_rewrite.graph import iter_nodes, value_names  # noqa: E402
 from scatter_rewrite.passes.lowering import segment_reduce as seg  # noqa: E402
+from scatter_rewrite.passes.lowering.scatter_free import scatter_free  # noqa: E402
 from scatter_rewrite.passes import no_scatter as ns  # noqa: E402
 from scatter_rewrite.type_inference import borrow_inferred_types  # noqa: E402
 
@@ -164,7 +166,7 @@ def forms(model: onnx.ModelProto) -> dict[str, tuple[int, onnx.ModelProto | None
         names = seg.Names(value_names(copy))
         for n, scope in list(iter_nodes(copy)):
             if n.op_type.startswith("Scatter"):
-                nodes, value = ns.scatter_free(n, scope.opset, form.name, names)
+                nodes, value = scatter_free(n, scope.opset, form.name, names)
                 ns.NoScatterPass._splice(n, scope, nodes, value)
         out[form.name] = (form.bytes, ir.serde.serialize_model(copy))
     return out

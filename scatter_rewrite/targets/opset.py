@@ -40,7 +40,7 @@ def _passes(n: int):
 
 def _judge(n: int):
     def judge(node, scope, finding, context) -> None:
-        from scatter_rewrite.readiness import judge_opset
+        from scatter_rewrite.readiness_judges import judge_opset
 
         judge_opset(node, finding, n)
 

@@ -21,6 +21,7 @@ from scatter_rewrite.errors import ConversionError, OptionError
 from scatter_rewrite.graph import SCATTER_OPS, attr, iter_nodes, value_names
 from scatter_rewrite.passes.lowering import live_bytes as live
 from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.lowering.scatter_free import scatter_free
 from scatter_rewrite.passes import no_scatter as ns
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.type_inference import borrow_inferred_types
@@ -41,7 +42,7 @@ def forced(model: onnx.ModelProto, form: str) -> onnx.ModelProto:
     names = seg.Names(value_names(working))
     for node, scope in list(iter_nodes(working)):
         if node.op_type in ("ScatterElements", "ScatterND"):
-            nodes, out = ns.scatter_free(node, scope.opset, form, names)
+            nodes, out = scatter_free(node, scope.opset, form, names)
             ns.NoScatterPass._splice(node, scope, nodes, out)
     return ir.serde.serialize_model(working)
 
@@ -231,7 +232,7 @@ def test_the_form_holding_fewer_bytes_at_once_is_picked():
         forms = ns.forms_for(node, 18)
         assert [len(v.uses()) for v in node.inputs] == [1, 1, 1]
         assert forms[0].name == form and all(forms[0].bytes < f.bytes for f in forms[1:])
-        nodes, out = ns.scatter_free(node, 18, form)
+        nodes, out = scatter_free(node, 18, form)
         assert forms[0].bytes == live.peak_live_bytes(nodes, [out]).bytes
     largest = {f.name: f.formula for f in ns.forms_for(
         next(n for n, _ in iter_nodes(ir.serde.deserialize_model(moe_narrow))

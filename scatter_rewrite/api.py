@@ -441,11 +441,12 @@ def prepare(model: ModelLike, *, target: str | None = None, max_intermediate_mib
 
 def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:
     """The model's readiness for ``target`` (a name of :mod:`scatter_rewrite.targets`:
-    "tensorrt-8.6", "tensorrt-10", "tensorrt-11", "opset-N", "litert", "no-scatter", "qnn",
-    "rknn", "openvino", "openvino-npu", "ort-cpu", "ort-web", "tvm"; docs/targets.md), as ``scatter-rewrite check`` reports it: onnx.checker (full), each scatter node,
-    and a dry run of the verb that reaches the target (``report.status``: READY, FIXABLE, BLOCKED
-    or INVALID; ``report.fix``, ``report.dry_run``). Returned as data, nothing written. ``model``:
-    as for the other functions (the model given is not changed).
+    "tensorrt-8.6", "tensorrt-10", "tensorrt-11", "opset-N", "litert", "mnn", "no-scatter", "qnn",
+    "rknn", "openvino", "openvino-npu", "ort-cpu", "ort-web", "tvm"; docs/targets.md), as
+    ``scatter-rewrite check`` reports it: onnx.checker (full), each scatter node, and a dry run
+    of the verb that reaches the target (``report.status``: READY, FIXABLE, BLOCKED or INVALID;
+    ``report.fix``, ``report.dry_run``). Returned as data, nothing written. ``model``: as for the
+    other functions (the model given is not changed).
 
     Example::
 

@@ -74,6 +74,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError
+from scatter_rewrite.limits import DEFAULT_CHECK_TARGET
 from scatter_rewrite.export_patterns import accumulate_export_suspect, mean_export_suspect
 from scatter_rewrite.graph import (
     SCATTER_OPS, attr, describe_parts, is_default_domain, is_reference, iter_nodes,
@@ -97,7 +98,7 @@ logger = logging.getLogger("scatter_rewrite")
 OPSET_TARGET_FLOOR = 9
 
 
-def check_report(path: str | os.PathLike, target: str = "tensorrt-10",
+def check_report(path: str | os.PathLike, target: str = DEFAULT_CHECK_TARGET,
                  name: str | None = None) -> CheckReport:
     """onnx.checker (full) on the model file at ``path``; if it passes, :func:`check` on it, what
     blocks the whole model, and the dry run of the target's verb (:func:`dry_run`), whose refusal
@@ -221,7 +222,7 @@ def _dtype(model: ir.Model, scope, value: ir.Value | None) -> str | None:
     return dtype.name if dtype is not None else None
 
 
-def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
+def check(model: ir.Model, target: str = DEFAULT_CHECK_TARGET) -> list[Finding]:
     """One finding per scatter node; ``finding.blocked`` says whether it blocks ``target`` as the
     model is. Whether the fix reaches the target is the dry run's to say (:func:`check_report`)."""
     kind, version = parse_target(target)

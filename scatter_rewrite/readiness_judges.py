@@ -51,25 +51,25 @@ def judge_opset(node: ir.Node, f: Finding, n: int) -> None:
         # The node's own schema is newer than the target's: a runtime at opset n does not load it.
         f.blockers.append(f"opset {f.opset}: a runtime at opset {n} does not load it")
         # (lower leaves a referenced reduction alone)
-        if not (f.reduction or "").startswith("@") and n >= 11:
+        if not (f.reduction or "").startswith("@") and n >= OPSET_FLOOR:
             f.fix = f"scatter-rewrite lower --opset {n}"
 
 
 def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
     op, reduction = node.op_type, f.reduction or "none"
     if op == "Scatter":
-        if n >= 11:
-            f.blockers.append(f"Scatter is deprecated from opset 11 (the checker and onnxruntime "
-                              f"reject it at {n})")
+        if n >= OPSET_FLOOR:
+            f.blockers.append(f"Scatter is deprecated from opset {OPSET_FLOOR} (the checker and "
+                              f"onnxruntime reject it at {n})")
             f.fix = f"scatter-rewrite upgrade --opset {n}"
         return
     if op == "TensorScatter":
         if n < 24:
             f.blockers.append("TensorScatter exists from opset 24 only")
-            f.fix = f"scatter-rewrite lower --opset {n}" if 11 <= n <= 23 else None
+            f.fix = f"scatter-rewrite lower --opset {n}" if OPSET_FLOOR <= n <= 23 else None
         return
-    if n < 11:
-        f.blockers.append(f"{op} exists from opset 11 only")
+    if n < OPSET_FLOOR:
+        f.blockers.append(f"{op} exists from opset {OPSET_FLOOR} only")
         return
     if n < max(REDUCTIONS_SINCE.values()) and unknown_reduction(f, f"whether opset {n} has it"):
         return

@@ -16,6 +16,7 @@ from scatter_rewrite.cli.messages import error, exit_code, internal_error, setup
 from scatter_rewrite.cli.options import STANDARD, CheckVerbose, Models, Quiet
 from scatter_rewrite.cli.printing import status_counts
 from scatter_rewrite.cli.streams import shown_paths, standard_streams
+from scatter_rewrite.limits import DEFAULT_CHECK_TARGET
 from scatter_rewrite.targets import TARGETS_HELP
 
 __all__ = ["check"]
@@ -26,7 +27,7 @@ def check(
     context: typer.Context,
     models: Models,
     target: Annotated[str, typer.Option(
-        "--target", metavar="TARGET", help=f"{TARGETS_HELP}.")] = "tensorrt-10",
+        "--target", metavar="TARGET", help=f"{TARGETS_HELP}.")] = DEFAULT_CHECK_TARGET,
     as_json: Annotated[bool, typer.Option("--json",
                                           help="Print the reports as JSON (for CI).")] = False,
     quiet: Quiet = False,

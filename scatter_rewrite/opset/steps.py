@@ -30,14 +30,12 @@ import functools
 import onnx.defs
 
 from scatter_rewrite.spec import REDUCTIONS_SINCE
+from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 __all__ = [
-    "declared", "Kind", "MIN_TARGET", "ONES", "previous", "REWRITE", "SAME", "Step", "step", "STEPS",
+    "declared", "Kind", "ONES", "previous", "REWRITE", "SAME", "Step", "step", "STEPS",
     "steps_between", "versions",
 ]
-
-MIN_TARGET = 11  # the oldest opset a model moves to
-
 
 class Kind(enum.Enum):
     SAME = "same meaning"
@@ -427,7 +425,7 @@ def versions(op_type: str) -> tuple[int, ...]:
         sorted(
             s.since_version
             for s in onnx.defs.get_all_schemas_with_history()
-            if s.name == op_type and s.domain in ("", "ai.onnx")
+            if s.name == op_type and s.domain in DEFAULT_DOMAINS
         )
     )
 

@@ -43,8 +43,9 @@ import math
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError, OptionError
+from scatter_rewrite.limits import OPSET_FLOOR
 from scatter_rewrite.graph import (
-    SCATTER_OPS, Scope, describe, is_default_domain, iter_nodes, nodes_within, reference_reason,
+    FLOAT_TYPES, SCATTER_OPS, Scope, describe, is_default_domain, iter_nodes, nodes_within, reference_reason,
     remove_unused_expands, value_names,
 )
 from scatter_rewrite.passes.lowering import live_bytes as live
@@ -65,7 +66,6 @@ DEFAULT_MAX_INTERMEDIATE_MIB = 256
 # not int64 add/mul: its int64 ReduceSum and ReduceProd go through double, so a value past 2^53
 # comes out rounded (2^55 + 1 summed alone gives 2^55, onnxruntime 1.32)
 _MASK_REDUCE_TYPES = {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.FLOAT, ir.DataType.DOUBLE}
-_FLOATS = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
 # stands for a symbolic dimension when forms are compared (the form that grows slower wins)
 _LARGE = 1 << 20
 
@@ -101,8 +101,9 @@ def scatter_free_blocker(node: ir.Node, opset: int) -> str | None:
     has one). TensorScatter and Scatter are first made ScatterElements (the pass does)."""
     if (why := reference_reason(node)) is not None:
         return why
-    if opset < 11:
-        return f"opset {opset}: the forms' ops (Range, TopK with K as input) need opset >= 11"
+    if opset < OPSET_FLOOR:
+        return (f"opset {opset}: the forms' ops (Range, TopK with K as input) need opset >= "
+                f"{OPSET_FLOOR}")
     if len(node.inputs) != 3 or any(v is None for v in node.inputs):
         return "needs exactly 3 inputs (data, indices, updates)"
     reduction = reduction_of(node)
@@ -153,11 +154,11 @@ def forms_for(node: ir.Node, opset: int, writing: ShapeWriting = ShapeWriting())
     shapes = []  # (name, formula, itemsize, the formula's elements with symbols as 2^20)
     if reduction == "none":
         shapes.append(("mask", "R*n", 8, sized(rows, n)))
-    elif ct in _MASK_REDUCE_TYPES and not (ct in _FLOATS and reduction in ("max", "min")) \
+    elif ct in _MASK_REDUCE_TYPES and not (ct in FLOAT_TYPES and reduction in ("max", "min")) \
             and not (ct == ir.DataType.INT64 and reduction in ("add", "mul")):
         shapes.append(("mask", "R*n*w", _itemsize(ct), sized(rows, n, w)))
     # (float max/min carry a position per element through the scan: int32 when static)
-    positional = reduction in ("max", "min") and ct in _FLOATS
+    positional = reduction in ("max", "min") and ct in FLOAT_TYPES
     itemsize = (8 if None in (rows, n) else 4) if positional else _itemsize(ct)
     total = (rows if rows is not None else _LARGE) + (n if n is not None else _LARGE)
     shapes.append(("sort", "(R+n)*w", itemsize, total * (w if w is not None else _LARGE)))
@@ -311,7 +312,7 @@ class NoScatterPass(ScatterPass):
 
 def _exactness(node: ir.Node) -> str:
     reduction, dtype = reduction_of(node), node.inputs[0].dtype
-    if reduction in ("add", "mul") and dtype in _FLOATS:
+    if reduction in ("add", "mul") and dtype in FLOAT_TYPES:
         return "float sums re-associated, judged against the original's rounding"
     return "bit for bit"
 
@@ -381,7 +382,7 @@ class TargetScattersPass(NoScatterPass):
 
     def segment_form(self, node: ir.Node) -> bool:
         dtype = node.inputs[0].dtype
-        if self.sort_float_minmax and reduction_of(node) in ("max", "min") and dtype in _FLOATS:
+        if self.sort_float_minmax and reduction_of(node) in ("max", "min") and dtype in FLOAT_TYPES:
             return False
         return (reduction_of(node) != "none" and dtype is not None
                 and self.target.supports("ScatterND", "none", dtype.name, "INT64"))

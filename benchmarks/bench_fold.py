@@ -53,6 +53,9 @@ GRAPHSURGEON = textwrap.dedent("""
 """)
 
 FLOOR = "scatter-rewrite fold on a 16-element scatter (floor)"
+# What both tools pay before any work: the interpreter and ``import onnx`` (numpy, protobuf,
+# ml_dtypes). The fold's own cost is each tool's time beyond it.
+SHARED_FLOOR = "python -c 'import onnx' (the floor both tools share)"
 
 
 def small_floor_model() -> Path:
@@ -168,6 +171,7 @@ def main() -> int:
         big, small = build_models()
         size = big.stat().st_size
         runners = tools(big)
+        runners[SHARED_FLOOR] = [PYTHON, "-c", "import onnx"]
         runners[FLOOR] = [CLI, "fold", str(small_floor_model()), "-o", str(WORK / "out" / "tiny.onnx"), "--no-validate"]
         runners["scatter-rewrite fold (validated)"] = [CLI, "fold", str(big), "-o", str(WORK / "out" / "v.onnx")]
         samples: dict[str, list[tuple[float, int, str]]] = {name: [] for name in runners}
@@ -200,6 +204,8 @@ def results_text(size: int, samples: dict, left_big: dict, f16_rows: list, runs:
     ours_t, ours_m, _ = med["scatter-rewrite fold --no-validate"]
     gs_t, _, _ = med["onnx-graphsurgeon fold_constants"]
     floor_t, floor_m, _ = med[FLOOR]
+    shared_t = med[SHARED_FLOOR][0]
+    beyond = (ours_t - shared_t) / (gs_t - shared_t) if gs_t > shared_t else float("nan")
     lines = [
         f"### fold: a {mib(4 * N * N)} constant scatter",
         "",
@@ -216,7 +222,9 @@ def results_text(size: int, samples: dict, left_big: dict, f16_rows: list, runs:
     lines += [
         "",
         f"- Time: ours / graphsurgeon = **{ours_t / gs_t:.2f}x** (goal <= 0.50x: "
-        f"{'met' if ours_t <= 0.50 * gs_t else 'MISSED'}).",
+        f"{'met' if ours_t <= 0.50 * gs_t else 'MISSED'}). Beyond the floor both share (the interpreter and "
+        f"`import onnx`, {shared_t:.2f} s): ours {ours_t - shared_t:.2f} s, graphsurgeon {gs_t - shared_t:.2f} s, "
+        f"**{beyond:.2f}x** (target <= 0.30x: {'met' if beyond <= 0.30 else 'MISSED'}).",
         f"- Memory: ours peaks at **{ours_m / size:.2f}x** the model size (target <= 2x: "
         f"{'met' if ours_m <= 2 * size else 'MISSED'}); the floor, the same command on a 16-element scatter, "
         f"peaks at {mib(floor_m)} ({floor_m / size:.2f}x; {floor_t:.2f} s), so the fold itself adds "

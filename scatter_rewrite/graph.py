@@ -29,9 +29,9 @@ __all__ = [
     "attr", "attribute_key", "body_nodes", "computes_a_scatter", "const_tensor", "constant_node",
     "constant_tensor", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe",
     "describe_parts", "FLOAT_TYPES", "forget_origins", "function_calls", "is_default_domain", "is_overridable", "is_reference",
-    "iter_nodes", "iter_scopes", "KEPT_AT_OPSET", "NamedNodeBuilder", "Names", "NodeBuilder", "nodes_within",
+    "iter_nodes", "iter_scopes", "KEPT_AT_OPSET", "mark_written", "NamedNodeBuilder", "Names", "NodeBuilder", "nodes_within",
     "reference_reason", "remove_unused_expands", "SCATTER_OPS", "schema_opset", "Scope", "shadowed_names",
-    "tensor_key", "typed", "value_names", "WRITTEN_FOR",
+    "tensor_key", "typed", "value_names", "written_for", "WRITTEN_FOR",
 ]
 
 # Every scatter operator of the default domain, deprecated Scatter and opset-24 TensorScatter
@@ -300,6 +300,20 @@ def describe(node: ir.Node, scope: Scope) -> str:
     if origin is not None:
         return f"{node.op_type} written for {origin}"
     return describe_parts(node.op_type, node.name, schema_opset(node, scope), scope.where)
+
+
+def written_for(node: ir.Node, scope: Scope) -> str:
+    """The user's node ``node`` stands for, as :func:`describe` names it: its mark when a pass
+    wrote it, else ``node`` itself. What the nodes written in its place are marked with."""
+    origin = node.metadata_props.get(WRITTEN_FOR) if node.metadata_props else None
+    return origin if origin is not None else describe(node, scope)
+
+
+def mark_written(nodes: Iterable[ir.Node], origin: str) -> None:
+    """Mark ``nodes`` and the nodes of their subgraphs as written for ``origin`` (the user's node,
+    :func:`written_for`), so a later refusal names it; a node already marked keeps its mark."""
+    for new in nodes_within(nodes):
+        new.metadata_props.setdefault(WRITTEN_FOR, origin)
 
 
 def forget_origins(model: ir.Model) -> None:

@@ -499,9 +499,9 @@ def _finish(outcome: Outcome, started: float) -> Outcome:
 
 
 def repaired_nodes(results: Sequence[ir.passes.PassResult]) -> list[str]:
-    """The nodes the repair pass changed, whichever verb ran it: their outputs are meant to differ
-    from the original's where indices repeat."""
-    return [n.node for r in results if getattr(r, "name", "") == "repair" for n in r.rewritten]
+    """The nodes a repairing pass (``ScatterPass.repairs``) changed, whichever verb ran it: their
+    outputs are meant to differ from the original's where indices repeat."""
+    return [n.node for r in results if getattr(r, "repairs", False) for n in r.rewritten]
 
 
 def without_repaired(notes: list[str], repaired: list[str]) -> list[str]:

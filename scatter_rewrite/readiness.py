@@ -128,8 +128,34 @@ def check_report(path: str | os.PathLike, target: str = DEFAULT_CHECK_TARGET,
                             "scatter_rewrite.custom_ops.register(session_options)")
     report.dry_run = dry_run(path, kind, version)
     if report.dry_run is not None and not report.dry_run.succeeded:
+        _with_fixed_dims(report, path, kind, version)
+    if report.dry_run is not None and not report.dry_run.succeeded:
         _blame(report, model)
     return report
+
+
+# The size a dimension a fix names (--fix-dim NAME=SIZE) is fixed to for the dry run: the one the
+# judges try it at (TensorrtTwins).
+_TRIED_SIZE = 2
+
+
+def _with_fixed_dims(report: CheckReport, path, kind: str, version) -> None:
+    """The verb refused the model as it is, and nodes' fixes fix dimensions first (``--fix-dim
+    NAME=SIZE``): the verb run again with them fixed is the report's run, which decides. It
+    succeeds: FIXABLE, that command the fix. It refuses too: BLOCKED, and no node keeps a fix
+    that does not reach the target (:func:`_blame`)."""
+    import re
+
+    dims = list(dict.fromkeys(name for f in report.findings if f.fix
+                              for name in re.findall(r"--fix-dim (\S+)=SIZE", f.fix)))
+    if not dims:
+        return
+    fixed = dry_run(path, kind, version, fix_dims={name: _TRIED_SIZE for name in dims})
+    # (its report says the size it tried, as the command says SIZE)
+    fixed.would = [line.replace(f"' fixed to {_TRIED_SIZE}",
+                                f"' fixed to SIZE ({_TRIED_SIZE} in this dry run)")
+                   for line in fixed.would]
+    report.dry_run = fixed
 
 
 def _model_blockers(model: ir.Model, kind: str, version) -> list[str]:
@@ -170,6 +196,8 @@ def _blame(report: CheckReport, model: ir.Model) -> None:
     by_node = {f.node: f for f in report.findings}
     nodes = {describe(n, s): (n, s) for n, s in reversed(list(iter_nodes(model)))}
     for named, reason in reasons.items():
+        if " written for " in named:  # (a node a pass wrote: blamed on the user's node)
+            named, reason = named.split(" written for ", 1)[1], f"{named}: {reason}"
         finding = by_node.get(named)
         if finding is None and named not in nodes:  # (one the verb made: a function's copy)
             report.blockers.append(f"{run.command} refuses {named}: {reason}")

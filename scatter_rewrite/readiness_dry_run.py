@@ -49,8 +49,10 @@ def fix_command(kind: str, version) -> str | None:
     return f"scatter-rewrite {verb.command} {flags}"
 
 
-def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) -> DryRun | None:
-    """The target's verb (:func:`target_verb`) on the model file at ``path``, as the command line
+def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False,
+            fix_dims: dict[str, int] | None = None) -> DryRun | None:
+    """The target's verb (:func:`target_verb`) on the model file at ``path`` (``fix_dims``: with
+    those dimensions fixed first, the command saying ``--fix-dim NAME=SIZE``), as the command line
     runs it with --no-validate (:func:`scatter_rewrite.pipeline.rewrite_model`: the same passes, the
     same opset move and its self-check, onnx.checker on the result), its output written to a
     temporary folder that is removed; None where no verb reaches the target. ``invalid``: the
@@ -68,8 +70,9 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False) 
         return None
     name, given = found
     verb = VERBS[name]
-    options = verb.bind(given, cli=True)
-    run = DryRun(fix_command(kind, version))
+    options = verb.bind(given | ({"fix_dims": fix_dims} if fix_dims else {}), cli=True)
+    run = DryRun(" ".join([fix_command(kind, version),
+                           *(f"--fix-dim {dim}=SIZE" for dim in fix_dims or ())]))
     source = Path(path)
     try:
         proto = load_proto(source)

@@ -432,8 +432,8 @@ def test_check_on_a_model_the_verb_refuses_is_blocked_with_its_reason(tmp_path, 
 
 def test_a_reduction_the_tensorrt_flow_must_leave_makes_it_refuse(tmp_path):
     """TensorRT 8.6 ignores reductions; one with a dynamic number of updates cannot be lowered
-    TensorRT-safely: tensorrt exits 1 (it used to write the model, exit 0, with a warning), and
-    check is BLOCKED with the --fix-dim fix that makes the verb succeed."""
+    TensorRT-safely: tensorrt exits 1 and writes nothing; with the dimension fixed it succeeds, so
+    check is FIXABLE, its fix that command, naming the dimension."""
     model = scatter_model("ScatterElements", opset=16, reduction="add", data_shape=(4, 5),
                           indices_shape=("e", 5))
     path = saved(model, tmp_path)
@@ -441,12 +441,64 @@ def test_a_reduction_the_tensorrt_flow_must_leave_makes_it_refuse(tmp_path):
     assert refused.exit_code == 1 and "number of updates is not static" in error_line(refused)
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
     code, report = check_json(path, "tensorrt-8.6")
-    assert code == 1 and report["status"] == "BLOCKED"
+    command = "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim e=SIZE"
+    assert code == 1 and report["status"] == "FIXABLE" and report["fix"] == command
+    assert report["dry_run"]["command"] == command and report["dry_run"]["succeeded"]
     (finding,) = report["findings"]
-    assert finding["fix"] == "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim e=SIZE"
-    assert any("number of updates is not static" in b for b in finding["blockers"])
+    assert finding["fix"] == command
+    assert any("silently ignored by TensorRT 8.6" in b for b in finding["blockers"])
     fixed = invoke("tensorrt", path, "--trt-version", "8.6", "--fix-dim", "e=3")
     assert fixed.exit_code == 0, fixed.output
+
+
+def test_check_on_the_gnn_export_agrees_with_tensorrt_8_6_with_and_without_fix_dim(tmp_path):
+    """The TorchScript GNN export: tensorrt --trt-version 8.6 refuses it as it is and succeeds with
+    --fix-dim num_edges=SIZE (validated); check says FIXABLE with that fix, on the command line as
+    in --json."""
+    from pathlib import Path
+
+    path = str(Path(__file__).parent / "data" / "torch_trt" / "scatter_add_gnn_ts16.onnx")
+    refused = invoke("tensorrt", path, "--trt-version", "8.6", "-o", tmp_path / "out.onnx")
+    assert refused.exit_code == 1 and "--fix-dim num_edges=SIZE" in error_line(refused)
+    fixed = invoke("tensorrt", path, "--trt-version", "8.6", "--fix-dim", "num_edges=12",
+                   "-o", tmp_path / "out.onnx")
+    assert fixed.exit_code == 0 and "PASSED" in fixed.output, fixed.output
+    command = "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim num_edges=SIZE"
+    code, report = check_json(path, "tensorrt-8.6")
+    assert code == 1 and (report["status"], report["fix"]) == ("FIXABLE", command)
+    result = invoke("check", path, "--target", "tensorrt-8.6", terminal_width=200)
+    assert f"{path}: FIXABLE for tensorrt-8.6" in result.stdout
+    assert error_line(result) == f"not ready for tensorrt-8.6; fix: {command}"
+    assert "fixed to SIZE (2 in this dry run)" in result.stdout
+
+
+def test_a_fix_dim_that_does_not_reach_the_target_is_not_offered(tmp_path):
+    """One reduction fixed by --fix-dim e=SIZE, another (bfloat16 data) that TensorRT 8.6 takes in
+    no form: tensorrt refuses the model with the dimension fixed too, so check is BLOCKED, its
+    reason the refusal of the command with --fix-dim, and no node keeps that fix."""
+    vi = oh.make_tensor_value_info
+    graph = oh.make_graph(
+        [oh.make_node("ScatterElements", ["data", "indices", "updates"], ["out"], name="by_edge",
+                      reduction="add"),
+         oh.make_node("ScatterElements", ["half", "half_indices", "half_updates"], ["half_out"],
+                      name="bfloat", reduction="add")],
+        "two", [vi("data", TensorProto.FLOAT, [4, 5]), vi("indices", TensorProto.INT64, ["e", 5]),
+                vi("updates", TensorProto.FLOAT, ["e", 5]), vi("half", TensorProto.BFLOAT16, [4]),
+                vi("half_indices", TensorProto.INT64, [3]),
+                vi("half_updates", TensorProto.BFLOAT16, [3])],
+        [vi("out", TensorProto.FLOAT, [4, 5]), vi("half_out", TensorProto.BFLOAT16, [4])])
+    path = saved(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 16)]), tmp_path)
+    command = "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim e=SIZE"
+    still = invoke("tensorrt", path, "--trt-version", "8.6", "--fix-dim", "e=3", "--no-validate",
+                   "-o", tmp_path / "out.onnx")
+    assert still.exit_code == 1 and "'bfloat'" in error_line(still), still.output
+    code, report = check_json(path, "tensorrt-8.6")
+    assert code == 1 and report["status"] == "BLOCKED" and report["fix"] is None
+    assert report["dry_run"]["command"] == command and not report["dry_run"]["succeeded"]
+    assert [f["fix"] for f in report["findings"]] == [None, None]
+    result = invoke("check", path, "--target", "tensorrt-8.6", terminal_width=200)
+    assert error_line(result).startswith(f"blocked on tensorrt-8.6: {command} refuses it: ")
+    assert "fix: " not in result.stdout
 
 
 # ---- the table at 80 and 200 columns ---------------------------------------------------------------

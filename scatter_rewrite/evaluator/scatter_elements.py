@@ -6,11 +6,13 @@ import numpy as np
 
 from scatter_rewrite.evaluator._common import (
     add_scaled_index,
+    aligned,
     check_index_dtype,
     check_reduction,
     check_same_type,
     checked_index,
     invalid,
+    is_mapped,
     normalize_axis,
     release_pages,
     scatter_flat,
@@ -79,6 +81,7 @@ def _scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray
         return scatter_flat(data, flat, updates, reduction)
 
     stride, buffer, offsets = _stride(data.shape, axis), None, None
+    indices_mapped = is_mapped(indices)
 
     def positions(r0: int, r1: int) -> np.ndarray:
         # Not scattering along axis 0, entries in indices[r] target data[r] only: their
@@ -87,7 +90,7 @@ def _scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray
         # first (largest) block serve every block, and its positions go to one reused
         # buffer (fresh ones cost page faults and cache misses).
         nonlocal buffer, offsets
-        idx, negative = checked_index(indices[r0:r1], size, op, node_name, what)
+        idx, negative = checked_index(aligned(indices[r0:r1]), size, op, node_name, what)
         if buffer is None:
             offsets = _offsets(idx.shape, data.shape, axis)
             buffer = np.empty(idx.size, dtype=np.intp)
@@ -96,7 +99,8 @@ def _scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray
             block_offsets = offsets[:r1 - r0]
         block = add_scaled_index(block_offsets, idx, size, stride, negative,
                                  out=buffer[:idx.size].reshape(idx.shape))
-        release_pages(indices[r0:r1])
+        if indices_mapped:
+            release_pages(indices[r0:r1])
         return block.reshape(-1)
 
     return scatter_rows(data, updates, reduction, indices.shape[0], positions)

@@ -4,6 +4,7 @@ one-node model and moved to the target in turn (the step kind ``BODY``)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import onnx
 import onnx.defs
@@ -14,6 +15,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.graph import is_reference
 from scatter_rewrite.opset.fitting import input_dtype
+from scatter_rewrite.opset.one_node import one_node_model
 
 __all__ = ["EXACT_BODIES", "function_body_model"]
 
@@ -27,9 +29,10 @@ _BODY_DOMAIN = "scatter_rewrite.function_body"
 
 
 def function_body_model(node: ir.Node, source: int, target: int,
+                        convert_model: Callable[[ir.Model, int], object],
                         shapes: bool = False) -> onnx.ModelProto | None:
     """``node`` (at opset ``source``) as its op's ONNX function body, converted to ``target``: a
-    model shaped like :func:`scatter_rewrite.opset.converter.one_node_model`'s (inputs ``in{i}``,
+    model shaped like :func:`scatter_rewrite.opset.one_node.one_node_model`'s (inputs ``in{i}``,
     outputs ``out{i}``). None when the op has no body at or below ``source``, or the body cannot
     be built (an input of unknown type, an attribute that refers to a function's, which the body
     would need the value of)."""
@@ -47,10 +50,6 @@ def function_body_model(node: ir.Node, source: int, target: int,
         return None  # (a context-dependent body is built from the input types)
     opset = min(versions)  # the body nearest the (lower) target
     # (some context-dependent bodies are built from the shapes)
-    # (here: the adapter's module reads this one)
-    from scatter_rewrite.opset.converter import one_node_model
-    from scatter_rewrite.opset.engine import convert_opset
-
     mini = one_node_model(node, source, shapes)
     call = mini.graph.node[0]
     try:
@@ -88,8 +87,9 @@ def function_body_model(node: ir.Node, source: int, target: int,
         logger.debug("no function body for %s: %s", node.op_type, e)
         return None
     _cast_like_as_cast(model.graph)
-    # the body's own nodes, with function bodies of their own if need be
-    convert_opset(model, target)
+    # the body's own nodes, with function bodies of their own if need be (``convert_model``: the
+    # engine's move of a whole model)
+    convert_model(model, target)
     return ir.serde.serialize_model(model)
 
 

@@ -1,5 +1,5 @@
 """onnx.version_converter's adapters as the engine's CONVERTER steps: a node goes alone into a
-one-node model (:func:`one_node_model`), cached per distinct signature (:func:`signature`), and the
+one-node model (:func:`~scatter_rewrite.opset.one_node.one_node_model`), cached per distinct signature (:func:`signature`), and the
 converted nodes are spliced back in its place (:meth:`Adapter.splice`). Where the converter has no
 adapter: the node kept as the older schema takes it, or moved from an opset between, or replaced by
 its function body (:mod:`scatter_rewrite.opset.bodies`)."""
@@ -7,6 +7,7 @@ its function body (:mod:`scatter_rewrite.opset.bodies`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import onnx
 import onnx.defs
@@ -16,18 +17,19 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import (
-    Scope, attribute_key, constant_tensor, describe, is_reference, iter_scopes, nodes_within,
-    tensor_key,
+    Scope, attribute_key, constant_tensor, describe, is_reference, iter_scopes, mark_written,
+    nodes_within, tensor_key, written_for,
 )
 from scatter_rewrite.opset.bodies import function_body_model
 from scatter_rewrite.opset.fitting import (
     fits_schema, input_dtype, is_default, since_version, step_name, type_gap, unknown_type_gap,
 )
 from scatter_rewrite.opset.forms.constant_12_11 import constant_as_value_tensor
+from scatter_rewrite.opset.one_node import one_node_model, small_constant
 from scatter_rewrite.opset.rewriting import not_constant, refuse
 
 __all__ = [
-    "Adapter", "converter_reason", "distinct_nested_names", "one_node_model", "signature",
+    "Adapter", "converter_reason", "distinct_nested_names", "signature",
 ]
 
 
@@ -85,60 +87,21 @@ def signature(node: ir.Node) -> tuple:
     attrs = tuple(sorted((k, attribute_key(a)) for k, a in node.attributes.items()))
     inputs = []
     for v in node.inputs:
-        const = None if v is None else _small_constant(v)
+        const = None if v is None else small_constant(v)
         inputs.append(None if v is None else (
             input_dtype(v), None if v.shape is None else len(v.shape),
             None if const is None else tensor_key(const)))
     return (node.op_type, attrs, tuple(inputs), len(node.outputs))
 
 
-def _small_constant(value: ir.Value) -> ir.TensorProtocol | None:
-    # Some adapters read constant inputs (Split's split, Reshape's shape...): small ones go along;
-    # an initializer callers may override is no constant (the adapter would write its default in).
-    tensor = constant_tensor(value)
-    if tensor is None or tensor.size > 64:
-        return None
-    return tensor
-
-
-def one_node_model(node: ir.Node, source: int, shapes: bool = False) -> onnx.ModelProto:
-    """``node`` alone at opset ``source``: inputs ``in{i}`` typed (with their shapes if ``shapes``;
-    small constants as initializers), outputs ``out{i}``."""
-    graph_inputs, initializers, input_names = [], [], []
-    for i, value in enumerate(node.inputs):
-        if value is None:
-            input_names.append("")
-            continue
-        name = f"in{i}"
-        input_names.append(name)
-        # (An untyped constant, a bool Constant's output, goes in with its tensor's dtype: as float
-        # it would contradict its own initializer below.)
-        known = input_dtype(value)
-        dtype = known.value if known is not None else onnx.TensorProto.FLOAT
-        const = _small_constant(value)
-        if const is not None:
-            initializers.append(ir.serde.serialize_tensor(ir.Tensor(const.numpy(), name=name)))
-        dims = (None if not shapes or value.shape is None
-                else [d if isinstance(d, int) else None for d in value.shape])
-        graph_inputs.append(onnx.helper.make_tensor_value_info(name, dtype, dims))
-    outputs = [onnx.helper.make_tensor_value_info(f"out{i}", onnx.TensorProto.UNDEFINED, None)
-               for i in range(len(node.outputs))]
-    proto_node = onnx.helper.make_node(node.op_type, input_names, [o.name for o in outputs])
-    # A reference to a function attribute has no value to convert: left out, put back after
-    # (_Converter).
-    proto_node.attribute.extend(a for a in ir.serde.serialize_node(node).attribute
-                                if not a.ref_attr_name)
-    graph = onnx.helper.make_graph([proto_node], "one_node", graph_inputs, outputs,
-                                   initializer=initializers)
-    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", source)])
-
-
 # Ops whose function body computes bit for bit what the op does (CastLike's is one Cast to the
 class Adapter:
     """onnx.version_converter's adapters for nodes moving to ``target``, with what they did."""
 
-    def __init__(self, target: int):
+    def __init__(self, target: int, convert_model: Callable[[ir.Model, int], object]):
         self.target = target
+        # (the engine's whole-model move, for a function body's own nodes)
+        self.convert_model = convert_model
         # list: attributes to drop, node kept
         self.cache: dict[tuple, onnx.ModelProto | list[str]] = {}
         self.converted = 0
@@ -157,7 +120,8 @@ class Adapter:
         key = (scope.opset, signature(node), shapes if body_only else None)
         converted = self.cache.get(key)
         if converted is None and body_only:
-            converted = function_body_model(node, scope.opset, self.target, shapes=True)
+            converted = function_body_model(node, scope.opset, self.target, self.convert_model,
+                                            shapes=True)
             if converted is None:
                 untyped = [i for i, v in enumerate(node.inputs)
                            if v is not None and input_dtype(v) is None]
@@ -184,7 +148,8 @@ class Adapter:
                     self.between_error = None
                     converted = self._from_opset_between(node, scope.opset)
                 if converted is None:
-                    converted = function_body_model(node, scope.opset, self.target)
+                    converted = function_body_model(node, scope.opset, self.target,
+                                                    self.convert_model)
                     if converted is not None:
                         self._bodies.add(key)
                 if converted is None:
@@ -313,6 +278,7 @@ class Adapter:
         # fails); it stays a dangling value of its own.
         kept = [(old, new) for old, new in zip(node.outputs, new_outputs)
                 if old.name or old.uses() or old.is_graph_output()]
+        mark_written(constants + new_nodes, written_for(node, scope))
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], constants + new_nodes, [old for old, _ in kept],
             [new for _, new in kept]

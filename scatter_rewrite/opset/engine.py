@@ -38,7 +38,8 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import (
-    DEFAULT_DOMAINS, Scope, default_opset, describe, is_default_domain, iter_scopes,
+    DEFAULT_DOMAINS, Scope, default_opset, describe, is_default_domain, iter_scopes, mark_written,
+    written_for,
 )
 from scatter_rewrite.opset import steps
 from scatter_rewrite.opset.bodies import EXACT_BODIES
@@ -50,6 +51,7 @@ from scatter_rewrite.opset.registry import (
     Done, Form, Prepared, Replaced, Unchanged, down_forms, up_forms,
 )
 from scatter_rewrite.opset.rewriting import refuse
+from scatter_rewrite.opset.sequence_carries import scan_outputs_for_sequences
 from scatter_rewrite.opset.verify import Moved, checkable, verify_move
 
 __all__ = [
@@ -67,7 +69,7 @@ class _Mover(Adapter):
     adapters (:class:`Adapter`) for the rest."""
 
     def __init__(self, target: int):
-        super().__init__(target)
+        super().__init__(target, convert_opset)
         self.decomposed: dict[str, int] = {}  # op -> nodes a form computed with other float ops
 
     def convert_node(self, node: ir.Node, scope: Scope) -> None:
@@ -148,6 +150,7 @@ class _Mover(Adapter):
             return
         if isinstance(form, Replaced) and form.rounding:
             self.decomposed[node.op_type] = self.decomposed.get(node.op_type, 0) + 1
+        mark_written(form.nodes, written_for(node, scope))  # (every form's, replace()'s or not)
         # (the sizes a Split-11 takes in)
         for new in sorted(form.nodes, key=lambda n: n.op_type == "Constant"):
             if new.op_type == "Constant" and not new.outputs[0].uses():
@@ -168,6 +171,7 @@ class OpsetMove:
     expanded: dict[str, int] = dataclasses.field(default_factory=dict)
     # op -> nodes an exact form computed with other float ops (Replaced(rounding=True))
     decomposed: dict[str, int] = dataclasses.field(default_factory=dict)
+    scanned: int = 0  # sequences Loops build, written as scan outputs (Loop-13 -> Loop-11)
 
     @property
     def rounding(self) -> list[str]:
@@ -184,6 +188,9 @@ class OpsetMove:
         if self.decomposed:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.decomposed.items()))
             text += f"; computed by other ops at opset {self.target}: {ops}"
+        if self.scanned:
+            text += (f"; {self.scanned} sequence(s) built in a Loop written as its scan output "
+                     f"(Loop takes sequences from opset 13)")
         if self.rounding:
             text += (f" ({', '.join(self.rounding)}: float results may round differently from "
                      "a fused kernel)")
@@ -242,6 +249,13 @@ def convert_opset(model: ir.Model, target: int) -> OpsetMove:
                    node.name)
              for node, scope in work]
     try:
+        if target < 13:  # (Loop takes sequences from 13: one it builds becomes a scan output)
+            for node, scope in list(containers):
+                if node.op_type == "Loop" and type_gap(node, target):
+                    containers.remove((node, scope))
+                    move.scanned += scan_outputs_for_sequences(node, scope, target)
+            containers = [(n, s) for s in iter_scopes(model) if s.opset > target for n in s.body
+                          if is_default_domain(n) and n.op_type in CONTAINER_OPS]
         for node, scope in containers:
             gap = type_gap(node, target)
             if gap is not None:

@@ -40,7 +40,7 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from scatter_rewrite.graph import Scope
-from scatter_rewrite.opset import steps
+from scatter_rewrite.opset.versions import previous
 
 __all__ = [
     "DONE", "Done", "down_forms", "Form", "FORMS", "FormSpec", "load_forms", "Prepared",
@@ -140,7 +140,7 @@ def load_forms(package: str = "scatter_rewrite.opset.forms") -> dict:
 
 def down_forms(op: str, since: int) -> tuple[FormSpec, ...]:
     """The forms registered for the step down from ``op``'s version ``since``, in order."""
-    return tuple(load_forms().get((op, since, steps.previous(op, since)), ()))
+    return tuple(load_forms().get((op, since, previous(op, since)), ()))
 
 
 def up_forms(op: str, older: int, newer: int) -> tuple[FormSpec, ...]:

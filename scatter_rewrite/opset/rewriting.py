@@ -9,7 +9,7 @@ import onnx_ir as ir
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import (
     FLOAT_TYPES, Scope, attr, constant_tensor, describe, is_default_domain, is_overridable,
-    is_reference,
+    is_reference, mark_written, written_for,
 )
 
 __all__ = ["FLOATS", "INTEGERS", "known_value", "not_constant", "refuse", "replace"]
@@ -77,7 +77,10 @@ def not_constant(value: ir.Value, what: str) -> str:
 
 def replace(node: ir.Node, scope: Scope, new_nodes: list[ir.Node],
             outputs: list[ir.Value]) -> None:
-    """``new_nodes`` in ``node``'s place; ``outputs`` take its outputs' names, types and uses."""
+    """``new_nodes`` in ``node``'s place; ``outputs`` take its outputs' names, types and uses. The
+    new nodes are marked as written for the user's node (:func:`graph.written_for`), which a later
+    refusal names."""
+    mark_written(new_nodes, written_for(node, scope))
     named = False
     for new in new_nodes:  # the first of the same op keeps the name (None: named on insertion)
         new.name = node.name if new.op_type == node.op_type and not named else None

@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 
-import onnx.defs
-
+from scatter_rewrite.opset.versions import previous, versions
 from scatter_rewrite.spec import REDUCTIONS_SINCE
-from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 __all__ = [
     "declared", "Kind", "ONES", "previous", "REWRITE", "SAME", "Step", "step", "STEPS",
@@ -416,24 +413,6 @@ STEPS: dict[tuple[str, int], Step] = {
     ("Unsqueeze", 25): SAME,
     ("Where", 16): SAME,
 }
-
-
-@functools.lru_cache(maxsize=None)
-def versions(op_type: str) -> tuple[int, ...]:
-    """The since-versions of ``op_type``'s default-domain schemas, oldest first."""
-    return tuple(
-        sorted(
-            s.since_version
-            for s in onnx.defs.get_all_schemas_with_history()
-            if s.name == op_type and s.domain in DEFAULT_DOMAINS
-        )
-    )
-
-
-def previous(op_type: str, since: int) -> int | None:
-    """The version of ``op_type`` before ``since``; None when ``since`` is its first."""
-    older = [v for v in versions(op_type) if v < since]
-    return older[-1] if older else None
 
 
 def steps_between(op_type: str, source: int, target: int) -> list[tuple[int, Step]]:

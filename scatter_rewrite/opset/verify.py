@@ -12,6 +12,7 @@ import onnx.helper
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.ort_folding import optimizers_left_out
 
 __all__ = ["checkable", "Moved", "verify_move"]
 
@@ -74,7 +75,8 @@ def _failure(proto: onnx.ModelProto) -> str | None:
     options = ort.SessionOptions()
     options.log_severity_level = 4
     try:
-        ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                             disabled_optimizers=optimizers_left_out(proto, []))
     except Exception as e:  # onnxruntime's own exception types
         return f"onnxruntime: {_first_line(e)}"
     return None

@@ -17,18 +17,37 @@ import logging
 
 import onnx_ir as ir
 
-from scatter_rewrite.graph import WRITTEN_FOR, Scope, describe, iter_nodes, nodes_within
+from scatter_rewrite.graph import (
+    Scope, describe, iter_nodes, mark_written, nodes_within, written_for,
+)
 from scatter_rewrite.spec import check_scatter_nodes
 
-__all__ = ["NodeNote", "ScatterPass", "ScatterPassResult", "first_and_more"]
+__all__ = ["NAMED_AT_MOST", "NodeNote", "ScatterPass", "ScatterPassResult", "every_node"]
 
 logger = logging.getLogger("scatter_rewrite")
 
+# How many nodes a one-line refusal names; the rest are counted ("(and 3 more)").
+NAMED_AT_MOST = 10
 
-def first_and_more(items: list) -> str:
-    """The first of ``items`` and how many more: how a one-line error names every node it
-    refuses."""
-    return f"{items[0]}" + (f" (and {len(items) - 1} more)" if len(items) > 1 else "")
+
+def every_node(notes: list[NodeNote]) -> str:
+    """How a one-line error names the nodes it refuses (:class:`NodeNote`, each with why): every
+    one, in order, up to :data:`NAMED_AT_MOST`, then how many more; nodes refused for the same
+    reason share it (``A and B: why; C: other``), and nodes described alike (two a pass wrote for
+    the same user's node) are said once, with how many (``(x2)``)."""
+    by_reason: dict[str, dict[str, int]] = {}
+    for note in notes[:NAMED_AT_MOST]:
+        alike = by_reason.setdefault(note.detail, {})
+        alike[note.node] = alike.get(note.node, 0) + 1
+    said = "; ".join(
+        _and([node + (f" (x{n})" if n > 1 else "") for node, n in nodes.items()]) + f": {reason}"
+        for reason, nodes in by_reason.items())
+    more = len(notes) - NAMED_AT_MOST
+    return said + (f" (and {more} more)" if more > 0 else "")
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 @dataclasses.dataclass
@@ -51,6 +70,9 @@ class ScatterPassResult(ir.passes.PassResult):
     # Ops re-expressed so that float results may round differently (an op replaced by its ONNX
     # function body): validation then compares float outputs within its stated tolerance.
     float_rounding: list[str] = dataclasses.field(default_factory=list)
+    # The pass's nodes are meant to compute otherwise than the original's (ScatterPass.repairs):
+    # validation proves them against the intended accumulation, not the original.
+    repairs: bool = False
 
     def to_dict(self) -> dict:
         return {
@@ -67,12 +89,15 @@ class ScatterPass(ir.passes.InPlacePass):
     :meth:`rewrote`/:meth:`skip`."""
 
     name = "scatter-pass"
+    # True for a pass whose rewrites are meant to change what a node computes (repair: repeated
+    # indices summed where the export overwrote): declared here, read by the pipeline's proof.
+    repairs = False
 
     def call(self, model: ir.Model) -> ScatterPassResult:
         check_scatter_nodes(
             model
         )  # before run() reads an axis or an input that is not what the schema says
-        self.result = ScatterPassResult(model, False, name=self.name)
+        self.result = ScatterPassResult(model, False, name=self.name, repairs=self.repairs)
         self._known = {id(n) for n, _ in iter_nodes(model)}  # (what a rewrite adds is marked)
         self._sizes: dict[int, int] = {}
         self.run(model)
@@ -86,7 +111,7 @@ class ScatterPass(ir.passes.InPlacePass):
 
     def rewrote(self, node: ir.Node, scope: Scope, detail: str) -> None:
         note = NodeNote(describe(node, scope), detail)
-        self._mark_written(scope.body, (node.metadata_props or {}).get(WRITTEN_FOR, note.node))
+        self._mark_written(scope.body, written_for(node, scope))
         logger.debug("%s rewrote %s", self.name, note)
         self.result.rewritten.append(note)
         self.result.modified = True
@@ -97,9 +122,9 @@ class ScatterPass(ir.passes.InPlacePass):
         if not hasattr(self, "_known") or len(body) == self._sizes.get(id(body)):
             return
         self._sizes[id(body)] = len(body)
-        for new in nodes_within([n for n in body if id(n) not in self._known]):
-            self._known.add(id(new))
-            new.metadata_props.setdefault(WRITTEN_FOR, origin)
+        new = list(nodes_within([n for n in body if id(n) not in self._known]))
+        self._known.update(id(n) for n in new)
+        mark_written(new, origin)
 
     def skip(self, node: ir.Node, scope: Scope, reason: str) -> None:
         note = NodeNote(describe(node, scope), reason)

@@ -90,4 +90,5 @@ def merged(model: ir.Model, name: str, results: list[ir.passes.PassResult]) -> S
             into.skipped += result.skipped
             into.notes += result.notes
             into.float_rounding += result.float_rounding
+            into.repairs |= result.repairs
     return into

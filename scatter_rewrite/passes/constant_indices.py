@@ -11,7 +11,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from scatter_rewrite.graph import (
-    SCATTER_OPS, describe, is_default_domain, iter_nodes, shadowed_names,
+    SCATTER_OPS, describe, is_default_domain, iter_nodes, mark_written, shadowed_names,
+    written_for,
 )
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.fold import ConstantChains
@@ -44,6 +45,7 @@ class ConstantIndicesPass(ScatterPass):
             out = constant.outputs[0]
             out.name = f"{index.name}_constant" if index.name else None
             out.type, out.shape = ir.TensorType(tensor.dtype), ir.Shape(tensor.shape)
+            mark_written([constant], written_for(producer, scope))  # (the user's index node)
             scope.body.insert_before(node, constant)
             node.replace_input_with(_index_input(node), out)
             chains.prune([index])

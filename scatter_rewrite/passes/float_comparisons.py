@@ -27,9 +27,10 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import (
-    Names, describe, is_default_domain, iter_nodes, iter_scopes, value_names,
+    Names, describe, is_default_domain, iter_nodes, iter_scopes, mark_written, value_names,
+    written_for,
 )
-from scatter_rewrite.passes.base import NodeNote, ScatterPass, first_and_more
+from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
 from scatter_rewrite.passes.op_equivalents import remove_dead
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
@@ -128,56 +129,62 @@ class FloatComparisonsPass(ScatterPass):
                     f"{_first_opset(node, dtype)} ({self.target} computes {node.op_type} "
                     "wrongly)")))
                 continue
-            shown = describe(node, scope)
-            self.result.rewritten.append(NodeNote(shown, _REWRITES[node.op_type](node, names)))
+            shown, origin, made = describe(node, scope), written_for(node, scope), []
+            self.result.rewritten.append(NodeNote(shown, _REWRITES[node.op_type](node, names,
+                                                                                 made)))
+            mark_written(made, origin)  # (a later refusal names the user's comparison)
             self.result.modified = True
         if refused:
-            error = ConversionError(f"not prepared for {self.target}: {first_and_more(refused)}")
+            error = ConversionError(f"not prepared for {self.target}: {every_node(refused)}")
             error.declined = refused
             raise error
 
 
-def _part(op: str, inputs: list[ir.Value], before: ir.Node, names: Names) -> ir.Value:
-    """A new ``op`` node (bool output, a fresh name) in ``before``'s graph just before it."""
+def _part(op: str, inputs: list[ir.Value], before: ir.Node, names: Names,
+          made: list[ir.Node]) -> ir.Value:
+    """A new ``op`` node (bool output, a fresh name) in ``before``'s graph just before it (and in
+    ``made``)."""
     part = ir.node(op, inputs)
+    made.append(part)
     part.outputs[0].dtype, part.outputs[0].name = ir.DataType.BOOL, names.new(op.lower())
     before.graph.insert_before(before, part)
     return part.outputs[0]
 
 
-def _less(node: ir.Node, names: Names) -> str:
+def _less(node: ir.Node, names: Names, made: list[ir.Node]) -> str:
     a, b = node.inputs
-    _replace(node, ir.node("Greater", [b, a]))
+    _replace(node, ir.node("Greater", [b, a]), made)
     return "float Less(a, b) written as Greater(b, a)"
 
 
-def _equal(node: ir.Node, names: Names) -> str:
+def _equal(node: ir.Node, names: Names, made: list[ir.Node]) -> str:
     a, b = node.inputs
-    _replace(node, ir.node("And", [_part("GreaterOrEqual", [a, b], node, names),
-                                   _part("LessOrEqual", [a, b], node, names)]))
+    _replace(node, ir.node("And", [_part("GreaterOrEqual", [a, b], node, names, made),
+                                   _part("LessOrEqual", [a, b], node, names, made)]), made)
     return "float Equal(a, b) written as And(GreaterOrEqual(a, b), LessOrEqual(a, b))"
 
 
-def _is_nan(node: ir.Node, names: Names) -> str:
+def _is_nan(node: ir.Node, names: Names, made: list[ir.Node]) -> str:
     (x,) = node.inputs
     y = node.outputs[0]
     uses = list(y.uses())
     negation = uses[0].node if len(uses) == 1 else None
     if (negation is not None and not y.is_graph_output() and negation.op_type == "Not"
             and is_default_domain(negation) and negation.graph is node.graph):
-        _replace(negation, ir.node("GreaterOrEqual", [x, x]))
+        _replace(negation, ir.node("GreaterOrEqual", [x, x]), made)
         remove_dead(node)
         return "with its Not, written as GreaterOrEqual(x, x)"
-    _replace(node, ir.node("Not", [_part("GreaterOrEqual", [x, x], node, names)]))
+    _replace(node, ir.node("Not", [_part("GreaterOrEqual", [x, x], node, names, made)]), made)
     return "written as Not(GreaterOrEqual(x, x))"
 
 
-_REWRITES: dict[str, Callable[[ir.Node, Names], str]] = {
+_REWRITES: dict[str, Callable[[ir.Node, Names, list[ir.Node]], str]] = {
     "Less": _less, "Equal": _equal, "IsNaN": _is_nan}
 
 
-def _replace(node: ir.Node, new: ir.Node) -> None:
-    """``new`` (one output) in place of ``node``, taking its output's name, type, shape and
-    readers (graph outputs included)."""
+def _replace(node: ir.Node, new: ir.Node, made: list[ir.Node]) -> None:
+    """``new`` (one output, then in ``made``) in place of ``node``, taking its output's name,
+    type, shape and readers (graph outputs included)."""
+    made.append(new)
     ir.convenience.replace_nodes_and_values(node.graph, node, [node], [new], [node.outputs[0]],
                                             new.outputs)

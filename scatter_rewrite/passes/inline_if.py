@@ -41,6 +41,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.graph import (
     Scope, body_nodes, describe, is_default_domain, is_reference, iter_nodes, iter_scopes,
+    mark_written, written_for,
 )
 from scatter_rewrite.type_inference import (
     annotate_function_types, borrow_inferred_types, inferred_tensor_types, restore_types, shape_of,
@@ -261,6 +262,7 @@ def _inline(model: ir.Model, node: ir.Node, scope: Scope, branch: str, value: bo
         if in_function:  # no initializers in a function: a Constant node holds it
             constant = ir.node("Constant", [], attributes={"value": init.const_value})
             constant.outputs[0].name = init.name
+            mark_written([constant], written_for(node, scope))
             constants.append(constant)
             init.replace_all_uses_with(constant.outputs[0])
             outputs = [constant.outputs[0] if v is init else v for v in outputs]
@@ -283,6 +285,7 @@ def _inline(model: ir.Model, node: ir.Node, scope: Scope, branch: str, value: bo
                 out_b.name = out_if.name
             else:
                 identity = ir.node("Identity", [out_b])
+                mark_written([identity], written_for(node, scope))
                 body.insert_before(node, identity)
                 moved.append(identity)
                 replacement = identity.outputs[0]

@@ -84,7 +84,7 @@ from scatter_rewrite.type_inference import (
     restore_types,
 )
 from scatter_rewrite.passes.inline_if import scatter_of_unknown_rank
-from scatter_rewrite.passes.base import ScatterPass, first_and_more
+from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
 
 __all__ = ["LowerPass"]
 
@@ -152,7 +152,7 @@ class LowerPass(ScatterPass):
 
     def run(self, model: ir.Model) -> None:
         pending: list[tuple[str, ir.Node, Scope]] = []
-        blocked: list[str] = []
+        blocked: list[NodeNote] = []
         if not self.has_work(model):
             self._run(model, pending, blocked)
             restore_kept_types(model)
@@ -190,12 +190,12 @@ class LowerPass(ScatterPass):
             reason = self._blocker(kind, node)
             if reason is not None:
                 self.skip(node, scope, reason)
-                blocked.append(f"{describe(node, scope)}: {reason}")
+                blocked.append(NodeNote(describe(node, scope), reason))
             else:
                 pending.append((kind, node, scope))
         if blocked:
             raise ConversionError(
-                f"cannot lower to opset {target}: {first_and_more(blocked)}; fix the model or "
+                f"cannot lower to opset {target}: {every_node(blocked)}; fix the model or "
                 f"pick a target opset that has the op (max/min: 18, add/mul: 16)",
                 parameters=("opset",))
         names = seg.Names(value_names(model))

@@ -53,7 +53,7 @@ from scatter_rewrite.passes.lowering.scatter_free import ShapeWriting, reduction
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.passes.lowering import tensor_scatter
 from scatter_rewrite.passes.inline_if import inline_constant_ifs, scatter_of_unknown_rank
-from scatter_rewrite.passes.base import ScatterPass, first_and_more
+from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
@@ -273,11 +273,11 @@ class NoScatterPass(ScatterPass):
                 found = made.get(id(node))
                 shown = describe(node, scope) if found is None else describe(found, scope)
                 self.skip(node, scope, reason)
-                blocked.append(f"{shown}: {reason}")
+                blocked.append(NodeNote(shown, reason))
             else:
                 plans.append((node, scope, form))
         if blocked:
-            raise ConversionError(f"{self.refusal}: {first_and_more(blocked)}",
+            raise ConversionError(f"{self.refusal}: {every_node(blocked)}",
                                   parameters=("max_intermediate_mib",))
         planned = {id(node) for node, _, _ in plans}  # (a TensorScatter's ScatterElements the
         for node, scope in tensor_scatters:  # target runs is what it is rewritten as)

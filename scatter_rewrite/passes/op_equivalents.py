@@ -35,7 +35,8 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from scatter_rewrite.graph import (
-    Scope, constant_tensor, describe, is_default_domain, is_reference, iter_nodes,
+    Scope, constant_tensor, describe, is_default_domain, is_reference, iter_nodes, mark_written,
+    written_for,
 )
 
 __all__ = ["remove_dead", "write_within_table"]
@@ -63,8 +64,13 @@ def write_within_table(model: ir.Model, has: Has) -> list[str]:
                 or any(is_reference(a) for a in node.attributes.values())):
             continue
         rewrite = _REWRITES.get(node.op_type)
-        said = rewrite(node, scope, has) if rewrite is not None else None
-        if said is not None:
+        if rewrite is None:
+            continue
+        body, origin = node.graph, written_for(node, scope)
+        known = {id(n) for n in body}
+        said = rewrite(node, scope, has)
+        if said is not None:  # (what it wrote names the user's node to a later refusal)
+            mark_written([n for n in body if id(n) not in known], origin)
             done.append(f"{describe(node, scope)}: {said}")
     return done
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.graph import Scope, constant_node, describe, iter_nodes, shadowed_names
-from scatter_rewrite.passes.base import NodeNote, ScatterPass, first_and_more
+from scatter_rewrite.graph import (
+    Scope, constant_node, describe, iter_nodes, mark_written, shadowed_names, written_for,
+)
+from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
 from scatter_rewrite.passes.op_equivalents import remove_dead, write_within_table
 
 __all__ = ["OpSupportPass", "fold_constant_outside", "unsupported_nodes"]
@@ -70,6 +72,7 @@ def fold_constant_outside(model: ir.Model, table) -> int:
             continue
         for value, array in zip(node.outputs, arrays):
             constant = constant_node(array)
+            mark_written([constant], written_for(node, scope))
             scope.body.insert_before(node, constant)
             constant.outputs[0].name, value.name = value.name, None
             ir.convenience.replace_all_uses_with(value, constant.outputs[0])
@@ -109,7 +112,7 @@ class OpSupportPass(ScatterPass):
         missing = unsupported_nodes(model, table)
         if missing:
             error = ConversionError(f"not prepared for {self.target.name}: "
-                                    f"{first_and_more(missing)}")
+                                    f"{every_node(missing)}")
             error.declined = missing
             raise error
         self.note(f"every op is in {self.target.name}'s published support ({table.cited})")

@@ -61,8 +61,8 @@ from scatter_rewrite.export_patterns import (
     SCATTER_REDUCE_NAME, clearing_scatter, is_constant_zeros,
 )
 from scatter_rewrite.graph import (
-    Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes, reference_reason,
-    nodes_within, remove_unused_expands, value_names,
+    Scope, attr, constant_tensor, describe, is_default_domain, iter_nodes, mark_written,
+    nodes_within, reference_reason, remove_unused_expands, value_names, written_for,
 )
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.limits import OPSET_FLOOR, REDUCTIONS_SINCE
@@ -268,6 +268,7 @@ class RepairPass(ScatterPass):
     ``assume``: a key of :data:`ASSUMPTIONS`, what the caller lets it assume beyond the graph."""
 
     name = "repair"
+    repairs = True
 
     def __init__(self, assume: str | None = None):
         super().__init__()
@@ -319,9 +320,11 @@ class RepairPass(ScatterPass):
             restore_types(borrowed)
 
     def _repair(self, node: ir.Node, scope: Scope, found_as: str, names: seg.Names) -> None:
+        origin = written_for(node, scope)  # (what the nodes it becomes are marked with)
         node.op_type = "ScatterElements" if node.op_type == "Scatter" else node.op_type
         node.attributes["reduction"] = ir.AttrString("reduction", "add")
         if not _needs_lowering(node, scope.opset):
+            mark_written([node], origin)
             self._record(found_as, EXPORTER_BEHAVIOUR, ACCUMULATE_ASSUMES,
                          f"{node.op_type}(reduction='add')")
             return
@@ -333,6 +336,7 @@ class RepairPass(ScatterPass):
             return
         nodes, out = seg.lower_reduction(node, scope.opset, names)
         why, old_inputs = _why_lowered(node, scope.opset), list(node.inputs)
+        mark_written(nodes, origin)
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], nodes, [node.outputs[0]], [out])
         remove_unused_expands(scope.body, old_inputs)
@@ -375,6 +379,7 @@ class RepairPass(ScatterPass):
         else:  # PyTorch divides integers with floor: (s - s mod c) / c, exact, c >= 1
             exact = b.op("Sub", sums, b.op("Mod", sums, safe, dtype=dtype), dtype=dtype)
             mean = b.op("Div", exact, safe, dtype=dtype)
+        mark_written(b.nodes, written_for(node, scope))
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], b.nodes, [node.outputs[0]], [mean])
         assumes = (MEAN_ASSUMES if not site.include_self

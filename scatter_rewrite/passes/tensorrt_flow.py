@@ -14,7 +14,7 @@ import onnx_ir as ir
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.limits import DEFAULT_TRT_VERSION, REDUCTIONS, TRT_VERSIONS, check_choice
 from scatter_rewrite.graph import Scope, attr, nodes_within, remove_unused_expands
-from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult, first_and_more
+from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult, every_node
 from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
 from scatter_rewrite.passes.to_scatternd import Decline, ModelNames
 
@@ -42,7 +42,7 @@ class TensorRTFlowPass(ScatterPass):
         result = super().call(model)
         if result.skipped:
             advice = self.advice(result.skipped)
-            error = self.unreachable(first_and_more(result.skipped)
+            error = self.unreachable(every_node(result.skipped)
                                      + (f"; {advice}" if advice else ""))
             error.declined = list(result.skipped)
             raise error

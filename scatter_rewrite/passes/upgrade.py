@@ -21,7 +21,7 @@ from scatter_rewrite.errors import InvalidModelError
 from scatter_rewrite.limits import OPSET_FLOOR, check_opset
 from scatter_rewrite.graph import (
     DEFAULT_DOMAINS, Scope, attr, default_opset, describe, describe_parts, is_default_domain,
-    iter_nodes,
+    iter_nodes, mark_written, written_for,
 )
 from scatter_rewrite.opset import MIN_IR_VERSION, needs_conversion, opset_note
 from scatter_rewrite.passes.base import NodeNote, ScatterPassResult, ScatterPass
@@ -30,11 +30,16 @@ from scatter_rewrite.spec import check_scatter_proto
 __all__ = ["has_rejected_scatter", "has_scatter", "upgrade_proto", "upgrade_steps", "UpgradePass"]
 
 
-def check_scatter_elements_shapes(node: ir.Node, scope: Scope, axis: int) -> int:
-    """Check what the spec demands and the graph shows statically; return the normalized axis."""
-    shapes = {name: (None if v is None or v.shape is None else list(v.shape))
-              for name, v in zip(("data", "indices", "updates"), node.inputs[:3])}
-    return checked_axis(describe(node, scope), shapes, axis)
+def checked_upgrade(where: str, bfloat16: bool, target: int, shapes: dict[str, list | None],
+                    axis: int | None) -> int | None:
+    """What upgrading one Scatter (``where`` names it) to ScatterElements at opset ``target``
+    demands, for the IR pass and its form on the parsed file alike: bfloat16 data (``bfloat16``)
+    only from ScatterElements-13, and the spec's shapes (:func:`checked_axis`); the axis
+    normalized (None: a reference to a function's attribute, kept as it is)."""
+    if bfloat16 and target < 13:
+        raise InvalidModelError(f"{where}: bfloat16 data needs ScatterElements-13; pass opset=13",
+                                parameters=("opset",))
+    return None if axis is None else checked_axis(where, shapes, axis)
 
 
 def checked_axis(where: str, shapes: dict[str, list | None], axis: int) -> int:
@@ -96,16 +101,14 @@ class UpgradePass(ScatterPass):
                 self._rewrite(node, scope, target)
 
     def _rewrite(self, node: ir.Node, scope: Scope, target: int) -> None:
-        if node.inputs[0].dtype == ir.DataType.BFLOAT16 and target < 13:
-            raise InvalidModelError(
-                f"{describe(node, scope)}: bfloat16 data needs ScatterElements-13; pass opset=13",
-                parameters=("opset",))
-        axis = attr(node, "axis", 0)
+        shapes = {name: (None if v is None or v.shape is None else list(v.shape))
+                  for name, v in zip(("data", "indices", "updates"), node.inputs[:3])}
+        axis = checked_upgrade(describe(node, scope), node.inputs[0].dtype == ir.DataType.BFLOAT16,
+                               target, shapes, attr(node, "axis", 0))
         # a reference to a function attribute, kept as it is: ScatterElements reads it the same way
         if axis is None:
             axis = f"@{node.attributes['axis'].ref_attr_name}"
-        else:
-            axis = check_scatter_elements_shapes(node, scope, axis)
+        origin = written_for(node, scope)
         self.rewrote(
             node, scope, f"-> ScatterElements(axis={axis})"
         )  # described as the Scatter it was
@@ -114,6 +117,7 @@ class UpgradePass(ScatterPass):
         for name in [n for n in node.attributes if n != "axis"]:
             del node.attributes[name]
         node.op_type = "ScatterElements"
+        mark_written([node], origin)  # (a later refusal names the user's Scatter)
 
 
 def upgrade_steps(opset: int | None = None):
@@ -178,16 +182,10 @@ def upgrade_proto(proto: onnx.ModelProto, opset: int | None = None) -> ScatterPa
     result = ScatterPassResult(None, False, name=UpgradePass.name)
     for node in scatters:
         where = describe_parts(node.op_type, node.name, current, "main graph")
-        if dtypes.get(node.input[0]) == onnx.TensorProto.BFLOAT16 and target < 13:
-            raise InvalidModelError(
-                f"{where}: bfloat16 data needs ScatterElements-13; pass opset=13",
-                parameters=("opset",))
-        given = next((a.i for a in node.attribute if a.name == "axis"), 0)
-        axis = checked_axis(
-            where,
+        axis = checked_upgrade(
+            where, dtypes.get(node.input[0]) == onnx.TensorProto.BFLOAT16, target,
             {k: shapes.get(v) for k, v in zip(("data", "indices", "updates"), node.input)},
-            given,
-        )
+            next((a.i for a in node.attribute if a.name == "axis"), 0))
         result.rewritten.append(NodeNote(where, f"-> ScatterElements(axis={axis})"))
     for node in scatters:
         node.op_type = "ScatterElements"

@@ -83,7 +83,11 @@ def run(runtime: Runtime, model: str | os.PathLike, inputs: dict, python: str | 
     workdir = Path(workdir)
     inputs_path, outputs_path = workdir / "inputs.npz", workdir / "outputs.npz"
     np.savez(inputs_path, **inputs)
+    # (absolute: the runner runs in ``workdir``, and the model given is often staged beside a
+    # relative output path)
     python = os.fspath(python)
+    python = os.path.abspath(python) if os.sep in python else python
+    model = os.path.abspath(model)
     env = dict(os.environ)
     # (not realpath: every venv's python links to the same interpreter)
     if os.path.dirname(os.path.abspath(python)) != os.path.dirname(os.path.abspath(sys.executable)):
@@ -92,7 +96,7 @@ def run(runtime: Runtime, model: str | os.PathLike, inputs: dict, python: str | 
         env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
     env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
-    command = [python, str(RUNNERS / runtime.runner), os.fspath(model), str(inputs_path),
+    command = [python, str(RUNNERS / runtime.runner), model, str(inputs_path),
                str(outputs_path), *options]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=workdir,

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from scatter_rewrite.ort_folding import optimizers_left_out
 from scatter_rewrite.validate.held import Held, proto_of
 from scatter_rewrite.limits import DEFAULT_DOMAINS
 
@@ -92,10 +93,12 @@ def run_onnxruntime(
 
     from scatter_rewrite import custom_ops
 
-    trap = trapping_division(model if not isinstance(model, bytes)
-                             else onnx.ModelProto.FromString(model), inputs)
+    graph = (onnx.ModelProto.FromString(model) if isinstance(model, bytes)
+             else proto_of(model, weights=False))
+    trap = trapping_division(model if not isinstance(model, bytes) else graph, inputs)
     if trap is not None:
         raise WouldTrap(trap)
+    left_out = optimizers_left_out(graph, _DISABLED_OPTIMIZERS)
     source, weights = str(model) if isinstance(model, (str, Path)) else model, {}
     if isinstance(model, Held):
         source, weights = model.session_parts()
@@ -103,7 +106,7 @@ def run_onnxruntime(
     run = None
     try:
         session = ort.InferenceSession(source, _session_options(threads, weights),
-                                       providers=_CPU, disabled_optimizers=_DISABLED_OPTIMIZERS)
+                                       providers=_CPU, disabled_optimizers=left_out)
     except Exception as e:
         # Our custom-domain nodes (lower --mode custom) only: registering them costs seconds where
         # onnxruntime-extensions finds PyTorch installed (it imports it), so only on demand.
@@ -113,7 +116,7 @@ def run_onnxruntime(
         custom_ops.register(options)
         try:
             session = ort.InferenceSession(source, options, providers=_CPU,
-                                           disabled_optimizers=_DISABLED_OPTIMIZERS)
+                                           disabled_optimizers=left_out)
         except Exception as refused:
             raise CustomOpsRefused(ort_reason(refused)) from refused
         run = custom_ops.run  # raises what the ops raised (an index out of range), after the run

@@ -15,6 +15,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.type_inference import serialize_without_weights
+from scatter_rewrite.ort_folding import optimizers_left_out
 from scatter_rewrite.validate.engines import first_line, may_refuse_in_parallel, may_trap
 
 __all__ = ["OriginalSession", "runs_in_reference"]
@@ -100,7 +101,8 @@ def _session(model: ir.Model):
     if proto.ByteSize() >= 2**31 - 1:
         raise ValueError("the model's graph alone is over 2 GiB")
     return ort.InferenceSession(proto.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
+                                providers=["CPUExecutionProvider"],
+                                disabled_optimizers=optimizers_left_out(proto, []))
 
 
 def _inline_swapped(model: ir.Model, proto: onnx.ModelProto,

@@ -323,3 +323,33 @@ def test_complex_max_min_ties_keep_the_update_as_onnxruntime_would(dtype, reduct
         expected = loop_scatter_elements(data, idx, both, reduction=reduction)
         got = scatter_elements(data, idx, both, reduction=reduction)
         assert_bits(got.view(got.real.dtype), expected.view(expected.real.dtype))
+
+
+def _unaligned(array: np.ndarray) -> np.ndarray:
+    """``array``'s values at an address that is no multiple of their size, as a weight mapped from
+    a model file may be."""
+    raw = np.zeros(array.nbytes + 1, np.uint8)
+    view = np.frombuffer(raw.data, array.dtype, array.size, offset=1).reshape(array.shape)
+    view[...] = array
+    assert not view.flags.aligned
+    return view
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_unaligned_inputs_on_the_blocked_path_give_the_bits_of_aligned_ones(reduction):
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((12, 10)).astype(np.float32)
+    upd = rng.standard_normal((12, 6)).astype(np.float32)
+    upd.flat[::7] = np.nan
+    upd.flat[3::11] = -0.0
+    data.flat[::5] = 0.0
+    if reduction == "none":
+        idx = np.argsort(rng.random((12, 10)), axis=1)[:, :6].astype(np.int64)
+    else:
+        idx = rng.integers(-10, 10, (12, 6)).astype(np.int64)
+    expected = scatter_elements(data, idx, upd, axis=1, reduction=reduction)
+    with mock.patch.object(_common, "_BLOCK_BYTES", 80), mock.patch.object(_common, "_BLOCKED_MIN_BYTES", 0):
+        got = scatter_elements(_unaligned(data), _unaligned(idx), _unaligned(upd), axis=1,
+                               reduction=reduction)
+    assert_bits(got, expected)
+    assert got.flags.aligned

@@ -2,11 +2,13 @@
 for opset-N, tensorrt --trt-version X for tensorrt-X, prepare --target T for the other registered
 targets (no-scatter, the NPUs, ort-cpu, litert, mnn, openvino, tvm, with their op tables), run as a user
 runs them (--no-validate: check's dry run does not validate either), on every shipped model and
-every real export in tests/data."""
+every real export in tests/data. Where check's fix fixes dimensions first (``--fix-dim NAME=SIZE``), the
+verb is run so (at the size check's dry run tried), and refuses the model without them."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -40,12 +42,18 @@ def test_check_is_ready_or_fixable_exactly_when_the_verb_succeeds(model, target,
     checked = invoke("check", model, "--target", target, "--json")
     (report,) = json.loads(checked.stdout)["models"]
     verb = VERBS[target]
-    done = invoke(verb[0], model, *verb[1:], "--no-validate", "-o", tmp_path / "out.onnx")
+    dims = re.findall(r"--fix-dim (\S+)=SIZE", (report["dry_run"] or {}).get("command", ""))
+    fixing = [arg for name in dims for arg in ("--fix-dim", f"{name}=2")]
+    done = invoke(verb[0], model, *verb[1:], *fixing, "--no-validate", "-o", tmp_path / "out.onnx")
     succeeded = done.exit_code == 0
+    if dims:  # (the dimensions are fixed because the verb refuses the model as it is)
+        as_is = invoke(verb[0], model, *verb[1:], "--no-validate", "-o", tmp_path / "as_is.onnx")
+        assert as_is.exit_code == 1 and all(f"--fix-dim {n}=SIZE" in as_is.stderr for n in dims)
     assert report["reachable"] is succeeded, (report["status"], report["dry_run"], done.stderr)
     assert (report["status"] in ("READY", "FIXABLE")) is succeeded or report["status"] == "INVALID"
     assert checked.exit_code == (0 if report["status"] == "READY" else 1)
     if not succeeded:  # the same reason, word for word
         assert done.stderr.splitlines()[-1] == f"scatter-rewrite: error: {report['dry_run']['error']}"
     else:
-        assert report["fix"] in (None, f"scatter-rewrite {' '.join(verb)}")
+        assert report["fix"] in (None, " ".join([f"scatter-rewrite {' '.join(verb)}",
+                                                 *(f"--fix-dim {n}=SIZE" for n in dims)]))

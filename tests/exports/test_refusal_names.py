@@ -22,7 +22,6 @@ REFUSED = [
     ("torch/gnn_amax_cond_dynamo18", ["prepare", "--target", "rknn"], False),
     ("torch/embedding_bag_max_dynamo18", ["prepare", "--target", "litert"], False),
     ("torch_trt/scatter_add_gnn_ts16", ["tensorrt", "--trt-version", "8.6"], False),
-    ("torch/embedding_bag_sum_dynamo18", ["lower", "--opset", "11"], False),
 ]
 
 

@@ -15,6 +15,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 from scatter_rewrite.evaluator import scatter_elements, scatter_nd
+from scatter_rewrite.ort_folding import optimizers_left_out
 from scatter_rewrite.validate import run_onnxruntime
 from scatter_rewrite.validate.engines import session_threads
 
@@ -41,7 +42,10 @@ def ort_outputs(model: onnx.ModelProto | str | Path, feeds: dict | None = None, 
         options.intra_op_num_threads = options.inter_op_num_threads = threads
     if not optimize:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    # (ConstantFolding left out where it would crash the process: scatter_rewrite/ort_folding.py)
+    graph = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"],
+                                   disabled_optimizers=optimizers_left_out(graph, []))
     names = {i.name for i in session.get_inputs()}
     if overridable:
         names |= {i.name for i in session.get_overridable_initializers()}

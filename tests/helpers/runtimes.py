@@ -96,8 +96,13 @@ Case = tuple[onnx.ModelProto, dict[str, np.ndarray]]
 # not the float16 ones, nor this one, which onnxruntime does not load (TorchScript declared a wrong
 # shape: test_torchscript_shapes.py).
 UNLOADABLE = {"torch/scatter_amax_feeds_add_ts18"}
+# Not torchvision's RoI heads (tests/data/torchvision), about RoiAlign's opset moves: none of the
+# four runtimes runs them as exported, for their RoiAlign and its level arithmetic, not their
+# scatter (measured: onnx2tf 1.29.24 refuses the dynamo exports and its RoiAlign comes out with the
+# width as channels, TVM 0.27 "no value in Constant", MNN 3.6.1 crashes, SIGSEGV).
 EXPORTS = sorted(name for p in DATA.glob("torch*/*.onnx")
                  if (name := str(p.relative_to(DATA).with_suffix(""))) not in UNLOADABLE
+                 and not name.startswith("torchvision/")
                  and any(n.op_type.startswith("Scatter") for n in onnx.load(p).graph.node)
                  and "fp16" not in p.name)
 REDUCTIONS = ("none", "add", "mul", "max", "min")

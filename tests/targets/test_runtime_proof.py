@@ -50,18 +50,24 @@ def _deprecated_scatter_at_11() -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("target, model, proof", [
+    ("litert", _float_max, "onnxruntime"),  # (onnx2tf converts in about 20 s)
     ("mnn", _float_max, "onnxruntime"),
     ("openvino", _kv_write_opset_24, "onnxruntime"),
     # (onnxruntime does not load the original: proven in onnx.reference, then in the runtime)
     ("openvino", _deprecated_scatter_at_11, "onnx.reference"),
     ("tvm", _deprecated_scatter_at_11, "onnx.reference"),
 ])
-def test_prepare_names_the_targets_runtime_in_its_passed_line(target, model, proof, tmp_path):
+def test_prepare_names_the_targets_runtime_in_its_passed_line(target, model, proof, tmp_path,
+                                                              monkeypatch):
     python = require(target).python
-    source, out = save(model(), tmp_path / "m.onnx"), tmp_path / "out.onnx"
-    done = invoke("prepare", source, "--target", target, "--runtime-python", python, "-o", out)
+    save(model(), tmp_path / "m.onnx")
+    # (paths relative to the working folder, as users give them: the runner runs in another)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out.onnx"
+    done = invoke("prepare", "m.onnx", "--target", target, "--runtime-python", python, "-o",
+                  "out.onnx")
     assert done.exit_code == 0, done.output
-    name = {"mnn": "MNN", "openvino": "OpenVINO", "tvm": "TVM"}[target]
+    name = {"litert": "LiteRT", "mnn": "MNN", "openvino": "OpenVINO", "tvm": "TVM"}[target]
     assert re.search(rf"^PASSED in {re.escape(proof)} and {name} \d+\.\d+", done.output, re.M)
     assert f"{name} " in done.output and "runs the written model too" in done.output
     assert out.exists()

@@ -12,7 +12,7 @@ rows of 256 into 8 or 64 expert rows), and a GNN aggregation (ScatterElements ma
 edges), and the goal case: a GNN max/add into 2000 x 64 from 200000 edges prepared with
 ``--max-intermediate-mib 400``, whose runs must peak within that bound above the native scatter's
 and take at most 3x (max) and 1.5x (add) its time (the "Goal" lines under the table). Each form
-(mask, sort) is written for every node (passes/no_scatter.py ``scatter_free``).
+(mask, sort) is written for every node (passes/lowering/scatter_free.py ``scatter_free``).
 
 Declared: the form's peak live bytes (passes/lowering/live_bytes.py), what ``prepare`` compares
 with ``--max-intermediate-mib``: the form is refused below ceil(declared) MiB ("refused below").
@@ -52,6 +52,7 @@ from onnx import TensorProto
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scatter_rewrite.graph import iter_nodes, value_names  # noqa: E402
 from scatter_rewrite.passes.lowering import segment_reduce as seg  # noqa: E402
+from scatter_rewrite.passes.lowering.scatter_free import scatter_free  # noqa: E402
 from scatter_rewrite.passes import no_scatter as ns  # noqa: E402
 from scatter_rewrite.type_inference import borrow_inferred_types  # noqa: E402
 
@@ -174,7 +175,7 @@ def forms(model: onnx.ModelProto) -> dict[str, tuple[int, onnx.ModelProto | None
         names = seg.Names(value_names(copy))
         for n, scope in list(iter_nodes(copy)):
             if n.op_type.startswith("Scatter"):
-                nodes, value = ns.scatter_free(n, scope.opset, form.name, names)
+                nodes, value = scatter_free(n, scope.opset, form.name, names)
                 ns.NoScatterPass._splice(n, scope, nodes, value)
         out[form.name] = (form.bytes, ir.serde.serialize_model(copy))
     return out

@@ -21,12 +21,13 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError, OptionTypeError, ValidationError
+from scatter_rewrite.limits import DEFAULT_CHECK_TARGET, DEFAULT_LOWER_OPSET, DEFAULT_TRT_VERSION
 from scatter_rewrite.model_io import check_in_memory_references, deserialize, save_model
 from scatter_rewrite.pipeline import UNRUNNABLE, Outcome, rewrite_file, rewrite_model
 from scatter_rewrite.verbs import VERBS
 
 if TYPE_CHECKING:
-    from scatter_rewrite.readiness import CheckReport
+    from scatter_rewrite.readiness_report import CheckReport
 
 __all__ = ["rewrite", "upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "repair",
            "prepare", "check", "ModelLike"]
@@ -327,7 +328,8 @@ def fold(model: ModelLike, *, size_limit: int | None = None, validate: bool = Tr
                      output, return_report)
 
 
-def lower(model: ModelLike, *, opset: int = 13, mode: str = "standard", validate: bool = True,
+def lower(model: ModelLike, *, opset: int = DEFAULT_LOWER_OPSET, mode: str = "standard",
+          validate: bool = True,
           inputs: dict | None = None, rtol: float | None = None, atol: float | None = None,
           output: str | os.PathLike | None = None, return_report: bool = False) -> ModelLike:
     """Lower scatter reductions (and TensorScatter) the target ``opset`` lacks into exact standard
@@ -359,7 +361,7 @@ def to_scatternd(model: ModelLike, *, validate: bool = True, inputs: dict | None
                      return_report)
 
 
-def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = "10",
+def prepare_for_tensorrt(model: ModelLike, *, trt_version: str = DEFAULT_TRT_VERSION,
                          fix_dims: dict[str, int] | None = None, validate: bool = True,
                          inputs: dict | None = None, rtol: float | None = None,
                          atol: float | None = None, output: str | os.PathLike | None = None,
@@ -439,13 +441,14 @@ def prepare(model: ModelLike, *, target: str | None = None, max_intermediate_mib
                      validate, inputs, rtol, atol, output, return_report)
 
 
-def check(model: ModelLike, *, target: str = "tensorrt-10") -> CheckReport:
+def check(model: ModelLike, *, target: str = DEFAULT_CHECK_TARGET) -> CheckReport:
     """The model's readiness for ``target`` (a name of :mod:`scatter_rewrite.targets`:
-    "tensorrt-8.6", "tensorrt-10", "tensorrt-11", "opset-N", "litert", "no-scatter", "qnn",
-    "rknn", "openvino", "openvino-npu", "ort-cpu", "ort-web", "tvm"; docs/targets.md), as ``scatter-rewrite check`` reports it: onnx.checker (full), each scatter node,
-    and a dry run of the verb that reaches the target (``report.status``: READY, FIXABLE, BLOCKED
-    or INVALID; ``report.fix``, ``report.dry_run``). Returned as data, nothing written. ``model``:
-    as for the other functions (the model given is not changed).
+    "tensorrt-8.6", "tensorrt-10", "tensorrt-11", "opset-N", "litert", "mnn", "no-scatter", "qnn",
+    "rknn", "openvino", "openvino-npu", "ort-cpu", "ort-web", "tvm"; docs/targets.md), as
+    ``scatter-rewrite check`` reports it: onnx.checker (full), each scatter node, and a dry run
+    of the verb that reaches the target (``report.status``: READY, FIXABLE, BLOCKED or INVALID;
+    ``report.fix``, ``report.dry_run``). Returned as data, nothing written. ``model``: as for the
+    other functions (the model given is not changed).
 
     Example::
 

@@ -23,17 +23,17 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite import custom_ops
+from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 __all__ = [
     "attr", "attribute_key", "body_nodes", "computes_a_scatter", "const_tensor", "constant_node",
     "constant_tensor", "CUSTOM_SCATTER_OPS", "DEFAULT_DOMAINS", "default_opset", "describe",
-    "describe_parts", "forget_origins", "function_calls", "is_default_domain", "is_overridable", "is_reference",
+    "describe_parts", "FLOAT_TYPES", "forget_origins", "function_calls", "is_default_domain", "is_overridable", "is_reference",
     "iter_nodes", "iter_scopes", "KEPT_AT_OPSET", "mark_written", "NamedNodeBuilder", "Names", "NodeBuilder", "nodes_within",
     "reference_reason", "remove_unused_expands", "SCATTER_OPS", "schema_opset", "Scope", "shadowed_names",
     "tensor_key", "typed", "value_names", "written_for", "WRITTEN_FOR",
 ]
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
 # Every scatter operator of the default domain, deprecated Scatter and opset-24 TensorScatter
 # included.
 SCATTER_OPS = frozenset({"Scatter", "ScatterElements", "ScatterND", "TensorScatter"})
@@ -407,7 +407,9 @@ class NodeBuilder:
 
 
 _INT64 = ir.DataType.INT64
-_FLOAT_TYPES = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
+# The float types scatters take.
+FLOAT_TYPES = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT,
+                         ir.DataType.DOUBLE})
 
 
 class Names:
@@ -560,7 +562,7 @@ class NamedNodeBuilder(NodeBuilder):
         Mul/Add ~1 ns."""
         if dtype != ir.DataType.UINT64:
             picked = self.op("Where", cond, a, b, dtype=dtype)
-            if not exact or dtype not in _FLOAT_TYPES:
+            if not exact or dtype not in FLOAT_TYPES:
                 return picked
             np_dtype = (
                 np.float32 if dtype in (ir.DataType.FLOAT, ir.DataType.BFLOAT16) else dtype.numpy()

@@ -13,10 +13,13 @@ from typing import Any
 from scatter_rewrite.errors import OptionError, OptionTypeError
 
 __all__ = [
-    "OPSET_FLOOR", "REDUCTIONS", "REDUCTION_VALUES", "REDUCTIONS_SINCE", "TRT_VERSIONS",
+    "DEFAULT_CHECK_TARGET", "DEFAULT_DOMAINS", "DEFAULT_LOWER_OPSET", "DEFAULT_TRT_VERSION", "OPSET_FLOOR",
+    "REDUCTIONS", "REDUCTION_VALUES", "REDUCTIONS_SINCE", "TRT_VERSIONS",
     "check_choice", "check_opset", "check_size", "highest_opset", "opset_range",
 ]
 
+# The names of the default (ONNX) domain.
+DEFAULT_DOMAINS = ("", "ai.onnx")
 # The lowest opset every verb writes: ScatterElements (what they write) starts at 11.
 OPSET_FLOOR = 11
 # The scatter reductions besides "none", and every value of the attribute.
@@ -26,6 +29,12 @@ REDUCTION_VALUES = ("none", *REDUCTIONS)
 REDUCTIONS_SINCE = {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}
 # TensorRT versions ``tensorrt`` prepares for (see passes/tensorrt.py and docs/tensorrt-11.md).
 TRT_VERSIONS = ("8.6", "10", "11")
+# The version ``tensorrt`` prepares for when none is given.
+DEFAULT_TRT_VERSION = "10"
+# The target ``check`` judges a model on when none is given.
+DEFAULT_CHECK_TARGET = f"tensorrt-{DEFAULT_TRT_VERSION}"
+# The opset ``lower`` brings a model to when none is given.
+DEFAULT_LOWER_OPSET = 13
 
 
 def highest_opset() -> int:

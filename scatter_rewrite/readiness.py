@@ -7,17 +7,20 @@ target)``, one :class:`Finding` per scatter node (``Scatter``, ``ScatterElements
 ``TensorScatter`` of the default domain) in the main graph, every If/Loop/Scan body and every
 model-local function, with its op, opset, reduction, dtypes, the blockers found on the target as the
 node is (empty: ready) and the command that fixes them, plus what blocks the whole model (its opset
-above the target's); and :func:`dry_run`, the verb that reaches the target (``lower --opset N``,
-``tensorrt --trt-version X``) run as the command line runs it with --no-validate, on every node of
-the model, its output thrown away. The verdict (:attr:`CheckReport.status`): READY (nothing blocks
+above the target's); and :func:`scatter_rewrite.readiness_dry_run.dry_run`, the verb that reaches
+the target (``lower --opset N``, ``tensorrt --trt-version X``) run as the command line runs it
+with --no-validate, on every node of the model, its output thrown away. The report's data
+(:class:`Finding`, :class:`CheckReport`): :mod:`scatter_rewrite.readiness_report`. The verdict
+(:attr:`CheckReport.status`): READY (nothing blocks
 it as it is, and the verb succeeds), FIXABLE (something does, and the verb succeeds), BLOCKED (the
 verb refuses it: its reason, on each node it names, a non-scatter node too) or INVALID. READY or
 FIXABLE exactly when the verb succeeds: the verb's own code decides, not a second opinion.
 
 Targets are the registered ones (:mod:`scatter_rewrite.targets`, docs/targets.md): each node is
 judged by its target's ``judge`` (TensorRT's: :mod:`scatter_rewrite.readiness_tensorrt`;
-opset-N's, below) or, for the others (no-scatter, qnn, rknn, ort-cpu, ...), from its table
-(:func:`judge_by_support`: a scatter form the target does not run is blocked, its fix
+opset-N's, below: :mod:`scatter_rewrite.readiness_judges`) or, for the others (no-scatter, qnn,
+rknn, ort-cpu, ...), from its table (:func:`scatter_rewrite.readiness_judges.judge_by_support`:
+a scatter form the target does not run is blocked, its fix
 ``prepare --target T``), and where a target computes some other op wrongly (MNN's float Less:
 ``Target.node_fault``) each such node is blocked too; the dry run runs the target's verb, whose
 last step, for a target with a published op table (qnn, rknn, litert, mnn, openvino, tvm,
@@ -63,7 +66,6 @@ blocked with the reason and no fix, and nothing else is said of it.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
@@ -71,168 +73,32 @@ from pathlib import Path
 
 import onnx_ir as ir
 
-from scatter_rewrite.errors import OptionError, internal_error_message
+from scatter_rewrite.errors import OptionError
+from scatter_rewrite.limits import DEFAULT_CHECK_TARGET
 from scatter_rewrite.export_patterns import accumulate_export_suspect, mean_export_suspect
-from scatter_rewrite.limits import OPSET_FLOOR
 from scatter_rewrite.graph import (
     SCATTER_OPS, attr, describe_parts, is_default_domain, is_reference, iter_nodes,
     reference_reason,
 )
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
-from scatter_rewrite.passes.fix_dims import FixDimsPass
 from scatter_rewrite.passes.repair import REPAIR_NOTE, repairable_nodes
 from scatter_rewrite.passes.tensorrt import CUSTOM_AS_ONNX, is_reducing_scatter
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
-from scatter_rewrite.spec import REDUCTIONS_SINCE, scatter_node_problem
-from scatter_rewrite.verbs import cli_commands, python_call
+from scatter_rewrite.readiness_dry_run import dry_run, fix_command, target_name
+from scatter_rewrite.readiness_judges import judge_by_support
+from scatter_rewrite.readiness_report import CheckReport, Finding
+from scatter_rewrite.readiness_tensorrt import TensorrtTwins
+from scatter_rewrite.spec import scatter_node_problem
+from scatter_rewrite.verbs import cli_commands
 
-__all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY", "STATUSES",
-           "UNREADABLE",
-           "SCHEMA_VERSION", "check", "check_report", "dry_run", "json_document", "parse_target",
-           "target_verb", "OPSET_TARGET_FLOOR", "judge_by_support", "judge_opset",
-           "TensorrtTwins", "unknown_reduction"]
+__all__ = ["check", "check_report", "parse_target", "OPSET_TARGET_FLOOR"]
 
 logger = logging.getLogger("scatter_rewrite")
 # opset-N from 9: Scatter's first opset (the lowest at which there is anything to say)
 OPSET_TARGET_FLOOR = 9
 
 
-@dataclasses.dataclass
-class Finding:
-    node: str  # graph.describe(): op, name, opset, where
-    op: str
-    opset: int
-    where: str
-    reduction: str | None
-    data_type: str | None
-    indices_type: str | None
-    blockers: list[str] = dataclasses.field(default_factory=list)
-    fix: str | None = None  # the command that removes the blockers (None: none known)
-    notes: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def blocked(self) -> bool:
-        return bool(self.blockers)
-
-    @property
-    def python_fix(self) -> str | None:
-        """``fix`` as a Python call: ``scatter_rewrite.lower(model, opset=13)``."""
-        return python_call(self.fix)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"blocked": self.blocked, "python_fix": self.python_fix}
-
-
-# A model's verdict on a target (CheckReport.status): READY as it is; FIXABLE, not ready as it is
-# but the target's verb reaches it (its dry run succeeds); BLOCKED, that verb refuses the model (or
-# none exists and something is blocked); INVALID, the model fails onnx.checker; UNREADABLE, the file
-# cannot be read as a model (missing, truncated, not ONNX; the command line's batches: one entry).
-READY, FIXABLE, BLOCKED, INVALID = "READY", "FIXABLE", "BLOCKED", "INVALID"
-UNREADABLE = "UNREADABLE"
-STATUSES = (READY, FIXABLE, BLOCKED, INVALID, UNREADABLE)  # in the order a summary counts them
-# What check --json prints: bumped when a key changes meaning or goes.
-SCHEMA_VERSION = 1
-
-
-@dataclasses.dataclass
-class DryRun:
-    """The target's verb run on the model as the command line runs it, without validation and
-    with nothing kept (:func:`dry_run`): its error (also where the validated run would end
-    UNRUNNABLE, its model meant for onnxruntime lacking a kernel), or what it would do."""
-
-    command: str  # the command line, e.g. "scatter-rewrite lower --opset 13"
-    error: str | None = None  # why the verb refuses the model (None: it succeeds)
-    would: list[str] = dataclasses.field(default_factory=list)  # its report, one line each
-    # the nodes a pass of the TensorRT flow left, with why (passes.base.NodeNote): its error's
-    declined: list = dataclasses.field(default_factory=list)
-
-    @property
-    def succeeded(self) -> bool:
-        return self.error is None
-
-    def to_dict(self) -> dict:
-        return {"command": self.command, "succeeded": self.succeeded, "error": self.error,
-                "would": self.would}
-
-
-@dataclasses.dataclass
-class CheckReport:
-    """What ``check`` found: the model's onnx.checker failure (``invalid``, None if it passes; no
-    findings then), one :class:`Finding` per scatter node and per other node the target's verb
-    refuses, what blocks the whole model (``blockers``: its opset above the target's) and the dry
-    run of the target's verb (``dry_run``; None where no verb reaches the target: opset-9/10)."""
-
-    model: str
-    target: str
-    findings: list[Finding] = dataclasses.field(default_factory=list)
-    invalid: str | None = None
-    notes: list[str] = dataclasses.field(default_factory=list)  # about the whole model
-    blockers: list[str] = dataclasses.field(default_factory=list)  # about the whole model
-    dry_run: DryRun | None = None
-    unreadable: str | None = None  # why the file cannot be read as a model (nothing else is known)
-
-    @property
-    def reachable(self) -> bool:
-        """Whether the target's verb reaches the target (its dry run succeeds); where no verb
-        exists, whether the model is ready as it is."""
-        if self.unreadable is not None:
-            return False
-        if self.dry_run is None:
-            return self.invalid is None and not self._blocked_as_is
-        return self.dry_run.succeeded
-
-    @property
-    def status(self) -> str:
-        """UNREADABLE, INVALID, BLOCKED, READY or FIXABLE (see above): one of the last two exactly
-        when the dry run of the target's verb succeeds."""
-        if self.unreadable is not None:
-            return UNREADABLE
-        if self.invalid is not None:
-            return INVALID
-        if not self.reachable:
-            return BLOCKED
-        return FIXABLE if self._blocked_as_is else READY
-
-    @property
-    def _blocked_as_is(self) -> bool:
-        return bool(self.blockers) or any(f.blocked for f in self.findings)
-
-    @property
-    def blocked(self) -> bool:
-        """Not ready for the target as it is (whether or not the fix reaches it)."""
-        return self.status != READY
-
-    @property
-    def fix(self) -> str | None:
-        """The command that makes the model ready, when it is not and the command's dry run
-        succeeds (an invalid model too: a verb may make it valid, as inlining TorchScript's
-        constant Ifs corrects the shapes they declare)."""
-        if self.status == READY or not self.reachable or self.dry_run is None:
-            return None
-        return self.dry_run.command
-
-    def to_dict(self) -> dict:
-        """One model's entry in ``check --json`` (see :func:`json_document`)."""
-        return {"model": self.model, "status": self.status, "ready": self.status == READY,
-                "reachable": self.reachable, "fix": self.fix,
-                "invalid": self.invalid, "unreadable": self.unreadable, "blockers": self.blockers,
-                "blocked_nodes": sum(f.blocked for f in self.findings),
-                "dry_run": self.dry_run.to_dict() if self.dry_run is not None else None,
-                "notes": self.notes, "findings": [f.to_dict() for f in self.findings]}
-
-
-def json_document(reports: list[CheckReport], target: str) -> dict:
-    """``check --json``: the same document for one model or many."""
-    statuses = [r.status for r in reports]
-    return {"schema_version": SCHEMA_VERSION, "target": target,
-            "models": [r.to_dict() for r in reports],
-            "summary": {"models": len(reports),
-                        **{status.lower(): statuses.count(status)
-                           for status in STATUSES},
-                        "exit_code": 0 if set(statuses) <= {READY} else 1}}
-
-
-def check_report(path: str | os.PathLike, target: str = "tensorrt-10",
+def check_report(path: str | os.PathLike, target: str = DEFAULT_CHECK_TARGET,
                  name: str | None = None) -> CheckReport:
     """onnx.checker (full) on the model file at ``path``; if it passes, :func:`check` on it, what
     blocks the whole model, and the dry run of the target's verb (:func:`dry_run`), whose refusal
@@ -290,96 +156,6 @@ def _with_fixed_dims(report: CheckReport, path, kind: str, version) -> None:
                                 f"' fixed to SIZE ({_TRIED_SIZE} in this dry run)")
                    for line in fixed.would]
     report.dry_run = fixed
-
-
-def target_name(kind: str, version) -> str:
-    """The registered target's name for :func:`parse_target`'s (kind, version)."""
-    return f"{kind}-{version}" if kind in ("tensorrt", "opset") else str(version)
-
-
-def target_verb(kind: str, version) -> tuple[str, dict] | None:
-    """The verb that brings a model to the target, with its options, as the target declares it
-    (:mod:`scatter_rewrite.targets`): ``lower --opset N`` for opset-N (N >= 11, the lowest lower
-    reaches), ``tensorrt --trt-version X`` for tensorrt-X, ``prepare --target T`` for the others;
-    None where no verb does."""
-    from scatter_rewrite.targets import get_target
-
-    found = get_target(target_name(kind, version)).fix_verb
-    return None if found is None else (found[0], dict(found[1]))
-
-
-def fix_command(kind: str, version) -> str | None:
-    """:func:`target_verb` as the command line writes it."""
-    from scatter_rewrite.verbs import VERBS
-
-    found = target_verb(kind, version)
-    if found is None:
-        return None
-    verb = VERBS[found[0]]
-    options = verb.bind(found[1], cli=True)
-    flags = " ".join(f"{o.cli_flag} {options[o.name]}" for o in verb.options if o.name in found[1])
-    return f"scatter-rewrite {verb.command} {flags}"
-
-
-def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False,
-            fix_dims: dict[str, int] | None = None) -> DryRun | None:
-    """The target's verb (:func:`target_verb`) on the model file at ``path`` (``fix_dims``: with
-    those dimensions fixed first, the command saying ``--fix-dim NAME=SIZE``), as the command line
-    runs it with --no-validate (:func:`scatter_rewrite.pipeline.rewrite_model`: the same passes, the
-    same opset move and its self-check, onnx.checker on the result), its output written to a
-    temporary folder that is removed; None where no verb reaches the target. ``invalid``: the
-    model fails onnx.checker, and whatever stops the verb on it is its refusal (an internal error
-    too, said as such)."""
-    import tempfile
-
-    from scatter_rewrite.errors import ScatterRewriteError
-    from scatter_rewrite.model_io import data_file_name, external_data_files, load_proto, to_ir
-    from scatter_rewrite.pipeline import rewrite_model, unrunnable_unvalidated
-    from scatter_rewrite.verbs import VERBS
-
-    found = target_verb(kind, version)
-    if found is None:
-        return None
-    name, given = found
-    verb = VERBS[name]
-    options = verb.bind(given | ({"fix_dims": fix_dims} if fix_dims else {}), cli=True)
-    run = DryRun(" ".join([fix_command(kind, version),
-                           *(f"--fix-dim {dim}=SIZE" for dim in fix_dims or ())]))
-    source = Path(path)
-    try:
-        proto = load_proto(source)
-        external = bool(external_data_files(proto, source))
-        model = to_ir(proto, source)
-        del proto
-        with tempfile.TemporaryDirectory(prefix="scatter-rewrite-check-") as tmp:
-            destination = Path(tmp, "dry-run.onnx")
-            outcome = rewrite_model(model, verb.make_passes(**options), source, destination,
-                                    verb=name, options=options, validate=False,
-                                    external=external, data_name=data_file_name(destination))
-            # (the status a validated run then gives: UNRUNNABLE is a failure too)
-            unrunnable = (unrunnable_unvalidated(name, options, destination)
-                          if outcome.modified else None)
-        if unrunnable is not None:
-            run.error = cli_commands(unrunnable)
-            return run
-    except ScatterRewriteError as e:
-        # (said as the command line says it, as run.command is: --max-intermediate-mib 354)
-        run.error = verb.cli_message(e)
-        run.declined = [dataclasses.replace(note, detail=verb.cli_message(
-            ScatterRewriteError(note.detail, parameters=e.parameters)))
-            for note in getattr(e, "declined", [])]
-        return run
-    except Exception as e:
-        if not invalid:
-            raise  # a bug of ours, on a valid model
-        logger.debug("%s: the dry run stopped on the invalid model", path, exc_info=True)
-        run.error = internal_error_message(e, "internal error on the invalid model", "")
-        return run
-    for p in outcome.passes:
-        run.would += [f"{p['pass']}: rewrote {n['node']}: {verb.cli_text(n['detail'])}"
-                      for n in p["rewritten"]]
-        run.would += [f"{p['pass']}: {verb.cli_text(note)}" for note in p["notes"]]
-    return run
 
 
 def _model_blockers(model: ir.Model, kind: str, version) -> list[str]:
@@ -474,7 +250,7 @@ def _dtype(model: ir.Model, scope, value: ir.Value | None) -> str | None:
     return dtype.name if dtype is not None else None
 
 
-def check(model: ir.Model, target: str = "tensorrt-10") -> list[Finding]:
+def check(model: ir.Model, target: str = DEFAULT_CHECK_TARGET) -> list[Finding]:
     """One finding per scatter node; ``finding.blocked`` says whether it blocks ``target`` as the
     model is. Whether the fix reaches the target is the dry run's to say (:func:`check_report`)."""
     kind, version = parse_target(target)
@@ -559,121 +335,11 @@ def _node_faults(model: ir.Model, node: ir.Node, scope, target) -> list[Finding]
                     fix_command(target.family, target.name))]
 
 
-class TensorrtTwins:
-    """The model as ``scatter-rewrite tensorrt`` sees it before lowering: a copy with the constant
-    Ifs that hide a reducing scatter's rank inlined, and, per set of dimension names, one with those
-    dimensions fixed first (``--fix-dim``); each made on first use. The copies are made without
-    the function types ``borrowed`` from the call sites, and get them again from their own call
-    sites (whose shapes fixing a dimension may have made static)."""
-
-    def __init__(self, model: ir.Model, borrowed):
-        self.model = model
-        self._borrowed = borrowed
-        self._copies: dict[tuple[str, ...], ir.Model] = {}
-
-    def twin(self, node: ir.Node, fixed: tuple[str, ...] = ()) -> ir.Node | None:
-        """``node`` in the copy with the ``fixed`` dimensions fixed (found by op and name), None
-        when it has no name or is not found."""
-        if not node.name:
-            return None
-        copy = self._copies.get(fixed)
-        if copy is None:
-            from scatter_rewrite.type_inference import weightless_copy
-            from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
-
-            annotated = [(value, value.type, value.shape) for value, _ in self._borrowed]
-            restore_types(self._borrowed)
-            try:
-                copy = self._copies[fixed] = weightless_copy(self.model)
-            finally:
-                for value, type_, shape in annotated:
-                    value.type, value.shape = type_, shape
-            if fixed:  # fixed to 2: shapes inferred again, shape arithmetic folded (fix_dims)
-                FixDimsPass({name: 2 for name in fixed})(copy)
-            if inline_rank_hiding_ifs(copy):
-                infer_missing_shapes(copy)
-            annotate_functions_with(copy, is_reducing_scatter)
-        return next((n for n, _ in iter_nodes(copy)
-                     if n.op_type == node.op_type and n.name == node.name), None)
-
-
-def judge_by_support(node: ir.Node, f: Finding, target) -> None:
-    """A target's judgement from its table (:class:`scatter_rewrite.targets.Target` ``runs``):
-    a scatter it does not run is blocked, with what the target gets wrong in the notes, and its
-    fix is the target's verb (whether that verb reaches the target is the dry run's to say)."""
-    if unknown_reduction(f, f"whether {target.name} runs it"):
-        return
-    if node.op_type == "Scatter" and f.opset >= OPSET_FLOOR:
-        # the one rule of every target: the checker rejects it, and the target's verb upgrades it
-        f.blockers.append(f"Scatter is deprecated from opset {OPSET_FLOOR} (the checker and "
-                          f"onnxruntime reject it at {f.opset})")
-        f.fix = fix_command(target.family, target.name)
-        return
-    reduction = f.reduction or "none"
-    if target.supports(node.op_type, reduction, f.data_type, f.indices_type):
-        fault = target.node_fault(node, f.data_type) if target.node_fault is not None else None
-        if fault is not None:  # (a form it runs, wrong for this node: MNN's ScatterND 2-tuples)
-            f.blockers.append(fault)
-            f.fix = fix_command(target.family, target.name)
-        return
-    what = node.op_type + (f" reduction={reduction}" if reduction != "none" else "")
-    on = f" on {f.data_type} data" if f.data_type else ""
-    f.blockers.append(f"{target.name} does not run {what}{on}"
-                      + (" (it runs no scatter)" if target.scatter_free else ""))
-    f.notes += [f"{target.name}: {wrong}" for wrong in target.gets_wrong]
-    f.fix = fix_command(target.family, target.name)
-
-
 def _is_scatter(node: ir.Node) -> bool:
     return is_default_domain(node) and node.op_type in SCATTER_OPS
 
 
 def _any_node(node: ir.Node) -> bool:
-    return True
-
-
-def judge_opset(node: ir.Node, f: Finding, n: int) -> None:
-    _opset_lacks(node, f, n)
-    # (a Scatter above 10 is refused above, fixed by upgrade)
-    if f.opset > n and node.op_type != "Scatter":
-        # The node's own schema is newer than the target's: a runtime at opset n does not load it.
-        f.blockers.append(f"opset {f.opset}: a runtime at opset {n} does not load it")
-        # (lower leaves a referenced reduction alone)
-        if not (f.reduction or "").startswith("@") and n >= 11:
-            f.fix = f"scatter-rewrite lower --opset {n}"
-
-
-def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
-    op, reduction = node.op_type, f.reduction or "none"
-    if op == "Scatter":
-        if n >= 11:
-            f.blockers.append(f"Scatter is deprecated from opset 11 (the checker and onnxruntime "
-                              f"reject it at {n})")
-            f.fix = f"scatter-rewrite upgrade --opset {n}"
-        return
-    if op == "TensorScatter":
-        if n < 24:
-            f.blockers.append("TensorScatter exists from opset 24 only")
-            f.fix = f"scatter-rewrite lower --opset {n}" if 11 <= n <= 23 else None
-        return
-    if n < 11:
-        f.blockers.append(f"{op} exists from opset 11 only")
-        return
-    if n < max(REDUCTIONS_SINCE.values()) and unknown_reduction(f, f"whether opset {n} has it"):
-        return
-    first = REDUCTIONS_SINCE.get(reduction)
-    if first is not None and n < first:
-        f.blockers.append(f"{op} reduction={reduction} exists from opset {first} only")
-        f.fix = f"scatter-rewrite lower --opset {n}"
-
-
-def unknown_reduction(f: Finding, question: str) -> bool:
-    """Block ``f`` when its reduction refers to an attribute of the enclosing function (known only
-    at a call site, so neither the target nor scatter-rewrite's passes can tell what it is)."""
-    if not (f.reduction or "").startswith("@"):
-        return False
-    f.blockers.append(f"reduction={f.reduction} refers to an attribute of the function, known only "
-                      f"at a call site: {question} cannot be told here")
     return True
 
 

@@ -1,7 +1,7 @@
 """Readiness's TensorRT judgement (``check --target tensorrt-X``): what blocks a scatter node on
 TensorRT 8.6, 10 or 11 as it is, and whether ``scatter-rewrite tensorrt`` fixes it, judged on the
-model as that pass sees it (:class:`scatter_rewrite.readiness.TensorrtTwins`). The cases, with
-their sources, are listed in :mod:`scatter_rewrite.readiness`; the tables are the tensorrt pass's
+model as that pass sees it (:class:`TensorrtTwins`). The cases, with their sources, are listed
+in :mod:`scatter_rewrite.readiness`; the tables are the tensorrt pass's
 (:mod:`scatter_rewrite.passes.tensorrt`, docs/tensorrt.md).
 """
 
@@ -10,21 +10,62 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ScatterRewriteError
-from scatter_rewrite.graph import is_default_domain
-from scatter_rewrite.passes.fix_dims import data_sized_source, dims_reaching
+from scatter_rewrite.graph import is_default_domain, iter_nodes
+from scatter_rewrite.passes.fix_dims import FixDimsPass, data_sized_source, dims_reaching
 from scatter_rewrite.passes.lowering.network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.tensorrt_flow import no_fixed_count
 from scatter_rewrite.passes.tensorrt import (
-    CARRIED_DATA_TYPES, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, scatter_carrier,
-    scatter_data_blocker,
+    CARRIED_DATA_TYPES, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, is_reducing_scatter,
+    scatter_carrier, scatter_data_blocker,
 )
 from scatter_rewrite.passes.tensorrt_support import no_tensor_type
-from scatter_rewrite.readiness import Finding, TensorrtTwins, unknown_reduction
+from scatter_rewrite.passes.to_scatternd import infer_missing_shapes
+from scatter_rewrite.readiness_judges import unknown_reduction
+from scatter_rewrite.readiness_report import Finding
+from scatter_rewrite.type_inference import annotate_functions_with, restore_types
 from scatter_rewrite.verbs import said_with_flags
 
-__all__ = ["judge_tensorrt"]
+__all__ = ["TensorrtTwins", "judge_tensorrt"]
 
 PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
+
+
+class TensorrtTwins:
+    """The model as ``scatter-rewrite tensorrt`` sees it before lowering: a copy with the constant
+    Ifs that hide a reducing scatter's rank inlined, and, per set of dimension names, one with those
+    dimensions fixed first (``--fix-dim``); each made on first use. The copies are made without
+    the function types ``borrowed`` from the call sites, and get them again from their own call
+    sites (whose shapes fixing a dimension may have made static)."""
+
+    def __init__(self, model: ir.Model, borrowed):
+        self.model = model
+        self._borrowed = borrowed
+        self._copies: dict[tuple[str, ...], ir.Model] = {}
+
+    def twin(self, node: ir.Node, fixed: tuple[str, ...] = ()) -> ir.Node | None:
+        """``node`` in the copy with the ``fixed`` dimensions fixed (found by op and name), None
+        when it has no name or is not found."""
+        if not node.name:
+            return None
+        copy = self._copies.get(fixed)
+        if copy is None:
+            from scatter_rewrite.type_inference import weightless_copy
+            from scatter_rewrite.passes.tensorrt import inline_rank_hiding_ifs
+
+            annotated = [(value, value.type, value.shape) for value, _ in self._borrowed]
+            restore_types(self._borrowed)
+            try:
+                copy = self._copies[fixed] = weightless_copy(self.model)
+            finally:
+                for value, type_, shape in annotated:
+                    value.type, value.shape = type_, shape
+            if fixed:  # fixed to 2: shapes inferred again, shape arithmetic folded (fix_dims)
+                FixDimsPass({name: 2 for name in fixed})(copy)
+            if inline_rank_hiding_ifs(copy):
+                infer_missing_shapes(copy)
+            annotate_functions_with(copy, is_reducing_scatter)
+        return next((n for n, _ in iter_nodes(copy)
+                     if n.op_type == node.op_type and n.name == node.name), None)
 
 
 def _static_dims(value: ir.Value | None):

@@ -36,7 +36,8 @@ from scatter_rewrite.graph import (
     SCATTER_OPS, describe, describe_parts, is_default_domain, is_reference, iter_nodes,
     schema_opset,
 )
-from scatter_rewrite.limits import REDUCTIONS_SINCE  # (re-exported: opset/steps.py reads it here)
+# (REDUCTIONS_SINCE re-exported: opset/steps.py reads it here)
+from scatter_rewrite.limits import REDUCTIONS_SINCE, highest_opset
 
 __all__ = [
     "check_scatter_nodes", "check_scatter_proto", "form_from_schema", "FORMS_CHECKED_UP_TO",
@@ -125,7 +126,7 @@ def form_from_schema(op_type: str, opset: int, exact: bool = False) -> _Form | N
     except onnx.defs.SchemaError:
         if exact:
             return None
-        schema = onnx.defs.get_schema(op_type, onnx.defs.onnx_opset_version(), "")
+        schema = onnx.defs.get_schema(op_type, highest_opset(), "")
     constraints = {c.type_param_str: frozenset(c.allowed_type_strs)
                    for c in schema.type_constraints}
     return _Form(f"{op_type}-{schema.since_version}",

@@ -16,6 +16,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.graph import body_nodes, function_calls, iter_scopes
+from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 __all__ = [
     "annotate_function_types", "annotate_functions_with", "borrow_inferred_types",
@@ -476,7 +477,7 @@ def _cut_loops(graph: onnx.GraphProto, types: dict, main: onnx.GraphProto) -> se
     kept = []
     for node in graph.node:
         outputs = [o for o in node.output if o]
-        if (node.op_type == "Loop" and node.domain in ("", "ai.onnx")
+        if (node.op_type == "Loop" and node.domain in DEFAULT_DOMAINS
                 and all(o in types for o in outputs)):
             for name in outputs:
                 elem, shape = types[name]

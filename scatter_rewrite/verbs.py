@@ -16,7 +16,7 @@ from typing import Any
 from scatter_rewrite.errors import OptionError, OptionTypeError
 from scatter_rewrite.targets import TARGETS_HELP
 from scatter_rewrite.limits import (
-    OPSET_FLOOR, TRT_VERSIONS, check_choice, check_opset, check_size, highest_opset, opset_range,
+    DEFAULT_LOWER_OPSET, DEFAULT_TRT_VERSION, OPSET_FLOOR, TRT_VERSIONS, check_choice, check_opset, check_size, highest_opset, opset_range,
 )
 
 __all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
@@ -260,7 +260,7 @@ def fold_passes(size_limit: int | None = None) -> list:
                   FoldPass(size_limit=size_limit), name=FoldPass.name)]
 
 
-def lower_passes(opset: int = 13, mode: str = "standard") -> list:
+def lower_passes(opset: int = DEFAULT_LOWER_OPSET, mode: str = "standard") -> list:
     from scatter_rewrite.passes.compose import OnlyIf, Steps
     from scatter_rewrite.passes.lower import LowerPass
     from scatter_rewrite.passes.specialize import SpecializeCallsPass
@@ -292,7 +292,7 @@ def to_scatternd_passes() -> list:
                   name=ToScatterNDPass.name)]
 
 
-def tensorrt_passes(trt_version: str = "10", fix_dims: dict[str, int] | None = None) -> list:
+def tensorrt_passes(trt_version: str = DEFAULT_TRT_VERSION, fix_dims: dict[str, int] | None = None) -> list:
     """The whole TensorRT preparation for ``trt_version`` ("8.6", "10" or "11"), in order
     (passes/tensorrt.py and the modules it names say what each does); first, when given,
     ``fix_dims`` (symbolic dimension name -> size: passes/fix_dims.py)."""
@@ -400,7 +400,8 @@ VERBS: dict[str, Verb] = {
         "upgrade", "upgraded", upgrade_passes,
         options=(
             Option("opset", int, None,
-                   f"{_OPSET_HELP}. Default: the model's own if >= 11, else 11.", "N",
+                   f"{_OPSET_HELP}. Default: the model's own if >= {OPSET_FLOOR}, else "
+                   f"{OPSET_FLOOR}.", "N",
                    minimum=OPSET_FLOOR, opset=True),
         ),
         summary="Upgrade deprecated Scatter to ScatterElements (main graph, subgraphs, "
@@ -416,7 +417,8 @@ VERBS: dict[str, Verb] = {
     "lower": Verb(
         "lower", "lowered", lower_passes,
         options=(
-            Option("opset", int, 13, f"{_OPSET_HELP} (the model moves to it, up or down).", "N",
+            Option("opset", int, DEFAULT_LOWER_OPSET,
+                   f"{_OPSET_HELP} (the model moves to it, up or down).", "N",
                    minimum=OPSET_FLOOR, opset=True),
             Option("mode", str, "standard",
                    "standard: exact standard ops; custom: ai.onnx.contrib nodes "
@@ -431,7 +433,7 @@ VERBS: dict[str, Verb] = {
     "tensorrt": Verb(
         "tensorrt", "tensorrt", tensorrt_passes,
         options=(
-            Option("trt_version", str, "10",
+            Option("trt_version", str, DEFAULT_TRT_VERSION,
                    f"The TensorRT version to prepare for: {', '.join(TRT_VERSIONS)}.", "VERSION",
                    choices=TRT_VERSIONS),
             Option("fix_dims", dict, None,

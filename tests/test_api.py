@@ -440,3 +440,11 @@ def test_validation_arguments_without_validation_are_a_warning_naming_them(caplo
     assert [r.getMessage() for r in caplog.records] == [
         f"the model given: {n}" for n in outcome.notes + alone.notes]
 
+
+
+def test_check_names_every_registered_target():
+    from scatter_rewrite.targets import target_names
+
+    listed = api.check.__doc__.split("docs/targets.md")[0]
+    named = set(re.findall(r'"([A-Za-z0-9.-]+)"', listed))
+    assert named == {n for n in target_names() if not n.startswith("opset-")} | {"opset-N"}

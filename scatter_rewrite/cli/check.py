@@ -16,6 +16,7 @@ from scatter_rewrite.cli.messages import error, exit_code, internal_error, setup
 from scatter_rewrite.cli.options import STANDARD, CheckVerbose, Models, Quiet
 from scatter_rewrite.cli.printing import status_counts
 from scatter_rewrite.cli.streams import shown_paths, standard_streams
+from scatter_rewrite.limits import DEFAULT_CHECK_TARGET
 from scatter_rewrite.targets import TARGETS_HELP
 
 __all__ = ["check"]
@@ -26,7 +27,7 @@ def check(
     context: typer.Context,
     models: Models,
     target: Annotated[str, typer.Option(
-        "--target", metavar="TARGET", help=f"{TARGETS_HELP}.")] = "tensorrt-10",
+        "--target", metavar="TARGET", help=f"{TARGETS_HELP}.")] = DEFAULT_CHECK_TARGET,
     as_json: Annotated[bool, typer.Option("--json",
                                           help="Print the reports as JSON (for CI).")] = False,
     quiet: Quiet = False,
@@ -49,7 +50,7 @@ def check(
     except Exception as e:  # a bug of ours: one line; -v shows where
         internal_error(e, verbose)
     if as_json:
-        from scatter_rewrite.readiness import json_document
+        from scatter_rewrite.readiness_report import json_document
 
         typer.echo(json.dumps(json_document(reports, target), indent=2))
     elif not quiet:
@@ -74,7 +75,8 @@ def _reports(models: list[str], target: str) -> list[Any]:
     are what one checks); a folder holding none is an UNREADABLE report saying so, as a model that
     cannot be read is (:func:`_report`)."""
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
-    from scatter_rewrite.readiness import CheckReport, parse_target
+    from scatter_rewrite.readiness import parse_target
+    from scatter_rewrite.readiness_report import CheckReport
 
     parse_target(target)
     if STANDARD in models and len(models) > 1:
@@ -95,7 +97,8 @@ def _report(file: Path, target: str) -> Any:
     """The readiness report of one model; a model that cannot be read is an UNREADABLE report
     saying why, so that the others are still checked and reported."""
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
-    from scatter_rewrite.readiness import CheckReport, check_report
+    from scatter_rewrite.readiness import check_report
+    from scatter_rewrite.readiness_report import CheckReport
 
     name = shown_paths(str(file))
     try:
@@ -138,7 +141,7 @@ def _check_console(context: typer.Context):
 
 def _not_ready_reason(report: Any) -> str:
     """Why a report is not READY, in one line."""
-    from scatter_rewrite.readiness import FIXABLE, INVALID
+    from scatter_rewrite.readiness_report import FIXABLE, INVALID
 
     if report.unreadable is not None:
         return report.unreadable
@@ -157,7 +160,7 @@ def _not_ready_reason(report: Any) -> str:
 
 def _print_report(report: Any, console: Any) -> None:
     from scatter_rewrite.graph import SCATTER_OPS
-    from scatter_rewrite.readiness import FIXABLE, INVALID
+    from scatter_rewrite.readiness_report import FIXABLE, INVALID
 
     def say(text: str, whole: bool = False) -> None:  # whole: a command, copyable, never wrapped
         console.print(text, highlight=False, markup=False, soft_wrap=whole)

@@ -14,6 +14,7 @@ import onnx_ir as ir
 from scatter_rewrite.graph import const_tensor, is_reference, reference_reason
 from scatter_rewrite.opset import steps
 from scatter_rewrite.opset.registry import down_forms
+from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 __all__ = [
     "allowed_types", "CONTAINER_OPS", "condition_gap", "fits_schema", "input_dtype", "is_default",
@@ -125,7 +126,7 @@ def _is_sequence(value: ir.Value) -> bool:
     if isinstance(value.type, ir.SequenceType):
         return True
     producer = value.producer()
-    return (producer is not None and producer.domain in ("", "ai.onnx")
+    return (producer is not None and producer.domain in DEFAULT_DOMAINS
             and producer.op_type in SEQUENCE_MAKERS)
 
 

@@ -8,14 +8,13 @@ import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.graph import (
-    Scope, attr, constant_tensor, describe, is_default_domain, is_overridable, is_reference,
-    mark_written, written_for,
+    FLOAT_TYPES, Scope, attr, constant_tensor, describe, is_default_domain, is_overridable,
+    is_reference, mark_written, written_for,
 )
 
 __all__ = ["FLOATS", "INTEGERS", "known_value", "not_constant", "refuse", "replace"]
 
-FLOATS = frozenset({ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE,
-                    ir.DataType.BFLOAT16})
+FLOATS = FLOAT_TYPES
 INTEGERS = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
                       ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32,
                       ir.DataType.UINT64})

@@ -30,12 +30,9 @@ from scatter_rewrite.opset.versions import previous, versions
 from scatter_rewrite.spec import REDUCTIONS_SINCE
 
 __all__ = [
-    "declared", "Kind", "MIN_TARGET", "ONES", "previous", "REWRITE", "SAME", "Step", "step", "STEPS",
+    "declared", "Kind", "ONES", "previous", "REWRITE", "SAME", "Step", "step", "STEPS",
     "steps_between", "versions",
 ]
-
-MIN_TARGET = 11  # the oldest opset a model moves to
-
 
 class Kind(enum.Enum):
     SAME = "same meaning"

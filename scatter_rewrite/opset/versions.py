@@ -8,6 +8,8 @@ import functools
 
 import onnx.defs
 
+from scatter_rewrite.limits import DEFAULT_DOMAINS
+
 __all__ = ["previous", "versions"]
 
 
@@ -18,7 +20,7 @@ def versions(op_type: str) -> tuple[int, ...]:
         sorted(
             s.since_version
             for s in onnx.defs.get_all_schemas_with_history()
-            if s.name == op_type and s.domain in ("", "ai.onnx")
+            if s.name == op_type and s.domain in DEFAULT_DOMAINS
         )
     )
 

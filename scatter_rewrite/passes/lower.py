@@ -67,7 +67,9 @@ import onnx_ir as ir
 
 from scatter_rewrite import custom_ops
 from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.limits import REDUCTIONS, check_choice, check_opset
+from scatter_rewrite.limits import (
+    DEFAULT_LOWER_OPSET, OPSET_FLOOR, REDUCTIONS, check_choice, check_opset,
+)
 from scatter_rewrite.graph import (
     Scope, attr, body_nodes, describe, is_default_domain, iter_nodes, nodes_within,
     reference_reason, remove_unused_expands, value_names,
@@ -104,7 +106,7 @@ class LowerPass(ScatterPass):
 
     name = "lower"
 
-    def __init__(self, opset: int = 13, mode: str = "standard"):
+    def __init__(self, opset: int = DEFAULT_LOWER_OPSET, mode: str = "standard"):
         super().__init__()
         self.opset, self.mode = check_opset(opset), check_choice(mode, MODES, "mode")
 
@@ -328,7 +330,7 @@ def tensorrt_plugin_blocker(node: ir.Node) -> str | None:
             "INT64, BF16)"
         )
     if node.op_type == "ScatterND":
-        return seg.reduction_blocker(node, 11)  # needs the static index-tuple length
+        return seg.reduction_blocker(node, OPSET_FLOOR)  # needs the static index-tuple length
     return None
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ConversionError
-from scatter_rewrite.limits import REDUCTIONS, TRT_VERSIONS, check_choice
+from scatter_rewrite.limits import DEFAULT_TRT_VERSION, REDUCTIONS, TRT_VERSIONS, check_choice
 from scatter_rewrite.graph import Scope, attr, nodes_within, remove_unused_expands
 from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult, every_node
 from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
@@ -34,7 +34,7 @@ class TensorRTFlowPass(ScatterPass):
     pass raises ConversionError naming it and why (``error.declined``: every such node), as
     LowerPass does for an opset it cannot reach."""
 
-    def __init__(self, trt_version: str = "10"):
+    def __init__(self, trt_version: str = DEFAULT_TRT_VERSION):
         super().__init__()
         self.trt_version = check_trt_version(trt_version)
 

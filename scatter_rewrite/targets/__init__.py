@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scatter_rewrite.errors import OptionError
+from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 __all__ = ["ALL_REDUCTIONS", "NO_PATH", "SCATTER_DATA_TYPES", "Judge", "OpTable", "ScatterSupport", "Target", "TARGETS",
            "TARGETS_HELP", "get_target", "op_table_file", "register_target", "target_names", "target_names_help",
@@ -77,7 +78,6 @@ class ScatterSupport:
 # (domain, op type) -> the opset ranges of that domain in which the target runs it, (first, last);
 # None: open. The default domain is "".
 OpRanges = Mapping[tuple[str, str], tuple[tuple[int | None, int | None], ...]]
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 OP_TABLES = Path(__file__).parent / "op_tables"  # one JSON file per table, with its source
 
 
@@ -103,7 +103,7 @@ class OpTable:
     def lacks(self, domain: str, op: str, opset: int | None) -> str | None:
         """Why a node (``op`` of ``domain`` at that domain's ``opset``) is outside the table, or
         None when the target publishes it as supported."""
-        domain = "" if domain in _DEFAULT_DOMAINS else domain
+        domain = "" if domain in DEFAULT_DOMAINS else domain
         ranges = self.ops.get((domain, op))
         if ranges is None and self.any_domain:
             ranges = next((r for (d, o), r in self.ops.items() if o == op), None)

@@ -62,9 +62,8 @@ ONNX2TF_MAX_OPSET = 23
 def _passes(max_intermediate_mib: int | None = None) -> list:
     from scatter_rewrite.passes.constant_indices import ConstantIndicesPass
     from scatter_rewrite.passes.move_opset import MoveOpsetPass
-    from scatter_rewrite.passes.no_scatter import (
-        DEFAULT_MAX_INTERMEDIATE_MIB, ShapeWriting, target_passes,
-    )
+    from scatter_rewrite.passes.lowering.scatter_free import ShapeWriting
+    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
 
     # (a model above opset 23 moved down, exactly, after its scatters are rewritten)
     return [*target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 __all__: list[str] = []  # (registers its targets at import; nothing else to use)
 
+from scatter_rewrite.limits import OPSET_FLOOR
 from scatter_rewrite.targets import OpTable, Target, op_table_file, register_target
 
 _FORMS = ("exact scatter-free forms: Gather/GatherElements, Equal, Where, Reduce*, TopK, "
@@ -58,7 +59,7 @@ def _scatter_free(name: str, summary: str, gets_wrong: tuple[str, ...],
                   sources: tuple[str, ...], ops: Callable[[], OpTable] | None = None,
                   passes: Callable[..., list] = _passes) -> Target:
     return register_target(Target(
-        name=name, family="no-scatter", summary=summary, opsets=(11, None), runs=(),
+        name=name, family="no-scatter", summary=summary, opsets=(OPSET_FLOOR, None), runs=(),
         gets_wrong=gets_wrong, sources=sources, passes=passes,
         options=("max_intermediate_mib",), ops=ops))
 

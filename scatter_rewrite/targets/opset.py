@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = ["FLOOR"]
 
+from scatter_rewrite.limits import OPSET_FLOOR
 from scatter_rewrite.targets import ALL_REDUCTIONS, ScatterSupport, Target, register_target
 
 FLOOR = 9  # Scatter's first opset: the lowest at which there is anything to say
@@ -22,7 +23,7 @@ def _reductions(n: int) -> frozenset[str]:
 
 
 def _runs(n: int) -> tuple[ScatterSupport, ...]:
-    if n < 11:
+    if n < OPSET_FLOOR:
         return (ScatterSupport("Scatter", frozenset({"none"})),)
     forms = (ScatterSupport("ScatterElements", _reductions(n)),
              ScatterSupport("ScatterND", _reductions(n)))
@@ -40,7 +41,7 @@ def _passes(n: int):
 
 def _judge(n: int):
     def judge(node, scope, finding, context) -> None:
-        from scatter_rewrite.readiness import judge_opset
+        from scatter_rewrite.readiness_judges import judge_opset
 
         judge_opset(node, finding, n)
 
@@ -48,7 +49,7 @@ def _judge(n: int):
 
 
 def _register_all() -> None:
-    from scatter_rewrite.verbs import OPSET_FLOOR, highest_opset
+    from scatter_rewrite.limits import highest_opset
 
     for n in range(FLOOR, highest_opset() + 1):
         register_target(Target(

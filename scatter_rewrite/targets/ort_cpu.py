@@ -22,6 +22,7 @@ import functools
 from scatter_rewrite.targets import (
     SCATTER_DATA_TYPES, OpTable, ScatterSupport, Target, register_target,
 )
+from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 
 def _all_but(*names: str) -> frozenset[str]:
@@ -66,7 +67,7 @@ def _op_table(target: str = "ort-cpu") -> OpTable:
             ranges.setdefault((domain, kernel.op_name), []).append(kernel.version_range)
     by_op: dict[str, list] = {}
     for schema in onnx.defs.get_all_schemas_with_history():
-        if schema.domain in ("", "ai.onnx"):
+        if schema.domain in DEFAULT_DOMAINS:
             by_op.setdefault(schema.name, []).append(schema)
     for name, schemas in by_op.items():
         schemas.sort(key=lambda s: s.since_version)

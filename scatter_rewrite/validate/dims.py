@@ -35,6 +35,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.type_inference import infer_with_bounded_data_prop, serialize_without_weights
+from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 __all__ = ["DEFAULT_SIZE", "DimPlan", "fit_dims"]
 
@@ -271,7 +272,7 @@ def _needs(proto: onnx.ModelProto) -> list[Need]:
     constants = _small_int_constants(proto.graph)
     needs: list[Need] = []
     for index, node in enumerate(proto.graph.node):
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in DEFAULT_DOMAINS:
             continue
         label = f"{node.op_type} {node.name!r}" if node.name else f"{node.op_type} #{index}"
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -298,7 +299,7 @@ def _small_int_constants(graph: onnx.GraphProto) -> _Constants:
         if init.data_location != onnx.TensorProto.EXTERNAL and init.data_type in _INT_TYPES:
             found[init.name] = onnx.numpy_helper.to_array(init)
     for node in graph.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.attribute:
+        if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.attribute:
             a = node.attribute[0]
             if a.name == "value" and a.t.data_type in _INT_TYPES \
                     and a.t.data_location != onnx.TensorProto.EXTERNAL:

@@ -16,6 +16,7 @@ import onnx_ir as ir
 
 from scatter_rewrite.ort_folding import optimizers_left_out
 from scatter_rewrite.validate.held import Held, proto_of
+from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 __all__ = [
     "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
@@ -286,7 +287,7 @@ def _divisions_by_non_constants(model: ir.Model) -> list[tuple[ir.Node, Any]]:
     from scatter_rewrite.graph import iter_nodes
 
     return [(node, scope) for node, scope in iter_nodes(model)
-            if node.op_type == "Div" and node.domain in ("", "ai.onnx")
+            if node.op_type == "Div" and node.domain in DEFAULT_DOMAINS
             and len(node.inputs) == 2 and not _never_minus_one(node.inputs[1])]
 
 
@@ -301,7 +302,7 @@ def _never_minus_one(value: ir.Value | None, depth: int = 0) -> bool:
         array = tensor.numpy()
         return not (array == -1).any() if depth == 0 else bool((array >= 0).all())
     node = value.producer() if value is not None else None
-    if node is None or node.domain not in ("", "ai.onnx") or depth > 8:
+    if node is None or node.domain not in DEFAULT_DOMAINS or depth > 8:
         return False
     if node.op_type in ("Shape", "Size"):
         return True
@@ -551,7 +552,7 @@ def _cpu_kernels() -> dict[str, list[tuple[int, int, dict[str, set[str]]]]]:
 
     kernels: dict[str, list[tuple[int, int, dict[str, set[str]]]]] = {}
     for kernel in ort_state.get_all_opkernel_def():
-        if kernel.provider != "CPUExecutionProvider" or kernel.domain not in ("", "ai.onnx"):
+        if kernel.provider != "CPUExecutionProvider" or kernel.domain not in DEFAULT_DOMAINS:
             continue
         lo, hi = kernel.version_range
         constraints = {param: set(types) for param, types in kernel.type_constraints.items()}

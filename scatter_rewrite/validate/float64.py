@@ -20,6 +20,7 @@ from onnx import TensorProto
 from onnx import numpy_helper as nh
 
 from scatter_rewrite.validate import engines
+from scatter_rewrite.limits import DEFAULT_DOMAINS
 
 __all__ = ["evaluate"]
 
@@ -69,7 +70,7 @@ def _widen_tensor(tensor: onnx.TensorProto, magnitudes: bool) -> onnx.TensorProt
 def _widen_node(node: onnx.NodeProto, magnitudes: bool) -> list[onnx.GraphProto]:
     """Widen ``node``'s float attributes in place; its subgraphs, to widen in turn."""
     subgraphs = []
-    if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+    if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS:
         for a in list(node.attribute):  # value_float(s) are float32: a float64 tensor instead
             if a.name in ("value_float", "value_floats"):
                 values = np.array(a.f if a.name == "value_float" else list(a.floats), np.float64)

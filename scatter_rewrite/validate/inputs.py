@@ -20,11 +20,12 @@ from scatter_rewrite.validate.arguments import (
     argument_inputs, extreme_values, integer_data_inputs,
 )
 from scatter_rewrite.validate.contracts import (
-    IndexContract, index_contracts, fits_contract, inferred_shapes, row_contract,
+    IndexContract, index_contracts, fits_contract, row_contract,
 )
 from scatter_rewrite.validate.dims import DEFAULT_SIZE, fit_dims
 from scatter_rewrite.validate.engines import may_trap
 from scatter_rewrite.validate.index_paths import divisor_inputs, numpy_dtype, size_inputs
+from scatter_rewrite.validate.index_sources import inferred_shapes
 from scatter_rewrite.validate.trial import OriginalSession, runs_in_reference
 from scatter_rewrite.validate.user_inputs import checked_user_inputs, load_inputs, user_tolerance
 

@@ -11,6 +11,8 @@ import onnx_ir as ir
 import pytest
 
 from scatter_rewrite.errors import ConversionError
+from scatter_rewrite.graph import DEFAULT_DOMAINS
+from scatter_rewrite.limits import OPSET_FLOOR
 from scatter_rewrite.opset import convert_opset, steps
 from scatter_rewrite.opset.fitting import allowed_types
 from scatter_rewrite.opset.registry import down_forms, load_forms
@@ -21,7 +23,7 @@ def _default_domain_versions():
         {
             (s.name, s.since_version)
             for s in onnx.defs.get_all_schemas_with_history()
-            if s.domain in ("", "ai.onnx") and s.since_version > steps.MIN_TARGET
+            if s.domain in DEFAULT_DOMAINS and s.since_version > OPSET_FLOOR
         }
     )
 

@@ -17,6 +17,7 @@ from scatter_rewrite.passes import no_scatter as ns
 from scatter_rewrite.passes.lowering import live_bytes as live
 from scatter_rewrite.passes.lowering import scatter_rows
 from scatter_rewrite.passes.lowering import segment_reduce as seg
+from scatter_rewrite.passes.lowering.scatter_free import scatter_free
 from scatter_rewrite.testing import scatter_model
 from scatter_rewrite.type_inference import borrow_inferred_types
 
@@ -48,7 +49,7 @@ def _written(model: onnx.ModelProto, form: str) -> tuple[ir.Model, list[ir.Node]
     working = ir.serde.deserialize_model(model)
     borrow_inferred_types(working, sharpen=True)
     node, scope = next((n, s) for n, s in iter_nodes(working) if n.op_type.startswith("Scatter"))
-    nodes, out = ns.scatter_free(node, scope.opset, form, seg.Names(value_names(working)))
+    nodes, out = scatter_free(node, scope.opset, form, seg.Names(value_names(working)))
     ns.NoScatterPass._splice(node, scope, nodes, out)
     for each in working.graph:
         each.name = each.outputs[0].name  # (the profiler names nodes by name)

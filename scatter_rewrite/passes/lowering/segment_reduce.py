@@ -61,8 +61,10 @@ import re
 import numpy as np
 import onnx_ir as ir
 
-from scatter_rewrite.graph import NamedNodeBuilder as Builder, Names, attr, reference_reason
-from scatter_rewrite.limits import REDUCTIONS, REDUCTIONS_SINCE
+from scatter_rewrite.graph import (
+    FLOAT_TYPES, NamedNodeBuilder as Builder, Names, attr, reference_reason,
+)
+from scatter_rewrite.limits import OPSET_FLOOR, REDUCTIONS, REDUCTIONS_SINCE
 # Step 1, the rows and their keys (importable from here with the rest of the lowering).
 from scatter_rewrite.passes.lowering.scatter_rows import (
     INT64, const_value, index_tuple_length, is_empty, row_counts, scatter_nd_rows, static_rank,
@@ -80,8 +82,7 @@ __all__ = [
 SMALL_INTS = {ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16}
 _NATIVE = {ir.DataType.INT32, ir.DataType.UINT32, ir.DataType.INT64, ir.DataType.UINT64,
            ir.DataType.FLOAT, ir.DataType.DOUBLE}
-_FLOATS = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
-SUPPORTED_DTYPES = SMALL_INTS | _NATIVE | _FLOATS | {ir.DataType.BOOL}
+SUPPORTED_DTYPES = SMALL_INTS | _NATIVE | FLOAT_TYPES | {ir.DataType.BOOL}
 
 
 def first_opset_with(reduction: str) -> int:
@@ -109,8 +110,9 @@ def name_prefix(node: ir.Node) -> str:
 
 def reduction_blocker(node: ir.Node, opset: int) -> str | None:
     """Why ``node`` (ScatterElements/ScatterND with a reduction) cannot be lowered, or None."""
-    if opset < 11:
-        return f"opset {opset} has no ScatterElements/ScatterND to write back with (need >= 11)"
+    if opset < OPSET_FLOOR:
+        return (f"opset {opset} has no ScatterElements/ScatterND to write back with (need >= "
+                f"{OPSET_FLOOR})")
     if len(node.inputs) != 3 or any(v is None for v in node.inputs):
         return "needs exactly 3 inputs (data, indices, updates)"
     if (why := reference_reason(node)) is not None:
@@ -262,8 +264,8 @@ class Kind:
 
     def __init__(self, reduction: str, dtype: ir.DataType, int_minmax: bool = False):
         self.reduction, self.dtype = reduction, dtype
-        self.nan_aware = reduction in ("max", "min") and dtype in _FLOATS
-        self.int_minmax = int_minmax and dtype not in _FLOATS and dtype != ir.DataType.BOOL
+        self.nan_aware = reduction in ("max", "min") and dtype in FLOAT_TYPES
+        self.int_minmax = int_minmax and dtype not in FLOAT_TYPES and dtype != ir.DataType.BOOL
 
     def identity(self) -> np.ndarray:
         """The element e with ``combine(e, x) == x`` bit for bit for every x (a 0-d array of the
@@ -275,11 +277,11 @@ class Kind:
         if dt == ir.DataType.BOOL:
             return np.array(self.reduction in ("mul", "min"))
         if self.reduction == "add":
-            return np.array(-0.0 if dt in _FLOATS else 0, np_dtype)
+            return np.array(-0.0 if dt in FLOAT_TYPES else 0, np_dtype)
         if self.reduction == "mul":
             return np.array(1, np_dtype)
         low = self.reduction == "max"
-        if dt in _FLOATS:
+        if dt in FLOAT_TYPES:
             return np.array(-np.inf if low else np.inf, np_dtype)
         info = np.iinfo(np_dtype)
         return np.array(info.min if low else info.max, np_dtype)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from scatter_rewrite.graph import attr
+from scatter_rewrite.limits import OPSET_FLOOR
 from scatter_rewrite.passes.lowering.segment_reduce import (
     INT64, SUPPORTED_DTYPES, Builder, Names, name_prefix, static_rank,
 )
@@ -16,8 +17,8 @@ __all__ = ["lower_tensor_scatter", "tensor_scatter_blocker"]
 
 
 def tensor_scatter_blocker(node: ir.Node, opset: int) -> str | None:
-    if opset < 11:
-        return "opset < 11 has no ScatterElements"
+    if opset < OPSET_FLOOR:
+        return f"opset < {OPSET_FLOOR} has no ScatterElements"
     if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
         return "needs past_cache and update inputs"
     cache = node.inputs[0]

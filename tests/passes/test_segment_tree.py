@@ -12,7 +12,7 @@ import pytest
 import scatter_rewrite
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes import no_scatter as ns
-from scatter_rewrite.passes.lowering import segment_tree
+from scatter_rewrite.passes.lowering import scatter_free, segment_tree
 from scatter_rewrite.type_inference import borrow_inferred_types
 from tests.helpers.models import gnn_model, op_types, scatters_left
 from tests.helpers.runs import ort_run
@@ -48,7 +48,7 @@ def test_a_symbolic_update_count_keeps_the_doubling_scan():
     prepared = scatter_rewrite.prepare(model, target="no-scatter", validate=False)
     feeds = tree_feeds(np.random.default_rng(3), 6, 40, 3)
     assert ort_run(model, feeds)[0].tobytes() == ort_run(prepared, feeds)[0].tobytes()
-    assert op_types(prepared).count("GatherElements") == 2 * ns.DYNAMIC_STEPS + 1
+    assert op_types(prepared).count("GatherElements") == 2 * scatter_free.DYNAMIC_STEPS + 1
     assert not segment_tree.applies(None, 6) and not segment_tree.applies(40, None)
     assert not segment_tree.applies(0, 6) and segment_tree.applies(40, 6)
 

@@ -16,7 +16,7 @@ from scatter_rewrite.passes.lowering.network_reduce import NOT_STATIC, network_b
 from scatter_rewrite.passes.tensorrt_flow import no_fixed_count
 from scatter_rewrite.passes.tensorrt import (
     CARRIED_DATA_TYPES, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, is_reducing_scatter,
-    scatter_carrier, scatter_data_blocker,
+    one_row_twin, scatter_carrier, scatter_data_blocker,
 )
 from scatter_rewrite.passes.tensorrt_support import no_tensor_type
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes
@@ -233,6 +233,8 @@ def _lowerable(node: ir.Node, f: Finding, inlined: TensorrtTwins, fix_options: l
             reason = network_blocker(twin, f.opset)
     lowers = ("scatter-rewrite tensorrt lowers it to standard ops TensorRT accepts (bitonic sort "
               "of the keys, segmented scan, one ScatterND with unique targets)")
+    if reason is not None and one_row_twin(node, f.opset) is not None:
+        reason, lowers = None, lowers + " (its empty index tuple written as the tuple (0) into the data as one row)"
     if reason is None:
         f.notes.append(lowers)
         return True

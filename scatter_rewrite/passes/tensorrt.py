@@ -55,6 +55,11 @@ plugin/scatterElementsPlugin/README.md):
   its max/min reductions are lowered this way before LowerPass runs (else LowerPass would sort them
   with TopK); if one cannot be, the TensorScatter is left alone with the reason.
 
+* A reducing ScatterND with an empty index tuple (``indices.shape[-1] == 0``: every update reduces
+  into the whole data): on 10/11 the plugin form above with one row, every key 0; where it is
+  lowered, first written as the equal ScatterND with tuples (0) into the data unsqueezed to one row
+  (:func:`one_row_twin`), which the lowering takes.
+
 Custom-domain scatters (what ``lower --mode custom|tensorrt-plugin`` writes) are not rewritten, but
 the parser ignores their domain and imports them as the ONNX op: one whose reduction this TensorRT
 ignores (8.6) or rejects (ScatterND) is reported left alone with the reason.
@@ -102,7 +107,8 @@ __all__ = [
     "cap_reason", "CapOpsetPass", "CARRIED_DATA_TYPES", "check_trt_version", "CUSTOM_AS_ONNX",
     "inline_rank_hiding_ifs", "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET",
     "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES", "scatter_carrier", "scatter_data_blocker",
-    "has_tensor_scatter", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K", "TRT_VERSIONS",
+    "has_tensor_scatter", "one_row_twin", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K",
+    "TRT_VERSIONS",
 ]
 
 # NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.
@@ -319,6 +325,31 @@ class TensorRTPass(TensorRTFlowPass):
             "TensorRT 8.6 silently ignores scatter reductions (NVIDIA/TensorRT#3750)",
         )
 
+    def _as_one_row(self, model: ir.Model, node: ir.Node, scope: Scope,
+                    names: ModelNames) -> ir.Node | None:
+        """The node written as :func:`one_row_twin` says, in the graph (the data unsqueezed to
+        one row, the result squeezed back); that ScatterND, or None (the node is left as it is)."""
+        if one_row_twin(node, scope.opset) is None:
+            return None
+        data, indices, updates = node.inputs
+        batch, dims = list(indices.shape)[:-1], list(data.shape)
+        b = ReplacementBuilder(model, scope, names, node.name or "scatter")
+        row = b.op("Unsqueeze", [data, b.const(np.array([0], np.int64), "row_axis")],
+                   dtype=data.dtype, shape=[1, *dims], suffix="one_row")
+        row_updates = b.op("Unsqueeze", [updates, b.const(np.array([len(batch)], np.int64),
+                                                          "update_axis")],
+                           dtype=data.dtype, shape=[*batch, 1, *dims], suffix="row_updates")
+        keys = b.const(np.zeros((*batch, 1), np.int64), "row_keys")
+        scattered = ir.Value(name=names(f"{b.prefix}_scattered"), type=ir.TensorType(data.dtype),
+                             shape=ir.Shape([1, *dims]))
+        inner = ir.node("ScatterND", [row, keys, row_updates],
+                        {"reduction": attr(node, "reduction")}, outputs=[scattered],
+                        name=names(f"{b.prefix}_ScatterND"))
+        b.nodes.append(inner)
+        b.replace(node, ir.node("Squeeze", [scattered, b.const(np.array([0], np.int64),
+                                                               "row_axis_back")], num_outputs=1))
+        return inner
+
     def _through_carrier(self, model: ir.Model, node: ir.Node, scope: Scope, names: ModelNames,
                          dtype: ir.DataType, wide: ir.DataType) -> str:
         """Write ``node`` on ``dtype`` data through the wider integer ``wide``: Cast data and
@@ -375,7 +406,6 @@ class TensorRTPass(TensorRTFlowPass):
                 indices.shape is None
                 or not indices.shape
                 or not isinstance(indices.shape[-1], int)
-                or indices.shape[-1] < 1
             ):
                 return "the index tuple length (last dimension of indices) is not static"
             if known_rank(model, scope, [data]) is None:
@@ -399,16 +429,18 @@ class TensorRTPass(TensorRTFlowPass):
                 f"reduction={reduction} kept"
             )
         # ScatterND(data, indices[..., k], updates) == ScatterElements(axis=0) on data [rows, row
-        # size] with each update row's linear row index repeated along the row.
+        # size] with each update row's linear row index repeated along the row (k == 0: one row,
+        # the whole data, every key 0).
         k = indices.shape[-1]
         q = len(indices.shape)
-        flat = b.op(
-            "Reshape",
-            [b.to_int64(indices), b.const(np.array([-1, k], np.int64), "tuple_shape")],
-            dtype=ir.DataType.INT64,
-            suffix="tuples",
-        )
         linear = None
+        if k:
+            flat = b.op(
+                "Reshape",
+                [b.to_int64(indices), b.const(np.array([-1, k], np.int64), "tuple_shape")],
+                dtype=ir.DataType.INT64,
+                suffix="tuples",
+            )
         for j in range(k):
             column = b.op(
                 "Gather",
@@ -429,6 +461,8 @@ class TensorRTPass(TensorRTFlowPass):
                     suffix="linear",
                 )
             )
+        if linear is None:
+            linear = b.const(np.zeros((1, 1), np.int64), "whole_data_row")
         rows = b.op("Flatten", [data], {"axis": k}, dtype=data.dtype, suffix="rows")
         values = b.op("Flatten", [updates], {"axis": q - 1}, dtype=data.dtype, suffix="row_updates")
         column = b.op("Reshape", [linear, b.const(np.array([-1, 1], np.int64), "column_shape")],
@@ -461,7 +495,36 @@ class TensorRTPass(TensorRTFlowPass):
 
     def _lower(self, model: ir.Model, node: ir.Node, scope: Scope, names: ModelNames,
                why: str) -> str:
+        if (one_row := self._as_one_row(model, node, scope, names)) is not None:
+            return lower_tensorrt_safe(one_row, scope, names, self.trt_version, why + "; its empty "
+                                       "index tuple written as the tuple (0) into the data as one "
+                                       "row", model)
         return lower_tensorrt_safe(node, scope, names, self.trt_version, why, model)
+
+
+def one_row_twin(node: ir.Node, opset: int) -> ir.Node | None:
+    """For a reducing ScatterND with an empty index tuple (every update reduces into the whole
+    data), which the TensorRT-safe lowering does not take: the equal ScatterND, detached, with
+    index tuples of length 1, all 0, into the data as one row ([1, *data]; updates [*batch, 1,
+    *data]), when its shapes are static and the lowering takes it; else None."""
+    from scatter_rewrite.passes.lowering.network_reduce import network_blocker
+
+    if node.op_type != "ScatterND" or len(node.inputs) != 3:
+        return None
+    data, indices, _ = node.inputs
+    if indices is None or indices.shape is None or not indices.shape or indices.shape[-1] != 0:
+        return None
+    batch, dims = list(indices.shape)[:-1], data.shape
+    if dims is None or data.dtype is None or not all(isinstance(d, int) for d in [*batch, *dims]):
+        return None
+    keys = np.zeros((*batch, 1), np.int64)
+    inputs = [ir.Value(name="row", type=ir.TensorType(data.dtype), shape=ir.Shape([1, *dims])),
+              ir.Value(name="keys", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape(keys.shape),
+                       const_value=ir.tensor(keys)),
+              ir.Value(name="updates", type=ir.TensorType(data.dtype),
+                       shape=ir.Shape([*batch, 1, *dims]))]
+    twin = ir.node("ScatterND", inputs, {"reduction": attr(node, "reduction")}, num_outputs=1)
+    return twin if network_blocker(twin, opset) is None else None
 
 
 def _wrap_into(b: ReplacementBuilder, value: ir.Value, dtype: ir.DataType, wide: ir.DataType,

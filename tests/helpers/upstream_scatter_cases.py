@@ -1,4 +1,4 @@
-"""The scatter cases of onnxruntime's and ONNX's own tests, as data, each instantiated per data type.
+"""The scatter cases of onnxruntime's, PyTorch's and ONNX's own tests, as data, each on each of its data types.
 
 Sources (each case names its file and test):
 
@@ -13,6 +13,12 @@ Sources (each case names its file and test):
 * onnxruntime ``scatter_nd_op_test.cc``: every ``OpTester`` of the ScatterND tests (one case per
   ``OpTester``), as written; ``ScatterND_nonempty_indices_reject_indexed_zero_dimension`` calls a
   shape check, not the op, and is left out.
+* PyTorch ``test/test_scatter_gather_ops.py``: the one scatter test with explicit values that ONNX
+  expresses as written, ``test_scatter_add_mult_index_base`` (``scatter_add_`` on dims 0 and 1 of
+  zeros [30, 40], every index 0, ones: ScatterElements(reduction="add")). The others draw their
+  inputs at random (``_test_scatter_base``); the amax/amin NaN/inf checks use ``include_self=False``
+  or propagate NaN as PyTorch does, and its empty-index check has indices of another rank than the
+  data, which ScatterElements does not take: left out.
 * ONNX: ``onnx.backend.test.case.node.collect_testcases()``, every case whose node is a Scatter,
   ScatterElements, ScatterND or TensorScatter, its first data set.
 
@@ -22,12 +28,11 @@ upstream's already: a value that does not fit the type (a fraction like 0.1, a n
 an unsigned type, a value past the type's range, in data, updates or the expected output) drops
 that (case, type) pair rather than being wrapped or rounded. Strings are never retyped.
 
-The set: 616 (case, data type) pairs (``all_cases()``): 443 from scatter_op_test.cc, 114 from
-scatter_nd_op_test.cc, 59 from ONNX's; by type INT16 75, UINT8 70, UINT16 71, UINT32 71, FLOAT 73,
-FLOAT16 45, INT64 44, DOUBLE 41, INT32 38, UINT64 38, INT8 33, STRING 10, BFLOAT16 4, BOOL 3
+The set: 626 (case, data type) pairs (``all_cases()``): 443 from scatter_op_test.cc, 114 from
+scatter_nd_op_test.cc, 10 from PyTorch's, 59 from ONNX's; by type INT16 77, UINT8 72, UINT16 73,
+UINT32 73, FLOAT 75, FLOAT16 45, INT64 44, DOUBLE 41, INT32 38, UINT64 38, INT8 33, STRING 10,
+BFLOAT16 4, BOOL 3
 (``tests/passes/test_tensorrt_case_set.py`` asserts the total and the four retyped counts).
-PyTorch's own scatter tests (test/test_scatter_gather_ops.py) draw their inputs at random and are
-not in the set.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ __all__ = ["all_cases", "Case", "RETYPED", "by_type"]
 ORT_SCATTER = "onnxruntime/test/providers/cpu/tensor/scatter_op_test.cc"
 ORT_SCATTER_ND = "onnxruntime/test/providers/cpu/tensor/scatter_nd_op_test.cc"
 ONNX_BACKEND = "onnx.backend.test.case.node"
+TORCH_SCATTER = "pytorch test/test_scatter_gather_ops.py"
 RETYPED = ("INT16", "UINT8", "UINT16", "UINT32")
 SCATTER_OPS = ("Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 
@@ -165,6 +171,12 @@ def _raw_ort_cases():
                {"axis": axis, "reduction": reduction}, types,
                *_arrays(([2, 3], data), indices, updates, ([2, 3], out)))
     yield from _raw_ort_nd_cases()
+    for dim in (0, 1):
+        out = np.zeros((30, 40))
+        out[(0, slice(None)) if dim == 0 else (slice(None), 0)] = 30 if dim == 0 else 40
+        yield (f"{TORCH_SCATTER} test_scatter_add_mult_index_base dim={dim}", "ScatterElements", 18,
+               {"axis": dim, "reduction": "add"}, ("FLOAT",), np.zeros((30, 40)),
+               (np.zeros((30, 40), np.int64), "INT64"), np.ones((30, 40)), out)
 
 
 def _ones(*shape):

@@ -1,4 +1,4 @@
-"""The scatter cases of onnxruntime's and ONNX's own tests (``tests.helpers.upstream_scatter_cases.py``)
+"""The scatter cases of onnxruntime's, PyTorch's and ONNX's own tests (``tests/helpers/upstream_scatter_cases.py``)
 through ``prepare_for_tensorrt``: on the data types TensorRT's scatter lacks and the pass writes
 through a wider integer (INT16/UINT8/UINT16/UINT32 on 10, INT16/UINT8/UINT16 on 8.6) nothing is
 refused and the prepared model gives the upstream test's expected output bit for bit; on every
@@ -56,12 +56,12 @@ def test_carried_types_are_the_carriers_table():
 
 def test_the_set_as_the_module_counts_it():
     counts = collections.Counter(c.dtype for c in all_cases())
-    assert len(all_cases()) == 616
-    assert {t: counts[t] for t in RETYPED} == {"INT16": 75, "UINT8": 70, "UINT16": 71, "UINT32": 71}
+    assert len(all_cases()) == 626
+    assert {t: counts[t] for t in RETYPED} == {"INT16": 77, "UINT8": 72, "UINT16": 73, "UINT32": 73}
     sources = {c.source.split()[0] for c in all_cases()}
     assert sources == {"onnxruntime/test/providers/cpu/tensor/scatter_op_test.cc",
                        "onnxruntime/test/providers/cpu/tensor/scatter_nd_op_test.cc",
-                       "onnx.backend.test.case.node"}
+                       "pytorch", "onnx.backend.test.case.node"}
     # every op, reduction and source is on every retyped type
     for dtype in RETYPED:
         kinds = {(c.op, c.reduction) for c in by_type([dtype])}

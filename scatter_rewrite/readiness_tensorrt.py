@@ -234,7 +234,8 @@ def _lowerable(node: ir.Node, f: Finding, inlined: TensorrtTwins, fix_options: l
     lowers = ("scatter-rewrite tensorrt lowers it to standard ops TensorRT accepts (bitonic sort "
               "of the keys, segmented scan, one ScatterND with unique targets)")
     if reason is not None and one_row_twin(node, f.opset) is not None:
-        reason, lowers = None, lowers + " (its empty index tuple written as the tuple (0) into the data as one row)"
+        reason = None  # (an empty index tuple: the pass writes it as one_row_twin first)
+        lowers += " (its empty index tuple written as the tuple (0) into the data as one row)"
     if reason is None:
         f.notes.append(lowers)
         return True

@@ -27,8 +27,8 @@ _EXPORTS = {
     "repair": "scatter_rewrite.api",
     "prepare": "scatter_rewrite.api",
     "check": "scatter_rewrite.api",
-    "CheckReport": "scatter_rewrite.readiness_report",
-    "Finding": "scatter_rewrite.readiness_report",
+    "CheckReport": "scatter_rewrite.readiness.report",
+    "Finding": "scatter_rewrite.readiness.report",
     "Outcome": "scatter_rewrite.pipeline",
     "UpgradePass": "scatter_rewrite.passes.upgrade",
     "ScatterRewriteError": "scatter_rewrite.errors",
@@ -72,4 +72,4 @@ if TYPE_CHECKING:
     )
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401
     from scatter_rewrite.pipeline import Outcome  # noqa: F401
-    from scatter_rewrite.readiness_report import CheckReport, Finding  # noqa: F401
+    from scatter_rewrite.readiness.report import CheckReport, Finding  # noqa: F401

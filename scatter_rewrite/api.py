@@ -27,7 +27,7 @@ from scatter_rewrite.pipeline import UNRUNNABLE, Outcome, rewrite_file, rewrite_
 from scatter_rewrite.verbs import VERBS
 
 if TYPE_CHECKING:
-    from scatter_rewrite.readiness_report import CheckReport
+    from scatter_rewrite.readiness.report import CheckReport
 
 __all__ = ["rewrite", "upgrade", "fold", "lower", "to_scatternd", "prepare_for_tensorrt", "repair",
            "prepare", "check", "ModelLike"]

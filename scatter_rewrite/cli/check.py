@@ -50,7 +50,7 @@ def check(
     except Exception as e:  # a bug of ours: one line; -v shows where
         internal_error(e, verbose)
     if as_json:
-        from scatter_rewrite.readiness_report import json_document
+        from scatter_rewrite.readiness.report import json_document
 
         typer.echo(json.dumps(json_document(reports, target), indent=2))
     elif not quiet:
@@ -76,7 +76,7 @@ def _reports(models: list[str], target: str) -> list[Any]:
     cannot be read is (:func:`_report`)."""
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
     from scatter_rewrite.readiness import parse_target
-    from scatter_rewrite.readiness_report import CheckReport
+    from scatter_rewrite.readiness.report import CheckReport
 
     parse_target(target)
     if STANDARD in models and len(models) > 1:
@@ -98,7 +98,7 @@ def _report(file: Path, target: str) -> Any:
     saying why, so that the others are still checked and reported."""
     from scatter_rewrite.errors import OptionError, ScatterRewriteError
     from scatter_rewrite.readiness import check_report
-    from scatter_rewrite.readiness_report import CheckReport
+    from scatter_rewrite.readiness.report import CheckReport
 
     name = shown_paths(str(file))
     try:
@@ -141,7 +141,7 @@ def _check_console(context: typer.Context):
 
 def _not_ready_reason(report: Any) -> str:
     """Why a report is not READY, in one line."""
-    from scatter_rewrite.readiness_report import FIXABLE, INVALID
+    from scatter_rewrite.readiness.report import FIXABLE, INVALID
 
     if report.unreadable is not None:
         return report.unreadable
@@ -160,7 +160,7 @@ def _not_ready_reason(report: Any) -> str:
 
 def _print_report(report: Any, console: Any) -> None:
     from scatter_rewrite.graph import SCATTER_OPS
-    from scatter_rewrite.readiness_report import FIXABLE, INVALID
+    from scatter_rewrite.readiness.report import FIXABLE, INVALID
 
     def say(text: str, whole: bool = False) -> None:  # whole: a command, copyable, never wrapped
         console.print(text, highlight=False, markup=False, soft_wrap=whole)

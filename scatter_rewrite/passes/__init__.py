@@ -37,7 +37,7 @@ _EXPORTS = {
     "Steps": ("scatter_rewrite.passes.compose", "Steps"),
     "OnlyIf": ("scatter_rewrite.passes.compose", "OnlyIf"),
     "RemoveUnusedNodesPass": ("scatter_rewrite.passes.remove_unused", "RemoveUnusedNodesPass"),
-    "tensorrt_passes": ("scatter_rewrite.verbs", "tensorrt_passes"),
+    "tensorrt_passes": ("scatter_rewrite.passes.lists", "tensorrt_passes"),
     "NoScatterPass": ("scatter_rewrite.passes.no_scatter", "NoScatterPass"),
     "TargetScattersPass": ("scatter_rewrite.passes.no_scatter", "TargetScattersPass"),
     "FloatComparisonsPass": ("scatter_rewrite.passes.float_comparisons", "FloatComparisonsPass"),
@@ -75,4 +75,4 @@ if TYPE_CHECKING:
     from scatter_rewrite.passes.tensorrt_tensorscatter import LowerTensorScatterPass  # noqa: F401
     from scatter_rewrite.passes.to_scatternd import ToScatterNDPass  # noqa: F401
     from scatter_rewrite.passes.upgrade import UpgradePass  # noqa: F401
-    from scatter_rewrite.verbs import tensorrt_passes  # noqa: F401
+    from scatter_rewrite.passes.lists import tensorrt_passes  # noqa: F401

@@ -12,7 +12,7 @@ The ``lower`` verb runs it after :class:`~.upgrade.UpgradePass` (the deprecated 
 no opset >= 11 accepts, into ``ScatterElements``) and :class:`~.specialize.SpecializeCallsPass` (a
 reduction whose axis or reduction is a function attribute: one copy of the function per call
 binding, the value known in each), for the nodes this pass lowers (:meth:`LowerPass.lowers`), and
-then its own steps (:func:`scatter_rewrite.verbs.lowering_steps`): the Ifs below inlined, and the
+then its own steps (:func:`scatter_rewrite.passes.lists.lowering_steps`): the Ifs below inlined, and the
 move of every other node to the target opset (:class:`~.move_opset.MoveOpsetPass`), which keeps
 the nodes to lower as they are (never handed to ``onnx.version_converter``, which asserts on
 max/min below 18 and fails on add/mul below 16) and the types inferred before it, which this pass

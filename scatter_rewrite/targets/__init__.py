@@ -142,10 +142,10 @@ def op_table_file(name: str) -> Callable[[], OpTable]:
     return load
 
 
-# A target's own judgement of one node for ``check`` (readiness.py calls it): it adds blockers,
-# notes and a fix to the finding. Arguments: the node, its graph.Scope, the readiness.Finding, and
-# readiness's per-model context (the model, and what a judge needs computed once per model).
-Judge = Callable[[Any, Any, Any, Any], None]
+# A target's own judgement of one node for ``check``, named as data: (kind, argument), e.g.
+# ("tensorrt", "10"), ("opset", 13); check's scatter_rewrite.readiness.judges.judged_by gives each
+# kind its function, so that this package imports nothing of check's.
+Judge = tuple[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +171,7 @@ class Target:
     # tensorrt-10, ("lower", {"opset": 13}) for opset-13; None: ("prepare", {"target": name}).
     verb: tuple[str, Mapping[str, Any]] | None = None
     # check's per-node judgement when the target has one of its own (TensorRT's, opset-N's); None:
-    # judged from ``runs`` and ``opsets`` (readiness.judge_by_support).
+    # judged from ``runs`` and ``opsets`` (readiness.judges.judge_by_support).
     judge: Judge | None = None
     # The ONNX ops it runs, as published (read on first use); None: not judged op by op (TensorRT's
     # own tables, opset-N's schemas, no-scatter: any runtime).

@@ -32,20 +32,11 @@ def _runs(n: int) -> tuple[ScatterSupport, ...]:
 
 def _passes(n: int):
     def passes() -> list:
-        from scatter_rewrite.verbs import lower_passes
+        from scatter_rewrite.passes.lists import lower_passes
 
         return lower_passes(opset=n)  # (what lower --opset n runs)
 
     return passes
-
-
-def _judge(n: int):
-    def judge(node, scope, finding, context) -> None:
-        from scatter_rewrite.readiness_judges import judge_opset
-
-        judge_opset(node, finding, n)
-
-    return judge
 
 
 def _register_all() -> None:
@@ -56,7 +47,7 @@ def _register_all() -> None:
             name=f"opset-{n}", family="opset", summary=f"a runtime at default-domain opset {n}",
             opsets=(1, n), runs=_runs(n), sources=_SOURCES,
             passes=_passes(n) if n >= OPSET_FLOOR else None,
-            verb=("lower", {"opset": n}) if n >= OPSET_FLOOR else None, judge=_judge(n)))
+            verb=("lower", {"opset": n}) if n >= OPSET_FLOOR else None, judge=("opset", n)))
 
 
 _register_all()

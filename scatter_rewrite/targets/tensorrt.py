@@ -1,10 +1,10 @@
 """TensorRT 8.6, 10 and 11 (``tensorrt-8.6``, ``tensorrt-10``, ``tensorrt-11``): the ``tensorrt``
-verb's flow (:func:`scatter_rewrite.verbs.tensorrt_passes`) and its support tables
+verb's flow (:func:`scatter_rewrite.passes.lists.tensorrt_passes`) and its support tables
 (:mod:`scatter_rewrite.passes.tensorrt_support`, :mod:`scatter_rewrite.passes.tensorrt`), where the
 sources are cited in full; docs/tensorrt.md says what each version runs.
 
 ``prepare --target tensorrt-X`` runs exactly what ``tensorrt --trt-version X`` runs, and check's
-judgement of a node is readiness's TensorRT one (:mod:`scatter_rewrite.readiness_tensorrt`; it
+judgement of a node is readiness's TensorRT one (:mod:`scatter_rewrite.readiness.tensorrt`; it
 needs the tensorrt pass's view of the model: constant Ifs inlined, dimensions fixed).
 """
 
@@ -64,20 +64,11 @@ def _gets_wrong(version: str) -> tuple[str, ...]:
 
 def _tensorrt_passes(version: str):
     def passes(fix_dims: dict[str, int] | None = None) -> list:
-        from scatter_rewrite.verbs import tensorrt_passes
+        from scatter_rewrite.passes.lists import tensorrt_passes
 
         return tensorrt_passes(version, fix_dims)
 
     return passes
-
-
-def _judge(version: str):
-    def judge(node, scope, finding, context) -> None:
-        from scatter_rewrite.readiness_tensorrt import judge_tensorrt
-
-        judge_tensorrt(node, finding, version, context)
-
-    return judge
 
 
 for _version in ("8.6", "10", "11"):
@@ -86,4 +77,4 @@ for _version in ("8.6", "10", "11"):
         summary=f"NVIDIA TensorRT {_version} (its ONNX parser)",
         opsets=_OPSETS[_version], runs=_runs(_version), gets_wrong=_gets_wrong(_version),
         sources=_SOURCES, passes=_tensorrt_passes(_version), options=("fix_dims",),
-        verb=("tensorrt", {"trt_version": _version}), judge=_judge(_version)))
+        verb=("tensorrt", {"trt_version": _version}), judge=("tensorrt", _version)))

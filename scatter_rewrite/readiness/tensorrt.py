@@ -20,8 +20,8 @@ from scatter_rewrite.passes.tensorrt import (
 )
 from scatter_rewrite.passes.tensorrt_support import no_tensor_type
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes
-from scatter_rewrite.readiness_judges import unknown_reduction
-from scatter_rewrite.readiness_report import Finding
+from scatter_rewrite.readiness.judges import unknown_reduction
+from scatter_rewrite.readiness.report import Finding
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
 from scatter_rewrite.verbs import said_with_flags
 

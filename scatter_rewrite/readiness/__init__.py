@@ -7,19 +7,19 @@ target)``, one :class:`Finding` per scatter node (``Scatter``, ``ScatterElements
 ``TensorScatter`` of the default domain) in the main graph, every If/Loop/Scan body and every
 model-local function, with its op, opset, reduction, dtypes, the blockers found on the target as the
 node is (empty: ready) and the command that fixes them, plus what blocks the whole model (its opset
-above the target's); and :func:`scatter_rewrite.readiness_dry_run.dry_run`, the verb that reaches
+above the target's); and :func:`scatter_rewrite.readiness.dry_run.dry_run`, the verb that reaches
 the target (``lower --opset N``, ``tensorrt --trt-version X``) run as the command line runs it
 with --no-validate, on every node of the model, its output thrown away. The report's data
-(:class:`Finding`, :class:`CheckReport`): :mod:`scatter_rewrite.readiness_report`. The verdict
+(:class:`Finding`, :class:`CheckReport`): :mod:`scatter_rewrite.readiness.report`. The verdict
 (:attr:`CheckReport.status`): READY (nothing blocks
 it as it is, and the verb succeeds), FIXABLE (something does, and the verb succeeds), BLOCKED (the
 verb refuses it: its reason, on each node it names, a non-scatter node too) or INVALID. READY or
 FIXABLE exactly when the verb succeeds: the verb's own code decides, not a second opinion.
 
 Targets are the registered ones (:mod:`scatter_rewrite.targets`, docs/targets.md): each node is
-judged by its target's ``judge`` (TensorRT's: :mod:`scatter_rewrite.readiness_tensorrt`;
-opset-N's, below: :mod:`scatter_rewrite.readiness_judges`) or, for the others (no-scatter, qnn,
-rknn, ort-cpu, ...), from its table (:func:`scatter_rewrite.readiness_judges.judge_by_support`:
+judged by its target's ``judge`` (TensorRT's: :mod:`scatter_rewrite.readiness.tensorrt`;
+opset-N's, below: :mod:`scatter_rewrite.readiness.judges`) or, for the others (no-scatter, qnn,
+rknn, ort-cpu, ...), from its table (:func:`scatter_rewrite.readiness.judges.judge_by_support`:
 a scatter form the target does not run is blocked, its fix
 ``prepare --target T``), and where a target computes some other op wrongly (MNN's float Less:
 ``Target.node_fault``) each such node is blocked too; the dry run runs the target's verb, whose
@@ -67,6 +67,8 @@ blocked with the reason and no fix, and nothing else is said of it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 import os
 import re
 from pathlib import Path
@@ -84,10 +86,10 @@ from scatter_rewrite.type_inference import annotate_functions_with, restore_type
 from scatter_rewrite.passes.repair import REPAIR_NOTE, repairable_nodes
 from scatter_rewrite.passes.tensorrt import CUSTOM_AS_ONNX, is_reducing_scatter
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes, value_dtype
-from scatter_rewrite.readiness_dry_run import dry_run, fix_command, target_name
-from scatter_rewrite.readiness_judges import judge_by_support
-from scatter_rewrite.readiness_report import CheckReport, Finding
-from scatter_rewrite.readiness_tensorrt import TensorrtTwins
+from scatter_rewrite.readiness.dry_run import dry_run, fix_command, target_name
+from scatter_rewrite.readiness.judges import judge_by_support, judge_opset
+from scatter_rewrite.readiness.report import CheckReport, Finding
+from scatter_rewrite.readiness.tensorrt import TensorrtTwins, judge_tensorrt
 from scatter_rewrite.spec import scatter_node_problem
 from scatter_rewrite.verbs import cli_commands
 
@@ -273,7 +275,7 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
     from scatter_rewrite.targets import get_target
 
     target = get_target(target_name(kind, version))
-    judge = target.judge or (lambda node, scope, f, context: judge_by_support(node, f, target))
+    judge = judged_by(target)
     inlined = TensorrtTwins(model, borrowed)
     findings = []
     repairable = repairable_nodes(model)
@@ -353,3 +355,17 @@ def _specializing_fix(f: Finding, kind: str, version) -> None:
     f.fix = verb
     f.notes.append(f"{verb} gives the function one copy per call, each with the value its call "
                    "passes, and rewrites them where it can: check its output")
+
+
+def judged_by(target) -> Callable[[ir.Node, Any, Finding, Any], None]:
+    """The judgement ``check`` gives each node for ``target``: the one its ``judge`` names
+    ((kind, argument), data, so that targets/ imports nothing of check's: "opset" with its opset,
+    "tensorrt" with its version), else its table's (:func:`judge_by_support`)."""
+    if target.judge is None:
+        return lambda node, scope, f, context: judge_by_support(node, f, target)
+    kind, argument = target.judge
+    if kind == "opset":
+        return lambda node, scope, f, context: judge_opset(node, f, argument)
+    if kind == "tensorrt":
+        return lambda node, scope, f, context: judge_tensorrt(node, f, argument, context)
+    raise AssertionError(f"target {target.name!r} names an unknown judge {kind!r}")

@@ -1,7 +1,7 @@
 """The verb that brings a model to a ``check`` target, as the target declares it
 (:func:`target_verb`, :func:`fix_command`), and its dry run on the model (:func:`dry_run`): the
 verb run as the command line runs it with --no-validate, its output thrown away, its refusal or
-what it would do kept for the report (:class:`scatter_rewrite.readiness_report.DryRun`).
+what it would do kept for the report (:class:`scatter_rewrite.readiness.report.DryRun`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from scatter_rewrite.errors import internal_error_message
-from scatter_rewrite.readiness_report import DryRun
+from scatter_rewrite.readiness.report import DryRun
 from scatter_rewrite.verbs import cli_commands
 
 __all__ = ["dry_run", "fix_command", "target_name", "target_verb"]

@@ -1,8 +1,8 @@
-"""The judges of ``check`` other than TensorRT's (:mod:`scatter_rewrite.readiness_tensorrt`): a
+"""The judges of ``check`` other than TensorRT's (:mod:`scatter_rewrite.readiness.tensorrt`): a
 target's judgement from its table (:func:`judge_by_support`: no-scatter, qnn, rknn, ort-cpu, ...),
 opset-N's (:func:`judge_opset`), and the blocker every judge gives a reduction that is a function's
 attribute (:func:`unknown_reduction`). Each fills a
-:class:`scatter_rewrite.readiness_report.Finding` (blockers, notes, fix).
+:class:`scatter_rewrite.readiness.report.Finding` (blockers, notes, fix).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from scatter_rewrite.limits import OPSET_FLOOR
-from scatter_rewrite.readiness_dry_run import fix_command
-from scatter_rewrite.readiness_report import Finding
+from scatter_rewrite.readiness.dry_run import fix_command
+from scatter_rewrite.readiness.report import Finding
 from scatter_rewrite.spec import REDUCTIONS_SINCE
 
 __all__ = ["judge_by_support", "judge_opset", "unknown_reduction"]

@@ -98,7 +98,9 @@ class ScatterPass(ir.passes.InPlacePass):
             model
         )  # before run() reads an axis or an input that is not what the schema says
         self.result = ScatterPassResult(model, False, name=self.name, repairs=self.repairs)
-        self._known = {id(n) for n, _ in iter_nodes(model)}  # (what a rewrite adds is marked)
+        # (what a rewrite adds is marked; the nodes held, so that no id is reused by a new node
+        # once a removed one is freed)
+        self._known = {id(n): n for n, _ in iter_nodes(model)}
         self._sizes: dict[int, int] = {}
         self.run(model)
         r = self.result
@@ -123,7 +125,7 @@ class ScatterPass(ir.passes.InPlacePass):
             return
         self._sizes[id(body)] = len(body)
         new = list(nodes_within([n for n in body if id(n) not in self._known]))
-        self._known.update(id(n) for n in new)
+        self._known.update((id(n), n) for n in new)
         mark_written(new, origin)
 
     def skip(self, node: ir.Node, scope: Scope, reason: str) -> None:

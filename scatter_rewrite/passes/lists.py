@@ -71,7 +71,7 @@ def tensorrt_passes(trt_version: str = DEFAULT_TRT_VERSION, fix_dims: dict[str, 
     from scatter_rewrite.passes.tensorrt import TensorRTPass
     from scatter_rewrite.passes.tensorrt_flow import check_trt_version
     from scatter_rewrite.passes.tensorrt_opset_cap import CapOpsetPass, cap_reason
-    from scatter_rewrite.passes.tensorrt_support import PARSER_MAX_OPSET, PARSES_TENSORSCATTER
+    from scatter_rewrite.targets.tensorrt.parser import PARSER_MAX_OPSET, PARSES_TENSORSCATTER
     from scatter_rewrite.passes.tensorrt_tensorscatter import (
         LowerTensorScatterPass, has_tensor_scatter,
     )

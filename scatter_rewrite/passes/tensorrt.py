@@ -4,7 +4,7 @@
 ``Scatter`` (UpgradePass), fold constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass,
 only when the model has one: :mod:`.tensorrt_tensorscatter`), then :class:`TensorRTPass` (this
 module) for the chosen TensorRT version, and last the model moves down to the highest opset that
-version's parser documents (:data:`.tensorrt_support.PARSER_MAX_OPSET`) when it is above it
+version's parser documents (:data:`scatter_rewrite.targets.tensorrt.parser.PARSER_MAX_OPSET`) when it is above it
 (:mod:`.tensorrt_opset_cap`, then MoveOpsetPass). What these passes share is in
 :mod:`.tensorrt_flow`.
 
@@ -21,7 +21,7 @@ plugin/scatterElementsPlugin/README.md):
   takes, is written through INT32 (Cast, ScatterND, Cast back: exact); UINT8 (rejected by the
   importer), INT16 and UINT16 through INT32, UINT32 through INT64 on 10/11 (Cast, the scatter,
   add/mul wrapped into the narrow range by Mod, Cast back: exact;
-  :data:`.tensorrt_support.SCATTER_CARRIERS`); BFLOAT16 on 8.6 (no such type in TensorRT 8), UINT32
+  :data:`scatter_rewrite.targets.tensorrt.parser.SCATTER_CARRIERS`); BFLOAT16 on 8.6 (no such type in TensorRT 8), UINT32
   on 8.6 (no 64-bit integers) and types with no exact carrier (UINT64, STRING, ...) are reported
   and left alone.
 * ScatterND with a ``reduction`` attribute, even ``"none"``: rejected by TensorRT 10.0-10.8
@@ -45,7 +45,7 @@ plugin/scatterElementsPlugin/README.md):
   ``TopK`` (TensorRT takes K <= 3840 only) and reduces in a ``Loop`` whose carried values shrink
   (TensorRT's ILoop needs fixed-shape recurrences).
   :func:`.tensorrt_violations.tensorrt_violations` checks every emitted node against the
-  documented restrictions, op and data type (the one table: :mod:`.tensorrt_support`).
+  documented restrictions, op and data type (the one table: :mod:`scatter_rewrite.targets.tensorrt.parser`).
   The lowering needs the scatter's rank: Ifs with a constant condition that hide it (TorchScript's
   rank-0 wrapper of ``scatter_reduce``) are inlined first (:func:`inline_rank_hiding_ifs`). Where
   nothing needs the rank (a ScatterElements the TensorRT 10/11 plugin takes as it is) such an If is
@@ -86,10 +86,9 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types, serialize_without_weights,
 )
-from scatter_rewrite.passes.tensorrt_support import (
-    CARRIER_CASTS_VIA, PARSER_MAX_OPSET, PARSES_TENSORSCATTER, SCATTER_CARRIERS, TOPK_MAX_K,
-    as_parsed,
-    no_tensor_type, scatter_types, type_names,
+from scatter_rewrite.targets.tensorrt.parser import (
+    CARRIED_DATA_TYPES, CARRIER_CASTS_VIA, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES,
+    SCATTER_CARRIERS, as_parsed, no_tensor_type, scatter_types, type_names,
 )
 from scatter_rewrite.passes.tensorrt_flow import (
     TensorRTFlowPass, UNLOWERABLE, check_trt_version, inline_rank_hiding_ifs, lower_tensorrt_safe,
@@ -104,23 +103,15 @@ from scatter_rewrite.passes.to_scatternd import (
 )
 
 __all__ = [
-    "cap_reason", "CapOpsetPass", "CARRIED_DATA_TYPES", "check_trt_version", "CUSTOM_AS_ONNX",
-    "inline_rank_hiding_ifs", "is_reducing_scatter", "LowerTensorScatterPass", "PARSER_MAX_OPSET",
-    "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES", "scatter_carrier", "scatter_data_blocker",
-    "has_tensor_scatter", "one_row_twin", "tensorrt_violations", "TensorRTPass", "TOPK_MAX_K",
-    "TRT_VERSIONS",
+    "cap_reason", "CapOpsetPass", "check_trt_version", "CUSTOM_AS_ONNX",
+    "inline_rank_hiding_ifs", "is_reducing_scatter", "LowerTensorScatterPass",
+    "scatter_carrier", "scatter_data_blocker", "has_tensor_scatter", "one_row_twin",
+    "tensorrt_violations", "TensorRTPass", "TRT_VERSIONS",
 ]
-
-# NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: int64 indices only; BF16/INT8 unsupported.
-PLUGIN_DATA_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32, ir.DataType.INT64}
-# Scatter data written through INT32 (exact): TensorRT's scatter layer has no BOOL (see
-# scatter_data_blocker). Reduction none only; the narrow integers: SCATTER_CARRIERS.
-CARRIED_DATA_TYPES = {ir.DataType.BOOL}
-
 
 def scatter_carrier(dtype: ir.DataType | None, trt_version: str) -> ir.DataType | None:
     """The wider integer type a scatter on ``dtype`` data is written through for TensorRT
-    ``trt_version`` (:data:`.tensorrt_support.SCATTER_CARRIERS`), or None."""
+    ``trt_version`` (:data:`scatter_rewrite.targets.tensorrt.parser.SCATTER_CARRIERS`), or None."""
     return SCATTER_CARRIERS[trt_version].get(dtype) if dtype is not None else None
 
 
@@ -130,11 +121,11 @@ def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[s
     dtype).
 
     The scatter layer's types (TensorRT operator docs Scatter.html; onnx-tensorrt docs/operators.md,
-    :func:`.tensorrt_support.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast
+    :func:`scatter_rewrite.targets.tensorrt.parser.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast
     down by the parser); 10 also BF16 and INT64. BOOL is in neither: the pass writes it through
     INT32 (exact). UINT8 (rejected by the importer: addScatterLayer checkNotInvalidType UINT8),
     INT16 and UINT16 are written through INT32, UINT32 through INT64 on 10/11
-    (:data:`.tensorrt_support.SCATTER_CARRIERS`). TensorRT 8.x has no BFLOAT16 at all
+    (:data:`scatter_rewrite.targets.tensorrt.parser.SCATTER_CARRIERS`). TensorRT 8.x has no BFLOAT16 at all
     (onnx2trt_utils convertDtype: "Unsupported ONNX data type"); UINT64, STRING and complex data
     have no exact carrier."""
     if dtype is None:
@@ -357,7 +348,7 @@ class TensorRTPass(TensorRTFlowPass):
         back into ``dtype``'s range by its wrap-around (Mod in ``wide``: what the narrow type's
         own arithmetic gives, as the wider one wraps modulo a multiple of its size) before the
         Cast back, so no Cast sees an out-of-range value. A type TensorRT converts through one
-        other only (:data:`.tensorrt_support.CARRIER_CASTS_VIA`: UINT8, FLOAT) goes through it."""
+        other only (:data:`scatter_rewrite.targets.tensorrt.parser.CARRIER_CASTS_VIA`: UINT8, FLOAT) goes through it."""
         data, indices, updates = node.inputs
         reduction = attr(node, "reduction", "none")
         b = ReplacementBuilder(model, scope, names, node.name or "scatter")

@@ -10,7 +10,7 @@ from scatter_rewrite.errors import ConversionError
 from scatter_rewrite.limits import REDUCTIONS
 from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
 from scatter_rewrite.passes.tensorrt_flow import TensorRTFlowPass
-from scatter_rewrite.passes.tensorrt_support import PARSER_MAX_OPSET
+from scatter_rewrite.targets.tensorrt.parser import PARSER_MAX_OPSET
 
 __all__ = ["cap_reason", "CapOpsetPass"]
 

@@ -11,7 +11,7 @@ from scatter_rewrite.graph import attr, describe, is_default_domain, iter_nodes
 from scatter_rewrite.passes.tensorrt_flow import (
     TensorRTFlowPass, UNLOWERABLE, count_fix, lower_tensorrt_safe,
 )
-from scatter_rewrite.passes.tensorrt_support import PARSER_MAX_OPSET, PARSES_TENSORSCATTER
+from scatter_rewrite.targets.tensorrt.parser import PARSER_MAX_OPSET, PARSES_TENSORSCATTER
 from scatter_rewrite.passes.to_scatternd import Decline, ModelNames, infer_missing_shapes
 
 __all__ = ["has_tensor_scatter", "LowerTensorScatterPass"]

@@ -1,13 +1,13 @@
 """Why TensorRT's ONNX parser would reject nodes the ``tensorrt`` flow emits
 (:func:`tensorrt_violations`): each op and data type against the audited table
-(:mod:`.tensorrt_support`), TopK's K, and the fixed-shape recurrences a Loop needs."""
+(:mod:`scatter_rewrite.targets.tensorrt.parser`), TopK's K, and the fixed-shape recurrences a Loop needs."""
 
 from __future__ import annotations
 
 import onnx_ir as ir
 
 from scatter_rewrite.graph import attr, constant_tensor, nodes_within
-from scatter_rewrite.passes.tensorrt_support import (
+from scatter_rewrite.targets.tensorrt.parser import (
     BOOL_OUTPUT_OPS, SUPPORTED_TYPES, TOPK_MAX_K, UNSUPPORTED_OPS, typed_inputs, unsupported_type,
 )
 from scatter_rewrite.passes.to_scatternd import const_array
@@ -79,7 +79,7 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
     known.
 
     Only documented restrictions are checked: every op must be in the audited operator table
-    (:mod:`.tensorrt_support`, onnx-tensorrt docs/operators.md) with a data type it lists (Cast: its
+    (:mod:`scatter_rewrite.targets.tensorrt.parser`, onnx-tensorrt docs/operators.md) with a data type it lists (Cast: its
     input and ``to``; Constant: its value), as the parser casts it (INT64 -> INT32 on 8.6, DOUBLE ->
     FLOAT); Compress/Unique/... are unsupported; TopK's K must be at most 3840 (NvInfer.h), so one
     computed at run time, which the parser takes from 8.6 on, is reported as unbounded; a Loop may
@@ -98,7 +98,7 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
             continue
         if op not in table:
             found.append(f"{op} is not in the operator table audited for TensorRT {trt_version} "
-                         "(scatter_rewrite/passes/tensorrt_support.py)")
+                         "(scatter_rewrite/targets/tensorrt/parser.py)")
             continue
         checked = [types.of(node.inputs[i]) for i in typed_inputs(node) if i < len(node.inputs)]
         if op == "Cast":

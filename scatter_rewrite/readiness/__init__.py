@@ -164,7 +164,7 @@ def _model_blockers(model: ir.Model, kind: str, version) -> list[str]:
     """What blocks the whole model on the target: its default-domain opset (the model's or a
     function's) above the target's, or above the highest TensorRT's parser documents."""
     from scatter_rewrite.graph import iter_scopes
-    from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET as MAX_OPSET
+    from scatter_rewrite.targets.tensorrt.parser import PARSER_MAX_OPSET as MAX_OPSET
 
     top = max(scope.opset for scope in iter_scopes(model))
     if kind == "opset" and top > int(version):

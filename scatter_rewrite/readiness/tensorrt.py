@@ -15,19 +15,18 @@ from scatter_rewrite.passes.fix_dims import FixDimsPass, data_sized_source, dims
 from scatter_rewrite.passes.lowering.network_reduce import NOT_STATIC, network_blocker
 from scatter_rewrite.passes.tensorrt_flow import no_fixed_count
 from scatter_rewrite.passes.tensorrt import (
-    CARRIED_DATA_TYPES, PARSES_TENSORSCATTER, PLUGIN_DATA_TYPES, is_reducing_scatter,
-    one_row_twin, scatter_carrier, scatter_data_blocker,
+    is_reducing_scatter, one_row_twin, scatter_carrier, scatter_data_blocker,
 )
-from scatter_rewrite.passes.tensorrt_support import no_tensor_type
 from scatter_rewrite.passes.to_scatternd import infer_missing_shapes
 from scatter_rewrite.readiness.judges import unknown_reduction
 from scatter_rewrite.readiness.report import Finding
+from scatter_rewrite.targets.tensorrt.facts import PARSES_TENSORSCATTER, PLUGIN_TYPES
+from scatter_rewrite.targets.tensorrt.parser import CARRIED_DATA_TYPES, no_tensor_type
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
 from scatter_rewrite.verbs import said_with_flags
 
 __all__ = ["TensorrtTwins", "judge_tensorrt"]
 
-PLUGIN_DATA_TYPE_NAMES = {t.name for t in PLUGIN_DATA_TYPES}
 
 
 class TensorrtTwins:
@@ -163,7 +162,7 @@ def _judge_tensorrt_scatter_nd(node: ir.Node, f: Finding, version: str, inlined:
         ignored = " (8.6 silently ignores it: wrong results)" if version == "8.6" else ""
         f.blockers.append(f"ScatterND reduction={reduction}: no TensorRT version supports it"
                           f"{ignored}")
-        if version == "8.6" or data_type not in PLUGIN_DATA_TYPE_NAMES:
+        if version == "8.6" or data_type not in PLUGIN_TYPES:
             fixable = fixable and _lowerable(node, f, inlined, fix_options)
     return fixable
 
@@ -183,7 +182,7 @@ def _judge_tensorrt_scatter_elements(node: ir.Node, f: Finding, version: str,
         if f.indices_type not in ("INT64", None):
             f.blockers.append(f"{f.indices_type} indices: the ScatterElements plugin takes "
                               "INT64 only")
-        if data_type is not None and data_type not in PLUGIN_DATA_TYPE_NAMES:
+        if data_type is not None and data_type not in PLUGIN_TYPES:
             f.blockers.append(f"{data_type} data: the ScatterElements plugin takes FP32, "
                               "FP16, INT32, INT64")
             fixable = fixable and _lowerable(node, f, inlined, fix_options)
@@ -215,7 +214,7 @@ def _block_dims_over_data(node: ir.Node, f: Finding) -> None:
 def _above_parser_opset(f: Finding, version: str, fix: str | None) -> None:
     """Block ``f`` when its opset is above the highest TensorRT ``version``'s parser documents (the
     scatter's own schema is then one the parser does not know); ``fix``: set as its fix."""
-    from scatter_rewrite.passes.tensorrt import PARSER_MAX_OPSET as MAX_OPSET
+    from scatter_rewrite.targets.tensorrt.parser import PARSER_MAX_OPSET as MAX_OPSET
 
     if f.opset > MAX_OPSET[version]:
         f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to "

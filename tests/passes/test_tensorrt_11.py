@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 import scatter_rewrite as sr
-from scatter_rewrite.passes.tensorrt_support import PARSER_MAX_OPSET
+from scatter_rewrite.targets.tensorrt.parser import PARSER_MAX_OPSET
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.models import model_opset, tensor_scatter_model
 from tests.helpers.cli import invoke
@@ -67,9 +67,9 @@ def test_the_cli_takes_11(tmp_path):
 
 @pytest.mark.parametrize("version", ["8.6", "10", "11"])
 def test_every_version_has_its_tables(version):
-    from scatter_rewrite.passes.tensorrt_support import PARSER_CASTS, SUPPORTED_TYPES
+    from scatter_rewrite.targets.tensorrt.parser import PARSER_CASTS, SUPPORTED_TYPES
     from scatter_rewrite.limits import TRT_VERSIONS
-    from scatter_rewrite.passes.tensorrt_support import TOPK_MAX_K
+    from scatter_rewrite.targets.tensorrt.parser import TOPK_MAX_K
     from scatter_rewrite.verbs import TRT_VERSIONS as DECLARED
 
     assert TRT_VERSIONS == DECLARED

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper
 
 import scatter_rewrite as sr
 from scatter_rewrite.graph import iter_nodes
-from scatter_rewrite.passes.tensorrt_support import SCATTER_CARRIERS
+from scatter_rewrite.targets.tensorrt.parser import SCATTER_CARRIERS
 from scatter_rewrite.readiness import check
 from scatter_rewrite.testing import scatter_model
 from tests.helpers.backend_cases import node_cases

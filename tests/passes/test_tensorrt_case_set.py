@@ -18,7 +18,7 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 
 import scatter_rewrite as sr
-from scatter_rewrite.passes.tensorrt_support import SCATTER_CARRIERS
+from scatter_rewrite.targets.tensorrt.parser import SCATTER_CARRIERS
 from scatter_rewrite.readiness import check
 from tests.helpers.equivalence import assert_same
 from tests.helpers.upstream_scatter_cases import RETYPED, Case, all_cases, by_type

@@ -544,7 +544,7 @@ def test_network_loop_bodies_use_only_ops_tensorrt_takes():
     """Every op of the Loop bodies (pair and one-key sorts, the scan with NaN flags, bool data) is
     in the audited table of both TensorRT versions with a type it lists, and the check walks into
     the bodies (a body op it does not know is reported)."""
-    from scatter_rewrite.passes.tensorrt_support import SUPPORTED_TYPES
+    from scatter_rewrite.targets.tensorrt.parser import SUPPORTED_TYPES
 
     body_ops = set()
     for nodes, dtype in ((7, TensorProto.FLOAT), ("n", TensorProto.FLOAT), (7, TensorProto.BOOL)):

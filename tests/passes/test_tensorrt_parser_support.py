@@ -1,7 +1,7 @@
 """Every node ``scatter-rewrite tensorrt`` writes is one TensorRT's ONNX parser of that
 version documents, with the data types it gets, and ``check`` reports what the parser would reject.
 
-The authority is the one table in :mod:`scatter_rewrite.passes.tensorrt_support` (onnx-tensorrt
+The authority is the one table in :mod:`scatter_rewrite.targets.tensorrt.parser` (onnx-tensorrt
 docs/operators.md and the TensorRT operator docs, cited there). The corpus below runs the whole
 flow for 8.6 and 10; the types of every value come from ONNX shape inference on the result (local
 functions inlined), independent of the types the passes record. What this corpus caught:
@@ -33,7 +33,7 @@ from scatter_rewrite.readiness import check
 from scatter_rewrite.graph import iter_nodes
 from scatter_rewrite.passes.lowering import network_reduce as net
 from scatter_rewrite.passes.lowering import segment_reduce as seg
-from scatter_rewrite.passes.tensorrt_support import PARSER_MAX_OPSET, SUPPORTED_TYPES, unsupported_type
+from scatter_rewrite.targets.tensorrt.parser import PARSER_MAX_OPSET, SUPPORTED_TYPES, unsupported_type
 from scatter_rewrite.passes.tensorrt import scatter_data_blocker
 from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
 from scatter_rewrite.testing import constant_scatter_model, scatter_model
@@ -87,7 +87,7 @@ def typed_nodes(model: onnx.ModelProto):
 
 
 def checked_types(node: onnx.NodeProto, types: dict) -> list[DT]:
-    """The element types the table constrains for ``node`` (as tensorrt_support.typed_inputs says)."""
+    """The element types the table constrains for ``node`` (as parser.typed_inputs says)."""
     if node.op_type == "Constant":
         names = [node.output[0]]
     else:

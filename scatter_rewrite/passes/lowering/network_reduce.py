@@ -74,7 +74,7 @@ O(n log^2 n) on int32 pairs, the scan O(n w log n); nothing of size data x updat
    integer data (computed in int32 anyway) is cast to int32 before step 1 and back at the very
    end, so only three Casts (data, updates, result) touch the small type (TensorRT 8.6's Flatten
    does not list INT8, and 10.x lists INT8 for Cast and the scatter layer only:
-   :mod:`.tensorrt_support`).
+   :mod:`scatter_rewrite.targets.tensorrt.parser`).
 
 Size: the node count no longer grows with n. The PyG max layer (N = E / 10 nodes, F = 64) as a
 synthetic opset-18 ScatterElements: 92 / 92 / 88 top-level nodes at E = 2,000 / 20,000 /

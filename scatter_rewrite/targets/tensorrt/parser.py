@@ -1,7 +1,7 @@
 """What TensorRT's ONNX parser accepts, per op and data type: the one table the ``tensorrt`` flow
-checks what it emits against (:func:`.tensorrt_violations.tensorrt_violations`), the data types a
-scatter may have on each version (``tensorrt`` and ``check``), and each version's highest opset,
-TensorScatter support and TopK limit.
+checks what it emits against (:func:`scatter_rewrite.passes.tensorrt_violations.tensorrt_violations`),
+the data types a scatter may have on each version (``tensorrt`` and ``check``), the casts that carry
+the types its scatter lacks, and the data type forms of :mod:`.facts` (opsets, plugin types).
 
 Sources (TensorRT cannot run here; these are the published tables):
 
@@ -37,10 +37,15 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from scatter_rewrite.targets.tensorrt.facts import (
+    PARSER_OPSETS, PARSES_TENSORSCATTER, PLUGIN_TYPES, SCATTER_TYPES, TOPK_MAX_K,
+)
+
 __all__ = [
-    "as_parsed", "BOOL_OUTPUT_OPS", "PARSER_CASTS", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER",
-    "CARRIER_CASTS_VIA", "no_tensor_type", "SCATTER_CARRIERS", "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names", "typed_inputs",
-    "UNSUPPORTED_OPS", "unsupported_type",
+    "as_parsed", "BOOL_OUTPUT_OPS", "CARRIED_DATA_TYPES", "CARRIER_CASTS_VIA", "no_tensor_type",
+    "PARSER_CASTS", "PARSER_MAX_OPSET", "PARSES_TENSORSCATTER", "PLUGIN_DATA_TYPES",
+    "SCATTER_CARRIERS", "scatter_types", "SUPPORTED_TYPES", "TOPK_MAX_K", "type_names",
+    "typed_inputs", "UNSUPPORTED_OPS", "unsupported_type",
 ]
 
 DT = ir.DataType
@@ -54,6 +59,12 @@ _86_MOVE = frozenset(
     {F32, F16, I32, I8, B}
 )  # Concat, Constant, Identity, Reshape, Shape, Slice, Unsqueeze, Cast
 _10_NUM = frozenset({F32, F16, BF16, I32, I64})
+
+
+def _scatter_types(version: str) -> frozenset:
+    return frozenset(DT[name] for name in SCATTER_TYPES[version])
+
+
 _10_MOVE = frozenset({F32, F16, BF16, I32, I64, B})
 
 # op -> the data types the parser takes for it (the "Supported Types" column; see the module
@@ -76,8 +87,8 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
             for op in ("Expand", "Flatten", "Tile", "Split", "Where", "If", "Loop")
         },
         **{op: frozenset({F32, F16, I8, I32, B}) for op in ("Gather", "GatherElements")},
-        "ScatterND": frozenset({F32, F16, I8, I32}),
-        "ScatterElements": frozenset({F32, F16, I8, I32}),
+        "ScatterND": _scatter_types("8.6"),
+        "ScatterElements": _scatter_types("8.6"),
         # the 8.x importer: "only supports int32 and float input types"
         "Range": frozenset({F32, I32}),
         "ConstantOfShape": frozenset({F32}),
@@ -109,8 +120,8 @@ SUPPORTED_TYPES: dict[str, dict[str, frozenset]] = {
         },
         "Cast": _10_MOVE | {I8, U8},  # Cast.html (10.6) lists int8 and uint8 too
         "Shape": _10_MOVE | {I8},  # Shape.html (10.7) lists int8 too
-        "ScatterND": _10_NUM | {I8},  # Scatter.html (10.7) lists int8
-        "ScatterElements": _10_NUM | {I8},
+        "ScatterND": _scatter_types("10"),  # Scatter.html (10.7) lists int8 too
+        "ScatterElements": _scatter_types("10"),
         **{op: frozenset({F32, F16, BF16}) for op in ("Reciprocal", "CumSum", "Erf", "Sqrt")},
         "NonZero": frozenset({F32, F16}),
         "MatMul": frozenset({F32, F16, BF16}),  # docs/operators.md (10.x) "MatMul | Y | FP32, FP16, BF16"
@@ -227,15 +238,10 @@ def no_tensor_type(dtype: ir.DataType | None) -> str | None:
             "that read them) must change type for the parser to import the model")
 
 
-# The highest opset each TensorRT's parser documents (onnx-tensorrt docs/operators.md: "TensorRT
-# 10.0 supports operators in the inclusive range of opset 9 to opset 20"; 8.5/8.6: "up to Opset
-# 17"). TensorRT 11 (docs/tensorrt-11.md): 24 on every 11.x; 25 came with 11.5 ("Added support for
-# ONNX opset 25").
-PARSER_MAX_OPSET = {"8.6": 17, "10": 20, "11": 24}
-# The versions whose parser imports TensorScatter (onnx-tensorrt Changelog, 10.15: "Added support
-# for ... TensorScatter"): the flow leaves it as it is there.
-PARSES_TENSORSCATTER = frozenset({"11"})
-# The largest K TensorRT's TopK takes: NVIDIA/TensorRT release/8.6 include/NvInfer.h, addTopK
-# "Currently only values of K up to 3840 are supported", ITopKLayer::setInput "Values larger than
-# 3840 will result in a runtime error"; the same in 10.x. (11: no change noted since.)
-TOPK_MAX_K = {"8.6": 3840, "10": 3840, "11": 3840}
+# The highest opset each TensorRT's parser documents.
+PARSER_MAX_OPSET = {version: high for version, (_, high) in PARSER_OPSETS.items()}
+# The ScatterElements plugin's data types (facts.PLUGIN_TYPES).
+PLUGIN_DATA_TYPES = frozenset(DT[name] for name in PLUGIN_TYPES)
+# Scatter data written through INT32 (exact): TensorRT's scatter layer has no BOOL (see
+# passes.tensorrt.scatter_data_blocker). Reduction none only; the narrow integers: SCATTER_CARRIERS.
+CARRIED_DATA_TYPES = frozenset({B})

@@ -1,7 +1,9 @@
-"""TensorRT 8.6, 10 and 11 (``tensorrt-8.6``, ``tensorrt-10``, ``tensorrt-11``): the ``tensorrt``
-verb's flow (:func:`scatter_rewrite.passes.lists.tensorrt_passes`) and its support tables
-(:mod:`scatter_rewrite.passes.tensorrt_support`, :mod:`scatter_rewrite.passes.tensorrt`), where the
-sources are cited in full; docs/tensorrt.md says what each version runs.
+"""TensorRT 8.6, 10 and 11 (``tensorrt-8.6``, ``tensorrt-10``, ``tensorrt-11``): what TensorRT
+takes lives here, :mod:`.facts` (opsets, the scatter's and the plugin's types, TopK's limit) and
+:mod:`.parser` (the ops and data types each parser takes, the casts around a scatter), where the
+sources are cited in full; the ``tensorrt`` verb's flow
+(:func:`scatter_rewrite.passes.lists.tensorrt_passes`) reads them, and docs/tensorrt.md says what
+each version runs.
 
 ``prepare --target tensorrt-X`` runs exactly what ``tensorrt --trt-version X`` runs, and check's
 judgement of a node is readiness's TensorRT one (:mod:`scatter_rewrite.readiness.tensorrt`; it
@@ -13,19 +15,7 @@ from __future__ import annotations
 __all__: list[str] = []  # (registers its targets at import; nothing else to use)
 
 from scatter_rewrite.targets import ScatterSupport, Target, register_target
-
-# The scatter layer's data types per version (passes/tensorrt_support.py scatter_types; INT64 and
-# DOUBLE are cast down by the 8.6 parser, DOUBLE by 10's: accepted, but not exact, so not listed).
-_LAYER_TYPES = {
-    "8.6": frozenset({"FLOAT", "FLOAT16", "INT8", "INT32"}),
-    "10": frozenset({"FLOAT", "FLOAT16", "BFLOAT16", "INT8", "INT32", "INT64"}),
-    "11": frozenset({"FLOAT", "FLOAT16", "BFLOAT16", "INT8", "INT32", "INT64"}),
-}
-# NVIDIA/TensorRT plugin/scatterElementsPlugin/README.md: the reductions' plugin
-_PLUGIN_TYPES = frozenset({"FLOAT", "FLOAT16", "INT32", "INT64"})
-# onnx-tensorrt docs/operators.md: 8.6 "up to Opset 17" (from 7); 10.0 "opset 9 to opset 20";
-# 11 to 24 (docs/tensorrt-11.md). The highest is passes.tensorrt.PARSER_MAX_OPSET's.
-_OPSETS = {"8.6": (7, 17), "10": (9, 20), "11": (9, 24)}
+from scatter_rewrite.targets.tensorrt.facts import PARSER_OPSETS, PLUGIN_TYPES, SCATTER_TYPES
 
 _SOURCES = (
     "onnx/onnx-tensorrt docs/operators.md (8.5/8.6 and 10.x lines)",
@@ -39,7 +29,7 @@ _SOURCES = (
 
 
 def _runs(version: str) -> tuple[ScatterSupport, ...]:
-    layer = _LAYER_TYPES[version]
+    layer = SCATTER_TYPES[version]
     plain = (ScatterSupport("ScatterElements", frozenset({"none"}), layer,
                             limits="indices/updates dimensions at most data's"),
              ScatterSupport("ScatterND", frozenset({"none"}), layer,
@@ -47,7 +37,7 @@ def _runs(version: str) -> tuple[ScatterSupport, ...]:
     if version == "8.6":
         return plain
     plugin = ScatterSupport("ScatterElements", frozenset({"add", "mul", "max", "min"}),
-                            _PLUGIN_TYPES, frozenset({"INT64"}),
+                            PLUGIN_TYPES, frozenset({"INT64"}),
                             limits="through the ScatterElements plugin (standard plugins loaded)")
     tensor_scatter = (ScatterSupport("TensorScatter", frozenset({"none"})),) if version == "11" \
         else ()
@@ -75,6 +65,6 @@ for _version in ("8.6", "10", "11"):
     register_target(Target(
         name=f"tensorrt-{_version}", family="tensorrt",
         summary=f"NVIDIA TensorRT {_version} (its ONNX parser)",
-        opsets=_OPSETS[_version], runs=_runs(_version), gets_wrong=_gets_wrong(_version),
+        opsets=PARSER_OPSETS[_version], runs=_runs(_version), gets_wrong=_gets_wrong(_version),
         sources=_SOURCES, passes=_tensorrt_passes(_version), options=("fix_dims",),
         verb=("tensorrt", {"trt_version": _version}), judge=("tensorrt", _version)))

@@ -4,8 +4,8 @@
 ``Scatter`` (UpgradePass), fold constant scatters (FoldPass), lower ``TensorScatter`` (LowerPass,
 only when the model has one: :mod:`.tensorrt_tensorscatter`), then :class:`TensorRTPass` (this
 module) for the chosen TensorRT version, and last the model moves down to the highest opset that
-version's parser documents (:data:`scatter_rewrite.targets.tensorrt.parser.PARSER_MAX_OPSET`) when it is above it
-(:mod:`.tensorrt_opset_cap`, then MoveOpsetPass). What these passes share is in
+version's parser documents (:data:`scatter_rewrite.targets.tensorrt.parser.PARSER_MAX_OPSET`) when
+it is above it (:mod:`.tensorrt_opset_cap`, then MoveOpsetPass). What these passes share is in
 :mod:`.tensorrt_flow`.
 
 What TensorRT accepts (facts and sources: docs/tensorrt.md; the
@@ -21,9 +21,9 @@ plugin/scatterElementsPlugin/README.md):
   takes, is written through INT32 (Cast, ScatterND, Cast back: exact); UINT8 (rejected by the
   importer), INT16 and UINT16 through INT32, UINT32 through INT64 on 10/11 (Cast, the scatter,
   add/mul wrapped into the narrow range by Mod, Cast back: exact;
-  :data:`scatter_rewrite.targets.tensorrt.parser.SCATTER_CARRIERS`); BFLOAT16 on 8.6 (no such type in TensorRT 8), UINT32
-  on 8.6 (no 64-bit integers) and types with no exact carrier (UINT64, STRING, ...) are reported
-  and left alone.
+  :data:`scatter_rewrite.targets.tensorrt.parser.SCATTER_CARRIERS`); BFLOAT16 on 8.6 (no such type
+  in TensorRT 8), UINT32 on 8.6 (no 64-bit integers) and types with no exact carrier (UINT64,
+  STRING, ...) are reported and left alone.
 * ScatterND with a ``reduction`` attribute, even ``"none"``: rejected by TensorRT 10.0-10.8
   (``Assertion failed: !attrs.count("reduction")``, onnx/onnx-tensorrt#957,
   microsoft/onnxruntime#23618): ``"none"`` is dropped. ScatterND add/mul/max/min: no TensorRT
@@ -45,7 +45,8 @@ plugin/scatterElementsPlugin/README.md):
   ``TopK`` (TensorRT takes K <= 3840 only) and reduces in a ``Loop`` whose carried values shrink
   (TensorRT's ILoop needs fixed-shape recurrences).
   :func:`.tensorrt_violations.tensorrt_violations` checks every emitted node against the
-  documented restrictions, op and data type (the one table: :mod:`scatter_rewrite.targets.tensorrt.parser`).
+  documented restrictions, op and data type (the one table:
+  :mod:`scatter_rewrite.targets.tensorrt.parser`).
   The lowering needs the scatter's rank: Ifs with a constant condition that hide it (TorchScript's
   rank-0 wrapper of ``scatter_reduce``) are inlined first (:func:`inline_rank_hiding_ifs`). Where
   nothing needs the rank (a ScatterElements the TensorRT 10/11 plugin takes as it is) such an If is
@@ -121,13 +122,13 @@ def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[s
     dtype).
 
     The scatter layer's types (TensorRT operator docs Scatter.html; onnx-tensorrt docs/operators.md,
-    :func:`scatter_rewrite.targets.tensorrt.parser.scatter_types`): 8.6 FP32, FP16, INT8, INT32 (INT64 and DOUBLE cast
-    down by the parser); 10 also BF16 and INT64. BOOL is in neither: the pass writes it through
+    :func:`scatter_rewrite.targets.tensorrt.parser.scatter_types`): 8.6 FP32, FP16, INT8, INT32
+    (INT64 and DOUBLE cast down by the parser); 10 also BF16 and INT64. BOOL is in neither: the pass writes it through
     INT32 (exact). UINT8 (rejected by the importer: addScatterLayer checkNotInvalidType UINT8),
     INT16 and UINT16 are written through INT32, UINT32 through INT64 on 10/11
-    (:data:`scatter_rewrite.targets.tensorrt.parser.SCATTER_CARRIERS`). TensorRT 8.x has no BFLOAT16 at all
-    (onnx2trt_utils convertDtype: "Unsupported ONNX data type"); UINT64, STRING and complex data
-    have no exact carrier."""
+    (:data:`scatter_rewrite.targets.tensorrt.parser.SCATTER_CARRIERS`). TensorRT 8.x has no BFLOAT16
+    at all (onnx2trt_utils convertDtype: "Unsupported ONNX data type"); UINT64, STRING and complex
+    data have no exact carrier."""
     if dtype is None:
         return None
     takes = (f"TensorRT {trt_version}'s scatter takes {type_names(scatter_types(trt_version))} "
@@ -348,7 +349,8 @@ class TensorRTPass(TensorRTFlowPass):
         back into ``dtype``'s range by its wrap-around (Mod in ``wide``: what the narrow type's
         own arithmetic gives, as the wider one wraps modulo a multiple of its size) before the
         Cast back, so no Cast sees an out-of-range value. A type TensorRT converts through one
-        other only (:data:`scatter_rewrite.targets.tensorrt.parser.CARRIER_CASTS_VIA`: UINT8, FLOAT) goes through it."""
+        other only (:data:`scatter_rewrite.targets.tensorrt.parser.CARRIER_CASTS_VIA`: UINT8, FLOAT)
+        goes through it."""
         data, indices, updates = node.inputs
         reduction = attr(node, "reduction", "none")
         b = ReplacementBuilder(model, scope, names, node.name or "scatter")

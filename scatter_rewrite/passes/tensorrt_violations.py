@@ -1,6 +1,7 @@
 """Why TensorRT's ONNX parser would reject nodes the ``tensorrt`` flow emits
 (:func:`tensorrt_violations`): each op and data type against the audited table
-(:mod:`scatter_rewrite.targets.tensorrt.parser`), TopK's K, and the fixed-shape recurrences a Loop needs."""
+(:mod:`scatter_rewrite.targets.tensorrt.parser`), TopK's K, and the fixed-shape recurrences a Loop
+needs."""
 
 from __future__ import annotations
 
@@ -79,9 +80,9 @@ def tensorrt_violations(nodes, trt_version: str) -> list[str]:
     known.
 
     Only documented restrictions are checked: every op must be in the audited operator table
-    (:mod:`scatter_rewrite.targets.tensorrt.parser`, onnx-tensorrt docs/operators.md) with a data type it lists (Cast: its
-    input and ``to``; Constant: its value), as the parser casts it (INT64 -> INT32 on 8.6, DOUBLE ->
-    FLOAT); Compress/Unique/... are unsupported; TopK's K must be at most 3840 (NvInfer.h), so one
+    (:mod:`scatter_rewrite.targets.tensorrt.parser`, onnx-tensorrt docs/operators.md) with a data
+    type it lists (Cast: its input and ``to``; Constant: its value), as the parser casts it (INT64
+    -> INT32 on 8.6, DOUBLE -> FLOAT); Compress/Unique/... are unsupported; TopK's K must be at most 3840 (NvInfer.h), so one
     computed at run time, which the parser takes from 8.6 on, is reported as unbounded; a Loop may
     not carry a value whose shape changes
     (ILoop recurrences have a fixed shape: see :func:`_loop_shape_changes`); ScatterND may not carry

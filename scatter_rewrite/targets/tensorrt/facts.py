@@ -20,8 +20,9 @@ PARSES_TENSORSCATTER = frozenset({"11"})
 # 3840 will result in a runtime error"; the same in 10.x. (11: no change noted since.)
 TOPK_MAX_K = {"8.6": 3840, "10": 3840, "11": 3840}
 # The scatter layer's data types as parsed (ScatterND and ScatterElements; TensorRT 8.6 operator
-# docs Scatter.html: int8, int32, float16, float32; 10.7's: also int64 and bfloat16; no bool). INT64
-# and DOUBLE are cast down by the 8.6 parser, DOUBLE by 10's: accepted, but not exact, so not listed.
+# docs Scatter.html: int8, int32, float16, float32; 10.7's: also int64 and bfloat16; no bool).
+# INT64 and DOUBLE are cast down by the 8.6 parser, DOUBLE by 10's: accepted, but not exact, so
+# not listed.
 SCATTER_TYPES = {
     "8.6": frozenset({"FLOAT", "FLOAT16", "INT8", "INT32"}),
     "10": frozenset({"FLOAT", "FLOAT16", "BFLOAT16", "INT8", "INT32", "INT64"}),

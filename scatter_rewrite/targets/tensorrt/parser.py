@@ -1,7 +1,8 @@
 """What TensorRT's ONNX parser accepts, per op and data type: the one table the ``tensorrt`` flow
-checks what it emits against (:func:`scatter_rewrite.passes.tensorrt_violations.tensorrt_violations`),
-the data types a scatter may have on each version (``tensorrt`` and ``check``), the casts that carry
-the types its scatter lacks, and the data type forms of :mod:`.facts` (opsets, plugin types).
+checks what it emits against
+(:func:`scatter_rewrite.passes.tensorrt_violations.tensorrt_violations`), the data types a scatter
+may have on each version (``tensorrt`` and ``check``), the casts that carry the types its scatter
+lacks, and the data type forms of :mod:`.facts` (opsets, plugin types).
 
 Sources (TensorRT cannot run here; these are the published tables):
 

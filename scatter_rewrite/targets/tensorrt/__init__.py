@@ -15,7 +15,10 @@ from __future__ import annotations
 __all__: list[str] = []  # (registers its targets at import; nothing else to use)
 
 from scatter_rewrite.targets import ScatterSupport, Target, register_target
-from scatter_rewrite.targets.tensorrt.facts import PARSER_OPSETS, PLUGIN_TYPES, SCATTER_TYPES
+from scatter_rewrite.limits import TRT_VERSIONS
+from scatter_rewrite.targets.tensorrt.facts import (
+    PARSER_OPSETS, PARSES_TENSORSCATTER, PLUGIN_TYPES, SCATTER_TYPES,
+)
 
 _SOURCES = (
     "onnx/onnx-tensorrt docs/operators.md (8.5/8.6 and 10.x lines)",
@@ -39,8 +42,8 @@ def _runs(version: str) -> tuple[ScatterSupport, ...]:
     plugin = ScatterSupport("ScatterElements", frozenset({"add", "mul", "max", "min"}),
                             PLUGIN_TYPES, frozenset({"INT64"}),
                             limits="through the ScatterElements plugin (standard plugins loaded)")
-    tensor_scatter = (ScatterSupport("TensorScatter", frozenset({"none"})),) if version == "11" \
-        else ()
+    tensor_scatter = (ScatterSupport("TensorScatter", frozenset({"none"})),) \
+        if version in PARSES_TENSORSCATTER else ()
     return plain + (plugin,) + tensor_scatter
 
 
@@ -61,7 +64,7 @@ def _tensorrt_passes(version: str):
     return passes
 
 
-for _version in ("8.6", "10", "11"):
+for _version in TRT_VERSIONS:
     register_target(Target(
         name=f"tensorrt-{_version}", family="tensorrt",
         summary=f"NVIDIA TensorRT {_version} (its ONNX parser)",

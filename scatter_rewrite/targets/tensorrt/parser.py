@@ -60,13 +60,13 @@ _86_MOVE = frozenset(
     {F32, F16, I32, I8, B}
 )  # Concat, Constant, Identity, Reshape, Shape, Slice, Unsqueeze, Cast
 _10_NUM = frozenset({F32, F16, BF16, I32, I64})
+_10_MOVE = frozenset({F32, F16, BF16, I32, I64, B})
 
 
 def _scatter_types(version: str) -> frozenset:
+    """facts.SCATTER_TYPES[version] as data types."""
     return frozenset(DT[name] for name in SCATTER_TYPES[version])
 
-
-_10_MOVE = frozenset({F32, F16, BF16, I32, I64, B})
 
 # op -> the data types the parser takes for it (the "Supported Types" column; see the module
 # docstring).

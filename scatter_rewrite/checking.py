@@ -16,6 +16,7 @@ import onnx
 import onnx_ir as ir
 
 from scatter_rewrite.errors import InvalidModelError
+from scatter_rewrite.said import call, said
 
 __all__ = ["check_in_memory", "check_model", "checkable_proto",
            "checker_failure", "checker_failure_in_memory"]
@@ -43,10 +44,10 @@ def check_in_memory(model: ir.Model, original: Callable[[], ir.Model], source_na
 
 def _refuse(failure: str, before: str | None, source_name: str) -> None:
     if before == failure:
-        hint = ("; scatter_rewrite.upgrade(model) replaces a deprecated Scatter"
+        hint = (said("; ", call("upgrade"), " replaces a deprecated Scatter")
                 if "Scatter is deprecated" in failure else "")
-        raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite, and this "
-                                f"rewrite does not fix it: {failure}{hint}")
+        raise InvalidModelError(said(f"{source_name} fails onnx.checker before any rewrite, and "
+                                     f"this rewrite does not fix it: {failure}", hint))
     # (the same fault may read differently once nodes moved, e.g. a rewritten export)
     if before is not None:
         raise InvalidModelError(f"{source_name} fails onnx.checker before any rewrite ({before}), "

@@ -17,6 +17,7 @@ import onnx_ir as ir
 from scatter_rewrite.graph import (
     DEFAULT_DOMAINS, attr, describe, is_default_domain, is_reference, iter_nodes, reference_reason,
 )
+from scatter_rewrite.said import call, said
 
 __all__ = [
     "accumulate_export_notes", "accumulate_export_suspect", "ACCUMULATE_NOTE_START",
@@ -66,18 +67,17 @@ def mean_export_suspect(node: ir.Node, reduction: str | None) -> str | None:
     if node.op_type != "ScatterElements" or reduction != "none":
         return None
     if clearing_scatter(node) is not None:
-        return (f"{CLEARED_MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
-                "scatter_reduce(reduce='mean', include_self=False), which keeps the last update "
-                "written instead of the mean; scatter_rewrite.repair(model) computes the mean "
-                "(docs/repair.md)")
+        return said(f"{CLEARED_MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
+                    "scatter_reduce(reduce='mean', include_self=False), which keeps the last "
+                    "update written instead of the mean; ", call("repair"), " computes the mean "
+                    "(docs/repair.md)")
     if not SCATTER_REDUCE_NAME.match(node.name or ""):
         return None
-    return (f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
+    return said(f"{MEAN_NOTE_START}: how torch.onnx (dynamo=True) exports "
             "scatter_reduce(reduce='mean', include_self=True), which keeps the last update written "
             "instead of the mean; nothing but the name tells it from a plain scatter, so it is "
-            "changed only on request: if it is that mean, "
-            "scatter_rewrite.repair(model, assume='scatter-reduce-mean') computes it "
-            "(docs/repair.md)")
+            "changed only on request: if it is that mean, ",
+            call("repair", assume="scatter-reduce-mean"), " computes it (docs/repair.md)")
 
 
 def clearing_scatter(node: ir.Node) -> ir.Node | None:
@@ -114,7 +114,7 @@ def accumulate_export_notes(model: ir.Model) -> list[str]:
                      if node.op_type in ("ScatterElements", "ScatterND") else None)
         for suspect in (accumulate_export_suspect, mean_export_suspect):
             if (note := suspect(node, reduction)) is not None:
-                notes.append(f"{describe(node, scope)} {note}")
+                notes.append(said(f"{describe(node, scope)} ", note))
     return notes
 
 

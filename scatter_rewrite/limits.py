@@ -2,7 +2,8 @@
 
 Library code (passes, validation) raises :class:`~scatter_rewrite.errors.OptionError` naming the
 Python parameter (``opset=9 is out of range``); the command line shows the flag instead
-(:meth:`scatter_rewrite.verbs.Verb.cli_message`). Imports nothing heavy: ``--help`` reads it.
+(:meth:`scatter_rewrite.verbs.Verb.cli_message`; the message a
+:class:`~scatter_rewrite.said.Said`). Imports nothing heavy: ``--help`` reads it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scatter_rewrite.errors import OptionError, OptionTypeError
+from scatter_rewrite.said import param, said
 
 __all__ = [
     "DEFAULT_CHECK_TARGET", "DEFAULT_DOMAINS", "DEFAULT_LOWER_OPSET", "DEFAULT_TRT_VERSION", "OPSET_FLOOR",
@@ -59,8 +61,8 @@ def check_opset(value: Any, name: str = "opset", floor: int = OPSET_FLOOR) -> in
         raise OptionTypeError(f"{name} must be an int, got {type(value).__name__} {value!r}",
                               parameter=name)
     if not floor <= value <= highest_opset():
-        raise OptionError(f"{name}={value!r} is out of range: pick {opset_range(floor)} (the "
-                          "highest this onnx defines)", parameter=name)
+        raise OptionError(said(param(name, value), f" is out of range: pick {opset_range(floor)} "
+                               "(the highest this onnx defines)"), parameter=name)
     return value
 
 
@@ -69,7 +71,7 @@ def check_choice(value: Any, choices: Sequence[str], name: str) -> str:
     if _is_int(value) or isinstance(value, float):
         value = str(value)
     if value not in choices:
-        raise OptionError(f"{name}={value!r} is unknown: pick one of {', '.join(choices)}",
+        raise OptionError(said(param(name, value), f" is unknown: pick one of {', '.join(choices)}"),
                           parameter=name)
     return value
 
@@ -77,6 +79,6 @@ def check_choice(value: Any, choices: Sequence[str], name: str) -> str:
 def check_size(value: Any, name: str, minimum: int = 0) -> int:
     """``value`` as an int >= ``minimum`` (a number of bytes, a dimension's size)."""
     if not _is_int(value) or value < minimum:
-        raise OptionError(f"{name}={value!r} is out of range: pick >= {minimum}",
+        raise OptionError(said(param(name, value), f" is out of range: pick >= {minimum}"),
                           parameter=name)
     return value

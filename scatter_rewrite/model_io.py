@@ -29,6 +29,7 @@ import onnx_ir as ir
 
 from scatter_rewrite import _protowire
 from scatter_rewrite.errors import ModelLoadError, WriteError
+from scatter_rewrite.said import param, said
 
 __all__ = [
     "BEFORE_RENAME", "check_in_memory_references", "data_file_name", "deserialize",
@@ -551,9 +552,9 @@ def write_error(destination: Path, e: OSError) -> WriteError:
     permission the folder, never the staging folder's name (``[Errno 13] Permission denied:
     'out/.scatter-rewrite-m9rsooms'``)."""
     if isinstance(e, PermissionError):
-        return WriteError(
+        return WriteError(said(
             f"could not write {destination}: permission denied in {destination.parent}; "
-            "write the output elsewhere (output=)", parameters=("output",)
+            "write the output elsewhere (", param("output"), ")"), parameters=("output",)
         )
     return WriteError(f"could not write {destination} ({e.strerror or _first_line(e)})")
 

@@ -33,7 +33,8 @@ from scatter_rewrite.model_io import (
 )
 from scatter_rewrite.passes.base import ScatterPassResult
 from scatter_rewrite.spec import check_scatter_nodes
-from scatter_rewrite.verbs import VERBS, Verb, cli_commands, python_call
+from scatter_rewrite.verbs import VERBS, Verb, spoken
+from scatter_rewrite.said import Said, joined, on_file, param, said
 
 __all__ = [
     "FAILED", "Outcome", "PASSED", "SUCCEEDED", "UNCHANGED", "UNREADABLE", "UNRUNNABLE", "VERBS",
@@ -116,10 +117,11 @@ class Outcome:
         if self.validation and self.validation.get("in_runtime"):  # (runtime_python=, say)
             self.validation["in_runtime"] = verb.cli_text(self.validation["in_runtime"])
         # (what makes an UNRUNNABLE model run: a call, said as its command)
-        if self.validation and self.validation.get("onnxruntime_note"):
-            self.validation["onnxruntime_note"] = cli_commands(self.validation["onnxruntime_note"])
+        for key in ("onnxruntime_note", "to_run_it"):
+            if self.validation and self.validation.get(key):
+                self.validation[key] = spoken(self.validation[key], {})
         if self.status == UNRUNNABLE and self.error:
-            self.error = cli_commands(self.error)
+            self.error = spoken(self.error, {})
         return self
 
 
@@ -173,7 +175,8 @@ def resolve_output(source: Path, verb: Verb, output: str | os.PathLike | None, i
                    output_is_folder: bool = False) -> Path:
     if in_place:
         if output is not None:
-            raise OptionError("in_place=True and output= exclude each other; pick one",
+            raise OptionError(said(param("in_place", True), " and ", param("output"),
+                                   " exclude each other; pick one"),
                               parameters=("in_place", "output"))
         return source
     if output is None:
@@ -183,8 +186,9 @@ def resolve_output(source: Path, verb: Verb, output: str | os.PathLike | None, i
     destination = default_output(source, verb.suffix, output) if folder else output
     if destination.resolve() == source.resolve():
         # (the API, which never replaces its input, refuses this before: api._check_not_input)
-        raise OptionError(f"{destination} is the input model: write the output elsewhere "
-                          "(output=), or replace the input (in_place=True)",
+        raise OptionError(said(f"{destination} is the input model: write the output elsewhere (",
+                               param("output"), "), or replace the input (",
+                               param("in_place", True), ")"),
                           parameters=("output", "in_place"))
     return destination
 
@@ -339,19 +343,20 @@ def unused_inputs_notes(inputs: dict, used: dict) -> list[str]:
     extra = sorted(set(inputs) - set(used))
     if not extra:
         return []
-    return [f"inputs= has {len(extra)} entr{'y' if len(extra) == 1 else 'ies'} that the model "
-            f"does not take as an input, ignored: {', '.join(extra)}"]
+    return [said(param("inputs"), f" has {len(extra)} entr{'y' if len(extra) == 1 else 'ies'} "
+                 f"that the model does not take as an input, ignored: {', '.join(extra)}")]
 
 
 def unvalidated_notes(inputs: dict | None, rtol: float | None, atol: float | None) -> list[str]:
     """A note naming what was given for a validation that does not run (``validate=False``)."""
-    given = [f"{name}=" for name, value in (("inputs", inputs), ("rtol", rtol), ("atol", atol))
+    given = [param(name) for name, value in (("inputs", inputs), ("rtol", rtol), ("atol", atol))
              if value is not None]
     if not given:
         return []
     one = len(given) == 1
-    return [f"{', '.join(given)} {'is' if one else 'are'} not used: validate=False skips the "
-            f"validation {'it is' if one else 'they are'} for"]
+    return [said(joined(", ", given), f" {'is' if one else 'are'} not used: ",
+                 param("validate", False),
+                 f" skips the validation {'it is' if one else 'they are'} for")]
 
 
 def parsed_form(proto: onnx.ModelProto, passes: Sequence[ir.passes.PassBase]
@@ -442,8 +447,8 @@ def unrunnable_unvalidated(verb: str | None, options: dict[str, Any], written: P
     cannot, to_run_it = what_onnxruntime_lacks(written)
     if not cannot:
         return None
-    return (f"onnxruntime cannot run the model it writes ({cannot}), which is meant for "
-            f"onnxruntime; {_fix_said(to_run_it, None)}")
+    return said(f"onnxruntime cannot run the model it writes ({cannot}), which is meant for "
+                "onnxruntime; ", _fix_said(to_run_it, None))
 
 
 def _target(verb: str | None, options: dict[str, Any]):
@@ -455,36 +460,34 @@ def _target(verb: str | None, options: dict[str, Any]):
     return targets().get(name) if name is not None else None
 
 
-def onnxruntime_note(why: str, to_run_it: str, written: Path | None, runtime: str) -> str:
+def onnxruntime_note(why: str, to_run_it: Said | str, written: Path | None, runtime: str) -> str:
     """The note of a model written for another runtime (``runtime``: the target's summary) that
     onnxruntime cannot run: why, and the command that writes a form it runs, if one does."""
     fix = _fix_said(to_run_it, written)
-    return (f"onnxruntime cannot run the written model ({why}); it is written for {runtime}, and "
-            f"proven in onnx.reference" + (f"; for onnxruntime, {fix}" if to_run_it else ""))
+    return said(f"onnxruntime cannot run the written model ({why}); it is written for {runtime}, "
+                "and proven in onnx.reference", *(("; for onnxruntime, ", fix) if to_run_it else ()))
 
 
 def _status(modified: bool, validated: bool) -> str:
     return UNCHANGED if not modified else PASSED if validated else WRITTEN
 
 
-def unrunnable_error(why: str, to_run_it: str, written: Path | None) -> str:
+def unrunnable_error(why: str, to_run_it: Said | str, written: Path | None) -> str:
     """The one line an UNRUNNABLE outcome gives: what onnxruntime lacks, that the model is written
     and correct, and the command that makes it run (``written``: the model's path; None for a
     model given in memory, where the command is the Python API's)."""
-    return (f"onnxruntime cannot run the written model ({why}); it is written, proven in "
-            f"onnx.reference; {_fix_said(to_run_it, written)}")
+    return said(f"onnxruntime cannot run the written model ({why}); it is written, proven in "
+                "onnx.reference; ", _fix_said(to_run_it, written))
 
 
-def _fix_said(to_run_it: str, written: Path | None) -> str:
+def _fix_said(to_run_it: Said | str, written: Path | None) -> Said | str:
     """The call that writes a form onnxruntime runs, on the written file (``written``; None: the
     model in memory), as Python says it: the command line says it as its command
     (:meth:`Outcome.said_on_the_command_line`)."""
     if not to_run_it:
         return "no scatter-rewrite command writes a form it runs"
-    call = python_call(f"scatter-rewrite {to_run_it}")
-    if written is not None:
-        call = call.replace("(model", f"({str(written)!r}", 1)
-    return f"{call} writes a form it runs"
+    fix = on_file(to_run_it, str(written)) if written is not None else to_run_it
+    return said(fix, " writes a form it runs")
 
 
 def _default_opset(model: ir.Model | onnx.ModelProto) -> int | None:
@@ -552,9 +555,9 @@ def output_data_name(source: Path, destination: Path, input_data: list[str], in_
     for target, what in ((destination, "is"),
                          (destination.parent / name, "would write its external data to")):
         if os.path.realpath(target) in inputs:
-            raise OptionError(f"{destination} {what} the input's external data file "
-                              f"{os.path.realpath(target)}: write the output elsewhere (output=)",
-                              parameters=("output",))
+            raise OptionError(said(f"{destination} {what} the input's external data file "
+                                   f"{os.path.realpath(target)}: write the output elsewhere (",
+                                   param("output"), ")"), parameters=("output",))
     return name
 
 

@@ -39,6 +39,7 @@ import onnx_ir as ir
 from onnx.reference.op_run import OpRun
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
+from scatter_rewrite.said import param, said
 from scatter_rewrite.evaluator import scatter_elements
 from scatter_rewrite.graph import attr, iter_nodes
 from scatter_rewrite.model_io import load_model
@@ -221,12 +222,13 @@ def prove_repair(original: str | os.PathLike | Held, repaired: str | os.PathLike
             break  # out of range once, out of range on every seed: the user's inputs prove
     if failing and not any(j.generated for j in judged):
         if inputs is None:
-            raise ValidationError(
+            raise ValidationError(said(
                 f"the original model fails on every input generated ({_failures_said(failing)}): "
-                "pass inputs it runs on with inputs=, or validate=False",
+                "pass inputs it runs on with ", param("inputs"), ", or ", param("validate", False)),
                 parameters=("inputs", "validate"))
-        skipped.append(f"the original model fails on the generated inputs ({_failures_said(failing)})"
-                       ": proven on the inputs= given")
+        skipped.append(said("the original model fails on the generated inputs "
+                            f"({_failures_said(failing)}): proven on the ", param("inputs"),
+                            " given"))
     elif failing:
         notes.append(f"the original model fails on some generated inputs, which were drawn again "
                      f"({_failures_said(failing)})")
@@ -300,23 +302,24 @@ def _guarded(judge, plan, unique: bool, user_inputs: bool, skipped: list,
         return judge(plan, unique)
     except _OriginalFails as e:
         if "user inputs" in plan.notes:
-            raise ValidationError(f"the original model cannot run on the inputs given (inputs=): "
-                                  f"{e}", parameters=("inputs",)) from e
+            raise ValidationError(said("the original model cannot run on the inputs given (",
+                                       param("inputs"), f"): {e}"), parameters=("inputs",)) from e
         if str(e) not in failing:
             failing.append(str(e))
         return None
     except IndexOutOfRangeError as e:
         if "user inputs" in plan.notes:
-            raise ValidationError(f"the original model cannot run on the inputs given (inputs=): "
-                                  f"{e}; scatter indices must lie within the data's bounds",
+            raise ValidationError(said("the original model cannot run on the inputs given (",
+                                       param("inputs"), f"): {e}; scatter indices must lie "
+                                       "within the data's bounds"),
                                   parameters=("inputs",)) from e
         if not user_inputs:
-            raise ValidationError(
+            raise ValidationError(said(
                 f"the generated validation inputs put an index out of range in the original "
-                f"model ({e}): pass inputs it runs on with inputs=, or validate=False",
-                parameters=("inputs", "validate")) from e
-        note = ("generated inputs put a computed index out of range "
-                f"({e}): proven on the inputs= given")
+                f"model ({e}): pass inputs it runs on with ", param("inputs"), ", or ",
+                param("validate", False)), parameters=("inputs", "validate")) from e
+        note = said(f"generated inputs put a computed index out of range ({e}): proven on the ",
+                    param("inputs"), " given")
         if note not in skipped:
             skipped.append(note)
         return None
@@ -335,10 +338,11 @@ def _judge(plan, intended: onnx.ModelProto, n_outputs: int, probes: _Probes, uni
     except Exception as e:  # our evaluator's failure (a NodeFailure naming the node)
         if ort_failure is not None:  # neither engine runs the original here: the inputs' fault
             raise _OriginalFails(ort_failure) from e
-        raise ValidationError(
+        raise ValidationError(said(
             "cannot evaluate the intended model (the original with each repaired scatter "
             f"reducing) in scatter-rewrite's evaluator, though onnxruntime runs the original: "
-            f"{first_line(e, 300)}; use validate=False to skip", parameters=("validate",)) from e
+            f"{first_line(e, 300)}; use ", param("validate", False), " to skip"),
+            parameters=("validate",)) from e
     expected, probed = outputs[:n_outputs], outputs[n_outputs:]
     actual, engine = _run(repaired, plan.inputs, repaired=True, original_failure=ort_failure)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]

@@ -9,11 +9,13 @@ neither onnx nor any pass at import time, so that ``scatter-rewrite --help`` sta
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from scatter_rewrite.errors import OptionError, OptionTypeError
+from scatter_rewrite.said import (
+    BARE, Call, Param, Said, call, message_of as message, param, python_value, said,
+)
 from scatter_rewrite.targets import TARGETS_HELP
 from scatter_rewrite.limits import (
     DEFAULT_LOWER_OPSET, DEFAULT_TRT_VERSION, OPSET_FLOOR, TRT_VERSIONS, check_choice, check_opset, check_size, highest_opset, opset_range,
@@ -25,8 +27,7 @@ from scatter_rewrite.passes.lists import (
 )
 
 __all__ = ["Option", "Verb", "VERBS", "OPSET_FLOOR", "highest_opset", "opset_range", "TRT_VERSIONS",
-           "SHARED_FLAGS", "cli_commands", "said_with_flags", "target_of",
-           "python_call", "fold_passes", "lower_passes", "prepare_passes", "repair_passes",
+           "SHARED_FLAGS", "command", "spoken", "target_of", "fold_passes", "lower_passes", "prepare_passes", "repair_passes",
            "tensorrt_passes",
            "to_scatternd_passes", "upgrade_passes"]
 
@@ -98,23 +99,24 @@ class Option:
         try:
             return check(*arguments)
         except OptionError as e:
-            raise OptionError(self.cli_message(e, verb) if cli else f"{verb}(): {e}",
+            raise OptionError(self.cli_message(e, verb) if cli else said(f"{verb}(): ", message(e)),
                               parameter=self.name) from e
 
     def cli_message(self, error: OptionError, verb: str) -> str:
-        """``error`` (naming a Python parameter of this option's, ``opset=9 ...``) as the command
-        line says it: ``--opset 9 ... for lower: ...``."""
-        text = str(error)
-        said = re.match(rf"{re.escape(error.parameter or '')}(=(?P<value>.+?))?"
-                        r"(?P<rest>( is |: ).*)$", text)
-        if said is None or error.parameter not in (self.name, self.parameter):
-            return text
-        value, rest = said.group("value"), said.group("rest")
-        if value is not None and self.kind is int:
-            value = value.strip("'")
-        if value is not None and " is " in rest[:4] and ":" in rest:
+        """``error``, whose message starts by naming a parameter of this option's (``opset=9 is
+        out of range: ...``), as the command line says it: ``--opset 9 is out of range for lower:
+        ...``; another message as :func:`spoken` says it."""
+        text = message(error)
+        first = text.parts[0] if isinstance(text, Said) and text.parts else None
+        if not isinstance(first, Param) or first.name not in (self.name, self.parameter):
+            return spoken(text, {})
+        rest = spoken(Said(*text.parts[1:]), {})
+        if first.value is not BARE and rest.startswith(" is ") and ":" in rest:
             rest = rest.replace(":", f" for {verb}:", 1)
-        return f"{self.cli_flag}{'' if value is None else ' ' + value}{rest}"
+        if first.value is BARE:
+            return f"{self.cli_flag}{rest}"
+        value = str(first.value) if self.kind is int else python_value(first.value)
+        return f"{self.cli_flag} {value}{rest}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,24 +136,22 @@ class Verb:
         return self.name.replace("_", "-")
 
     def cli_message(self, error: Exception) -> str:
-        """``error`` as the command line says it: the flag of the option whose Python parameter
-        an OptionError starts with (``opset=9 is out of range`` -> ``--opset 9 is out of range for
-        lower``), and the flag of each parameter the message names (``error.parameters``: a verb's
-        option or one every verb takes, :data:`SHARED_FLAGS`; ``validate=False`` ->
-        ``--no-validate``, ``mode='standard'`` -> ``--mode standard``, ``inputs=`` -> ``--inputs``)."""
+        """``error`` as the command line says it: an OptionError about one of the verb's options
+        as the option says it (``opset=9 is out of range`` -> ``--opset 9 is out of range for
+        lower``), and each parameter its message names as its flag, each call as its command
+        (:func:`spoken`: ``validate=False`` -> ``--no-validate``, ``inputs=`` -> ``--inputs``)."""
         first = getattr(error, "parameter", None)
         option = next((o for o in self.options if first in (o.name, o.parameter)), None)
         if option is not None:
-            error = type(error)(option.cli_message(error, self.name),
-                                parameters=getattr(error, "parameters", ()))
-        return said_with_flags(error, self.flags, first=first if option is None else None)
+            return spoken(option.cli_message(error, self.name), self.flags)
+        return spoken(message(error), self.flags)
 
     def cli_text(self, text: str) -> str:
-        """A note or skip reason of this verb's report (which names its parameters and the API's
-        functions as Python does: ``inputs=``, ``scatter_rewrite.upgrade(model, opset=16)``) as
-        the command line says it: ``--inputs``, ``scatter-rewrite upgrade --opset 16``. Every
-        parameter the verb takes is said as its flag: a note carries no list of those it names."""
-        return said_with_flags(text, self.flags, names=tuple(self.flags))
+        """A note or skip reason of this verb's report (a :class:`~scatter_rewrite.said.Said`
+        where it names parameters or the API's functions: ``inputs=``,
+        ``scatter_rewrite.upgrade(model, opset=16)``) as the command line says it: ``--inputs``,
+        ``scatter-rewrite upgrade --opset 16``."""
+        return spoken(text, self.flags)
 
     @property
     def flags(self) -> dict[str, str]:
@@ -177,74 +177,51 @@ class Verb:
 SHARED_FLAGS = {"inputs": "--inputs", "validate": "--validate", "rtol": "--rtol", "atol": "--atol",
                 "in_place": "--in-place", "output": "-o"}
 
-# ``name=VALUE`` in a message: VALUE a quoted text, a dict (``{NAME: SIZE}``), a word up to a space
-# or punctuation, or none (a str.format template: {name}; doubled braces are the dict's)
-_SPELLED = r"(?<![\w.-]){name}=(?P<value>'[^']*'|\"[^\"]*\"|\{{[^}}]*\}}|[^\s:;,)/'\"]+)?"
+
+def spoken(text: Any, flags: Mapping[str, str]) -> str:
+    """``text`` as the command line says it: in a :class:`~scatter_rewrite.said.Said`, each
+    parameter with a flag in ``flags`` (parameter -> flag) as that flag (``validate=False`` ->
+    ``--no-validate``, ``fix_dims={'N': 8}`` -> ``--fix-dim N=8``, ``inputs=`` -> ``--inputs``) and
+    each call of a verb's function as the command that does the same
+    (``scatter_rewrite.lower('m.onnx', opset=13)`` -> ``scatter-rewrite lower m.onnx --opset 13``;
+    ``check``'s too); other text as it is."""
+    if not isinstance(text, Said):
+        return text if text is None else str(text)
+    return text.spoken(lambda p: _flag_said(p, flags[p.name]) if p.name in flags else p.python,
+                       _command_said)
 
 
-def said_with_flags(error: Exception | str, flags: Mapping[str, str], first: str | None = None,
-                    names: tuple[str, ...] = ()) -> str:
-    """``error``'s text with each Python parameter it names (``error.parameters``, ``first`` and
-    ``names``) written as its flag in ``flags`` (parameter -> flag; a command's own, as ``check
-    --target``), and each call of a verb's function as its command (:func:`cli_commands`)."""
-    text = cli_commands(str(error))  # (first: a call's arguments are said with its verb's flags)
-    for name in ((first,) if first else ()) + tuple(getattr(error, "parameters", ())) + names:
-        if name in flags:
-            text = _flag_spelled(text, name, flags[name])
-    return text
+def _flag_said(part: Param, flag: str) -> str:
+    value = part.value
+    if part.text is not None:  # (the value as the message writes it, a path in quotes)
+        return f"{flag} {part.text.strip(chr(39))}"
+    if value is BARE:
+        return flag
+    if isinstance(value, bool):
+        return flag if value else "--no-" + flag.lstrip("-")
+    if isinstance(value, Mapping):
+        return " ".join(f"{flag} {k}={v}" for k, v in value.items()) or flag
+    return f"{flag} {value}"
 
 
-# A call of a verb's function as a message writes it: ``scatter_rewrite.lower(model, opset=13)``
-# (the model, or a model file's path as a quoted text; arguments by keyword, each value a quoted
-# text, a dict or a word; N for a number to choose).
-_CALL = re.compile(r"scatter_rewrite\.(\w+)\((model|'[^']*'|\"[^\"]*\")"
-                   r"((?:, \w+=(?:'[^']*'|\{[^}]*\}|[^\s,()]+))*)\)")
-_ARGUMENT = re.compile(r", (\w+)=('[^']*'|\{[^}]*\}|[^\s,()]+)")
+def _command_said(part: Call) -> str:
+    """A call of a verb's function (or check) as its command; another call as Python writes it."""
+    if part.function == "check":  # (not a rewriting verb: its one option)
+        name, flags = "check", {"target": "--target"}
+    else:
+        verb = next((v for v in VERBS.values() if (v.function or v.name) == part.function), None)
+        if verb is None or any(n not in {o.name for o in verb.options} for n, _ in part.arguments):
+            return part.python
+        name, flags = verb.command, {o.name: o.cli_flag for o in verb.options}
+    words = [f"scatter-rewrite {name}", *([part.path] if part.path is not None else [])]
+    words += [_flag_said(Param(n, v), flags[n]) for n, v in part.arguments]
+    return " ".join(words)
 
 
-def cli_commands(text: str) -> str:
-    """``text`` with each call of a verb's function (``scatter_rewrite.upgrade(model, opset=16)``)
-    written as the command that does the same (``scatter-rewrite upgrade --opset 16``): the inverse
-    of :func:`python_call`; a call on a path names the file (``scatter_rewrite.lower('m.onnx',
-    opset=13)``: ``scatter-rewrite lower m.onnx --opset 13``). A call of another function, or with
-    an argument the verb does not take, is left as it is."""
-    functions = {v.function or v.name: v for v in VERBS.values()}
-
-    def command(match: re.Match) -> str:
-        verb = functions.get(match.group(1))
-        if match.group(1) == "check":  # (not a rewriting verb: its one option)
-            command_name, flags = "check", {"target": "--target"}
-        elif verb is None:
-            return match.group(0)
-        else:
-            command_name, flags = verb.command, {o.name: o.cli_flag for o in verb.options}
-        said = [f"scatter-rewrite {command_name}"]
-        if match.group(2) != "model":
-            said.append(match.group(2)[1:-1])  # (the path, as the quoted text wrote it)
-        for name, value in _ARGUMENT.findall(match.group(3)):
-            if name not in flags:
-                return match.group(0)
-            said.append(_flag_spelled(f"{name}={value}", name, flags[name]))
-        return " ".join(said)
-
-    return _CALL.sub(command, text)
-
-
-def _flag_spelled(text: str, name: str, flag: str) -> str:
-    """``text`` with each ``name=VALUE`` written as the flag does: ``--flag VALUE``; a boolean,
-    ``--flag`` (True) or ``--no-flag`` (False); a dict, the flag once per entry (``fix_dims={N: 8}``
-    -> ``--fix-dim N=8``)."""
-    def said(match: re.Match) -> str:
-        value = match.group("value")
-        if value in ("True", "False"):
-            return flag if value == "True" else "--no-" + flag.lstrip("-")
-        if value is not None and value.startswith("{"):
-            entries = [e.split(":", 1) for e in value[1:-1].split(",") if ":" in e]
-            return " ".join(f"{flag} {k.strip().strip(chr(39) + chr(34))}={v.strip()}"
-                            for k, v in entries) or flag
-        return flag if value is None else f"{flag} {value.strip(chr(39) + chr(34))}"
-
-    return re.sub(_SPELLED.format(name=re.escape(name)), said, text)
+def command(verb: str, **options: Any) -> Said:
+    """The call of ``verb``'s function with ``options`` (a target's fix, as check names it): the
+    command line says it as the command (``scatter-rewrite lower --opset 13``)."""
+    return call(VERBS[verb].function or verb, **options)
 
 
 # Each verb's passes, declared here in the order they run; no pass runs another inside itself.
@@ -262,42 +239,44 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
     if target is None:
         from scatter_rewrite.targets import target_names_help
 
-        raise OptionError(f"prepare needs target=TARGET: pick {target_names_help()}",
-                          parameters=("target",))
+        raise OptionError(said("prepare needs ", param("target", text="TARGET"),
+                               f": pick {target_names_help()}"), parameters=("target",))
     found = get_target(target)
-    if found.passes is None:
-        raise OptionError(f"no verb brings a model to {found.name}: "
-                          f"scatter_rewrite.check(model, target='{found.name}') says what blocks "
-                          "it")
+    if found.fix_verb is None:
+        raise OptionError(said(f"no verb brings a model to {found.name}: ",
+                               call("check", target=found.name), " says what blocks it"))
     given = {"max_intermediate_mib": max_intermediate_mib, "fix_dims": fix_dims}
     given = {name: value for name, value in given.items() if value is not None}
     for name in given:
         if name not in found.options:
-            raise OptionError(f"{name}= does not apply to target='{found.name}'",
-                              parameters=(name, "target"))
+            raise OptionError(said(param(name), " does not apply to ",
+                                   param("target", found.name)), parameters=(name, "target"))
     if runtime_python is not None:
         _check_runtime_python(found, runtime_python, runtime_proof)
+    from scatter_rewrite.passes.lists import target_passes
+
     if found.ops is None:
-        return found.passes(**given)
+        return target_passes(found.name, **given)
     from scatter_rewrite.passes.op_support import OpSupportPass
 
     # (last: what the target's passes wrote is held to its published op table too)
-    return [*found.passes(**given), OpSupportPass(found.name)]
+    return [*target_passes(found.name, **given), OpSupportPass(found.name)]
 
 
 def _check_runtime_python(target: Any, python: str, runtime_proof: bool) -> None:
     import os
 
     if target.runner is None:
-        raise OptionError(f"runtime_python= does not apply to target='{target.name}': no runtime "
-                          "of its own runs here", parameters=("runtime_python", "target"))
+        raise OptionError(said(param("runtime_python"), " does not apply to ",
+                               param("target", target.name), ": no runtime of its own runs here"),
+                          parameters=("runtime_python", "target"))
     if not runtime_proof:
-        raise OptionError("runtime_python= is for the proof in the runtime, which "
-                          "runtime_proof=False turns off", parameters=("runtime_python",
-                                                                        "runtime_proof"))
+        raise OptionError(said(param("runtime_python"), " is for the proof in the runtime, which ",
+                               param("runtime_proof", False), " turns off"),
+                          parameters=("runtime_python", "runtime_proof"))
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        raise OptionError(f"runtime_python={python!r} is not an executable file: name the "
-                          f"python of a venv that has {target.runner.name}",
+        raise OptionError(said(param("runtime_python", python), " is not an executable file: "
+                               f"name the python of a venv that has {target.runner.name}"),
                           parameters=("runtime_python",))
 
 
@@ -401,38 +380,3 @@ def target_of(verb: str | None, options: Mapping[str, Any]) -> str | None:
     if verb == "lower" and options.get("mode", "standard") == "standard":
         return f"opset-{options.get('opset') or 13}"
     return None
-
-
-# A command of the form readiness writes as a fix: ``scatter-rewrite VERB [--flag VALUE]...``.
-_COMMAND = re.compile(r"scatter-rewrite ([a-z-]+)((?: --[a-z-]+ [^\s;()`]+)*)")
-
-
-def python_call(fix: str | None) -> str | None:
-    """``fix`` with each ``scatter-rewrite VERB --flag VALUE...`` command in it written as the
-    Python call that does the same (``scatter_rewrite.lower(model, opset=13)``); None for None."""
-    if fix is None:
-        return None
-    commands = {v.command: v for v in VERBS.values()}
-
-    def call(match: re.Match) -> str:
-        verb = commands.get(match.group(1))
-        if verb is None:
-            return match.group(0)
-        flags = {o.cli_flag: o for o in verb.options}
-        words = match.group(2).split()
-        arguments, sizes = ["model"], []
-        for flag, value in zip(words[::2], words[1::2]):
-            option = flags.get(flag)
-            if option is None:
-                return match.group(0)
-            if option.kind is dict:  # NAME=SIZE, repeatable: one dict
-                name, _, size = value.partition("=")
-                sizes.append(f"{name!r}: {size}")
-            else:
-                arguments.append(f"{option.name}={value if option.kind is int else repr(value)}")
-        if sizes:
-            option = next(o for o in verb.options if o.kind is dict)
-            arguments.append(f"{option.name}={{{', '.join(sizes)}}}")
-        return f"scatter_rewrite.{verb.function or verb.name}({', '.join(arguments)})"
-
-    return _COMMAND.sub(call, fix)

@@ -265,15 +265,24 @@ def test_findings_carry_the_fix_as_a_python_call():
     assert ready.fix is None and ready.python_fix is None
 
 
-def test_python_calls_of_every_fix_form():
-    from scatter_rewrite.verbs import python_call
+def test_every_fix_form_is_one_call_said_both_ways():
+    """A fix is a call (verbs.command): the Python call for the API, the command for the CLI,
+    alternatives and SIZE placeholders included."""
+    from scatter_rewrite.said import said
+    from scatter_rewrite.verbs import command, spoken
 
-    assert python_call("scatter-rewrite upgrade (or scatter-rewrite tensorrt --trt-version 8.6)") \
-        == "scatter_rewrite.upgrade(model) (or scatter_rewrite.prepare_for_tensorrt(model, " \
-           "trt_version='8.6'))"
-    assert python_call("scatter-rewrite tensorrt --trt-version 8.6 --fix-dim E=SIZE") \
-        == "scatter_rewrite.prepare_for_tensorrt(model, trt_version='8.6', fix_dims={'E': SIZE})"
-    assert python_call("scatter-rewrite to-scatternd") == "scatter_rewrite.to_scatternd(model)"
+    for fix, python, cli in [
+        (said(command("upgrade"), " (or ", command("tensorrt", trt_version="8.6"), ")"),
+         "scatter_rewrite.upgrade(model) (or scatter_rewrite.prepare_for_tensorrt(model, "
+         "trt_version='8.6'))",
+         "scatter-rewrite upgrade (or scatter-rewrite tensorrt --trt-version 8.6)"),
+        (command("tensorrt", trt_version="8.6", fix_dims={"E": "SIZE"}),
+         "scatter_rewrite.prepare_for_tensorrt(model, trt_version='8.6', fix_dims={'E': SIZE})",
+         "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim E=SIZE"),
+        (command("to_scatternd"), "scatter_rewrite.to_scatternd(model)",
+         "scatter-rewrite to-scatternd"),
+    ]:
+        assert (str(fix), spoken(fix, {})) == (python, cli)
 
 
 def _no_work(monkeypatch) -> None:
@@ -419,9 +428,9 @@ def test_what_makes_a_written_model_run_is_a_python_call_on_its_file(tmp_path: P
     assert outcome.error.endswith(f"scatter_rewrite.lower({str(written)!r}, opset=13) writes a "
                                   "form it runs"), outcome.error
     assert "--" not in outcome.error and "scatter-rewrite " not in outcome.error
-    from scatter_rewrite.verbs import cli_commands
+    from scatter_rewrite.verbs import spoken
 
-    assert cli_commands(outcome.error).endswith(f"scatter-rewrite lower {written} --opset 13 "
+    assert spoken(outcome.error, {}).endswith(f"scatter-rewrite lower {written} --opset 13 "
                                                 "writes a form it runs")
 
 

@@ -43,9 +43,10 @@ def check(
 
         reports = _reports(models, target)
     except ScatterRewriteError as e:
-        from scatter_rewrite.verbs import said_with_flags
+        from scatter_rewrite.said import message_of
+        from scatter_rewrite.verbs import spoken
 
-        error(said_with_flags(e, {"target": "--target"}), e, verbose)
+        error(spoken(message_of(e), {"target": "--target"}), e, verbose)
         raise typer.Exit(exit_code(e)) from None
     except Exception as e:  # a bug of ours: one line; -v shows where
         internal_error(e, verbose)

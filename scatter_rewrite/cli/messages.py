@@ -55,7 +55,12 @@ class _WithFlags(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.said is not None and record.levelno >= logging.WARNING:
-            record.msg, record.args = self.said(record.getMessage()), ()
+            from scatter_rewrite.said import Said
+
+            if isinstance(record.args, tuple):  # (a Said among them says its parameters so)
+                record.args = tuple(self.said(a) if isinstance(a, Said) else a
+                                    for a in record.args)
+            record.msg = self.said(record.msg) if isinstance(record.msg, Said) else record.msg
         return True
 
 

@@ -20,6 +20,7 @@ import onnx_ir as ir
 from scatter_rewrite.graph import (
     Scope, describe, iter_nodes, mark_written, nodes_within, written_for,
 )
+from scatter_rewrite.said import joined, said
 from scatter_rewrite.spec import check_scatter_nodes
 
 __all__ = ["NAMED_AT_MOST", "NodeNote", "ScatterPass", "ScatterPassResult", "every_node"]
@@ -39,11 +40,11 @@ def every_node(notes: list[NodeNote]) -> str:
     for note in notes[:NAMED_AT_MOST]:
         alike = by_reason.setdefault(note.detail, {})
         alike[note.node] = alike.get(note.node, 0) + 1
-    said = "; ".join(
-        _and([node + (f" (x{n})" if n > 1 else "") for node, n in nodes.items()]) + f": {reason}"
-        for reason, nodes in by_reason.items())
+    named = joined("; ", (
+        said(_and([node + (f" (x{n})" if n > 1 else "") for node, n in nodes.items()]), ": ",
+             reason) for reason, nodes in by_reason.items()))
     more = len(notes) - NAMED_AT_MOST
-    return said + (f" (and {more} more)" if more > 0 else "")
+    return said(named, f" (and {more} more)" if more > 0 else "")
 
 
 def _and(names: list[str]) -> str:

@@ -22,6 +22,7 @@ import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.errors import ScatterRewriteError
+from scatter_rewrite.said import param, said
 from scatter_rewrite.graph import function_calls, is_default_domain, iter_nodes, iter_scopes
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.fold import CHAIN_OPS, SHAPE_OPS, CannotEvaluate, ConstantChains
@@ -40,7 +41,8 @@ class FixDimsPass(ScatterPass):
         super().__init__()
         for name, size in dim_sizes.items():
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-                raise OptionError(f"dim_sizes: {name}={size} is not a positive integer",
+                raise OptionError(said(param("dim_sizes", equals=False),
+                                       f": {name}={size} is not a positive integer"),
                                   parameter="dim_sizes")
         self.dim_sizes = dict(dim_sizes)
 
@@ -50,8 +52,8 @@ class FixDimsPass(ScatterPass):
         if unknown:
             known = ", ".join(sorted(declared)) or "none: every input dimension is fixed or unnamed"
             raise OptionError(
-                f"dim_sizes: no model input has a dimension named "
-                f"{', '.join(map(repr, unknown))}; the named input dimensions are: {known}",
+                said(param("dim_sizes", equals=False), ": no model input has a dimension named "
+                     f"{', '.join(map(repr, unknown))}; the named input dimensions are: {known}"),
                 parameter="dim_sizes",
             )
         changed = 0

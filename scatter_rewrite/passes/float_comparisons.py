@@ -32,14 +32,14 @@ from scatter_rewrite.graph import (
 )
 from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
 from scatter_rewrite.passes.op_equivalents import remove_dead
+from scatter_rewrite.said import Said
+from scatter_rewrite.targets.mnn import COMPARISONS, comparison_fault
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
 
-__all__ = ["FloatComparisonsPass", "ORDERED_SINCE", "comparison_fault", "needs_opset"]
+__all__ = ["FloatComparisonsPass", "ORDERED_SINCE", "needs_opset"]
 
-FLOAT_TYPES = frozenset({"FLOAT16", "BFLOAT16", "FLOAT", "DOUBLE"})
-COMPARISONS = frozenset({"Less", "Equal", "IsNaN"})
 # the first opset of GreaterOrEqual/LessOrEqual, and of their bfloat16
 ORDERED_SINCE = 12
 _BFLOAT16_SINCE = 16
@@ -50,23 +50,6 @@ def _operand_type(node: ir.Node) -> str | None:
     for value in node.inputs:
         if value is not None and value.dtype is not None:
             return value.dtype.name
-    return None
-
-
-def comparison_fault(node: ir.Node, dtype: str | None) -> str | None:
-    """What this pass rewrites ``node`` as, said (None: it leaves the node alone), ``dtype`` the
-    element type of its operands (None: unknown). ``check`` says it; the pass writes it."""
-    if not is_default_domain(node) or node.op_type not in COMPARISONS:
-        return None
-    if len(node.inputs) != (1 if node.op_type == "IsNaN" else 2) or None in node.inputs:
-        return None
-    floats = dtype in FLOAT_TYPES
-    if node.op_type == "Less" and (floats or dtype is None):
-        return "float Less(a, b): written as Greater(b, a)"
-    if node.op_type == "Equal" and floats:
-        return "float Equal(a, b): written as And(GreaterOrEqual(a, b), LessOrEqual(a, b))"
-    if node.op_type == "IsNaN" and (floats or dtype is None):
-        return "IsNaN(x): written as Not(GreaterOrEqual(x, x))"
     return None
 
 
@@ -135,7 +118,7 @@ class FloatComparisonsPass(ScatterPass):
             mark_written(made, origin)  # (a later refusal names the user's comparison)
             self.result.modified = True
         if refused:
-            error = ConversionError(f"not prepared for {self.target}: {every_node(refused)}")
+            error = ConversionError(Said(f"not prepared for {self.target}: ", every_node(refused)))
             error.declined = refused
             raise error
 

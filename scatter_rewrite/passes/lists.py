@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from scatter_rewrite.limits import DEFAULT_LOWER_OPSET, DEFAULT_TRT_VERSION, OPSET_FLOOR
 
-__all__ = ["fold_passes", "lower_passes", "lowering_steps", "repair_passes", "tensorrt_passes",
-           "to_scatternd_passes", "upgrade_passes"]
+__all__ = ["fold_passes", "lower_passes", "lowering_steps", "repair_passes", "target_passes",
+           "tensorrt_passes", "to_scatternd_passes", "upgrade_passes"]
 
 
 def upgrade_passes(opset: int | None = None) -> list:
@@ -107,3 +107,64 @@ def repair_passes(assume: str | None = None) -> list:
     # (a site below opset 11: Scatter -> ScatterElements, the model at opset 11, as `upgrade` does)
     return [Steps(OnlyIf(repair.needs_upgrade, upgrade_steps(OPSET_FLOOR)), repair,
                   name=repair.name)]
+
+
+def target_passes(target: str, **options) -> list:
+    """What ``prepare --target T`` runs, built from the target's declaration
+    (scatter_rewrite.targets): its verb's list with the verb's options, or its
+    :class:`~scatter_rewrite.targets.Preparation`; ``options`` are the ``prepare`` options the
+    target takes (checked by the caller)."""
+    from scatter_rewrite.targets import get_target
+
+    found = get_target(target)
+    if found.verb is not None:
+        verb, arguments = found.verb
+        return _VERB_LISTS[verb](**arguments, **options)
+    return _prepared(found, found.preparation, **options)
+
+
+def _prepared(target, plan, max_intermediate_mib: int | None = None) -> list:
+    from scatter_rewrite.passes.compose import OnlyIf, Steps
+    from scatter_rewrite.passes.lowering.scatter_free import ShapeWriting
+    from scatter_rewrite.passes.move_opset import MoveOpsetPass
+    from scatter_rewrite.passes.no_scatter import (
+        DEFAULT_MAX_INTERMEDIATE_MIB, NoScatterPass, TargetScattersPass, is_scatter,
+    )
+    from scatter_rewrite.passes.specialize import SpecializeCallsPass
+    from scatter_rewrite.passes.upgrade import has_rejected_scatter, has_scatter, upgrade_steps
+
+    mib = max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB
+    writing = ShapeWriting(**plan.writing)
+    if plan.scatters == "all":
+        scatters = NoScatterPass(mib, writing)
+    elif plan.scatters == "mask":
+        from scatter_rewrite.passes.mask_forms import MaskFormPass
+
+        scatters = MaskFormPass(target.name, plan.no_sort, mib)
+    else:
+        scatters = TargetScattersPass(target.name, mib, writing, plan.sort_float_minmax)
+    before = []
+    if plan.constant_indices:
+        from scatter_rewrite.passes.constant_indices import ConstantIndicesPass
+
+        before.append(ConstantIndicesPass())
+    if plan.upgrade == "rejected":
+        first = [OnlyIf(has_rejected_scatter, upgrade_steps())]
+    else:  # (functions whose scatters read a function attribute specialized too)
+        first = [OnlyIf(has_scatter, upgrade_steps()), SpecializeCallsPass(is_scatter)]
+    passes = [Steps(*first, *before, scatters, name=scatters.name)]
+    if plan.float_comparisons:
+        from scatter_rewrite.passes.float_comparisons import (
+            ORDERED_SINCE, FloatComparisonsPass, needs_opset,
+        )
+
+        passes += [OnlyIf(needs_opset, MoveOpsetPass(ORDERED_SINCE, why=plan.float_comparisons)),
+                   FloatComparisonsPass(target.name)]
+    if plan.max_opset is not None:
+        opset, why = plan.max_opset
+        passes.append(MoveOpsetPass(opset, only_down=True, why=f" ({why})"))
+    return passes
+
+
+# the verbs a target's ``verb`` may name, by name (verbs.py declares every verb)
+_VERB_LISTS = {"lower": lower_passes, "tensorrt": tensorrt_passes}

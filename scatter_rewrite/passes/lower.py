@@ -84,6 +84,7 @@ from scatter_rewrite.type_inference import (
 )
 from scatter_rewrite.passes.inline_if import scatter_of_unknown_rank
 from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
+from scatter_rewrite.said import said
 
 __all__ = ["LowerPass"]
 
@@ -193,9 +194,9 @@ class LowerPass(ScatterPass):
             else:
                 pending.append((kind, node, scope))
         if blocked:
-            raise ConversionError(
-                f"cannot lower to opset {target}: {every_node(blocked)}; fix the model or "
-                f"pick a target opset that has the op (max/min: 18, add/mul: 16)",
+            raise ConversionError(said(
+                f"cannot lower to opset {target}: ", every_node(blocked), "; fix the model or "
+                "pick a target opset that has the op (max/min: 18, add/mul: 16)"),
                 parameters=("opset",))
         names = seg.Names(value_names(model))
         uses_custom: list[ir.Graph | ir.Function] = []

@@ -57,9 +57,10 @@ from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
 from scatter_rewrite.type_inference import (
     annotate_functions_with, borrow_inferred_types, restore_types,
 )
+from scatter_rewrite.said import param, said
 
 __all__ = ["DEFAULT_MAX_INTERMEDIATE_MIB", "Form", "NoScatterPass", "TargetScattersPass",
-           "forms_for", "no_scatter_passes", "scatter_free_blocker", "steps_for", "target_passes"]
+           "forms_for", "is_scatter", "scatter_free_blocker"]
 
 DEFAULT_MAX_INTERMEDIATE_MIB = 256
 # the compute types onnxruntime's CPU Reduce* kernels take (ReduceProd/Max/Min lack the others);
@@ -203,15 +204,16 @@ class NoScatterPass(ScatterPass):
         self.writing = writing
         if (isinstance(max_intermediate_mib, bool) or not isinstance(max_intermediate_mib, int)
                 or max_intermediate_mib < 1):
-            raise OptionError(f"max_intermediate_mib={max_intermediate_mib!r}: pick a positive "
-                              "number of MiB", parameters=("max_intermediate_mib",))
+            raise OptionError(said(param("max_intermediate_mib", max_intermediate_mib),
+                                   ": pick a positive number of MiB"),
+                              parameters=("max_intermediate_mib",))
         self.max_bytes = max_intermediate_mib * 2 ** 20
         self.max_intermediate_mib = max_intermediate_mib
 
     def wanted(self, node: ir.Node) -> bool:
         """Whether the pass rewrites ``node`` (its types borrowed from inference): every
         default-domain scatter here; a target's pass, those its runtime cannot run."""
-        return _is_scatter(node)
+        return is_scatter(node)
 
     def form_for(self, node: ir.Node, opset: int) -> tuple[Form | None, str | None]:
         """The form ``node`` is written in, or why none fits: the cheapest here; a target whose
@@ -224,14 +226,14 @@ class NoScatterPass(ScatterPass):
         return False
 
     def run(self, model: ir.Model) -> None:
-        if not any(_is_scatter(n) for n, _ in iter_nodes(model)):
+        if not any(is_scatter(n) for n, _ in iter_nodes(model)):
             return
-        # (the deprecated Scatter upgraded and functions specialized first: steps_for)
+        # (the deprecated Scatter upgraded and functions specialized first: passes/lists.py)
         # TorchScript's constant Ifs around a scatter hide its rank: their taken branch, as lower
         for text in inline_constant_ifs(model, near=scatter_of_unknown_rank):
             self.note(text, modified=True)
         borrowed = borrow_inferred_types(model, sharpen=True) + annotate_functions_with(
-            model, _is_scatter)
+            model, is_scatter)
         try:
             self._run(model)
         finally:
@@ -246,7 +248,8 @@ class NoScatterPass(ScatterPass):
         for node, scope in tensor_scatters:
             reason = tensor_scatter.tensor_scatter_blocker(node, scope.opset) or reference_reason(node)
             if reason is not None:
-                raise ConversionError(f"no scatter-free form of {describe(node, scope)}: {reason}")
+                raise ConversionError(said(f"no scatter-free form of {describe(node, scope)}: ",
+                                           reason))
             nodes, out = tensor_scatter.lower_tensor_scatter(
                 node, scope.opset, names, self.writing.computed_expands)
             made[id(out.producer())] = node
@@ -254,7 +257,7 @@ class NoScatterPass(ScatterPass):
         plans, blocked = [], []
         for node, scope in iter_nodes(model):
             # (a TensorScatter's ScatterElements too: left where the target runs it)
-            if not (_is_scatter(node) and self.wanted(node)):
+            if not (is_scatter(node) and self.wanted(node)):
                 continue
             if self.segment_form(node):
                 reason = seg.reduction_blocker(node, scope.opset)
@@ -266,9 +269,10 @@ class NoScatterPass(ScatterPass):
                 form, reason = self.form_for(node, scope.opset)
             if reason is None:
                 if form.bytes is not None and form.bytes > self.max_bytes:
-                    reason = (f"its cheapest exact scatter-free form ({form.said()}) is above the "
-                              f"bound of {self.max_intermediate_mib} MiB: raise it with "
-                              f"max_intermediate_mib={math.ceil(form.bytes / 2 ** 20)}")
+                    reason = said(f"its cheapest exact scatter-free form ({form.said()}) is "
+                                  f"above the bound of {self.max_intermediate_mib} MiB: raise it "
+                                  "with ", param("max_intermediate_mib",
+                                                 math.ceil(form.bytes / 2 ** 20)))
             if reason is not None:
                 found = made.get(id(node))
                 shown = describe(node, scope) if found is None else describe(found, scope)
@@ -277,7 +281,7 @@ class NoScatterPass(ScatterPass):
             else:
                 plans.append((node, scope, form))
         if blocked:
-            raise ConversionError(f"{self.refusal}: {every_node(blocked)}",
+            raise ConversionError(said(f"{self.refusal}: ", every_node(blocked)),
                                   parameters=("max_intermediate_mib",))
         planned = {id(node) for node, _, _ in plans}  # (a TensorScatter's ScatterElements the
         for node, scope in tensor_scatters:  # target runs is what it is rewritten as)
@@ -317,34 +321,10 @@ def _exactness(node: ir.Node) -> str:
     return "bit for bit"
 
 
-def _is_scatter(node: ir.Node) -> bool:
+def is_scatter(node: ir.Node) -> bool:
+    """Whether ``node`` is a default-domain scatter (the four ops, the deprecated one too)."""
     return is_default_domain(node) and node.op_type in SCATTER_OPS
 
-
-
-def no_scatter_passes(max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB) -> list:
-    """What ``prepare --target no-scatter`` runs."""
-    return steps_for(NoScatterPass(max_intermediate_mib))
-
-
-def target_passes(target: str, max_intermediate_mib: int = DEFAULT_MAX_INTERMEDIATE_MIB,
-                  preceded_by: tuple = (), writing: ShapeWriting = ShapeWriting()) -> list:
-    """What ``prepare --target T`` runs for a target whose scatters are rewritten here
-    (``preceded_by``: passes the target needs just before the rewrite; ``writing``: as
-    :func:`scatter_free`)."""
-    return steps_for(TargetScattersPass(target, max_intermediate_mib, writing), preceded_by)
-
-
-def steps_for(pass_: NoScatterPass, preceded_by: tuple = ()) -> list:
-    """``pass_`` after what it needs, one report line: the deprecated Scatter upgraded (where the
-    model has one), functions whose scatters read a function attribute specialized, then
-    ``preceded_by``."""
-    from scatter_rewrite.passes.compose import OnlyIf, Steps
-    from scatter_rewrite.passes.specialize import SpecializeCallsPass
-    from scatter_rewrite.passes.upgrade import has_scatter, upgrade_steps
-
-    return [Steps(OnlyIf(has_scatter, upgrade_steps()), SpecializeCallsPass(_is_scatter),
-                  *preceded_by, pass_, name=pass_.name)]
 
 
 class TargetScattersPass(NoScatterPass):
@@ -367,7 +347,7 @@ class TargetScattersPass(NoScatterPass):
         self.refusal = f"not prepared for {self.target.name}"
 
     def wanted(self, node: ir.Node) -> bool:
-        if not _is_scatter(node):
+        if not is_scatter(node):
             return False
         data = node.inputs[0] if node.inputs else None
         index = node.inputs[2 if node.op_type == "TensorScatter" else 1] \

@@ -28,6 +28,7 @@ from scatter_rewrite.graph import (
 )
 from scatter_rewrite.passes.base import NodeNote, ScatterPass, every_node
 from scatter_rewrite.passes.op_equivalents import remove_dead, write_within_table
+from scatter_rewrite.said import said
 
 __all__ = ["OpSupportPass", "fold_constant_outside", "unsupported_nodes"]
 
@@ -100,9 +101,9 @@ class OpSupportPass(ScatterPass):
         table = self.target.ops()
         folded = 0
         if unsupported_nodes(model, table):  # (a model inside the table is left as it is)
-            for said in write_within_table(model, lambda op, scope: table.lacks(
+            for text in write_within_table(model, lambda op, scope: table.lacks(
                     "", op, scope.opset) is None):
-                self.note(said, modified=True)
+                self.note(text, modified=True)
             folded = fold_constant_outside(model, table)
         if unsupported_nodes(model, table):  # (shapes inferred again may make more constant)
             folded += settle_shapes(model) + fold_constant_outside(model, table)
@@ -111,8 +112,8 @@ class OpSupportPass(ScatterPass):
                       f"{self.target.name}'s table, static shapes)", modified=True)
         missing = unsupported_nodes(model, table)
         if missing:
-            error = ConversionError(f"not prepared for {self.target.name}: "
-                                    f"{every_node(missing)}")
+            error = ConversionError(said(f"not prepared for {self.target.name}: ",
+                                         every_node(missing)))
             error.declined = missing
             raise error
         self.note(f"every op is in {self.target.name}'s published support ({table.cited})")

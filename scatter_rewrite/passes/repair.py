@@ -67,6 +67,7 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.passes.lowering import segment_reduce as seg
 from scatter_rewrite.limits import OPSET_FLOOR, REDUCTIONS_SINCE
 from scatter_rewrite.passes.base import NodeNote, ScatterPass
+from scatter_rewrite.said import param, said
 
 __all__ = ["ASSUMPTIONS", "find_sites", "REPAIR_NOTE", "repairable_nodes", "RepairPass",
            "typed_sites"]
@@ -383,8 +384,8 @@ class RepairPass(ScatterPass):
         ir.convenience.replace_nodes_and_values(
             scope.body, node, [node], b.nodes, [node.outputs[0]], [mean])
         assumes = (MEAN_ASSUMES if not site.include_self
-                   else f"(asked: assume='scatter-reduce-mean') "
-                        f"{ASSUMPTIONS['scatter-reduce-mean']}")
+                   else said("(asked: ", param("assume", "scatter-reduce-mean"), ") ",
+                             ASSUMPTIONS['scatter-reduce-mean']))
         division = "Div" if dtype.is_floating_point() else "floor division"
         self._record(found_as, _mean_behaviour(site), assumes,
                      f"sum / count ({how}; count of updates per slot"
@@ -393,7 +394,7 @@ class RepairPass(ScatterPass):
         _untype_in_functions(scope, b.nodes)
 
     def _record(self, found_as: str, pattern: str, assumes: str, became: str) -> None:
-        note = NodeNote(found_as, f"recognized {pattern}; assumed {assumes}; -> {became}")
+        note = NodeNote(found_as, said(f"recognized {pattern}; assumed ", assumes, f"; -> {became}"))
         self.result.rewritten.append(note)
         self.result.modified = True
 

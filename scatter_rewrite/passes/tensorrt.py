@@ -102,6 +102,7 @@ from scatter_rewrite.passes.to_scatternd import (
     Decline, ModelNames, ReplacementBuilder, convert_to_scatternd, drop_none_reduction,
     infer_missing_shapes, known_rank, scatter_nd_through, value_dtype,
 )
+from scatter_rewrite.said import message_of, param, said
 
 __all__ = [
     "cap_reason", "CapOpsetPass", "check_trt_version", "CUSTOM_AS_ONNX",
@@ -144,15 +145,15 @@ def scatter_data_blocker(dtype: ir.DataType | None, trt_version: str) -> tuple[s
         return None
     if dtype == ir.DataType.BFLOAT16:
         return (
-            'BFLOAT16 data: TensorRT 8.6 has no bfloat16 type (onnx2trt_utils convertDtype: '
-            '"Unsupported ONNX data type"; bfloat16 arrived in TensorRT 9); use trt_version=\'10\' '
-            'or another dtype',
+            said('BFLOAT16 data: TensorRT 8.6 has no bfloat16 type (onnx2trt_utils convertDtype: '
+                 '"Unsupported ONNX data type"; bfloat16 arrived in TensorRT 9); use ',
+                 param("trt_version", "10"), ' or another dtype'),
             False,
         )
     if dtype == ir.DataType.UINT32 and trt_version == "8.6":
-        return ("UINT32 data: not a type TensorRT 8.6's scatter takes, and 8.6 has no 64-bit "
-                "integer to carry it exactly (its parser clamps INT64 to INT32); use "
-                "trt_version='10' or another dtype", False)
+        return (said("UINT32 data: not a type TensorRT 8.6's scatter takes, and 8.6 has no "
+                     "64-bit integer to carry it exactly (its parser clamps INT64 to INT32); use ",
+                     param("trt_version", "10"), " or another dtype"), False)
     return (
         f"{dtype.name} data: not a type TensorRT {trt_version}'s scatter takes "
         f"({type_names(scatter_types(trt_version))}; onnx-tensorrt docs/operators.md), and no "
@@ -202,7 +203,7 @@ class TensorRTPass(TensorRTFlowPass):
                 try:
                     detail = self._prepare(model, node, scope, names)
                 except Decline as reason:
-                    self.skip(node, scope, str(reason))
+                    self.skip(node, scope, message_of(reason))
                     continue
                 if detail is not None:
                     self.rewrote(node, scope, detail)

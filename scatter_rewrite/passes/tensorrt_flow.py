@@ -17,6 +17,7 @@ from scatter_rewrite.graph import Scope, attr, nodes_within, remove_unused_expan
 from scatter_rewrite.passes.base import ScatterPass, ScatterPassResult, every_node
 from scatter_rewrite.passes.tensorrt_violations import tensorrt_violations
 from scatter_rewrite.passes.to_scatternd import Decline, ModelNames
+from scatter_rewrite.said import param, said
 
 __all__ = [
     "check_trt_version", "count_fix", "inline_rank_hiding_ifs", "lower_tensorrt_safe",
@@ -42,8 +43,8 @@ class TensorRTFlowPass(ScatterPass):
         result = super().call(model)
         if result.skipped:
             advice = self.advice(result.skipped)
-            error = self.unreachable(every_node(result.skipped)
-                                     + (f"; {advice}" if advice else ""))
+            error = self.unreachable(said(every_node(result.skipped),
+                                          *(("; ", advice) if advice else ())))
             error.declined = list(result.skipped)
             raise error
         return result
@@ -54,7 +55,7 @@ class TensorRTFlowPass(ScatterPass):
 
     def unreachable(self, why: str) -> ConversionError:
         """The error for a model this pass cannot bring to what the TensorRT version takes."""
-        return ConversionError(f"cannot prepare for TensorRT {self.trt_version}: {why}",
+        return ConversionError(said(f"cannot prepare for TensorRT {self.trt_version}: ", why),
                                parameters=("trt_version", "fix_dims"))
 
 
@@ -87,7 +88,7 @@ def lower_tensorrt_safe(node: ir.Node, scope: Scope, names: ModelNames, trt_vers
     if blocker is not None:
         if model is not None and blocker.startswith(net.NOT_STATIC):
             blocker += ": " + count_fix(model, node, scope.opset)
-        raise Decline(f"{why}; it {UNLOWERABLE} either: {blocker}")
+        raise Decline(said(f"{why}; it {UNLOWERABLE} either: ", blocker))
     nodes, out = net.lower_reduction_network(
         node, scope.opset, seg.Names(names.taken, prefix="trt")
     )
@@ -119,8 +120,8 @@ def count_fix(model: ir.Model, node: ir.Node, opset: int) -> str:
 
     dims = dims_that_fix(model, node, lambda twin: network_blocker(twin, opset) is None)
     if dims:
-        sizes = ", ".join(f"'{name}': SIZE" for name in dims)
-        return f"fix {', '.join(dims)} to the size you run: fix_dims={{{sizes}}}"
+        return said(f"fix {', '.join(dims)} to the size you run: ",
+                    param("fix_dims", {name: "SIZE" for name in dims}))
     return no_fixed_count(model, node)
 
 
@@ -131,6 +132,7 @@ def no_fixed_count(model: ir.Model, node: ir.Node) -> str:
     source = data_sized_source(model, node.inputs[1:3])
     if source is not None:
         label = f" '{source.name}'" if source.name else ""
-        return (f"it counts what {source.op_type}{label} finds in the data, so no fix_dims= "
-                "makes it static")
-    return "it does not follow from the model's input dimensions, so no fix_dims= makes it static"
+        return said(f"it counts what {source.op_type}{label} finds in the data, so no ",
+                    param("fix_dims"), " makes it static")
+    return said("it does not follow from the model's input dimensions, so no ", param("fix_dims"),
+                " makes it static")

@@ -13,6 +13,7 @@ from scatter_rewrite.passes.tensorrt_flow import (
 )
 from scatter_rewrite.targets.tensorrt.parser import PARSER_MAX_OPSET, PARSES_TENSORSCATTER
 from scatter_rewrite.passes.to_scatternd import Decline, ModelNames, infer_missing_shapes
+from scatter_rewrite.said import message_of, said
 
 __all__ = ["has_tensor_scatter", "LowerTensorScatterPass"]
 
@@ -63,9 +64,9 @@ class LowerTensorScatterPass(TensorRTFlowPass):
                     self.skip(
                         ts,
                         ts_scope,
-                        f"not lowered: moving the model to opset {target} needs the {len(lacking)} "
-                        f"max/min scatter(s) lowered too, and {describe(node, scope)} "
-                        f"{UNLOWERABLE}: {reason}",
+                        said(f"not lowered: moving the model to opset {target} needs the "
+                             f"{len(lacking)} max/min scatter(s) lowered too, and "
+                             f"{describe(node, scope)} {UNLOWERABLE}: ", reason),
                     )
                 return
             names = ModelNames(model)
@@ -75,7 +76,8 @@ class LowerTensorScatterPass(TensorRTFlowPass):
                                                  f"opset {target} has no max/min reduction")
                 except Decline as reason:
                     for ts, ts_scope in found:
-                        self.skip(ts, ts_scope, f"not lowered: {describe(node, scope)}: {reason}")
+                        self.skip(ts, ts_scope, said(f"not lowered: {describe(node, scope)}: ",
+                                                     message_of(reason)))
                     return
                 self.rewrote(node, scope, detail)
 

@@ -57,6 +57,7 @@ from scatter_rewrite.type_inference import (
 from scatter_rewrite.passes.inline_if import inline_ifs_hiding_rank
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.limits import REDUCTIONS_SINCE
+from scatter_rewrite.said import Placeholder, call, message_of, said
 
 __all__ = [
     "call_site_values", "const_array", "convert_to_scatternd", "Coordinates", "coordinates",
@@ -346,9 +347,9 @@ def convert_to_scatternd(model: ir.Model, node: ir.Node, scope: Scope, names: Mo
     if reduction not in REDUCTIONS_SINCE:
         raise Decline(f"unknown reduction {reduction!r}")
     if scope.opset < REDUCTIONS_SINCE[reduction]:
-        raise Decline(f"ScatterND has reduction={reduction!r} only from opset "
-                      f"{REDUCTIONS_SINCE[reduction]} (the model has {scope.opset}); run "
-                      f"scatter_rewrite.upgrade(model, opset={REDUCTIONS_SINCE[reduction]}) first")
+        raise Decline(said(f"ScatterND has reduction={reduction!r} only from opset "
+                           f"{REDUCTIONS_SINCE[reduction]} (the model has {scope.opset}); run ",
+                           call("upgrade", opset=REDUCTIONS_SINCE[reduction]), " first"))
     found = scatter_elements_rank_axis(model, node, scope)
     if isinstance(found, str):
         raise Decline(found)
@@ -459,9 +460,10 @@ class ToScatterNDPass(ScatterPass):
                 try:
                     self.rewrote(node, scope, convert_to_scatternd(model, node, scope, names))
                 except Decline as reason:
-                    self.skip(node, scope, str(reason))
+                    self.skip(node, scope, message_of(reason))
             elif node.op_type in ("Scatter", "TensorScatter"):
-                call = "upgrade(model)" if node.op_type == "Scatter" else "lower(model, opset=N)"
-                self.skip(node, scope, f"{node.op_type} is not converted here: run scatter_rewrite."
-                                       f"{call} first (scatter_rewrite.prepare_for_tensorrt(model) "
-                                       "does both)")
+                first = call("upgrade") if node.op_type == "Scatter" else \
+                    call("lower", opset=Placeholder("N"))
+                self.skip(node, scope, said(f"{node.op_type} is not converted here: run ", first,
+                                            " first (", call("prepare_for_tensorrt"),
+                                            " does both)"))

@@ -26,6 +26,7 @@ from scatter_rewrite.graph import (
 from scatter_rewrite.opset import MIN_IR_VERSION, needs_conversion, opset_note
 from scatter_rewrite.passes.base import NodeNote, ScatterPassResult, ScatterPass
 from scatter_rewrite.spec import check_scatter_proto
+from scatter_rewrite.said import param, said
 
 __all__ = ["has_rejected_scatter", "has_scatter", "upgrade_proto", "upgrade_steps", "UpgradePass"]
 
@@ -37,8 +38,8 @@ def checked_upgrade(where: str, bfloat16: bool, target: int, shapes: dict[str, l
     only from ScatterElements-13, and the spec's shapes (:func:`checked_axis`); the axis
     normalized (None: a reference to a function's attribute, kept as it is)."""
     if bfloat16 and target < 13:
-        raise InvalidModelError(f"{where}: bfloat16 data needs ScatterElements-13; pass opset=13",
-                                parameters=("opset",))
+        raise InvalidModelError(said(f"{where}: bfloat16 data needs ScatterElements-13; pass ",
+                                     param("opset", 13)), parameters=("opset",))
     return None if axis is None else checked_axis(where, shapes, axis)
 
 

@@ -91,7 +91,8 @@ from scatter_rewrite.readiness.judges import judge_by_support, judge_opset
 from scatter_rewrite.readiness.report import CheckReport, Finding
 from scatter_rewrite.readiness.tensorrt import TensorrtTwins, judge_tensorrt
 from scatter_rewrite.spec import scatter_node_problem
-from scatter_rewrite.verbs import cli_commands
+from scatter_rewrite.said import Call, param, said
+from scatter_rewrite.verbs import command, spoken
 
 __all__ = ["check", "check_report", "parse_target", "OPSET_TARGET_FLOOR"]
 
@@ -148,8 +149,10 @@ def _with_fixed_dims(report: CheckReport, path, kind: str, version) -> None:
     that does not reach the target (:func:`_blame`)."""
     import re
 
-    dims = list(dict.fromkeys(name for f in report.findings if f.fix
-                              for name in re.findall(r"--fix-dim (\S+)=SIZE", f.fix)))
+    dims = list(dict.fromkeys(name for f in report.findings if f.remedy is not None
+                              for part in f.remedy.parts if isinstance(part, Call)
+                              for option, sizes in part.arguments if option == "fix_dims"
+                              for name in sizes))
     if not dims:
         return
     fixed = dry_run(path, kind, version, fix_dims={name: _TRIED_SIZE for name in dims})
@@ -213,11 +216,11 @@ def _blame(report: CheckReport, model: ir.Model) -> None:
         if not any(reason in b for b in finding.blockers):
             finding.blockers.append(f"{run.command} refuses it: {reason}")
         if finding.fix == run.command:
-            finding.fix = None  # (a fix with options, --fix-dim, is another command: kept)
+            finding.remedy = None  # (a fix with options, --fix-dim, is another command: kept)
     for finding in report.findings:
         if finding.node not in reasons and finding.fix == run.command:
             finding.blockers.append(f"{run.command} stops at another node")
-            finding.fix = None
+            finding.remedy = None
 
 
 def _is_custom_scatter(node: ir.Node) -> bool:
@@ -240,9 +243,9 @@ def parse_target(target: str) -> tuple[str, object]:
     if m and OPSET_TARGET_FLOOR <= int(m.group(1)) <= highest_opset():
         return "opset", int(m.group(1))
     if m:
-        raise OptionError(f"target={target!r} is out of range: pick opset-{OPSET_TARGET_FLOOR} "
-                          f"to opset-{highest_opset()} (the highest this onnx defines)",
-                          parameters=("target",))
+        raise OptionError(said(param("target", target), " is out of range: pick "
+                               f"opset-{OPSET_TARGET_FLOOR} to opset-{highest_opset()} (the "
+                               "highest this onnx defines)"), parameters=("target",))
     found = get_target(t)  # (an unknown name: the error names every registered one)
     return found.family, found.name
 
@@ -316,10 +319,10 @@ def _findings(model: ir.Model, kind: str, version, borrowed) -> list[Finding]:
         if accumulating is not None:
             finding.notes.append(accumulating)
         if (mean := mean_export_suspect(node, finding.reduction)) is not None:
-            finding.notes.append(cli_commands(mean))  # (check says commands, as its fixes)
+            finding.notes.append(spoken(mean, {}))  # (check says commands, as its fixes)
         if id(node) in repairable:
             finding.notes.append(REPAIR_NOTE)
-            finding.fix = finding.fix or "scatter-rewrite repair"
+            finding.remedy = finding.remedy or command("repair")
         findings.append(finding)
     return findings
 
@@ -352,9 +355,9 @@ def _specializing_fix(f: Finding, kind: str, version) -> None:
     verb = fix_command(kind, version)
     if verb is None:
         return
-    f.fix = verb
-    f.notes.append(f"{verb} gives the function one copy per call, each with the value its call "
-                   "passes, and rewrites them where it can: check its output")
+    f.remedy = verb
+    f.notes.append(f"{spoken(verb, {})} gives the function one copy per call, each with the value "
+                   "its call passes, and rewrites them where it can: check its output")
 
 
 def judged_by(target) -> Callable[[ir.Node, Any, Finding, Any], None]:

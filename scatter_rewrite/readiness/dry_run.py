@@ -13,7 +13,8 @@ from pathlib import Path
 
 from scatter_rewrite.errors import internal_error_message
 from scatter_rewrite.readiness.report import DryRun
-from scatter_rewrite.verbs import cli_commands
+from scatter_rewrite.said import Said
+from scatter_rewrite.verbs import spoken
 
 __all__ = ["dry_run", "fix_command", "target_name", "target_verb"]
 
@@ -36,17 +37,18 @@ def target_verb(kind: str, version) -> tuple[str, dict] | None:
     return None if found is None else (found[0], dict(found[1]))
 
 
-def fix_command(kind: str, version) -> str | None:
-    """:func:`target_verb` as the command line writes it."""
-    from scatter_rewrite.verbs import VERBS
+def fix_command(kind: str, version, fix_dims: list[str] | None = None) -> Said | None:
+    """:func:`target_verb` as the call a finding names (``fix_dims``: with those dimensions fixed
+    first, to a SIZE the user picks), which the command line says as its command."""
+    from scatter_rewrite.verbs import VERBS, command
 
     found = target_verb(kind, version)
     if found is None:
         return None
-    verb = VERBS[found[0]]
-    options = verb.bind(found[1], cli=True)
-    flags = " ".join(f"{o.cli_flag} {options[o.name]}" for o in verb.options if o.name in found[1])
-    return f"scatter-rewrite {verb.command} {flags}"
+    options = VERBS[found[0]].bind(found[1], cli=True)
+    given = {name: options[name] for name in found[1]}
+    return command(found[0], **given, **({"fix_dims": dict.fromkeys(fix_dims, "SIZE")}
+                                         if fix_dims else {}))
 
 
 def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False,
@@ -71,8 +73,7 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False,
     name, given = found
     verb = VERBS[name]
     options = verb.bind(given | ({"fix_dims": fix_dims} if fix_dims else {}), cli=True)
-    run = DryRun(" ".join([fix_command(kind, version),
-                           *(f"--fix-dim {dim}=SIZE" for dim in fix_dims or ())]))
+    run = DryRun(spoken(fix_command(kind, version, list(fix_dims or ())), {}))
     source = Path(path)
     try:
         proto = load_proto(source)
@@ -88,7 +89,7 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False,
             unrunnable = (unrunnable_unvalidated(name, options, destination)
                           if outcome.modified else None)
         if unrunnable is not None:
-            run.error = cli_commands(unrunnable)
+            run.error = spoken(unrunnable, {})
             return run
     except ScatterRewriteError as e:
         # (said as the command line says it, as run.command is: --max-intermediate-mib 354)

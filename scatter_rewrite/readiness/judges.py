@@ -13,6 +13,7 @@ from scatter_rewrite.limits import OPSET_FLOOR
 from scatter_rewrite.readiness.dry_run import fix_command
 from scatter_rewrite.readiness.report import Finding
 from scatter_rewrite.spec import REDUCTIONS_SINCE
+from scatter_rewrite.verbs import command
 
 __all__ = ["judge_by_support", "judge_opset", "unknown_reduction"]
 
@@ -27,21 +28,21 @@ def judge_by_support(node: ir.Node, f: Finding, target) -> None:
         # the one rule of every target: the checker rejects it, and the target's verb upgrades it
         f.blockers.append(f"Scatter is deprecated from opset {OPSET_FLOOR} (the checker and "
                           f"onnxruntime reject it at {f.opset})")
-        f.fix = fix_command(target.family, target.name)
+        f.remedy = fix_command(target.family, target.name)
         return
     reduction = f.reduction or "none"
     if target.supports(node.op_type, reduction, f.data_type, f.indices_type):
         fault = target.node_fault(node, f.data_type) if target.node_fault is not None else None
         if fault is not None:  # (a form it runs, wrong for this node: MNN's ScatterND 2-tuples)
             f.blockers.append(fault)
-            f.fix = fix_command(target.family, target.name)
+            f.remedy = fix_command(target.family, target.name)
         return
     what = node.op_type + (f" reduction={reduction}" if reduction != "none" else "")
     on = f" on {f.data_type} data" if f.data_type else ""
     f.blockers.append(f"{target.name} does not run {what}{on}"
                       + (" (it runs no scatter)" if target.scatter_free else ""))
     f.notes += [f"{target.name}: {wrong}" for wrong in target.gets_wrong]
-    f.fix = fix_command(target.family, target.name)
+    f.remedy = fix_command(target.family, target.name)
 
 
 def judge_opset(node: ir.Node, f: Finding, n: int) -> None:
@@ -52,7 +53,7 @@ def judge_opset(node: ir.Node, f: Finding, n: int) -> None:
         f.blockers.append(f"opset {f.opset}: a runtime at opset {n} does not load it")
         # (lower leaves a referenced reduction alone)
         if not (f.reduction or "").startswith("@") and n >= OPSET_FLOOR:
-            f.fix = f"scatter-rewrite lower --opset {n}"
+            f.remedy = command("lower", opset=n)
 
 
 def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
@@ -61,12 +62,12 @@ def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
         if n >= OPSET_FLOOR:
             f.blockers.append(f"Scatter is deprecated from opset {OPSET_FLOOR} (the checker and "
                               f"onnxruntime reject it at {n})")
-            f.fix = f"scatter-rewrite upgrade --opset {n}"
+            f.remedy = command("upgrade", opset=n)
         return
     if op == "TensorScatter":
         if n < 24:
             f.blockers.append("TensorScatter exists from opset 24 only")
-            f.fix = f"scatter-rewrite lower --opset {n}" if OPSET_FLOOR <= n <= 23 else None
+            f.remedy = command("lower", opset=n) if OPSET_FLOOR <= n <= 23 else None
         return
     if n < OPSET_FLOOR:
         f.blockers.append(f"{op} exists from opset {OPSET_FLOOR} only")
@@ -76,7 +77,7 @@ def _opset_lacks(node: ir.Node, f: Finding, n: int) -> None:
     first = REDUCTIONS_SINCE.get(reduction)
     if first is not None and n < first:
         f.blockers.append(f"{op} reduction={reduction} exists from opset {first} only")
-        f.fix = f"scatter-rewrite lower --opset {n}"
+        f.remedy = command("lower", opset=n)
 
 
 def unknown_reduction(f: Finding, question: str) -> bool:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from scatter_rewrite.verbs import python_call
+from scatter_rewrite.said import Said
+from scatter_rewrite.verbs import spoken
 
 __all__ = ["BLOCKED", "CheckReport", "DryRun", "FIXABLE", "Finding", "INVALID", "READY", "STATUSES",
            "UNREADABLE", "SCHEMA_VERSION", "json_document"]
@@ -24,7 +25,9 @@ class Finding:
     data_type: str | None
     indices_type: str | None
     blockers: list[str] = dataclasses.field(default_factory=list)
-    fix: str | None = None  # the command that removes the blockers (None: none known)
+    # the call that removes the blockers, as data (scatter_rewrite.said: verbs.command), which
+    # ``fix`` and ``python_fix`` say; None: none known
+    remedy: Said | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -32,12 +35,19 @@ class Finding:
         return bool(self.blockers)
 
     @property
+    def fix(self) -> str | None:
+        """The command that removes the blockers: ``scatter-rewrite lower --opset 13``."""
+        return None if self.remedy is None else spoken(self.remedy, {})
+
+    @property
     def python_fix(self) -> str | None:
         """``fix`` as a Python call: ``scatter_rewrite.lower(model, opset=13)``."""
-        return python_call(self.fix)
+        return None if self.remedy is None else str(self.remedy)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"blocked": self.blocked, "python_fix": self.python_fix}
+        said = {("fix" if k == "remedy" else k): (self.fix if k == "remedy" else v)
+                for k, v in dataclasses.asdict(self).items()}
+        return said | {"blocked": self.blocked, "python_fix": self.python_fix}
 
 
 # A model's verdict on a target (CheckReport.status): READY as it is; FIXABLE, not ready as it is

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from scatter_rewrite.errors import ScatterRewriteError
 from scatter_rewrite.graph import is_default_domain, iter_nodes
 from scatter_rewrite.passes.fix_dims import FixDimsPass, data_sized_source, dims_reaching
 from scatter_rewrite.passes.lowering.network_reduce import NOT_STATIC, network_blocker
@@ -23,7 +22,8 @@ from scatter_rewrite.readiness.report import Finding
 from scatter_rewrite.targets.tensorrt.facts import PARSES_TENSORSCATTER, PLUGIN_TYPES
 from scatter_rewrite.targets.tensorrt.parser import CARRIED_DATA_TYPES, no_tensor_type
 from scatter_rewrite.type_inference import annotate_functions_with, restore_types
-from scatter_rewrite.verbs import said_with_flags
+from scatter_rewrite.said import Said, said
+from scatter_rewrite.verbs import command, spoken
 
 __all__ = ["TensorrtTwins", "judge_tensorrt"]
 
@@ -75,8 +75,8 @@ def _static_dims(value: ir.Value | None):
 
 def judge_tensorrt(node: ir.Node, f: Finding, version: str, inlined: TensorrtTwins) -> None:
     """Fill ``f`` (blockers, notes, fix) for ``node`` on TensorRT ``version``."""
-    fix = f"scatter-rewrite tensorrt --trt-version {version}"
-    fix_options: list[str] = []  # what the fix command needs besides the version (--fix-dim ...)
+    fix = command("tensorrt", trt_version=version)
+    fix_options: list[str] = []  # the dimensions the fix fixes first (--fix-dim NAME=SIZE)
     # A custom-domain node is judged as the ONNX op the parser imports it as; our passes rewrite
     # default-domain nodes only, so its fix is on the model it was lowered from.
     rewritable = is_default_domain(node)
@@ -100,21 +100,23 @@ def judge_tensorrt(node: ir.Node, f: Finding, version: str, inlined: TensorrtTwi
                                                    data_type)
     _above_parser_opset(f, version, None)
     if f.blockers:
-        f.fix = " ".join([fix, *fix_options]) if fixable else None
+        dims = {"fix_dims": dict.fromkeys(fix_options, "SIZE")} if fix_options else {}
+        f.remedy = command("tensorrt", trt_version=version, **dims) if fixable else None
         if not rewritable:
-            f.notes.append(f"scatter-rewrite rewrites default-domain nodes only: run {fix} on the "
-                           "model before it was lowered to custom-domain nodes")
+            f.notes.append(f"scatter-rewrite rewrites default-domain nodes only: run "
+                           f"{spoken(fix, {})} on the model before it was lowered to "
+                           "custom-domain nodes")
         elif not fixable:
             f.notes.append(f"no exact rewrite TensorRT {version} accepts is known for this node")
 
 
-def _judge_tensorrt_other_scatter(op: str, f: Finding, version: str, fix: str) -> None:
+def _judge_tensorrt_other_scatter(op: str, f: Finding, version: str, fix: Said) -> None:
     """The deprecated Scatter (the parser expects ScatterElements) and TensorScatter (parsed from
     onnx-tensorrt 10.15 on)."""
     if op == "Scatter":
         f.blockers.append("deprecated Scatter (replaced by ScatterElements from opset 11): "
                           "TensorRT's parser expects ScatterElements")
-        f.fix = f"scatter-rewrite upgrade (or {fix})"
+        f.remedy = said(command("upgrade"), " (or ", fix, ")")
     elif version in PARSES_TENSORSCATTER:
         f.notes.append(f"TensorRT {version}'s parser imports TensorScatter (onnx-tensorrt 10.15 "
                        "and later)")
@@ -122,7 +124,8 @@ def _judge_tensorrt_other_scatter(op: str, f: Finding, version: str, fix: str) -
     else:
         f.blockers.append("TensorScatter (opset 24) is not supported by TensorRT's ONNX parser "
                           "before 10.15")
-        f.fix = f"{fix} (lowers it to ScatterElements; or scatter-rewrite lower --opset 20)"
+        f.remedy = said(fix, " (lowers it to ScatterElements; or ", command("lower", opset=20),
+                        ")")
 
 
 def _judge_tensorrt_data_type(f: Finding, version: str, fixable: bool) -> bool:
@@ -211,7 +214,7 @@ def _block_dims_over_data(node: ir.Node, f: Finding) -> None:
                               "dimensions must be less than data dimensions!'")
 
 
-def _above_parser_opset(f: Finding, version: str, fix: str | None) -> None:
+def _above_parser_opset(f: Finding, version: str, fix: Said | None) -> None:
     """Block ``f`` when its opset is above the highest TensorRT ``version``'s parser documents (the
     scatter's own schema is then one the parser does not know); ``fix``: set as its fix."""
     from scatter_rewrite.targets.tensorrt.parser import PARSER_MAX_OPSET as MAX_OPSET
@@ -219,7 +222,7 @@ def _above_parser_opset(f: Finding, version: str, fix: str | None) -> None:
     if f.opset > MAX_OPSET[version]:
         f.blockers.append(f"opset {f.opset}: TensorRT {version}'s parser documents opsets up to "
                           f"{MAX_OPSET[version]}")
-        f.fix = fix or f.fix
+        f.remedy = fix or f.remedy
 
 
 def _lowerable(node: ir.Node, f: Finding, inlined: TensorrtTwins, fix_options: list[str]) -> bool:
@@ -240,17 +243,15 @@ def _lowerable(node: ir.Node, f: Finding, inlined: TensorrtTwins, fix_options: l
         return True
     dims = _fixing_dims(inlined, node, f.opset) if reason.startswith(NOT_STATIC) else []
     if dims:
-        fix_options += [f"--fix-dim {name}=SIZE" for name in dims
-                        if f"--fix-dim {name}=SIZE" not in fix_options]
+        fix_options += [name for name in dims if name not in fix_options]
         f.notes.append(f"{lowers} once the number of updates is static: fix {', '.join(dims)} with "
                        "--fix-dim")
         return True
     if reason.startswith(NOT_STATIC):
         reason += ": " + no_fixed_count(inlined.model, node)
     # (check's notes speak the command line, as its fix does: fix_dims= -> --fix-dim)
-    said = said_with_flags(ScatterRewriteError(reason, parameters=("fix_dims",)),
-                           {"fix_dims": "--fix-dim"})
-    f.notes.append(f"cannot be lowered TensorRT-safely: {said}")
+    f.notes.append(spoken(said("cannot be lowered TensorRT-safely: ", reason),
+                          {"fix_dims": "--fix-dim"}))
     return False
 
 

@@ -5,7 +5,8 @@ A target says which default-domain opsets it loads, which scatter forms it runs 
 reductions, data and index types, shape limits: :class:`ScatterSupport`), what it silently gets
 wrong, where that is published (``sources``, also in docs/targets.md), the ONNX ops it runs as
 its maker publishes them (``ops``: an :class:`OpTable`, most stored in ``op_tables/*.json``), and
-the passes that bring a model there as a function of ``prepare``'s options. One module per target family in this package
+how ``prepare`` brings a model there, as data (a verb's list, or a :class:`Preparation`, which
+passes/lists.py builds into passes). One module per target family in this package
 (``tensorrt.py``, ``opset.py``, ``no_scatter.py``, ``ort_cpu.py``, ...) calls
 :func:`register_target` at import; :func:`get_target` and :func:`targets` import every module of
 the package on first use, so that a new family is one new file.
@@ -26,8 +27,10 @@ from typing import Any
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.limits import DEFAULT_DOMAINS
+from scatter_rewrite.said import param, said
 
-__all__ = ["ALL_REDUCTIONS", "NO_PATH", "SCATTER_DATA_TYPES", "Judge", "OpTable", "ScatterSupport", "Target", "TARGETS",
+__all__ = ["ALL_REDUCTIONS", "NO_PATH", "SCATTER_DATA_TYPES", "Judge", "OpTable", "Preparation", "ScatterSupport",
+           "Target", "TARGETS",
            "TARGETS_HELP", "get_target", "op_table_file", "register_target", "target_names", "target_names_help",
            "targets"]
 
@@ -149,6 +152,38 @@ Judge = tuple[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
+class Preparation:
+    """How ``prepare --target T`` brings a model to a target no verb of its own reaches, as data
+    (scatter_rewrite.passes.lists.target_passes builds the passes, in this order): the deprecated
+    Scatter upgraded, the scatters rewritten, the float comparisons rewritten, the opset moved
+    down; ``--max-intermediate-mib`` bounds the forms."""
+
+    # which scatters are rewritten: "unsupported" (those ``runs`` does not cover or ``node_fault``
+    # finds wrong: passes/no_scatter.py's TargetScattersPass), "all" (every one, in its cheapest
+    # scatter-free form: NoScatterPass), "mask" (every one in the mask form alone, ``no_sort``
+    # saying why the sort form is not written: passes/mask_forms.py)
+    scatters: str = "unsupported"
+    # when the deprecated Scatter is upgraded first: "any" (wherever there is one; functions whose
+    # scatters read a function attribute specialized too), "rejected" (only where the checker
+    # rejects it, at opset 11 or later)
+    upgrade: str = "any"
+    # each scatter's constant index chain evaluated into one constant just before the rewrite
+    # (passes/constant_indices.py)
+    constant_indices: bool = False
+    # ShapeWriting's fields that differ from its defaults (passes/lowering/scatter_free.py)
+    writing: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    # float max/min always in the sort form (its values pass through no Where)
+    sort_float_minmax: bool = False
+    no_sort: str = ""  # scatters="mask": why the sort form is not written
+    # the float Less/Equal/IsNaN the target computes wrongly rewritten (passes/float_comparisons.py),
+    # a model below opset 12 moved there first for the reason said here; "": not rewritten
+    float_comparisons: str = ""
+    # the highest opset the target loads, and why (said after the opset): a model above it moved
+    # down after the rewrite; None: no such move
+    max_opset: tuple[int, str] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Target:
     """A runtime a model is checked for and prepared for."""
 
@@ -161,14 +196,15 @@ class Target:
     runs: tuple[ScatterSupport, ...]
     gets_wrong: tuple[str, ...] = ()  # what it silently computes wrongly (said in docs and check)
     sources: tuple[str, ...] = ()  # URLs or citations for the above
-    # The passes that bring a model there: called with the ``prepare`` options named in
-    # ``options`` (checked values); None: no verb reaches the target (check says what blocks).
-    passes: Callable[..., list] | None = None
-    # The ``prepare`` options this target takes (their names in verbs.py); another one given to
-    # ``prepare --target`` is a usage error.
+    # How prepare brings a model there when no verb of its own does (``verb`` None); neither:
+    # nothing reaches the target (check says what blocks).
+    preparation: Preparation | None = None
+    # The ``prepare`` options this target takes (their names in verbs.py), handed to its passes;
+    # another one given to ``prepare --target`` is a usage error.
     options: tuple[str, ...] = ()
-    # The verb check names as the fix, and its options: ("tensorrt", {"trt_version": "10"}) for
-    # tensorrt-10, ("lower", {"opset": 13}) for opset-13; None: ("prepare", {"target": name}).
+    # The verb whose passes bring a model there, and its options: ("tensorrt", {"trt_version":
+    # "10"}) for tensorrt-10, ("lower", {"opset": 13}) for opset-13; check names it as the fix.
+    # None: the ``preparation``, named as ("prepare", {"target": name}).
     verb: tuple[str, Mapping[str, Any]] | None = None
     # check's per-node judgement when the target has one of its own (TensorRT's, opset-N's); None:
     # judged from ``runs`` and ``opsets`` (readiness.judges.judge_by_support).
@@ -198,7 +234,7 @@ class Target:
     def fix_verb(self) -> tuple[str, Mapping[str, Any]] | None:
         """The verb and options that bring a model to this target, as ``check`` names them (None:
         no verb does)."""
-        if self.passes is None:
+        if self.verb is None and self.preparation is None:
             return None
         return self.verb or ("prepare", {"target": self.name})
 
@@ -263,10 +299,10 @@ def get_target(name: str) -> Target:
     known ones otherwise."""
     found = targets().get(name.strip().lower())
     if found is None and name.strip().lower() in NO_PATH:
-        raise OptionError(f"target={name!r}: {NO_PATH[name.strip().lower()]}",
+        raise OptionError(said(param("target", name), f": {NO_PATH[name.strip().lower()]}"),
                           parameters=("target",))
     if found is None:
-        raise OptionError(f"target={name!r} is unknown: pick {target_names_help()}",
+        raise OptionError(said(param("target", name), f" is unknown: pick {target_names_help()}"),
                           parameters=("target",))
     return found
 

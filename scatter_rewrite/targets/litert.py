@@ -49,7 +49,7 @@ from __future__ import annotations
 
 __all__: list[str] = []  # (registers its target at import; nothing else to use)
 
-from scatter_rewrite.targets import Target, op_table_file, register_target
+from scatter_rewrite.targets import Preparation, Target, op_table_file, register_target
 from scatter_rewrite.targets.runtimes import Runtime
 
 
@@ -57,22 +57,6 @@ from scatter_rewrite.targets.runtimes import Runtime
 # 23: an opset-24 model is not simplified (onnxsim fails on it), and its computed shapes reach the
 # converter unfolded, where a TensorScatter's prepared positions came out silently wrong.
 ONNX2TF_MAX_OPSET = 23
-
-
-def _passes(max_intermediate_mib: int | None = None) -> list:
-    from scatter_rewrite.passes.constant_indices import ConstantIndicesPass
-    from scatter_rewrite.passes.move_opset import MoveOpsetPass
-    from scatter_rewrite.passes.lowering.scatter_free import ShapeWriting
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
-
-    # (a model above opset 23 moved down, exactly, after its scatters are rewritten)
-    return [*target_passes("litert", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
-                           preceded_by=(ConstantIndicesPass(),),
-                           writing=ShapeWriting(flatten=False, computed_expands=False,
-                                                segment_tree=False)),
-            MoveOpsetPass(ONNX2TF_MAX_OPSET, only_down=True,
-                          why=f" (onnx2tf 1.29.24's onnxruntime 1.23 loads opsets up to "
-                              f"{ONNX2TF_MAX_OPSET})")]
 
 
 register_target(Target(
@@ -88,7 +72,14 @@ register_target(Target(
     sources=("measured: onnx2tf 1.29.24, tensorflow 2.19.0, ai-edge-litert 2.1.0 "
              "(tests/targets/test_litert.py)",
              "onnx2tf/ops/ScatterElements.py (reduction none only), onnx2tf/ops/ScatterND.py"),
-    passes=_passes, options=("max_intermediate_mib",), ops=op_table_file("litert"),
+    # (constant index chains folded first; a model above opset 23 moved down, exactly, after its
+    # scatters are rewritten)
+    preparation=Preparation(
+        constant_indices=True,
+        writing={"flatten": False, "computed_expands": False, "segment_tree": False},
+        max_opset=(ONNX2TF_MAX_OPSET, f"onnx2tf 1.29.24's onnxruntime 1.23 loads opsets up to "
+                                      f"{ONNX2TF_MAX_OPSET}")),
+    options=("max_intermediate_mib",), ops=op_table_file("litert"),
     # (onnx2tf pins onnx, onnxruntime, numpy and tensorflow exactly: a venv of its own)
     runner=Runtime("LiteRT", "run_litert.py", None,
                    "a venv of onnx2tf's own: tests/runtimes/setup_venvs.sh onnx2tf builds one")))

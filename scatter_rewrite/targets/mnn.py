@@ -35,11 +35,17 @@ rewrites, with the reason.
 
 from __future__ import annotations
 
-__all__: list[str] = []  # (registers its target at import; nothing else to use)
+__all__ = ["COMPARISONS", "comparison_fault"]  # (and registers its target at import)
 
-from scatter_rewrite.targets import ScatterSupport, Target, op_table_file, register_target
+from typing import Any
+
+from scatter_rewrite.targets import (
+    Preparation, ScatterSupport, Target, op_table_file, register_target,
+)
 from scatter_rewrite.targets.runtimes import Runtime
 
+# the comparisons MNN 3.6.1 gets wrong for floats (below)
+COMPARISONS = frozenset({"Less", "Equal", "IsNaN"})
 _RUNS = (ScatterSupport("ScatterElements", frozenset({"none"})),
          ScatterSupport("ScatterND", frozenset({"none"}),
                         limits="index tuples of length 1 or of the data's rank"),
@@ -54,9 +60,27 @@ _FAULTS = {
 }
 
 
-def _node_fault(node, dtype: str | None) -> str | None:
-    from scatter_rewrite.passes.float_comparisons import comparison_fault
+def comparison_fault(node: Any, dtype: str | None) -> str | None:
+    """How ``prepare --target mnn`` rewrites a comparison MNN computes wrongly
+    (passes/float_comparisons.py writes it; ``check`` says it), or None where MNN is right;
+    ``dtype``: the element type of its operands (None: unknown)."""
+    from scatter_rewrite.graph import FLOAT_TYPES, is_default_domain  # (loading targets reads no onnx)
 
+    if not is_default_domain(node) or node.op_type not in COMPARISONS:
+        return None
+    if len(node.inputs) != (1 if node.op_type == "IsNaN" else 2) or None in node.inputs:
+        return None
+    floats = dtype in {t.name for t in FLOAT_TYPES}
+    if node.op_type == "Less" and (floats or dtype is None):
+        return "float Less(a, b): written as Greater(b, a)"
+    if node.op_type == "Equal" and floats:
+        return "float Equal(a, b): written as And(GreaterOrEqual(a, b), LessOrEqual(a, b))"
+    if node.op_type == "IsNaN" and (floats or dtype is None):
+        return "IsNaN(x): written as Not(GreaterOrEqual(x, x))"
+    return None
+
+
+def _node_fault(node, dtype: str | None) -> str | None:
     if node.op_type == "ScatterND":
         return _scatter_nd_fault(node)
     said = comparison_fault(node, dtype)
@@ -70,7 +94,7 @@ def _scatter_nd_fault(node) -> str | None:
     a higher rank (rows of slices written to the wrong places; 1-tuples, and tuples of data's
     rank, were right). Unknown lengths or ranks count as wrong: the rewrite is exact anyway."""
     from scatter_rewrite.graph import attr
-    from scatter_rewrite.passes.lowering.segment_reduce import index_tuple_length
+    from scatter_rewrite.index_tuples import index_tuple_length
 
     if attr(node, "reduction", "none") != "none" or len(node.inputs) < 2:
         return None  # (a reduction: not run at all, said from runs)
@@ -82,24 +106,6 @@ def _scatter_nd_fault(node) -> str | None:
     return (f"MNN 3.6.1 writes a ScatterND of {k or 'unknown-length'}-tuples into data of rank "
             f"{rank if rank is not None else 'unknown'} wrongly (1-tuples, and tuples of the "
             "data's rank, are right); prepare --target mnn writes it scatter-free")
-
-
-def _passes(max_intermediate_mib: int | None = None) -> list:
-    from scatter_rewrite.passes.compose import OnlyIf, Steps
-    from scatter_rewrite.passes.float_comparisons import (
-        ORDERED_SINCE, FloatComparisonsPass, needs_opset,
-    )
-    from scatter_rewrite.passes.move_opset import MoveOpsetPass
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, TargetScattersPass
-    from scatter_rewrite.passes.upgrade import has_rejected_scatter, upgrade_steps
-
-    scatters = TargetScattersPass("mnn", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB,
-                                  sort_float_minmax=True)
-    return [Steps(OnlyIf(has_rejected_scatter, upgrade_steps()), scatters, name=scatters.name),
-            OnlyIf(needs_opset, MoveOpsetPass(
-                ORDERED_SINCE, why="GreaterOrEqual/LessOrEqual, which replace MNN's wrong float "
-                                   "comparisons, exist from opset 12")),
-            FloatComparisonsPass("mnn")]
 
 
 register_target(Target(
@@ -118,7 +124,11 @@ register_target(Target(
              "its Python runtime, CPU (tests/targets/test_mnn.py)",
              "https://github.com/alibaba/MNN/tree/3.6.1/tools/converter/source/onnx (its ONNX "
              "op converters, listed by MNNConvert -f ONNX --OP)"),
-    passes=_passes, options=("max_intermediate_mib",), ops=op_table_file("mnn"),
+    preparation=Preparation(
+        upgrade="rejected", sort_float_minmax=True,
+        float_comparisons="GreaterOrEqual/LessOrEqual, which replace MNN's wrong float "
+                          "comparisons, exist from opset 12"),
+    options=("max_intermediate_mib",), ops=op_table_file("mnn"),
     node_fault=_node_fault,
     runner=Runtime("MNN", "run_mnn.py", "MNN", "pip install MNN",
                    int64_as_int32=True)))

@@ -22,16 +22,10 @@ from collections.abc import Callable
 __all__: list[str] = []  # (registers its targets at import; nothing else to use)
 
 from scatter_rewrite.limits import OPSET_FLOOR
-from scatter_rewrite.targets import OpTable, Target, op_table_file, register_target
+from scatter_rewrite.targets import OpTable, Preparation, Target, op_table_file, register_target
 
 _FORMS = ("exact scatter-free forms: Gather/GatherElements, Equal, Where, Reduce*, TopK, "
           "Concat/Slice/Range; no Loop")
-
-
-def _passes(max_intermediate_mib: int | None = None) -> list:
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, no_scatter_passes
-
-    return no_scatter_passes(max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
 
 
 # rknn-toolkit2 2.3.2's op list marks TopK "Not Supported": the sort form cannot be converted
@@ -43,24 +37,12 @@ SORT_FORM_UNCONVERTED = ("its only exact scatter-free form (sort) needs TopK, wh
 RKNN_MAX_OPSET = 19
 
 
-def _mask_passes(max_intermediate_mib: int | None = None) -> list:
-    from scatter_rewrite.passes.mask_forms import MaskFormPass
-    from scatter_rewrite.passes.move_opset import MoveOpsetPass
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, steps_for
-
-    # (a model above opset 19 moved down, exactly, after its scatters are rewritten)
-    return [*steps_for(MaskFormPass("rknn", SORT_FORM_UNCONVERTED,
-                                    max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)),
-            MoveOpsetPass(RKNN_MAX_OPSET, only_down=True,
-                          why=f" (rknn-toolkit2 2.3.2 converts opsets up to {RKNN_MAX_OPSET})")]
-
-
 def _scatter_free(name: str, summary: str, gets_wrong: tuple[str, ...],
                   sources: tuple[str, ...], ops: Callable[[], OpTable] | None = None,
-                  passes: Callable[..., list] = _passes) -> Target:
+                  preparation: Preparation = Preparation(scatters="all")) -> Target:
     return register_target(Target(
         name=name, family="no-scatter", summary=summary, opsets=(OPSET_FLOOR, None), runs=(),
-        gets_wrong=gets_wrong, sources=sources, passes=passes,
+        gets_wrong=gets_wrong, sources=sources, preparation=preparation,
         options=("max_intermediate_mib",), ops=ops))
 
 
@@ -82,4 +64,7 @@ _scatter_free(
     "rknn", "Rockchip RKNN (rknn-toolkit2): no usable scatter",
     ("reducing scatters are not converted (reported in airockchip/rknn-toolkit2#359)",),
     ("https://github.com/airockchip/rknn-toolkit2/issues/359",), op_table_file("rknn"),
-    _mask_passes)
+    # (a model above opset 19 moved down, exactly, after its scatters are rewritten)
+    Preparation(scatters="mask", no_sort=SORT_FORM_UNCONVERTED,
+                max_opset=(RKNN_MAX_OPSET, f"rknn-toolkit2 2.3.2 converts opsets up to "
+                                           f"{RKNN_MAX_OPSET}")))

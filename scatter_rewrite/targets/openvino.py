@@ -20,11 +20,11 @@ with NaN and -0.0/+0.0 included). Judged from those reports and the CPU plugin; 
 from __future__ import annotations
 
 from scatter_rewrite.targets import (
-    ALL_REDUCTIONS, ScatterSupport, Target, op_table_file, register_target,
+    ALL_REDUCTIONS, Preparation, ScatterSupport, Target, op_table_file, register_target,
 )
 from scatter_rewrite.targets.runtimes import Runtime
 
-__all__ = ["RUNS", "target_scatters_passes"]
+__all__ = ["RUNS", "RUNS_PREPARATION"]
 
 # every scatter but TensorScatter, any type OpenVINO's ONNX frontend reads
 RUNS = (
@@ -34,27 +34,9 @@ RUNS = (
 )
 
 
-def target_scatters_passes(name: str):
-    """The passes of a target that runs what its ``runs`` says: a deprecated Scatter the checker
-    rejects (opset 11 or later) upgraded first, as every target's verb does; the other scatters
-    rewritten."""
-    def passes(max_intermediate_mib: int | None = None) -> list:
-        from scatter_rewrite.passes.compose import OnlyIf, Steps
-        from scatter_rewrite.passes.no_scatter import (
-            DEFAULT_MAX_INTERMEDIATE_MIB, TargetScattersPass,
-        )
-        from scatter_rewrite.passes.upgrade import has_rejected_scatter, upgrade_steps
-
-        prepare = TargetScattersPass(name, max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
-        return [Steps(OnlyIf(has_rejected_scatter, upgrade_steps()), prepare, name=prepare.name)]
-
-    return passes
-
-
-def _npu_passes(max_intermediate_mib: int | None = None) -> list:
-    from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
-
-    return target_passes("openvino-npu", max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
+# (a deprecated Scatter the checker rejects, at opset 11 or later, upgraded first, as every
+# target's verb does; the scatters ``runs`` does not cover rewritten)
+RUNS_PREPARATION = Preparation(upgrade="rejected")
 
 
 register_target(Target(
@@ -66,7 +48,7 @@ register_target(Target(
     sources=("measured: OpenVINO 2026.4.1 CPU plugin (tests/targets/test_openvino_tvm.py)",
              "docs.openvino.ai, CPU device, floating-point precision: inference_precision_hint "
              "defaults to bf16 where the CPU has AVX512_BF16 or AMX"),
-    passes=target_scatters_passes("openvino"), options=("max_intermediate_mib",),
+    preparation=RUNS_PREPARATION, options=("max_intermediate_mib",),
     ops=op_table_file("openvino"),
     runner=Runtime("OpenVINO", "run_openvino.py", "openvino", "pip install openvino")))
 
@@ -81,4 +63,4 @@ register_target(Target(
              "https://github.com/openvinotoolkit/openvino/issues/25607"),
     # (the NPU plugin publishes its operations as OpenVINO's own opsets, not ONNX ops: the model
     # must first pass the ONNX frontend, whose table is OpenVINO's)
-    passes=_npu_passes, options=("max_intermediate_mib",), ops=op_table_file("openvino")))
+    preparation=Preparation(), options=("max_intermediate_mib",), ops=op_table_file("openvino")))

@@ -30,15 +30,6 @@ def _runs(n: int) -> tuple[ScatterSupport, ...]:
     return forms + ((ScatterSupport("TensorScatter", frozenset({"none"})),) if n >= 24 else ())
 
 
-def _passes(n: int):
-    def passes() -> list:
-        from scatter_rewrite.passes.lists import lower_passes
-
-        return lower_passes(opset=n)  # (what lower --opset n runs)
-
-    return passes
-
-
 def _register_all() -> None:
     from scatter_rewrite.limits import highest_opset
 
@@ -46,7 +37,6 @@ def _register_all() -> None:
         register_target(Target(
             name=f"opset-{n}", family="opset", summary=f"a runtime at default-domain opset {n}",
             opsets=(1, n), runs=_runs(n), sources=_SOURCES,
-            passes=_passes(n) if n >= OPSET_FLOOR else None,
             verb=("lower", {"opset": n}) if n >= OPSET_FLOOR else None, judge=("opset", n)))
 
 

@@ -20,7 +20,7 @@ __all__: list[str] = []  # (registers its targets at import; nothing else to use
 import functools
 
 from scatter_rewrite.targets import (
-    SCATTER_DATA_TYPES, OpTable, ScatterSupport, Target, register_target,
+    SCATTER_DATA_TYPES, OpTable, Preparation, ScatterSupport, Target, register_target,
 )
 from scatter_rewrite.limits import DEFAULT_DOMAINS
 
@@ -39,15 +39,6 @@ _RUNS = (
                    _all_but("BFLOAT16", "FLOAT16", "BOOL")),
     ScatterSupport("TensorScatter", frozenset({"none"}), _all_but("BFLOAT16")),
 )
-
-
-def _passes_for(name: str):
-    def passes(max_intermediate_mib: int | None = None) -> list:
-        from scatter_rewrite.passes.no_scatter import DEFAULT_MAX_INTERMEDIATE_MIB, target_passes
-
-        return target_passes(name, max_intermediate_mib or DEFAULT_MAX_INTERMEDIATE_MIB)
-
-    return passes
 
 
 @functools.cache
@@ -90,7 +81,7 @@ register_target(Target(
     sources=("measured: onnxruntime 1.32.0 CPU provider, one session per op/reduction/type",
              "onnxruntime/core/providers/cpu/tensor/scatter.cc, scatter_nd.cc (the types "
              "registered for each reduction)"),
-    passes=_passes_for("ort-cpu"), options=("max_intermediate_mib",), ops=_op_table,
+    preparation=Preparation(), options=("max_intermediate_mib",), ops=_op_table,
     onnxruntime=True))
 
 # onnxruntime-web's WebAssembly backend is the CPU provider compiled with Emscripten (its README:
@@ -105,5 +96,5 @@ register_target(Target(
              "compiled into WebAssembly, full ONNX operator coverage)",
              "measured: onnxruntime-web 1.30.0 (WASM) in Node.js ran every native scatter and "
              "every scatter-free form exactly"),
-    passes=_passes_for("ort-web"), options=("max_intermediate_mib",),
+    preparation=Preparation(), options=("max_intermediate_mib",),
     ops=functools.partial(_op_table, "ort-web"), onnxruntime=True))

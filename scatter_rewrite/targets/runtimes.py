@@ -53,8 +53,10 @@ class Runtime:
         python that has it)."""
         where = (f"its package {self.module!r} is not importable here" if self.module
                  else "it runs only in a venv of its own")
-        return (f"not run in {self.name}: {where}; runtime_python= names a python that has it "
-                f"({self.installs})")
+        from scatter_rewrite.said import param, said
+
+        return said(f"not run in {self.name}: {where}; ", param("runtime_python"),
+                    f" names a python that has it ({self.installs})")
 
 
 class Refused(Exception):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from scatter_rewrite.targets import Target, op_table_file, register_target
 from scatter_rewrite.targets.runtimes import Runtime
-from scatter_rewrite.targets.openvino import RUNS, target_scatters_passes
+from scatter_rewrite.targets.openvino import RUNS, RUNS_PREPARATION
 
 __all__: list[str] = []  # (registers its target at import; nothing else to use)
 
@@ -25,6 +25,6 @@ register_target(Target(
     sources=("measured: apache-tvm 0.27.0.post1, Relax frontend, LLVM CPU "
              "(tests/targets/test_openvino_tvm.py)",
              "https://github.com/apache/tvm/issues/19435"),
-    passes=target_scatters_passes("tvm"), options=("max_intermediate_mib",),
+    preparation=RUNS_PREPARATION, options=("max_intermediate_mib",),
     ops=op_table_file("tvm"),
     runner=Runtime("TVM", "run_tvm.py", "tvm", "pip install apache-tvm")))

@@ -17,6 +17,7 @@ import onnx_ir as ir
 from scatter_rewrite.ort_folding import optimizers_left_out
 from scatter_rewrite.validate.held import Held, proto_of
 from scatter_rewrite.limits import DEFAULT_DOMAINS
+from scatter_rewrite.said import call
 
 __all__ = [
     "CustomOpsRefused", "LOWER_TO_RUN", "Lack", "PASSED_IN", "PASSED_OUT", "REDUCTIONS_REFUSED",
@@ -343,7 +344,7 @@ class Lack:
     runs, where one does."""
 
     what: str
-    fix: str = ""
+    fix: str = ""  # (a Said: scatter_rewrite.said.call)
 
     def __str__(self) -> str:
         return self.what
@@ -351,7 +352,7 @@ class Lack:
 
 # float16 scatter reductions lowered to standard ops (sort, segmented sums, ScatterND without
 # reduction), which onnxruntime runs in float16: tests/validate/test_engines.py runs them.
-LOWER_TO_RUN = "lower --opset 13"
+LOWER_TO_RUN = call("lower", opset=13)
 
 
 def kernels_onnxruntime_lacks(model: str | os.PathLike) -> list[Lack]:

@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from scatter_rewrite.errors import ValidationError
+from scatter_rewrite.said import param, said
 from scatter_rewrite.targets import runtimes
 from scatter_rewrite.validate.held import Held, proto_of
 from scatter_rewrite.validate.inputs import ValidationPlan
 
 __all__ = ["prove_in_runtime"]
 
-_OFF = "or write it unproven there with runtime_proof=False"
+_OFF = said("or write it unproven there with ", param("runtime_proof", False))
 
 
 def prove_in_runtime(runtime: runtimes.Runtime, python: str | None,
@@ -40,12 +41,13 @@ def prove_in_runtime(runtime: runtimes.Runtime, python: str | None,
         try:
             ran = runtimes.run(runtime, rewritten, plan.inputs, python, work)
         except runtimes.Refused as e:
-            raise ValidationError(f"validation failed, nothing written: {runtime.name} refuses "
-                                  f"the prepared model: {e}; {_OFF}",
+            raise ValidationError(said(f"validation failed, nothing written: {runtime.name} "
+                                       f"refuses the prepared model: {e}; ", _OFF),
                                   parameters=("runtime_proof",)) from e
         except runtimes.RunnerFailed as e:
-            raise ValidationError(f"validation failed, nothing written: {runtime.name} could not "
-                                  f"run the prepared model in {python}: {_last_lines(e)}; {_OFF}",
+            raise ValidationError(said(f"validation failed, nothing written: {runtime.name} "
+                                       f"could not run the prepared model in {python}: "
+                                       f"{_last_lines(e)}; ", _OFF),
                                   parameters=("runtime_proof",)) from e
     actual = ran.outputs
     if runtime.int64_as_int32:  # (exact: an int64 beyond int32's range shows as a difference)
@@ -57,10 +59,10 @@ def prove_in_runtime(runtime: runtimes.Runtime, python: str | None,
     else:
         diffs, tolerance, failures = judge(original, plan, names, expected, actual)
     if failures:
-        raise ValidationError(
+        raise ValidationError(said(
             f"validation failed, nothing written: {ran.runtime} computes the prepared model "
             f"otherwise than the original: {'; '.join(failures.values())} (in {proven_in} it "
-            f"agrees: the form is right, and {runtime.name} computes it wrongly); {_OFF}",
+            f"agrees: the form is right, and {runtime.name} computes it wrongly); ", _OFF),
             parameters=("runtime_proof",))
     worst = max(diffs.values(), default=0.0)
     return ran.runtime, (f"{ran.runtime} runs the written model too, on the same inputs, and "

@@ -12,6 +12,7 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.errors import ValidationError
+from scatter_rewrite.said import param, said
 from scatter_rewrite.graph import computes_a_scatter, function_calls, is_default_domain, iter_nodes
 from scatter_rewrite.type_inference import (
     annotate_functions_with, restore_types, weightless_copy,
@@ -133,10 +134,10 @@ def _index_values(
 def _no_index_in_range(c: IndexContract) -> ValidationError:
     """An index input with values, into an axis of size 0: no value is in range, so the original
     model runs on no input (the spec makes an index out of range an error)."""
-    return ValidationError(
+    return ValidationError(said(
         f"the original model runs on no input: indices that are not empty address data dims of "
-        f"sizes {list(c.bounds)}, where no index is in range (an axis of size 0); use "
-        "validate=False to rewrite it unproven", parameters=("validate",))
+        f"sizes {list(c.bounds)}, where no index is in range (an axis of size 0); use ",
+        param("validate", False), " to rewrite it unproven"), parameters=("validate",))
 
 
 def _random_values(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
@@ -301,11 +302,12 @@ def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
         sizes = _grown(dims, refit, sizes, counted)
     reason = runs_in_reference(model, first.inputs)
     if reason is not None:
-        raise ValidationError(
+        raise ValidationError(said(
             "cannot find inputs the original model runs with: onnxruntime fails with "
             f"{_said(tried)}; onnx.reference with {first.said(dims)} ({reason}){_unmet(dims)}; "
-            "pass inputs it runs on with inputs= (the proof then uses them), or use "
-            "validate=False to skip the proof", parameters=("inputs", "validate"))
+            "pass inputs it runs on with ", param("inputs"), " (the proof then uses them), or "
+            "use ", param("validate", False), " to skip the proof"),
+            parameters=("inputs", "validate"))
     first.traced[3].append(
         f"onnxruntime fails on the original with every size tried: {_said(tried)}")
     return first

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from scatter_rewrite.errors import IndexOutOfRangeError, ScatterRewriteError, ValidationError
+from scatter_rewrite.said import param, said
 from scatter_rewrite.validate import engines, float64
 from scatter_rewrite.validate.comparison import (
     compare, compare_outputs, judge_rounding, judgeable, tolerance_said,
@@ -117,11 +118,12 @@ def validate(
             rewritten_ort, ort_cannot_run_rewritten = None, str(e)
             unrunnable = to_run_it = None
         else:  # never PASSED for a model its users cannot load
-            raise ValidationError(
+            raise ValidationError(said(
                 "onnxruntime cannot load the rewritten model with "
-                "scatter_rewrite.custom_ops.register, which is how a mode='custom' model runs: "
-                f"{e}; lower with mode='standard', or skip validation with validate=False to "
-                "write it anyway", parameters=("mode", "validate")
+                "scatter_rewrite.custom_ops.register, which is how a ", param("mode", "custom"),
+                f" model runs: {e}; lower with ", param("mode", "standard"),
+                ", or skip validation with ", param("validate", False), " to write it anyway"),
+                parameters=("mode", "validate")
             ) from e
     except engines.WouldTrap as e:  # (never run: the model is judged in onnx.reference)
         rewritten_ort, unrunnable, to_run_it = None, str(e), ""
@@ -276,10 +278,10 @@ def _why_onnxruntime_cannot_run(rewritten: str | os.PathLike, e: BaseException,
 
 def _failed(checked_against: str, failures: dict[str, str]) -> str:
     """What was compared, by how much it missed, and the ways out."""
-    return (
+    return said(
         f"validation failed, nothing written: {'; '.join(failures.values())} (checked against: "
-        f"{checked_against}); if the difference is acceptable, set the bound with rtol=/atol=, "
-        "or skip validation with validate=False"
+        f"{checked_against}); if the difference is acceptable, set the bound with ",
+        param("rtol"), "/", param("atol"), ", or skip validation with ", param("validate", False)
     )
 
 
@@ -335,28 +337,30 @@ def _run_in_reference(model: str | os.PathLike, plan: ValidationPlan, ort_reason
         if not original:
             raise
         if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
-            raise ValidationError(f"the original model cannot run on the inputs given (inputs=): "
-                                  f"{e}; scatter indices must lie within the data's bounds",
+            raise ValidationError(said("the original model cannot run on the inputs given (",
+                                       param("inputs"), f"): {e}; scatter indices must lie "
+                                       "within the data's bounds"),
                                   parameters=("inputs",)) from e
         # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
         # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
-        raise ValidationError(
+        raise ValidationError(said(
             f"the generated validation inputs put an index out of range in the original "
-            f"model ({e}): pass inputs it runs on with inputs=, or validate=False",
-            parameters=("inputs", "validate")) from e
+            f"model ({e}): pass inputs it runs on with ", param("inputs"), ", or ",
+            param("validate", False)), parameters=("inputs", "validate")) from e
     except ScatterRewriteError:
         raise
     except Exception as ref_error:
         which, skip, parameters = "rewritten", "", ("validate",)
         if original and "user inputs" in plan.notes:
-            which, skip = "original", "; use validate=False to skip"
+            which, skip = "original", said("; use ", param("validate", False), " to skip")
         elif original:  # (generated inputs that do not fit the model: the user's would)
             which, parameters = "original", ("inputs", "validate")
-            skip = ("; the generated inputs do not fit it: pass inputs it runs on with inputs=, "
-                    "or use validate=False to skip the proof")
-        raise ValidationError(
+            skip = said("; the generated inputs do not fit it: pass inputs it runs on with ",
+                        param("inputs"), ", or use ", param("validate", False),
+                        " to skip the proof")
+        raise ValidationError(said(
             f"cannot evaluate the {which} model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{first_line(ref_error)}'{skip}", parameters=parameters
+            f"onnx.reference says '{first_line(ref_error)}'", skip), parameters=parameters
         ) from ref_error
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.errors import OptionError, ValidationError
+from scatter_rewrite.said import param, said
 from scatter_rewrite.validate.engines import first_line
 from scatter_rewrite.validate.index_paths import numpy_dtype
 
@@ -22,14 +23,15 @@ def checked_user_inputs(graph_inputs, inputs, dim_sizes) -> tuple[dict, list[str
     missing = [v.name for v in graph_inputs if v.name not in inputs]
     if missing:
         raise ValidationError(
-            f"inputs= lacks the model input(s) {', '.join(missing)}; add them",
+            said(param("inputs"), f" lacks the model input(s) {', '.join(missing)}; add them"),
             parameters=("inputs",))
     given = {v.name: np.asarray(inputs[v.name]) for v in graph_inputs}
     for v in graph_inputs:
         _check_user_input(v, given[v.name], dict(dim_sizes or {}))
     extra = sorted(set(inputs) - set(given))
     return given, ["user inputs"] + (
-        [f"entries of inputs= that are not model inputs were ignored: {', '.join(extra)}"]
+        [said("entries of ", param("inputs"), " that are not model inputs were ignored: "
+              f"{', '.join(extra)}")]
         if extra
         else []
     )
@@ -42,7 +44,7 @@ def user_tolerance(rtol: float | None, atol: float | None) -> tuple[float, float
         return None
     for name, value in (("rtol", rtol), ("atol", atol)):
         if value is not None and not (np.isfinite(value) and value >= 0):
-            raise OptionError(f"{name}={value}: a tolerance is a finite number >= 0",
+            raise OptionError(said(param(name, value), ": a tolerance is a finite number >= 0"),
                               parameter=name)
     return (float(rtol or 0.0), float(atol or 0.0))
 
@@ -71,9 +73,9 @@ def _check_user_input(value: ir.Value, array: np.ndarray, fixed: dict[str, int])
             else str(expected_dtype)
         )
         fixes = f" (with {', '.join(f'{k}={n}' for k, n in fixed.items())})" if fixed else ""
-        raise ValidationError(
-            f"inputs=: '{value.name}' is {described(array.dtype, array.shape)}; the model "
-            f"declares {declared}{fixes}", parameters=("inputs",))
+        raise ValidationError(said(
+            param("inputs"), f": '{value.name}' is {described(array.dtype, array.shape)}; the "
+            f"model declares {declared}{fixes}"), parameters=("inputs",))
 
 
 def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -91,6 +93,7 @@ def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
         raise OptionError(
-            f"inputs='{path}': cannot read it as a .npz archive ({reason})", parameter="inputs",
+            said(param("inputs", os.fspath(path), text=f"'{path}'"),
+                 f": cannot read it as a .npz archive ({reason})"), parameter="inputs",
             parameters=("inputs",),
         ) from e

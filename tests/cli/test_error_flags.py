@@ -78,13 +78,17 @@ def test_an_unreadable_inputs_file_and_a_bad_tolerance_name_their_flags(tmp_path
                                      "number >= 0")
 
 
-def test_the_translation_touches_only_the_parameters_the_error_names():
+def test_the_translation_touches_only_the_parameters_the_message_carries():
+    """Only a parameter a message carries as data (said.param) becomes a flag: the same words in
+    its plain text (a node's name) stay as they are."""
     from scatter_rewrite.errors import ValidationError
+    from scatter_rewrite.said import param, said
 
-    error = ValidationError("lower with mode='standard' (node 'validate=False'), or validate=False",
-                            parameters=("mode",))
+    error = ValidationError(said("lower with ", param("mode", "standard"),
+                                 " (node 'validate=False'), or ", param("validate", False)))
+    assert str(error) == "lower with mode='standard' (node 'validate=False'), or validate=False"
     assert VERBS["lower"].cli_message(error) == ("lower with --mode standard (node "
-                                                 "'validate=False'), or validate=False")
+                                                 "'validate=False'), or --no-validate")
 
 
 def test_an_unknown_target_is_the_parameter_in_python_and_the_flag_for_check_and_prepare(
@@ -166,27 +170,34 @@ def test_a_validation_note_names_the_parameter_in_python_and_the_flag_on_the_com
     assert f"entries of --inputs {said}" in outcome["validation"]["notes"]
 
 
-def test_the_command_of_a_call_is_the_inverse_of_the_call_of_a_command():
-    """``cli_commands`` (what a note says on the command line) and ``python_call`` (check's fix in
-    Python) write the same call and command, for every option kind."""
-    from scatter_rewrite.verbs import cli_commands, python_call
+def test_a_call_is_said_as_the_command_that_does_the_same():
+    """A call a message suggests (said.call) reads as the Python call in Python and as the command
+    on the command line, for every option kind; on a model file, the command names the file."""
+    from scatter_rewrite.said import call, said
+    from scatter_rewrite.verbs import spoken
 
-    for call, command in [
-        ("scatter_rewrite.upgrade(model)", "scatter-rewrite upgrade"),
-        ("scatter_rewrite.lower(model, opset=13, mode='custom')",
+    for made, python, command in [
+        (call("upgrade"), "scatter_rewrite.upgrade(model)", "scatter-rewrite upgrade"),
+        (call("lower", opset=13, mode="custom"),
+         "scatter_rewrite.lower(model, opset=13, mode='custom')",
          "scatter-rewrite lower --opset 13 --mode custom"),
-        ("scatter_rewrite.repair(model, assume='scatter-reduce-mean')",
+        (call("repair", assume="scatter-reduce-mean"),
+         "scatter_rewrite.repair(model, assume='scatter-reduce-mean')",
          "scatter-rewrite repair --assume scatter-reduce-mean"),
-        ("scatter_rewrite.prepare_for_tensorrt(model, trt_version='8.6', fix_dims={'n': 8})",
+        (call("prepare_for_tensorrt", trt_version="8.6", fix_dims={"n": 8}),
+         "scatter_rewrite.prepare_for_tensorrt(model, trt_version='8.6', fix_dims={'n': 8})",
          "scatter-rewrite tensorrt --trt-version 8.6 --fix-dim n=8"),
+        (call("lower", "m.onnx", opset=13), "scatter_rewrite.lower('m.onnx', opset=13)",
+         "scatter-rewrite lower m.onnx --opset 13"),
     ]:
-        assert cli_commands(f"run {call} first") == f"run {command} first"
-        assert python_call(f"run {command} first") == f"run {call} first"
-    # a function that is no verb's, or an argument its verb does not take: as written
-    for text in ("scatter_rewrite.scatter_model(model)", "scatter_rewrite.upgrade(model, mode='x')"):
-        assert cli_commands(text) == text
+        text = said("run ", made, " first")
+        assert str(text) == f"run {python} first"
+        assert spoken(text, {}) == f"run {command} first"
+    # a function that is no verb's, or an argument its verb does not take: as Python writes it
+    for made in (call("scatter_model"), call("upgrade", mode="x")):
+        assert spoken(made, {}) == str(made)
     # check, not a rewriting verb, with its one option
-    assert cli_commands("scatter_rewrite.check(model, target='opset-9') says what blocks it") == (
+    assert spoken(said(call("check", target="opset-9"), " says what blocks it"), {}) == (
         "scatter-rewrite check --target opset-9 says what blocks it")
 
 

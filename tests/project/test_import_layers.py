@@ -1,6 +1,6 @@
 """The layering docs/architecture.md states, checked over every import of the package (module-level
 and inside functions): a module imports its own layer, the layers to its right and the shared
-modules only. The imports that break it today are listed, each to be removed; a new one fails."""
+modules only."""
 
 from __future__ import annotations
 
@@ -25,32 +25,8 @@ LAYERS = [
 ]
 # Importable from every layer; they themselves import each other and evaluator/ only.
 SHARED = {"graph", "limits", "errors", "spec", "type_inference", "model_io", "_protowire", "in_memory",
-          "ort_folding",
+          "ort_folding", "index_tuples", "said",
           "export_patterns", "custom_ops", "testing"}
-# (importing module, imported module): the imports against the layering today.
-KNOWN_VIOLATIONS = {
-    ("targets.litert", "passes.constant_indices"),  # a target's pass list, built in targets/
-    ("targets.litert", "passes.lowering.scatter_free"),
-    ("targets.litert", "passes.move_opset"),
-    ("targets.litert", "passes.no_scatter"),
-    ("targets.mnn", "passes.compose"),
-    ("targets.mnn", "passes.float_comparisons"),
-    ("targets.mnn", "passes.lowering.segment_reduce"),
-    ("targets.mnn", "passes.move_opset"),
-    ("targets.mnn", "passes.no_scatter"),
-    ("targets.mnn", "passes.upgrade"),
-    ("targets.no_scatter", "passes.mask_forms"),
-    ("targets.no_scatter", "passes.move_opset"),
-    ("targets.no_scatter", "passes.no_scatter"),
-    ("targets.openvino", "passes.compose"),
-    ("targets.openvino", "passes.no_scatter"),
-    ("targets.openvino", "passes.upgrade"),
-    ("targets.ort_cpu", "passes.no_scatter"),
-    ("targets.opset", "passes.lists"),  # a target's pass list: its verb's
-    ("targets.tensorrt", "passes.lists"),
-}
-
-
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -111,13 +87,8 @@ def test_every_top_level_module_has_a_layer():
     assert tops - placed == set()
 
 
-def test_no_import_against_the_layering_but_the_known_ones():
-    assert violations() - KNOWN_VIOLATIONS == set()
-
-
-def test_every_known_violation_is_still_there():
-    """A violation removed leaves the list too, so the list stays what is left to remove."""
-    assert KNOWN_VIOLATIONS - violations() == set()
+def test_no_import_against_the_layering():
+    assert violations() == set()
 
 
 def import_cycles() -> list[list[str]]:

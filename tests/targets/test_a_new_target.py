@@ -17,19 +17,13 @@ from tests.helpers.cli import invoke, save
 
 TOY = textwrap.dedent('''
     """A toy runtime: ScatterElements without reduction runs, every other scatter does not."""
-    from scatter_rewrite.targets import ScatterSupport, Target, register_target
-
-
-    def _passes(max_intermediate_mib=None):
-        from scatter_rewrite.passes.no_scatter import no_scatter_passes
-
-        return no_scatter_passes(max_intermediate_mib or 64)
+    from scatter_rewrite.targets import Preparation, ScatterSupport, Target, register_target
 
 
     register_target(Target(
         name="toy-rt", family="toy", summary="a toy runtime: only overwriting ScatterElements",
         opsets=(11, 18), runs=(ScatterSupport("ScatterElements", frozenset({"none"})),),
-        sources=("tests/targets/test_a_new_target.py",), passes=_passes,
+        sources=("tests/targets/test_a_new_target.py",), preparation=Preparation(),
         options=("max_intermediate_mib",)))
 ''')
 

@@ -550,7 +550,10 @@ def test_missing_reductions_name_the_node_op_and_type_and_the_lowering_that_runs
     (lack,) = engines.kernels_onnxruntime_lacks(path)
     assert str(lack) == ("ScatterElements 'scatterelements_0' (opset 16, main graph): no float16 reduction='add' "
                          "in its CPU kernel")
-    assert lack.fix == engines.LOWER_TO_RUN == "lower --opset 13"
+    assert lack.fix == engines.LOWER_TO_RUN == "scatter_rewrite.lower(model, opset=13)"
+    from scatter_rewrite.verbs import spoken
+
+    assert spoken(lack.fix, {}) == "scatter-rewrite lower --opset 13"  # (the command line's)
     lowered = tmp_path / "lowered.onnx"
     onnx.save(sr.lower(onnx.load(path), opset=13, validate=False), lowered)
     assert engines.kernels_onnxruntime_lacks(lowered) == []

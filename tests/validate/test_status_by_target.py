@@ -40,6 +40,8 @@ def test_the_float16_voxel_export_prepared_for_tensorrt_passes_in_onnx_reference
     (entry,) = json.loads(report.read_text())["models"]
     assert entry["status"] == PASSED and entry["validation"]["proven_in"] == "onnx.reference"
     assert entry["validation"]["onnxruntime_cannot_run"]  # (the note's reason, in the report)
+    # what writes a form onnxruntime runs, as the command line says it
+    assert entry["validation"]["to_run_it"] == "scatter-rewrite lower --opset 13"
     model, inputs, expected = load_export(TRT, VOXEL)
     # the plugin form: float16 ScatterElements add, which TensorRT's plugin takes
     nodes = [n for n in onnx.load(written).graph.node if n.op_type.startswith("Scatter")]
@@ -56,6 +58,7 @@ def test_the_api_returns_passed_for_tensorrt_and_keeps_the_note():
     assert outcome.status == PASSED and outcome.error is None
     assert "scatter_rewrite.lower(model, opset=13) writes a form it runs" in \
         outcome.validation["onnxruntime_note"]
+    assert outcome.validation["to_run_it"] == "scatter_rewrite.lower(model, opset=13)"
 
 
 def _float16_constant_add() -> onnx.ModelProto:

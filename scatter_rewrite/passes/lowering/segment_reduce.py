@@ -70,6 +70,7 @@ from scatter_rewrite.passes.lowering.scatter_rows import (
     INT64, const_value, index_tuple_length, is_empty, row_counts, scatter_nd_rows, static_rank,
     update_rows,
 )
+from scatter_rewrite.said import param, said
 
 __all__ = [
     "body_input", "Builder", "compute_dtype", "const_value", "first_opset_with",
@@ -127,7 +128,7 @@ def reduction_blocker(node: ir.Node, opset: int) -> str | None:
     if dtype not in SUPPORTED_DTYPES:
         return f"data type {dtype.name} has no exact standard-op reduction here"
     if dtype == ir.DataType.BFLOAT16 and opset < 13:
-        return "bfloat16 needs opset >= 13 (Cast/ScatterND-13); pass opset=13"
+        return said("bfloat16 needs opset >= 13 (Cast/ScatterND-13); pass ", param("opset", 13))
     if node.op_type == "ScatterElements":
         if static_rank(data, indices, updates) is None:
             return "the rank of data/indices/updates is unknown"

@@ -12,6 +12,7 @@ from scatter_rewrite.limits import OPSET_FLOOR
 from scatter_rewrite.passes.lowering.segment_reduce import (
     INT64, SUPPORTED_DTYPES, Builder, Names, name_prefix, static_rank,
 )
+from scatter_rewrite.said import param, said
 
 __all__ = ["lower_tensor_scatter", "tensor_scatter_blocker"]
 
@@ -31,7 +32,7 @@ def tensor_scatter_blocker(node: ir.Node, opset: int) -> str | None:
     if not -rank <= axis < rank or axis % rank == 0:
         return f"axis={axis} is invalid for rank {rank} (must name a dimension >= 1)"
     if cache.dtype == ir.DataType.BFLOAT16 and opset < 13:
-        return "bfloat16 needs ScatterElements-13; pass opset=13"
+        return said("bfloat16 needs ScatterElements-13; pass ", param("opset", 13))
     if cache.dtype is not None and cache.dtype not in SUPPORTED_DTYPES | {
         ir.DataType.STRING,
         ir.DataType.COMPLEX64,

@@ -55,19 +55,10 @@ def _gets_wrong(version: str) -> tuple[str, ...]:
     return ("DOUBLE data cast down to FLOAT (values clamped)",)
 
 
-def _tensorrt_passes(version: str):
-    def passes(fix_dims: dict[str, int] | None = None) -> list:
-        from scatter_rewrite.passes.lists import tensorrt_passes
-
-        return tensorrt_passes(version, fix_dims)
-
-    return passes
-
-
 for _version in TRT_VERSIONS:
     register_target(Target(
         name=f"tensorrt-{_version}", family="tensorrt",
         summary=f"NVIDIA TensorRT {_version} (its ONNX parser)",
         opsets=PARSER_OPSETS[_version], runs=_runs(_version), gets_wrong=_gets_wrong(_version),
-        sources=_SOURCES, passes=_tensorrt_passes(_version), options=("fix_dims",),
+        sources=_SOURCES, options=("fix_dims",),
         verb=("tensorrt", {"trt_version": _version}), judge=("tensorrt", _version)))

@@ -16,14 +16,9 @@ __all__ = [
 class ScatterRewriteError(Exception):
     """Base class: something the user can fix (bad file, bad option, invalid model).
 
-    ``parameters``: the Python parameters the message names, each spelled as the Python API takes
-    it (``inputs=``, ``validate=False``, ``mode='standard'``); the command line says their flags
-    instead (``--inputs``, ``--no-validate``, ``--mode standard``:
-    :meth:`scatter_rewrite.verbs.Verb.cli_message`)."""
-
-    def __init__(self, message: str = "", *, parameters: tuple[str, ...] = ()):
-        super().__init__(message)
-        self.parameters = tuple(parameters)
+    A message that names the Python API's parameters (``inputs=``, ``validate=False``) is a
+    :class:`~scatter_rewrite.said.Said`, which the command line says as their flags
+    (``--inputs``, ``--no-validate``: :meth:`scatter_rewrite.verbs.Verb.cli_message`)."""
 
 
 class ModelLoadError(ScatterRewriteError):
@@ -46,9 +41,8 @@ class OptionError(ScatterRewriteError, ValueError):
     ``parameter``: the Python parameter the message starts with (``opset=9 is out of range``), which
     the command line shows as its flag (:meth:`scatter_rewrite.verbs.Verb.cli_message`)."""
 
-    def __init__(self, message: str = "", *, parameter: str | None = None,
-                 parameters: tuple[str, ...] = ()):
-        super().__init__(message, parameters=parameters)
+    def __init__(self, message: str = "", *, parameter: str | None = None):
+        super().__init__(message)
         self.parameter = parameter
 
 

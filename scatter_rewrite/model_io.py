@@ -554,7 +554,7 @@ def write_error(destination: Path, e: OSError) -> WriteError:
     if isinstance(e, PermissionError):
         return WriteError(said(
             f"could not write {destination}: permission denied in {destination.parent}; "
-            "write the output elsewhere (", param("output"), ")"), parameters=("output",)
+            "write the output elsewhere (", param("output"), ")")
         )
     return WriteError(f"could not write {destination} ({e.strerror or _first_line(e)})")
 

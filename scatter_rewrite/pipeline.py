@@ -176,8 +176,7 @@ def resolve_output(source: Path, verb: Verb, output: str | os.PathLike | None, i
     if in_place:
         if output is not None:
             raise OptionError(said(param("in_place", True), " and ", param("output"),
-                                   " exclude each other; pick one"),
-                              parameters=("in_place", "output"))
+                                   " exclude each other; pick one"))
         return source
     if output is None:
         return default_output(source, verb.suffix)
@@ -188,8 +187,7 @@ def resolve_output(source: Path, verb: Verb, output: str | os.PathLike | None, i
         # (the API, which never replaces its input, refuses this before: api._check_not_input)
         raise OptionError(said(f"{destination} is the input model: write the output elsewhere (",
                                param("output"), "), or replace the input (",
-                               param("in_place", True), ")"),
-                          parameters=("output", "in_place"))
+                               param("in_place", True), ")"))
     return destination
 
 
@@ -557,7 +555,7 @@ def output_data_name(source: Path, destination: Path, input_data: list[str], in_
         if os.path.realpath(target) in inputs:
             raise OptionError(said(f"{destination} {what} the input's external data file "
                                    f"{os.path.realpath(target)}: write the output elsewhere (",
-                                   param("output"), ")"), parameters=("output",))
+                                   param("output"), ")"))
     return name
 
 
@@ -586,11 +584,11 @@ def rewrite_file_reporting(verb_name: str, source: str, kwargs: dict) -> Outcome
     try:
         return rewrite_file(verb_name, source, **kwargs)
     except ScatterRewriteError as e:
-        said = str(e)
+        error = str(e)
         if verb_name in VERBS:  # (the command line's workers: the flags of what it names)
-            said = VERBS[verb_name].cli_message(e)
+            error = VERBS[verb_name].cli_message(e)
         return Outcome(str(source), None, getattr(e, "passes", []), status=failed_status(e),
-                       error=said,
+                       error=error,
                        seconds=time.perf_counter() - started, verb=verb_name,
                        bad_usage=isinstance(e, OptionError))
     except Exception as e:

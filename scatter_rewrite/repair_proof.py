@@ -224,8 +224,7 @@ def prove_repair(original: str | os.PathLike | Held, repaired: str | os.PathLike
         if inputs is None:
             raise ValidationError(said(
                 f"the original model fails on every input generated ({_failures_said(failing)}): "
-                "pass inputs it runs on with ", param("inputs"), ", or ", param("validate", False)),
-                parameters=("inputs", "validate"))
+                "pass inputs it runs on with ", param("inputs"), ", or ", param("validate", False)))
         skipped.append(said("the original model fails on the generated inputs "
                             f"({_failures_said(failing)}): proven on the ", param("inputs"),
                             " given"))
@@ -265,7 +264,7 @@ def _proof_said(judged: list, cannot: list[str], draws: int, inputs: dict | None
     }
     without = (f"equal to {unique['checked_against']} bit for bit" if exact
                else "no inputs tried left every index unrepeated")
-    said = ("the original differs there" if differs
+    found = ("the original differs there" if differs
             else "no inputs tried repeated an index the original misses")
     # (where the evaluator ran the repaired model: why onnxruntime cannot, for the status)
     cannot, to_run_it = what_onnxruntime_lacks(repaired) if engine != "onnxruntime" else ("", "")
@@ -275,7 +274,7 @@ def _proof_said(judged: list, cannot: list[str], draws: int, inputs: dict | None
         "proven_in": "onnxruntime" if engine == "onnxruntime" else "onnx.reference",
         "stand_in": "",
         "checked_against": (f"repair's proof: without repeated indices, {without}; with repeated "
-                            f"indices ({said}), equal to the evaluator's run of what PyTorch "
+                            f"indices ({found}), equal to the evaluator's run of what PyTorch "
                             f"computed, {engine} on the repaired model"),
         "tolerance": said_tolerance,
         "max_abs_diff": repeated["max_abs_diff"],
@@ -303,7 +302,7 @@ def _guarded(judge, plan, unique: bool, user_inputs: bool, skipped: list,
     except _OriginalFails as e:
         if "user inputs" in plan.notes:
             raise ValidationError(said("the original model cannot run on the inputs given (",
-                                       param("inputs"), f"): {e}"), parameters=("inputs",)) from e
+                                       param("inputs"), f"): {e}")) from e
         if str(e) not in failing:
             failing.append(str(e))
         return None
@@ -311,13 +310,12 @@ def _guarded(judge, plan, unique: bool, user_inputs: bool, skipped: list,
         if "user inputs" in plan.notes:
             raise ValidationError(said("the original model cannot run on the inputs given (",
                                        param("inputs"), f"): {e}; scatter indices must lie "
-                                       "within the data's bounds"),
-                                  parameters=("inputs",)) from e
+                                       "within the data's bounds")) from e
         if not user_inputs:
             raise ValidationError(said(
                 f"the generated validation inputs put an index out of range in the original "
                 f"model ({e}): pass inputs it runs on with ", param("inputs"), ", or ",
-                param("validate", False)), parameters=("inputs", "validate")) from e
+                param("validate", False))) from e
         note = said(f"generated inputs put a computed index out of range ({e}): proven on the ",
                     param("inputs"), " given")
         if note not in skipped:
@@ -341,8 +339,7 @@ def _judge(plan, intended: onnx.ModelProto, n_outputs: int, probes: _Probes, uni
         raise ValidationError(said(
             "cannot evaluate the intended model (the original with each repaired scatter "
             f"reducing) in scatter-rewrite's evaluator, though onnxruntime runs the original: "
-            f"{first_line(e, 300)}; use ", param("validate", False), " to skip"),
-            parameters=("validate",)) from e
+            f"{first_line(e, 300)}; use ", param("validate", False), " to skip")) from e
     expected, probed = outputs[:n_outputs], outputs[n_outputs:]
     actual, engine = _run(repaired, plan.inputs, repaired=True, original_failure=ort_failure)
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
@@ -376,11 +373,11 @@ def _evaluate(proto: onnx.ModelProto, inputs: dict) -> list:
 
 
 def _tolerance_said(outputs: list, tolerances: dict) -> str:
-    said = sorted({f"{o.dtype}: rtol={tolerances[o.dtype][0]}, atol={tolerances[o.dtype][1]}"
+    bounds = sorted({f"{o.dtype}: rtol={tolerances[o.dtype][0]}, atol={tolerances[o.dtype][1]}"
                    for o in outputs if getattr(o, "dtype", None) in tolerances})
-    if not said:
+    if not bounds:
         return "exact (bit for bit)"
-    return f"float outputs within {', '.join(said)}; everything else exact"
+    return f"float outputs within {', '.join(bounds)}; everything else exact"
 
 
 def _run_original(model: str | os.PathLike, inputs: dict) -> tuple[list, str, str | None]:

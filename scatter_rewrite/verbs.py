@@ -240,7 +240,7 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
         from scatter_rewrite.targets import target_names_help
 
         raise OptionError(said("prepare needs ", param("target", text="TARGET"),
-                               f": pick {target_names_help()}"), parameters=("target",))
+                               f": pick {target_names_help()}"))
     found = get_target(target)
     if found.fix_verb is None:
         raise OptionError(said(f"no verb brings a model to {found.name}: ",
@@ -250,7 +250,7 @@ def prepare_passes(target: str | None = None, max_intermediate_mib: int | None =
     for name in given:
         if name not in found.options:
             raise OptionError(said(param(name), " does not apply to ",
-                                   param("target", found.name)), parameters=(name, "target"))
+                                   param("target", found.name)))
     if runtime_python is not None:
         _check_runtime_python(found, runtime_python, runtime_proof)
     from scatter_rewrite.passes.lists import target_passes
@@ -268,16 +268,13 @@ def _check_runtime_python(target: Any, python: str, runtime_proof: bool) -> None
 
     if target.runner is None:
         raise OptionError(said(param("runtime_python"), " does not apply to ",
-                               param("target", target.name), ": no runtime of its own runs here"),
-                          parameters=("runtime_python", "target"))
+                               param("target", target.name), ": no runtime of its own runs here"))
     if not runtime_proof:
         raise OptionError(said(param("runtime_python"), " is for the proof in the runtime, which ",
-                               param("runtime_proof", False), " turns off"),
-                          parameters=("runtime_python", "runtime_proof"))
+                               param("runtime_proof", False), " turns off"))
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         raise OptionError(said(param("runtime_python", python), " is not an executable file: "
-                               f"name the python of a venv that has {target.runner.name}"),
-                          parameters=("runtime_python",))
+                               f"name the python of a venv that has {target.runner.name}"))
 
 
 _OPSET_HELP = "Target default-domain opset, 11 to the highest the installed onnx defines"

@@ -196,8 +196,7 @@ class LowerPass(ScatterPass):
         if blocked:
             raise ConversionError(said(
                 f"cannot lower to opset {target}: ", every_node(blocked), "; fix the model or "
-                "pick a target opset that has the op (max/min: 18, add/mul: 16)"),
-                parameters=("opset",))
+                "pick a target opset that has the op (max/min: 18, add/mul: 16)"))
         names = seg.Names(value_names(model))
         uses_custom: list[ir.Graph | ir.Function] = []
         built_in_functions: list[ir.Node] = []

@@ -205,8 +205,7 @@ class NoScatterPass(ScatterPass):
         if (isinstance(max_intermediate_mib, bool) or not isinstance(max_intermediate_mib, int)
                 or max_intermediate_mib < 1):
             raise OptionError(said(param("max_intermediate_mib", max_intermediate_mib),
-                                   ": pick a positive number of MiB"),
-                              parameters=("max_intermediate_mib",))
+                                   ": pick a positive number of MiB"))
         self.max_bytes = max_intermediate_mib * 2 ** 20
         self.max_intermediate_mib = max_intermediate_mib
 
@@ -281,8 +280,7 @@ class NoScatterPass(ScatterPass):
             else:
                 plans.append((node, scope, form))
         if blocked:
-            raise ConversionError(said(f"{self.refusal}: ", every_node(blocked)),
-                                  parameters=("max_intermediate_mib",))
+            raise ConversionError(said(f"{self.refusal}: ", every_node(blocked)))
         planned = {id(node) for node, _, _ in plans}  # (a TensorScatter's ScatterElements the
         for node, scope in tensor_scatters:  # target runs is what it is rewritten as)
             if not any(made[k] is node for k in made if k in planned):

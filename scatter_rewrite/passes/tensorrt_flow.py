@@ -55,8 +55,7 @@ class TensorRTFlowPass(ScatterPass):
 
     def unreachable(self, why: str) -> ConversionError:
         """The error for a model this pass cannot bring to what the TensorRT version takes."""
-        return ConversionError(said(f"cannot prepare for TensorRT {self.trt_version}: ", why),
-                               parameters=("trt_version", "fix_dims"))
+        return ConversionError(said(f"cannot prepare for TensorRT {self.trt_version}: ", why))
 
 
 # In every decline the TensorRT-safe lowering gives (TensorRTPass.advice keys its advice on it).

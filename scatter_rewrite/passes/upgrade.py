@@ -39,7 +39,7 @@ def checked_upgrade(where: str, bfloat16: bool, target: int, shapes: dict[str, l
     normalized (None: a reference to a function's attribute, kept as it is)."""
     if bfloat16 and target < 13:
         raise InvalidModelError(said(f"{where}: bfloat16 data needs ScatterElements-13; pass ",
-                                     param("opset", 13)), parameters=("opset",))
+                                     param("opset", 13)))
     return None if axis is None else checked_axis(where, shapes, axis)
 
 

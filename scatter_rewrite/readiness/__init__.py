@@ -245,7 +245,7 @@ def parse_target(target: str) -> tuple[str, object]:
     if m:
         raise OptionError(said(param("target", target), " is out of range: pick "
                                f"opset-{OPSET_TARGET_FLOOR} to opset-{highest_opset()} (the "
-                               "highest this onnx defines)"), parameters=("target",))
+                               "highest this onnx defines)"))
     found = get_target(t)  # (an unknown name: the error names every registered one)
     return found.family, found.name
 

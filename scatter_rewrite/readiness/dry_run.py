@@ -95,7 +95,7 @@ def dry_run(path: str | os.PathLike, kind: str, version, invalid: bool = False,
         # (said as the command line says it, as run.command is: --max-intermediate-mib 354)
         run.error = verb.cli_message(e)
         run.declined = [dataclasses.replace(note, detail=verb.cli_message(
-            ScatterRewriteError(note.detail, parameters=e.parameters)))
+            ScatterRewriteError(note.detail)))
             for note in getattr(e, "declined", [])]
         return run
     except Exception as e:

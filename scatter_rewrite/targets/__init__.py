@@ -299,11 +299,9 @@ def get_target(name: str) -> Target:
     known ones otherwise."""
     found = targets().get(name.strip().lower())
     if found is None and name.strip().lower() in NO_PATH:
-        raise OptionError(said(param("target", name), f": {NO_PATH[name.strip().lower()]}"),
-                          parameters=("target",))
+        raise OptionError(said(param("target", name), f": {NO_PATH[name.strip().lower()]}"))
     if found is None:
-        raise OptionError(said(param("target", name), f" is unknown: pick {target_names_help()}"),
-                          parameters=("target",))
+        raise OptionError(said(param("target", name), f" is unknown: pick {target_names_help()}"))
     return found
 
 

@@ -107,10 +107,10 @@ def run(runtime: Runtime, model: str | os.PathLike, inputs: dict, python: str | 
         raise RunnerFailed(f"{python} cannot run {runtime.runner}: {e}") from e
     except subprocess.TimeoutExpired as e:
         raise RunnerFailed(f"{runtime.name} did not finish within {RUN_LIMIT_S} s") from e
-    said = done.stderr.splitlines()
-    named = [line.removeprefix("RUNTIME: ") for line in said if line.startswith("RUNTIME: ")]
+    lines = done.stderr.splitlines()
+    named = [line.removeprefix("RUNTIME: ") for line in lines if line.startswith("RUNTIME: ")]
     if done.returncode == _REFUSED:
-        reasons = [line.removeprefix("REFUSED: ") for line in said if line.startswith("REFUSED: ")]
+        reasons = [line.removeprefix("REFUSED: ") for line in lines if line.startswith("REFUSED: ")]
         raise Refused(reasons[-1] if reasons else done.stderr[-2000:])
     if done.returncode != 0:
         raise RunnerFailed(f"{runtime.runner} failed ({done.returncode}):\n{done.stderr[-4000:]}")

@@ -15,7 +15,9 @@ import numpy as np
 import onnx_ir as ir
 
 from scatter_rewrite.graph import is_default_domain, iter_nodes
-from scatter_rewrite.validate.index_paths import bound_outside, outer_values, trace_to_input
+from scatter_rewrite.validate.index_paths import (
+    bound_outside, outer_values, slot_values, trace_to_input,
+)
 
 __all__ = ["Argument", "argument_inputs", "extreme_values", "integer_data_inputs"]
 
@@ -98,17 +100,11 @@ def argument_inputs(model: ir.Model, shape_of) -> dict[str, Argument]:
     graph_inputs = {id(v) for v in model.graph.inputs}
     outer = outer_values(model)
     found: dict[str, Argument] = {}
-    for node, _scope in iter_nodes(model):
-        if not is_default_domain(node):
+    for node, kind, value in slot_values(model, _SLOTS):
+        source = trace_to_input(value, graph_inputs, outer)
+        if source is None or source.name in found:
             continue
-        for position, value in enumerate(node.inputs):
-            kind = _SLOTS.get((node.op_type, position))
-            if kind is None or value is None:
-                continue
-            source = trace_to_input(value, graph_inputs, outer)
-            if source is None or source.name in found:
-                continue
-            found[source.name] = Argument(kind, _data_shape(node.inputs[0], shape_of, outer))
+        found[source.name] = Argument(kind, _data_shape(node.inputs[0], shape_of, outer))
     return found
 
 

@@ -42,13 +42,11 @@ def prove_in_runtime(runtime: runtimes.Runtime, python: str | None,
             ran = runtimes.run(runtime, rewritten, plan.inputs, python, work)
         except runtimes.Refused as e:
             raise ValidationError(said(f"validation failed, nothing written: {runtime.name} "
-                                       f"refuses the prepared model: {e}; ", _OFF),
-                                  parameters=("runtime_proof",)) from e
+                                       f"refuses the prepared model: {e}; ", _OFF)) from e
         except runtimes.RunnerFailed as e:
             raise ValidationError(said(f"validation failed, nothing written: {runtime.name} "
                                        f"could not run the prepared model in {python}: "
-                                       f"{_last_lines(e)}; ", _OFF),
-                                  parameters=("runtime_proof",)) from e
+                                       f"{_last_lines(e)}; ", _OFF)) from e
     actual = ran.outputs
     if runtime.int64_as_int32:  # (exact: an int64 beyond int32's range shows as a difference)
         actual = [a.astype(np.int64) if a.dtype == np.int32 and np.asarray(e).dtype == np.int64
@@ -62,8 +60,7 @@ def prove_in_runtime(runtime: runtimes.Runtime, python: str | None,
         raise ValidationError(said(
             f"validation failed, nothing written: {ran.runtime} computes the prepared model "
             f"otherwise than the original: {'; '.join(failures.values())} (in {proven_in} it "
-            f"agrees: the form is right, and {runtime.name} computes it wrongly); ", _OFF),
-            parameters=("runtime_proof",))
+            f"agrees: the form is right, and {runtime.name} computes it wrongly); ", _OFF))
     worst = max(diffs.values(), default=0.0)
     return ran.runtime, (f"{ran.runtime} runs the written model too, on the same inputs, and "
                          f"agrees with the original: {tolerance}, max |difference| {worst:.3g}")

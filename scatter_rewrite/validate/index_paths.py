@@ -7,6 +7,7 @@ subgraph and function bodies. :mod:`.contracts` reads them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ __all__ = [
     "bound_outside", "carrier_of", "CARRIERS", "divisor_inputs", "size_inputs", "first_calls", "float_type",
     "map_axis",
     "NO_AXIS", "node_named", "normalization_shifts", "numpy_dtype", "outer_values",
-    "selected_by_constant", "trace_index", "trace_to_input",
+    "selected_by_constant", "slot_values", "trace_index", "trace_to_input",
 ]
 
 
@@ -82,26 +83,33 @@ def size_inputs(model: ir.Model) -> dict[str, bool]:
     are generated as ones. The walk stops at ops that read only a shape and leaves bodies out."""
     graph_inputs = {id(v): v for v in model.graph.inputs}
     found: dict[str, bool] = {}
+    for _node, ones, value in slot_values(model, SIZE_SLOTS):
+        stack, seen = [value], set()
+        while stack:
+            v = stack.pop()
+            if v is None or id(v) in seen:
+                continue
+            seen.add(id(v))
+            if id(v) in graph_inputs:
+                found[v.name] = found.get(v.name, False) or ones
+                continue
+            producer = v.producer()
+            if producer is not None and producer.op_type not in _SHAPE_READERS:
+                stack.extend(producer.inputs)
+    return found
+
+
+def slot_values(model: ir.Model, slots: dict[tuple[str, int], Any]
+                ) -> Iterator[tuple[ir.Node, Any, ir.Value]]:
+    """(node, its entry, the value) for each input of an ONNX-domain node, in the graph, its bodies
+    and functions, that fills a slot of ``slots`` ((op_type, input position) -> entry)."""
     for node, _scope in iter_nodes(model):
         if not is_default_domain(node):
             continue
         for position, value in enumerate(node.inputs):
-            ones = SIZE_SLOTS.get((node.op_type, position))
-            if ones is None or value is None:
-                continue
-            stack, seen = [value], set()
-            while stack:
-                v = stack.pop()
-                if v is None or id(v) in seen:
-                    continue
-                seen.add(id(v))
-                if id(v) in graph_inputs:
-                    found[v.name] = found.get(v.name, False) or ones
-                    continue
-                producer = v.producer()
-                if producer is not None and producer.op_type not in _SHAPE_READERS:
-                    stack.extend(producer.inputs)
-    return found
+            entry = slots.get((node.op_type, position))
+            if entry is not None and value is not None:
+                yield node, entry, value
 
 
 def trace_to_input(

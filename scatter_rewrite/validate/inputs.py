@@ -137,7 +137,7 @@ def _no_index_in_range(c: IndexContract) -> ValidationError:
     return ValidationError(said(
         f"the original model runs on no input: indices that are not empty address data dims of "
         f"sizes {list(c.bounds)}, where no index is in range (an axis of size 0); use ",
-        param("validate", False), " to rewrite it unproven"), parameters=("validate",))
+        param("validate", False), " to rewrite it unproven"))
 
 
 def _random_values(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
@@ -306,8 +306,7 @@ def _running_attempt(model, planned, graph_inputs, dims, refit, first: _Attempt,
             "cannot find inputs the original model runs with: onnxruntime fails with "
             f"{_said(tried)}; onnx.reference with {first.said(dims)} ({reason}){_unmet(dims)}; "
             "pass inputs it runs on with ", param("inputs"), " (the proof then uses them), or "
-            "use ", param("validate", False), " to skip the proof"),
-            parameters=("inputs", "validate"))
+            "use ", param("validate", False), " to skip the proof"))
     first.traced[3].append(
         f"onnxruntime fails on the original with every size tried: {_said(tried)}")
     return first

@@ -122,8 +122,7 @@ def validate(
                 "onnxruntime cannot load the rewritten model with "
                 "scatter_rewrite.custom_ops.register, which is how a ", param("mode", "custom"),
                 f" model runs: {e}; lower with ", param("mode", "standard"),
-                ", or skip validation with ", param("validate", False), " to write it anyway"),
-                parameters=("mode", "validate")
+                ", or skip validation with ", param("validate", False), " to write it anyway")
             ) from e
     except engines.WouldTrap as e:  # (never run: the model is judged in onnx.reference)
         rewritten_ort, unrunnable, to_run_it = None, str(e), ""
@@ -141,8 +140,7 @@ def validate(
     names = plan.outputs or [f"output {i}" for i in range(len(actual))]
     diffs, tolerance, failures = judge(original, plan, names, expected, actual)
     if failures:
-        raise ValidationError(_failed(checked_against, failures),
-                              parameters=("rtol", "atol", "validate"))
+        raise ValidationError(_failed(checked_against, failures))
     in_runtime = ""
     if runtime is not None:
         proven_in, in_runtime = _in_runtime(runtime, runtime_python, original, rewritten, plan,
@@ -168,9 +166,9 @@ def _in_runtime(runtime: Any, python: str | None, original: str | os.PathLike,
     """(the engines the model is proven in, the summary's line on the target's runtime)."""
     from scatter_rewrite.validate.in_runtime import prove_in_runtime
 
-    ran, said = prove_in_runtime(runtime, python, original, rewritten, plan, names, expected,
+    ran, line = prove_in_runtime(runtime, python, original, rewritten, plan, names, expected,
                                  judge, proven_in)
-    return (f"{proven_in} and {ran}" if ran else proven_in), said
+    return (f"{proven_in} and {ran}" if ran else proven_in), line
 
 
 def judge(original: str | os.PathLike, plan: ValidationPlan, names: list[str], expected: list,
@@ -307,12 +305,12 @@ def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, 
     left, measured = dict(failures), []
     for name in judged:
         k = at[name]
-        failure, said = judge_rounding(name, expected[k], np.asarray(actual[k]),
+        failure, rounding = judge_rounding(name, expected[k], np.asarray(actual[k]),
                                        np.asarray(exact[k]), np.asarray(magnitude[k]),
                                        plan.float_sum_types)
         if failure is None:
             del left[name]
-            measured.append(f"'{name}': {said}")
+            measured.append(f"'{name}': {rounding}")
         else:
             left[name] = failure
     if left:
@@ -339,28 +337,27 @@ def _run_in_reference(model: str | os.PathLike, plan: ValidationPlan, ort_reason
         if "user inputs" in plan.notes:  # the user's indices, not the model, break the spec
             raise ValidationError(said("the original model cannot run on the inputs given (",
                                        param("inputs"), f"): {e}; scatter indices must lie "
-                                       "within the data's bounds"),
-                                  parameters=("inputs",)) from e
+                                       "within the data's bounds")) from e
         # Generated inputs: an index computed from them (where the plan could not bound it, e.g.
         # a data shape inference does not reach in a Loop body) is ours to blame, not the model.
         raise ValidationError(said(
             f"the generated validation inputs put an index out of range in the original "
             f"model ({e}): pass inputs it runs on with ", param("inputs"), ", or ",
-            param("validate", False)), parameters=("inputs", "validate")) from e
+            param("validate", False))) from e
     except ScatterRewriteError:
         raise
     except Exception as ref_error:
-        which, skip, parameters = "rewritten", "", ("validate",)
+        which, skip = "rewritten", ""
         if original and "user inputs" in plan.notes:
             which, skip = "original", said("; use ", param("validate", False), " to skip")
         elif original:  # (generated inputs that do not fit the model: the user's would)
-            which, parameters = "original", ("inputs", "validate")
+            which = "original"
             skip = said("; the generated inputs do not fit it: pass inputs it runs on with ",
                         param("inputs"), ", or use ", param("validate", False),
                         " to skip the proof")
         raise ValidationError(said(
             f"cannot evaluate the {which} model: onnxruntime says '{ort_reason}', "
-            f"onnx.reference says '{first_line(ref_error)}'", skip), parameters=parameters
+            f"onnx.reference says '{first_line(ref_error)}'", skip)
         ) from ref_error
 
 

@@ -23,8 +23,7 @@ def checked_user_inputs(graph_inputs, inputs, dim_sizes) -> tuple[dict, list[str
     missing = [v.name for v in graph_inputs if v.name not in inputs]
     if missing:
         raise ValidationError(
-            said(param("inputs"), f" lacks the model input(s) {', '.join(missing)}; add them"),
-            parameters=("inputs",))
+            said(param("inputs"), f" lacks the model input(s) {', '.join(missing)}; add them"))
     given = {v.name: np.asarray(inputs[v.name]) for v in graph_inputs}
     for v in graph_inputs:
         _check_user_input(v, given[v.name], dict(dim_sizes or {}))
@@ -75,7 +74,7 @@ def _check_user_input(value: ir.Value, array: np.ndarray, fixed: dict[str, int])
         fixes = f" (with {', '.join(f'{k}={n}' for k, n in fixed.items())})" if fixed else ""
         raise ValidationError(said(
             param("inputs"), f": '{value.name}' is {described(array.dtype, array.shape)}; the "
-            f"model declares {declared}{fixes}"), parameters=("inputs",))
+            f"model declares {declared}{fixes}"))
 
 
 def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -94,6 +93,5 @@ def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
         raise OptionError(
             said(param("inputs", os.fspath(path), text=f"'{path}'"),
-                 f": cannot read it as a .npz archive ({reason})"), parameter="inputs",
-            parameters=("inputs",),
+                 f": cannot read it as a .npz archive ({reason})"), parameter="inputs"
         ) from e

@@ -1,7 +1,7 @@
 """The library's errors, notes and skip reasons name Python parameters (``inputs=``,
 ``validate=False``, ``rtol=``) and functions (``scatter_rewrite.upgrade(model, opset=18)``); the
 command line says the flags and commands instead (``--inputs``, ``--no-validate``, ``--rtol``,
-``scatter-rewrite upgrade --opset 18``): one mechanism, ``ScatterRewriteError.parameters`` and
+``scatter-rewrite upgrade --opset 18``): one mechanism, messages as ``said.Said`` and
 ``Verb.cli_message`` (errors), ``Verb.cli_text`` (notes: ``Outcome.said_on_the_command_line``)."""
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def test_real_exports_prepared_run_as_onnxruntime(runtime, name, tmp_path):
 @pytest.mark.parametrize("float_sums", [False, True], ids=["bit-exact", "float-sums"])
 def test_openvino_npu_forms_have_no_scatter_and_run_exactly(float_sums, tmp_path):
     # no NPU here: the forms run on OpenVINO's CPU plugin, whose TopK orders equal values otherwise
-    # than ONNX (the sort form's keys are distinct) and whose Greater is true on NaN
+    # than ONNX (the sort form's keys are distinct) and whose Greater is true on NaN on some CPUs
     cases = {name: case for name, case in scatter_cases().items()
              if sums_floats(case[0]) == float_sums}
     model, inputs = combined(cases)
@@ -161,8 +161,10 @@ def test_openvino_npu_float_max_min_keep_nan_and_signed_zeros(tmp_path):
     assert all(np.array_equal(np.signbit(e), np.signbit(a)) for e, a in zip(expected, actual))
 
 
-def test_openvino_greater_is_true_on_nan(tmp_path):
-    # why the forms compare with Less only (ONNX: a comparison with NaN is false)
+def test_openvino_less_is_false_on_nan_where_greater_may_not_be(tmp_path):
+    # why the forms compare with Less only (ONNX: a comparison with NaN is false): the CPU
+    # plugin's Greater is true on NaN on some CPUs (an Intel Xeon) and right on others, as the
+    # kernel the CPU takes decides; its Less is right on each
     graph = oh.make_graph(
         [oh.make_node("Greater", ["a", "b"], ["greater"]),
          oh.make_node("Less", ["a", "b"], ["less"])],
@@ -172,8 +174,9 @@ def test_openvino_greater_is_true_on_nan(tmp_path):
     inputs = {"a": np.array([np.nan, 1, 2], np.float32), "b": np.array([1, np.nan, 1], np.float32)}
     np.testing.assert_array_equal(original_outputs(model, inputs)[0], [False, False, True])
     greater, less = run_in("openvino", model, inputs, tmp_path)
-    np.testing.assert_array_equal(greater, [True, True, True])
     np.testing.assert_array_equal(less, [False, False, False])
+    assert greater[2]  # (no NaN: right on every CPU)
+    assert greater[:2].tolist() in ([False, False], [True, True])  # (right, or true on NaN)
 
 
 def test_openvino_topk_does_not_keep_equal_keys_in_index_order(tmp_path):

@@ -20,8 +20,8 @@ frees it after the next level is built.
 
 Exact: no float passes through Where (onnxruntime's CPU Where loses a -0.0 it selects from its
 first input); Where picks int32 positions and the values are gathered from them. Comparisons use
-``Less`` only (OpenVINO's Greater is true on NaN). Every shape is static: the level sizes are
-known from R + n; no Loop.
+``Less`` only (OpenVINO's Greater is true on NaN on some CPUs). Every shape is static: the level
+sizes are known from R + n; no Loop.
 """
 
 from __future__ import annotations

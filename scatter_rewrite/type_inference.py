@@ -90,7 +90,8 @@ def weightless_copy(model: ir.Model) -> ir.Model:
     return copy
 
 
-def inferred_tensor_types(model: ir.Model) -> dict[ir.Value, onnx.TypeProto.Tensor] | None:
+def inferred_tensor_types(model: ir.Model, data_prop: bool = False
+                          ) -> dict[ir.Value, onnx.TypeProto.Tensor] | None:
     """ONNX shape inference's tensor type of every node output of the main graph and its subgraphs
     and of every subgraph input (a Loop body's carried values, typed from the Loop's inputs),
     keyed by the value itself; None when inference fails. (Not by name: the branches of an If may
@@ -101,10 +102,11 @@ def inferred_tensor_types(model: ir.Model) -> dict[ir.Value, onnx.TypeProto.Tens
     inference reads Reshape's shape, Unsqueeze's axes and Range's bounds, and without them it fails
     for the whole graph (the values after them stayed untyped, and opset moves refused Add-14 or
     Expand-13 after a Reshape by an initializer). An initializer that is also a graph input goes in
-    as that input, by its type only (:func:`_overridable_as_inputs`)."""
+    as that input, by its type only (:func:`_overridable_as_inputs`). ``data_prop``: inference
+    also computes the small integer values shapes are made of (``Shape -> Gather -> Concat``)."""
     proto = _inference_proto(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=data_prop)
     except Exception:  # best effort
         return None
     found: dict[ir.Value, onnx.TypeProto.Tensor] = {}

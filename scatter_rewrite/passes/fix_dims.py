@@ -18,7 +18,6 @@ a fixed dimension become static where they can.
 from __future__ import annotations
 
 import onnx_ir as ir
-import onnx_ir.passes.common  # noqa: F401  (ShapeInferencePass)
 
 from scatter_rewrite.errors import OptionError
 from scatter_rewrite.errors import ScatterRewriteError
@@ -26,6 +25,7 @@ from scatter_rewrite.said import param, said
 from scatter_rewrite.graph import function_calls, is_default_domain, iter_nodes, iter_scopes
 from scatter_rewrite.passes.base import ScatterPass
 from scatter_rewrite.passes.fold import CHAIN_OPS, SHAPE_OPS, CannotEvaluate, ConstantChains
+from scatter_rewrite.type_inference import inferred_tensor_types, shape_of
 
 __all__ = ["data_sized_source", "dim_name", "dims_reaching", "dims_that_fix", "FixDimsPass",
            "settle_shapes"]
@@ -167,7 +167,9 @@ def _reads_a_shape(value: ir.Value, seen: set[int] | None = None) -> bool:
 def _infer_again(model: ir.Model) -> None:
     """ONNX shape inference from the graph inputs' shapes as they now are. The shapes it infers
     replace those recorded on node outputs (which may hold the dims it could not follow before);
-    a value it cannot infer keeps its recorded shape."""
+    a value it cannot infer keeps its recorded shape, and an untyped one takes its inferred tensor
+    type. (Not onnx_ir's ShapeInferencePass: it serializes the weights too, and it gives a sequence
+    the type of a tensor of its elements, which inference then rejects.)"""
     recorded = {}
     for node, scope in iter_nodes(model):
         if scope.is_function or not is_default_domain(node):
@@ -175,10 +177,13 @@ def _infer_again(model: ir.Model) -> None:
         for value in node.outputs:
             recorded[value] = value.shape
             value.shape = None
-    ir.passes.common.ShapeInferencePass(strict_mode=False)(model)
+    inferred = inferred_tensor_types(model, data_prop=True) or {}
     for value, shape in recorded.items():
-        if value.shape is None:
-            value.shape = shape
+        found = inferred.get(value)
+        if found is not None and value.type is None and found.elem_type:
+            value.type = ir.TensorType(ir.DataType(found.elem_type))
+        inferred_shape = shape_of(found) if found is not None else None
+        value.shape = shape if inferred_shape is None else inferred_shape  # (a scalar's is ())
 
 
 def dim_name(dim) -> str | None:

@@ -239,3 +239,25 @@ def test_a_count_nonzero_finds_offers_no_fix_dim(tmp_path, rows):
     if rows == "n":  # and indeed: fixing the one named dimension leaves the count dynamic
         with pytest.raises(sr.ConversionError, match="no fix_dims= makes it static"):
             sr.prepare_for_tensorrt(onnx.load(source), trt_version="8.6", fix_dims={"n": 6})
+
+
+def test_shapes_inferred_again_leave_a_sequence_a_sequence(caplog):
+    # dynamo's EmbeddingBag: SequenceEmpty -> Loop -> ConcatFromSequence. Re-inference types what
+    # was untyped, tensors only: a sequence typed as a tensor of its elements would make every
+    # later inference fail (and the written model invalid)
+    from pathlib import Path
+
+    from scatter_rewrite.passes.fix_dims import settle_shapes
+    from scatter_rewrite.type_inference import serialize_without_weights
+
+    path = Path(__file__).resolve().parents[1] / "data" / "torch" / "embedding_bag_max_dynamo18.onnx"
+    model = ir.load(path)
+    sequences = [v for node in model.graph if node.op_type in ("SequenceEmpty", "Loop")
+                 for v in node.outputs[:1]]
+    with caplog.at_level("WARNING"):
+        settle_shapes(model)
+        settle_shapes(model)
+    assert sequences and all(not isinstance(v.type, ir.TensorType) for v in sequences)
+    onnx.shape_inference.infer_shapes(serialize_without_weights(model), check_type=True,
+                                      strict_mode=True)
+    assert not [r for r in caplog.records if "nference" in r.getMessage()]

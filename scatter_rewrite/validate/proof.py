@@ -306,8 +306,8 @@ def _judge_by_the_arithmetic(original: str | os.PathLike, plan: ValidationPlan, 
     for name in judged:
         k = at[name]
         failure, rounding = judge_rounding(name, expected[k], np.asarray(actual[k]),
-                                       np.asarray(exact[k]), np.asarray(magnitude[k]),
-                                       plan.float_sum_types)
+                                           np.asarray(exact[k]), np.asarray(magnitude[k]),
+                                           plan.float_sum_types)
         if failure is None:
             del left[name]
             measured.append(f"'{name}': {rounding}")
